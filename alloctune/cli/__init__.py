@@ -1,0 +1,1 @@
+"""The command line: one module per subcommand, each only parsing arguments and calling the library."""

@@ -1,0 +1,41 @@
+"""`alloctune` entry point: builds the parser from the subcommand modules and turns errors into exit codes."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .. import __version__
+from ..errors import AlloctuneError
+
+# Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
+SUBCOMMANDS = ("sweep", "record", "replay", "export", "compare")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="alloctune",
+        description="Find the best PYTORCH_CUDA_ALLOC_CONF for a GPU workload, prove it with measurements, "
+                    "and export it as an env file.")
+    parser.add_argument("--version", action="version", version=f"alloctune {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"{__package__}.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except AlloctuneError as exc:
+        print(f"alloctune: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("alloctune: interrupted; finished trials are saved, run the same command again to resume",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,101 @@
+"""The records a sweep produces: what one trial measured, and in which state it ended.
+
+Everything that crosses a process boundary or lands in a results file is one of these dataclasses, turned into
+JSON with `to_json()` and read back with `from_json()`. The trials file carries `schema` on every line and a
+reader refuses a version it does not know (`store.py`).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields
+
+SCHEMA_VERSION = 1
+
+
+class TrialState(str, enum.Enum):
+    """How a trial ended. Only OK trials carry a complete measurement."""
+
+    OK = "ok"
+    OOM = "oom"            # the workload did not fit (device memory or budget): data, not an error
+    CRASHED = "crashed"    # non-zero exit, exception, signal, unreadable child output
+    TIMEOUT = "timeout"    # killed at the per-trial time limit
+    MISMATCH = "mismatch"  # the allocator settings that took effect differ from those asked for
+
+    @property
+    def fits(self) -> bool:
+        return self is TrialState.OK
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one trial measured. Names follow torch.cuda.memory_stats where one exists.
+
+    Peaks are over the whole process (warm-up included): that is what the job needs from the card.
+    Throughput is over the measured steps only, synchronized, after warm-up. Simulated trials have no
+    throughput and no driver-level figure.
+    """
+
+    peak_reserved_bytes: int
+    peak_allocated_bytes: int
+    peak_requested_bytes: int | None = None
+    num_alloc_retries: int = 0
+    num_ooms: int = 0
+    num_device_alloc: int | None = None
+    num_device_free: int | None = None
+    device_peak_used_bytes: int | None = None  # cudaMemGetInfo's view: includes the CUDA context
+    throughput: float | None = None            # workload units per second
+    unit: str | None = None
+    measured_seconds: float | None = None
+    measured_steps: int | None = None
+
+    @property
+    def reserved_ratio(self) -> float | None:
+        """peak reserved / peak allocated (1.0 = no waste)."""
+        return self.peak_reserved_bytes / self.peak_allocated_bytes if self.peak_allocated_bytes else None
+
+    @property
+    def fragmentation(self) -> float | None:
+        """1 - peak allocated / peak reserved."""
+        return 1 - self.peak_allocated_bytes / self.peak_reserved_bytes if self.peak_reserved_bytes else None
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial: one setting, one repeat, one environment, in a fresh process (or one replay)."""
+
+    workload: str                 # workload name
+    workload_hash: str            # digest of what defines the workload; rows with different hashes don't compare
+    conf: str                     # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
+    repeat: int                   # 0-based repeat index
+    env_id: str                   # which interpreter/torch ran it, e.g. 'torch-2.11.0+cu130'
+    backend: str                  # 'cuda' (measured) or 'sim' (replayed trace)
+    state: TrialState
+    measurement: Measurement | None = None
+    budget_bytes: int | None = None
+    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM
+    effective_conf: str | None = None  # the settings the child read back after the allocator started
+    wall_seconds: float | None = None  # the whole process, start to exit
+    started_at: str | None = None      # ISO 8601, UTC
+    env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple:
+        """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
+        return (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TrialRecord":
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        m = data.get("measurement")
+        if m is not None:
+            mk = {f.name for f in fields(Measurement)}
+            data["measurement"] = Measurement(**{k: v for k, v in m.items() if k in mk})
+        data["state"] = TrialState(data["state"])
+        return cls(**data)

@@ -1,0 +1,54 @@
+"""Sizes as users write them ('24GiB', '143771MiB', '1.5e9') and as we print them."""
+from __future__ import annotations
+
+import re
+
+from .errors import SizeError
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+MiB = 2**20
+GiB = 2**30
+
+
+def parse_size(text: str | int | float) -> int:
+    """Bytes from '24GiB', '143771MiB', '512MB' (decimal), '1G' (binary) or plain bytes."""
+    if isinstance(text, bool):
+        raise SizeError(f"expected a size such as '24GiB', got {text!r}")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise SizeError(f"a size cannot be negative: {text!r}")
+        return int(text)
+    match = _SIZE.match(str(text))
+    if not match or match.group(2).lower() not in _UNITS:
+        raise SizeError(f"expected a size such as '24GiB', '143771MiB' or plain bytes, got {text!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def parse_budget(text: str) -> tuple[int | None, float | None]:
+    """A memory budget: a size ('24GiB') -> (bytes, None), or a fraction of the device ('0.5') -> (None, 0.5)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return parse_size(text), None
+    if 0 < value <= 1:
+        return None, value
+    if value > 1:
+        return int(value), None
+    raise SizeError(f"a budget is a size such as '24GiB' or a fraction in (0, 1], got {text!r}")
+
+
+def format_bytes(n: int | float | None, digits: int = 2) -> str:
+    """'27.31 GiB', '512.00 MiB'; '-' for None."""
+    if n is None:
+        return "-"
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{int(n)} B"
