@@ -1,0 +1,48 @@
+"""`alloctune record`: record a workload's allocation trace once, to replay it under any setting later."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "record", help="record a workload's allocation trace (PyTorch snapshot format) on a GPU",
+        description="Run WORKLOAD once on the GPU with torch's allocation history recording on (no stack frames), "
+                    "and write the trace in PyTorch's snapshot format (a pickle that pytorch.org/memory_viz opens), "
+                    "with the peaks measured in that run and its environment. Or record your own command: "
+                    "alloctune record -o trace.pickle -- python train.py ...",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("workload", nargs="?", help="workload file (YAML)")
+    p.add_argument("-o", "--output", required=True,
+                   help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
+    p.add_argument("--preset", help="workload preset")
+    p.add_argument("--conf", default="", help="allocator setting to record under (the alloc sequence does not "
+                                             "depend on it for most workloads)")
+    p.add_argument("--gpu", type=int, default=0, help="GPU index")
+    p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
+    p.add_argument("--timeout", type=float, help="time limit in seconds")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...: record your own program instead")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..errors import AlloctuneError
+    from ..record import record_command, record_workload
+    from ..units import format_bytes
+
+    command = [c for c in args.command if c != "--"] if args.command else []
+    if bool(command) == bool(args.workload):
+        raise AlloctuneError("give either a workload file or '-- COMMAND ...' to record")
+    if command:
+        trace = record_command(command, args.output, gpu=args.gpu, conf=args.conf)
+    else:
+        trace = record_workload(args.workload, args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
+                                python=args.python, timeout_s=args.timeout)
+    measured = (trace.meta.get("measured") or [{}])[0]
+    Console().print(f"Recorded {len(trace.kinds):,} allocation events to {args.output}; measured peak reserved "
+                    f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
+                    f"{format_bytes(measured.get('peak_allocated_bytes'))}.\n"
+                    f"Next: alloctune replay {args.output}")
+    return 0

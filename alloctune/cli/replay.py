@@ -1,0 +1,107 @@
+"""`alloctune replay`: replay a recorded allocation trace under many settings, offline, and rank them."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "replay", help="replay a recorded allocation trace under many settings (no GPU needed)",
+        description="Simulate PyTorch's caching allocator on TRACE (a torch.cuda.memory._dump_snapshot pickle, or "
+                    "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
+                    "Pickles are read without running any code they hold.")
+    p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace")
+    p.add_argument("--conf", action="append", metavar="CONF",
+                   help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
+    p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
+    p.add_argument("--device-memory", metavar="SIZE",
+                   help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="memory limit as a size (24GiB) or a fraction of the device (0.5), like sweep --budget")
+    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    p.add_argument("--min-memory", action="store_true",
+                   help="also find, per setting, the smallest device memory without OOM and without retries")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: all usable cores)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..conf import AllocConf
+    from ..errors import SizeError
+    from ..grid import DEFAULT_GRID, expand, load_grid_file
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY, min_memory_many, replay
+    from ..sim.trace import load_trace
+    from ..units import parse_budget, parse_size
+
+    if args.jobs is not None and args.jobs < 1:
+        raise SizeError(f"--jobs expects a whole number >= 1, got {args.jobs}")
+    trace = load_trace(args.trace, device=args.device)
+    entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
+    confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
+    if args.device_memory:
+        device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
+    elif trace.meta.get("device_total_bytes"):
+        device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
+    else:
+        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, "default: an H200; set --device-memory"
+    budget_bytes = None
+    if args.budget:
+        size, fraction = parse_budget(args.budget)
+        budget_bytes = size if size is not None else int(fraction * device_memory)
+
+    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, jobs=args.jobs)
+    capacities = min_memory_many(trace, confs, jobs=args.jobs) if args.min_memory else [None] * len(confs)
+    rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
+
+    if args.json:
+        print(json.dumps([_json_row(o, c) for o, c in rows], indent=2))
+    else:
+        _print_table(args.trace, trace, rows, device_memory, memory_from, budget_bytes)
+    return 0
+
+
+def _json_row(outcome, capacity) -> dict:
+    row = outcome.to_json()
+    if capacity is not None:
+        row.update(min_memory_bytes=capacity.fits_bytes, min_memory_no_retry_bytes=capacity.no_retry_bytes,
+                   min_memory_granularity_bytes=capacity.granularity, min_memory_monotone=capacity.monotone)
+    return row
+
+
+def _print_table(path, trace, rows, device_memory, memory_from, budget_bytes) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..units import format_bytes
+
+    console = Console()
+    console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "
+                  f"{trace.device}; device memory {format_bytes(device_memory)} ({memory_from})"
+                  + (f", budget {format_bytes(budget_bytes)}" if budget_bytes else ""))
+    for warning in trace.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    with_capacity = rows and rows[0][1] is not None
+    table = Table(title="Simulated (replay): ranked by peak reserved among settings that fit")
+    for name in ("#", "setting", "peak reserved", "peak allocated", "reserved/alloc", "retries", "OOMs"):
+        table.add_column(name, justify="left" if name == "setting" else "right")
+    if with_capacity:
+        table.add_column("fits from", justify="right")
+        table.add_column("no retries from", justify="right")
+    for rank, (outcome, capacity) in enumerate(rows, 1):
+        r = outcome.result
+        if r is None:
+            cells = [str(rank), outcome.conf, f"[dim]not simulated: {outcome.reason}[/]", "", "", "", ""]
+        else:
+            ratio = f"{r.peak_reserved_bytes / r.peak_allocated_bytes:.3f}" if r.peak_allocated_bytes else "-"
+            cells = [str(rank), outcome.conf, format_bytes(r.peak_reserved_bytes),
+                     format_bytes(r.peak_allocated_bytes), ratio, str(r.num_alloc_retries),
+                     f"[red]{r.num_ooms}[/]" if r.num_ooms else "0"]
+        if with_capacity:
+            cells += [format_bytes(capacity.fits_bytes), format_bytes(capacity.no_retry_bytes)]
+        table.add_row(*cells)
+    console.print(table)
+    if with_capacity:
+        console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
+                      "CUDA context holds outside the allocator, when the trace recorded it.")

@@ -1,0 +1,89 @@
+"""`alloctune sweep WORKLOAD.yaml`: measure (or replay) a grid of allocator settings and choose the best."""
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ..records import TrialRecord
+from ..units import format_bytes
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep", help="measure a workload under a grid of allocator settings and choose the best",
+        description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
+                    "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
+                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("workload", help="workload file (YAML); see workloads/README.md")
+    p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
+    p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
+                   help="a setting to include instead of the default grid (repeatable); the default is always added")
+    p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting (interleaved across settings)")
+    p.add_argument("--gpus", default="0", help="comma-separated GPU indices; one trial runs on each at a time")
+    p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
+    p.add_argument("--max-slowdown", type=float, default=0.02,
+                   help="reject settings significantly slower than the default by more than this fraction")
+    p.add_argument("--timeout", type=float, help="per-trial time limit in seconds (default: the workload's, or 600)")
+    p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
+                   help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
+    p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
+                   help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
+                        "best few; auto: cuda when a GPU is visible, else sim")
+    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
+    p.add_argument("--results", default="results", help="folder under which results folders are created")
+    p.add_argument("--out", help="exact results folder to write (or resume)")
+    p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..grid import load_grid_file
+    from ..report import ranked_table
+    from ..sweep import sweep
+
+    console = Console(stderr=True)
+    grid = list(args.grid or [])
+    if args.grid_file:
+        grid += load_grid_file(args.grid_file)
+    gpus = [int(g) for g in args.gpus.split(",") if g.strip()]
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                  transient=False) as bar:
+        task = bar.add_task("trials", total=None)
+
+        def progress(record: TrialRecord, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+            bar.console.print(_trial_line(record))
+
+        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=gpus,
+                        budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
+                        out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
+                        trace=args.trace, progress=progress,
+                        notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
+    out = Console()
+    for skip in outcome.skipped:
+        out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
+    for choice in outcome.choices:
+        out.print(ranked_table(outcome.settings, choice))
+        for reason in choice.reasons:
+            out.print(f"  {reason}")
+    folder = outcome.folder.path
+    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)")
+    out.print(f"Next: alloctune export {folder} --format env -o alloc.env"
+              + ("   |   confirm on a GPU: alloctune sweep "
+                 f"{args.workload} --backend cuda" if outcome.backend == "sim" else ""))
+    return 0
+
+
+def _trial_line(record: TrialRecord) -> str:
+    m = record.measurement
+    what = f"{record.conf or 'default'} #{record.repeat + 1}"
+    if record.state.value == "ok" and m:
+        speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
+        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}"
+    last = (record.error or "").strip().splitlines()
+    return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"

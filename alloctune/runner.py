@@ -1,0 +1,161 @@
+"""Runs trials, each in a fresh child process, and turns whatever happens into a `TrialRecord`.
+
+The setting goes into the child's environment before torch is imported there; a crash, a hang (killed at the
+time limit) or an OOM becomes the trial's state. Trials run in parallel, one per GPU, in the order given (the
+caller interleaves repeats across settings: A B C A B C ...).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .conf import AllocConf
+from .records import Measurement, TrialRecord, TrialState
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """One trial to run: what (workload, setting, repeat) and where (interpreter, environment id)."""
+
+    workload: dict             # WorkloadSpec.to_dict()
+    workload_hash: str
+    conf: AllocConf
+    repeat: int
+    python: str
+    env_id: str
+    budget_bytes: int | None = None
+    budget_fraction: float | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
+
+    def key(self) -> tuple:
+        return (self.workload_hash, str(self.conf), self.env_id, "cuda", self.budget_bytes, self.repeat)
+
+
+def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
+    """The child's environment: our package importable, the setting under the variable every torch ≥ 2.1 reads
+    first (a stray PYTORCH_ALLOC_CONF from the user's shell is removed so it cannot leak into the default)."""
+    env = dict(os.environ if base is None else base)
+    for var in ALLOC_CONF_VARS:
+        env.pop(var, None)
+    if not conf.is_default:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = str(conf)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
+    """Run one trial in a fresh process; never raises for anything the child does."""
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with tempfile.TemporaryDirectory(prefix="alloctune-trial-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        spec_path = os.path.join(tmp, "spec.json")
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump({"workload": task.workload, "workload_hash": task.workload_hash, "env_id": task.env_id,
+                       "conf": str(task.conf), "budget_bytes": task.budget_bytes,
+                       "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
+                       "result": result_path}, f)
+        t0 = time.monotonic()
+        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path],
+                                env=child_environment(task.conf, gpu), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        timed_out = False
+        try:
+            _, stderr = proc.communicate(timeout=task.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            _, stderr = proc.communicate()
+        wall = time.monotonic() - t0
+        result = _read_result(result_path)
+    fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
+                  repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
+                  wall_seconds=round(wall, 3), started_at=started)
+    tail = _tail(stderr)
+    if timed_out:
+        return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
+                           + (f"\n{tail}" if tail else ""), env=(result or {}).get("env", {}), **fields)
+    if result is None:
+        return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
+                           else ""), **fields)
+    m = result.get("measurement")
+    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
+                       error=result.get("error"), effective_conf=result.get("effective_conf"),
+                       env=result.get("env", {}), **fields)
+
+
+def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
+               on_done: Callable[[TrialTask, TrialRecord], None]) -> None:
+    """Run tasks in order, one at a time per GPU. `on_done` is called from this thread as each trial ends
+    (so the caller appends it to the trials file at once and nothing is lost on an interrupt)."""
+    todo: queue.Queue = queue.Queue()
+    for task in tasks:
+        todo.put(task)
+    done: queue.Queue = queue.Queue()
+
+    def worker(gpu):
+        while True:
+            try:
+                task = todo.get_nowait()
+            except queue.Empty:
+                return
+            done.put((task, run_trial(task, gpu)))
+
+    threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in gpus]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads) or not done.empty():
+        try:
+            task, record = done.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        on_done(task, record)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the child and anything it started (data loader workers...)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _read_result(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and "state" in data else None
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the trial process was killed by {name}"
+    return f"the trial process exited with status {code} without writing a result"
+
+
+def _tail(stderr: bytes | None, lines: int = 25) -> str:
+    text = (stderr or b"").decode("utf-8", "replace").strip().splitlines()
+    return "\n".join(text[-lines:])

@@ -1,0 +1,238 @@
+"""`sweep()`: workload -> grid -> trials (measured or replayed) -> records -> choice -> reports.
+
+The Python API behind `alloctune sweep`. Measuring (`runner.py` children, or `sim/` replays) only appends
+records to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
+and its reports are always built from what was really recorded.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+from .conf import AllocConf
+from .errors import AlloctuneError
+from .grid import DEFAULT_GRID, apply_rules, expand
+from .probe import ProbeResult, check_settings, probe
+from .records import Measurement, TrialRecord, TrialState
+from .results import ResultsFolder, Skipped, SweepInfo
+from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
+from .select import Choice, SettingResult, choose, summarize_settings
+from .units import parse_budget
+from .workload import WorkloadSpec, load_workload
+
+DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
+HYBRID_FINALISTS = 3
+
+
+@dataclass
+class SweepOutcome:
+    folder: ResultsFolder
+    settings: list[SettingResult]
+    choices: list[Choice]
+    skipped: list[Skipped]
+    backend: str
+    notices: list[str] = field(default_factory=list)
+
+
+# Called after every finished trial with (record, trials done, trials planned).
+ProgressFn = Callable[[TrialRecord, int, int], None]
+
+
+def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
+          repeats: int = 3, gpus: list[int] | None = None, budget: str | None = None,
+          pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
+          out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
+          timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
+          progress: ProgressFn | None = None, notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
+    spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
+    if repeats < 1:
+        raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
+    probes = _probe_all(pythons or [sys.executable])
+    backend = _resolve_backend(backend, probes, notice)
+    budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
+    confs = expand(grid or list(spec.grid or DEFAULT_GRID))
+
+    planned, skipped = {}, []
+    for p in probes:
+        accepted = check_settings(p.python, confs) if backend != "sim" else None
+        torch_version = p.torch_version if backend != "sim" else None
+        valid, skips = apply_rules(confs, torch_version, has_budget=budget is not None, accepted=accepted)
+        planned[p.env_id] = valid
+        skipped += [Skipped(s.conf, s.reason, p.env_id) for s in skips]
+
+    info = SweepInfo(
+        workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
+        grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
+        repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
+        backend=backend, max_slowdown=max_slowdown,
+        command=command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
+    folder = _open_folder(info, results_root, out, fresh, notice)
+
+    if backend in ("sim", "hybrid"):
+        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, trace, progress, notice)
+    if backend in ("cuda", "hybrid"):
+        if backend == "hybrid":
+            planned = _finalists(folder.trials(), planned, max_slowdown)
+        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
+                           timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+                 for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
+        _run_measured(folder, tasks, gpus, progress)
+
+    settings = summarize_settings(folder.trials(), max_slowdown)
+    choices = choose(settings, max_slowdown)
+    folder.write_choice([c.to_json() for c in choices])
+    write_reports(folder, settings, choices)
+    return SweepOutcome(folder, settings, choices, skipped, backend)
+
+
+def write_reports(folder: ResultsFolder, settings: list[SettingResult], choices: list[Choice]) -> None:
+    """summary.md, plot.png and best.env, all from what the folder holds."""
+    from .export import render
+    from .plot import plot_pareto
+    from .report import write_summary
+
+    info = folder.info()
+    write_summary(folder, info, settings, choices)
+    plot_pareto(settings, choices, folder.path / "plot.png")
+    if choices:
+        provenance = f"alloctune sweep of {info.workload_name}, {folder.path.name}"
+        (folder.path / "best.env").write_text(render(choices[0].to_json(), "env", provenance), encoding="utf-8")
+
+
+def _probe_all(pythons: list[str]) -> list[ProbeResult]:
+    """Probe each interpreter; make environment ids unique when two run the same torch."""
+    probes, seen = [], set()
+    for python in pythons:
+        p = probe(python)
+        if p.env_id in seen:
+            p = replace(p, env_id=f"{p.env_id}@{p.python}")
+        seen.add(p.env_id)
+        probes.append(p)
+    return probes
+
+
+def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
+    has_gpu = all(p.cuda_available and p.device_count > 0 for p in probes)
+    if backend == "auto":
+        if has_gpu:
+            return "cuda"
+        notice("No CUDA GPU is visible: judging the grid by replaying a recorded allocation trace through the "
+               "simulator. Results are simulated (peak memory only, no throughput); confirm on a GPU with "
+               "--backend cuda.")
+        return "sim"
+    if backend not in ("cuda", "sim", "hybrid"):
+        raise AlloctuneError(f"--backend expects auto, cuda, sim or hybrid, got {backend!r}")
+    if backend in ("cuda", "hybrid") and not has_gpu:
+        missing = [p.python for p in probes if not (p.cuda_available and p.device_count)]
+        raise AlloctuneError(f"--backend {backend} needs a CUDA GPU, but none is visible to {', '.join(missing)}; "
+                             f"use --backend sim")
+    return backend
+
+
+def _identity(info: SweepInfo) -> tuple:
+    """What makes two sweeps the same sweep (so the second resumes the first)."""
+    return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
+            sorted(info.envs))
+
+
+def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
+    """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
+    the same sweep (resume), unless `fresh`; else a new timestamped folder."""
+    if out is not None:
+        folder = ResultsFolder(out)
+        if (folder.path / "sweep.json").exists():
+            if _identity(folder.info()) != _identity(info):
+                raise AlloctuneError(f"{folder.path} holds a different sweep (workload, grid, repeats, budget, "
+                                     f"backend or interpreters differ); choose another --out")
+            notice(f"Resuming the sweep in {folder.path}")
+            return folder
+        return ResultsFolder.create(out, info)
+    root = Path(results_root)
+    if not fresh and root.is_dir():
+        for path in sorted(root.glob(f"{info.workload_name}-*"), reverse=True):
+            try:
+                same = _identity(ResultsFolder(path).info()) == _identity(info)
+            except AlloctuneError:
+                continue
+            if same:
+                notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
+                return ResultsFolder(path)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return ResultsFolder.create(root / f"{info.workload_name}-{stamp}", info)
+
+
+def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress) -> None:
+    finished = folder.store.finished_keys()
+    todo = [t for t in tasks if t.key() not in finished]
+    done = len(tasks) - len(todo)
+
+    def on_done(task: TrialTask, record: TrialRecord) -> None:
+        nonlocal done
+        folder.store.append(record)
+        done += 1
+        if progress:
+            progress(record, done, len(tasks))
+
+    run_trials(todo, gpus or [0], on_done)
+
+
+def _replay_grid(folder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction, trace_path,
+                 progress, notice) -> None:
+    from .sim.replay import replay
+    from .sim.trace import load_trace
+
+    path = trace_path or spec.trace
+    if not path:
+        raise AlloctuneError(
+            f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
+            f"'alloctune record {spec.source or spec.name}', then pass it with --trace")
+    trace = load_trace(path)
+    meta = trace.meta
+    device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
+    if budget_fraction is not None:
+        budget_bytes = int(budget_fraction * device_memory)
+    env = dict(meta.get("env", {}), trace=str(path), simulated=True)
+    env_id = "sim:" + (meta.get("env_id") or f"torch-{meta.get('torch_version', 'unknown')}")
+    confs = [c for c in planned[probes[0].env_id] if not c.is_async]
+    for c in planned[probes[0].env_id]:
+        if c.is_async:
+            notice(f"{c.label}: cannot be simulated (the driver's pool is opaque); measure it with --backend cuda")
+    finished = folder.store.finished_keys()
+    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes)
+    for i, (conf, outcome) in enumerate(zip(confs, outcomes), 1):
+        record = _sim_record(spec, conf, outcome, env_id, env, budget_bytes)
+        if record.key not in finished:
+            folder.store.append(record)
+        if progress:
+            progress(record, i, len(confs))
+
+
+def _sim_record(spec, conf: AllocConf, outcome, env_id, env, budget_bytes) -> TrialRecord:
+    result = outcome.result
+    m = Measurement(peak_reserved_bytes=result.peak_reserved_bytes, peak_allocated_bytes=result.peak_allocated_bytes,
+                    peak_requested_bytes=result.peak_requested_bytes, num_alloc_retries=result.num_alloc_retries,
+                    num_ooms=result.num_ooms, num_device_alloc=result.num_device_alloc,
+                    num_device_free=result.num_device_free)
+    state = TrialState.OOM if result.num_ooms else TrialState.OK
+    return TrialRecord(workload=spec.name, workload_hash=spec.digest(), conf=str(conf), repeat=0, env_id=env_id,
+                       backend="sim", state=state, measurement=m, budget_bytes=budget_bytes,
+                       error=f"simulated OOM at trace event {result.first_oom_index}" if result.num_ooms else None,
+                       started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), env=env)
+
+
+def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:
+    """Hybrid mode: the default plus the best few simulated settings go to the GPU."""
+    sim_settings = [s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
+                    if s.state == "fits"]
+    ranked = [s.conf for s in sorted(sim_settings, key=lambda s: s.peak_reserved_bytes or 0)]
+    keep = {""} | set(ranked[:HYBRID_FINALISTS])
+    out = {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}
+    return out
