@@ -1,0 +1,189 @@
+"""Reports of a sweep: the ranked table (terminal and Markdown from the same rows) and `summary.md`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from rich.table import Table
+
+from .results import ResultsFolder, SweepInfo
+from .select import Choice, SettingResult, format_rate, ranked
+from .stats import ALPHA, OUTLIER_Z
+from .units import format_bytes
+
+SUMMARY_FILE = "summary.md"
+COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
+           "throughput median [95% CI]", "vs default", "flags")
+# Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
+_ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver", "python", "host", "platform")
+
+
+def _in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
+    group = (choice.env_id, choice.backend, choice.budget_bytes)
+    return ranked(s for s in settings if s.group == group)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _flags(s: SettingResult) -> str:
+    flags = []
+    if s.memory_spread > 0:
+        flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
+    if s.throughput is not None and s.throughput.outliers:
+        flags.append(f"{len(s.throughput.outliers)} throughput outlier(s) left out of the tests")
+    if s.error:
+        flags.append(s.error if len(s.error) <= 80 else s.error[:77] + "...")
+    return "; ".join(flags)
+
+
+def _row(s: SettingResult, choice: Choice) -> list[str]:
+    t = s.throughput
+    throughput = "-" if t is None else format_rate(t.median, s.unit)
+    if t is not None and t.ci_low is not None:
+        throughput += f" [{_number(t.ci_low)}-{_number(t.ci_high)}]"
+    if s.is_default:
+        vs = "baseline"
+    elif s.vs_default is not None:
+        vs = f"{s.vs_default.ratio:.3f}x {s.vs_default.verdict}"
+    else:
+        vs = "-"
+    return [
+        s.label + (" (best)" if s is choice.best else ""),
+        s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+        format_bytes(s.peak_reserved_bytes),
+        format_bytes(s.peak_allocated_bytes),
+        "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+        "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
+        "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+        throughput,
+        vs,
+        _flags(s),
+    ]
+
+
+def _title(choice: Choice) -> str:
+    budget = f" · budget {format_bytes(choice.budget_bytes)}" if choice.budget_bytes else ""
+    kind = "simulated" if choice.simulated else choice.backend
+    return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
+
+
+def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Table:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures."""
+    table = Table(title=_title(choice))
+    for name in COLUMNS:
+        table.add_column(name, overflow="fold")
+    for s in _in_group(settings, choice):
+        style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+        table.add_row(*_row(s, choice), style=style)
+    return table
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    headers = list(headers)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(str(c)) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _env_facts(env: dict) -> list[tuple[str, str]]:
+    keys = [k for k in _ENV_ORDER if k in env] + sorted(k for k in env if k not in _ENV_ORDER)
+    facts = []
+    for key in keys:
+        value = env[key]
+        if value is None or isinstance(value, dict):
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value))
+        elif key.endswith("_bytes") and isinstance(value, (int, float)):
+            value = format_bytes(value)
+        facts.append((key, str(value)))
+    return facts
+
+
+def _dates(settings: list[SettingResult]) -> str:
+    stamps = sorted(r.started_at for s in settings for r in s.trials if r.started_at)
+    if not stamps:
+        return "-"
+    return stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
+
+
+def _recommendation(choice: Choice) -> str:
+    if choice.best is None:
+        return "**Nothing fits**: no setting ran without failing; see the table and the reasons."
+    if choice.best.is_default:
+        return "**Keep the default**: leave `PYTORCH_CUDA_ALLOC_CONF` unset."
+    return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
+
+
+def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
+    group = _in_group(settings, choice)
+    lines = [f"## {_title(choice)}", "", _recommendation(choice), ""]
+    if choice.simulated:
+        env = choice.env
+        when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
+        lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
+                  f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
+                  f"the trace through the allocator simulator; throughput was not measured.", ""]
+    lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
+    lines += [markdown_table(COLUMNS, (_row(s, choice) for s in group)), ""]
+    if choice.runners_up:
+        lines += ["Runners-up and what they cost:", ""]
+        lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
+    return lines
+
+
+def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
+    tie = choices[0].tie if choices else 0.01
+    return [
+        "## Statistics", "",
+        "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
+        "repeats is flagged. reserved/allocated = peak reserved / peak allocated; fragmentation = 1 - peak "
+        "allocated / peak reserved.",
+        "- Throughput: median of the repeats; 95% interval = t-interval on log throughput (geometric mean), "
+        f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
+        f"- Against the default: Welch's t-test on log throughput, alpha = {ALPHA}; a setting significantly slower "
+        f"than the default by more than the max slowdown ({info.max_slowdown:.0%}, one-sided test) is refused; "
+        "with a single repeat the medians decide.",
+        f"- Ties: peaks reserved within {tie:.0%} of each other tie, and the setting with fewer keys wins.",
+        "",
+    ]
+
+
+def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
+                  choices: list[Choice]) -> Path:
+    """Write `summary.md` in the results folder and return its path."""
+    settings = list(settings)
+    budget = (format_bytes(info.budget_bytes) if info.budget_bytes
+              else f"{info.budget_fraction:g} of the device" if info.budget_fraction else "none (whole device)")
+    lines = [f"# alloctune: {info.workload_name}", ""]
+    for choice in choices:
+        lines += _choice_section(choice, settings)
+    if info.skipped:
+        lines += ["## Skipped settings", "",
+                  markdown_table(("setting", "environment", "reason"),
+                                 ((s.conf or "default", s.env_id or "all", s.reason) for s in info.skipped)), ""]
+    lines += ["## Environment", ""]
+    env_ids = sorted({s.env_id for s in settings} | set(info.envs))
+    for env_id in env_ids:
+        ours = [s for s in settings if s.env_id == env_id]
+        env = dict(info.envs.get(env_id, {}))
+        env.update(next((r.env for s in ours for r in s.trials if r.env), {}))
+        lines += [f"### {env_id}", ""] + [f"- {k}: {v}" for k, v in _env_facts(env)]
+        lines += [f"- trials run: {_dates(ours)}", ""]
+    lines += ["## How this was measured", "",
+              f"- Command: `{info.command or '(not recorded)'}`",
+              f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
+              f"- Backend: {info.backend}; repeats per setting: {info.repeats}; memory budget: {budget}",
+              f"- Settings run: {len(info.grid)}; skipped: {len(info.skipped)}",
+              f"- Export the choice: `alloctune export {folder.path}`", ""]
+    lines += _statistics(info, choices)
+    path = folder.path / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
