@@ -1,0 +1,44 @@
+"""`alloctune compare A [B ...]`: results side by side across folders and environments."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..compare import compare, plot_comparison, print_comparison, write_compare_md
+from ..results import find_results
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1) such as 0.05, got {text!r}")
+    return value
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compare", help="compare results across folders and environments (e.g. two torch versions)",
+        description="Compare results folders (or the environments of one folder) against the first one: peak "
+                    "reserved, reserved/allocated and throughput per setting, with marks for regressions, "
+                    "improvements, new and fixed failures and incomparable rows. Writes compare.md and compare.png.")
+    p.add_argument("folders", nargs="+", metavar="RESULTS",
+                   help="results folders (or folders of them); the first environment is the baseline")
+    p.add_argument("--factor", type=_factor, default=0.05,
+                   help="relative change beyond which memory or throughput counts as changed (default 0.05)")
+    p.add_argument("-o", "--output", metavar="DIR", default=".", help="where to write compare.md and compare.png")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    folders = [folder for path in args.folders for folder in find_results(path)]
+    comparison = compare(folders, factor=args.factor)
+    print_comparison(comparison)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    md = write_compare_md(comparison, out / "compare.md")
+    png = plot_comparison(comparison, out / "compare.png")
+    print(f"wrote {md} and {png}")
+    return 0

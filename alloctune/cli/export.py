@@ -1,0 +1,32 @@
+"""`alloctune export RESULTS`: the chosen setting as env / shell / json / docker / k8s text."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..export import FORMATS, export_results
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export", help="write the chosen setting as an env file, shell, JSON, Dockerfile or Kubernetes snippet",
+        description="Write the setting a finished sweep chose in the form a consumer reads. When the default was "
+                    "best, the variable is written with an empty value (PyTorch's defaults; it also overrides an "
+                    "inherited setting).")
+    p.add_argument("results", metavar="RESULTS", help="a results folder, or a folder of them")
+    p.add_argument("--format", "-f", choices=FORMATS, default="env", help="output format (default: env)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--workload", metavar="NAME", help="the workload, when RESULTS holds several")
+    p.add_argument("--conf", metavar="CONF", help="export this setting (one that ran and fitted) instead of the choice")
+    p.add_argument("--env", dest="env_id", metavar="ENV", help="the environment (env_id), when the sweep had several")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
