@@ -1,0 +1,1 @@
+"""Allocation traces, the caching-allocator simulator, replay and capacity planning."""
