@@ -1,0 +1,311 @@
+"""Workload files (YAML): the schema, its validation, and the frozen `WorkloadSpec` a sweep runs.
+
+Schema (the full reference with examples is `workloads/README.md`):
+
+    name: transformer-varlen        # required; letters, digits, '.', '_', '-' (it names the results folder)
+    description: ...                # optional text
+    kind: transformer               # a built-in kind (alloctune.builtin.KINDS), or instead:
+    entry: mypkg.train:make         #   user code, 'package.module:function' or 'path/to/file.py:function'
+                                    #   (a path is relative to this file); exactly one of kind / entry
+    params: {layers: 12, ...}       # passed to the factory; a built-in kind checks names and types
+    presets:                        # optional named overrides of params, and of warmup_steps/steps/timeout_s/trace
+      h200: {layers: 24, steps: 40}
+    default_preset: 24gib           # the preset used when none is asked for
+    warmup_steps: 2                 # steps run before the measured window (default 2)
+    steps: 20                       # measured steps; required
+    unit: tokens                    # what a step's return value counts; required (a built-in kind fixes it)
+    seed: 0                         # default 0
+    timeout_s: 300                  # per-trial time limit; default: the runner's
+    grid: [default, "expandable_segments:True"]   # optional grid override
+    trace: traces/x.trace           # optional shipped allocation trace (relative to this file)
+
+Every error raises `WorkloadError` naming the file, the key and what was expected; nothing runs before the whole
+file has been checked. pyyaml is imported only by `load_workload`, so trial children (which may lack it) can
+still rebuild a spec with `WorkloadSpec.from_dict`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
+from .conf import AllocConf
+from .errors import ConfError, WorkloadError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
+             "steps", "unit", "seed", "timeout_s", "grid", "trace")
+# What a preset may set besides params. A trace belongs to the parameters it was recorded with: a preset that
+# changes them should name its own trace.
+_PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
+DEFAULT_WARMUP_STEPS = 2
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A validated workload with its preset applied. Paths (entry file, trace) are absolute."""
+
+    name: str
+    description: str
+    source: str | None             # the file it came from
+    kind: str | None               # a built-in kind, or
+    entry: str | None              # user code 'package.module:function' or '/abs/path/file.py:function'
+    params: dict                   # passed to the factory (built-in defaults and preset merged in); JSON-able
+    preset: str | None
+    warmup_steps: int
+    steps: int
+    unit: str
+    seed: int
+    timeout_s: float | None = None             # per-trial time limit (None = the runner's default)
+    grid: tuple[str, ...] | None = None        # canonical allocator settings, 'default' for the default
+    trace: str | None = None                   # shipped allocation trace for simulator replay
+
+    def digest(self) -> str:
+        """Stable hash of what defines the measurement: records with different digests do not compare.
+
+        Name, description, grid, time limit and trace are left out: they do not change what a step does. A file
+        entry counts by its file name and content, not its absolute path, so a checkout elsewhere compares.
+        """
+        what = {"kind": self.kind, "entry": _entry_identity(self.entry), "params": self.params,
+                "warmup_steps": self.warmup_steps, "steps": self.steps, "seed": self.seed, "unit": self.unit}
+        text = json.dumps(what, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["grid"] = list(self.grid) if self.grid is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "WorkloadSpec":
+        """Inverse of `to_dict` (e.g. `sweep.json`, or the trial child's task)."""
+        names = {f.name for f in fields(cls)}
+        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+        if unknown or missing:
+            raise WorkloadError(f"workload record: unknown keys {unknown}, missing keys {missing}; "
+                                f"expected exactly: {', '.join(sorted(names))}")
+        data = dict(data)
+        data["grid"] = tuple(data["grid"]) if data["grid"] is not None else None
+        return cls(**data)
+
+
+def _entry_identity(entry: str | None) -> str | None:
+    path = entry_path(entry) if entry else None
+    if path is None:
+        return entry
+    try:
+        content = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        content = "missing"
+    return f"{os.path.basename(path)}:{entry.rpartition(':')[2]}@{content}"
+
+
+class _Checker:
+    """Validation of one file: every error names the file and the key."""
+
+    def __init__(self, source: str, folder: Path):
+        self.source = source
+        self.folder = folder   # relative paths in the file are relative to it
+
+    def fail(self, key: str, message: str) -> WorkloadError:
+        return WorkloadError(f"{self.source}: key {key!r}: {message}")
+
+    def expect(self, key: str, value, ok: bool, expected: str):
+        if not ok:
+            raise self.fail(key, f"expected {expected}, got {value!r}")
+        return value
+
+    def integer(self, key: str, value, minimum: int):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+        return self.expect(key, value, ok, "a positive integer" if minimum == 1 else f"an integer >= {minimum}")
+
+    def run_value(self, key: str, value):
+        """warmup_steps, steps, timeout_s or trace (at the top level or in a preset; `key` ends with the name)."""
+        name = key.rpartition(".")[2]
+        if name == "trace":
+            self.text(key, value, expected="a path to an allocation trace file")
+            full = (self.folder / value).resolve()
+            if not full.is_file():
+                raise self.fail(key, f"expected an existing trace file, {full} does not exist")
+            return str(full)
+        if name != "timeout_s":
+            return self.integer(key, value, 1 if name == "steps" else 0)
+        if value is None:
+            return None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        return float(self.expect(key, value, ok, "a positive number of seconds or null"))
+
+    def text(self, key: str, value, pattern: re.Pattern | None = None, expected: str = "a non-empty string"):
+        ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.match(value)))
+        return self.expect(key, value, ok, expected)
+
+    def mapping(self, key: str, value) -> dict:
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        return self.expect(key, value, ok, "a mapping with string keys")
+
+
+def _json_able(value) -> bool:
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(map(_json_able, value))
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_able(v) for k, v in value.items())
+    return False
+
+
+def _load_yaml(path: Path, source: str):
+    import yaml  # here, not at the top: trial children import this module and may lack pyyaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in seen:
+                raise WorkloadError(f"{source}: key {key!r} given twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise WorkloadError(f"{source}: cannot read workload file: {exc.strerror or exc}") from None
+    try:
+        return yaml.load(text, Loader=Loader)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"{source}: not valid YAML: {exc}") from None
+
+
+def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:
+    """Read and validate a workload file, apply `preset` (else the file's `default_preset`, else none)."""
+    path = Path(path)
+    source = str(path)
+    doc = _load_yaml(path, source)
+    if not isinstance(doc, dict):
+        raise WorkloadError(f"{source}: expected a mapping of keys (name, kind or entry, steps, unit, ...), "
+                            f"got {type(doc).__name__}")
+    c = _Checker(source, path.parent)
+    unknown = [k for k in doc if k not in _TOP_KEYS]
+    if unknown:
+        raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
+    for required in ("name", "steps", "unit"):
+        if required not in doc:
+            raise c.fail(required, "missing (required)")
+    name = c.text("name", doc["name"], _NAME, "a name of letters, digits, '.', '_', '-'")
+    description = doc.get("description")
+    description = "" if description is None else c.expect("description", description, isinstance(description, str),
+                                                           "a string")
+    unit = c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+    seed = c.integer("seed", doc.get("seed", 0), 0)
+    run = {k: c.run_value(k, doc[k]) for k in _PRESET_RUN_KEYS if k in doc}
+    run.setdefault("warmup_steps", DEFAULT_WARMUP_STEPS)
+    run.setdefault("timeout_s", None)
+    run.setdefault("trace", None)
+
+    if ("kind" in doc) == ("entry" in doc):
+        raise c.fail("kind", "give exactly one of 'kind' (a built-in workload) and 'entry' (your own code)")
+    kind = entry = None
+    if "kind" in doc:
+        kind = c.expect("kind", doc["kind"], doc["kind"] in KINDS, f"one of {', '.join(KINDS)}")
+        c.expect("unit", unit, unit == KINDS[kind].unit, f"{KINDS[kind].unit!r} (what kind {kind!r} counts)")
+    else:
+        entry = _entry(c, doc["entry"])
+
+    base = c.mapping("params", doc.get("params") or {})
+    _check_params(c, kind, "params", base)
+    _resolve(c, kind, "params", base)
+    presets = {}
+    for pname, overrides in c.mapping("presets", doc.get("presets") or {}).items():
+        key = f"presets.{pname}"
+        presets[pname] = overrides = {k: c.run_value(f"{key}.{k}", v) if k in _PRESET_RUN_KEYS else v
+                                      for k, v in c.mapping(key, overrides or {}).items()}
+        params = {k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}
+        _check_params(c, kind, key, params)
+        _resolve(c, kind, key, {**base, **params})
+    default_preset = doc.get("default_preset")
+    if default_preset is not None:
+        c.expect("default_preset", default_preset, isinstance(default_preset, str) and default_preset in presets,
+                 f"the name of a preset ({', '.join(presets) or 'the file has none'})")
+    chosen = preset if preset is not None else default_preset
+    params = base
+    if chosen is not None:
+        if chosen not in presets:
+            raise WorkloadError(f"{source}: unknown preset {chosen!r}; expected one of: "
+                                f"{', '.join(presets) or '(the file defines no presets)'}")
+        overrides = presets[chosen]
+        run.update({k: v for k, v in overrides.items() if k in _PRESET_RUN_KEYS})
+        params = {**base, **{k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}}
+    params = _resolve(c, kind, f"presets.{chosen}" if chosen else "params", params)
+
+    return WorkloadSpec(name=name, description=description, source=str(path.resolve()), kind=kind, entry=entry,
+                        params=params, preset=chosen, seed=seed, unit=unit, **run,
+                        grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+
+
+def _entry(c: _Checker, value) -> str:
+    c.text("entry", value, expected="'package.module:function' or 'path/to/file.py:function'")
+    try:
+        path = entry_path(value)
+    except ValueError as exc:
+        raise c.fail("entry", str(exc)) from None
+    if path is None:
+        return value
+    full = (c.folder / path).resolve()
+    if not full.is_file():
+        raise c.fail("entry", f"expected an existing Python file, {full} does not exist")
+    return f"{full}:{value.rpartition(':')[2]}"
+
+
+def _check_params(c: _Checker, kind: str | None, key: str, params: dict) -> None:
+    """Each value on its own: a built-in kind's declared name and type, or JSON-able for user code."""
+    for name, value in params.items():
+        if kind is None:
+            c.expect(f"{key}.{name}", value, _json_able(value), "a JSON-able value (null, bool, number, string, "
+                                                                 "list, mapping with string keys)")
+            continue
+        param = KINDS[kind].params.get(name)
+        if param is None:
+            raise c.fail(f"{key}.{name}", f"unknown parameter of kind {kind!r}; expected one of: "
+                                          f"{', '.join(KINDS[kind].params)}")
+        try:
+            param.check(value)
+        except ValueError as exc:
+            raise c.fail(f"{key}.{name}", str(exc)) from None
+
+
+def _resolve(c: _Checker, kind: str | None, key: str, params: dict) -> dict:
+    """The full parameters: a built-in kind's defaults filled in and its cross-parameter rules checked."""
+    if kind is None:
+        return dict(params)
+    try:
+        return KINDS[kind].resolve(params)
+    except ValueError as exc:
+        raise c.fail(key, str(exc)) from None
+
+
+def _grid(c: _Checker, value) -> tuple[str, ...]:
+    c.expect("grid", value, isinstance(value, list) and bool(value), "a non-empty list of allocator settings")
+    labels: list[str] = []
+    for i, item in enumerate(value):
+        key = f"grid[{i}]"
+        c.expect(key, item, isinstance(item, str), "an allocator setting string such as "
+                                                   "'expandable_segments:True' or 'default'")
+        try:
+            label = AllocConf.parse(item).label
+        except ConfError as exc:
+            raise c.fail(key, str(exc)) from None
+        if label in labels:
+            raise c.fail(key, f"setting {label!r} is listed twice")
+        labels.append(label)
+    return tuple(labels)
