@@ -32,8 +32,9 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
         task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(conf), 0, target.python, target.env_id,
                          timeout_s=timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S, record_trace=snapshot)
         record = run_trial(task, gpu)
-        if not os.path.exists(snapshot):
-            raise AlloctuneError(f"recording {spec.name} failed ({record.state.value}): {record.error}")
+        if record.state.value != "ok" or not os.path.exists(snapshot):
+            raise AlloctuneError(f"recording {spec.name} under {task.conf.label} failed "
+                                 f"({record.state.value}): {record.error}")
         return _keep(snapshot, output)
 
 

@@ -21,22 +21,26 @@ def register(subparsers) -> None:
                    help="memory limit as a size (24GiB) or a fraction of the device (0.5), like sweep --budget")
     p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
     p.add_argument("--min-memory", action="store_true",
-                   help="also find, per setting, the smallest device memory without OOM and without retries")
-    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: all usable cores)")
+                   help="also find, per setting, the smallest device memory without OOM and without retries "
+                        "(to 2 MiB; the whole device, --budget does not apply)")
+    p.add_argument("--jobs", type=_positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.set_defaults(func=run)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..conf import AllocConf
-    from ..errors import SizeError
-    from ..grid import DEFAULT_GRID, expand, load_grid_file
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY, min_memory_many, replay
+    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, min_memory_many, replay
     from ..sim.trace import load_trace
     from ..units import parse_budget, parse_size
 
-    if args.jobs is not None and args.jobs < 1:
-        raise SizeError(f"--jobs expects a whole number >= 1, got {args.jobs}")
     trace = load_trace(args.trace, device=args.device)
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
@@ -51,26 +55,34 @@ def run(args: argparse.Namespace) -> int:
         size, fraction = parse_budget(args.budget)
         budget_bytes = size if size is not None else int(fraction * device_memory)
 
+    # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
+    confs, skipped = apply_rules(confs, trace.meta.get("torch_version"), has_budget=budget_bytes is not None)
+
     outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, jobs=args.jobs)
     capacities = min_memory_many(trace, confs, jobs=args.jobs) if args.min_memory else [None] * len(confs)
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
+    measured = measured_runs(trace)
     if args.json:
-        print(json.dumps([_json_row(o, c) for o, c in rows], indent=2))
+        print(json.dumps([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
+                         + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
+                            for s in skipped], indent=2))
     else:
-        _print_table(args.trace, trace, rows, device_memory, memory_from, budget_bytes)
+        _print_table(args.trace, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes)
     return 0
 
 
-def _json_row(outcome, capacity) -> dict:
+def _json_row(outcome, capacity, measured) -> dict:
     row = outcome.to_json()
+    if measured and measured.get("peak_reserved_bytes") is not None:
+        row["measured_peak_reserved_bytes"] = measured["peak_reserved_bytes"]
     if capacity is not None:
         row.update(min_memory_bytes=capacity.fits_bytes, min_memory_no_retry_bytes=capacity.no_retry_bytes,
                    min_memory_granularity_bytes=capacity.granularity, min_memory_monotone=capacity.monotone)
     return row
 
 
-def _print_table(path, trace, rows, device_memory, memory_from, budget_bytes) -> None:
+def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -85,23 +97,33 @@ def _print_table(path, trace, rows, device_memory, memory_from, budget_bytes) ->
     with_capacity = rows and rows[0][1] is not None
     table = Table(title="Simulated (replay): ranked by peak reserved among settings that fit")
     for name in ("#", "setting", "peak reserved", "peak allocated", "reserved/alloc", "retries", "OOMs"):
-        table.add_column(name, justify="left" if name == "setting" else "right")
+        table.add_column(name, justify="left" if name == "setting" else "right",
+                         overflow="fold" if name == "setting" else "ellipsis")
+    if measured:
+        table.add_column("measured reserved (GPU)", justify="right")
     if with_capacity:
         table.add_column("fits from", justify="right")
         table.add_column("no retries from", justify="right")
     for rank, (outcome, capacity) in enumerate(rows, 1):
         r = outcome.result
         if r is None:
-            cells = [str(rank), outcome.conf, f"[dim]not simulated: {outcome.reason}[/]", "", "", "", ""]
+            cells = [str(rank), outcome.conf, "[dim]not simulated[/]", "", "", "", ""]
         else:
             ratio = f"{r.peak_reserved_bytes / r.peak_allocated_bytes:.3f}" if r.peak_allocated_bytes else "-"
             cells = [str(rank), outcome.conf, format_bytes(r.peak_reserved_bytes),
                      format_bytes(r.peak_allocated_bytes), ratio, str(r.num_alloc_retries),
                      f"[red]{r.num_ooms}[/]" if r.num_ooms else "0"]
+        if measured:
+            cells.append(format_bytes(measured.get(outcome.conf, {}).get("peak_reserved_bytes")))
         if with_capacity:
             cells += [format_bytes(capacity.fits_bytes), format_bytes(capacity.no_retry_bytes)]
         table.add_row(*cells)
     console.print(table)
+    for outcome, _ in rows:
+        if outcome.result is None:
+            console.print(f"[dim]not simulated {outcome.conf}: {outcome.reason}[/]")
+    for skip in skipped:
+        console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
     if with_capacity:
         console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
                       "CUDA context holds outside the allocator, when the trace recorded it.")

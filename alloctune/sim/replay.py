@@ -1,0 +1,249 @@
+"""Replay one trace under many settings, spread over CPU cores, and find the smallest card each setting fits.
+
+`replay` returns one `ReplayOutcome` per setting, in the order given. A setting the simulator cannot model
+(`backend:cudaMallocAsync`: the driver's pool is not block by block) comes back with `result=None` and the
+reason, so one such setting never sinks a grid.
+
+`min_memory` answers "will it fit on a 24 / 40 / 80 GiB card, and with which setting": the smallest device
+memory at which the trace runs with no OOM, and the smallest at which it also needs no release-and-retry
+(each retry frees the cache and synchronizes the device: a hidden slowdown). Sizes are searched in steps of
+`granularity` (2 MiB by default, the allocator's own segment rounding), so answers are exact to that step.
+The search bisects, which assumes that more memory never hurts. The allocator does not promise that (with
+more room it may split a different block), so each answer is then checked over the next few steps up, and
+the bisection resumes above any size that fails there; `Capacity.monotone` says whether that happened.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from ..conf import AllocConf
+from ..errors import ConfError
+from ..records import Measurement
+from ..units import MiB, format_bytes
+from .allocator import SimResult, simulate
+from .trace import Trace
+
+DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
+GRANULARITY = 2 * MiB
+VERIFY_STEPS = 8  # sizes checked above a bisection answer before it is trusted
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """One setting's replay: `result` is None when the setting cannot be simulated, and `reason` says why."""
+
+    conf: str
+    result: SimResult | None
+    reason: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.result is not None
+
+    @property
+    def fits(self) -> bool:
+        return self.result is not None and self.result.num_ooms == 0
+
+    def sort_key(self) -> tuple:
+        """Rank: simulated before not, fits before OOM, then lowest peak reserved, then the simpler setting."""
+        conf = AllocConf.parse(self.conf)
+        if self.result is None:
+            return (2, 0, conf.complexity, self.conf)
+        return (0 if self.fits else 1, self.result.peak_reserved_bytes, conf.complexity, self.conf)
+
+    def measurement(self) -> Measurement | None:
+        """The simulated peaks as a `Measurement` (no throughput: replay has no clock)."""
+        r = self.result
+        if r is None:
+            return None
+        return Measurement(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
+                           peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
+                           num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc,
+                           num_device_free=r.num_device_free)
+
+    def to_json(self) -> dict:
+        out: dict = {"conf": self.conf, "simulated": self.simulated}
+        if self.result is None:
+            out["reason"] = self.reason
+            return out
+        r = self.result
+        out.update(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
+                   peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
+                   num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc, num_device_free=r.num_device_free,
+                   first_oom_index=r.first_oom_index)
+        return out
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Smallest device memory (bytes, overhead included) without OOM, and without release-and-retry either."""
+
+    conf: str
+    fits_bytes: int | None          # None: not simulated, or no fit up to 1 PiB; `reason` says which
+    no_retry_bytes: int | None
+    granularity: int = GRANULARITY
+    monotone: bool = True           # False: some larger size failed where bisection expected success
+    reason: str | None = None
+
+
+def replay(trace: Trace, confs: list[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
+           overhead_bytes: int | None = None, jobs: int | None = None) -> list[ReplayOutcome]:
+    """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
+    (memory the CUDA context held outside the allocator), else 0. `jobs` defaults to the usable cores."""
+    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), _torch_version(trace))
+    return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs)
+
+
+def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | None = None,
+               granularity: int = GRANULARITY) -> Capacity:
+    """Smallest device memory at which `trace` runs under `conf` without OOM, and without retries."""
+    args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
+    return _capacity_one(trace, _parse(conf), args)
+
+
+def min_memory_many(trace: Trace, confs: list[AllocConf | str], *, overhead_bytes: int | None = None,
+                    granularity: int = GRANULARITY, jobs: int | None = None) -> list[Capacity]:
+    """`min_memory` for each setting, spread over cores like `replay`."""
+    args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
+    return _map(_capacity_one, [_parse(c) for c in confs], args, trace, jobs)
+
+
+def measured_runs(trace: Trace) -> dict[str, dict]:
+    """What the trace's meta says was measured on the GPU, by setting label: to set predictions beside."""
+    runs = trace.meta.get("measured") or []
+    return {AllocConf.parse(m.get("conf")).label: m for m in runs if isinstance(m, dict)}
+
+
+# ---- internals ----
+
+@dataclass(frozen=True)
+class _Args:
+    device_memory: int
+    budget_bytes: int | None
+    overhead_bytes: int
+    torch_version: str
+    granularity: int = GRANULARITY
+
+
+def _parse(conf: AllocConf | str) -> AllocConf:
+    return conf if isinstance(conf, AllocConf) else AllocConf.parse(conf)
+
+
+def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
+    return int(trace.meta.get("overhead_bytes") or 0) if overhead_bytes is None else overhead_bytes
+
+
+def _torch_version(trace: Trace) -> str:
+    """'2.11' from the recording's '2.11.0+cu130'; the simulator's reference version when unknown."""
+    version = str(trace.meta.get("torch_version") or "2.11")
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _not_simulated(conf: AllocConf) -> str | None:
+    if conf.is_async:
+        return ("backend:cudaMallocAsync hands memory to the CUDA driver's pool, which cannot be simulated "
+                "block by block: measure it on the GPU")
+    return None
+
+
+def _simulate(trace: Trace, conf: AllocConf, device_memory: int, args: _Args) -> SimResult:
+    return simulate(trace, conf, device_memory, budget_bytes=args.budget_bytes,
+                    overhead_bytes=args.overhead_bytes, torch_version=args.torch_version)
+
+
+def _replay_one(trace: Trace, conf: AllocConf, args: _Args) -> ReplayOutcome:
+    reason = _not_simulated(conf)
+    if reason:
+        return ReplayOutcome(conf.label, None, reason)
+    try:
+        return ReplayOutcome(conf.label, _simulate(trace, conf, args.device_memory, args))
+    except ConfError as exc:  # a setting the simulator refuses: report it, keep the grid going
+        return ReplayOutcome(conf.label, None, str(exc))
+
+
+def _capacity_one(trace: Trace, conf: AllocConf, args: _Args) -> Capacity:
+    reason = _not_simulated(conf)
+    if reason:
+        return Capacity(conf.label, None, None, args.granularity, reason=reason)
+    step = args.granularity
+    try:
+        # With unlimited memory nothing is ever released or retried; its peak (plus the overhead) fits.
+        unlimited = _simulate(trace, conf, 1 << 60, args)
+    except ConfError as exc:
+        return Capacity(conf.label, None, None, step, reason=str(exc))
+    hi = -(-(unlimited.peak_reserved_bytes + args.overhead_bytes) // step) * step
+    # Less than the peak of live requested bytes cannot work under any setting: the bisection starts there.
+    lo = (unlimited.peak_requested_bytes + args.overhead_bytes - 1) // step * step
+    results: dict[int, SimResult] = {}
+
+    def run(size: int) -> SimResult:
+        if size not in results:
+            results[size] = _simulate(trace, conf, size, args)
+        return results[size]
+
+    fits, fits_monotone = _smallest(lambda s: run(s).num_ooms == 0, lo, hi, step)
+    # A size with no retry has no OOM either, so it is at least `fits`.
+    no_retry, retry_monotone = _smallest(lambda s: run(s).num_ooms == 0 and run(s).num_alloc_retries == 0,
+                                         max(lo, (fits or step) - step), hi, step)
+    reason = None if fits else f"does not fit in {format_bytes(_SEARCH_LIMIT)}"
+    return Capacity(conf.label, fits, no_retry, step, fits_monotone and retry_monotone, reason)
+
+
+def _smallest(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> tuple[int | None, bool]:
+    """Smallest multiple of `step` with ok(size), given that `lo` fails and `hi` is the first guess to pass;
+    None if nothing up to 1 PiB does.
+
+    Returns (size, monotone): monotone is False when a size above a bisection answer failed.
+    """
+    hi = max(hi, lo + step)
+    while not ok(hi):  # `hi` fits unless a memory fraction or GC scales with the device: look higher
+        if hi > _SEARCH_LIMIT:
+            return None, True
+        lo, hi = hi, hi * 2
+    monotone = True  # invariant: lo fails, hi passes
+    while True:
+        while hi - lo > step:
+            mid = (lo + hi) // 2 // step * step
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        failing = next((s for s in range(hi + step, hi + (VERIFY_STEPS + 1) * step, step) if not ok(s)), None)
+        if failing is None:
+            return hi, monotone
+        monotone, lo, offset = False, failing, step
+        while not ok(failing + offset):
+            offset *= 2
+        hi = failing + offset
+
+
+_SEARCH_LIMIT = 1 << 50
+
+
+# Worker processes receive the trace once, through the pool initializer, not with every task.
+_worker_trace: Trace | None = None
+
+
+def _init_worker(trace: Trace) -> None:
+    global _worker_trace
+    _worker_trace = trace
+
+
+def _call_in_worker(fn: Callable, conf: AllocConf, args: _Args):
+    return fn(_worker_trace, conf, args)
+
+
+def _map(fn: Callable, confs: list[AllocConf], args: _Args, trace: Trace, jobs: int | None) -> list:
+    jobs = min(jobs or _usable_cores(), len(confs))
+    if jobs <= 1:
+        return [fn(trace, conf, args) for conf in confs]
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,)) as pool:
+        futures = [pool.submit(_call_in_worker, fn, conf, args) for conf in confs]
+        return [f.result() for f in futures]
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,339 @@
+"""Allocation traces: load PyTorch memory snapshots safely, and keep traces in a compact file of our own.
+
+A `Trace` is the sequence of requests the caching allocator saw on one device, as parallel lists
+(`kinds`, `addrs`, `sizes`, `streams`) that the simulator reads directly:
+
+- `kinds[i]` is `ALLOC` (0) or `FREE` (1).
+- `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free
+  carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
+  itself, and ids cannot be confused when the recorded run reused an address.
+- `sizes[i]` is the size the program requested (before rounding), for frees the size of that allocation.
+- `streams[i]` is a small stream index; `meta["streams"]` lists what each index was in the recording,
+  `[stream, *pool_id]` (pool (0, 0) = the default pools). A block allocated in a private pool (CUDA graphs,
+  `MemPool`) gets its own index, so the simulator keeps it apart from the stream's default pools, as the
+  allocator does.
+
+`meta` keys that replay reads when present: `torch_version` (the simulator follows that version's behaviour),
+`device_total_bytes` (the recording GPU's memory: replay's default device memory), `overhead_bytes` (what the
+CUDA context held outside the allocator), `measured` (a list of {conf, peak_reserved_bytes,
+peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes), `allocator_settings`, `env`.
+Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end` and
+`warnings` (a list of strings to show the user).
+
+Two file formats, told apart by content, not by name:
+
+1. **PyTorch snapshot pickles** as `torch.cuda.memory._dump_snapshot` writes them (torch >= 2.1): a dict with
+   `device_traces` (one list of entries per device), `segments` and, on recent versions,
+   `allocator_settings`. A pickle runs code when loaded, so it is read with an unpickler that admits no
+   global at all: only dicts, lists, tuples, strings, numbers, booleans and None get through, and anything
+   else is refused with `TraceError` before it can run. `alloctune record` adds an `alloctune` dict
+   (ignored by pytorch.org/memory_viz); its keys go into `Trace.meta`.
+2. **The compact format** (`save_trace`): an xz stream holding one JSON header line (format name, version,
+   device, meta, array layout) followed by little-endian arrays: event kinds, the sizes and stream indexes of
+   the allocations, and for each free how many allocations back its block was made. The int64 arrays are
+   byte-shuffled (all low bytes, then the next...), which lets xz shrink them several times further: a
+   million events take a few MB. An unknown format name or version is refused.
+
+What loading does with the awkward parts of real traces, on purpose:
+
+- truncated or corrupt file, not a dict of the expected shape, an entry missing `action`/`addr`/`size`:
+  `TraceError` naming the file (and the entry).
+- no allocations on any device (recording never enabled, or an empty run): `TraceError`.
+- several devices: the one with allocations is taken; if several have them, `device=` must choose, else
+  `TraceError` listing them.
+- several streams: kept, one index each (the simulator pools per stream).
+- a free of a block the trace never allocated (recording started mid-run, or the ring buffer of
+  `max_entries` wrapped): dropped; counted in `meta["dropped_frees"]` / `meta["dropped_free_bytes"]`, with
+  a warning, since memory that was live before the recording is missing from the replay.
+- a block is returned to its pool at `free_completed`, not `free_requested` (a `record_stream`ed block waits
+  for other streams); `segment_*`, `snapshot` and unknown actions are not requests and are skipped.
+- `oom` entries (no `addr`; the request failed, so nothing was allocated): counted in
+  `meta["recorded_ooms"]`. When allocations follow an OOM the program caught it and went on, so what it
+  asked for depended on free memory: `meta["warnings"]` says the trace looks allocation-order dependent.
+  The same warning is given when `meta["measured"]` holds an `alloc_digest` (see `alloc_digest`) from a run
+  under another setting whose allocation sequence differs from this trace's.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import lzma
+import os
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TraceError
+from ..units import format_bytes
+
+ALLOC, FREE = 0, 1
+
+FORMAT = "alloctune-trace"
+FORMAT_VERSION = 1
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_PICKLE_PROTO = 0x80  # every pickle protocol >= 2 starts with PROTO; torch writes protocol >= 2
+
+
+@dataclass
+class Trace:
+    """One device's allocation requests in order; see the module docstring for the encoding."""
+
+    kinds: list[int]
+    addrs: list[int]
+    sizes: list[int]
+    streams: list[int]
+    device: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def num_allocs(self) -> int:
+        return len(self.kinds) - sum(self.kinds)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.meta.get("warnings", [])
+
+
+def alloc_digest(trace: Trace) -> str:
+    """Digest of the allocation sizes in order: equal digests = the workload asked for the same memory.
+
+    `alloctune record` can store it with each measured setting; a mismatch means the workload's requests
+    depend on the setting (autotuning, free-memory checks) and a replay of one trace is not sound for all.
+    """
+    sizes = np.asarray([s for k, s in zip(trace.kinds, trace.sizes) if k == ALLOC], dtype="<i8")
+    return hashlib.sha256(sizes.tobytes()).hexdigest()[:16]
+
+
+def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
+    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    if data.startswith(_XZ_MAGIC):
+        trace = _load_compact(data, path)
+        if device is not None and device != trace.device:
+            raise TraceError(f"{os.fspath(path)!r} holds device {trace.device} only, not device {device}")
+    elif data[:1] == bytes([_PICKLE_PROTO]):
+        trace = _load_snapshot(data, path, device)
+    else:
+        raise TraceError(f"{os.fspath(path)!r} is neither a PyTorch memory snapshot (pickle) nor an "
+                         f"alloctune trace (xz): it starts with {data[:8]!r}")
+    _check_order_dependence(trace)
+    return trace
+
+
+# ---- PyTorch snapshot pickles ----
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Admits no global: with no class or function to name, a pickle can build only plain containers and
+    scalars, and REDUCE/BUILD have nothing to call."""
+
+    def find_class(self, module, name):
+        raise TraceError(f"refused: the pickle asks for {module}.{name}; a memory snapshot holds only plain "
+                         f"containers and scalars, so nothing in this file was run")
+
+
+def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
+    where = os.fspath(path)
+    try:
+        snapshot = _PlainUnpickler(io.BytesIO(data)).load()
+    except TraceError:
+        raise
+    except Exception as exc:  # the unpickler raises many types on corrupt input; all mean the same here
+        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {exc})") from None
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
+        raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
+                         f"(written by torch.cuda.memory._dump_snapshot)")
+    traces = snapshot["device_traces"]
+    for i, entries in enumerate(traces):
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise TraceError(f"{where!r}: device_traces[{i}] is not a list of trace entries (dicts)")
+    with_allocs = [i for i, entries in enumerate(traces) if any(e.get("action") == "alloc" for e in entries)]
+    if device is None:
+        if not with_allocs:
+            raise TraceError(f"{where!r} has no allocations on any device: was "
+                             f"torch.cuda.memory._record_memory_history enabled while the workload ran?")
+        if len(with_allocs) > 1:
+            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one (device=...)")
+        device = with_allocs[0]
+    elif device not in with_allocs:
+        raise TraceError(f"{where!r} has no allocations on device {device} "
+                         f"(devices with allocations: {with_allocs or 'none'})")
+    extra = snapshot.get("alloctune", {})
+    if not isinstance(extra, dict):
+        raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
+    meta = {"source": "pytorch-snapshot", **extra}
+    if "allocator_settings" in snapshot:
+        meta.setdefault("allocator_settings", snapshot["allocator_settings"])
+    return _from_entries(traces[device], device, meta, where)
+
+
+def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> Trace:
+    kinds: list[int] = []
+    addrs: list[int] = []
+    sizes: list[int] = []
+    streams: list[int] = []
+    live: dict[int, int] = {}           # recorded address -> allocation id
+    alloc_size: list[int] = []          # per allocation id
+    alloc_stream: list[int] = []
+    stream_keys: dict[tuple, int] = {}  # (stream, *pool_id) -> index
+    dropped = dropped_bytes = ooms = 0
+    allocs_after_oom = False
+    for n, e in enumerate(entries):
+        action = e.get("action")
+        if action not in ("alloc", "free_completed", "oom"):
+            continue
+        size, addr = e.get("size"), e.get("addr")
+        if not isinstance(size, int) or size < 0 or (action != "oom" and not isinstance(addr, int)):
+            needs = "an integer 'size' >= 0" + ("" if action == "oom" else " and an integer 'addr'")
+            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {e!r:.200}")
+        if action == "oom":  # the request failed: nothing was allocated
+            ooms += 1
+            continue
+        if action == "alloc":
+            if addr in live:
+                raise TraceError(f"{where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
+                                 f"(allocated earlier and never freed): the trace is corrupt")
+            allocs_after_oom |= ooms > 0
+            pool = e.get("pool_id") or (0, 0)
+            key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
+            stream = stream_keys.setdefault(key, len(stream_keys))
+            ident = len(alloc_size)
+            live[addr] = ident
+            alloc_size.append(size)
+            alloc_stream.append(stream)
+            event = (ALLOC, ident, size, stream)
+        else:
+            ident = live.pop(addr, None)
+            if ident is None:  # allocated before the recording started
+                dropped += 1
+                dropped_bytes += size
+                continue
+            event = (FREE, ident, alloc_size[ident], alloc_stream[ident])
+        for column, value in zip((kinds, addrs, sizes, streams), event):
+            column.append(value)
+    warnings = list(meta.get("warnings", []))
+    if dropped:
+        warnings.append(f"{dropped} frees of blocks allocated before the recording started were dropped "
+                        f"({format_bytes(dropped_bytes)} live before the trace are missing from the replay)")
+    if allocs_after_oom:
+        warnings.append(_ORDER_DEPENDENT + f": the recorded run hit {ooms} OOM(s) and went on allocating")
+    meta = {**meta, "streams": [list(k) for k in stream_keys], "dropped_frees": dropped,
+            "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live),
+            "warnings": warnings}
+    return Trace(kinds, addrs, sizes, streams, device, meta)
+
+
+_ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
+                    "so a replay under other settings may not match them")
+
+
+def _check_order_dependence(trace: Trace) -> None:
+    """Warn (in meta) when runs measured under other settings asked for a different allocation sequence."""
+    digests = {m.get("alloc_digest") for m in trace.meta.get("measured", []) if m.get("alloc_digest")}
+    if digests and digests != {alloc_digest(trace)}:
+        warning = _ORDER_DEPENDENT + ": runs measured under other settings made different allocations"
+        if warning not in trace.warnings:
+            trace.meta["warnings"] = [*trace.warnings, warning]
+
+
+# ---- the compact format ----
+
+def save_trace(trace: Trace, path: str | os.PathLike) -> None:
+    """Write `trace` in the compact format. Frees must name an allocation that is live at that point."""
+    kinds = np.asarray(trace.kinds, dtype=np.uint8)
+    if len({len(trace.kinds), len(trace.addrs), len(trace.sizes), len(trace.streams)}) != 1:
+        raise TraceError("trace lists kinds, addrs, sizes and streams must have the same length")
+    if kinds.size and kinds.max() > FREE:
+        raise TraceError(f"trace kinds must be {ALLOC} (alloc) or {FREE} (free)")
+    live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
+    alloc_sizes, alloc_streams, back = [], [], []
+    for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
+        if kind == ALLOC:
+            if addr in live:
+                raise TraceError(f"trace event {i} allocates {addr}, which is still live")
+            live[addr] = len(alloc_sizes)
+            alloc_sizes.append(trace.sizes[i])
+            alloc_streams.append(trace.streams[i])
+        else:
+            ident = live.pop(addr, None)
+            if ident is None:
+                raise TraceError(f"trace event {i} frees {addr}, which is not live")
+            back.append(len(alloc_sizes) - 1 - ident)
+    arrays = {"kinds": kinds, "sizes": np.asarray(alloc_sizes, dtype="<i8"),
+              "streams": np.asarray(alloc_streams, dtype="<i8"), "frees": np.asarray(back, dtype="<i8")}
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "device": trace.device, "meta": trace.meta,
+              "arrays": {name: [a.dtype.str, int(a.size)] for name, a in arrays.items()}}
+    try:
+        head = json.dumps(header, sort_keys=True).encode()
+    except TypeError as exc:
+        raise TraceError(f"trace meta must hold only JSON values: {exc}") from None
+    body = b"".join(_shuffle(a) for a in arrays.values())
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(lzma.compress(head + b"\n" + body, preset=6))
+    os.replace(tmp, path)
+
+
+def _shuffle(a: np.ndarray) -> bytes:
+    return a.view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
+
+
+def _unshuffle(raw: bytes, dtype: str, n: int) -> np.ndarray:
+    itemsize = np.dtype(dtype).itemsize
+    return np.frombuffer(raw, np.uint8).reshape(itemsize, n).T.copy().view(dtype).reshape(n)
+
+
+def _load_compact(data: bytes, path) -> Trace:
+    where = os.fspath(path)
+    try:
+        raw = lzma.decompress(data)
+        head, _, body = raw.partition(b"\n")
+        header = json.loads(head)
+    except (lzma.LZMAError, EOFError, ValueError) as exc:
+        raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
+    if header.get("version") != FORMAT_VERSION:
+        raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
+                         f"reads version {FORMAT_VERSION} only")
+    try:
+        arrays, offset = {}, 0
+        for name in ("kinds", "sizes", "streams", "frees"):
+            dtype, n = header["arrays"][name]
+            length = np.dtype(dtype).itemsize * n
+            if offset + length > len(body):
+                raise ValueError(f"array {name!r} runs past the end of the data")
+            arrays[name] = _unshuffle(body[offset:offset + length], dtype, n)
+            offset += length
+        if offset != len(body):
+            raise ValueError(f"{len(body) - offset} bytes left over after the arrays")
+        return _decode(arrays, int(header["device"]), dict(header["meta"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"{where!r} is corrupt: {exc}") from None
+
+
+def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
+    kinds, sizes, streams, back = arrays["kinds"], arrays["sizes"], arrays["streams"], arrays["frees"]
+    is_alloc = kinds == ALLOC
+    if kinds.size and kinds.max() > FREE:
+        raise ValueError("event kinds other than alloc and free")
+    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or kinds.size - sizes.size != back.size:
+        raise ValueError("array lengths do not agree with the event kinds")
+    if not sizes.size:
+        raise ValueError("no allocations")
+    allocs_before = np.cumsum(is_alloc)  # at event i: allocations made up to and including i
+    ids = np.empty(kinds.size, dtype=np.int64)
+    ids[is_alloc] = np.arange(sizes.size)
+    freed = allocs_before[~is_alloc] - 1 - back
+    if freed.size and (freed.min() < 0 or back.min() < 0 or np.unique(freed).size != freed.size):
+        raise ValueError("a free names an allocation that does not exist or was already freed")
+    ids[~is_alloc] = freed
+    return Trace(kinds.tolist(), ids.tolist(), sizes[ids].tolist(), streams[ids].tolist(), device, meta)
