@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .conf import AllocConf
 from .errors import AlloctuneError
 from .grid import DEFAULT_GRID, apply_rules, expand
 from .probe import ProbeResult, check_settings, probe
-from .records import Measurement, TrialRecord, TrialState
+from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
 from .select import Choice, SettingResult, choose, summarize_settings
@@ -157,7 +156,7 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
         return ResultsFolder.create(out, info)
     root = Path(results_root)
     if not fresh and root.is_dir():
-        for path in sorted(root.glob(f"{info.workload_name}-*"), reverse=True):
+        for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
             try:
                 same = _identity(ResultsFolder(path).info()) == _identity(info)
             except AlloctuneError:
@@ -166,7 +165,13 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
                 notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
                 return ResultsFolder(path)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ResultsFolder.create(root / f"{info.workload_name}-{stamp}", info)
+    return ResultsFolder.create(root / f"{_label(info)}-{stamp}", info)
+
+
+def _label(info: SweepInfo) -> str:
+    """Folder name stem: the workload and its preset (two presets of one workload are different sweeps)."""
+    preset = info.workload.get("preset")
+    return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
 def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress) -> None:
@@ -184,8 +189,10 @@ def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress)
     run_trials(todo, gpus or [0], on_done)
 
 
-def _replay_grid(folder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction, trace_path,
-                 progress, notice) -> None:
+def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
+                 trace_path, progress, notice) -> None:
+    """Judge every planned setting by replaying the workload's trace; settings the simulator cannot model
+    (cudaMallocAsync, keys the trace's torch did not have) are added to the sweep's skipped list with the reason."""
     from .sim.replay import replay
     from .sim.trace import load_trace
 
@@ -193,39 +200,39 @@ def _replay_grid(folder, spec: WorkloadSpec, planned, probes, budget_bytes, budg
     if not path:
         raise AlloctuneError(
             f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
-            f"'alloctune record {spec.source or spec.name}', then pass it with --trace")
+            f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
     trace = load_trace(path)
     meta = trace.meta
+    if meta.get("workload_hash") and meta["workload_hash"] != spec.digest():
+        notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
+               f"preset); replaying it anyway")
+    for warning in trace.warnings:
+        notice(f"trace: {warning}")
     device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
     if budget_fraction is not None:
         budget_bytes = int(budget_fraction * device_memory)
-    env = dict(meta.get("env", {}), trace=str(path), simulated=True)
+    env = dict(meta.get("env") or {}, trace=str(path), simulated=True)
     env_id = "sim:" + (meta.get("env_id") or f"torch-{meta.get('torch_version', 'unknown')}")
-    confs = [c for c in planned[probes[0].env_id] if not c.is_async]
-    for c in planned[probes[0].env_id]:
-        if c.is_async:
-            notice(f"{c.label}: cannot be simulated (the driver's pool is opaque); measure it with --backend cuda")
+    confs = planned[probes[0].env_id]
     finished = folder.store.finished_keys()
-    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes)
-    for i, (conf, outcome) in enumerate(zip(confs, outcomes), 1):
-        record = _sim_record(spec, conf, outcome, env_id, env, budget_bytes)
+    info = folder.info()
+    for i, outcome in enumerate(replay(trace, confs, device_memory, budget_bytes=budget_bytes), 1):
+        if not outcome.simulated:
+            info.skipped.append(Skipped(outcome.conf, f"cannot be simulated: {outcome.reason}", env_id))
+            notice(f"{outcome.conf or 'default'}: cannot be simulated ({outcome.reason}); measure it with "
+                   f"--backend cuda")
+            continue
+        m = outcome.measurement()
+        record = TrialRecord(
+            workload=spec.name, workload_hash=spec.digest(), conf=outcome.conf, repeat=0, env_id=env_id,
+            backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
+            budget_bytes=budget_bytes, env=env, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
         if record.key not in finished:
             folder.store.append(record)
         if progress:
             progress(record, i, len(confs))
-
-
-def _sim_record(spec, conf: AllocConf, outcome, env_id, env, budget_bytes) -> TrialRecord:
-    result = outcome.result
-    m = Measurement(peak_reserved_bytes=result.peak_reserved_bytes, peak_allocated_bytes=result.peak_allocated_bytes,
-                    peak_requested_bytes=result.peak_requested_bytes, num_alloc_retries=result.num_alloc_retries,
-                    num_ooms=result.num_ooms, num_device_alloc=result.num_device_alloc,
-                    num_device_free=result.num_device_free)
-    state = TrialState.OOM if result.num_ooms else TrialState.OK
-    return TrialRecord(workload=spec.name, workload_hash=spec.digest(), conf=str(conf), repeat=0, env_id=env_id,
-                       backend="sim", state=state, measurement=m, budget_bytes=budget_bytes,
-                       error=f"simulated OOM at trace event {result.first_oom_index}" if result.num_ooms else None,
-                       started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), env=env)
+    folder.write_info(info)
 
 
 def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:

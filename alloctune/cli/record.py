@@ -41,8 +41,10 @@ def run(args) -> int:
         trace = record_workload(args.workload, args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
                                 python=args.python, timeout_s=args.timeout)
     measured = (trace.meta.get("measured") or [{}])[0]
+    speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over {measured.get('measured_seconds'):.2f} s "
+             f"(recording slows it)" if measured.get("throughput") else "")
     Console().print(f"Recorded {len(trace.kinds):,} allocation events to {args.output}; measured peak reserved "
                     f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
-                    f"{format_bytes(measured.get('peak_allocated_bytes'))}.\n"
+                    f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.\n"
                     f"Next: alloctune replay {args.output}")
     return 0
