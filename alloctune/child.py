@@ -188,7 +188,10 @@ def effective_settings() -> tuple[str, frozenset]:
             parts["expandable_segments"] = "True"
         if settings.get("garbage_collection_threshold"):
             parts["garbage_collection_threshold"] = f"{settings['garbage_collection_threshold']:g}"
-        divisions = [d for d in settings.get("roundup_power2_divisions") or [] if d > 1]
+        divisions = settings.get("roundup_power2_divisions") or []
+        # A dict keyed by interval start in MiB ('1', '2', '4', ...) on recent versions, a list on older ones.
+        divisions = [d for d in (divisions.values() if isinstance(divisions, dict) else divisions)
+                     if isinstance(d, int) and d > 1]
         if divisions and len(set(divisions)) == 1:
             parts["roundup_power2_divisions"] = str(divisions[0])
     max_split = torch.cuda.memory_stats().get("max_split_size", -1)

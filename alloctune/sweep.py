@@ -94,16 +94,16 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
 def write_reports(folder: ResultsFolder, settings: list[SettingResult], choices: list[Choice]) -> None:
     """summary.md, plot.png and best.env, all from what the folder holds."""
-    from .export import render
+    from .export import provenance, render
     from .plot import plot_pareto
     from .report import write_summary
 
     info = folder.info()
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    if choices:
-        provenance = f"alloctune sweep of {info.workload_name}, {folder.path.name}"
-        (folder.path / "best.env").write_text(render(choices[0].to_json(), "env", provenance), encoding="utf-8")
+    best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
+    if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
+        (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
 
 
 def _probe_all(pythons: list[str]) -> list[ProbeResult]:

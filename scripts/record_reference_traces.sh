@@ -22,7 +22,7 @@ record() {
 }
 record 0 transformer-varlen transformer-packed cnn-varres &
 # On the second GPU first: the GPU-only tests and a two-setting sweep end to end.
-(CUDA_VISIBLE_DEVICES=1 timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ > "$R/gpu-tests.txt" 2>&1
+(CUDA_VISIBLE_DEVICES=1 timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_builtin.py tests/test_probe.py > "$R/gpu-tests.txt" 2>&1
  timeout 200 python3 -m alloctune sweep workloads/transformer-varlen.yaml --conf expandable_segments:True \
    --repeats 1 --gpus 1 --results "$R/smoke" > "$R/smoke.txt" 2>&1
  record 1 llm-decode hpsearch detection) &

@@ -14,7 +14,8 @@ def register(subparsers) -> None:
                     "with the peaks measured in that run and its environment. Or record your own command: "
                     "alloctune record -o trace.pickle -- python train.py ...",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("workload", nargs="?", help="workload file (YAML)")
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
+                   help="a workload file, or after '--' your own command")
     p.add_argument("-o", "--output", required=True,
                    help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
     p.add_argument("--preset", help="workload preset")
@@ -23,7 +24,6 @@ def register(subparsers) -> None:
     p.add_argument("--gpu", type=int, default=0, help="GPU index")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
     p.add_argument("--timeout", type=float, help="time limit in seconds")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...: record your own program instead")
     p.set_defaults(func=run)
 
 
@@ -32,14 +32,13 @@ def run(args) -> int:
     from ..record import record_command, record_workload
     from ..units import format_bytes
 
-    command = [c for c in args.command if c != "--"] if args.command else []
-    if bool(command) == bool(args.workload):
-        raise AlloctuneError("give either a workload file or '-- COMMAND ...' to record")
-    if command:
-        trace = record_command(command, args.output, gpu=args.gpu, conf=args.conf)
-    else:
-        trace = record_workload(args.workload, args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
+    if not args.target:
+        raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
+    if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+        trace = record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
                                 python=args.python, timeout_s=args.timeout)
+    else:
+        trace = record_command(args.target, args.output, gpu=args.gpu, conf=args.conf)
     measured = (trace.meta.get("measured") or [{}])[0]
     speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over {measured.get('measured_seconds'):.2f} s "
              f"(recording slows it)" if measured.get("throughput") else "")

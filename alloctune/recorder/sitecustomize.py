@@ -10,12 +10,16 @@ import sys
 
 def _chain_user_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
+    ours = sys.modules.pop("sitecustomize", None)
+    path = sys.path[:]
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    sys.modules.pop("sitecustomize", None)
     try:
         import sitecustomize  # noqa: F401  (the user's own, if any)
     except ImportError:
         pass
+    finally:
+        sys.path[:] = path
+        sys.modules["sitecustomize"] = ours  # the import system expects to find this module under its name
 
 
 def _start():
