@@ -100,16 +100,21 @@ def _dump_trace(torch, spec: dict, out: dict, total: int, sampler: _DevicePeak) 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     env = out["env"]
-    snapshot["alloctune"] = {
+    snapshot["alloctune"] = _plain({
         "workload": spec["workload"]["name"], "workload_hash": spec.get("workload_hash"),
         "env_id": spec.get("env_id"), "torch_version": env.get("torch"), "env": env,
         "device_total_bytes": total, "overhead_bytes": sampler.overhead,
         "budget_bytes": spec.get("budget_bytes"),
         "measured": [dict(out["measurement"] or {}, conf=spec["conf"], state=out["state"],
                           effective_conf=out.get("effective_conf"))],
-    }
+    })
     with open(spec["record_trace"], "wb") as f:
         pickle.dump(snapshot, f)
+
+
+def _plain(value):
+    """Only plain containers and scalars: the snapshot is read back with a restricted unpickler."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def _budget_fraction(spec: dict, total: int) -> float | None:

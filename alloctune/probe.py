@@ -175,7 +175,7 @@ def collect_env() -> dict:
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device()) if torch.cuda.is_available() else None
     return {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion (str subclass) would not survive a plain unpickler
         "torch_git": getattr(torch.version, "git_version", None),
         "cuda": torch.version.cuda,
         "driver": _driver_version() if props else None,

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .conf import AllocConf
-from .errors import AlloctuneError
+from .errors import AlloctuneError, TraceError
 from .probe import probe
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, child_environment, run_trial
 from .sim.trace import Trace, load_trace, save_trace
@@ -55,8 +55,13 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpu: int = 
 
 def _keep(snapshot: str, output) -> Trace:
     """Write the snapshot where the user asked: as is for .pickle/.pkl, else in the compact format."""
-    trace = load_trace(snapshot)
     output = Path(output)
+    try:
+        trace = load_trace(snapshot)
+    except TraceError:
+        # Keep what was recorded, so that a loader problem costs no second GPU run.
+        output.with_name(output.name + ".raw.pickle").write_bytes(Path(snapshot).read_bytes())
+        raise
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix in (".pickle", ".pkl"):
         output.write_bytes(Path(snapshot).read_bytes())
