@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
+from .conf import AllocConf
 from .errors import AlloctuneError
 from .grid import DEFAULT_GRID, apply_rules, expand
 from .probe import ProbeResult, check_settings, probe
@@ -224,7 +225,8 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
             continue
         m = outcome.measurement()
         record = TrialRecord(
-            workload=spec.name, workload_hash=spec.digest(), conf=outcome.conf, repeat=0, env_id=env_id,
+            workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)), repeat=0,
+            env_id=env_id,
             backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
             budget_bytes=budget_bytes, env=env, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
