@@ -180,8 +180,9 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Command: `{info.command or '(not recorded)'}`",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {info.repeats}; memory budget: {budget}",
-              f"- Settings run: {len(info.grid)}; skipped: {len(info.skipped)}",
-              f"- Export the choice: `alloctune export {folder.path}`", ""]
+              f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
+              f"trials recorded: {sum(len(s.trials) for s in settings)}",
+              f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]
     lines += _statistics(info, choices)
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

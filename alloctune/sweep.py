@@ -72,7 +72,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
         repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
         backend=backend, max_slowdown=max_slowdown,
-        command=command or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     folder = _open_folder(info, results_root, out, fresh, notice)
 
@@ -86,25 +86,39 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
                  for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
         _run_measured(folder, tasks, gpus, progress)
 
-    settings = summarize_settings(folder.trials(), max_slowdown)
-    choices = choose(settings, max_slowdown)
-    folder.write_choice([c.to_json() for c in choices])
-    write_reports(folder, settings, choices)
-    return SweepOutcome(folder, settings, choices, skipped, backend)
+    settings, choices = analyze(folder, max_slowdown)
+    return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
 
-def write_reports(folder: ResultsFolder, settings: list[SettingResult], choices: list[Choice]) -> None:
-    """summary.md, plot.png and best.env, all from what the folder holds."""
+def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
+    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and best.env.
+
+    A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
+    measuring anything."""
     from .export import provenance, render
     from .plot import plot_pareto
     from .report import write_summary
 
     info = folder.info()
+    if max_slowdown is not None and max_slowdown != info.max_slowdown:
+        info.max_slowdown = max_slowdown
+        folder.write_info(info)
+    settings = summarize_settings(folder.trials(), info.max_slowdown)
+    choices = choose(settings, info.max_slowdown)
+    folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
     best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
+    return settings, choices
+
+
+def _command_line() -> str:
+    """How this sweep was started, as the user would type it again."""
+    program = Path(sys.argv[0]).name
+    program = "alloctune" if program in ("__main__.py", "alloctune") else program
+    return shlex.join([program, *sys.argv[1:]])
 
 
 def _probe_all(pythons: list[str]) -> list[ProbeResult]:

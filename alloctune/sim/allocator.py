@@ -95,20 +95,27 @@ class _Segment:
 
 
 class _AddressSpace:
-    """Virtual addresses for segments: lowest free range that fits, ranges merged back when released."""
+    """Virtual addresses for segments, handed out from the top down (the highest free range that fits, at its
+    end), ranges merged back when released.
+
+    Addresses decide ties in best fit (equal-sized free blocks: lowest address wins). On an H200 (driver 580,
+    torch 2.11) cudaMalloc gave each new segment a lower address than the last: replaying six workloads' traces
+    under six settings matched all 36 measured peaks within 0.01% with top-down placement, against errors of up
+    to 9.4% (detection, list-form divisions) with bottom-up placement."""
 
     def __init__(self):
         self._free = [(_VA_START, _VA_END)]  # sorted, disjoint (start, end)
 
     def take(self, size: int) -> int:
         size = -(-size // ROUND_LARGE) * ROUND_LARGE
-        for i, (start, end) in enumerate(self._free):
+        for i in range(len(self._free) - 1, -1, -1):
+            start, end = self._free[i]
             if end - start >= size:
                 if end - start == size:
                     del self._free[i]
                 else:
-                    self._free[i] = (start + size, end)
-                return start
+                    self._free[i] = (start, end - size)
+                return end - size
         raise MemoryError("simulated virtual address space exhausted")
 
     def give(self, addr: int, size: int) -> None:

@@ -1,0 +1,32 @@
+"""`alloctune report RESULTS`: decide again from recorded trials and rewrite the reports; measures nothing."""
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="re-decide from a results folder's trials and rewrite summary.md, plot.png, best.env",
+        description="Read the trials a sweep recorded and run the choice again (for instance with another "
+                    "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env. Nothing is measured.")
+    p.add_argument("results", help="a results folder, or a folder of them")
+    p.add_argument("--max-slowdown", type=float,
+                   help="reject settings significantly slower than the default by more than this fraction "
+                        "(default: the value the sweep used)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..report import ranked_table
+    from ..results import find_results
+    from ..sweep import analyze
+
+    console = Console()
+    for folder in find_results(args.results):
+        settings, choices = analyze(folder, args.max_slowdown)
+        console.print(f"[bold]{folder.path}[/]")
+        for choice in choices:
+            console.print(ranked_table(settings, choice))
+            for reason in choice.reasons:
+                console.print(f"  {reason}")
+    return 0
