@@ -137,9 +137,11 @@ def test_best_fit_prefers_smallest_then_lowest_address():
     h30, _, h20a, _, h20b = (a.malloc(s * M) for s in (30, 2, 20, 2, 20))  # 2 MiB ones keep blocks apart
     for h in (h30, h20b, h20a):
         a.free(h)
-    # 19 MiB: smallest fitting size is 20 MiB; of the two, the lower address (h20a); 1 MiB remains: no split
-    assert a.malloc(19 * M) == h20a
+    # 19 MiB: smallest fitting size is 20 MiB; of the two, the lower address, which is the newer segment's
+    # (segments are placed top down, as cudaMalloc did on the H200); 1 MiB remains: no split
+    assert h20b < h20a
     assert a.malloc(19 * M) == h20b
+    assert a.malloc(19 * M) == h20a
     assert a.malloc(19 * M) == h30  # split: 11 MiB remains
 
 

@@ -25,9 +25,9 @@ Modelled as the source has it, and worth knowing:
   whole, non-expandable segments; `num_alloc_retries` counts the last attempt after releasing every cached
   segment, whether or not it then succeeds; allocated bytes count a block unsplit, rounding included.
 
-Not modelled: `record_stream` (a trace returns blocks at `free_completed`), CUDA graph capture (a private pool
-is a stream index of its own in the trace), and where the driver places segments: a new segment goes at the
-lowest free virtual address that fits, which only decides ties between equal-sized free blocks.
+Not modelled: `record_stream` (a trace returns blocks at `free_completed`) and CUDA graph capture (a private
+pool is a stream index of its own in the trace). Where the driver places segments is modelled as seen on an
+H200: top down (see `_AddressSpace`); it decides ties between equal-sized free blocks.
 `backend:cudaMallocAsync` hands memory to the driver's pool and cannot be simulated: it raises `ConfError`.
 """
 from __future__ import annotations
