@@ -60,12 +60,12 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
 
     planned, skipped = {}, []
-    for p in probes:
-        accepted = check_settings(p.python, confs) if backend != "sim" else None
-        torch_version = p.torch_version if backend != "sim" else None
-        valid, skips = apply_rules(confs, torch_version, has_budget=budget is not None, accepted=accepted)
+    for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
+        valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
+                                   accepted=check_settings(p.python, confs))
         planned[p.env_id] = valid
-        skipped += [Skipped(s.conf, s.reason, p.env_id) for s in skips]
+        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
+                    for s in skips]
 
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
@@ -112,6 +112,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
+
+
+def sim_env_id(env_id: str) -> str:
+    """Replayed results are kept apart from measured ones of the same interpreter."""
+    return f"sim:{env_id}"
 
 
 def _command_line() -> str:
@@ -226,28 +231,34 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
     device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
     if budget_fraction is not None:
         budget_bytes = int(budget_fraction * device_memory)
-    env = dict(meta.get("env") or {}, trace=str(path), simulated=True)
-    env_id = "sim:" + (meta.get("env_id") or f"torch-{meta.get('torch_version', 'unknown')}")
-    confs = planned[probes[0].env_id]
     finished = folder.store.finished_keys()
     info = folder.info()
-    for i, outcome in enumerate(replay(trace, confs, device_memory, budget_bytes=budget_bytes), 1):
-        if not outcome.simulated:
-            info.skipped.append(Skipped(outcome.conf, f"cannot be simulated: {outcome.reason}", env_id))
-            notice(f"{outcome.conf or 'default'}: cannot be simulated ({outcome.reason}); measure it with "
-                   f"--backend cuda")
-            continue
-        m = outcome.measurement()
-        record = TrialRecord(
-            workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)), repeat=0,
-            env_id=env_id,
-            backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
-            budget_bytes=budget_bytes, env=env, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
-        if record.key not in finished:
-            folder.store.append(record)
-        if progress:
-            progress(record, i, len(confs))
+    # One replay per interpreter: its torch decides which settings are valid (the probe) and whose allocator
+    # behaviour the simulator follows where versions differ; the trace itself is the recording's.
+    recorded = meta.get("torch_version")
+    jobs = [(p, planned[p.env_id]) for p in probes]
+    done, total = 0, sum(len(confs) for _, confs in jobs)
+    for p, confs in jobs:
+        env_id = sim_env_id(p.env_id)
+        env = dict(meta.get("env") or {}, trace=str(path), trace_torch=recorded, simulated_as=p.torch_version)
+        for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
+            done += 1
+            if not outcome.simulated:
+                info.skipped.append(Skipped(outcome.conf, f"cannot be simulated: {outcome.reason}", env_id))
+                notice(f"{outcome.conf or 'default'}: cannot be simulated ({outcome.reason}); measure it with "
+                       f"--backend cuda")
+                continue
+            m = outcome.measurement()
+            record = TrialRecord(
+                workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)),
+                repeat=0, env_id=env_id, backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK,
+                measurement=m, budget_bytes=budget_bytes, env=env,
+                started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
+            if record.key not in finished:
+                folder.store.append(record)
+            if progress:
+                progress(record, done, total)
     folder.write_info(info)
 
 

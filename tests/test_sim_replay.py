@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from alloctune.sim.replay import Capacity, ReplayOutcome, _smallest, min_memory, min_memory_many, replay
+from alloctune.sim.replay import (DEFAULT_OVERHEAD, Capacity, ReplayOutcome, _smallest, min_memory, min_memory_many,
+                                  replay)
 from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
 
 MiB = 2**20
@@ -25,7 +26,8 @@ def ops(*steps) -> Trace:
             kinds.append(ALLOC), addrs.append(step[1]), sizes.append(step[2])
         else:
             kinds.append(FREE), addrs.append(step[1]), sizes.append(live.pop(step[1]))
-    return Trace(kinds, addrs, sizes, [0] * len(kinds))
+    # Nothing outside the allocator, so that the hand-worked answers are in round numbers.
+    return Trace(kinds, addrs, sizes, [0] * len(kinds), meta={"overhead_bytes": 0})
 
 
 # 60 MiB, freed, then 80 MiB: unlimited, the cached 60 MiB segment is too small and a second one is made
@@ -148,7 +150,8 @@ def test_cli_json_default_grid(grow_pickle):
 
 
 def test_cli_conf_min_memory_and_sizes(grow_pickle, tmp_path):
-    proc = cli(grow_pickle, "--conf", "expandable_segments:True", "--device-memory", "80MiB", "--min-memory", "--json")
+    proc = cli(grow_pickle, "--conf", "expandable_segments:True", "--device-memory", "80MiB", "--min-memory", "--json",
+               "--overhead", "0")
     assert proc.returncode == 0, proc.stderr
     rows = {row["conf"]: row for row in json.loads(proc.stdout)}
     assert set(rows) == {"default", "expandable_segments:True"}  # the default is always the baseline
@@ -176,7 +179,7 @@ def test_cli_errors(grow_pickle, tmp_path):
 
 def test_cli_uses_recorded_device_memory_and_shows_measured(tmp_path):
     path = write_grow_pickle(tmp_path / "rec.pickle", torch_version="2.11.0+cu130", device_total_bytes=100 * MiB,
-                             measured=[{"conf": "default", "peak_reserved_bytes": 80 * MiB}])
+                             overhead_bytes=0, measured=[{"conf": "default", "peak_reserved_bytes": 80 * MiB}])
     proc = cli(path, "--conf", "max_split_size_mb:128", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {row["conf"]: row for row in json.loads(proc.stdout)}
@@ -186,3 +189,8 @@ def test_cli_uses_recorded_device_memory_and_shows_measured(tmp_path):
     assert "measured_peak_reserved_bytes" not in rows["max_split_size_mb:128"]
     table = cli(path)
     assert table.returncode == 0 and "the recording GPU" in table.stdout and "measured" in table.stdout
+
+
+def test_unknown_overhead_defaults_to_a_context_sized_reserve():
+    bare = Trace(GROW.kinds, GROW.addrs, GROW.sizes, GROW.streams)  # a snapshot from elsewhere: no overhead known
+    assert min_memory(bare, "").fits_bytes == min_memory(GROW, "").fits_bytes + DEFAULT_OVERHEAD

@@ -19,6 +19,9 @@ def register(subparsers) -> None:
                    help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
     p.add_argument("--budget", metavar="SIZE",
                    help="memory limit as a size (24GiB) or a fraction of the device (0.5), like sweep --budget")
+    p.add_argument("--overhead", metavar="SIZE",
+                   help="device memory held outside the allocator (CUDA context, libraries); default: what the "
+                        "trace recorded, else 1GiB")
     p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
     p.add_argument("--min-memory", action="store_true",
                    help="also find, per setting, the smallest device memory without OOM and without retries "
@@ -58,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
     confs, skipped = apply_rules(confs, trace.meta.get("torch_version"), has_budget=budget_bytes is not None)
 
-    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, jobs=args.jobs)
-    capacities = min_memory_many(trace, confs, jobs=args.jobs) if args.min_memory else [None] * len(confs)
+    overhead = parse_size(args.overhead) if args.overhead else None
+    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
+                      jobs=args.jobs)
+    capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs) if args.min_memory
+                  else [None] * len(confs))
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
     measured = measured_runs(trace)

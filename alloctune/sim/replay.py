@@ -28,6 +28,10 @@ from .trace import Trace
 
 DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
 GRANULARITY = 2 * MiB
+# Device memory the allocator cannot have, when a trace does not say (a PyTorch snapshot from elsewhere): the CUDA
+# context, kernels and libraries. On the H200 (torch 2.11) it was 755-783 MiB below torch's total_memory
+# (143156 MiB) and 1.36 GiB below nvidia-smi's 143771 MiB; 1 GiB is within 0.4% of either on a card that fills.
+DEFAULT_OVERHEAD = 1024 * MiB
 VERIFY_STEPS = 8  # sizes checked above a bisection answer before it is trusted
 
 
@@ -90,10 +94,13 @@ class Capacity:
 
 
 def replay(trace: Trace, confs: list[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
-           overhead_bytes: int | None = None, jobs: int | None = None) -> list[ReplayOutcome]:
+           overhead_bytes: int | None = None, jobs: int | None = None,
+           torch_version: str | None = None) -> list[ReplayOutcome]:
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
-    (memory the CUDA context held outside the allocator), else 0. `jobs` defaults to the usable cores."""
-    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), _torch_version(trace))
+    (memory the CUDA context held outside the allocator), else DEFAULT_OVERHEAD. `torch_version` (whose
+    allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores."""
+    version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
+    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version)
     return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs)
 
 
@@ -133,7 +140,10 @@ def _parse(conf: AllocConf | str) -> AllocConf:
 
 
 def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
-    return int(trace.meta.get("overhead_bytes") or 0) if overhead_bytes is None else overhead_bytes
+    if overhead_bytes is not None:
+        return overhead_bytes
+    recorded = trace.meta.get("overhead_bytes")
+    return DEFAULT_OVERHEAD if recorded is None else int(recorded)
 
 
 def _torch_version(trace: Trace) -> str:
