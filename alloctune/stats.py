@@ -52,7 +52,9 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """'faster', 'slower' or 'no significant difference' (also when too few repeats to tell)."""
+        """'faster', 'slower', 'no significant difference', or 'not tested' with fewer than 2 samples a side."""
+        if self.p_value is None:
+            return "not tested (too few repeats)"
         if not self.significant:
             return "no significant difference"
         return "faster" if self.ratio > 1 else "slower"

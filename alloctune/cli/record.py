@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
+from . import console
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,7 @@ def run(args) -> int:
     measured = (trace.meta.get("measured") or [{}])[0]
     speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over {measured.get('measured_seconds'):.2f} s "
              f"(recording slows it)" if measured.get("throughput") else "")
-    Console().print(f"Recorded {len(trace.kinds):,} allocation events to {args.output}; measured peak reserved "
+    console().print(f"Recorded {len(trace.kinds):,} allocation events to {args.output}; measured peak reserved "
                     f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
                     f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.\n"
                     f"Next: alloctune replay {args.output}")

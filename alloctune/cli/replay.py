@@ -89,12 +89,12 @@ def _json_row(outcome, capacity, measured) -> dict:
 
 
 def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes) -> None:
-    from rich.console import Console
+    from . import console as wide_console
     from rich.table import Table
 
     from ..units import format_bytes
 
-    console = Console()
+    console = wide_console()
     console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "
                   f"{trace.device}; device memory {format_bytes(device_memory)} ({memory_from})"
                   + (f", budget {format_bytes(budget_bytes)}" if budget_bytes else ""))

@@ -15,13 +15,13 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from rich.console import Console
+    from . import console as wide_console
 
     from ..report import ranked_table
     from ..results import find_results
     from ..sweep import analyze
 
-    console = Console()
+    console = wide_console()
     for folder in find_results(args.results):
         settings, choices = analyze(folder, args.max_slowdown)
         console.print(f"[bold]{folder.path}[/]")

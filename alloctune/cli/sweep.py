@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..records import TrialRecord
+from . import console
 from ..units import format_bytes
 
 
@@ -45,13 +45,13 @@ def run(args) -> int:
     from ..report import ranked_table
     from ..sweep import sweep
 
-    console = Console(stderr=True)
+    err = console(stderr=True)
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
     gpus = [int(g) for g in args.gpus.split(",") if g.strip()]
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
                   transient=False) as bar:
         task = bar.add_task("trials", total=None)
 
@@ -64,7 +64,7 @@ def run(args) -> int:
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, progress=progress,
                         notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
-    out = Console()
+    out = console()
     for skip in outcome.skipped:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
     for choice in outcome.choices:
