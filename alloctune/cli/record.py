@@ -12,8 +12,7 @@ def register(subparsers) -> None:
         description="Run WORKLOAD once on the GPU with torch's allocation history recording on (no stack frames), "
                     "and write the trace in PyTorch's snapshot format (a pickle that pytorch.org/memory_viz opens), "
                     "with the peaks measured in that run and its environment. Or record your own command: "
-                    "alloctune record -o trace.pickle -- python train.py ...",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "alloctune record -o trace.pickle -- python train.py ...")
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
                    help="a workload file, or after '--' your own command")
     p.add_argument("-o", "--output", required=True,

@@ -15,26 +15,26 @@ def register(subparsers) -> None:
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
                     "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
-                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.")
     p.add_argument("workload", help="workload file (YAML); see workloads/README.md")
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting (interleaved across settings)")
-    p.add_argument("--gpus", default="0", help="comma-separated GPU indices; one trial runs on each at a time")
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
+    p.add_argument("--gpus", default="0", help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=float, default=0.02,
-                   help="reject settings significantly slower than the default by more than this fraction")
+                   help="reject settings significantly slower than the default by more than this fraction "
+                        "(default: 0.02)")
     p.add_argument("--timeout", type=float, help="per-trial time limit in seconds (default: the workload's, or 600)")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
-                        "best few; auto: cuda when a GPU is visible, else sim")
+                        "best few; auto (default): cuda when a GPU is visible, else sim")
     p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
-    p.add_argument("--results", default="results", help="folder under which results folders are created")
+    p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.set_defaults(func=run)
