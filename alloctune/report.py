@@ -149,10 +149,27 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
         f"- Against the default: Welch's t-test on log throughput, alpha = {ALPHA}; a setting significantly slower "
         f"than the default by more than the max slowdown ({info.max_slowdown:.0%}, one-sided test) is refused; "
-        "with a single repeat the medians decide.",
+        "with a single repeat throughput is not tested and does not refuse a setting.",
         f"- Ties: peaks reserved within {tie:.0%} of each other tie, and the setting with fewer keys wins.",
         "",
     ]
+
+
+def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
+    """A hybrid sweep's check of the simulator: each setting both replayed and measured, side by side."""
+    sim = {(s.env_id.removeprefix("sim:"), s.budget_bytes, s.conf): s for s in settings if s.simulated}
+    rows = []
+    for s in settings:
+        p = sim.get((s.env_id, s.budget_bytes, s.conf))
+        if s.simulated or p is None or not (s.peak_reserved_bytes and p.peak_reserved_bytes):
+            continue
+        error = p.peak_reserved_bytes / s.peak_reserved_bytes - 1
+        rows.append((s.label, format_bytes(p.peak_reserved_bytes), format_bytes(s.peak_reserved_bytes),
+                     f"{error:+.2%}"))
+    if not rows:
+        return []
+    return ["## Predicted (replay) against measured (GPU)", "",
+            markdown_table(("setting", "predicted peak reserved", "measured peak reserved", "error"), rows), ""]
 
 
 def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
@@ -164,6 +181,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     lines = [f"# alloctune: {info.workload_name}", ""]
     for choice in choices:
         lines += _choice_section(choice, settings)
+    lines += _predicted_vs_measured(settings)
     if info.skipped:
         lines += ["## Skipped settings", "",
                   markdown_table(("setting", "environment", "reason"),

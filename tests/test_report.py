@@ -116,3 +116,17 @@ def test_plot_measured_simulated_and_several_envs(tmp_path):
     nothing = summarize_settings([rec("", state=TrialState.OOM)])
     png_size(plot_pareto(nothing, choose(nothing), tmp_path / "none.png"))
     png_size(plot_pareto([], [], tmp_path / "empty.png"))
+
+
+def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
+    predicted = setting("", reserved=15.3, backend="sim", env_id="sim:torch-2.11.0") + setting(
+        ES, reserved=10.0, backend="sim", env_id="sim:torch-2.11.0")
+    measured = setting("", reserved=15.0) + setting(ES, reserved=10.0)
+    settings = summarize_settings(predicted + measured)
+    folder = ResultsFolder(tmp_path / "r")
+    text = write_summary(folder, info(backend="hybrid", skipped=[]), settings, choose(settings)).read_text()
+    assert "## Predicted (replay) against measured (GPU)" in text
+    assert "| default | 15.30 GiB | 15.00 GiB | +2.00% |" in text
+    assert f"| {ES} | 10.00 GiB | 10.00 GiB | +0.00% |" in text
+    only_measured = summarize_settings(measured)
+    assert "Predicted" not in write_summary(folder, info(skipped=[]), only_measured, choose(only_measured)).read_text()
