@@ -4,10 +4,12 @@ Grouping is by two explicit key functions: a row is a workload and a setting (`r
 environment of one results folder (`column_key`). The first column is the baseline; every other cell is judged
 against the baseline cell of its row:
 
-  incomparable          a side has no trials (not run, or skipped: the reason from sweep.json), or the workload
-                        definition (hash) or the memory budget differs
+  incomparable          a side has no trials (not run, not in its grid, or skipped: the reason from sweep.json),
+                        or the workload definition (hash) differs, or both fit under different memory budgets
+                        (their peaks answer different questions)
   new failure           fits in the baseline, OOM / crash / time-out in this column
-  fixed failure         the reverse;  "fails in both" when neither fits
+  fixed failure         the reverse;  "fails in both" when neither fits. Also judged across different budgets:
+                        "fits in 24 GiB but not in 16 GiB" is what a budget comparison asks
   regression            peak reserved up by more than `factor`, or throughput significantly lower by more than
                         `factor` (one-sided Welch test on log throughput, `stats.compare`)
   improvement           peak reserved down by more than `factor`, or throughput significantly higher by more
@@ -99,9 +101,11 @@ class Column:
     folder: Path
     env_id: str
     backend: str
-    torch_version: str | None
+    torch_version: str | None         # the torch that ran it; for a replay, the torch whose allocator was simulated
     best: str | None                  # the setting choice.json chose here ('' = default); None when none
     best_note: str = ""               # why there is no best, or the choice's first reason
+    trace_torch: str | None = None    # a replay: the torch the trace was recorded with
+    budget_bytes: int | None = None
 
 
 @dataclass
@@ -162,11 +166,14 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
     keys = list(groups)
     labels = _labels(keys, folders)
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]
-    row_keys = list(dict.fromkeys(rk for key in keys for rk in groups[key]))
+    # Settings of a grid that ran nowhere (e.g. skipped in every environment) still get a row saying why.
+    row_keys = list(dict.fromkeys([rk for key in keys for rk in groups[key]]
+                                  + [(info.workload_name, _canonical(c)) for info in infos for c in info.grid]))
     rows = []
     for workload, conf in row_keys:
         cells = [_cell(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
-        missing = ["" if cell else _why_missing(infos[key[0]], conf, key[1]) for key, cell in zip(keys, cells)]
+        missing = ["" if cell else _why_missing(infos[key[0]], workload, conf, key[1])
+                   for key, cell in zip(keys, cells)]
         row = Row(workload, conf, cells, missing)
         row.deltas = [Delta(Mark.BASELINE)] + [_judge(row, 0, j, columns, factor) for j in range(1, len(keys))]
         rows.append(row)
@@ -175,7 +182,7 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
 
 def _labels(keys: list[tuple], folders: list[ResultsFolder]) -> list[str]:
     """The env_id; the folder's name instead where two columns share an env_id (the same torch swept twice)."""
-    plain = [env + (" (sim)" if backend == "sim" else "") for _, env, backend in keys]
+    plain = [env + (" (sim)" if backend == "sim" and not env.startswith("sim:") else "") for _, env, backend in keys]
     per_folder = Counter(index for index, _, _ in keys)
     labels = []
     for (index, env, _), label in zip(keys, plain):
@@ -186,22 +193,29 @@ def _labels(keys: list[tuple], folders: list[ResultsFolder]) -> list[str]:
     return [f"{i + 1}:{label}" if labels.count(label) > 1 else label for i, label in enumerate(labels)]
 
 
+def _first(records: list[TrialRecord], name: str) -> str | None:
+    return next((r.env[name] for r in records if r.env.get(name)), None)
+
+
 def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict) -> Column:
     _, env_id, backend = key
-    facts = info.envs.get(env_id) or {}
     records = [r for rs in rows.values() for r in rs]
-    torch_version = facts.get("torch") or next((r.env.get("torch") for r in records if r.env.get("torch")), None)
+    # A replay's env describes the recording (its 'torch' is the trace's); 'simulated_as' names the torch whose
+    # allocator the simulator followed, which is what this column stands for.
+    simulated_as = _first(records, "simulated_as")
+    torch_version = simulated_as or (info.envs.get(env_id) or {}).get("torch") or _first(records, "torch")
+    facts = dict(key=key, label=label, folder=folder.path, env_id=env_id, backend=backend,
+                 torch_version=torch_version, trace_torch=_first(records, "trace_torch") if simulated_as else None,
+                 budget_bytes=records[0].budget_bytes)
     try:
         choices = folder.choices()
     except ResultsError:
-        return Column(key, label, folder.path, env_id, backend, torch_version, None, "no choice: sweep not finished")
+        return Column(**facts, best=None, best_note="no choice: sweep not finished")
     match = [c for c in choices if c.get("env_id") == env_id and c.get("backend") == backend]
     if not match:
-        return Column(key, label, folder.path, env_id, backend, torch_version, None, "no choice for this environment")
-    choice = match[0]
-    reasons = choice.get("reasons") or []
-    return Column(key, label, folder.path, env_id, backend, choice.get("torch_version") or torch_version,
-                  _canonical(choice.get("conf") or ""), reasons[0] if reasons else "")
+        return Column(**facts, best=None, best_note="no choice for this environment")
+    reasons = match[0].get("reasons") or []
+    return Column(**facts, best=_canonical(match[0].get("conf") or ""), best_note=reasons[0] if reasons else "")
 
 
 def _cell(records: list[TrialRecord]) -> Cell:
@@ -224,9 +238,21 @@ def _cell(records: list[TrialRecord]) -> Cell:
     )
 
 
-def _why_missing(info: SweepInfo, conf: str, env_id: str) -> str:
+def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
+    if workload != info.workload_name:
+        return f"no {workload} results here"
     reason = skip_reason(info, conf, env_id)
-    return f"skipped: {reason}" if reason else "not run"
+    if reason:
+        return f"skipped: {reason}"
+    return "not run" if conf in {_canonical(c) for c in info.grid} else "not in its grid"
+
+
+def _budget(n: int | None) -> str:
+    return "none" if n is None else format_bytes(n)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
 
 
 def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> Delta:
@@ -238,15 +264,16 @@ def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> De
     if a.workload_hash != b.workload_hash:
         return Delta(Mark.INCOMPARABLE, note=f"workload definition differs ({a.workload_hash[:12]} vs "
                                              f"{b.workload_hash[:12]})")
-    if a.budget_bytes != b.budget_bytes:
-        return Delta(Mark.INCOMPARABLE, note=f"budget differs ({format_bytes(a.budget_bytes)} vs "
-                                             f"{format_bytes(b.budget_bytes)})")
+    budgets = "" if a.budget_bytes == b.budget_bytes else \
+        f"budget differs ({_budget(a.budget_bytes)} vs {_budget(b.budget_bytes)})"
     if not a.fits and not b.fits:
-        return Delta(Mark.BOTH_FAIL, note=f"{a.failure} / {b.failure}")
+        return Delta(Mark.BOTH_FAIL, note=_join(f"{a.failure} / {b.failure}", budgets))
     if not b.fits:
-        return Delta(Mark.NEW_FAILURE, note=f"{b.failure} in {b.failed} of {b.trials} trials")
+        return Delta(Mark.NEW_FAILURE, note=_join(f"{b.failure} in {b.failed} of {b.trials} trials", budgets))
     if not a.fits:
-        return Delta(Mark.FIXED_FAILURE, note=f"was {a.failure} in {a.failed} of {a.trials} trials")
+        return Delta(Mark.FIXED_FAILURE, note=_join(f"was {a.failure} in {a.failed} of {a.trials} trials", budgets))
+    if budgets:
+        return Delta(Mark.INCOMPARABLE, note=f"{budgets}; both fit, and peaks under different limits do not compare")
     reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved else None
     slower = faster = significant = False
     throughput = p_value = None
@@ -275,8 +302,6 @@ def _pct(x: float | None) -> str:
 
 
 def _rate(cell: Cell) -> str:
-    if cell.throughput is None:
-        return "-"
     return f"{cell.throughput.median:,.0f} {cell.unit or 'units'}/s"
 
 
@@ -289,9 +314,11 @@ def cell_lines(row: Row, j: int) -> list[str]:
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
         ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
-        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}", _rate(cell)]
+        # A replay measures no throughput: its cells show memory only.
+        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell)] if cell.throughput else [])
     if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
-        lines.append(f"mem {_pct(delta.reserved)}, tput {_pct(delta.throughput)}")
+        lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
+                               + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
     if j:
         lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
         if delta.note and cell is not None:
@@ -300,7 +327,14 @@ def cell_lines(row: Row, j: int) -> list[str]:
 
 
 def _header(column: Column) -> str:
-    return f"{column.label}\ntorch {column.torch_version}" if column.torch_version else column.label
+    lines = [column.label]
+    if column.torch_version:
+        lines.append(f"torch {column.torch_version}" + (" (simulated)" if column.trace_torch else ""))
+    if column.trace_torch:
+        lines.append(f"trace from torch {column.trace_torch}")
+    if column.budget_bytes is not None:
+        lines.append(f"budget {format_bytes(column.budget_bytes)}")
+    return "\n".join(lines)
 
 
 def _best_text(comparison: Comparison, j: int) -> str:
@@ -355,9 +389,12 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     out = [f"# alloctune compare\n",
            f"Baseline: **{cols[0].label}**. Every other column is judged against it; factor "
            f"{comparison.factor:.0%} (see the marks below).\n",
-           "## Environments\n", "| column | folder | env_id | backend | torch | best setting |", "|---|---|---|---|---|---|"]
+           "## Environments\n",
+           "| column | folder | env_id | backend | torch | trace recorded with | budget | best setting |",
+           "|---|---|---|---|---|---|---|---|"]
     out += [f"| {_md(c.label)} | {_md(str(c.folder))} | {_md(c.env_id)} | {c.backend} | {c.torch_version or '-'} | "
-            f"{_md(_best_text(comparison, j))} |" for j, c in enumerate(cols)]
+            f"{c.trace_torch or '-'} | {_budget(c.budget_bytes)} | {_md(_best_text(comparison, j))} |"
+            for j, c in enumerate(cols)]
     out += ["", "## Settings\n",
             "Cells: peak reserved ×(reserved ÷ allocated), throughput median; then the change against the baseline "
             "and the mark.\n",

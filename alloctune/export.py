@@ -11,8 +11,10 @@ Formats:
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container `env:` list (YAML), to paste under `containers[i]`.
 
-Which variable: `versions.env_var_names(torch_version)` (PYTORCH_CUDA_ALLOC_CONF always; from 2.10 also
-PYTORCH_ALLOC_CONF, which that torch reads when the first is unset). Every name it returns gets the same value,
+Which variable: `versions.env_var_names(torch)` (PYTORCH_CUDA_ALLOC_CONF always; from 2.10 also
+PYTORCH_ALLOC_CONF, which that torch reads when the first is unset), for the torch the choice was made for: the
+one that ran the trials, or for a replay the one whose allocator was simulated (`simulated_as`), not the one the
+trace was recorded with. Every name it returns gets the same value,
 so the job gets this setting whichever of the two its environment already sets.
 
 When the default is best, the variables are exported with an EMPTY value and a comment saying so. PyTorch
@@ -51,13 +53,19 @@ def render(choice: dict, fmt: str, provenance: str) -> str:
     if fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     value = _value(choice)
-    torch_version = choice.get("torch_version")
+    torch_version = target_torch(choice)
     # Every torch reads PYTORCH_CUDA_ALLOC_CONF: it is the safe answer when the choice does not name its torch.
     names = env_var_names(torch_version) if torch_version else ("PYTORCH_CUDA_ALLOC_CONF",)
     comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else [])
     if fmt == "json":
         return _json(choice, names, value, comments[0])
     return _WRITERS[fmt](names, value, comments)
+
+
+def target_torch(choice: dict) -> str | None:
+    """The torch version a choice is for. select.py copies the trial's env torch into `torch_version`; for a
+    replay that is the recording's torch, while `env.simulated_as` is the torch the sweep simulated (and probed)."""
+    return (choice.get("env") or {}).get("simulated_as") or choice.get("torch_version")
 
 
 def _value(choice: dict) -> str:
@@ -101,7 +109,8 @@ def _json(choice: dict, names, value: str, source: str) -> str:
         "env": {n: value for n in names},
         "conf": value,
         "is_default": value == "",
-        **{k: choice.get(k) for k in ("env_id", "backend", "simulated", "torch_version", "budget_bytes")},
+        **{k: choice.get(k) for k in ("env_id", "backend", "simulated", "budget_bytes")},
+        "torch_version": target_torch(choice),
         "reasons": list(choice.get("reasons") or []),
         "source": source,
     }
@@ -115,8 +124,11 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: dict) -> str:
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
     env_id = choice.get("env_id")
     gpu = (choice.get("env") or {}).get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
-    where = ", ".join(str(x) for x in (gpu, f"torch {choice.get('torch_version')}") if x)
-    how = "simulated by trace replay" if choice.get("simulated") else f"measured ({choice.get('backend')})"
+    torch = target_torch(choice)
+    where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
+    recorded = choice.get("torch_version")
+    how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded != torch else "")
+           if choice.get("simulated") else f"measured ({choice.get('backend')})")
     budget = choice.get("budget_bytes")
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]
     if budget:

@@ -17,12 +17,12 @@ import subprocess
 import sys
 import warnings
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 
+from .conf import AllocConf
 from .errors import ProbeError
+from .runner import child_environment
 from .versions import check_conf, check_keys
 
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)   # what the child needs on PYTHONPATH
 _MARK = "ALLOCTUNE-PROBE "   # prefixes the result line, so whatever else torch prints on stdout cannot confuse us
 _NO_TORCH_EXIT = 3
 # A key no torch knows: if the interpreter's parser accepts it, that parser does not check keys (a CPU build of
@@ -109,10 +109,8 @@ def _run_child(python: str, mode: str, payload, timeout: float) -> dict:
     exe = shutil.which(python) if os.sep not in python else python
     if not exe or not os.path.isfile(exe) or not os.access(exe, os.X_OK):
         raise ProbeError(f"Python interpreter not found or not executable: {python}")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"):
-        env.pop(var, None)   # a setting in the user's shell would be parsed at import and colour every verdict
+    # No allocator setting from the user's shell: it would be parsed at import and colour every verdict.
+    env = child_environment(AllocConf(), None)
     try:
         proc = subprocess.run([exe, "-m", "alloctune.probe", mode], input=json.dumps(payload), env=env,
                               capture_output=True, text=True, timeout=timeout)

@@ -80,7 +80,7 @@ def test_deltas_and_notes(folders):
     assert slow.reserved == 0 and slow.throughput == pytest.approx(-0.2) and slow.p_value < 0.05
     assert rows[""].deltas[1].p_value > 0.05
     assert rows["large_segment_size_mb:40"].deltas[1].note == f"skipped: {SKIP_REASON} in torch-2.10.0"
-    assert rows["backend:cudaMallocAsync"].deltas[1].note == "not run in torch-2.11.0"
+    assert rows["backend:cudaMallocAsync"].deltas[1].note == "not in its grid in torch-2.11.0"
     assert "budget differs" in rows["expandable_segments:False"].deltas[1].note
     assert rows["max_split_size_mb:128"].deltas[1].note == "oom in 3 of 3 trials"
     assert rows["max_split_size_mb:64"].deltas[1].note == "was crashed in 1 of 3 trials"

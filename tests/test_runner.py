@@ -2,8 +2,6 @@
 real trial child on this (GPU-less) machine."""
 from __future__ import annotations
 
-import json
-import os
 import stat
 import sys
 import textwrap

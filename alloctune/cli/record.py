@@ -1,7 +1,6 @@
 """`alloctune record`: record a workload's allocation trace once, to replay it under any setting later."""
 from __future__ import annotations
 
-import argparse
 
 from . import console
 

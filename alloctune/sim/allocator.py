@@ -199,7 +199,7 @@ class Allocator:
             else DEFAULT_LARGE_SEGMENT
         self.divisions = division_table(conf, b.gt_overwrites_last_entry)
         self._rounds_512 = b.divisions_one_rounds_512
-        self._plain_rounding = not any(self.divisions)
+        self._rounded: dict[int, int] = {}   # request size -> round_size, filled as sizes come
         self.expandable = bool(conf.expandable_segments)
         self.allowed = self._allowed_memory(conf, budget_bytes, b.full_fraction_enables_gc)
         threshold = conf.garbage_collection_threshold or 0.0
@@ -230,44 +230,90 @@ class Allocator:
         return int(fraction * self.device_memory)
 
     # ---------------------------------------------------------------- requests
+    # malloc and free are the hot path: a replay calls one of them per trace event. So the common case of
+    # each (a cached block fits; a freed block merges with its neighbours) is written out in one method,
+    # `_malloc` and `_free`, rather than spread over helpers: in Python a call costs about as much as the
+    # work it wraps. The rare paths (getting memory from the device, expandable best fit) keep methods of
+    # their own.
 
     def malloc(self, size: int, stream: int = 0) -> int | None:
-        if size < 0:
-            raise ValueError(f"cannot allocate a negative size: {size}")
-        if self._plain_rounding:
-            rsize = -(-size // MIN_BLOCK) * MIN_BLOCK if size >= MIN_BLOCK else MIN_BLOCK
-        else:
-            rsize = round_size(size, self.divisions, self._rounds_512)
-        small = rsize <= SMALL_SIZE
-        pools = self._small_pools if small else self._large_pools
-        pool = pools.get(stream)
-        if pool is None:
-            pool = pools[stream] = _Pool(small)
-        block = self._get_free_block(pool, rsize)
-        if block is None:
-            if self.gc_threshold:
-                self._garbage_collect()
-            if small:
-                alloc_size = SMALL_BUFFER
-            elif rsize < MIN_LARGE_ALLOC:
-                alloc_size = self.large_segment
-            else:
-                alloc_size = -(-rsize // ROUND_LARGE) * ROUND_LARGE
-            block = self._alloc_block(pool, rsize, alloc_size, False)
-            if block is None and self._release_available_cached_blocks(pool, rsize):
-                block = self._alloc_block(pool, rsize, alloc_size, False)
-            if block is None:
-                self._release_cached_blocks()
-                block = self._alloc_block(pool, rsize, alloc_size, True)
-            if block is None:
-                self.num_ooms += 1
-                return None
-        return self._alloc_found_block(block, pool, rsize, size)
+        block = self._malloc(size, stream)
+        return None if block is None else block.addr
 
     def free(self, handle: int) -> None:
         block = self._blocks.get(handle)
         if block is None or not block.allocated:
             raise ValueError(f"free of handle {handle}, which is not an allocated block")
+        self._free(block)
+
+    def empty_cache(self) -> None:
+        self._release_cached_blocks()
+
+    def _malloc(self, size: int, stream: int) -> _Block | None:
+        """`malloc` returning the block itself (None on OOM), which a replay hands back to `_free`."""
+        rsize = self._rounded.get(size)
+        if rsize is None:
+            rsize = self._round(size)
+        small = rsize <= SMALL_SIZE
+        pool = (self._small_pools if small else self._large_pools).get(stream)
+        if pool is None:
+            pool = self._new_pool(stream, small)
+
+        # get_free_block: the smallest cached block of at least rsize (lowest address among equals), unless
+        # the max_split_size_mb rules refuse it.
+        if self.gc_threshold:
+            self._gc_searches[small] += 1
+        keys = pool.keys
+        i = bisect_left(keys, rsize << _SHIFT)
+        block = None
+        if i < len(keys):
+            if self.expandable:
+                i = self._best_growable(keys, i)
+            key = keys[i]
+            bsize = key >> _SHIFT
+            max_split = self.max_split
+            if rsize < max_split:
+                fits = bsize < max_split  # never split an oversize block for a smaller request
+            else:
+                fits = bsize < rsize + self.non_split_rounding  # an oversize block may be only this much larger
+            if fits:
+                del keys[i]
+                block = self._blocks[key & _MASK]
+        if block is None:
+            block = self._device_block(pool, rsize)
+            if block is None:
+                return None
+
+        # alloc_found_block: split off the rest when it is worth keeping as a free block of its own.
+        remaining = block.size - rsize
+        if small or self.expandable:
+            split = remaining >= MIN_BLOCK
+        else:
+            split = rsize < self.max_split and remaining > SMALL_SIZE
+        if split:
+            rest = _Block(block.addr + rsize, remaining, pool, block.seg)
+            nxt = rest.next = block.next
+            if nxt is not None:
+                nxt.prev = rest
+            rest.prev = block
+            block.next = rest
+            block.size = rsize
+            self._blocks[rest.addr] = rest
+            if self.gc_threshold:
+                rest.gc_base = self._gc_searches[small]
+            insort(pool.keys, remaining << _SHIFT | rest.addr)
+        block.allocated = True
+        block.requested = size
+        allocated = self.allocated = self.allocated + block.size
+        if allocated > self.allocated_peak:
+            self.allocated_peak = allocated
+        requested = self.requested = self.requested + size
+        if requested > self.requested_peak:
+            self.requested_peak = requested
+        return block
+
+    def _free(self, block: _Block) -> None:
+        """`free` of an allocated block: back to its pool's cache, merged with free mapped neighbours."""
         block.allocated = False
         self.allocated -= block.size
         self.requested -= block.requested
@@ -286,70 +332,54 @@ class Allocator:
             block.gc_base = self._gc_searches[pool.small]
         insort(keys, block.size << _SHIFT | block.addr)
 
-    def empty_cache(self) -> None:
-        self._release_cached_blocks()
+    def _round(self, size: int) -> int:
+        """round_size of a size not seen before; remembered, since traces repeat a few sizes many times."""
+        if size < 0:
+            raise ValueError(f"cannot allocate a negative size: {size}")
+        rsize = self._rounded[size] = round_size(size, self.divisions, self._rounds_512)
+        return rsize
+
+    def _new_pool(self, stream: int, small: bool) -> _Pool:
+        pool = _Pool(small)
+        (self._small_pools if small else self._large_pools)[stream] = pool
+        return pool
 
     # ---------------------------------------------------------------- finding and placing blocks
 
-    def _get_free_block(self, pool: _Pool, rsize: int) -> _Block | None:
+    def _best_growable(self, keys: list, i: int) -> int:
+        """Expandable segments' best fit, from index i of the pool's keys on: by the size a block could grow
+        to, so that blocks not followed by unmapped space come first."""
+        blocks = self._blocks
+        best = None
+        for j in range(i, len(keys)):
+            block = blocks[keys[j] & _MASK]
+            nxt = block.next
+            size = block.size if nxt is None or nxt.mapped else block.size + nxt.size
+            if best is not None and size >= best:
+                break
+            i, best = j, size
+        return i
+
+    def _device_block(self, pool: _Pool, rsize: int) -> _Block | None:
+        """No cached block fits: a new segment (or newly mapped pages); when the device or the fraction is
+        full, first free oversize cached blocks, then every cached segment, and retry. None on OOM."""
         if self.gc_threshold:
-            self._gc_searches[pool.small] += 1
-        keys = pool.keys
-        i = bisect_left(keys, rsize << _SHIFT)
-        n = len(keys)
-        if i == n:
-            return None
-        if self.expandable:
-            # Best fit by the size a block could grow to: prefer blocks not followed by unmapped space.
-            grow = self._growable_size
-            here = grow(keys[i])
-            while i + 1 < n:
-                there = grow(keys[i + 1])
-                if there >= here:
-                    break
-                i, here = i + 1, there
-        key = keys[i]
-        bsize = key >> _SHIFT
-        max_split = self.max_split
-        if rsize < max_split and bsize >= max_split:
-            return None  # never split an oversize block for a smaller request
-        if rsize >= max_split and bsize >= rsize + self.non_split_rounding:
-            return None  # an oversize block may be only this much larger than the request
-        del keys[i]
-        return self._blocks[key & _MASK]
-
-    def _growable_size(self, key: int) -> int:
-        block = self._blocks[key & _MASK]
-        nxt = block.next
-        return block.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
-
-    def _alloc_found_block(self, block: _Block, pool: _Pool, rsize: int, size: int) -> int:
-        remaining = block.size - rsize
-        if pool.small or self.expandable:
-            split = remaining >= MIN_BLOCK
+            self._garbage_collect()
+        if pool.small:
+            alloc_size = SMALL_BUFFER
+        elif rsize < MIN_LARGE_ALLOC:
+            alloc_size = self.large_segment
         else:
-            split = rsize < self.max_split and remaining > SMALL_SIZE
-        if split:
-            rest = _Block(block.addr + rsize, remaining, pool, block.seg)
-            nxt = rest.next = block.next
-            if nxt is not None:
-                nxt.prev = rest
-            rest.prev = block
-            block.next = rest
-            block.size = rsize
-            self._blocks[rest.addr] = rest
-            if self.gc_threshold:
-                rest.gc_base = self._gc_searches[pool.small]
-            insort(pool.keys, remaining << _SHIFT | rest.addr)
-        block.allocated = True
-        block.requested = size
-        allocated = self.allocated = self.allocated + block.size
-        if allocated > self.allocated_peak:
-            self.allocated_peak = allocated
-        requested = self.requested = self.requested + size
-        if requested > self.requested_peak:
-            self.requested_peak = requested
-        return block.addr
+            alloc_size = -(-rsize // ROUND_LARGE) * ROUND_LARGE
+        block = self._alloc_block(pool, rsize, alloc_size, False)
+        if block is None and self._release_available_cached_blocks(pool, rsize):
+            block = self._alloc_block(pool, rsize, alloc_size, False)
+        if block is None:
+            self._release_cached_blocks()
+            block = self._alloc_block(pool, rsize, alloc_size, True)
+        if block is None:
+            self.num_ooms += 1
+        return block
 
     def _absorb_next(self, lo: _Block, hi: _Block) -> None:
         """Merge `hi` into `lo`, its lower neighbour; the caller keeps the pool lists right."""
@@ -644,26 +674,26 @@ def simulate(ops, conf: AllocConf, device_memory: int, *, budget_bytes: int | No
     """
     alloc = Allocator(conf, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                       torch_version=torch_version)
-    malloc, free = alloc.malloc, alloc.free
-    live: dict = {}
+    malloc, free = alloc._malloc, alloc._free  # blocks, not handles: no lookup of the handle on free
+    live: dict = {}  # trace address -> its allocated block
     pop = live.pop
     ignored = 0
     first_oom = None
     ops_iter = zip(_as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
     for i, (kind, addr, size, stream) in enumerate(ops_iter):
         if kind == 0:
-            handle = malloc(size, stream)
-            if handle is None:
+            block = malloc(size, stream)
+            if block is None:
                 if first_oom is None:
                     first_oom = i
             else:
-                live[addr] = handle
+                live[addr] = block
         else:
-            handle = pop(addr, None)
-            if handle is None:
+            block = pop(addr, None)
+            if block is None:
                 ignored += 1
             else:
-                free(handle)
+                free(block)
     stats = alloc.stats()
     stats["ignored_frees"] = ignored
     return SimResult(
