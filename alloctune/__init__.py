@@ -1,2 +1,30 @@
-"""alloctune: find, prove and export the best PyTorch CUDA caching-allocator configuration for a workload."""
+"""alloctune: find, prove and export the best PyTorch CUDA caching-allocator configuration for a workload.
+
+The Python API, loaded on first use (trial children import this package too, and must not pay for scipy,
+matplotlib or rich):
+
+    alloctune.sweep(workload, ...)        measure or replay a grid, choose, write a results folder
+    alloctune.analyze(folder, ...)        choose again from a folder's recorded trials
+    alloctune.load_workload(path, ...)    a validated workload file
+    alloctune.load_trace(path)            a PyTorch snapshot or compact trace
+    alloctune.replay(trace, confs, ...)   simulate a trace under settings
+    alloctune.export_results(path, ...)   the choice as env / shell / json / docker / k8s text
+"""
+from importlib import import_module
+
 __version__ = "0.1.0"
+
+_API = {
+    "sweep": "sweeper", "analyze": "sweeper", "load_workload": "workload", "load_trace": "sim.trace",
+    "replay": "sim.replay", "export_results": "export",
+}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(import_module(f"{__name__}.{_API[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API))

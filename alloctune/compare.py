@@ -215,6 +215,8 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     if not match:
         return Column(**facts, best=None, best_note="no choice for this environment")
     reasons = match[0].get("reasons") or []
+    if match[0].get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
+        reasons = reasons[1:]
     return Column(**facts, best=_canonical(match[0].get("conf") or ""), best_note=reasons[0] if reasons else "")
 
 
@@ -321,7 +323,7 @@ def cell_lines(row: Row, j: int) -> list[str]:
                                + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
     if j:
         lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
-        if delta.note and cell is not None:
+        if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
             lines.append(delta.note)
     return lines
 

@@ -22,11 +22,22 @@ class TrialStore:
 
     def append(self, record: TrialRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._drop_torn_line()
         line = json.dumps(record.to_json(), sort_keys=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+    def _drop_torn_line(self) -> None:
+        """A sweep killed mid-write leaves a last line without its newline: cut it off before appending, or it
+        would end up in the middle of the file (the trial it belonged to is not finished and runs again)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb+") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
 
     def load(self) -> list[TrialRecord]:
         if not self.path.exists():

@@ -19,7 +19,7 @@ def run(args) -> int:
 
     from ..report import ranked_table
     from ..results import find_results
-    from ..sweep import analyze
+    from ..sweeper import analyze
 
     console = wide_console()
     for folder in find_results(args.results):

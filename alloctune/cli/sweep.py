@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..grid import load_grid_file
     from ..report import ranked_table
-    from ..sweep import sweep
+    from ..sweeper import sweep
 
     err = console(stderr=True)
     grid = list(args.grid or [])

@@ -1,0 +1,93 @@
+"""`alloctune.sweep` end to end on this GPU-less machine: the shipped H200 trace replayed through the simulator,
+real files written, resumed after an interruption, and the CLI as a user runs it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import alloctune
+from alloctune.errors import WorkloadError
+from alloctune.results import ResultsFolder
+
+ROOT = Path(__file__).resolve().parent.parent
+VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
+GRID = ["default", "expandable_segments:True", "max_split_size_mb:128", "backend:cudaMallocAsync"]
+
+pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+
+
+def run_sweep(tmp_path, **kw):
+    notices = []
+    outcome = alloctune.sweep(VARLEN, preset="h200", grid=GRID, results_root=tmp_path, notice=notices.append, **kw)
+    return outcome, notices
+
+
+def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
+    outcome, notices = run_sweep(tmp_path)
+    assert outcome.backend == "sim"
+    assert any("No CUDA GPU is visible" in n for n in notices)
+    assert any("cudaMallocAsync" in n and "cannot be simulated" in n for n in notices)
+    folder = outcome.folder.path
+    assert folder.parent == tmp_path and folder.name.startswith("transformer-varlen-h200-")
+    for name in ("sweep.json", "trials.jsonl", "choice.json", "summary.md", "best.env", "plot.png"):
+        assert (folder / name).is_file(), name
+    [choice] = outcome.choices
+    assert choice.best.conf == "expandable_segments:True" and choice.backend == "sim"
+    summary = (folder / "summary.md").read_text()
+    assert "simulated" in summary.lower() and "cudaMallocAsync" in summary
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in (folder / "best.env").read_text()
+    records = outcome.folder.trials()
+    assert {r.conf for r in records} == {"", "expandable_segments:True", "max_split_size_mb:128"}
+    assert all(r.backend == "sim" and r.measurement.throughput is None for r in records)
+    # The simulated peaks are the GPU's: 37.60 GiB default, 26.87 GiB with expandable segments (results/).
+    peaks = {r.conf: r.measurement.peak_reserved_bytes for r in records}
+    assert peaks[""] == 38504 * 2**20 and peaks["expandable_segments:True"] == 27518 * 2**20
+
+
+def test_same_sweep_resumes_and_skips_finished_trials(tmp_path):
+    first, _ = run_sweep(tmp_path)
+    trials = first.folder.path / "trials.jsonl"
+    lines = trials.read_text().splitlines()
+    # Interrupted: the last trial's line torn mid-write, no choice made yet.
+    trials.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
+    (first.folder.path / "choice.json").unlink()
+    with pytest.warns(UserWarning, match="truncated"):
+        assert len(ResultsFolder(first.folder.path).trials()) == 2  # the torn trial does not count as finished
+    second, notices = run_sweep(tmp_path)
+    assert second.folder.path == first.folder.path
+    assert any("Resuming" in n for n in notices)
+    records = [json.loads(line) for line in trials.read_text().splitlines()]  # torn line gone, trial ran again
+    assert sorted(r["conf"] for r in records) == ["", "expandable_segments:True", "max_split_size_mb:128"]
+    assert records[:2] == [json.loads(line) for line in lines[:2]]  # finished trials untouched
+    assert (first.folder.path / "choice.json").is_file()
+    third, _ = run_sweep(tmp_path, fresh=True)
+    assert third.folder.path != first.folder.path
+
+
+def test_a_bad_workload_file_stops_before_anything_runs(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VARLEN.read_text().replace("steps: 80", "steps: ten"))
+    with pytest.raises(WorkloadError, match=r"bad.yaml: key 'steps': expected a positive integer, got 'ten'"):
+        alloctune.sweep(bad, results_root=tmp_path / "results")
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_sweep_then_export(tmp_path):
+    def cli(*args):
+        env = dict(os.environ, PYTHONPATH=str(ROOT))  # works whether or not the package is installed
+        return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300, env=env)
+
+    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--results", "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "No CUDA GPU is visible" in proc.stderr and "Next: alloctune export" in proc.stdout
+    [folder] = (tmp_path / "out").iterdir()
+    exported = cli("export", folder, "--format", "shell")
+    assert exported.returncode == 0 and "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'" in exported.stdout
+    missing = cli("sweep", tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr and "Traceback" not in missing.stderr
