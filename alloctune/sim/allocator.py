@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from dataclasses import dataclass
+from itertools import count
 
 from ..conf import AllocConf
 from ..errors import ConfError
@@ -260,7 +261,8 @@ class Allocator:
             pool = self._new_pool(stream, small)
 
         # get_free_block: the smallest cached block of at least rsize (lowest address among equals), unless
-        # the max_split_size_mb rules refuse it.
+        # the max_split_size_mb rules refuse it: an oversize block (>= max_split) is never split for a smaller
+        # request, and may be only max_non_split_rounding larger than an oversize one.
         if self.gc_threshold:
             self._gc_searches[small] += 1
         keys = pool.keys
@@ -272,24 +274,21 @@ class Allocator:
             key = keys[i]
             bsize = key >> _SHIFT
             max_split = self.max_split
-            if rsize < max_split:
-                fits = bsize < max_split  # never split an oversize block for a smaller request
-            else:
-                fits = bsize < rsize + self.non_split_rounding  # an oversize block may be only this much larger
-            if fits:
+            if bsize < max_split or max_split <= rsize and bsize < rsize + self.non_split_rounding:
                 del keys[i]
                 block = self._blocks[key & _MASK]
         if block is None:
             block = self._device_block(pool, rsize)
             if block is None:
                 return None
+            keys = pool.keys  # releasing cached blocks may have replaced the list
 
         # alloc_found_block: split off the rest when it is worth keeping as a free block of its own.
         remaining = block.size - rsize
         if small or self.expandable:
             split = remaining >= MIN_BLOCK
         else:
-            split = rsize < self.max_split and remaining > SMALL_SIZE
+            split = remaining > SMALL_SIZE and rsize < self.max_split
         if split:
             rest = _Block(block.addr + rsize, remaining, pool, block.seg)
             nxt = rest.next = block.next
@@ -301,7 +300,7 @@ class Allocator:
             self._blocks[rest.addr] = rest
             if self.gc_threshold:
                 rest.gc_base = self._gc_searches[small]
-            insort(pool.keys, remaining << _SHIFT | rest.addr)
+            insort(keys, remaining << _SHIFT | rest.addr)
         block.allocated = True
         block.requested = size
         allocated = self.allocated = self.allocated + block.size
@@ -313,24 +312,35 @@ class Allocator:
         return block
 
     def _free(self, block: _Block) -> None:
-        """`free` of an allocated block: back to its pool's cache, merged with free mapped neighbours."""
+        """`free` of an allocated block: back to its pool's cache, merged with free mapped neighbours (whose
+        keys leave the pool's list; merging is `_absorb_next` written out, for speed)."""
         block.allocated = False
-        self.allocated -= block.size
+        addr, size = block.addr, block.size
+        self.allocated -= size
         self.requested -= block.requested
         pool = block.pool
         keys = pool.keys
-        prev = block.prev
+        blocks = self._blocks
+        prev, nxt = block.prev, block.next
         if prev is not None and not prev.allocated and prev.mapped:
             del keys[bisect_left(keys, prev.size << _SHIFT | prev.addr)]
-            self._absorb_next(prev, block)
+            del blocks[addr]
+            addr, size = prev.addr, prev.size + size
+            prev.next = nxt
+            if nxt is not None:
+                nxt.prev = prev
             block = prev
-        nxt = block.next
         if nxt is not None and not nxt.allocated and nxt.mapped:
             del keys[bisect_left(keys, nxt.size << _SHIFT | nxt.addr)]
-            self._absorb_next(block, nxt)
+            del blocks[nxt.addr]
+            size += nxt.size
+            nxt = block.next = nxt.next
+            if nxt is not None:
+                nxt.prev = block
+        block.size = size
         if self.gc_threshold:
             block.gc_base = self._gc_searches[pool.small]
-        insort(keys, block.size << _SHIFT | block.addr)
+        insort(keys, size << _SHIFT | addr)
 
     def _round(self, size: int) -> int:
         """round_size of a size not seen before; remembered, since traces repeat a few sizes many times."""
@@ -679,8 +689,8 @@ def simulate(ops, conf: AllocConf, device_memory: int, *, budget_bytes: int | No
     pop = live.pop
     ignored = 0
     first_oom = None
-    ops_iter = zip(_as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
-    for i, (kind, addr, size, stream) in enumerate(ops_iter):
+    ops_iter = zip(count(), _as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
+    for i, kind, addr, size, stream in ops_iter:
         if kind == 0:
             block = malloc(size, stream)
             if block is None:
