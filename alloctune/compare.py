@@ -31,6 +31,7 @@ from .errors import ConfError, ResultsError
 from .records import TrialRecord
 from .results import ResultsFolder, SweepInfo
 from .units import format_bytes
+from .versions import changes_between, parse_version
 
 
 class Mark(str, enum.Enum):
@@ -214,10 +215,13 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     match = [c for c in choices if c.get("env_id") == env_id and c.get("backend") == backend]
     if not match:
         return Column(**facts, best=None, best_note="no choice for this environment")
-    reasons = match[0].get("reasons") or []
-    if match[0].get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
+    choice = match[0]
+    reasons = choice.get("reasons") or []
+    if choice.get("conf") is None:  # select.py's "nothing fits": no best setting, and its reason says why
+        return Column(**facts, best=None, best_note=reasons[0] if reasons else "nothing fits")
+    if choice.get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
         reasons = reasons[1:]
-    return Column(**facts, best=_canonical(match[0].get("conf") or ""), best_note=reasons[0] if reasons else "")
+    return Column(**facts, best=_canonical(choice["conf"]), best_note=reasons[0] if reasons else "")
 
 
 def _cell(records: list[TrialRecord]) -> Cell:
@@ -388,7 +392,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     """compare.md: environments, the table, the best setting per environment, and the counts of each mark."""
     path = Path(path)
     cols = comparison.columns
-    out = [f"# alloctune compare\n",
+    out = ["# alloctune compare\n",
            f"Baseline: **{cols[0].label}**. Every other column is judged against it; factor "
            f"{comparison.factor:.0%} (see the marks below).\n",
            "## Environments\n",
@@ -411,10 +415,24 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
                    if c.best is not None else f"- **{_md(c.label)}**: {c.best_note}")
         if j and comparison.best_changed(j):
             out[-1] += f" — changed from `{cols[0].best or 'default'}`"
+    out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return path
+
+
+def _changes_md(cols: list[Column]) -> list[str]:
+    """The allocator changes (versions.BEHAVIOUR_CHANGES) between the baseline's torch and each other column's."""
+    out = []
+    base = cols[0].torch_version
+    for version in dict.fromkeys(c.torch_version for c in cols[1:]):
+        if not (base and version) or parse_version(base) == parse_version(version):
+            continue
+        changes = changes_between(base, version)
+        out += ["", f"## Allocator changes between torch {base} and {version}\n"]
+        out += [f"- {ver}: {_md(text)}" for ver, text in changes] or ["- none that alloctune knows of"]
+    return out
 
 
 _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL: "darkred",

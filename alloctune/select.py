@@ -253,7 +253,8 @@ class Choice:
             "baseline": "",
             "is_default": bool(best and best.is_default),
             "simulated": self.simulated,
-            "torch_version": self.env.get("torch"),
+            # A replay follows the torch it was simulated as, not the one the trace was recorded with.
+            "torch_version": self.env.get("simulated_as") or self.env.get("torch"),
             "env": self.env,
             "reasons": list(self.reasons),
             "runners_up": [{"conf": s.conf, "why": why} for s, why in self.runners_up],
