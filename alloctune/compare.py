@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import stats
-from .conf import AllocConf
-from .errors import ConfError, ResultsError
+from .conf import canonical
+from .errors import ResultsError
 from .records import TrialRecord
 from .results import ResultsFolder, SweepInfo
 from .units import format_bytes
@@ -137,21 +137,6 @@ class Comparison:
         return Counter(d.mark for row in self.rows for d in row.deltas[1:])
 
 
-def skip_reason(info: SweepInfo, conf: str, env_id: str) -> str | None:
-    """Why sweep.json says `conf` (canonical) was not run for `env_id`, or None."""
-    for skipped in info.skipped:
-        if skipped.env_id in (None, env_id) and _canonical(skipped.conf) == conf:
-            return skipped.reason
-    return None
-
-
-def _canonical(conf: str) -> str:
-    try:
-        return str(AllocConf.parse(conf))
-    except ConfError:  # a setting skipped because it does not parse is compared as written
-        return conf
-
-
 def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
     """Every (workload, setting) row across every environment column of `folders`, judged against column 0."""
     if not 0 < factor < 1:
@@ -169,7 +154,7 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]
     # Settings of a grid that ran nowhere (e.g. skipped in every environment) still get a row saying why.
     row_keys = list(dict.fromkeys([rk for key in keys for rk in groups[key]]
-                                  + [(info.workload_name, _canonical(c)) for info in infos for c in info.grid]))
+                                  + [(info.workload_name, canonical(c)) for info in infos for c in info.grid]))
     rows = []
     for workload, conf in row_keys:
         cells = [_cell(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
@@ -221,7 +206,7 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
         return Column(**facts, best=None, best_note=reasons[0] if reasons else "nothing fits")
     if choice.get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
         reasons = reasons[1:]
-    return Column(**facts, best=_canonical(choice["conf"]), best_note=reasons[0] if reasons else "")
+    return Column(**facts, best=canonical(choice["conf"]), best_note=reasons[0] if reasons else "")
 
 
 def _cell(records: list[TrialRecord]) -> Cell:
@@ -247,10 +232,10 @@ def _cell(records: list[TrialRecord]) -> Cell:
 def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
     if workload != info.workload_name:
         return f"no {workload} results here"
-    reason = skip_reason(info, conf, env_id)
+    reason = info.skip_reason(conf, env_id)
     if reason:
         return f"skipped: {reason}"
-    return "not run" if conf in {_canonical(c) for c in info.grid} else "not in its grid"
+    return "not run" if conf in {canonical(c) for c in info.grid} else "not in its grid"
 
 
 def _budget(n: int | None) -> str:

@@ -97,6 +97,14 @@ class AllocConf:
         return replace(self, **changes, extra=tuple(extra.items()))
 
 
+def canonical(text: str) -> str:
+    """The canonical form of a setting string; one that does not parse is kept as written (skipped settings)."""
+    try:
+        return str(AllocConf.parse(text))
+    except ConfError:
+        return text
+
+
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside [...]."""
     items, depth, start = [], 0, 0

@@ -29,7 +29,6 @@ import os
 import re
 
 from . import __version__
-from .compare import skip_reason
 from .conf import AllocConf
 from .errors import AlloctuneError, ConfError, ResultsError
 from .records import TrialState
@@ -194,7 +193,7 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: dict, conf: str) 
     env_id, backend = choice.get("env_id"), choice.get("backend")
     trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
     if not trials:
-        reason = skip_reason(info, wanted, env_id)
+        reason = info.skip_reason(wanted, env_id)
         if reason:
             raise ResultsError(f"{folder.path}: --conf {label!r} was skipped for {env_id}: {reason}")
         ran = sorted({r.conf or "default" for r in folder.trials() if r.env_id == env_id and r.backend == backend})

@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .conf import canonical
 from .errors import ResultsError
 from .records import TrialRecord
 from .store import TRIALS_FILE, TrialStore
@@ -51,6 +52,13 @@ class SweepInfo:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def skip_reason(self, conf: str, env_id: str) -> str | None:
+        """Why this sweep did not run `conf` (canonical) for `env_id`, or None."""
+        for skipped in self.skipped:
+            if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
+                return skipped.reason
+        return None
 
     @classmethod
     def from_json(cls, data: dict) -> "SweepInfo":

@@ -4,8 +4,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compare import compare, plot_comparison, print_comparison, write_compare_md
-from ..results import find_results
 
 
 def _factor(text: str) -> float:
@@ -33,6 +31,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ..compare import compare, plot_comparison, print_comparison, write_compare_md
+    from ..results import find_results
+
     folders = [folder for path in args.folders for folder in find_results(path)]
     comparison = compare(folders, factor=args.factor)
     print_comparison(comparison)
