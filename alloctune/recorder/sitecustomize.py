@@ -23,7 +23,8 @@ def _chain_user_sitecustomize():
 
 
 def _start():
-    out = os.environ.get("ALLOCTUNE_RECORD_TO")
+    # Popped, so that processes the program spawns (data loader workers) do not record over its trace.
+    out = os.environ.pop("ALLOCTUNE_RECORD_TO", None)
     if not out:
         return
     import torch

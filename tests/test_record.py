@@ -1,0 +1,51 @@
+"""`alloctune record` without a GPU: what can be checked here for real (the injected start-up hook chains to the
+user's own sitecustomize, and failures are clear); recording itself is checked on the GPU (marked gpu)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from alloctune.errors import AlloctuneError
+from alloctune.record import record_command, record_workload
+from alloctune.sim.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_user_command_runs_with_their_own_sitecustomize_and_fails_clearly_without_cuda(tmp_path, monkeypatch):
+    theirs = tmp_path / "site"
+    theirs.mkdir()
+    marker = tmp_path / "their-sitecustomize-ran"
+    (theirs / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').write('yes')\n")
+    monkeypatch.setenv("PYTHONPATH", str(theirs))
+    program = "import os, sys; sys.exit(0 if 'ALLOCTUNE_RECORD_TO' not in os.environ else 3)"
+    with pytest.raises(AlloctuneError, match="exited with status 0 and recorded no trace"):
+        record_command([sys.executable, "-c", program], tmp_path / "t.xz")
+    assert marker.read_text() == "yes"  # the user's sitecustomize still ran
+    assert not (tmp_path / "t.xz").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_recording_a_workload_needs_a_gpu(tmp_path):
+    with pytest.raises(AlloctuneError, match="recording needs a CUDA GPU"):
+        record_workload(ROOT / "workloads" / "transformer-varlen.yaml", tmp_path / "t.xz", preset="tiny")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_record_workload_and_command_on_the_gpu(tmp_path):
+    trace = record_workload(ROOT / "workloads" / "transformer-varlen.yaml", tmp_path / "t.xz", preset="tiny")
+    assert trace.num_allocs > 0 and trace.meta["measured"][0]["peak_reserved_bytes"] > 0
+    assert load_trace(tmp_path / "t.xz").kinds == trace.kinds
+    script = tmp_path / "job.py"
+    script.write_text("import torch\nx = [torch.empty(2**20 * n, device='cuda') for n in (1, 3, 5)]\ndel x\n")
+    env_trace = record_command([sys.executable, str(script)], tmp_path / "job.pickle")
+    assert env_trace.num_allocs >= 3
+    assert subprocess.run([sys.executable, "-m", "alloctune", "replay", str(tmp_path / "job.pickle"), "--json"],
+                          capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).returncode == 0
