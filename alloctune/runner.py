@@ -25,6 +25,7 @@ from .records import Measurement, TrialRecord, TrialState
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 DEFAULT_TIMEOUT_S = 600.0
+_RUNNING: set = set()  # child processes in flight, killed if the sweep is interrupted
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
         proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path],
                                 env=child_environment(task.conf, gpu), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
+        _RUNNING.add(proc)
         timed_out = False
         try:
             _, stderr = proc.communicate(timeout=task.timeout_s)
@@ -83,6 +85,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
             timed_out = True
             _kill_group(proc)
             _, stderr = proc.communicate()
+        finally:
+            _RUNNING.discard(proc)
         wall = time.monotonic() - t0
         result = _read_result(result_path)
     fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
@@ -121,12 +125,21 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
     threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in gpus]
     for t in threads:
         t.start()
-    while any(t.is_alive() for t in threads) or not done.empty():
-        try:
-            task, record = done.get(timeout=0.2)
-        except queue.Empty:
-            continue
-        on_done(task, record)
+    try:
+        while any(t.is_alive() for t in threads) or not done.empty():
+            try:
+                task, record = done.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            on_done(task, record)
+    except BaseException:
+        # Interrupted (Ctrl-C): the children run in their own sessions, so the terminal's signal does not reach
+        # them; stop them rather than leave them holding GPUs. Their trials are not recorded and run on resume.
+        while not todo.empty():
+            todo.get_nowait()
+        for proc in list(_RUNNING):
+            _kill_group(proc)
+        raise
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

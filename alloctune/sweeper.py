@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -37,7 +37,6 @@ class SweepOutcome:
     choices: list[Choice]
     skipped: list[Skipped]
     backend: str
-    notices: list[str] = field(default_factory=list)
 
 
 # Called after every finished trial with (record, trials done, trials planned).
@@ -54,10 +53,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     if repeats < 1:
         raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
-    probes = _probe_all(pythons or [sys.executable])
-    backend = _resolve_backend(backend, probes, notice)
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
+    probes = _probe_all(pythons or [sys.executable])
+    backend = _resolve_backend(backend, probes, notice)
+    gpus = gpus or [0]
+    if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
+        raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
+                             f"GPU(s) visible")
 
     planned, skipped = {}, []
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
@@ -206,7 +209,7 @@ def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress)
         if progress:
             progress(record, done, len(tasks))
 
-    run_trials(todo, gpus or [0], on_done)
+    run_trials(todo, gpus, on_done)
 
 
 def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,

@@ -2,10 +2,14 @@
 real trial child on this (GPU-less) machine."""
 from __future__ import annotations
 
+import os
+import signal
 import stat
+import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +135,32 @@ def test_run_trials_appends_each_trial_and_keeps_order_per_gpu(tmp_path):
     records = store.load()
     assert len(records) == 4 and all(r.state is TrialState.OOM for r in records)
     assert store.finished_keys() == {t.key() for t in tasks}
+
+
+def test_ctrl_c_stops_the_children_in_flight(tmp_path):
+    """A real interrupt: a driver process runs trials, gets SIGINT while a child sleeps; the child must not survive."""
+    pidfile = tmp_path / "child.pid"
+    python = fake_python(tmp_path, f"""
+        import os, time
+        open({str(pidfile)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+    """)
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        from alloctune.conf import AllocConf
+        from alloctune.runner import TrialTask, run_trials
+        w = {WORKLOAD!r}
+        tasks = [TrialTask(w, "h", AllocConf(), r, {python!r}, "env", timeout_s=600) for r in range(3)]
+        run_trials(tasks, [None], lambda t, r: None)
+    """))
+    proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert b"KeyboardInterrupt" in stderr
+    time.sleep(0.3)
+    assert not _running(child)
