@@ -245,12 +245,12 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
         env_id = sim_env_id(p.env_id)
         env = dict(meta.get("env") or {}, trace=str(path), trace_torch=recorded, simulated_as=p.torch_version)
         for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
-            done += 1
             if not outcome.simulated:
+                total -= 1
                 info.skipped.append(Skipped(outcome.conf, f"cannot be simulated: {outcome.reason}", env_id))
-                notice(f"{outcome.conf or 'default'}: cannot be simulated ({outcome.reason}); measure it with "
-                       f"--backend cuda")
+                notice(f"{outcome.conf or 'default'}: not simulated: {outcome.reason}")
                 continue
+            done += 1
             m = outcome.measurement()
             record = TrialRecord(
                 workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)),
