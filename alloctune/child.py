@@ -4,8 +4,9 @@
 
 The parent (`runner.py`) has already put the setting in this process's environment (PYTORCH_CUDA_ALLOC_CONF),
 so the allocator reads it when it starts. This module writes one JSON object to the spec's `result` path and
-exits 0, whatever happened to the workload: a failure is data. Only the standard library and torch are imported:
-the child may run under another interpreter than alloctune's (`--python`).
+exits 0, whatever happened to the workload: a failure is data. Besides torch and the standard library it imports
+only alloctune modules that need nothing else (conf, records, builtin, probe): the child may run under another
+interpreter than alloctune's (`--python`), which gets the package through PYTHONPATH and may lack pyyaml or scipy.
 """
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ def render(choice: dict, fmt: str, provenance: str) -> str:
 
 
 def target_torch(choice: dict) -> str | None:
-    """The torch version a choice is for. select.py copies the trial's env torch into `torch_version`; for a
-    replay that is the recording's torch, while `env.simulated_as` is the torch the sweep simulated (and probed)."""
+    """The torch version a choice is for: the one that ran the trials, or for a replay the one simulated (and
+    probed). Choices written before select.py recorded that kept it only in `env.simulated_as`."""
     return (choice.get("env") or {}).get("simulated_as") or choice.get("torch_version")
 
 
@@ -125,8 +125,9 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: dict) -> str:
     gpu = (choice.get("env") or {}).get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
     torch = target_torch(choice)
     where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
-    recorded = choice.get("torch_version")
-    how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded != torch else "")
+    recorded = (choice.get("env") or {}).get("trace_torch")
+    how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded and recorded != torch
+                                          else "")
            if choice.get("simulated") else f"measured ({choice.get('backend')})")
     budget = choice.get("budget_bytes")
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]

@@ -47,6 +47,8 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpu: int = 
         env["PYTHONPATH"] = os.pathsep.join([recorder, env["PYTHONPATH"]])
         env["ALLOCTUNE_RECORD_TO"] = snapshot
         code = subprocess.call(command, env=env)
+        if code != 0:
+            raise AlloctuneError(f"{command[0]} exited with status {code}: a trace of a failed run is not kept")
         if not os.path.exists(snapshot):
             raise AlloctuneError(f"{command[0]} exited with status {code} and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")

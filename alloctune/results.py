@@ -44,6 +44,7 @@ class SweepInfo:
     budget_bytes: int | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
+    trace: dict | None = None         # replayed trace: {path, sha256}; a different trace is a different sweep
     max_slowdown: float = 0.02
     command: str = ""
     created_at: str = ""

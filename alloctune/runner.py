@@ -56,7 +56,9 @@ def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None
     if not conf.is_default:
         env["PYTORCH_CUDA_ALLOC_CONF"] = str(conf)
     if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        # --gpus indexes the devices this process sees: respect a CUDA_VISIBLE_DEVICES the user already set.
+        visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -113,9 +115,10 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
     for task in tasks:
         todo.put(task)
     done: queue.Queue = queue.Queue()
+    stop = threading.Event()
 
     def worker(gpu):
-        while True:
+        while not stop.is_set():
             try:
                 task = todo.get_nowait()
             except queue.Empty:
@@ -135,10 +138,12 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
     except BaseException:
         # Interrupted (Ctrl-C): the children run in their own sessions, so the terminal's signal does not reach
         # them; stop them rather than leave them holding GPUs. Their trials are not recorded and run on resume.
-        while not todo.empty():
-            todo.get_nowait()
-        for proc in list(_RUNNING):
-            _kill_group(proc)
+        stop.set()
+        deadline = time.monotonic() + 10
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            for proc in list(_RUNNING):  # again each round: a worker may have started one just before `stop`
+                _kill_group(proc)
+            time.sleep(0.05)
         raise
 
 

@@ -6,6 +6,7 @@ and its reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -70,17 +71,18 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
+    replayed = _load_replay_trace(spec, trace, notice) if backend in ("sim", "hybrid") else None
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
         repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
-        backend=backend, max_slowdown=max_slowdown,
+        backend=backend, max_slowdown=max_slowdown, trace=replayed and replayed[1],
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     folder = _open_folder(info, results_root, out, fresh, notice)
 
-    if backend in ("sim", "hybrid"):
-        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, trace, progress, notice)
+    if replayed:
+        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = _finalists(folder.trials(), planned, max_slowdown)
@@ -162,7 +164,7 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
     return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs))
+            sorted(info.envs), (info.trace or {}).get("sha256"))
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
@@ -212,11 +214,9 @@ def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress)
     run_trials(todo, gpus, on_done)
 
 
-def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
-                 trace_path, progress, notice) -> None:
-    """Judge every planned setting by replaying the workload's trace; settings the simulator cannot model
-    (cudaMallocAsync, keys the trace's torch did not have) are added to the sweep's skipped list with the reason."""
-    from .sim.replay import replay
+def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
+    """The trace to replay (--trace, else the workload's), checked before any results folder exists; with its
+    identity for sweep.json, so that a sweep of another trace never resumes this one."""
     from .sim.trace import load_trace
 
     path = trace_path or spec.trace
@@ -225,30 +225,43 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
             f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
             f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
     trace = load_trace(path)
-    meta = trace.meta
-    if meta.get("workload_hash") and meta["workload_hash"] != spec.digest():
+    if trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
         notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
                f"preset); replaying it anyway")
     for warning in trace.warnings:
         notice(f"trace: {warning}")
+    sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    return trace, {"path": str(path), "sha256": sha256}
+
+
+def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
+                 trace, progress, notice) -> None:
+    """Judge every planned setting by replaying the trace, once per interpreter: its torch decides which settings
+    are valid (the probe) and whose allocator behaviour the simulator follows where versions differ. Settings the
+    simulator cannot model (cudaMallocAsync, keys that torch lacks) join the sweep's skipped list with the reason.
+    A resumed sweep replays only what the trials file lacks."""
+    from .sim.replay import replay
+
+    meta = trace.meta
     device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
     if budget_fraction is not None:
         budget_bytes = int(budget_fraction * device_memory)
     finished = folder.store.finished_keys()
     info = folder.info()
-    # One replay per interpreter: its torch decides which settings are valid (the probe) and whose allocator
-    # behaviour the simulator follows where versions differ; the trace itself is the recording's.
-    recorded = meta.get("torch_version")
-    jobs = [(p, planned[p.env_id]) for p in probes]
-    done, total = 0, sum(len(confs) for _, confs in jobs)
-    for p, confs in jobs:
+    todo = [(p, [c for c in planned[p.env_id]
+                 if (spec.digest(), str(c), sim_env_id(p.env_id), "sim", budget_bytes, 0) not in finished])
+            for p in probes]
+    done, total = 0, sum(1 for _, confs in todo for c in confs if not c.is_async)
+    for p, confs in todo:
         env_id = sim_env_id(p.env_id)
-        env = dict(meta.get("env") or {}, trace=str(path), trace_torch=recorded, simulated_as=p.torch_version)
+        env = dict(meta.get("env") or {}, trace=info.trace["path"], trace_torch=meta.get("torch_version"),
+                   simulated_as=p.torch_version)
         for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
             if not outcome.simulated:
-                total -= 1
-                info.skipped.append(Skipped(outcome.conf, f"cannot be simulated: {outcome.reason}", env_id))
-                notice(f"{outcome.conf or 'default'}: not simulated: {outcome.reason}")
+                skip = Skipped(str(AllocConf.parse(outcome.conf)), f"cannot be simulated: {outcome.reason}", env_id)
+                if skip not in info.skipped:
+                    info.skipped.append(skip)
+                    notice(f"{outcome.conf}: not simulated: {outcome.reason}")
                 continue
             done += 1
             m = outcome.measurement()
@@ -258,10 +271,9 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
                 measurement=m, budget_bytes=budget_bytes, env=env,
                 started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
-            if record.key not in finished:
-                folder.store.append(record)
+            folder.store.append(record)
             if progress:
-                progress(record, done, total)
+                progress(record, done, max(total, done))
     folder.write_info(info)
 
 

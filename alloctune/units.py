@@ -36,12 +36,13 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        return parse_size(text), None
-    if 0 < value <= 1:
+        value = None
+    if value is not None and 0 < value <= 1:
         return None, value
-    if value > 1:
-        return int(value), None
-    raise SizeError(f"a budget is a size such as '24GiB' or a fraction in (0, 1], got {text!r}")
+    size = parse_size(text) if value is None else int(value)
+    if size < MiB:  # '2' or '24' meant as a fraction or as GiB, not as bytes
+        raise SizeError(f"a budget is a size such as '24GiB' or a fraction in (0, 1], got {text!r}")
+    return size, None
 
 
 def format_bytes(n: int | float | None, digits: int = 2) -> str:

@@ -36,6 +36,7 @@ from test_export import docker_env_file, shell_read
 REPO = Path(__file__).resolve().parents[1]
 GPU_A = REPO / "results" / "transformer-packed-h200-20261129-234801"   # default grid, 3 repeats
 GPU_B = REPO / "results" / "transformer-packed-h200-20261129-235232"   # default + expandable_segments, 3 repeats
+GPU_VARLEN = REPO / "results" / "transformer-varlen-h200-20261129-234646"
 GPU_FOLDERS = sorted(p for p in (REPO / "results").glob("*-h200-2*") if (p / "choice.json").exists())
 TRACE = REPO / "workloads" / "traces" / "transformer-packed-h200.xz"
 OLD_PYTHON = Path(os.environ.get("ALLOCTUNE_OLD_PYTHON", REPO.parent / "venv-torch21" / "bin" / "python"))
@@ -145,10 +146,11 @@ def test_export_of_every_h200_sweep_reads_back_in_every_format(folder, tmp_path)
 
 def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
     results = REPO / "results"
-    varlen = export_results(results, "env", workload="transformer-varlen")
+    varlen = export_results(GPU_VARLEN, "env")
     assert docker_env_file(varlen) == {n: "expandable_segments:True" for n in BOTH}
-    with pytest.raises(ResultsError, match="holds 2 results folders"):   # packed was swept twice
-        export_results(results, workload="transformer-packed")
+    for swept_twice in ("transformer-packed", "transformer-varlen"):  # two folders each (presets or repeats)
+        with pytest.raises(ResultsError, match="holds 2 results folders"):
+            export_results(results, workload=swept_twice)
     divisions = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # brackets, commas, colons and '>'
     text = export_results(GPU_A, "shell", conf=divisions)
     (tmp_path / "d.sh").write_text(text)

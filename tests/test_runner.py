@@ -164,3 +164,8 @@ def test_ctrl_c_stops_the_children_in_flight(tmp_path):
     assert b"KeyboardInterrupt" in stderr
     time.sleep(0.3)
     assert not _running(child)
+
+
+def test_gpu_index_maps_through_the_users_visible_devices():
+    env = child_environment(AllocConf(), 1, base={"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"  # --gpus 1 = the second GPU this user may use, not physical GPU 1

@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     except AlloctuneError as exc:
         print(f"alloctune: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
+        print(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("alloctune: interrupted; finished trials are saved, run the same command again to resume",
               file=sys.stderr)

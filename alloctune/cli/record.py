@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from . import console
+from . import console, seconds
 
 
 def register(subparsers) -> None:
@@ -21,7 +21,7 @@ def register(subparsers) -> None:
                                              "depend on it for most workloads)")
     p.add_argument("--gpu", type=int, default=0, help="GPU index")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
-    p.add_argument("--timeout", type=float, help="time limit in seconds")
+    p.add_argument("--timeout", type=seconds, help="time limit in seconds")
     p.set_defaults(func=run)
 
 
@@ -36,6 +36,8 @@ def run(args) -> int:
         trace = record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
                                 python=args.python, timeout_s=args.timeout)
     else:
+        if args.preset or args.python or args.timeout:
+            raise AlloctuneError("--preset, --python and --timeout apply to a workload file, not to '-- COMMAND'")
         trace = record_command(args.target, args.output, gpu=args.gpu, conf=args.conf)
     measured = (trace.meta.get("measured") or [{}])[0]
     speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over {measured.get('measured_seconds'):.2f} s "

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 
+from . import fraction
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="re-decide from a results folder's trials and rewrite summary.md, plot.png, best.env",
         description="Read the trials a sweep recorded and run the choice again (for instance with another "
                     "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env. Nothing is measured.")
     p.add_argument("results", help="a results folder, or a folder of them")
-    p.add_argument("--max-slowdown", type=float,
+    p.add_argument("--max-slowdown", type=fraction,
                    help="reject settings significantly slower than the default by more than this fraction "
                         "(default: the value the sweep used)")
     p.set_defaults(func=run)

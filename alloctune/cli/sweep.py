@@ -1,12 +1,13 @@
 """`alloctune sweep WORKLOAD.yaml`: measure (or replay) a grid of allocator settings and choose the best."""
 from __future__ import annotations
 
+import shlex
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..records import TrialRecord
-from . import console
 from ..units import format_bytes
+from . import console, fraction, gpu_list, seconds
 
 
 def register(subparsers) -> None:
@@ -21,12 +22,13 @@ def register(subparsers) -> None:
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
-    p.add_argument("--gpus", default="0", help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
+    p.add_argument("--gpus", type=gpu_list, default=[0],
+                   help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
-    p.add_argument("--max-slowdown", type=float, default=0.02,
+    p.add_argument("--max-slowdown", type=fraction, default=0.02,
                    help="reject settings significantly slower than the default by more than this fraction "
                         "(default: 0.02)")
-    p.add_argument("--timeout", type=float, help="per-trial time limit in seconds (default: the workload's, or 600)")
+    p.add_argument("--timeout", type=seconds, help="per-trial time limit in seconds (default: the workload's, or 600)")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
@@ -48,7 +50,6 @@ def run(args) -> int:
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
-    gpus = [int(g) for g in args.gpus.split(",") if g.strip()]
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
                   transient=False) as bar:
@@ -58,7 +59,7 @@ def run(args) -> int:
             bar.update(task, completed=done, total=total)
             bar.console.print(_trial_line(record))
 
-        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=gpus,
+        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, progress=progress,
@@ -72,10 +73,23 @@ def run(args) -> int:
             out.print(f"  {reason}")
     folder = outcome.folder.path
     out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)")
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env"
-              + ("   |   confirm on a GPU: alloctune sweep "
-                 f"{args.workload} --backend cuda" if outcome.backend == "sim" else ""))
+    out.print(f"Next: alloctune export {folder} --format env -o alloc.env")
+    if outcome.backend == "sim":
+        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}")
     return 0
+
+
+def _on_gpu(command: str) -> str:
+    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped."""
+    words, out, skip = shlex.split(command), [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("--backend", "--trace"):
+            skip = True
+        elif not word.startswith(("--backend=", "--trace=")):
+            out.append(word)
+    return shlex.join(out + ["--backend", "cuda"])
 
 
 def _trial_line(record: TrialRecord) -> str:
