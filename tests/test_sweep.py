@@ -110,3 +110,25 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
     assert HYBRID_FINALISTS == 3
     assert [str(c) for c in finalists] == ["", "expandable_segments:True", "roundup_power2_divisions:4",
                                            "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
+
+
+def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_path):
+    first, _ = run_sweep(tmp_path)
+    again, _ = run_sweep(tmp_path)
+    assert again.folder.path == first.folder.path
+    skipped = [s.conf for s in again.folder.info().skipped]
+    assert skipped.count("backend:cudaMallocAsync") == 1  # recorded once however often the sweep resumes
+    other = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
+    elsewhere, notices = run_sweep(tmp_path, trace=str(other))
+    assert elsewhere.folder.path != first.folder.path  # same workload and grid, other trace: never resumed into
+    assert any("different definition" in n for n in notices)
+
+
+def test_nonsense_budgets_and_missing_traces_stop_before_a_folder_exists(tmp_path):
+    from alloctune.errors import AlloctuneError, SizeError
+
+    with pytest.raises(SizeError, match="fraction"):
+        alloctune.sweep(VARLEN, preset="h200", budget="2", results_root=tmp_path)
+    with pytest.raises(AlloctuneError, match="no recorded allocation trace"):
+        alloctune.sweep(VARLEN, results_root=tmp_path)  # the 24gib preset ships no trace
+    assert not any(tmp_path.iterdir())
