@@ -16,26 +16,21 @@ def gpu_list(text: str) -> list[int]:
     return gpus
 
 
-def fraction(text: str) -> float:
-    """--max-slowdown: a fraction in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1) such as 0.02, got {text!r}")
-    return value
+def _number(valid, expected: str):
+    """An argparse type: a float for which `valid` holds, else a message saying what was expected."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not valid(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def seconds(text: str) -> float:
-    """--timeout: a positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+fraction = _number(lambda v: 0 <= v < 1, "a fraction in [0, 1) such as 0.02")   # --max-slowdown
+seconds = _number(lambda v: v > 0, "a positive number of seconds")               # --timeout
 
 
 def console(stderr: bool = False):
