@@ -25,6 +25,7 @@ from .results import ResultsFolder, Skipped, SweepInfo
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
+from .versions import simulation_note
 from .workload import WorkloadSpec, load_workload
 
 DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
@@ -253,6 +254,8 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
             for p in probes]
     done, total = 0, sum(1 for _, confs in todo for c in confs if not c.is_async)
     for p, confs in todo:
+        if note := simulation_note(p.torch_version):
+            notice(note)
         env_id = sim_env_id(p.env_id)
         env = dict(meta.get("env") or {}, trace=info.trace["path"], trace_torch=meta.get("torch_version"),
                    simulated_as=p.torch_version)

@@ -111,6 +111,18 @@ def behaviour(torch_version: str) -> Behaviour:
     )
 
 
+def simulation_note(torch_version: str) -> str | None:
+    """What a replay following `torch_version` cannot promise, or None: the simulator knows the allocator from
+    2.1 (expandable segments, today's trace format) to NEWEST_KNOWN."""
+    v = parse_version(torch_version)
+    if v < (2, 1, 0):
+        return f"torch {torch_version} is older than 2.1, which this simulator does not model: results are approximate"
+    if v > NEWEST_KNOWN:
+        return (f"torch {torch_version} is newer than {_fmt(NEWEST_KNOWN)}: replayed with {_fmt(NEWEST_KNOWN)}'s "
+                f"allocator behaviour; changes after it are unknown to this alloctune")
+    return None
+
+
 def changes_between(old: str, new: str) -> list[tuple[str, str]]:
     """The behaviour changes that lie between two torch versions (either order), oldest first."""
     lo, hi = sorted((parse_version(old), parse_version(new)))

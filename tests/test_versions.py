@@ -122,3 +122,11 @@ def test_changes_between_either_order():
     assert changes_between("2.11.0", "2.9.1") == between
     assert changes_between("2.11.0", "2.11.0") == []
     assert any("1 means plain 512" in text for _, text in changes_between("2.3.0", "2.4.0"))
+
+
+def test_simulation_note_says_what_a_replay_cannot_promise():
+    from alloctune.versions import simulation_note
+
+    assert simulation_note("2.11.0+cu130") is None and simulation_note("2.1.2") is None
+    assert "newer than 2.13" in simulation_note("2.15.0")
+    assert "older than 2.1" in simulation_note("2.0.1")

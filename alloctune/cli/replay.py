@@ -98,7 +98,10 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "
                   f"{trace.device}; device memory {format_bytes(device_memory)} ({memory_from})"
                   + (f", budget {format_bytes(budget_bytes)}" if budget_bytes else ""))
-    for warning in trace.warnings:
+    from ..versions import simulation_note
+
+    note = simulation_note(str(trace.meta.get("torch_version") or "2.11"))
+    for warning in trace.warnings + ([note] if note else []):
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
     table = Table(title="Simulated (replay): ranked by peak reserved among settings that fit")
