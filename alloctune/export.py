@@ -13,9 +13,9 @@ Formats:
 
 Which variable: `versions.env_var_names(torch)` (PYTORCH_CUDA_ALLOC_CONF always; from 2.10 also
 PYTORCH_ALLOC_CONF, which that torch reads when the first is unset), for the torch the choice was made for: the
-one that ran the trials, or for a replay the one whose allocator was simulated (`simulated_as`), not the one the
-trace was recorded with. Every name it returns gets the same value,
-so the job gets this setting whichever of the two its environment already sets.
+one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's `torch_version`),
+not the one the trace was recorded with. Every name it returns gets the same value, so the job gets this setting
+whichever of the two its environment already sets.
 
 When the default is best, the variables are exported with an EMPTY value and a comment saying so. PyTorch
 treats a set-but-empty variable as "no options" (c10::utils::get_env returns "", parseArgs("") changes nothing),
@@ -52,19 +52,13 @@ def render(choice: dict, fmt: str, provenance: str) -> str:
     if fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     value = _value(choice)
-    torch_version = target_torch(choice)
+    torch_version = choice.get("torch_version")
     # Every torch reads PYTORCH_CUDA_ALLOC_CONF: it is the safe answer when the choice does not name its torch.
     names = env_var_names(torch_version) if torch_version else ("PYTORCH_CUDA_ALLOC_CONF",)
     comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else [])
     if fmt == "json":
         return _json(choice, names, value, comments[0])
     return _WRITERS[fmt](names, value, comments)
-
-
-def target_torch(choice: dict) -> str | None:
-    """The torch version a choice is for: the one that ran the trials, or for a replay the one simulated (and
-    probed). Choices written before select.py recorded that kept it only in `env.simulated_as`."""
-    return (choice.get("env") or {}).get("simulated_as") or choice.get("torch_version")
 
 
 def _value(choice: dict) -> str:
@@ -109,7 +103,7 @@ def _json(choice: dict, names, value: str, source: str) -> str:
         "conf": value,
         "is_default": value == "",
         **{k: choice.get(k) for k in ("env_id", "backend", "simulated", "budget_bytes")},
-        "torch_version": target_torch(choice),
+        "torch_version": choice.get("torch_version"),
         "reasons": list(choice.get("reasons") or []),
         "source": source,
     }
@@ -123,7 +117,7 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: dict) -> str:
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
     env_id = choice.get("env_id")
     gpu = (choice.get("env") or {}).get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
-    torch = target_torch(choice)
+    torch = choice.get("torch_version")
     where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
     recorded = (choice.get("env") or {}).get("trace_torch")
     how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded and recorded != torch
