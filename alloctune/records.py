@@ -77,12 +77,16 @@ class TrialRecord:
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
     env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    # This trial recorded the allocation trace (a hybrid sweep's first trial of the default): recording slows
+    # it, so statistics and choices leave it out; it is kept for its memory figures and its GPU time.
+    recording: bool = False
     schema: int = SCHEMA_VERSION
 
     @property
     def key(self) -> tuple:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
-        return (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.recording else key
 
     def to_json(self) -> dict:
         data = asdict(self)

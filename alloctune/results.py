@@ -45,6 +45,7 @@ class SweepInfo:
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
     trace: dict | None = None         # replayed trace: {path, sha256}; a different trace is a different sweep
+    search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     max_slowdown: float = 0.02
     command: str = ""
     created_at: str = ""

@@ -44,7 +44,8 @@ class TrialTask:
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
 
     def key(self) -> tuple:
-        return (self.workload_hash, str(self.conf), self.env_id, "cuda", self.budget_bytes, self.repeat)
+        key = (self.workload_hash, str(self.conf), self.env_id, "cuda", self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.record_trace else key
 
 
 def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
@@ -93,7 +94,7 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
         result = _read_result(result_path)
     fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
                   repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
-                  wall_seconds=round(wall, 3), started_at=started)
+                  wall_seconds=round(wall, 3), started_at=started, recording=task.record_trace is not None)
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"

@@ -156,8 +156,9 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
 def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.02) -> list[SettingResult]:
     """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
 
-    Records of different workload definitions do not compare: mixing them is refused."""
-    records = list(records)
+    Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the
+    allocation trace is left out (recording slows it)."""
+    records = [r for r in records if not r.recording]
     hashes = sorted({r.workload_hash for r in records})
     if len(hashes) > 1:
         raise ResultsError(f"trial records of {len(hashes)} different workload definitions ({', '.join(hashes)}) "

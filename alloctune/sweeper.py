@@ -19,6 +19,7 @@ from . import __version__
 from .conf import AllocConf
 from .errors import AlloctuneError
 from .grid import DEFAULT_GRID, apply_rules, expand
+from .hybrid import HYBRID_FINALISTS, TRACE_FILE, finalists, record_default, recording_task, search_plan
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
@@ -29,7 +30,6 @@ from .versions import simulation_note
 from .workload import WorkloadSpec, load_workload
 
 DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
-HYBRID_FINALISTS = 3
 
 
 @dataclass
@@ -50,15 +50,24 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
-          progress: ProgressFn | None = None, notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
-    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
+          search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
+          progress: ProgressFn | None = None, search_progress: Callable[[str, int, int, str], None] | None = None,
+          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
+
+    `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
+    or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
+    trial; it then measures the default and the `finalists_count` best simulated settings."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     if repeats < 1:
         raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
-    confs = expand(grid or list(spec.grid or DEFAULT_GRID))
+    # A search replaces the grid: its candidates are judged by each torch as the search goes.
+    confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
     probes = _probe_all(pythons or [sys.executable])
     backend = _resolve_backend(backend, probes, notice)
+    if search is not None and backend not in ("sim", "hybrid"):
+        raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
     gpus = gpus or [0]
     if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
@@ -72,25 +81,38 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
-    replayed = _load_replay_trace(spec, trace, notice) if backend in ("sim", "hybrid") else None
+    recording = backend == "hybrid" and not trace   # records its own trace in the default's first trial
+    replayed = _load_replay_trace(spec, trace, notice) if backend == "sim" or (backend == "hybrid" and trace) \
+        else None
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
         repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
-        backend=backend, max_slowdown=max_slowdown, trace=replayed and replayed[1],
+        backend=backend, max_slowdown=max_slowdown,
+        trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
+                                             if recording else None), search=search,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     folder = _open_folder(info, results_root, out, fresh, notice)
 
+    def task(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
+        return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
+                         timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+
+    if recording:
+        replayed = (record_default(folder, recording_task(task(AllocConf(), 0, probes[0]), folder),
+                                   lambda tasks: _run_measured(folder, tasks, gpus, progress)), {})
+    if replayed and search is not None:
+        planned = search_plan(folder, probes, replayed[0], device_memory=_device_memory(replayed[0]),
+                              budget_bytes=_budget(replayed[0], budget_bytes, budget_fraction), max_settings=search,
+                              trace_name=folder.info().trace["path"], progress=search_progress)
     if replayed:
         _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
-            planned = _finalists(folder.trials(), planned, max_slowdown)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                           timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
-                 for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        _run_measured(folder, tasks, gpus, progress)
+            planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
+        tasks = [task(conf, r, p) for r in range(repeats) for p in probes for conf in planned[p.env_id]]
+        _run_measured(folder, tasks, gpus, progress)  # interleaved: A B C A B C
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -165,7 +187,7 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
     return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs), (info.trace or {}).get("sha256"))
+            sorted(info.envs), (info.trace or {}).get("sha256"), info.search)
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
@@ -244,9 +266,8 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
     from .sim.replay import replay
 
     meta = trace.meta
-    device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
-    if budget_fraction is not None:
-        budget_bytes = int(budget_fraction * device_memory)
+    device_memory = _device_memory(trace)
+    budget_bytes = _budget(trace, budget_bytes, budget_fraction)
     finished = folder.store.finished_keys()
     info = folder.info()
     todo = [(p, [c for c in planned[p.env_id]
@@ -280,11 +301,9 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
     folder.write_info(info)
 
 
-def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:
-    """Hybrid mode: the default plus the best few simulated settings go to the GPU."""
-    sim_settings = [s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
-                    if s.state == "fits"]
-    ranked = [s.conf for s in sorted(sim_settings, key=lambda s: s.peak_reserved_bytes or 0)]
-    keep = {""} | set(ranked[:HYBRID_FINALISTS])
-    out = {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}
-    return out
+def _device_memory(trace) -> int:
+    return int(trace.meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
+
+
+def _budget(trace, budget_bytes: int | None, budget_fraction: float | None) -> int | None:
+    return int(budget_fraction * _device_memory(trace)) if budget_fraction is not None else budget_bytes

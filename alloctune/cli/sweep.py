@@ -34,11 +34,27 @@ def register(subparsers) -> None:
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
                         "best few; auto (default): cuda when a GPU is visible, else sim")
-    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
+    p.add_argument("--trace", help="allocation trace to replay: for --backend sim (default: the workload's) or "
+                                   "hybrid (default: recorded during the default's first trial on the GPU)")
+    p.add_argument("--search", nargs="?", type=_positive_int, const=400, metavar="N",
+                   help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
+                        "target torch by replaying up to N settings (default 400), and sweep its Pareto front "
+                        "(see 'alloctune search')")
+    p.add_argument("--finalists", type=_positive_int, default=3, metavar="N",
+                   help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
+                        "the default (default: 3)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def run(args) -> int:
@@ -56,13 +72,18 @@ def run(args) -> int:
         task = bar.add_task("trials", total=None)
 
         def progress(record: TrialRecord, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            bar.update(task, completed=done, total=total, description="trials")
             bar.console.print(_trial_line(record))
+
+        def search_progress(env_id: str, done: int, total: int, best: str) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=f"search {env_id}" + (f" (best: {best[:40]})" if best else ""))
 
         outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
-                        trace=args.trace, progress=progress,
+                        trace=args.trace, search=args.search, finalists_count=args.finalists,
+                        progress=progress, search_progress=search_progress,
                         notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
     out = console()
     for skip in outcome.skipped:
@@ -80,7 +101,8 @@ def run(args) -> int:
 
 
 def _on_gpu(command: str) -> str:
-    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped."""
+    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped (a search
+    needs a trace: hybrid records one on the GPU)."""
     words, out, skip = shlex.split(command), [], False
     for word in words:
         if skip:
@@ -89,12 +111,14 @@ def _on_gpu(command: str) -> str:
             skip = True
         elif not word.startswith(("--backend=", "--trace=")):
             out.append(word)
-    return shlex.join(out + ["--backend", "cuda"])
+    searching = any(word == "--search" or word.startswith("--search=") for word in words)
+    return shlex.join(out + ["--backend", "hybrid" if searching else "cuda"])
 
 
 def _trial_line(record: TrialRecord) -> str:
     m = record.measurement
-    what = f"{record.conf or 'default'} #{record.repeat + 1}"
+    what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
+                                                                  else "")
     if record.state.value == "ok" and m:
         speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
         return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}"
