@@ -64,10 +64,12 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     # A search replaces the grid: its candidates are judged by each torch as the search goes.
     confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
+    if search is not None and backend == "cuda":
+        raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
     probes = _probe_all(pythons or [sys.executable])
     backend = _resolve_backend(backend, probes, notice)
-    if search is not None and backend not in ("sim", "hybrid"):
-        raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
+    if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
+        backend = "hybrid"
     gpus = gpus or [0]
     if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
