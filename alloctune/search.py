@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Any, Callable
 
 from .conf import AllocConf, DivisionList
 from .grid import DEFAULT_GRID, apply_rules
@@ -148,7 +148,8 @@ def search(trace: Trace, *, trace_name: str = "", python: str = sys.executable, 
         todo = state.admit(confs)
         if not todo:
             return
-        outcomes = replay(trace, todo, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
+        confs_to_replay: list[AllocConf | str] = list(todo)
+        outcomes = replay(trace, confs_to_replay, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                           jobs=jobs, torch_version=space.torch_version)
         for conf, outcome in zip(todo, outcomes):
             state.add(Candidate(str(conf), outcome, conf.complexity, round_no))
@@ -273,7 +274,8 @@ class Space:
         for key, values in self.axes.items():
             current = getattr(conf, key)
             if current is not None:
-                out.append(replace(conf, **{key: None}))
+                unset: dict[str, Any] = {key: None}
+                out.append(replace(conf, **unset))
             out += [replace(conf, **{key: value}) for value in values if value != current]
         table = self._table(conf)
         for interval in self.intervals:
@@ -290,7 +292,7 @@ class Space:
         b = behaviour(self.torch_version)
         table = division_table(conf, b.gt_overwrites_last_entry)
         rounded = tuple(round_size(s, table, b.divisions_one_rounds_512) for s in self.sizes)
-        return (rounded, replace(conf, roundup_power2_divisions=None))
+        return (rounded, str(replace(conf, roundup_power2_divisions=None)))
 
     def _table(self, conf: AllocConf) -> list[int]:
         table = division_table(conf, behaviour(self.torch_version).gt_overwrites_last_entry)
@@ -368,7 +370,8 @@ class _State:
         valid, skipped = apply_rules(fresh, check.torch_version, has_budget=self.space.has_budget,
                                      accepted=check.verdicts)
         self.rejected.update((s.conf, s.reason) for s in skipped)
-        todo, batch_signatures = [], {}
+        todo: list[AllocConf] = []
+        batch_signatures: dict[tuple, str] = {}
         for conf in valid:
             signature = self.space.signature(conf)
             first = self.by_signature.get(signature) or batch_signatures.get(signature)

@@ -107,7 +107,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     if replayed and search is not None:
         planned = search_plan(folder, probes, replayed[0], device_memory=_device_memory(replayed[0]),
                               budget_bytes=_budget(replayed[0], budget_bytes, budget_fraction), max_settings=search,
-                              trace_name=folder.info().trace["path"], progress=search_progress)
+                              trace_name=(folder.info().trace or {}).get("path", ""), progress=search_progress)
     if replayed:
         _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
     if backend in ("cuda", "hybrid"):

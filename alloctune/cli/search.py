@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     budget_bytes = None
     if args.budget:
         size, fraction = parse_budget(args.budget)
-        budget_bytes = size if size is not None else int(fraction * device_memory)
+        budget_bytes = size if size is not None else int((fraction or 0) * device_memory)
     overhead = parse_size(args.overhead) if args.overhead else None
 
     err = console(stderr=True)
