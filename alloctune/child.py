@@ -195,7 +195,7 @@ def effective_settings() -> tuple[str, frozenset]:
 
 def conf_from_settings(settings: dict | None, max_split: int) -> str:
     """The setting string for a snapshot's `allocator_settings` and memory_stats' `max_split_size` (bytes)."""
-    parts = {}
+    parts: dict[str, str] = {}
     if isinstance(settings, dict):
         if settings.get("expandable_segments"):
             parts["expandable_segments"] = "True"

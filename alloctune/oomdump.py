@@ -48,7 +48,7 @@ def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENT
     stem = os.path.join(os.fspath(folder), f"oom-rank{rank()}")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
     if not _state:  # attach once: a second call only moves the files
-        torch._C._cuda_attach_out_of_memory_observer(_observer)
+        torch._C._cuda_attach_out_of_memory_observer(_observer)  # type: ignore[attr-defined]
         _state["previous_hook"] = sys.excepthook
         sys.excepthook = _excepthook
     _state.update(stem=stem, max_entries=max_entries)

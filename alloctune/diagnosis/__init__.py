@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..errors import AlloctuneError, TraceError
+from ..units import format_bytes
 from .message import MessageError, OomMessage, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
 from .verdict import OomFacts, Verdict, judge
@@ -72,8 +73,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     for source in sources:
         name = os.fspath(source)
         names.append(name)
-        kind, value, path = _read(name)
-        if kind == "snapshot":
+        value, path = _read(name)
+        if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
             snapshot, where = value, name
@@ -84,8 +85,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
         else:
             message = value
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
-    facts = _facts(message, view)
-    warnings = []
+    warnings: list[str] = []
+    facts = _facts(message, view, warnings)
     if facts is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
                         "figures): showing its fragmentation picture only")
@@ -96,18 +97,18 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     return result
 
 
-def _read(name: str) -> tuple[str, object, str | None]:
-    """('snapshot', dict, path) or ('message', OomMessage, path) for a source; a folder is a results folder."""
+def _read(name: str) -> tuple[dict | OomMessage, str | None]:
+    """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
     from ..sim.trace import _unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
-        return "message", _results_message(name), None
+        return _results_message(name), None
     try:
         data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
     if data[:1] == _PICKLE:
-        return "snapshot", _unpickle_snapshot(data, name), None if name == "-" else name
+        return _unpickle_snapshot(data, name), None if name == "-" else name
     if data.startswith(b"\xfd7zXZ\x00"):
         raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
@@ -115,7 +116,7 @@ def _read(name: str) -> tuple[str, object, str | None]:
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
-    return "message", parse_message(text), None if name == "-" else name
+    return parse_message(text), None if name == "-" else name
 
 
 def _read_text(path: str) -> str:
@@ -143,23 +144,42 @@ def _results_message(folder: str) -> OomMessage:
     return parse_message(last.error)
 
 
-def _facts(message: OomMessage | None, view: SnapshotView | None) -> OomFacts | None:
+def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:
     """The snapshot's exact figures, completed by the message's; or the message's alone."""
     exact = view.facts() if view else None
     if message is None:
         return exact
+    reserved = exact.reserved if exact else message.reserved
+    this_process, others = _this_process(message, reserved, warnings)
     if exact is None:
         if message.allocated is None or message.reserved is None:
             raise DiagnoseError("the message does not say how much PyTorch had allocated and reserved: "
                                 "cannot tell the causes apart")
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
-                        message.device_total, message.allowed, message.this_process, message.processes,
+                        message.device_total, message.allowed, this_process, others,
                         precision=message.precision, gpu=message.gpu)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
                     exact.allowed if exact.allowed is not None else message.allowed,
-                    message.this_process, message.processes, exact.largest_free_block, 0, exact.gpu)
+                    this_process, others, exact.largest_free_block, 0, exact.gpu)
+
+
+def _this_process(message: OomMessage, reserved: int | None,
+                  warnings: list[str]) -> tuple[int | None, tuple[tuple[int, int], ...]]:
+    """This process's memory and the others'. NVML names this process "this process" only when it can match
+    its pid (not inside many containers); then this process is listed like the others, as "Process N has": the
+    smallest one holding at least what PyTorch had reserved is taken to be it."""
+    if message.this_process is not None or not message.processes or reserved is None:
+        return message.this_process, message.processes
+    big_enough = [p for p in message.processes if p[1] >= reserved - message.precision]
+    if not big_enough:
+        return None, message.processes
+    pid, used = min(big_enough, key=lambda p: p[1])
+    warnings.append(f"the message does not say which process is this one; process {pid} ({format_bytes(used)}) is "
+                    f"taken to be it: the smallest that holds at least the {format_bytes(reserved)} PyTorch "
+                    "had reserved")
+    return used, tuple(p for p in message.processes if p[0] != pid)
 
 
 def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFacts, confs: list[str] | None,

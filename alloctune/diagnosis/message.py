@@ -153,7 +153,7 @@ def _parse_async(msg: str) -> OomMessage:
     for name, pattern in _ASYNC.items():
         m = pattern.search(msg)
         if m:
-            sizes.append(m.groups())
+            sizes.append((m.group(1), m.group(2)))
             found[name] = round(float(m.group(1)) * _UNITS[m.group(2)])
     if "requested" not in found:
         raise MessageError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")

@@ -94,9 +94,9 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
     segments = snapshot.get("segments", [])
     if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
         raise TraceError(f"{where!r}: 'segments' is not a list of segments (dicts)")
-    extra = snapshot.get("alloctune") if isinstance(snapshot.get("alloctune"), dict) else {}
+    extra: dict = snapshot["alloctune"] if isinstance(snapshot.get("alloctune"), dict) else {}
     traces = snapshot.get("device_traces") or []
-    oom_extra = extra.get("oom") if isinstance(extra.get("oom"), dict) else {}
+    oom_extra: dict = extra["oom"] if isinstance(extra.get("oom"), dict) else {}
     if device is None:
         device = oom_extra.get("device")
     if device is None:

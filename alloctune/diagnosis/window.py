@@ -70,7 +70,7 @@ def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) ->
     block_key = {int(b["address"]): seg_key[a] for a, s in segs.items() for b in s.get("blocks", [])}
     window = 0
     for e in reversed(entries):  # undo the window, newest first
-        action, addr = e.get("action"), e.get("addr")
+        action, addr = e.get("action"), int(e.get("addr") or 0)
         key = (e.get("stream", 0), _pool(e.get("pool_id")))
         if action == "alloc":
             blocks.pop(addr, None)
@@ -138,7 +138,7 @@ def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) ->
     start_live = len(live)
     start_bytes = sum(blocks.values())
     for e in entries:  # the window itself
-        action, addr = e.get("action"), e.get("addr")
+        action, addr = e.get("action"), int(e.get("addr") or 0)
         if action == "alloc":
             emit(ALLOC, next_id, int(e["size"]), (e.get("stream", 0), _pool(e.get("pool_id"))))
             live[addr], next_id = next_id, next_id + 1
@@ -157,8 +157,8 @@ def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) ->
 
 def replay_window(recon: Reconstruction, recorded_conf: str, candidates: list[AllocConf], device_memory: int,
                   overhead: int, budget: int | None, torch_version: str | None) -> WindowReplay:
-    confs = [AllocConf.parse(recorded_conf)] + [c for c in candidates if c.label != AllocConf.parse(
-        recorded_conf).label]
+    recorded_label = AllocConf.parse(recorded_conf).label
+    confs: list[AllocConf | str] = [recorded_conf, *(c for c in candidates if c.label != recorded_label)]
     outcomes = replay(recon.trace, confs, device_memory, budget_bytes=budget, overhead_bytes=overhead, jobs=1,
                       torch_version=torch_version)
     recorded, others = outcomes[0], outcomes[1:]
