@@ -51,8 +51,8 @@ def _lines(d) -> list[str]:
                        f"{v.summary}", "")]
         out += [line for r in v.reasons for line in _wrap(r, "  - ")]
         out += [line for n in v.notes for line in _wrap(n, "  note: ")]
-        shown = {k: n for k, n in v.numbers.items() if n is not None}
-        out += _wrap("figures: " + ", ".join(f"{k.replace('_', ' ')} {fb(n)}" for k, n in shown.items()), "  ")
+        out += _items("  figures: ", [f"{k.replace('_', ' ')} {fb(n)}" for k, n in v.numbers.items()
+                                       if n is not None])
     picture = d.picture()
     if picture:
         out += ["", "Fragmentation picture (snapshot):"] + [f"  {line}" for line in picture]
@@ -79,6 +79,18 @@ def _lines(d) -> list[str]:
         for i, step in enumerate(steps, 1):
             out += _wrap(step, f"  {i}. ")
     return out
+
+
+def _items(prefix: str, items: list[str]) -> list[str]:
+    """Items joined by commas, wrapped at 100 columns between items only."""
+    lines, line = [], prefix
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(line) + len(piece) + 1 > 100 and line.strip():
+            lines.append(line.rstrip())
+            line = " " * len(prefix)
+        line += piece + " "
+    return lines + [line.rstrip()]
 
 
 def _wrap(text: str, prefix: str) -> list[str]:

@@ -20,20 +20,16 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from ..errors import AlloctuneError, TraceError
+from ..errors import DiagnoseError, TraceError
 from ..units import format_bytes
-from .message import MessageError, OomMessage, looks_like_message, parse_message
+from .message import OomMessage, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
 from .verdict import OomFacts, Verdict, judge
 from .window import WindowReplay
 
-__all__ = ["Diagnosis", "diagnose", "MessageError"]
+__all__ = ["Diagnosis", "diagnose"]
 
 _PICKLE = b"\x80"
-
-
-class DiagnoseError(AlloctuneError):
-    """A source that holds nothing to diagnose."""
 
 
 @dataclass
@@ -85,7 +81,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
         else:
             message = value
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
-    warnings: list[str] = []
+    warnings: list[str] = list(message.notes) if message else []
     facts = _facts(message, view, warnings)
     if facts is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "

@@ -4,7 +4,8 @@ The caching allocator (`c10/cuda/CUDACachingAllocator.cpp`, the `TORCH_CHECK_WIT
 a failed malloc) has printed three layouts; sizes always come from `format_size`: "N bytes", or KiB / MiB / GiB
 with two decimals, so each figure is exact to half a unit of its last digit.
 
-- early 1.x: `Tried to allocate X (GPU g; T total capacity; A already allocated; F free; C cached)`
+- early 1.x: `Tried to allocate X (GPU g; T total capacity; A already allocated; F free; C cached)`, where C is
+  the cache beyond A (reports show C < A)
 - 1.x to 2.0: the same with `R reserved in total by PyTorch` for the cache, `L allowed; ` before it when a
   memory fraction is set, and later the hint `If reserved memory is >> allocated memory try setting
   max_split_size_mb ...`.
@@ -24,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import AlloctuneError
+from ..errors import DiagnoseError
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -43,10 +44,6 @@ _OLD = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" a
 _ASYNC = {name: re.compile(pattern + r" ?: ?" + _SIZE) for name, pattern in (
     ("allocated", r"Currently allocated"), ("requested", r"Requested"), ("limit", r"Device limit"),
     ("free", r"Free \(according to CUDA\)"), ("allowed", r"PyTorch limit \(set by user-supplied memory fraction\)"))}
-
-
-class MessageError(AlloctuneError):
-    """Text that holds no CUDA out-of-memory message this reader knows."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +68,7 @@ class OomMessage:
     hint: str | None = None                     # the setting the message itself suggests
     precision: int = 0
     text: str = field(default="", repr=False)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,
@@ -90,7 +88,7 @@ def parse_message(text: str) -> OomMessage:
     flat = " ".join(text.split())
     starts = [m.start() for m in _START.finditer(flat)]
     if not starts:
-        raise MessageError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
+        raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
                            "allocate ...' as torch prints it)")
     msg = flat[starts[-1]:]
     nxt = re.search(r"\s(?:Traceback \(most recent call last\)|\S+Error:)", msg[20:])
@@ -107,7 +105,7 @@ def parse_message(text: str) -> OomMessage:
 
     request = _REQUEST.search(msg)
     if not request:
-        raise MessageError("a CUDA out-of-memory message without 'Tried to allocate SIZE': cannot read it")
+        raise DiagnoseError("a CUDA out-of-memory message without 'Tried to allocate SIZE': cannot read it")
     requested = size(*request.groups())
     assert requested is not None
     new, old = _NEW.search(msg), _OLD.search(msg)
@@ -129,20 +127,32 @@ def parse_message(text: str) -> OomMessage:
                else "torch 2.2+ (GPU g has a total capacity of ...)")
         hint = ("expandable_segments:True" if expandable_hint
                 else "max_split_size_mb" if "max_split_size_mb" in msg else None)
+        # NVML sometimes reports nonsense per process (17179869184.00 GiB, seen under WSL): drop what cannot be
+        notes = []
+        if total is not None and this_process is not None and this_process > total:
+            notes.append(f"ignored the impossible figure NVML gave for this process ({self_m.group(1)} "
+                         f"{self_m.group(2)})" if self_m else "")
+            this_process = None
+        if total is not None and any(b > total for _, b in processes):
+            notes.append("ignored processes NVML reported with more memory than the card has")
+            processes = tuple(p for p in processes if p[1] <= total)
         return OomMessage(fmt, requested, int(gpu), total, free, allocated, reserved, allowed, this_process,
-                          processes, private, hint, _precision(sizes), msg)
+                          processes, private, hint, _precision(sizes), msg, tuple(notes))
     if old:
         g = old.groups()
         gpu = int(g[0])
         total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
         allowed = size(g[7], g[8])
-        reserved = size(g[9], g[10])
-        fmt = ("torch 1.x-2.0 (... reserved in total by PyTorch)" if g[11].startswith("reserved")
-               else "early torch 1.x (... cached)")
+        cache = size(g[9], g[10])
+        assert cache is not None and allocated is not None
+        if g[11].startswith("reserved"):
+            fmt, reserved = "torch 1.x-2.0 (... reserved in total by PyTorch)", cache
+        else:  # 'cached' was the cache beyond what is allocated (it can be less than 'already allocated')
+            fmt, reserved = "early torch 1.x (... cached)", allocated + cache
         hint = "max_split_size_mb" if "max_split_size_mb" in msg else None
         return OomMessage(fmt, requested, gpu, total, free, allocated, reserved, allowed, hint=hint,
                           precision=_precision(sizes), text=msg)
-    raise MessageError("a CUDA out-of-memory message in a layout this reader does not know: it names the "
+    raise DiagnoseError("a CUDA out-of-memory message in a layout this reader does not know: it names the "
                        "request but not the device's memory (expected 'GPU g has a total capacity of ...' or "
                        "'(GPU g; ... total capacity; ...)')")
 
@@ -156,7 +166,7 @@ def _parse_async(msg: str) -> OomMessage:
             sizes.append((m.group(1), m.group(2)))
             found[name] = round(float(m.group(1)) * _UNITS[m.group(2)])
     if "requested" not in found:
-        raise MessageError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
+        raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
     gpu = int(re.search(r"device (\d+)", msg).group(1))  # type: ignore[union-attr]
     # This backend reports no cache of its own: the driver's pool holds what PyTorch freed.
     return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",

@@ -10,9 +10,12 @@ Q requested and L allowed (memory fraction), in this order:
      (U in total) are each smaller than Q.
    - else, if the card had room (A + Q <= reserved + F): **budget**: the budget is below what the job needs.
 2. device-bound:
-   - Q <= U + F: **fragmentation**: what this process held unused plus what was free covers the request.
-   - else, if memory held by other processes covers the shortfall (Q - U - F): **other processes**.
+   - other processes hold more than this job's live tensors and its request: **other processes** (they
+     dominate the card; freeing them is the plain fix whatever the cache holds);
+   - Q <= U + F: **fragmentation**: what this process held unused plus what was free covers the request;
+   - else, if memory held by other processes covers the shortfall (Q - U - F): **other processes**;
    - else **shortage**: the live tensors alone do not fit.
+Fragmentation needs a cache: with U (about) 0, a failure at the limit is the limit (budget or shortage).
 
 Figures read from a message are rounded (`precision`); a verdict whose deciding margin is within the rounding
 says so (`sure` False).
@@ -81,68 +84,84 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     """The cause of the OOM described by `f` (see the module docstring for the rules)."""
     q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, f.precision
     fb = format_bytes
+    others, how = f.others_bytes()
     numbers: dict[str, int | None] = {
         "requested": q, "allocated": a, "reserved": r, "reserved_unallocated": u, "device_free": f.device_free,
-        "device_total": f.device_total, "allowed": f.allowed, "largest_free_block": f.largest_free_block}
+        "device_total": f.device_total, "allowed": f.allowed, "largest_free_block": f.largest_free_block,
+        "other_processes": others}
     notes = []
     if f.allowed is not None and f.device_total:
         notes.append(f"a memory budget is in force: {fb(f.allowed)} allowed of the card's {fb(f.device_total)} "
                      f"({f.allowed / f.device_total:.3f} of it)")
-    budget_bound = f.allowed is not None and r + q > f.allowed - tol
-    if budget_bound:
-        assert f.allowed is not None
+    if others and others > tol:
+        notes.append(f"other processes held {fb(others)} of the card ({how})")
+    cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
+    if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)
-        if margin >= 0:
+        if margin >= 0 and cached:
             return _fragmentation(f, numbers, notes, margin, f"the budget ({fb(f.allowed)})", replay_hint)
         card_room = r + f.device_free if f.device_free is not None else None
         if card_room is None or a + q <= card_room:
-            needed = a + q
-            frac = f"{needed / f.device_total:.3f}" if f.device_total else None
-            reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(needed)}, more than the "
-                       f"{fb(f.allowed)} allowed",
-                       (f"the card had {fb(f.device_free)} free beyond this process's {fb(r)}: it had room"
-                        if card_room is not None else "the message does not say how much of the card was free")]
-            steps = [f"raise the budget to at least {fb(needed)}"
-                     + (f" (torch.cuda.set_per_process_memory_fraction({frac}) or, torch >= 2.10, "
-                        f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{frac})" if frac else ""),
-                     "or make the job need less under this budget: `alloctune sweep WORKLOAD --budget "
-                     f"{_size_arg(f.allowed)}` measures the settings, then `alloctune export RESULTS`"]
-            return Verdict(BUDGET, f"The memory budget is the limit: the job needs {fb(needed)} now, "
-                           f"{fb(f.allowed)} is allowed, and the card had room.", numbers, reasons, steps,
-                           sure=-margin > tol and (card_room is None or card_room - needed > tol), notes=notes)
+            return _budget(f, numbers, notes, card_room)
     free = f.device_free if f.device_free is not None else 0
     margin = u + free - q
-    if margin >= 0:
-        return _fragmentation(f, numbers, notes, margin, "the card", replay_hint)
-    shortfall = -margin
-    others, how = f.others_bytes()
-    numbers.update(shortfall=shortfall, other_processes=others)
-    if others is not None and others >= shortfall:
-        listed = ", ".join(f"{pid}: {format_bytes(b)}" for pid, b in f.processes)
-        reasons = [f"the request {fb(q)} is {fb(shortfall)} more than this process's unused cache {fb(u)} plus "
-                   f"the {fb(free)} free on the card",
-                   f"other processes held {fb(others)} ({how}{': ' + listed if listed else ''})"]
+    # Other processes that hold more than this job's live tensors and its request dominate the card: freeing
+    # them is the plain fix even when the job's own cache might have squeezed the request in.
+    dominant = others is not None and others > max(q, a) + tol + (0 if f.processes else CONTEXT_ESTIMATE)
+    if margin >= 0 and cached and not dominant:
+        return _fragmentation(f, numbers, notes, margin, "what this process could have of the card", replay_hint)
+    shortfall = max(-margin, 0)
+    numbers["shortfall"] = shortfall
+    if others is not None and (dominant or others >= shortfall > 0):
+        listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
+        reasons = [f"the request {fb(q)} against this process's unused cache {fb(u)} plus the {fb(free)} free on "
+                   f"the card" + (f": {fb(shortfall)} short" if shortfall else ""),
+                   f"other processes held {fb(others)} ({how}{': ' + listed if listed else ''}), more than "
+                   + (f"the shortfall" if not dominant else f"this job's live tensors ({fb(a)})")]
         steps = ["free the GPU or use another: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
                  "lists who holds it; CUDA_VISIBLE_DEVICES picks an idle GPU",
-                 f"the job itself needs {fb(a + q)} live; no allocator setting makes up for memory other "
+                 f"the job itself needs {fb(a + q)} live here; no allocator setting makes up for memory that other "
                  "processes hold"]
         return Verdict(OTHER_PROCESSES, f"Other processes hold {fb(others)} of this GPU; without them the request "
                        "would have fit.", numbers, reasons, steps,
                        sure=others - shortfall > tol + (0 if f.processes else CONTEXT_ESTIMATE), notes=notes)
-    usable = (f.device_total - (others or 0) - (f.this_process - r if f.this_process is not None else
-                                                   CONTEXT_ESTIMATE)) if f.device_total else None
+    context = f.this_process - r if f.this_process is not None else CONTEXT_ESTIMATE
+    usable = f.device_total - (others or 0) - context if f.device_total else None
     reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
                + (f", more than the {fb(usable)} this process can have of the {fb(f.device_total)} card"
                   if usable else ""),
-               f"unused cache {fb(u)} + free {fb(free)} fall {fb(shortfall)} short of the request"]
-    if q > (f.device_total or q + 1):
+               f"unused cache {fb(u)} + free {fb(free)}"
+               + (f" fall {fb(shortfall)} short of the request" if shortfall else
+                  " would cover the request, but the cache is nearly empty: the allocation rounded up to a whole "
+                  "segment did not fit, or the memory was taken meanwhile")]
+    if f.device_total and q > f.device_total:
         reasons.append(f"the single request {fb(q)} is larger than the whole card")
-    steps = [f"hold less at once: at least {fb(shortfall)} fewer bytes live (smaller batches or sequences, "
-             "activation checkpointing, lower precision, sharding or offloading)",
+    steps = [f"hold less at once: at least {fb(max(shortfall, q - free))} fewer bytes live (smaller batches or "
+             "sequences, activation checkpointing, lower precision, sharding or offloading)",
              "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
              "an allocator setting cannot help: the live tensors themselves do not fit"]
     return Verdict(SHORTAGE, f"A true shortage: the live tensors ({fb(a)}) plus the request ({fb(q)}) do not fit "
                    "in this GPU's memory.", numbers, reasons, steps, sure=shortfall > tol, notes=notes)
+
+
+def _budget(f: OomFacts, numbers: dict, notes: list[str], card_room: int | None) -> Verdict:
+    fb = format_bytes
+    assert f.allowed is not None
+    needed = f.allocated + f.requested
+    frac = f"{needed / f.device_total:.3f}" if f.device_total else None
+    reasons = [f"live tensors {fb(f.allocated)} + the request {fb(f.requested)} = {fb(needed)}, "
+               f"{'more than' if needed > f.allowed else 'at'} the {fb(f.allowed)} allowed"
+               + ("" if f.unallocated > f.precision else ", with no cached memory left to blame"),
+               (f"the card had {fb(f.device_free)} free beyond this process's {fb(f.reserved)}: it had room"
+                if card_room is not None else "the message does not say how much of the card was free")]
+    steps = [f"raise the budget above {fb(needed)}"
+             + (f" (torch.cuda.set_per_process_memory_fraction({frac}) or, on torch >= 2.10, "
+                f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{frac}; more for headroom)" if frac else ""),
+             "or make the job need less under this budget: `alloctune sweep WORKLOAD --budget "
+             f"{_size_arg(f.allowed)}` measures the settings, then `alloctune export RESULTS`"]
+    sure = needed - f.allowed > f.precision and (card_room is None or card_room - needed > f.precision)
+    return Verdict(BUDGET, f"The memory budget is the limit: the job needs {fb(needed)} now, {fb(f.allowed)} is "
+                   "allowed, and the card had room.", numbers, reasons, steps, sure=sure, notes=notes)
 
 
 def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, limit: str,
