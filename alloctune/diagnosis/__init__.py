@@ -151,9 +151,10 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
         if message.allocated is None or message.reserved is None:
             raise DiagnoseError("the message does not say how much PyTorch had allocated and reserved: "
                                 "cannot tell the causes apart")
+        pool = view.pool_of(message.requested, 0) if view else None  # a snapshot taken without a trace
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
                         message.device_total, message.allowed, this_process, others,
-                        precision=message.precision, gpu=message.gpu)
+                        pool.largest_free if pool else None, message.precision, message.gpu)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
