@@ -22,7 +22,7 @@ def register(subparsers) -> None:
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
-    p.add_argument("--gpus", type=gpu_list, default=[0],
+    p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=fraction, default=0.02,
@@ -34,6 +34,12 @@ def register(subparsers) -> None:
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
                         "best few; auto (default): cuda when a GPU is visible, else sim")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where measured trials run: local (default) child processes on this machine's GPUs, or ray: "
+                        "one Ray task per trial across a cluster (pip install 'alloctune[ray]')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to use with --executor ray (default: RAY_ADDRESS, else the cluster 'ray start' "
+                        "runs here, else a new local one)")
     p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
@@ -57,12 +63,12 @@ def run(args) -> int:
 
         def progress(record: TrialRecord, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
-            bar.console.print(_trial_line(record))
+            bar.console.print(_trial_line(record, where=args.executor == "ray"))
 
         outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
-                        trace=args.trace, progress=progress,
+                        trace=args.trace, executor=args.executor, ray_address=args.ray_address, progress=progress,
                         notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
     out = console()
     for skip in outcome.skipped:
@@ -92,9 +98,11 @@ def _on_gpu(command: str) -> str:
     return shlex.join(out + ["--backend", "cuda"])
 
 
-def _trial_line(record: TrialRecord) -> str:
+def _trial_line(record: TrialRecord, where: bool = False) -> str:
     m = record.measurement
     what = f"{record.conf or 'default'} #{record.repeat + 1}"
+    if where and record.node:  # on a cluster, which node and GPUs ran it
+        what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
         return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}"
