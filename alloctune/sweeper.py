@@ -49,7 +49,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
-          executor: str = "local", ray_address: str | None = None, progress: ProgressFn | None = None,
+          executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
+          progress: ProgressFn | None = None,
           notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
@@ -57,7 +58,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
-    runner = _make_executor(executor, gpus, ray_address, backend, notice)
+    runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice)
     probes = _probe_all(pythons or [sys.executable], runner)
     backend = _resolve_backend(backend, probes, notice)
     gpus = gpus or [0]
@@ -141,9 +142,11 @@ def _command_line() -> str:
     return shlex.join([program, *sys.argv[1:]])
 
 
-def _make_executor(name: str, gpus, ray_address, backend: str, notice) -> Executor:
+def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, notice) -> Executor:
     """Where measured trials run (and interpreters are probed): this machine, or a Ray cluster."""
     if name == "local":
+        if ray_address or ray_accelerator:
+            raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
         return LocalExecutor(gpus or [0])
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
@@ -153,7 +156,7 @@ def _make_executor(name: str, gpus, ray_address, backend: str, notice) -> Execut
         raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
     from .executors.ray import RayExecutor
 
-    return RayExecutor(ray_address, notice=notice)
+    return RayExecutor(ray_address, accelerator=ray_accelerator, notice=notice)
 
 
 def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import alloctune
+from alloctune.errors import AlloctuneError
 from alloctune.records import TrialState
 from alloctune.store import TrialStore
 
@@ -78,7 +79,7 @@ json.dump(dict(state="oom" if m.num_ooms else "ok", measurement=dataclasses.asdi
 def cluster():
     """One local Ray for the module: two CPUs, and two GPUs it declares (there are none), of a model it names (as
     Ray does for a real GPU node): trials ask for that model."""
-    ray.init(num_cpus=2, num_gpus=2, resources={"accelerator_type:H200": 1}, include_dashboard=False,
+    ray.init(address="local", num_cpus=2, num_gpus=2, resources={"accelerator_type:H200": 1}, include_dashboard=False,
              log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
@@ -206,3 +207,10 @@ def test_a_trial_on_another_gpu_model_does_not_count(standin, tmp_path):
     assert odd.state is TrialState.CRASHED and odd.env["gpu"] == "Other GPU"
     assert f"ran on Other GPU on {socket.gethostname()}, but torch-" in odd.error and "probed on Stand-in GPU" in odd.error
     assert all(r.state is TrialState.OK for conf, r in records.items() if conf != "max_split_size_mb:128")
+
+
+def test_a_gpu_model_the_cluster_lacks_is_refused_before_anything_runs(cluster, standin, tmp_path):
+    python, _ = standin
+    with pytest.raises(AlloctuneError, match="--ray-accelerator A100: the Ray cluster has H200"):
+        run(tmp_path, "ray", python, executor="ray", ray_accelerator="A100")
+    assert not (tmp_path / "ray").exists()

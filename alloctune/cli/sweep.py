@@ -40,6 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("--ray-address", metavar="ADDR",
                    help="Ray cluster to use with --executor ray (default: RAY_ADDRESS, else the cluster 'ray start' "
                         "runs here, else a new local one)")
+    p.add_argument("--ray-accelerator", metavar="TYPE",
+                   help="GPU model to sweep on with --executor ray, as Ray names it (e.g. H100, A100); default: "
+                        "that of the node where the interpreter is probed")
     p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
@@ -68,7 +71,8 @@ def run(args) -> int:
         outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
-                        trace=args.trace, executor=args.executor, ray_address=args.ray_address, progress=progress,
+                        trace=args.trace, executor=args.executor, ray_address=args.ray_address,
+                        ray_accelerator=args.ray_accelerator, progress=progress,
                         notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
     out = console()
     for skip in outcome.skipped:

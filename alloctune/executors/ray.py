@@ -7,7 +7,7 @@ record as JSON. The driver streams records back to the sweeper, which alone writ
 - alloctune itself travels with the job (Ray `py_modules`); every node needs Ray, and the interpreter and torch
   the sweep runs trials with (`--python`, default: the driver's own path) at the same path.
 - The interpreter is probed by a Ray task on a GPU node, and all trials then ask for that node's GPU model (Ray's
-  `accelerator_type`, where the cluster declares one), so one sweep's statistics never mix GPU models.
+  `accelerator_type`, where the cluster declares one; or the model asked for), so one sweep never mixes models.
 - A lost node or a killed worker (the child never reported back) is retried once; lost twice, it is a `crashed`
   trial with the reason. Ray's own retries are off, so each loss is seen and said.
 - Ctrl-C cancels the tasks in flight; a cancelled task kills its trial child before it ends.
@@ -31,11 +31,13 @@ CANCEL_GRACE_S = 10.0  # how long Ctrl-C waits for cancelled tasks to kill their
 
 
 class RayExecutor(Executor):
-    def __init__(self, address: str | None = None, gpus_per_trial: int = 1, notice=lambda _: None):
+    def __init__(self, address: str | None = None, gpus_per_trial: int = 1, accelerator: str | None = None,
+                 notice=lambda _: None):
         """`address`: a Ray cluster (ray://host:10001 or host:6379); None: RAY_ADDRESS, else the cluster that
         `ray start` runs on this machine, else a new local one (Ray's own rules). A Ray already initialized in
         this process (a test, a notebook) is used as it is, and left running: its workers must be able to import
-        alloctune already."""
+        alloctune already. `accelerator`: the GPU model to sweep on (Ray's accelerator type, e.g. H100); None: that
+        of the node where the interpreter is probed."""
         try:
             import ray
         except ImportError:
@@ -50,12 +52,19 @@ class RayExecutor(Executor):
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise AlloctuneError(f"cannot connect to the Ray cluster{f' at {address}' if address else ''}: "
                                      f"{exc}") from None
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if gpus < gpus_per_trial:
+        resources = ray.cluster_resources()
+        models = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
+        problem = None
+        if resources.get("GPU", 0) < gpus_per_trial:
+            problem = (f"the Ray cluster has {resources.get('GPU', 0):g} GPU(s) and each trial asks for "
+                       f"{gpus_per_trial}: start its GPU nodes with 'ray start --address ...'")
+        elif accelerator and accelerator not in models:
+            problem = (f"--ray-accelerator {accelerator}: the Ray cluster has "
+                       f"{', '.join(models) if models else 'no GPU model it can name'}")
+        if problem:  # said now: Ray would keep such tasks waiting forever
             self.close()
-            raise AlloctuneError(f"the Ray cluster has {gpus:g} GPU(s) and each trial asks for {gpus_per_trial}: "
-                                 f"start its GPU nodes with 'ray start --address ...'")
-        self._accelerator: str | None = None  # the GPU model every trial asks for, once the probe saw one
+            raise AlloctuneError(problem)
+        self._accelerator = accelerator  # the GPU model every trial asks for, once known
 
     def call(self, fn: Callable, *args) -> Any:
         """`fn(*args)` on a node where a trial would run (e.g. probing the interpreter and its GPUs there)."""
