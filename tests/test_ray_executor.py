@@ -69,7 +69,8 @@ m = outcome.measurement()
 time.sleep(0.3)  # hold the "GPU" a moment: trials sharing one would overlap in time
 other = os.path.join(STATE, "gpu-" + (spec["conf"] or "default"))  # this trial "runs on" another GPU model
 env = dict(torch=torch_version, gpu=open(other).read() if os.path.exists(other) else GPU, pid=os.getpid(),
-           ppid=os.getppid(), start=start, end=time.time(), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+           ppid=os.getppid(), start=start, end=time.time(), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+           cwd=os.getcwd())
 json.dump(dict(state="oom" if m.num_ooms else "ok", measurement=dataclasses.asdict(m), effective_conf=spec["conf"],
                env=env), open(spec["result"], "w"))
 '''
@@ -108,9 +109,11 @@ def figures(outcome) -> dict:
             for r in outcome.folder.trials()}
 
 
-def test_ray_sweep_gets_the_local_trials_and_choice_on_the_gpus_ray_assigned(cluster, standin, tmp_path):
+def test_ray_sweep_gets_the_local_trials_and_choice_on_the_gpus_ray_assigned(cluster, standin, tmp_path,
+                                                                             monkeypatch):
     python, _ = standin
     local, _ = run(tmp_path, "local", python, repeats=2, gpus=[0, 1])
+    monkeypatch.chdir(tmp_path)  # Ray's workers started elsewhere: trials still start where the sweep was typed
     on_ray, _ = run(tmp_path, "ray", python, repeats=2, executor="ray")
     simulated, _ = run(tmp_path, "sim", python, backend="sim")
 
@@ -122,7 +125,8 @@ def test_ray_sweep_gets_the_local_trials_and_choice_on_the_gpus_ray_assigned(clu
     assert {conf: peak for (conf, _), (_, peak, _) in figures(on_ray).items()} == sim_peaks
 
     records = on_ray.folder.trials()
-    assert all(r.node == socket.gethostname() and r.retried is None for r in records)
+    assert all(r.node == socket.gethostname() and r.retried is None and r.env["cwd"] == str(tmp_path)
+               for r in records)
     # A fresh process each, holding exactly the GPU Ray assigned to its task...
     assert len({r.env["pid"] for r in records}) == len(records)
     assert all(r.gpus in ("0", "1") and r.env["cuda_visible_devices"] == r.gpus for r in records)

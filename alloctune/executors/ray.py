@@ -17,6 +17,8 @@ Ray is imported only here, and only when this executor is used.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -80,8 +82,10 @@ class RayExecutor(Executor):
         ray = self._ray
         pending: dict = {}  # ObjectRef -> (task, why its first attempt was lost, or None)
 
+        cwd = os.getcwd()
+
         def submit(task: TrialTask, retried: str | None = None) -> None:
-            pending[self._options(_trial_on_node, max_retries=0).remote(task)] = (task, retried)
+            pending[self._options(_trial_on_node, max_retries=0).remote(task, cwd)] = (task, retried)
 
         for task in tasks:  # Ray starts them in this order as GPUs free up: repeats stay interleaved
             submit(task)
@@ -127,17 +131,21 @@ class RayExecutor(Executor):
 
 # ---- on the node ------------------------------------------------------------------------------------------------
 
-def _trial_on_node(task: TrialTask) -> dict:
+def _trial_on_node(task: TrialTask, cwd: str) -> dict:
     """One trial in a fresh child process, which inherits the CUDA_VISIBLE_DEVICES that Ray set for this task;
-    the record names the GPUs Ray assigned (as Ray reports them) and the node."""
+    the record names the GPUs Ray assigned (as Ray reports them) and the node. The trial starts in the driver's
+    working directory where the node has it (a shared filesystem), as a local trial would."""
     import ray
 
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
     try:
         record = run_trial(task)
     except BaseException:  # cancelled (Ctrl-C on the driver): the child runs in its own session, stop it too
         stop_children()
         raise
-    return replace(record, gpus=",".join(map(str, ray.get_gpu_ids()))).to_json()
+    return replace(record, node=record.node or socket.gethostname(),
+                   gpus=",".join(map(str, ray.get_gpu_ids()))).to_json()
 
 
 def _call_on_node(fn: Callable, *args) -> tuple:
