@@ -28,7 +28,7 @@ from ..records import TrialRecord
 from ..runner import TrialTask, lost_trial, run_trial, stop_children
 from .base import Executor, OnDone, OnSkip
 
-PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # alloctune/, shipped to the nodes with every task
+PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # alloctune/, shipped to the nodes with the job
 CANCEL_GRACE_S = 10.0  # how long Ctrl-C waits for cancelled tasks to kill their children
 
 
@@ -81,7 +81,6 @@ class RayExecutor(Executor):
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:
         ray = self._ray
         pending: dict = {}  # ObjectRef -> (task, why its first attempt was lost, or None)
-
         cwd = os.getcwd()
 
         def submit(task: TrialTask, retried: str | None = None) -> None:
