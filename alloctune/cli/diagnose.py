@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 def _lines(d) -> list[str]:
     from ..units import format_bytes as fb
 
-    out = [f"source: {', '.join(d.sources)}"]
+    out = _items("source: ", d.sources)
     if d.message:
         out.append(f"message: {d.message.format}")
     out += [f"warning: {w}" for w in d.warnings]
@@ -70,13 +70,7 @@ def _lines(d) -> list[str]:
                            f"{fb(res.peak_reserved_bytes):>14} {res.num_alloc_retries:>8}")
     if v:
         out += ["", "Next steps:"]
-        steps = list(v.next_steps)
-        if d.recommended_conf is not None:
-            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={d.recommended_conf} would have avoided this OOM "
-                            f"(peak reserved {fb(d.recommended_peak_reserved)}); confirm it in a real run")
-        elif d.replay and not d.replay.fitting:
-            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
-        for i, step in enumerate(steps, 1):
+        for i, step in enumerate(d.next_steps, 1):
             out += _wrap(step, f"  {i}. ")
     return out
 

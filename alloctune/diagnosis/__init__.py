@@ -24,7 +24,7 @@ from ..errors import DiagnoseError, TraceError
 from ..units import format_bytes
 from .message import OomMessage, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
-from .verdict import OomFacts, Verdict, judge
+from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -44,6 +44,22 @@ class Diagnosis:
     recommended_peak_reserved: int | None = None
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def next_steps(self) -> list[str]:
+        """The verdict's steps, led by what the replay found when there was one."""
+        if self.verdict is None:
+            return []
+        steps = list(self.verdict.next_steps)
+        if self.recommended_conf is not None:
+            if self.verdict.cause == FRAGMENTATION:
+                steps = steps[1:]  # the untested suggestion the replay has just tested
+            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={self.recommended_conf} would have avoided this "
+                            f"OOM (peak reserved {format_bytes(self.recommended_peak_reserved)}); confirm it in a "
+                            "real run")
+        elif self.replay is not None and not self.replay.fitting:
+            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
+        return steps
+
     def picture(self) -> list[str]:
         return picture_lines(self.snapshot) if self.snapshot else []
 
@@ -54,7 +70,8 @@ class Diagnosis:
                 "snapshot": self.snapshot.to_json() if self.snapshot else None,
                 "replay": self.replay.to_json() if self.replay else None,
                 "recommended_conf": self.recommended_conf,
-                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "warnings": self.warnings}
+                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
+                "warnings": self.warnings}
 
 
 def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
