@@ -25,7 +25,7 @@ import os
 import pickle
 import sys
 
-DEFAULT_MAX_ENTRIES = 100_000  # about 10-20 MB of pickle with context=None
+DEFAULT_MAX_ENTRIES = 100_000  # ~12 MB of pickle: ~120 bytes an event with context=None (torch 2.11)
 
 _state: dict = {}
 
