@@ -5,6 +5,8 @@ import argparse
 import json
 import textwrap
 
+from .replay import _positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,6 +23,8 @@ def register(subparsers) -> None:
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a setting to replay instead of the default grid (repeatable)")
     p.add_argument("--device", type=int, help="which device's state, when the snapshot has several")
+    p.add_argument("--jobs", type=_positive_int, metavar="N", help="replay worker processes (default: all usable "
+                                                                   "cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -28,7 +32,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..diagnosis import diagnose
 
-    result = diagnose(*args.sources, device=args.device, confs=args.conf)
+    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -81,22 +81,22 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
         raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
     message: OomMessage | None = None
     snapshot: dict | None = None
-    where = ""
-    names = []
-    for source in sources:
-        name = os.fspath(source)
-        names.append(name)
+    where, beside = "", None
+    names = [os.fspath(source) for source in sources]
+    for name in names:
         value, path = _read(name)
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
             snapshot, where = value, name
             beside = os.path.splitext(path)[0] + ".txt" if path else None
-            if message is None and beside and os.path.isfile(beside):
-                message = parse_message(_read_text(beside))
-                names.append(beside)
+        elif message is not None:
+            raise DiagnoseError(f"{name}: one message at a time (got a second one)")
         else:
             message = value
+    if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
+        message = parse_message(_read_text(beside))
+        names.append(beside)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
     warnings: list[str] = list(message.notes) if message else []
     facts = _facts(message, view, warnings)
@@ -209,14 +209,16 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"the snapshot's trace or segments are malformed ({exc})") from None
     stats = (view.extra.get("oom") or {}).get("memory_stats") or {}
-    recorded = conf_from_settings(view.settings, int(stats.get("max_split_size", -1)))
+    max_split = stats.get("max_split_size", (view.settings or {}).get("max_split_size", -1))
+    recorded = conf_from_settings(view.settings, int(max_split))
     version = view.extra.get("torch_version")
     candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
     candidates, _ = apply_rules(candidates, version, has_budget=facts.allowed is not None)
     free = facts.device_free if facts.device_free is not None else 0
     device_memory = facts.device_total or facts.reserved + free
     overhead = max(device_memory - facts.reserved - free, 0)
-    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version)
+    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version,
+                                  jobs)
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")
