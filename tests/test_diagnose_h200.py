@@ -134,3 +134,15 @@ def test_cli_on_a_snapshot(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", str(hostile)], capture_output=True,
                              text=True, env=env, timeout=120)
     assert refused.returncode == 2 and "refused" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def test_a_snapshot_without_an_oom_gives_the_fragmentation_picture_only(tmp_path):
+    snap = read_snapshot(H200 / "frag" / "oom-rank0.pickle")
+    del snap["alloctune"]  # as torch.cuda.memory._dump_snapshot writes it, before any OOM
+    snap["device_traces"][0] = [e for e in snap["device_traces"][0] if e["action"] != "oom"]
+    path = tmp_path / "snapshot.pickle"
+    path.write_bytes(pickle.dumps(snap, protocol=4))
+    d = diagnose(path)
+    assert d.verdict is None and d.replay is None and "no OOM" in d.warnings[0]
+    (pool,) = d.snapshot.pools
+    assert (pool.segments, pool.free_blocks, pool.largest_free) == (4, 20, 100 * MiB)
