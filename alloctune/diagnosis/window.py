@@ -21,8 +21,7 @@ from ..conf import AllocConf
 from ..sim.replay import ReplayOutcome, replay
 from ..sim.trace import ALLOC, FREE, Trace
 from ..units import MiB, format_bytes
-
-SMALL_SIZE = MiB
+from .snapshot import SMALL_SIZE
 
 
 @dataclass(frozen=True)
