@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from alloctune.conf import AllocConf  # noqa: E402
 from alloctune.grid import DEFAULT_GRID  # noqa: E402
-from alloctune.sim.allocator import simulate  # noqa: E402
+from alloctune.sim.simulate import simulate  # noqa: E402
 from alloctune.sim.replay import DEFAULT_DEVICE_MEMORY, replay  # noqa: E402
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace  # noqa: E402
 from alloctune.units import format_bytes  # noqa: E402

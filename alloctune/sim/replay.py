@@ -23,7 +23,7 @@ from ..conf import AllocConf
 from ..errors import ConfError
 from ..records import Measurement
 from ..units import MiB, format_bytes
-from .allocator import SimResult, simulate
+from .simulate import SimResult, simulate
 from .trace import Trace
 
 DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
