@@ -242,7 +242,10 @@ def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, bud
     simulator cannot model (cudaMallocAsync, keys that torch lacks) join the sweep's skipped list with the reason.
     A resumed sweep replays only what the trials file lacks."""
     from .sim.replay import replay
+    from .sim.simulate import core_notice
 
+    if note := core_notice():
+        notice(note)
     meta = trace.meta
     device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
     if budget_fraction is not None:

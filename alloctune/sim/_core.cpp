@@ -260,6 +260,8 @@ class Allocator {
   NodeArena arena_;  // before the pools: they give their nodes back to it when destroyed
   std::vector<std::unique_ptr<BlockPool>> large_pools_, small_pools_;  // in creation order
   std::unordered_map<i64, BlockPool*> pool_by_stream_[2];                // [is_small]
+  BlockPool* last_pool_[2] = {nullptr, nullptr};  // the pool of the last request of each kind, and its stream
+  i64 last_stream_[2] = {0, 0};
   std::vector<Block*> all_blocks_, spare_blocks_;
   std::vector<std::unique_ptr<ExpandableSegment>> segments_;
   AddressSpace va_;
@@ -285,6 +287,12 @@ class Allocator {
   void delete_block(Block* b) { spare_blocks_.push_back(b); }
 
   BlockPool* get_pool(i64 stream, bool small) {
+    if (last_pool_[small] != nullptr && last_stream_[small] == stream) return last_pool_[small];
+    last_stream_[small] = stream;
+    return last_pool_[small] = find_pool(stream, small);
+  }
+
+  BlockPool* find_pool(i64 stream, bool small) {
     auto& by_stream = pool_by_stream_[small];
     auto it = by_stream.find(stream);
     if (it != by_stream.end()) return it->second;
