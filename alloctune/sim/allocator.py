@@ -351,15 +351,16 @@ class Allocator:
 
     def find_expandable_block(self, pool: BlockPool, rsize: int) -> Block:
         blocks = self._blocks
+        walk: Block | None
         for addr in pool.unmapped:
             start = blocks[addr]
             prev = start.prev
             if prev is not None and not prev.allocated:
                 start = prev
-            room, block = 0, start
-            while room < rsize and block is not None and not block.allocated:
-                room += block.size
-                block = block.next
+            room, walk = 0, start
+            while room < rsize and walk is not None and not walk.allocated:
+                room += walk.size
+                walk = walk.next
             if room >= rsize:
                 return start
         # A new segment: virtual room for 1 1/8 of the device's memory, in whole pages. Capped at a PiB, which

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..conf import AllocConf
 from ..errors import ConfError
@@ -113,7 +113,7 @@ class Capacity:
 Progress = Callable[[int, int], None]  # (settings done, settings in all)
 
 
-def replay(trace: Trace, confs: list[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
+def replay(trace: Trace, confs: Sequence[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
            overhead_bytes: int | None = None, jobs: int | None = None,
            torch_version: str | None = None, progress: Progress | None = None) -> list[ReplayOutcome]:
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
@@ -131,7 +131,7 @@ def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | Non
     return _capacity_one(pack(trace), _parse(conf), args)
 
 
-def min_memory_many(trace: Trace, confs: list[AllocConf | str], *, overhead_bytes: int | None = None,
+def min_memory_many(trace: Trace, confs: Sequence[AllocConf | str], *, overhead_bytes: int | None = None,
                     granularity: int = GRANULARITY, jobs: int | None = None,
                     progress: Progress | None = None) -> list[Capacity]:
     """`min_memory` for each setting, spread over cores like `replay`."""
@@ -225,6 +225,7 @@ def _capacity_one(ops: Any, conf: AllocConf, args: _Args) -> Capacity:
                 complete[size] = result
         return no_retry_seen[size]
 
+    no_retry: int | None
     if no_retry_is_unlimited_peak(conf, args.torch_version):
         no_retry, retry_monotone = hi, True
     else:

@@ -17,6 +17,7 @@ the replay got.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from itertools import count
 from typing import Any, Literal
@@ -30,9 +31,10 @@ from .config import AllocatorConfig, allocator_config
 try:
     from . import _core  # type: ignore[attr-defined]
     _CORE_PROBLEM: str | None = None
-except ImportError as exc:  # not built here, or built for another Python
+except ImportError as exc:  # not built (no compiler at install), built for another Python, or broken
     _core = None
-    _CORE_PROBLEM = str(exc) or type(exc).__name__
+    _CORE_PROBLEM = (f"not built for Python {sys.version_info.major}.{sys.version_info.minor}"
+                     if isinstance(exc, ModuleNotFoundError) or "cannot import name" in str(exc) else str(exc))
 
 Core = Literal["auto", "compiled", "python"]
 _COMPILED_LIMIT = 1 << 62  # the compiled core counts bytes in 64 bits; larger figures go to the Python core
