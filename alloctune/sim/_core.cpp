@@ -50,7 +50,8 @@ struct SizeKey {
 };
 struct BlockComparatorSize {
   bool operator()(const SizeKey& a, const SizeKey& b) const {
-    return a.size != b.size ? a.size < b.size : a.addr < b.addr;
+    // (size, addr) as one 128-bit number: one comparison, no branch on whether the sizes tie
+    return (static_cast<unsigned __int128>(a.size) << 64 | a.addr) < (static_cast<unsigned __int128>(b.size) << 64 | b.addr);
   }
 };
 struct BlockComparatorAddress {
@@ -628,6 +629,7 @@ class Column {
     size = PySequence_Fast_GET_SIZE(seq_);
     return true;
   }
+  const i64* raw() const { return data_; }  // the int64 items, or nullptr when they are Python ints
   bool get(Py_ssize_t i, i64* out) const {
     if (data_ != nullptr) {
       *out = data_[i];
@@ -722,24 +724,25 @@ PyObject* simulate(PyObject*, PyObject* args) {
 
   i64 ignored = 0, first_oom = -1, first_retry = -1, replayed = 0;
   std::unique_ptr<Allocator> alloc_owner;
-  try {
-    alloc_owner = std::make_unique<Allocator>(c);
+  // The loop, for a way of reading a column's item i (false: a Python error is set). Instantiated twice, so
+  // that packed columns are read as plain arrays, with no check per item.
+  auto replay_all = [&](auto get) -> bool {
     Allocator& alloc = *alloc_owner;
     LiveBlocks live(static_cast<i64>(n) + 1024);
     for (Py_ssize_t i = 0; i < n; ++i) {
       i64 kind, addr;
-      if (!kinds.get(i, &kind) || !addrs.get(i, &addr)) return nullptr;
+      if (!get(kinds, i, &kind) || !get(addrs, i, &addr)) return false;
       replayed = i + 1;
       if (kind == 0) {
         i64 size, stream;
-        if (!sizes.get(i, &size) || !streams.get(i, &stream)) return nullptr;
+        if (!get(sizes, i, &size) || !get(streams, i, &stream)) return false;
         if (size < 0) {
           PyErr_Format(PyExc_ValueError, "cannot allocate a negative size: %lld", static_cast<long long>(size));
-          return nullptr;
+          return false;
         }
         if (static_cast<u64>(size) >= kLargestRequest) {
           PyErr_SetString(PyExc_OverflowError, "request size beyond the compiled core's range");
-          return nullptr;
+          return false;
         }
         Block* block = alloc.malloc(static_cast<u64>(size), stream);
         if (first_retry < 0 && alloc.num_alloc_retries) {
@@ -760,6 +763,16 @@ PyObject* simulate(PyObject*, PyObject* args) {
         else alloc.free(block);
       }
     }
+    return true;
+  };
+  try {
+    alloc_owner = std::make_unique<Allocator>(c);
+    bool ok;
+    if (kinds.raw() && addrs.raw() && sizes.raw() && streams.raw())
+      ok = replay_all([](const Column& col, Py_ssize_t i, i64* out) { *out = col.raw()[i]; return true; });
+    else
+      ok = replay_all([](const Column& col, Py_ssize_t i, i64* out) { return col.get(i, out); });
+    if (!ok) return nullptr;
   } catch (const std::bad_alloc&) {
     PyErr_SetString(PyExc_MemoryError, "simulated virtual address space exhausted");
     return nullptr;
