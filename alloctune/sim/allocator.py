@@ -1,8 +1,8 @@
 """The caching allocator itself, in Python: the reference implementation of the simulator.
 
-It follows `DeviceCachingAllocator` in `c10/cuda/CUDACachingAllocator.cpp` (torch 2.11; docs/ALLOCATOR.md
-summarises it), method for method under upstream's names: `malloc` (`round_size`, `get_free_block`,
-`alloc_block`, `release_available_cached_blocks`, `release_cached_blocks`, `alloc_found_block`), `free`,
+It follows `DeviceCachingAllocator` in `c10/cuda/CUDACachingAllocator.cpp` (torch 2.11), method for method
+under upstream's names: `malloc` (`round_size`, `get_free_block`, `alloc_block`,
+`release_available_cached_blocks`, `release_cached_blocks`, `alloc_found_block`), `free`,
 `garbage_collect_cached_blocks`, and for expandable segments `try_allocate_expandable_block`,
 `find_expandable_block`, `map_block`, `unmap_block`. What a setting means is `config.AllocatorConfig`; blocks,
 pools and sizes are in `blocks.py`; replaying a trace is `simulate.py`, which runs the compiled core
