@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Callable
 
 
 def register(subparsers) -> None:
@@ -40,8 +41,12 @@ def _positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..conf import AllocConf
     from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, min_memory_many, replay
+    from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
+    from . import console
     from ..units import parse_budget, parse_size
 
     trace = load_trace(args.trace, device=args.device)
@@ -62,10 +67,20 @@ def run(args: argparse.Namespace) -> int:
     confs, skipped = apply_rules(confs, trace.meta.get("torch_version"), has_budget=budget_bytes is not None)
 
     overhead = parse_size(args.overhead) if args.overhead else None
-    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
-                      jobs=args.jobs)
-    capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs) if args.min_memory
-                  else [None] * len(confs))
+    err = console(stderr=True)
+    if note := core_notice():
+        err.print(f"[yellow]notice:[/] {note}")
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        def progress_of(description: str) -> Callable[[int, int], None]:
+            task = bar.add_task(description, total=len(confs))
+            return lambda done, total: bar.update(task, completed=done, total=total)
+
+        outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
+                          jobs=args.jobs, progress=progress_of("replay"))
+        capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs,
+                                      progress=progress_of("smallest device (--min-memory)"))
+                      if args.min_memory else [None] * len(confs))
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
     measured = measured_runs(trace)
