@@ -18,7 +18,7 @@ from typing import Callable
 from . import __version__
 from .conf import AllocConf
 from .errors import AlloctuneError
-from .grid import DEFAULT_GRID, apply_rules, expand
+from .grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
@@ -64,10 +64,15 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
                              f"GPU(s) visible")
 
+    named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=check_settings(p.python, confs))
+        if named:
+            refuse_rejected(skips, p.torch_version)
+            for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
+                notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]

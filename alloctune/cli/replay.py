@@ -39,7 +39,7 @@ def _positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file
+    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
     from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, min_memory_many, replay
     from ..sim.trace import load_trace
     from ..units import parse_budget, parse_size
@@ -59,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
         budget_bytes = size if size is not None else int(fraction * device_memory)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
-    confs, skipped = apply_rules(confs, trace.meta.get("torch_version"), has_budget=budget_bytes is not None)
+    torch_version = trace.meta.get("torch_version")
+    confs, skipped = apply_rules(confs, torch_version, has_budget=budget_bytes is not None)
+    if entries:   # settings the user named: a typo stops here instead of being dropped
+        refuse_rejected(skipped, torch_version)
 
     overhead = parse_size(args.overhead) if args.overhead else None
     outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
