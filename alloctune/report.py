@@ -121,9 +121,20 @@ def _recommendation(choice: Choice) -> str:
     return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
 
 
+def incomplete_note(choice: Choice) -> str | None:
+    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    if choice.complete:
+        return None
+    return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
+            f"decision rests on those alone (run the sweep command again to resume it)")
+
+
 def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     group = _in_group(settings, choice)
-    lines = [f"## {_title(choice)}", "", _recommendation(choice), ""]
+    lines = [f"## {_title(choice)}", ""]
+    if note := incomplete_note(choice):
+        lines += [f"**{note}**", ""]
+    lines += [_recommendation(choice), ""]
     if choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
@@ -140,6 +151,7 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 
 def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
     tie = choices[0].tie if choices else 0.01
+    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     return [
         "## Statistics", "",
         "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
@@ -148,7 +160,7 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         "- Throughput: median of the repeats; 95% interval = t-interval on log throughput (geometric mean), "
         f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
         f"- Against the default: Welch's t-test on log throughput, alpha = {ALPHA}; a setting significantly slower "
-        f"than the default by more than the max slowdown ({info.max_slowdown:.0%}, one-sided test) is refused; "
+        f"than the default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; "
         "with a single repeat throughput is not tested and does not refuse a setting.",
         f"- Ties: peaks reserved within {tie:.0%} of each other tie, and the setting with fewer keys wins.",
         "",

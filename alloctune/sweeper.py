@@ -110,12 +110,15 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     from .plot import plot_pareto
     from .report import write_summary
 
-    info = folder.info()
-    if max_slowdown is not None and max_slowdown != info.max_slowdown:
-        info.max_slowdown = max_slowdown
-        folder.write_info(info)
-    settings = summarize_settings(folder.trials(), info.max_slowdown)
-    choices = choose(settings, info.max_slowdown)
+    from .planned import planned_trials, recorded_trials
+
+    info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
+    max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
+    records = folder.trials()
+    settings = summarize_settings(records, max_slowdown)
+    choices = [replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
+                       trials_planned=planned_trials(info, records, c.env_id, c.backend))
+               for c in choose(settings, max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
