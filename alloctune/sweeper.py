@@ -234,7 +234,14 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
             f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
             f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
     trace = load_trace(path)
-    if trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
+    recorded_from = trace.meta.get("workload")
+    if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
+        notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "
+               f"replaying it as {spec.name}'s")
+    elif recorded_from != spec.name:
+        raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
+                             f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
+    elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
         notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
                f"preset); replaying it anyway")
     for warning in trace.warnings:

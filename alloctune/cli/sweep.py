@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
                         "best few; auto (default): cuda when a GPU is visible, else sim")
-    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
+    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's); "
+                                   "one recorded from another workload is refused")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
