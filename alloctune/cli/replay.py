@@ -40,7 +40,7 @@ def _positive_int(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..conf import AllocConf
     from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, min_memory_many, replay
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, measured_under, min_memory_many, replay
     from ..sim.trace import load_trace
     from ..units import parse_budget, parse_size
 
@@ -71,13 +71,15 @@ def run(args: argparse.Namespace) -> int:
                   else [None] * len(confs))
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
-    measured = measured_runs(trace)
+    measured = measured_under(trace, device_memory, budget_bytes)
+    elsewhere = len(measured_runs(trace)) - len(measured)   # measured under other conditions: not comparable
     if args.json:
         print(json.dumps([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
                          + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
                             for s in skipped], indent=2))
     else:
-        _print_table(args.trace, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes)
+        _print_table(args.trace, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
+                     elsewhere)
     return 0
 
 
@@ -91,7 +93,8 @@ def _json_row(outcome, capacity, measured) -> dict:
     return row
 
 
-def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes) -> None:
+def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
+                 elsewhere: int) -> None:
     from . import console as wide_console
     from rich.table import Table
 
@@ -107,7 +110,9 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     for warning in trace.warnings + ([note] if note else []):
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
-    table = Table(title="Simulated (replay): ranked by peak reserved among settings that fit")
+    table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
+                        + ("; OOM = does not fit under this budget" if budget_bytes else
+                           "; OOM = does not fit on this device"))
     for name in ("#", "setting", "peak reserved", "peak allocated", "reserved/alloc", "retries", "OOMs"):
         table.add_column(name, justify="left" if name == "setting" else "right",
                          overflow="fold" if name == "setting" else "ellipsis")
@@ -118,11 +123,12 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
         table.add_column("no retries from", justify="right")
     for rank, (outcome, capacity) in enumerate(rows, 1):
         r = outcome.result
+        mark = "-" if r is None else "[bold red]OOM[/]" if r.num_ooms else str(rank)
         if r is None:
-            cells = [str(rank), outcome.conf, "[dim]not simulated[/]", "", "", "", ""]
+            cells = [mark, outcome.conf, "[dim]not simulated[/]", "", "", "", ""]
         else:
             ratio = f"{r.peak_reserved_bytes / r.peak_allocated_bytes:.3f}" if r.peak_allocated_bytes else "-"
-            cells = [str(rank), outcome.conf, format_bytes(r.peak_reserved_bytes),
+            cells = [mark, outcome.conf, format_bytes(r.peak_reserved_bytes),
                      format_bytes(r.peak_allocated_bytes), ratio, str(r.num_alloc_retries),
                      f"[red]{r.num_ooms}[/]" if r.num_ooms else "0"]
         if measured:
@@ -136,6 +142,9 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
             console.print(f"[dim]not simulated {outcome.conf}: {outcome.reason}[/]")
     for skip in skipped:
         console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
+    if elsewhere:
+        console.print(f"[dim]{elsewhere} GPU measurement(s) in the trace are not shown: they were taken under other "
+                      f"conditions (device memory or budget) than this replay's[/]")
     if with_capacity:
         console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
                       "CUDA context holds outside the allocator, when the trace recorded it.")
