@@ -31,7 +31,7 @@ def test_measured_figures_stand_only_beside_predictions_under_the_same_condition
     assert not any("measured_peak_reserved_bytes" in r for r in smaller)
     text = replay("--budget", "30GiB")
     assert "measured reserved (GPU)" not in text and "measured reserved (GPU)" in replay()
-    assert "3 GPU measurement(s) in the trace are not shown" in text
+    assert "3 GPU measurement(s) of these settings in the trace are not shown" in text
 
 
 def test_rows_with_ooms_are_marked_and_the_title_says_so():

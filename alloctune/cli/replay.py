@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
     measured = measured_under(trace, device_memory, budget_bytes)
-    elsewhere = len(measured_runs(trace)) - len(measured)   # measured under other conditions: not comparable
+    # Settings measured on the GPU under other conditions: not comparable, so not shown, but said.
+    elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
     if args.json:
         print(json.dumps([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
                          + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
@@ -143,7 +144,7 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     for skip in skipped:
         console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
     if elsewhere:
-        console.print(f"[dim]{elsewhere} GPU measurement(s) in the trace are not shown: they were taken under other "
+        console.print(f"[dim]{elsewhere} GPU measurement(s) of these settings in the trace are not shown: they were taken under other "
                       f"conditions (device memory or budget) than this replay's[/]")
     if with_capacity:
         console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
