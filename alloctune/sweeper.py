@@ -230,9 +230,7 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
 
     path = trace_path or spec.trace
     if not path:
-        raise AlloctuneError(
-            f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
-            f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
+        raise AlloctuneError(_no_trace_hint(spec))
     trace = load_trace(path)
     recorded_from = trace.meta.get("workload")
     if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
@@ -248,6 +246,22 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
         notice(f"trace: {warning}")
     sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     return trace, {"path": str(path), "sha256": sha256}
+
+
+def _no_trace_hint(spec: WorkloadSpec) -> str:
+    """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
+    from .workload import presets_with_trace
+
+    where = os.path.relpath(spec.source) if spec.source else spec.name
+    preset = f" --preset {spec.preset}" if spec.preset else ""
+    what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
+    shipped = presets_with_trace(spec.source) if spec.source else []
+    if shipped:
+        return (f"{what} has no recorded allocation trace to replay; preset {shipped[0]!r} ships one: "
+                f"alloctune sweep {shlex.quote(where)} --preset {shipped[0]} (or record this one on a GPU machine: "
+                f"alloctune record {shlex.quote(where)}{preset} -o trace.xz, then pass --trace trace.xz)")
+    return (f"{what} has no recorded allocation trace to replay: record one on a GPU machine with "
+            f"'alloctune record {shlex.quote(where)}{preset} -o trace.xz', then pass it with --trace trace.xz")
 
 
 def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,

@@ -73,22 +73,24 @@ def run(args) -> int:
         for reason in choice.reasons:
             out.print(f"  {reason}")
     folder = outcome.folder.path
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)")
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env")
+    # Commands to copy: one line each, never folded at the terminal's width.
+    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
+    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
     if outcome.backend == "sim":
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}")
+        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
 
 
 def _on_gpu(command: str) -> str:
-    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped."""
+    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
+    dropped (that folder holds the simulated sweep, which a measured one may not resume)."""
     words, out, skip = shlex.split(command), [], False
     for word in words:
         if skip:
             skip = False
-        elif word in ("--backend", "--trace"):
+        elif word in ("--backend", "--trace", "--out"):
             skip = True
-        elif not word.startswith(("--backend=", "--trace=")):
+        elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
     return shlex.join(out + ["--backend", "cuda"])
 
