@@ -19,7 +19,7 @@ from typing import Callable
 from . import __version__
 from .errors import AlloctuneError
 from .executors import Executor, LocalExecutor, SimExecutor
-from .grid import DEFAULT_GRID, apply_rules, expand
+from .grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
@@ -66,10 +66,15 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
                              f"GPU(s) visible")
 
+    named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=runner.call(check_settings, p.python, confs))
+        if named:
+            refuse_rejected(skips, p.torch_version)
+            for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
+                notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
@@ -113,14 +118,16 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     measuring anything."""
     from .export import provenance, render
     from .plot import plot_pareto
+    from .planned import planned_trials, recorded_trials
     from .report import write_summary
 
-    info = folder.info()
-    if max_slowdown is not None and max_slowdown != info.max_slowdown:
-        info.max_slowdown = max_slowdown
-        folder.write_info(info)
-    settings = summarize_settings(folder.trials(), info.max_slowdown)
-    choices = choose(settings, info.max_slowdown)
+    info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
+    max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
+    records = folder.trials()
+    settings = summarize_settings(records, max_slowdown)
+    choices = [replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
+                       trials_planned=planned_trials(info, records, c.env_id, c.backend))
+               for c in choose(settings, max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
@@ -278,17 +285,38 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
 
     path = trace_path or spec.trace
     if not path:
-        raise AlloctuneError(
-            f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
-            f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
+        raise AlloctuneError(_no_trace_hint(spec))
     trace = load_trace(path)
-    if trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
+    recorded_from = trace.meta.get("workload")
+    if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
+        notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "
+               f"replaying it as {spec.name}'s")
+    elif recorded_from != spec.name:
+        raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
+                             f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
+    elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
         notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
                f"preset); replaying it anyway")
     for warning in trace.warnings:
         notice(f"trace: {warning}")
     sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     return trace, {"path": str(path), "sha256": sha256}
+
+
+def _no_trace_hint(spec: WorkloadSpec) -> str:
+    """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
+    from .workload import presets_with_trace
+
+    where = os.path.relpath(spec.source) if spec.source else spec.name
+    preset = f" --preset {spec.preset}" if spec.preset else ""
+    what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
+    shipped = presets_with_trace(spec.source) if spec.source else []
+    if shipped:
+        return (f"{what} has no recorded allocation trace to replay; preset {shipped[0]!r} ships one: "
+                f"alloctune sweep {shlex.quote(where)} --preset {shipped[0]} (or record this one on a GPU machine: "
+                f"alloctune record {shlex.quote(where)}{preset} -o trace.xz, then pass --trace trace.xz)")
+    return (f"{what} has no recorded allocation trace to replay: record one on a GPU machine with "
+            f"'alloctune record {shlex.quote(where)}{preset} -o trace.xz', then pass it with --trace trace.xz")
 
 
 def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:

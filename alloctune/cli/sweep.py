@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--ray-accelerator", metavar="TYPE",
                    help="GPU model to sweep on with --executor ray, as Ray names it (e.g. H100, A100); default: "
                         "that of the node where the interpreter is probed")
-    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
+    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's); "
+                                   "one recorded from another workload is refused")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
@@ -82,22 +83,24 @@ def run(args) -> int:
         for reason in choice.reasons:
             out.print(f"  {reason}")
     folder = outcome.folder.path
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)")
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env")
+    # Commands to copy: one line each, never folded at the terminal's width.
+    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
+    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
     if outcome.backend == "sim":
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}")
+        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
 
 
 def _on_gpu(command: str) -> str:
-    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped."""
+    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
+    dropped (that folder holds the simulated sweep, which a measured one may not resume)."""
     words, out, skip = shlex.split(command), [], False
     for word in words:
         if skip:
             skip = False
-        elif word in ("--backend", "--trace"):
+        elif word in ("--backend", "--trace", "--out"):
             skip = True
-        elif not word.startswith(("--backend=", "--trace=")):
+        elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
     return shlex.join(out + ["--backend", "cuda"])
 
