@@ -28,7 +28,8 @@ from typing import Any, Callable
 from .conf import AllocConf, DivisionList
 from .grid import DEFAULT_GRID, apply_rules
 from .probe import check_settings_detail
-from .sim.allocator import DIVISION_INTERVALS, division_table, round_size
+from .sim.blocks import DIVISION_INTERVALS, round_size
+from .sim.config import division_table
 from .sim.replay import ReplayOutcome, replay
 from .sim.trace import ALLOC, Trace
 from .units import format_bytes

@@ -21,7 +21,7 @@ from alloctune.results import ResultsFolder
 from alloctune.runner import TrialTask, run_trial
 from alloctune.search import CLOSE_RATIO, Space, _State, pareto_front, search
 from alloctune.select import summarize_settings
-from alloctune.sim.allocator import division_table
+from alloctune.sim.config import division_table
 from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace
 from alloctune.workload import load_workload
