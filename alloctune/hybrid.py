@@ -56,7 +56,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
     """`task` (the default, repeat 0) recording its allocation history into the results folder."""
-    return replace(task, record_trace=str(folder.path / "trace-recording.pickle"))
+    return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 
 def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, *, device_memory: int,

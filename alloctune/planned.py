@@ -17,19 +17,25 @@ def planned_trials(info: SweepInfo, records: list[TrialRecord], env_id: str, bac
     """Trials the sweep meant to record for one decision group (environment, backend): the grid less what it
     skipped there, times the repeats (one for a replay). A hybrid sweep measures on the GPU only its finalists,
     which follow from the simulated records, as they did during the sweep."""
+    grid = info.grid
+    if info.search is not None:   # a search sweeps the front it found: what it replayed is its grid
+        plain = env_id.removeprefix("sim:")
+        grid = sorted({r.conf for r in records if r.backend == SIM and r.env_id == f"sim:{plain}"}) or grid
     if backend == SIM:
         plain = env_id.removeprefix("sim:")   # the rules skip under the plain id, replay failures under sim:
-        return sum(_runs(info, c, (plain, env_id)) for c in info.grid)
-    confs = [c for c in info.grid if _runs(info, c, (env_id,))]
+        return sum(_runs(info, c, (plain, env_id)) for c in grid)
+    confs = [c for c in grid if _runs(info, c, (env_id,))]
     if info.backend == "hybrid":
-        from .sweeper import _finalists
+        from .hybrid import HYBRID_FINALISTS, finalists
 
         sim = [r for r in records if r.backend == SIM]
-        confs = [str(c) for c in _finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]},
-                                            info.max_slowdown)[env_id]]
+        confs = [str(c) for c in finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]}, info.max_slowdown,
+                                           info.finalists or HYBRID_FINALISTS)[env_id]]
     return len(confs) * info.repeats
 
 
 def recorded_trials(records: list[TrialRecord], env_id: str, backend: str) -> int:
-    """Distinct trials recorded for the group (a trial recorded twice counts once)."""
-    return len({(r.conf, r.repeat) for r in records if r.env_id == env_id and r.backend == backend})
+    """Distinct trials recorded for the group (a trial recorded twice counts once; a hybrid sweep's recording
+    trial is not one of the trials its decision rests on)."""
+    return len({(r.conf, r.repeat) for r in records if r.env_id == env_id and r.backend == backend
+                and not r.recording})

@@ -103,6 +103,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         backend=backend, max_slowdown=max_slowdown,
         trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
                                              if recording else None), search=search,
+        finalists=finalists_count if backend == "hybrid" else None,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     folder = _open_folder(info, results_root, out, fresh, notice)
@@ -228,7 +229,7 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
     return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs), (info.trace or {}).get("sha256"), info.search)
+            sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
