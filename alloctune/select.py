@@ -18,7 +18,7 @@ from typing import Iterable
 from .conf import AllocConf
 from .errors import ResultsError
 from .records import TrialRecord, TrialState
-from .stats import Comparison, Summary, compare, relative_spread, summarize
+from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
 from .units import format_bytes
 
 FITS = "fits"
@@ -100,7 +100,26 @@ class SettingResult:
 
 
 def _throughputs(trials: Iterable[TrialRecord]) -> list[float]:
-    return [r.measurement.throughput for r in trials if not _failed(r) and r.measurement.throughput is not None]
+    return [t for t in _by_round(trials).values()]
+
+
+def _by_round(trials: Iterable[TrialRecord]) -> dict[int, float]:
+    """Throughput of each OK repeat, by repeat index (= the round it ran in)."""
+    return {r.repeat: r.measurement.throughput for r in trials
+            if not _failed(r) and r.measurement is not None and r.measurement.throughput is not None}
+
+
+def versus(baseline: Iterable[TrialRecord], trials: Iterable[TrialRecord], tolerance: float) -> Comparison | None:
+    """`trials` against the default's. Repeats of the same index ran in the same round (interleaved), so where
+    two or more rounds have both, the comparison is paired (per-round ratios: drift shared by a pair cancels);
+    otherwise Welch's test on the two samples. None when either side has no throughput."""
+    base, cand = _by_round(baseline), _by_round(trials)
+    common = sorted(base.keys() & cand.keys())
+    if len(common) >= 2 and all(base[k] > 0 and cand[k] > 0 for k in common):
+        return compare_paired([(base[k], cand[k]) for k in common], tolerance)
+    if not base or not cand:
+        return None
+    return compare(list(base.values()), list(cand.values()), tolerance)
 
 
 def _median_int(values: list[int | None]) -> int | None:
@@ -135,7 +154,6 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
-    base_tput = _throughputs(baseline)
     errors = [e for e in map(_error, trials) if e]
     return SettingResult(
         conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
@@ -146,7 +164,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
         num_alloc_retries=max((m.num_alloc_retries for m in ok), default=None),
         device_peak_used_bytes=_median_int([m.device_peak_used_bytes for m in ok]),
         throughput=summarize(tput) if tput else None,
-        vs_default=compare(base_tput, tput, max_slowdown) if conf and tput and base_tput else None,
+        vs_default=versus(baseline, trials, max_slowdown) if conf else None,
         memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
         unit=next((m.unit for m in ok if m.unit), None),
         error=errors[0] if errors else None,
@@ -281,7 +299,7 @@ def _comparison(s: SettingResult, base: SettingResult | None, max_slowdown: floa
     """`s.vs_default`, recomputed when it was summarised with another tolerance."""
     if s.vs_default is None or s.vs_default.tolerance == max_slowdown or base is None:
         return s.vs_default
-    return compare(base.throughputs, s.throughputs, max_slowdown)
+    return versus(base.trials, s.trials, max_slowdown)
 
 
 def _failure(s: SettingResult) -> str:
@@ -295,7 +313,7 @@ def _failure(s: SettingResult) -> str:
 
 def _slowdown(c: Comparison, max_slowdown: float) -> str:
     return (f"{(1 - c.ratio) * 100:.1f}% slower than the default, significantly beyond the {max_slowdown:.0%} "
-            f"allowance (one-sided Welch p = {c.p_slower:.2g})")
+            f"allowance (one-sided {_test(c)} p = {c.p_slower:.2g})")
 
 
 def _too_slow(c: Comparison | None, max_slowdown: float) -> bool:
@@ -324,6 +342,17 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
     return None
 
 
+def _test(c: Comparison) -> str:
+    return f"paired t-test over {c.pairs} rounds," if c.pairs else "Welch"
+
+
+def _interval(c: Comparison) -> str:
+    """'; 95% interval 0.981-1.004, ±1.1%': the half-width is the smallest difference the sweep could detect."""
+    if c.ci_low is None or c.half_width is None:
+        return ""
+    return f"; 95% interval {c.ci_low:.3f}-{c.ci_high:.3f}x, ±{c.half_width:.1%}"
+
+
 def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: float) -> str:
     c = _comparison(best, base, max_slowdown)
     if c is None:
@@ -335,13 +364,13 @@ def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: f
                 f"difference from noise (fresh processes vary by several percent); confirm with --repeats 3 or more")
     if not c.significant:
         return (f"throughput {c.ratio:.3f}x the default's ({medians}): no significant difference "
-                f"(Welch p = {c.p_value:.2g})")
+                f"({_test(c)} p = {c.p_value:.2g}{_interval(c)})")
     if abs(c.ratio - 1) < NEGLIGIBLE:
-        return (f"throughput {c.ratio:.3f}x the default's ({medians}): statistically detectable (Welch p = "
-                f"{c.p_value:.2g}) but under {NEGLIGIBLE:.0%}: no practical difference")
+        return (f"throughput {c.ratio:.3f}x the default's ({medians}): statistically detectable ({_test(c)} p = "
+                f"{c.p_value:.2g}{_interval(c)}) but under {NEGLIGIBLE:.0%}: no practical difference")
     allowance = f", inside the {max_slowdown:.0%} allowance" if c.ratio < 1 else ""
     return (f"throughput {c.ratio:.3f}x the default's ({medians}): significantly {c.verdict} "
-            f"(Welch p = {c.p_value:.2g}){allowance}")
+            f"({_test(c)} p = {c.p_value:.2g}{_interval(c)}){allowance}")
 
 
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good

@@ -86,10 +86,11 @@ def test_memory_saver_ten_percent_slower_is_refused():
 
 
 def test_one_percent_slower_within_noise_is_accepted():
-    records = setting("", tputs=(100.0, 104.0, 96.0)) + setting(ES, reserved=10.0, tputs=(99.0, 103.0, 95.0))
+    # noisy within each round too: the paired ratios are 1.02, 0.99, 0.96
+    records = setting("", tputs=(100.0, 104.0, 96.0)) + setting(ES, reserved=10.0, tputs=(102.0, 102.96, 92.16))
     _, [choice] = decide(records)
     assert choice.best.conf == ES
-    assert choice.best.vs_default.ratio == pytest.approx(0.99)
+    assert choice.best.vs_default.ratio == pytest.approx(0.99, rel=2e-3) and choice.best.vs_default.pairs == 3
     assert any("0.990x" in r and "no significant difference" in r for r in choice.reasons)
 
 
