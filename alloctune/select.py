@@ -14,6 +14,7 @@ rounds than the default (each one synchronises the device) is refused.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,7 @@ class SettingResult:
     device_peak_used_bytes: int | None
     throughput: Summary | None
     vs_default: Comparison | None    # None for the default itself and where either side has no throughput
+    pairs: tuple[tuple[float, float], ...]   # (default, this) throughput per round, see bracket_pairs
     memory_spread: float             # > 0: peak reserved disagreed across repeats of a seeded workload
     unit: str | None = None
     error: str | None = None         # the first failed repeat's error, last line
@@ -122,26 +124,48 @@ class SettingResult:
 
 
 def _throughputs(trials: Iterable[TrialRecord]) -> list[float]:
-    return [t for t in _by_round(trials).values()]
+    return [tput for _, tput in _timed(trials)]
 
 
-def _by_round(trials: Iterable[TrialRecord]) -> dict[int, float]:
-    """Throughput of each OK repeat, by repeat index (= the round it ran in)."""
-    return {r.repeat: r.measurement.throughput for r in trials
-            if not _failed(r) and r.measurement is not None and r.measurement.throughput is not None}
+def _timed(trials: Iterable[TrialRecord]) -> list[tuple[TrialRecord, float]]:
+    """The OK repeats that measured a (positive) throughput, with it."""
+    return [(r, r.measurement.throughput) for r in trials if r.state is TrialState.OK and r.measurement is not None
+            and r.measurement.throughput is not None and r.measurement.throughput > 0]
 
 
-def versus(baseline: Iterable[TrialRecord], trials: Iterable[TrialRecord], tolerance: float) -> Comparison | None:
-    """`trials` against the default's. Repeats of the same index ran in the same round (interleaved), so where
-    two or more rounds have both, the comparison is paired (per-round ratios: drift shared by a pair cancels);
-    otherwise Welch's test on the two samples. None when either side has no throughput."""
-    base, cand = _by_round(baseline), _by_round(trials)
-    common = sorted(base.keys() & cand.keys())
-    if len(common) >= 2 and all(base[k] > 0 and cand[k] > 0 for k in common):
-        return compare_paired([(base[k], cand[k]) for k in common], tolerance)
-    if not base or not cand:
+def bracket_pairs(baseline: Iterable[TrialRecord], trials: Iterable[TrialRecord],
+                  position: dict[int, int]) -> list[tuple[float, float]]:
+    """(baseline, candidate) throughput per round. Rounds run the default first (repeat r), then the others, and
+    the next round's default (repeat r + 1) right after them: a candidate run between the two gets as baseline
+    the default's throughput interpolated (log-linearly, by its place in the run order, `position[id(record)]`)
+    between the two, so that a machine drifting steadily during the round favours no one. Without a following
+    default run it is paired with its round's default alone."""
+    base = {r.repeat: (r, tput) for r, tput in _timed(baseline)}
+    pairs = []
+    for c, tput in _timed(trials):
+        if c.repeat not in base:
+            continue
+        before, value = base[c.repeat]
+        p0, pc = position.get(id(before)), position.get(id(c))
+        if c.repeat + 1 in base and p0 is not None and pc is not None:
+            after, next_value = base[c.repeat + 1]
+            p1 = position.get(id(after))
+            if p1 is not None and p0 < pc < p1:
+                w = (pc - p0) / (p1 - p0)
+                value = math.exp((1 - w) * math.log(value) + w * math.log(next_value))
+        pairs.append((value, tput))
+    return pairs
+
+
+def versus(pairs: list[tuple[float, float]], baseline: list[float], candidate: list[float],
+           tolerance: float) -> Comparison | None:
+    """The candidate against the default: paired (`bracket_pairs`) where two or more rounds have both; otherwise
+    Welch's test on the two samples. None when either side has no throughput."""
+    if len(pairs) >= 2:
+        return compare_paired(pairs, tolerance)
+    if not baseline or not candidate:
         return None
-    return compare(list(base.values()), list(cand.values()), tolerance)
+    return compare(baseline, candidate, tolerance)
 
 
 def _median_int(values: list[int | None]) -> int | None:
@@ -170,12 +194,13 @@ def _state(trials: tuple[TrialRecord, ...]) -> str:
 
 
 def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[TrialRecord],
-                   max_slowdown: float) -> SettingResult:
+                   max_slowdown: float, position: dict[int, int]) -> SettingResult:
     env_id, backend, budget, conf = key
     ok = [r.measurement for r in trials if not _failed(r)]
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
+    pairs = bracket_pairs(baseline, trials, position) if conf else []
     errors = [e for e in map(_error, trials) if e]
     return SettingResult(
         conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
@@ -186,7 +211,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
         num_alloc_retries=max((m.num_alloc_retries for m in ok), default=None),
         device_peak_used_bytes=_median_int([m.device_peak_used_bytes for m in ok]),
         throughput=summarize(tput) if tput else None,
-        vs_default=versus(baseline, trials, max_slowdown) if conf else None,
+        vs_default=versus(pairs, _throughputs(baseline), tput, max_slowdown) if conf else None, pairs=tuple(pairs),
         memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
         unit=next((m.unit for m in ok if m.unit), None),
         error=errors[0] if errors else None,
@@ -205,8 +230,9 @@ def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.0
     by_setting: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         by_setting.setdefault(setting_key(record), []).append(record)
+    position = {id(r): i for i, r in enumerate(records)}   # the trials file's order: the order they ran in
     settings = [_summarize_one(key, tuple(sorted(by_setting[key], key=lambda r: r.repeat)),
-                               by_setting.get(key[:3] + ("",), []), max_slowdown)
+                               by_setting.get(key[:3] + ("",), []), max_slowdown, position)
                 for key in sorted(by_setting, key=_order)]
     groups: dict[tuple, list[SettingResult]] = {}
     for one in settings:
@@ -258,7 +284,8 @@ def _pct(a: float, b: float) -> str:
     return f"{(a / b - 1) * 100:+.1f}%" if b else "n/a"
 
 
-def _within(a: int, b: int, tie: float) -> bool:
+def within(a: int, b: int, tie: float) -> bool:
+    """a and b tie: they differ by at most `tie` of the larger."""
     return abs(a - b) <= tie * max(a, b)
 
 
@@ -357,7 +384,7 @@ def _comparison(s: SettingResult, base: SettingResult | None, max_slowdown: floa
     """`s.vs_default`, recomputed when it was summarised with another tolerance."""
     if s.vs_default is None or s.vs_default.tolerance == max_slowdown or base is None:
         return s.vs_default
-    return versus(base.trials, s.trials, max_slowdown)
+    return versus(list(s.pairs), base.throughputs, s.throughputs, max_slowdown)
 
 
 def _failure(s: SettingResult) -> str:
@@ -486,7 +513,7 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
         reasons.append(f"memory compared as {DEVICE} (what the driver reports in use, CUDA context included) "
                        f"for every setting: backends differ, and cudaMallocAsync's 'reserved' is the driver "
                        f"pool's, not comparable with the native allocator's")
-    tied = [s for s in eligible if s is not best and _within(s.memory, best.memory, tie)]
+    tied = [s for s in eligible if s is not best and within(s.memory, best.memory, tie)]
     if tied and not best.is_default:
         reasons.append("; ".join(f"{s.label} came within {tie:.0%} of its {best.memory_measure} "
                                  f"({format_bytes(s.memory)}, {_pct(s.memory, best.memory)}); {best.label} "
@@ -528,7 +555,7 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
     c = _comparison(s, base, max_slowdown)
     if c is not None:
         diff = f"; throughput {c.ratio:.3f}x the default's ({c.verdict})"
-    if _within(s.memory, best.memory, tie):
+    if within(s.memory, best.memory, tie):
         return (f"ties with the winner on {s.memory_measure} ({format_bytes(s.memory)}, "
                 f"{_pct(s.memory, best.memory)}) but loses the tie: {_tie_loss(best, s)}{diff}")
     return (f"costs {format_bytes(extra)} more {s.memory_measure} than the winner "
@@ -541,7 +568,7 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
     best = None
     if eligible:
         low = min(s.memory for s in eligible)
-        best = min((s for s in eligible if _within(s.memory, low, tie)), key=lambda s: s.tie_rank)
+        best = min((s for s in eligible if within(s.memory, low, tie)), key=lambda s: s.tie_rank)
     first = members[0].trials[0]
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,

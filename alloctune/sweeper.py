@@ -10,6 +10,7 @@ import hashlib
 import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
+from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, next_round, precision_note
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
 from .versions import simulation_note
@@ -46,15 +48,22 @@ ProgressFn = Callable[[TrialRecord, int, int], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
-          repeats: int = 3, gpus: list[int] | None = None, budget: str | None = None,
+          repeats: int | str = "auto", max_repeats: int = DEFAULT_MAX_REPEATS, time_budget_s: float | None = None,
+          gpus: list[int] | None = None, budget: str | None = None,
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           progress: ProgressFn | None = None, notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
-    if repeats < 1:
-        raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
+    auto = repeats == "auto"
+    if not auto and (not isinstance(repeats, int) or repeats < 1):
+        raise AlloctuneError(f"--repeats must be 'auto' or at least 1, got {repeats!r}")
+    if auto and max_repeats < MIN_ROUNDS:
+        raise AlloctuneError(f"--max-repeats must be at least {MIN_ROUNDS}, got {max_repeats}")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise AlloctuneError(f"--time-budget must be positive, got {time_budget_s:g}")
+    rounds = max_repeats if auto else int(repeats)
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
     probes = _probe_all(pythons or [sys.executable])
@@ -76,7 +85,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
-        repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
+        repeats=rounds if backend != "sim" else 1, auto_repeats=auto and backend != "sim",
+        time_budget_s=time_budget_s if auto else None, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
         backend=backend, max_slowdown=max_slowdown, trace=replayed and replayed[1],
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
@@ -87,10 +97,18 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = _finalists(folder.trials(), planned, max_slowdown)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                           timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
-                 for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        _run_measured(folder, tasks, gpus, progress)
+        pythons_by_env = {p.env_id: p.python for p in probes}
+
+        def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
+            return TrialTask(spec.to_dict(), spec.digest(), conf, r, pythons_by_env[env_id], env_id, budget_bytes,
+                             budget_fraction, timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+
+        if auto:
+            _run_rounds(folder, planned, task, rounds, time_budget_s, max_slowdown, gpus, progress, notice)
+        else:
+            tasks = [task(p.env_id, conf, r)
+                     for r in range(rounds) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
+            _run_measured(folder, tasks, gpus, progress)
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -110,7 +128,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
         info.max_slowdown = max_slowdown
         folder.write_info(info)
     settings = summarize_settings(folder.trials(), info.max_slowdown)
-    choices = choose(settings, info.max_slowdown)
+    choices = [_with_precision(c, info) for c in choose(settings, info.max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
@@ -118,6 +136,19 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
+
+
+def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
+    """The choice with its sentence on how precise the throughput comparison got (measured groups only)."""
+    if choice.simulated or not choice.compared:
+        return choice
+    best = choice.best
+    if best is not None and not best.is_default and best.vs_default is not None:
+        rounds = best.vs_default.pairs or len(best.trials)
+    else:
+        rounds = len(choice.baseline.trials) if choice.baseline else 0
+    return replace(choice, precision=precision_note(choice.detectable, rounds, choice.max_slowdown,
+                                                    auto=info.auto_repeats, max_repeats=info.repeats))
 
 
 def sim_env_id(env_id: str) -> str:
@@ -164,8 +195,8 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
-    return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs), (info.trace or {}).get("sha256"))
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"))
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
@@ -200,7 +231,10 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress) -> None:
+def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress, before: int = 0,
+                  later: int = 0) -> int:
+    """Run the tasks not yet recorded; progress counts `before` trials done earlier and up to `later` to come.
+    Returns how many of `tasks` are now done."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done = len(tasks) - len(todo)
@@ -210,9 +244,39 @@ def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress)
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, done, len(tasks))
+            progress(record, before + done, before + len(tasks) + later)
 
     run_trials(todo, gpus, on_done)
+    return done
+
+
+def _run_rounds(folder: ResultsFolder, planned: dict, task, max_rounds: int, time_budget_s: float | None,
+                max_slowdown: float, gpus, progress, notice) -> None:
+    """`--repeats auto`: round after round, the default and the settings still in contention (rounds.py), until
+    none is, or `max_rounds` or the time budget are spent. Each round is planned from everything recorded so far,
+    so a resumed sweep takes the same path."""
+    started, done, last = time.monotonic(), 0, None
+    for r in range(max_rounds):
+        measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
+        tasks = []
+        for env_id, confs in planned.items():
+            group = [s for s in measured if s.env_id == env_id]
+            by_conf = {str(c): c for c in confs}
+            tasks += [task(env_id, by_conf[conf], r) for conf in next_round(group, list(by_conf), r, max_slowdown)]
+        if not tasks:
+            break
+        walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
+        estimate = (sum(walls) / len(walls)) * len(tasks) / len(gpus) if walls else 0.0
+        if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
+            notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
+                   f"{r} rounds")
+            break
+        done += _run_measured(folder, tasks, gpus, progress, done, len(tasks) * (max_rounds - r - 1) + 1)
+        last = (r, {t.env_id for t in tasks})
+    if last is not None:  # one more run of the default closes the last round's bracket
+        r, envs = last
+        closing = [task(env_id, AllocConf.parse(""), r + 1) for env_id in sorted(envs)]
+        _run_measured(folder, closing, gpus, progress, done)
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):

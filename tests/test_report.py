@@ -53,7 +53,7 @@ def test_ranked_table_renders_ranked_rows():
     order = [next(c for c in (f"{ES} (best)", "default", MS, RP) if c in line) for line in lines]
     assert order == [f"{ES} (best)", "default", MS, RP]
     assert "baseline" in text and "oom 1/2" in text and "10.50 GiB" in text and "1.05" in text
-    assert "tokens/s [" in text and "1.000x no significant difference" in text
+    assert "tokens/s [" in text and "1.000x ±" in text and "no significant difference" in text
 
 
 def test_summary_written_with_every_section(tmp_path):
