@@ -1,7 +1,7 @@
-"""`sweep()`: workload -> grid -> trials (measured or replayed) -> records -> choice -> reports.
+"""`sweep()`: workload -> grid -> planned trials -> executor -> records -> choice -> reports.
 
-The Python API behind `alloctune sweep`. Measuring (`runner.py` children, or `sim/` replays) only appends
-records to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
+The Python API behind `alloctune sweep`. The sweeper plans `TrialTask`s and hands them to an executor
+(`executors/`: local child processes, simulator replays); it alone appends what comes back to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
 and its reports are always built from what was really recorded.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Callable
 from . import __version__
 from .conf import AllocConf
 from .errors import AlloctuneError
+from .executors import Executor, LocalExecutor, SimExecutor
 from .grid import DEFAULT_GRID, apply_rules, expand
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
@@ -27,10 +28,8 @@ from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
 from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, next_round, precision_note
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
-from .versions import simulation_note
 from .workload import WorkloadSpec, load_workload
 
-DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
 HYBRID_FINALISTS = 3
 
 
@@ -93,7 +92,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     folder = _open_folder(info, results_root, out, fresh, notice)
 
     if replayed:
-        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
+        # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
+        # simulator follows where versions differ.
+        sim = SimExecutor(replayed[0], replayed[1]["path"], {sim_env_id(p.env_id): p.torch_version for p in probes},
+                          notice)
+        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                           sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                 for p in probes for conf in planned[p.env_id]]
+        _execute(folder, sim, tasks, progress, notice)
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = _finalists(folder.trials(), planned, max_slowdown)
@@ -103,12 +109,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
             return TrialTask(spec.to_dict(), spec.digest(), conf, r, pythons_by_env[env_id], env_id, budget_bytes,
                              budget_fraction, timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
 
-        if auto:
-            _run_rounds(folder, planned, task, rounds, time_budget_s, max_slowdown, gpus, progress, notice)
-        else:
-            tasks = [task(p.env_id, conf, r)
-                     for r in range(rounds) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-            _run_measured(folder, tasks, gpus, progress)
+        with LocalExecutor(gpus) as executor:
+            if auto:
+                _run_rounds(folder, executor, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
+                            progress, notice)
+            else:
+                tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
+                         for r in range(rounds) for p in probes for conf in planned[p.env_id]]
+                _execute(folder, executor, tasks, progress, notice)
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -231,30 +239,42 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress, before: int = 0,
-                  later: int = 0) -> int:
-    """Run the tasks not yet recorded; progress counts `before` trials done earlier and up to `later` to come.
-    Returns how many of `tasks` are now done."""
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
+             before: int = 0, later: int = 0) -> int:
+    """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
+    Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
+    are done."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
-    done = len(tasks) - len(todo)
+    done, total = len(tasks) - len(todo), len(tasks)
+    info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:
         nonlocal done
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, before + done, before + len(tasks) + later)
+            progress(record, before + done, before + total + later)
 
-    run_trials(todo, gpus, on_done)
+    def on_skip(task: TrialTask, reason: str) -> None:
+        nonlocal total
+        total -= 1
+        skip = Skipped(str(task.conf), reason, task.env_id)
+        if skip not in info.skipped:
+            info.skipped.append(skip)
+            folder.write_info(info)
+            notice(f"{task.conf.label}: {reason}")
+
+    executor.run(todo, on_done, on_skip)
     return done
 
 
-def _run_rounds(folder: ResultsFolder, planned: dict, task, max_rounds: int, time_budget_s: float | None,
-                max_slowdown: float, gpus, progress, notice) -> None:
+def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, max_rounds: int,
+                time_budget_s: float | None, max_slowdown: float, slots: int, progress, notice) -> None:
     """`--repeats auto`: round after round, the default and the settings still in contention (rounds.py), until
     none is, or `max_rounds` or the time budget are spent. Each round is planned from everything recorded so far,
-    so a resumed sweep takes the same path."""
+    so a resumed sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
     started, done, last = time.monotonic(), 0, None
     for r in range(max_rounds):
         measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
@@ -266,17 +286,17 @@ def _run_rounds(folder: ResultsFolder, planned: dict, task, max_rounds: int, tim
         if not tasks:
             break
         walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
-        estimate = (sum(walls) / len(walls)) * len(tasks) / len(gpus) if walls else 0.0
+        estimate = (sum(walls) / len(walls)) * len(tasks) / slots if walls else 0.0
         if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
             notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
                    f"{r} rounds")
             break
-        done += _run_measured(folder, tasks, gpus, progress, done, len(tasks) * (max_rounds - r - 1) + 1)
+        done += _execute(folder, executor, tasks, progress, notice, done, len(tasks) * (max_rounds - r - 1) + 1)
         last = (r, {t.env_id for t in tasks})
     if last is not None:  # one more run of the default closes the last round's bracket
         r, envs = last
         closing = [task(env_id, AllocConf.parse(""), r + 1) for env_id in sorted(envs)]
-        _run_measured(folder, closing, gpus, progress, done)
+        _execute(folder, executor, closing, progress, notice, done)
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
@@ -297,51 +317,6 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
         notice(f"trace: {warning}")
     sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     return trace, {"path": str(path), "sha256": sha256}
-
-
-def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
-                 trace, progress, notice) -> None:
-    """Judge every planned setting by replaying the trace, once per interpreter: its torch decides which settings
-    are valid (the probe) and whose allocator behaviour the simulator follows where versions differ. Settings the
-    simulator cannot model (cudaMallocAsync, keys that torch lacks) join the sweep's skipped list with the reason.
-    A resumed sweep replays only what the trials file lacks."""
-    from .sim.replay import replay
-
-    meta = trace.meta
-    device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
-    if budget_fraction is not None:
-        budget_bytes = int(budget_fraction * device_memory)
-    finished = folder.store.finished_keys()
-    info = folder.info()
-    todo = [(p, [c for c in planned[p.env_id]
-                 if (spec.digest(), str(c), sim_env_id(p.env_id), "sim", budget_bytes, 0) not in finished])
-            for p in probes]
-    done, total = 0, sum(1 for _, confs in todo for c in confs if not c.is_async)
-    for p, confs in todo:
-        if note := simulation_note(p.torch_version):
-            notice(note)
-        env_id = sim_env_id(p.env_id)
-        env = dict(meta.get("env") or {}, trace=info.trace["path"], trace_torch=meta.get("torch_version"),
-                   simulated_as=p.torch_version)
-        for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
-            if not outcome.simulated:
-                skip = Skipped(str(AllocConf.parse(outcome.conf)), f"cannot be simulated: {outcome.reason}", env_id)
-                if skip not in info.skipped:
-                    info.skipped.append(skip)
-                    notice(f"{outcome.conf}: not simulated: {outcome.reason}")
-                continue
-            done += 1
-            m = outcome.measurement()
-            record = TrialRecord(
-                workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)),
-                repeat=0, env_id=env_id, backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK,
-                measurement=m, budget_bytes=budget_bytes, env=env,
-                started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
-            folder.store.append(record)
-            if progress:
-                progress(record, done, max(total, done))
-    folder.write_info(info)
 
 
 def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:

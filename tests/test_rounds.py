@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from alloctune.conf import AllocConf
+from alloctune.executors import LocalExecutor
 from alloctune.records import Measurement, TrialRecord, TrialState
 from alloctune.results import ResultsFolder, SweepInfo
 from alloctune.rounds import MIN_ROUNDS, next_round, precision_note, standings
@@ -119,7 +120,8 @@ def run_rounds(tmp_path, plan, max_rounds=8, budget=None):
         return TrialTask({"name": "w"}, "h", conf, r, str(python), env_id)
 
     notices = []
-    _run_rounds(folder, {"env": confs}, task, max_rounds, budget, 0.02, [None], None, notices.append)
+    with LocalExecutor([None]) as executor:
+        _run_rounds(folder, executor, {"env": confs}, task, max_rounds, budget, 0.02, 1, None, notices.append)
     ran = (tmp_path / "ran.log").read_text().splitlines()
     return folder, ran, notices
 
