@@ -6,15 +6,16 @@ default (or, after the last round, one closing run of the default) follows at on
 two runs of the default, and its throughput is compared round by round with the default's interpolated between
 them (`select.bracket_pairs`, `stats.compare_paired`): a machine drifting during the round favours no one. Between fresh processes throughput moves by
 several percent, so a fixed number of repeats either wastes GPU time or cannot tell a 2% slowdown from noise;
-instead a setting leaves contention when
+instead a setting leaves contention at once when it failed (OOM, crash, time-out, mismatch), and after at least
+MIN_ROUNDS rounds (so that every setting in the table has a tested throughput figure) when
 
-- it failed (OOM, crash, time-out, mismatch) or uses more memory than the default (never recommended), or
+- it uses more memory than the default (never recommended), or
 - its throughput is significantly slower than the default beyond `max_slowdown` (refused), or
 - the 95% interval of its ratio to the default is no wider than ±`max_slowdown` (the question is answered), or
 - it cannot win: a setting needing less memory (beyond a tie) has already been answered and is not refused,
 
-after at least MIN_ROUNDS rounds, or when `max_repeats` rounds or the time budget are spent (pyperf and asv also
-bound a benchmark by a count and a time). Memory needs no repeats: a seeded workload's peaks repeat to the byte.
+or when `max_repeats` rounds or the time budget are spent (pyperf and asv also bound a benchmark by a count and
+a time). Memory needs no repeats: a seeded workload's peaks repeat to the byte.
 """
 from __future__ import annotations
 
@@ -66,12 +67,12 @@ def standings(group: list[SettingResult], planned: list[str], rounds_done: int, 
             out.append(Standing(conf, False, f"out: {s.state}"))
         elif base is None or not base.fits:
             out.append(Standing(conf, False, "the default did not run to the end: no throughput to compare with"))
-        elif s.memory is not None and base.memory is not None and s.memory > base.memory:
-            out.append(Standing(conf, False, f"out: more {s.memory_measure} than the default"))
         elif s.vs_default is None:
             out.append(Standing(conf, False, "no throughput measured"))
         elif rounds_done < MIN_ROUNDS:
             out.append(Standing(conf, True, f"fewer than {MIN_ROUNDS} rounds"))
+        elif s.memory is not None and base.memory is not None and s.memory > base.memory:
+            out.append(Standing(conf, False, f"out: more {s.memory_measure} than the default"))
         elif _refused_slow(s):
             out.append(Standing(conf, False, f"out: significantly slower than the default beyond "
                                              f"{max_slowdown:.0%}"))

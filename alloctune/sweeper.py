@@ -151,10 +151,8 @@ def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
     if choice.simulated or not choice.compared:
         return choice
     best = choice.best
-    if best is not None and not best.is_default and best.vs_default is not None:
-        rounds = best.vs_default.pairs or len(best.trials)
-    else:
-        rounds = len(choice.baseline.trials) if choice.baseline else 0
+    shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
+    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
     return replace(choice, precision=precision_note(choice.detectable, rounds, choice.max_slowdown,
                                                     auto=info.auto_repeats, max_repeats=info.repeats))
 
@@ -286,7 +284,8 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
         if not tasks:
             break
         walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
-        estimate = (sum(walls) / len(walls)) * len(tasks) / slots if walls else 0.0
+        # this round, and the default's closing run after it
+        estimate = (sum(walls) / len(walls)) * (len(tasks) / slots + 1) if walls else 0.0
         if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
             notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
                    f"{r} rounds")
