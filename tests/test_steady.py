@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from alloctune.records import Conditions, Measurement, TrialRecord, TrialState
 from alloctune.steady import Observer, split, timed_pass
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("n, blocks", [(0, 8), (1, 8), (7, 8), (8, 8), (10, 8), (100, 8), (5, 1)])
@@ -47,3 +51,21 @@ def test_observer_counts_gc_and_cpu_and_never_fails_without_a_gpu():
     assert TrialRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
     old = Measurement.from_json({"peak_reserved_bytes": 2, "peak_allocated_bytes": 1, "throughput": 3.0})
     assert old.conditions is None and old.block_seconds is None and old.warm_throughput is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_real_trial_times_a_steady_pass_and_keeps_what_explains_it():
+    from alloctune.conf import AllocConf
+    from alloctune.runner import TrialTask, run_trial
+    from alloctune.workload import load_workload
+
+    spec = load_workload(ROOT / "workloads" / "transformer-varlen.yaml", "tiny")
+    record = run_trial(TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(""), 0, sys.executable, "env"), 0)
+    assert record.state is TrialState.OK, record.error
+    m = record.measurement
+    assert m.throughput > 0 and m.warm_throughput > 0 and m.measured_steps == spec.steps
+    assert len(m.block_seconds) == min(spec.steps, 8) and sum(m.block_units) == pytest.approx(
+        m.throughput * m.measured_seconds)
+    c = m.conditions
+    assert c.device_allocs is not None and c.gc_collections is not None and c.cpu_seconds > 0
