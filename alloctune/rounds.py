@@ -71,7 +71,7 @@ def standings(group: list[SettingResult], planned: list[str], rounds_done: int, 
             out.append(Standing(conf, False, "no throughput measured"))
         elif rounds_done < MIN_ROUNDS:
             out.append(Standing(conf, True, f"fewer than {MIN_ROUNDS} rounds"))
-        elif s.memory is not None and base.memory is not None and s.memory > base.memory:
+        elif s.peak > base.peak:
             out.append(Standing(conf, False, f"out: more {s.memory_measure} than the default"))
         elif _refused_slow(s):
             out.append(Standing(conf, False, f"out: significantly slower than the default beyond "
@@ -80,8 +80,7 @@ def standings(group: list[SettingResult], planned: list[str], rounds_done: int, 
             out.append(Standing(conf, False, f"answered: interval ±{s.vs_default.half_width:.1%}"))
         else:
             winner = next((t for t in group if t.conf not in ("", conf) and t.fits and _answered(t, max_slowdown)
-                           and not _refused_slow(t) and t.memory is not None and s.memory is not None
-                           and t.memory < s.memory and not within(t.memory, s.memory, TIE)), None)
+                           and not _refused_slow(t) and t.peak < s.peak and not within(t.peak, s.peak, TIE)), None)
             if winner is not None:
                 out.append(Standing(conf, False, f"cannot win: {winner.label} needs less memory and is answered"))
             else:

@@ -110,9 +110,14 @@ class SettingResult:
         return self.memory_spread > 0
 
     @property
+    def peak(self) -> int:
+        """`memory` as the rules compare it: a setting that does not fit has none and is never compared (0)."""
+        return self.memory or 0
+
+    @property
     def tie_rank(self) -> tuple:
         """Among settings whose memory ties, the smallest wins (see the module's rules)."""
-        return (self.switches_backend, self.unstable, self.complexity, self.memory or 0, self.conf)
+        return (self.switches_backend, self.unstable, self.complexity, self.peak, self.conf)
 
     @property
     def throughputs(self) -> list[float]:
@@ -255,7 +260,7 @@ def memory_measure(members: list[SettingResult]) -> str:
 def ranked(settings: Iterable[SettingResult]) -> list[SettingResult]:
     """Fitting settings by peak memory (the group's measure; simpler first on equal peaks), then the failures."""
     failures = [state.value for state in _FAILURE_ORDER]
-    return sorted(settings, key=lambda s: (not s.fits, s.memory or 0 if s.fits else 0,
+    return sorted(settings, key=lambda s: (not s.fits, s.peak if s.fits else 0,
                                            failures.index(s.state) if not s.fits else 0, s.complexity, s.conf))
 
 
@@ -413,15 +418,15 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
         return _failure(s)
     if s.is_default or base is None or not base.fits:
         return None
-    if s.memory > base.memory:
-        return (f"raises {s.memory_measure} to {format_bytes(s.memory)} "
-                f"({_pct(s.memory, base.memory)} against the default's {format_bytes(base.memory)})")
+    if s.peak > base.peak:
+        return (f"raises {s.memory_measure} to {format_bytes(s.peak)} "
+                f"({_pct(s.peak, base.peak)} against the default's {format_bytes(base.peak)})")
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
         return (f"needs {s.num_alloc_retries} alloc retries against the default's {base.num_alloc_retries or 0}: "
                 f"each retry frees the cache and synchronises the device, a slowdown the replay cannot time")
     c = _comparison(s, base, max_slowdown)
     if _too_slow(c, max_slowdown):
-        saved = base.memory - s.memory
+        saved = base.peak - s.peak
         return f"saves {format_bytes(saved)} but is {_slowdown(c, max_slowdown)}"
     return None
 
@@ -462,12 +467,12 @@ NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible eve
 
 
 def _memory_reason(best: SettingResult, base: SettingResult) -> str:
-    saved = base.memory - best.memory
-    text = (f"{best.memory_measure} {format_bytes(best.memory)} against the default's "
-            f"{format_bytes(base.memory)} ({_pct(best.memory, base.memory)}, saves {format_bytes(saved)})")
+    saved = base.peak - best.peak
+    text = (f"{best.memory_measure} {format_bytes(best.peak)} against the default's "
+            f"{format_bytes(base.peak)} ({_pct(best.peak, base.peak)}, saves {format_bytes(saved)})")
     if best.reserved_ratio is not None and base.reserved_ratio is not None:
         text += f"; reserved/allocated {best.reserved_ratio:.2f} against {base.reserved_ratio:.2f}"
-    if saved < SMALL_GAIN * base.memory:
+    if saved < SMALL_GAIN * base.peak:
         text += (f". A small gain: the default is within {SMALL_GAIN:.0%} of it, so keeping the default is "
                  f"sound too")
     return text
@@ -488,16 +493,16 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
         reasons.append(f"the default was not run in this group: chosen on {best.memory_measure} alone")
     elif not base.fits:
         reasons.append(f"the default {_failure(base)}; {best.label} is the lowest {best.memory_measure} "
-                       f"({format_bytes(best.memory)}) of the {len(eligible)} settings that fit")
+                       f"({format_bytes(best.peak)}) of the {len(eligible)} settings that fit")
     elif best.is_default:
         others = [s for s in eligible if not s.is_default]
         text = (f"no setting lowers {base.memory_measure} by more than {tie:.0%} below the default's "
-                f"{format_bytes(base.memory)} and meets the rules: keep the default")
+                f"{format_bytes(base.peak)} and meets the rules: keep the default")
         if others:
-            low = min(others, key=lambda s: s.memory)
-            text += f" (closest: {low.label} at {format_bytes(low.memory)}, {_pct(low.memory, base.memory)})"
+            low = min(others, key=lambda s: s.peak)
+            text += f" (closest: {low.label} at {format_bytes(low.peak)}, {_pct(low.peak, base.peak)})"
         reasons.append(text)
-        lower_rejected = [s for s in members if s.fits and s.memory < base.memory
+        lower_rejected = [s for s in members if s.fits and s.peak < base.peak
                           and all(s is not e for e in eligible)]
         if lower_rejected:
             reasons.append(f"{len(lower_rejected)} setting(s) with less memory were refused: "
@@ -513,10 +518,10 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
         reasons.append(f"memory compared as {DEVICE} (what the driver reports in use, CUDA context included) "
                        f"for every setting: backends differ, and cudaMallocAsync's 'reserved' is the driver "
                        f"pool's, not comparable with the native allocator's")
-    tied = [s for s in eligible if s is not best and within(s.memory, best.memory, tie)]
+    tied = [s for s in eligible if s is not best and within(s.peak, best.peak, tie)]
     if tied and not best.is_default:
         reasons.append("; ".join(f"{s.label} came within {tie:.0%} of its {best.memory_measure} "
-                                 f"({format_bytes(s.memory)}, {_pct(s.memory, best.memory)}); {best.label} "
+                                 f"({format_bytes(s.peak)}, {_pct(s.peak, best.peak)}); {best.label} "
                                  f"wins the tie {_tie_reason(best, s)}" for s in tied))
     if best.unstable:
         reasons.append(f"caution: its peak reserved disagreed across repeats by {best.memory_spread:.1%} "
@@ -532,7 +537,7 @@ def _tie_loss(winner: SettingResult, loser: SettingResult) -> str:
         return f"its peak moved between repeats (+{loser.memory_spread:.1%}), the winner's repeated exactly"
     if loser.complexity != winner.complexity:
         return f"it sets {loser.complexity} key(s) against {winner.complexity}"
-    return "the winner's peak is lower" if loser.memory != winner.memory else "the same peak; decided by name"
+    return "the winner's peak is lower" if loser.peak != winner.peak else "the same peak; decided by name"
 
 
 def _tie_reason(winner: SettingResult, loser: SettingResult) -> str:
@@ -543,7 +548,7 @@ def _tie_reason(winner: SettingResult, loser: SettingResult) -> str:
         return "as its peak repeated exactly while the other's moved between repeats"
     if loser.complexity != winner.complexity:
         return f"as the simpler setting ({winner.complexity} key(s) against {loser.complexity})"
-    return "with the lower peak" if loser.memory != winner.memory else "(equal in every rule; by name)"
+    return "with the lower peak" if loser.peak != winner.peak else "(equal in every rule; by name)"
 
 
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
@@ -551,15 +556,15 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
     rejected = _rejection(s, base, max_slowdown)
     if rejected or best is None:
         return rejected or "not chosen"
-    extra, diff = s.memory - best.memory, ""
+    extra, diff = s.peak - best.peak, ""
     c = _comparison(s, base, max_slowdown)
     if c is not None:
         diff = f"; throughput {c.ratio:.3f}x the default's ({c.verdict})"
-    if within(s.memory, best.memory, tie):
-        return (f"ties with the winner on {s.memory_measure} ({format_bytes(s.memory)}, "
-                f"{_pct(s.memory, best.memory)}) but loses the tie: {_tie_loss(best, s)}{diff}")
+    if within(s.peak, best.peak, tie):
+        return (f"ties with the winner on {s.memory_measure} ({format_bytes(s.peak)}, "
+                f"{_pct(s.peak, best.peak)}) but loses the tie: {_tie_loss(best, s)}{diff}")
     return (f"costs {format_bytes(extra)} more {s.memory_measure} than the winner "
-            f"({_pct(s.memory, best.memory)}){diff}")
+            f"({_pct(s.peak, best.peak)}){diff}")
 
 
 def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float) -> Choice:
@@ -567,8 +572,8 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
     eligible = [s for s in members if _rejection(s, base, max_slowdown) is None]
     best = None
     if eligible:
-        low = min(s.memory for s in eligible)
-        best = min((s for s in eligible if within(s.memory, low, tie)), key=lambda s: s.tie_rank)
+        low = min(s.peak for s in eligible)
+        best = min((s for s in eligible if within(s.peak, low, tie)), key=lambda s: s.tie_rank)
     first = members[0].trials[0]
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
