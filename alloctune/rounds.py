@@ -3,7 +3,7 @@ the answer got. Pure functions over the settings measured so far; the sweeper ru
 
 A round runs the default and then every setting still in contention once each, back to back; the next round's
 default (or, after the last round, one closing run of the default) follows at once, so each setting ran between
-two runs of the default, and its throughput is compared round by round with the default's interpolated between
+two runs of the default (who is in contention is decided after a round's default ran, from bracketed rounds), and its throughput is compared round by round with the default's interpolated between
 them (`select.bracket_pairs`, `stats.compare_paired`): a machine drifting during the round favours no one. Between fresh processes throughput moves by
 several percent, so a fixed number of repeats either wastes GPU time or cannot tell a 2% slowdown from noise;
 instead a setting leaves contention at once when it failed (OOM, crash, time-out, mismatch), and after at least
@@ -89,11 +89,10 @@ def standings(group: list[SettingResult], planned: list[str], rounds_done: int, 
     return out
 
 
-def next_round(group: list[SettingResult], planned: list[str], round_index: int, max_slowdown: float) -> list[str]:
-    """The settings the next round runs, in order: the default first, then the open settings; [] when nothing
-    is open. (The next round's default closes this round's bracket: `select.bracket_pairs`.)"""
-    running = [st.conf for st in standings(group, planned, round_index, max_slowdown) if st.open]
-    return [""] + running if running else []
+def contenders(group: list[SettingResult], planned: list[str], round_index: int, max_slowdown: float) -> list[str]:
+    """The settings that round `round_index` runs after its default, in planned order; [] when none is open.
+    (The next round's default, or a closing run, follows them: `select.bracket_pairs`.)"""
+    return [st.conf for st in standings(group, planned, round_index, max_slowdown) if st.open]
 
 
 def precision_note(detectable: float | None, rounds: int, max_slowdown: float, *, auto: bool,

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from scipy import stats as _scipy
 
 OUTLIER_Z = 3.5   # modified z-score beyond which a sample is an outlier (Iglewicz & Hoaglin)
+# Rounds needed before a paired comparison leaves an outlying round out: with 3 or 4 rounds, two that happen to
+# agree closely make the MAD tiny and the third an "outlier", and dropping it fakes a significant difference.
+PAIRED_OUTLIER_MIN = 6
 ALPHA = 0.05
 
 
@@ -112,14 +115,17 @@ def _log_interval(centre: float, se: float, df: float, confidence: float = 1 - A
 def compare_paired(pairs: list[tuple[float, float]], tolerance: float = 0.0) -> Comparison:
     """(baseline, candidate) throughputs measured back to back in the same round: the ratio is taken per round,
     so drift of the machine that both members of a pair share cancels, and a t-interval on the log ratios gives
-    the ratio's 95% interval. Outlying rounds (modified z-score of the log ratio) are left out. Degenerate cases
+    the ratio's 95% interval. From PAIRED_OUTLIER_MIN rounds on, outlying rounds (modified z-score of the log
+    ratio) are left out. Degenerate cases
     are decided, not crashed on: one pair -> no interval and no p-values; identical ratios -> a point interval,
     differ iff the ratio is not 1."""
     if not pairs:
         raise ValueError("compare_paired() needs at least one pair")
     if any(b <= 0 or c <= 0 for b, c in pairs):
         raise ValueError("compare_paired() needs positive throughputs")
-    logs = inliers([math.log(c / b) for b, c in pairs])
+    logs = [math.log(c / b) for b, c in pairs]
+    if len(logs) >= PAIRED_OUTLIER_MIN:
+        logs = inliers(logs)
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return Comparison(math.exp(mean), None, None, tolerance, pairs=len(logs))

@@ -25,7 +25,7 @@ from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
-from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, next_round, precision_note
+from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
 from .workload import WorkloadSpec, load_workload
@@ -270,32 +270,34 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
 
 def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, max_rounds: int,
                 time_budget_s: float | None, max_slowdown: float, slots: int, progress, notice) -> None:
-    """`--repeats auto`: round after round, the default and the settings still in contention (rounds.py), until
-    none is, or `max_rounds` or the time budget are spent. Each round is planned from everything recorded so far,
-    so a resumed sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
-    started, done, last = time.monotonic(), 0, None
-    for r in range(max_rounds):
+    """`--repeats auto`: round after round, the default and then the settings still in contention (rounds.py),
+    until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
+    round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
+    round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
+    sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
+    started, done, envs = time.monotonic(), 0, sorted(planned)
+    default = AllocConf.parse("")
+    for r in range(max_rounds + 1):
+        done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, notice, done)
+        if r == max_rounds:
+            break
         measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
         tasks = []
-        for env_id, confs in planned.items():
+        for env_id in envs:
+            by_conf = {str(c): c for c in planned[env_id]}
             group = [s for s in measured if s.env_id == env_id]
-            by_conf = {str(c): c for c in confs}
-            tasks += [task(env_id, by_conf[conf], r) for conf in next_round(group, list(by_conf), r, max_slowdown)]
+            tasks += [task(env_id, by_conf[conf], r) for conf in contenders(group, list(by_conf), r, max_slowdown)]
         if not tasks:
             break
         walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
-        # this round, and the default's closing run after it
-        estimate = (sum(walls) / len(walls)) * (len(tasks) / slots + 1) if walls else 0.0
+        # this round's settings, and the default's run that closes the round
+        estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
         if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
             notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
                    f"{r} rounds")
             break
+        envs = sorted({t.env_id for t in tasks})
         done += _execute(folder, executor, tasks, progress, notice, done, len(tasks) * (max_rounds - r - 1) + 1)
-        last = (r, {t.env_id for t in tasks})
-    if last is not None:  # one more run of the default closes the last round's bracket
-        r, envs = last
-        closing = [task(env_id, AllocConf.parse(""), r + 1) for env_id in sorted(envs)]
-        _execute(folder, executor, closing, progress, notice, done)
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):

@@ -15,7 +15,7 @@ from alloctune.conf import AllocConf
 from alloctune.executors import LocalExecutor
 from alloctune.records import Measurement, TrialRecord, TrialState
 from alloctune.results import ResultsFolder, SweepInfo
-from alloctune.rounds import MIN_ROUNDS, next_round, precision_note, standings
+from alloctune.rounds import MIN_ROUNDS, contenders, precision_note, standings
 from alloctune.runner import TrialTask
 from alloctune.select import summarize_settings
 from alloctune.sweeper import _run_rounds
@@ -43,7 +43,7 @@ def test_first_rounds_run_everything_that_fits():
     assert by[ES].open and by[GC].open and by[GC].why == "not measured yet"
     assert by[MS].open                     # more memory: it still gets MIN_ROUNDS rounds for a throughput verdict
     assert not by[RP].open and by[RP].why == "out: oom"
-    assert next_round(g, ["", ES, MS, RP, GC], 1, 0.02) == ["", ES, MS, GC]
+    assert contenders(g, ["", ES, MS, RP, GC], 1, 0.02) == [ES, MS, GC]
     late = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], MIN_ROUNDS, 0.02)}
     assert not late[MS].open and "more peak reserved than the default" in late[MS].why
 
@@ -58,7 +58,7 @@ def test_answered_refused_and_cannot_win():
     assert not by[ES].open and by[ES].why.startswith("answered: interval ±")
     assert not by[RP].open and "significantly slower" in by[RP].why
     assert not by[GC].open and by[GC].why == f"cannot win: {ES} needs less memory and is answered"
-    assert next_round(g, ["", ES, RP, GC], 4, 0.02) == []
+    assert contenders(g, ["", ES, RP, GC], 4, 0.02) == []
     # before MIN_ROUNDS nothing is settled by throughput
     assert all(st.open for st in standings(g, ["", ES, RP, GC], MIN_ROUNDS - 1, 0.02))
 
@@ -73,7 +73,7 @@ def test_a_noisy_setting_stays_open_while_a_lower_one_is_not_answered():
 
 def test_the_default_failing_ends_the_rounds():
     g = summarize_settings([rec("", 0, None, state=TrialState.CRASHED), rec(ES, 0, 100.0)])
-    assert next_round(g, ["", ES], 1, 0.02) == []
+    assert contenders(g, ["", ES], 1, 0.02) == []
 
 
 def test_precision_note_degenerate_and_each_reason():
@@ -131,7 +131,7 @@ def run_rounds(tmp_path, plan, max_rounds=8, budget=None):
 def test_rounds_stop_each_setting_when_its_answer_is_known(tmp_path):
     rng = random.Random(0)
     plan = {"": {"gib": 20, "ratios": [1.0]},
-            ES: {"gib": 15, "ratios": [1.0, 1.004, 0.997, 1.001]},                    # answered after 3 rounds
+            ES: {"gib": 15, "ratios": [1.0, 1.001, 0.9995, 1.0005]},                  # answered after 3 rounds
             MS: {"gib": 60, "ratios": [1.0]},                                         # more memory: out after 3
             RP: "oom",                                                                # out after 1
             GC: {"gib": 12, "ratios": [1 + rng.uniform(-0.15, 0.15) for _ in range(8)]}}  # noisy: to the cap

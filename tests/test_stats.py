@@ -144,3 +144,9 @@ def test_welch_interval_brackets_the_ratio_of_means():
     assert c.ci_low < 0.99 < c.ci_high and c.half_width > 0
     zero = compare([100.0] * 3, [97.0] * 3)
     assert zero.ci_low == pytest.approx(0.97) == zero.ci_high and zero.half_width == pytest.approx(0.0)
+
+
+def test_paired_few_rounds_keep_every_round():
+    """Two rounds that happen to agree must not make the third an outlier: that would fake significance."""
+    c = compare_paired([(100.0, 101.7), (100.0, 101.71), (100.0, 99.8)])
+    assert c.pairs == 3 and not c.significant
