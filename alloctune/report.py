@@ -4,11 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from .results import ResultsFolder, SweepInfo
 from .select import DEVICE, Choice, SettingResult, format_rate, ranked
 from .stats import ALPHA, OUTLIER_Z
+from .tables import add_setting_column, keep_columns
 from .units import format_bytes
 
 SUMMARY_FILE = "summary.md"
@@ -78,15 +82,63 @@ def columns(choice: Choice) -> tuple[str, ...]:
     return COLUMNS
 
 
-def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Table:
-    """The settings of `choice`'s group, fitting ones by peak memory, then failures."""
-    table = Table(title=_title(choice))
-    for name in columns(choice):
-        table.add_column(name, overflow="fold")
-    for s in _in_group(settings, choice):
+_VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)": "?"}
+_LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-test on per-round ratios; "
+                   "±x% = the smallest difference the sweep could detect)",
+           "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
+
+
+def _shown(group: list[SettingResult], choice: Choice) -> tuple[list[int], list[list[str]]]:
+    """The rows of the group and the columns that have something to say in them (a simulated sweep has no
+    throughput; flags only when some setting has one)."""
+    rows = [_row(s, choice) for s in group]
+    said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
+    return keep_columns(COLUMNS, said, always=COLUMNS[:4]), rows
+
+
+def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
+    """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
+    the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
+    t, c = s.throughput, s.vs_default
+    if s.is_default:
+        vs = "baseline"
+    else:
+        width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
+        vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    memory = s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes
+    return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+            format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+            "-" if t is None else _number(t.median), vs]
+
+
+def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures; within 100 columns (a
+    setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
+    group = _in_group(settings, choice)
+    unit = next((s.unit for s in group if s.unit), None) or "units"
+    memory = "peak\ndevice" if choice.best is not None and choice.best.memory_measure == DEVICE else "peak\nreserved"
+    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    rows = [_terminal_row(s, choice) for s in group]
+    # A baseline alone, or no retries anywhere, says nothing.
+    said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
+            for row in rows]
+    keep = keep_columns(headers, said, always=headers[:3])
+    table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for j in keep:
+        if j == 0:
+            add_setting_column(table, (row[0] for row in rows))
+        else:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", overflow="fold")
+    for s, row in zip(group, rows):
         style = "bold green" if s is choice.best else ("red" if not s.fits else None)
-        table.add_row(*_row(s, choice), style=style)
-    return table
+        table.add_row(*(row[j] for j in keep), style=style)
+    notes = [Text(f"  {s.label}: {_flags(s)}", style="yellow") for s in group if _flags(s)]
+    if 4 not in keep:
+        notes.append(Text("  no setting needed an alloc retry", style="dim"))
+    notes += [Text(f"  {text}", style="dim") for mark, text in _LEGEND.items()
+              if any(row[-1].endswith(f" {mark}") for row in rows)]
+    return Group(table, *notes)
 
 
 def _md_cell(text: str) -> str:
@@ -130,9 +182,20 @@ def _recommendation(choice: Choice) -> str:
     return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
 
 
+def incomplete_note(choice: Choice) -> str | None:
+    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    if choice.complete:
+        return None
+    return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
+            f"decision rests on those alone (run the sweep command again to resume it)")
+
+
 def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     group = _in_group(settings, choice)
-    lines = [f"## {_title(choice)}", "", _recommendation(choice), ""]
+    lines = [f"## {_title(choice)}", ""]
+    if note := incomplete_note(choice):
+        lines += [f"**{note}**", ""]
+    lines += [_recommendation(choice), ""]
     if choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
@@ -142,7 +205,9 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
     if choice.precision:
         lines += [f"Precision: {choice.precision}.", ""]
-    lines += [markdown_table(columns(choice), (_row(s, choice) for s in group)), ""]
+    keep, rows = _shown(group, choice)
+    headers = columns(choice)
+    lines += [markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
     if choice.runners_up:
         lines += ["Runners-up and what they cost:", ""]
         lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
@@ -151,6 +216,7 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 
 def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
     tie = choices[0].tie if choices else 0.01
+    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     return [
         "## Statistics", "",
         "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
@@ -164,7 +230,7 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         "- Against the default: per round, the setting's throughput over the default's interpolated between the "
         "default's runs before and after it; a t-test and 95% interval on the log ratios (paired). With fewer than "
         f"2 such rounds, Welch's t-test on log throughput. alpha = {ALPHA}; a setting significantly slower than the "
-        f"default by more than the max slowdown ({info.max_slowdown:.0%}, one-sided test) is refused; with a single "
+        f"default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; with a single "
         "repeat throughput is not tested and does not refuse a setting. ±x% after a ratio is the half-width of its "
         "95% interval: the smallest difference the sweep could detect.",
         f"- Ties: peaks within {tie:.0%} of each other tie; the tie goes to a native-allocator setting over a backend "

@@ -312,6 +312,9 @@ class Choice:
     workload_hash: str = ""
     compared: tuple[SettingResult, ...] = ()   # the group's fitting settings with a throughput comparison
     precision: str = ""   # whether the interval reached its width goal, and if not why (set by the sweeper)
+    # Set by `sweeper.analyze` from sweep.json: fewer recorded than planned = an interrupted sweep.
+    trials_recorded: int = 0
+    trials_planned: int | None = None
 
     @property
     def simulated(self) -> bool:
@@ -326,6 +329,10 @@ class Choice:
         widths = [s.vs_default.half_width for s in self.compared
                   if s.vs_default is not None and s.vs_default.half_width is not None]
         return max(widths) if widths else None
+
+    @property
+    def complete(self) -> bool:
+        return self.trials_planned is None or self.trials_recorded >= self.trials_planned
 
     @property
     def verdict(self) -> str:
@@ -382,6 +389,9 @@ class Choice:
             "max_slowdown": self.max_slowdown,
             "tie": self.tie,
             "repeats": max((len(s.trials) for s in (best, base) if s), default=0),
+            "complete": self.complete,
+            "trials_recorded": self.trials_recorded,
+            "trials_planned": self.trials_planned,
         }
 
 
