@@ -40,7 +40,9 @@ class SweepInfo:
     grid: list[str]                   # canonical settings that were run ('' = default)
     skipped: list[Skipped] = field(default_factory=list)
     envs: dict = field(default_factory=dict)   # env_id -> probe facts (python, torch, cuda, driver, gpu, ...)
-    repeats: int = 1
+    repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
+    auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
+    time_budget_s: float | None = None
     budget_bytes: int | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'

@@ -105,7 +105,7 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
         return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
                            else ""), **fields)
     m = result.get("measurement")
-    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
+    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement.from_json(m) if m else None,
                        error=result.get("error"), effective_conf=result.get("effective_conf"),
                        env=result.get("env", {}), **fields)
 

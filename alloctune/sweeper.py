@@ -11,6 +11,7 @@ import hashlib
 import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +26,7 @@ from .hybrid import HYBRID_FINALISTS, TRACE_FILE, finalists, record_default, rec
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
+from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
 from .runner import DEFAULT_TIMEOUT_S, TrialTask
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
@@ -46,7 +48,8 @@ ProgressFn = Callable[[TrialRecord, int, int], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
-          repeats: int = 3, gpus: list[int] | None = None, budget: str | None = None,
+          repeats: int | str = "auto", max_repeats: int = DEFAULT_MAX_REPEATS, time_budget_s: float | None = None,
+          gpus: list[int] | None = None, budget: str | None = None,
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
@@ -60,8 +63,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
     trial; it then measures the default and the `finalists_count` best simulated settings."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
-    if repeats < 1:
-        raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
+    auto = repeats == "auto"
+    if not auto and (not isinstance(repeats, int) or repeats < 1):
+        raise AlloctuneError(f"--repeats must be 'auto' or at least 1, got {repeats!r}")
+    if auto and max_repeats < MIN_ROUNDS:
+        raise AlloctuneError(f"--max-repeats must be at least {MIN_ROUNDS}, got {max_repeats}")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise AlloctuneError(f"--time-budget must be positive, got {time_budget_s:g}")
+    rounds = max_repeats if auto else int(repeats)
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     # A search replaces the grid: its candidates are judged by each torch as the search goes.
     confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
@@ -99,7 +108,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
-        repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
+        repeats=rounds if backend != "sim" else 1, auto_repeats=auto and backend != "sim",
+        time_budget_s=time_budget_s if auto else None, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
         backend=backend, max_slowdown=max_slowdown,
         trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
                                              if recording else None), search=search,
@@ -132,10 +142,19 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
-        tasks = [measured(conf, r, p) for r in range(repeats) for p in probes for conf in planned[p.env_id]]
-        # interleaved: A B C A B C
+        probe_of = {p.env_id: p for p in probes}
+
+        def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
+            return measured(conf, r, probe_of[env_id])
+
         with runner:
-            _execute(folder, runner, tasks, progress, notice)
+            if auto:
+                _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
+                            progress, notice)
+            else:
+                tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
+                         for r in range(rounds) for p in probes for conf in planned[p.env_id]]
+                _execute(folder, runner, tasks, progress, notice)
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -155,8 +174,8 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
     records = folder.trials()
     settings = summarize_settings(records, max_slowdown)
-    choices = [replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
-                       trials_planned=planned_trials(info, records, c.env_id, c.backend))
+    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
+                                       trials_planned=planned_trials(info, records, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
@@ -165,6 +184,17 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
+
+
+def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
+    """The choice with its sentence on how precise the throughput comparison got (measured groups only)."""
+    if choice.simulated or not choice.compared:
+        return choice
+    best = choice.best
+    shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
+    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
+    return replace(choice, precision=precision_note(choice.detectable, rounds, choice.max_slowdown,
+                                                    auto=info.auto_repeats, max_repeats=info.repeats))
 
 
 def sim_env_id(env_id: str) -> str:
@@ -228,8 +258,8 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
-    return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
@@ -264,9 +294,12 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice) -> None:
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
+             before: int = 0, later: int = 0) -> int:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
-    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once."""
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
+    Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
+    are done."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
@@ -279,7 +312,7 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, done, total)
+            progress(record, before + done, before + total + later)
 
     def on_skip(task: TrialTask, reason: str) -> None:
         nonlocal total
@@ -291,6 +324,39 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
             notice(f"{task.conf.label}: {reason}")
 
     executor.run(todo, on_done, on_skip)
+    return done
+
+
+def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, max_rounds: int,
+                time_budget_s: float | None, max_slowdown: float, slots: int, progress, notice) -> None:
+    """`--repeats auto`: round after round, the default and then the settings still in contention (rounds.py),
+    until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
+    round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
+    round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
+    sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
+    started, done, envs = time.monotonic(), 0, sorted(planned)
+    default = AllocConf.parse("")
+    for r in range(max_rounds + 1):
+        done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, notice, done)
+        if r == max_rounds:
+            break
+        measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
+        tasks = []
+        for env_id in envs:
+            by_conf = {str(c): c for c in planned[env_id]}
+            group = [s for s in measured if s.env_id == env_id]
+            tasks += [task(env_id, by_conf[conf], r) for conf in contenders(group, list(by_conf), r, max_slowdown)]
+        if not tasks:
+            break
+        walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
+        # this round's settings, and the default's run that closes the round
+        estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
+        if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
+            notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
+                   f"{r} rounds")
+            break
+        envs = sorted({t.env_id for t in tasks})
+        done += _execute(folder, executor, tasks, progress, notice, done, len(tasks) * (max_rounds - r - 1) + 1)
 
 
 def _foreign(record: TrialRecord, probed: dict | None) -> str | None:

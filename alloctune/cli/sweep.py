@@ -1,11 +1,13 @@
 """`alloctune sweep WORKLOAD.yaml`: measure (or replay) a grid of allocator settings and choose the best."""
 from __future__ import annotations
 
+import argparse
 import shlex
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..records import TrialRecord
+from ..rounds import DEFAULT_MAX_REPEATS
 from ..units import format_bytes
 from . import console, fraction, gpu_list, seconds
 
@@ -21,7 +23,14 @@ def register(subparsers) -> None:
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
+    p.add_argument("--repeats", type=_repeats, default="auto",
+                   help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
+                        "rounds of the default and each setting still in contention until the 95%% interval of "
+                        "its throughput ratio to the default is within --max-slowdown")
+    p.add_argument("--max-repeats", type=_repeats_limit, default=DEFAULT_MAX_REPEATS,
+                   help=f"with --repeats auto: at most this many rounds (default: {DEFAULT_MAX_REPEATS})")
+    p.add_argument("--time-budget", type=seconds, metavar="S",
+                   help="with --repeats auto: start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
@@ -89,7 +98,8 @@ def run(args) -> int:
             bar.update(task, completed=done, total=total,
                        description=f"search {env_id}" + (f" (best: {best[:40]})" if best else ""))
 
-        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
+        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
+                        max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, executor=args.executor, ray_address=args.ray_address,
@@ -110,6 +120,19 @@ def run(args) -> int:
     if outcome.backend == "sim":
         out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
+
+
+def _repeats(text: str) -> int | str:
+    """--repeats: 'auto' or a positive count."""
+    if text == "auto":
+        return text
+    return _repeats_limit(text)
+
+
+def _repeats_limit(text: str) -> int:
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a whole number of repeats >= 1, got {text!r}")
 
 
 def _on_gpu(command: str) -> str:
