@@ -27,7 +27,7 @@ def planned_trials(info: SweepInfo, records: list[TrialRecord], env_id: str, bac
     if info.auto_repeats:
         # Rounds go on until the answers are known, so their number is not planned; a sweep that finished closed
         # its last round with a run of the default, whose last repeat then follows every other setting's.
-        group = [r for r in records if r.env_id == env_id and r.backend == backend]
+        group = [r for r in records if r.env_id == env_id and r.backend == backend and not r.recording]
         last_default = max((r.repeat for r in group if r.conf == ""), default=-1)
         last_other = max((r.repeat for r in group if r.conf != ""), default=-1)
         recorded = recorded_trials(records, env_id, backend)

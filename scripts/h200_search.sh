@@ -6,8 +6,9 @@
 #   grid   : the exhaustive default grid measured on the GPU            (sweep --backend cuda)
 #   hybrid : one command: record the trace in the default's first trial, search the settings space by replay,
 #            measure the default and the best finalist                   (sweep --backend hybrid --search)
-# Part 1: transformer-varlen grid + hybrid, detection grid. Part 2: detection hybrid, then grid + hybrid of
-# examples/maskrcnn_train.yaml (torchvision Mask R-CNN, a job not shipped with alloctune; quick preset).
+# Part 1: transformer-varlen grid + hybrid, detection grid. Part 2: detection hybrid, then hybrid + grid of
+# examples/maskrcnn_train.yaml (torchvision Mask R-CNN, a job not shipped with alloctune; quick preset). A grid
+# comes last in each part: if time runs short, it loses its last settings, and what it measured still counts.
 # GPU seconds of a sweep = wall seconds of its trial processes (trials.jsonl); beside them the command's own wall
 # time (which adds probing and, for hybrid, the search on the CPU while the GPU idles).
 # DEADLINE: seconds for everything (the script ends inside it by itself); GPUS: "1", or "0,1" for one queue per
@@ -50,7 +51,7 @@ run() {  # run GPU JOB KIND WORKLOAD PRESET
 if [ "$PART" = 1 ]; then
   PLAN="transformer-varlen:grid:workloads/transformer-varlen.yaml:h200 transformer-varlen:hybrid:workloads/transformer-varlen.yaml:h200 detection:grid:workloads/detection.yaml:h200"
 else
-  PLAN="detection:hybrid:workloads/detection.yaml:h200 maskrcnn-train:grid:examples/maskrcnn_train.yaml:quick maskrcnn-train:hybrid:examples/maskrcnn_train.yaml:quick"
+  PLAN="detection:hybrid:workloads/detection.yaml:h200 maskrcnn-train:hybrid:examples/maskrcnn_train.yaml:quick maskrcnn-train:grid:examples/maskrcnn_train.yaml:quick"
 fi
 IFS=, read -r -a GPU_LIST <<< "$GPUS"
 n=${#GPU_LIST[@]}
