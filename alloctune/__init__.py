@@ -9,6 +9,7 @@ matplotlib or rich):
     alloctune.load_trace(path)            a PyTorch snapshot or compact trace
     alloctune.replay(trace, confs, ...)   simulate a trace under settings
     alloctune.export_results(path, ...)   the choice as env / shell / json / docker / k8s text
+    alloctune.step(units=1)               in your own script: mark a step (a no-op outside an alloctune trial)
 """
 from importlib import import_module
 
@@ -16,7 +17,7 @@ __version__ = "0.1.0"
 
 _API = {
     "sweep": "sweeper", "analyze": "sweeper", "load_workload": "workload", "load_trace": "sim.trace",
-    "replay": "sim.replay", "export_results": "export",
+    "replay": "sim.replay", "export_results": "export", "step": "steps",
 }
 
 

@@ -77,6 +77,9 @@ class TrialRecord:
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
     env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
+    # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
+    processes: list | None = None
     schema: int = SCHEMA_VERSION
 
     @property

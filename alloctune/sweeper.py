@@ -50,19 +50,27 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
-          progress: ProgressFn | None = None, notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+          gpus_per_trial: int = 1, progress: ProgressFn | None = None,
+          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     if repeats < 1:
         raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
+    if spec.command is not None:
+        from .command import command_pythons
+
+        pythons, backend = command_pythons(spec, pythons, backend)
     probes = _probe_all(pythons or [sys.executable])
+    if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
+        raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, notice)
     gpus = gpus or [0]
     if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
                              f"GPU(s) visible")
+    slots = gpu_slots(gpus, gpus_per_trial)
 
     planned, skipped = {}, []
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
@@ -90,7 +98,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
                            timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
                  for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        _run_measured(folder, tasks, gpus, progress)
+        _run_measured(folder, tasks, slots, progress)
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -118,6 +126,16 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
+
+
+def gpu_slots(gpus: list[int], per_trial: int) -> list:
+    """What each concurrently running trial gets: one GPU index, or with per_trial > 1 a disjoint tuple."""
+    if per_trial < 1 or len(gpus) % per_trial:
+        raise AlloctuneError(f"--gpus-per-trial {per_trial}: expected a positive divisor of the number of --gpus "
+                             f"({len(gpus)})")
+    if per_trial == 1:
+        return list(gpus)
+    return [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus), per_trial)]
 
 
 def sim_env_id(env_id: str) -> str:
@@ -211,6 +229,10 @@ def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress)
         done += 1
         if progress:
             progress(record, done, len(tasks))
+        if task.workload.get("command"):
+            from .command import check_measurable
+
+            check_measurable(record)
 
     run_trials(todo, gpus, on_done)
 
