@@ -49,10 +49,12 @@ step record 120 python3 -m alloctune record --gpu 0 -o "$C/gpt2-cmd.pickle" -- \
 step replay 90 python3 -m alloctune replay "$C/gpt2-cmd.pickle" --conf default --conf expandable_segments:True \
   --conf roundup_power2_divisions:4 --json
 [ -s "$C/replay.log" ] && cp "$C/replay.log" "$C/replay.json"
-# the pickle can be large: keep it only when it fits what comes back (16 MiB for the whole tarball)
-xz -T0 -6 "$C/gpt2-cmd.pickle" 2>/dev/null
-[ -f "$C/gpt2-cmd.pickle.xz" ] && [ "$(stat -c %s "$C/gpt2-cmd.pickle.xz")" -gt 8000000 ] && \
-  rm -f "$C/gpt2-cmd.pickle.xz" && log "trace too large to bring back; dropped"
+# the pickle is large: bring the trace back in the compact format (the same events), if it fits (<= 8 MB)
+step compact 60 python3 -c "from alloctune.sim.trace import load_trace, save_trace
+save_trace(load_trace('$C/gpt2-cmd.pickle'), '$C/gpt2-cmd.xz')"
+rm -f "$C/gpt2-cmd.pickle"
+[ -f "$C/gpt2-cmd.xz" ] && [ "$(stat -c %s "$C/gpt2-cmd.xz")" -gt 8000000 ] && rm -f "$C/gpt2-cmd.xz" && \
+  log "trace too large to bring back; dropped"
 
 # 3. a 2-rank torchrun DDP job swept as a command, per-rank peaks in the record and the summary
 if [ "$NGPU" -ge 2 ]; then
