@@ -42,9 +42,11 @@ class TrialTask:
     budget_fraction: float | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
+    backend: str = "cuda"             # what its record will say: 'cuda' (measured) or 'sim' (replayed)
 
     def key(self) -> tuple:
-        return (self.workload_hash, str(self.conf), self.env_id, "cuda", self.budget_bytes, self.repeat)
+        """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
+        return (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
 
 
 def child_environment(conf: AllocConf, gpu: int | Sequence[int] | None, base: dict | None = None) -> dict:

@@ -1,7 +1,7 @@
-"""`sweep()`: workload -> grid -> trials (measured or replayed) -> records -> choice -> reports.
+"""`sweep()`: workload -> grid -> planned trials -> executor -> records -> choice -> reports.
 
-The Python API behind `alloctune sweep`. Measuring (`runner.py` children, or `sim/` replays) only appends
-records to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
+The Python API behind `alloctune sweep`. The sweeper plans `TrialTask`s and hands them to an executor
+(`executors/`: local child processes, simulator replays); it alone appends what comes back to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
 and its reports are always built from what was really recorded.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .conf import AllocConf
 from .errors import AlloctuneError
+from .executors import Executor, LocalExecutor, SimExecutor
 from .grid import DEFAULT_GRID, apply_rules, expand
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
@@ -25,10 +25,8 @@ from .results import ResultsFolder, Skipped, SweepInfo
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
-from .versions import simulation_note
 from .workload import WorkloadSpec, load_workload
 
-DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
 HYBRID_FINALISTS = 3
 
 
@@ -91,14 +89,22 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     folder = _open_folder(info, results_root, out, fresh, notice)
 
     if replayed:
-        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
+        # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
+        # simulator follows where versions differ.
+        sim = SimExecutor(replayed[0], replayed[1]["path"], {sim_env_id(p.env_id): p.torch_version for p in probes},
+                          notice)
+        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                           sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                 for p in probes for conf in planned[p.env_id]]
+        _execute(folder, sim, tasks, progress, notice)
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = _finalists(folder.trials(), planned, max_slowdown)
         tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
                            timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
                  for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        _run_measured(folder, tasks, slots, progress)
+        with LocalExecutor(slots) as executor:
+            _execute(folder, executor, tasks, progress, notice)
 
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
@@ -218,23 +224,35 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress) -> None:
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice) -> None:
+    """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
-    done = len(tasks) - len(todo)
+    done, total = len(tasks) - len(todo), len(tasks)
+    info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:
         nonlocal done
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, done, len(tasks))
+            progress(record, done, total)
         if task.workload.get("command"):
             from .command import check_measurable
 
             check_measurable(record)
 
-    run_trials(todo, gpus, on_done)
+    def on_skip(task: TrialTask, reason: str) -> None:
+        nonlocal total
+        total -= 1
+        skip = Skipped(str(task.conf), reason, task.env_id)
+        if skip not in info.skipped:
+            info.skipped.append(skip)
+            folder.write_info(info)
+            notice(f"{task.conf.label}: {reason}")
+
+    executor.run(todo, on_done, on_skip)
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
@@ -255,51 +273,6 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
         notice(f"trace: {warning}")
     sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     return trace, {"path": str(path), "sha256": sha256}
-
-
-def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
-                 trace, progress, notice) -> None:
-    """Judge every planned setting by replaying the trace, once per interpreter: its torch decides which settings
-    are valid (the probe) and whose allocator behaviour the simulator follows where versions differ. Settings the
-    simulator cannot model (cudaMallocAsync, keys that torch lacks) join the sweep's skipped list with the reason.
-    A resumed sweep replays only what the trials file lacks."""
-    from .sim.replay import replay
-
-    meta = trace.meta
-    device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
-    if budget_fraction is not None:
-        budget_bytes = int(budget_fraction * device_memory)
-    finished = folder.store.finished_keys()
-    info = folder.info()
-    todo = [(p, [c for c in planned[p.env_id]
-                 if (spec.digest(), str(c), sim_env_id(p.env_id), "sim", budget_bytes, 0) not in finished])
-            for p in probes]
-    done, total = 0, sum(1 for _, confs in todo for c in confs if not c.is_async)
-    for p, confs in todo:
-        if note := simulation_note(p.torch_version):
-            notice(note)
-        env_id = sim_env_id(p.env_id)
-        env = dict(meta.get("env") or {}, trace=info.trace["path"], trace_torch=meta.get("torch_version"),
-                   simulated_as=p.torch_version)
-        for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
-            if not outcome.simulated:
-                skip = Skipped(str(AllocConf.parse(outcome.conf)), f"cannot be simulated: {outcome.reason}", env_id)
-                if skip not in info.skipped:
-                    info.skipped.append(skip)
-                    notice(f"{outcome.conf}: not simulated: {outcome.reason}")
-                continue
-            done += 1
-            m = outcome.measurement()
-            record = TrialRecord(
-                workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)),
-                repeat=0, env_id=env_id, backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK,
-                measurement=m, budget_bytes=budget_bytes, env=env,
-                started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
-            folder.store.append(record)
-            if progress:
-                progress(record, done, max(total, done))
-    folder.write_info(info)
 
 
 def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:

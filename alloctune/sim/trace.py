@@ -140,8 +140,21 @@ class _PlainUnpickler(pickle.Unpickler):
                          f"containers and scalars, so nothing in this file was run")
 
 
-def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
+def read_snapshot(path: str | os.PathLike) -> dict:
+    """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
+    anything; `TraceError` for anything else."""
     where = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise TraceError(f"cannot read snapshot {where!r}: {exc.strerror or exc}") from None
+    if data[:1] != bytes([_PICKLE_PROTO]):
+        raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with {data[:8]!r}")
+    return _unpickle_snapshot(data, where)
+
+
+def _unpickle_snapshot(data: bytes, where: str) -> dict:
     try:
         snapshot = _PlainUnpickler(io.BytesIO(data)).load()
     except TraceError:
@@ -151,6 +164,12 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
                          f"(written by torch.cuda.memory._dump_snapshot)")
+    return snapshot
+
+
+def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
+    where = os.fspath(path)
+    snapshot = _unpickle_snapshot(data, where)
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
