@@ -53,6 +53,7 @@ class _State:
         self.oom_message = None
         self.written = False
         self.stop = threading.Event()
+        self.sampler_stopped = threading.Event()
         self.lock = threading.Lock()
 
 
@@ -68,11 +69,16 @@ def _rank():
 
 
 def _sample(torch):
-    """Device-level memory in use on every device this process allocated on."""
+    """Device-level memory in use on every device this process allocated on.
+
+    Only devices that hold an allocation (so a context) are touched, and the calling thread is first moved onto
+    the device it reads: a device guard that switched back would otherwise make a context on the thread's
+    previous device, which may be a GPU this process never used (another rank's)."""
     for i in range(torch.cuda.device_count()):
         reserved = torch.cuda.memory_reserved(i)
         if reserved <= 0:
-            continue  # no allocation there: do not create a context on it
+            continue
+        torch.cuda.set_device(i)
         free, total = torch.cuda.mem_get_info(i)
         with _state.lock:
             _state.device_peak[i] = max(_state.device_peak.get(i, 0), total - free)
@@ -80,11 +86,13 @@ def _sample(torch):
 
 
 def _sampler(torch):
-    while not _state.stop.wait(SAMPLE_INTERVAL_S):
-        try:
+    try:
+        while not _state.stop.wait(SAMPLE_INTERVAL_S):
             _sample(torch)
-        except Exception:
-            return
+    except Exception:
+        pass
+    finally:
+        _state.sampler_stopped.set()
 
 
 def _on_cuda_init():
@@ -177,7 +185,11 @@ def _write():
               "torch_version": str(torch.__version__) if torch is not None else None,
               "effective_conf": None, "mismatch": None, "exit_time": time.time()}
     if cuda:
+        _state.sampler_stopped.wait(1.0)   # not two threads switching devices at once
+        current = torch.cuda.current_device()
         _sample(torch)
+        if torch.cuda.memory_reserved(current) > 0:   # the program's device again, if it has a context
+            torch.cuda.set_device(current)             # (a SIGTERM handler of its own may follow)
         record["devices"] = _peaks(torch)
         from alloctune.child import _mismatch, effective_settings
 
