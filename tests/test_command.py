@@ -234,3 +234,21 @@ def test_summary_says_which_rank_peaked(tmp_path):
     summary = (folder.path / "summary.md").read_text()
     assert "## Per process" in summary
     assert "| default | 1 | ok | rank 1 |" in summary and "| expandable_segments:True | 1 | ok | rank 0 |" in summary
+
+
+def test_every_python_process_of_a_command_gets_the_hook(tmp_path):
+    """Ranks started by the command (here two subprocesses with RANK set) each write their own file."""
+    program = ("import os, subprocess, sys\n"
+               "if len(sys.argv) == 1:\n"
+               "    ps = [subprocess.Popen([sys.executable, __file__, str(r)], env=dict(os.environ, RANK=str(r)))\n"
+               "          for r in (0, 1)]\n"
+               "    sys.exit(max(p.wait() for p in ps))\n"
+               "import alloctune\n"
+               "for _ in range(2 + int(sys.argv[1])): alloctune.step()\n")
+    job = tmp_path / "ranks.py"
+    job.write_text(program)
+    env = hook_environment(child_environment(AllocConf.parse(""), None), "")
+    run = run_command([sys.executable, str(job)], env, None, 60, str(tmp_path / "work"))
+    assert run.returncode == 0
+    assert [(p["rank"], len(p["steps"])) for p in run.processes] == [(0, 2), (1, 3)]
+    assert len({p["pid"] for p in run.processes}) == 2
