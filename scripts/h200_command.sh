@@ -12,7 +12,8 @@
 #      roundup_power2_divisions:4 (set beside the command sweep's measured peaks by the lead / README);
 #   3. a 2-rank torchrun DDP job (examples/ddp_gpt2.py) swept as a command: --gpus 0,1 --gpus-per-trial 2 (NCCL);
 #      with one GPU, two ranks on it with gloo;
-#   4. python3 -m pytest -m gpu on tests/test_command_gpu.py and tests/test_record.py.
+#   4. python3 -m pytest -m gpu on tests/test_command_gpu.py and tests/test_record.py;
+#   and, beside step 2 on the second GPU, 10 steps of examples/maskrcnn_train.py (a smoke run).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=. NCCL_NVLS_ENABLE=0
 DEADLINE=${DEADLINE:-480}
@@ -49,7 +50,10 @@ entry_sweep() { step sweep-entry 170 python3 -m alloctune sweep examples/gpt2_va
   --repeats 1 --gpus "$G1" --results "$C/results" "${GRID[@]}"; }
 if [ "$NGPU" -ge 2 ]; then cmd_sweep & entry_sweep & wait; else cmd_sweep; entry_sweep; fi
 
-# 2. record the command once, replay it under three settings (both GPUs busy no more: one run)
+# 2. record the command once, replay it under three settings; meanwhile, on the other GPU, a smoke run of the
+#    Mask R-CNN example (used by others for evidence; its peaks print at the end of its log)
+[ "$NGPU" -ge 2 ] && { CUDA_VISIBLE_DEVICES=$G1 step maskrcnn 90 python3 examples/maskrcnn_train.py --steps 10 \
+  --log-every 5 & }
 step record 100 python3 -m alloctune record --gpu "$G0" -o "$C/gpt2-cmd.pickle" -- \
   python3 examples/gpt2_varlen.py --steps "$STEPS" --log-every 0
 step replay 60 python3 -m alloctune replay "$C/gpt2-cmd.pickle" --conf default --conf expandable_segments:True \
@@ -62,6 +66,7 @@ rm -f "$C/gpt2-cmd.pickle"
 [ -f "$C/gpt2-cmd.xz" ] && [ "$(stat -c %s "$C/gpt2-cmd.xz")" -gt 8000000 ] && rm -f "$C/gpt2-cmd.xz" && \
   log "trace too large to bring back; dropped"
 
+wait
 # 3. a 2-rank torchrun DDP job swept as a command, per-rank peaks in the record and the summary
 if [ "$NGPU" -ge 2 ]; then
   step sweep-ddp 150 python3 -m alloctune sweep --repeats 1 --gpus "$G0,$G1" --gpus-per-trial 2 --results "$C/results" \
