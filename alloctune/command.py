@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ from pathlib import Path
 from .errors import AlloctuneError, WorkloadError
 from .hook import HOOK_DIR
 from .records import Measurement, TrialRecord, TrialState
-from .runner import ALLOC_CONF_VARS, _RUNNING, TrialTask, child_environment
+from .runner import ALLOC_CONF_VARS, _RUNNING, TrialTask, _identity, child_environment
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
@@ -266,9 +267,8 @@ def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
             error: str | None = f"cannot run {argv[0]}: {exc.strerror or exc}"
         else:
             error = None
-        fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                      repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
-                      wall_seconds=round(run.wall_seconds, 3), started_at=started)
+        fields = dict(_identity(task), wall_seconds=round(run.wall_seconds, 3), started_at=started,
+                      node=socket.gethostname(), gpus=env.get("CUDA_VISIBLE_DEVICES"))
         record = _judge(run, command, task, error, fields)
     return record
 
