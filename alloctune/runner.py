@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -78,8 +79,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                        "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
                        "result": result_path}, f)
         t0 = time.monotonic()
-        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path],
-                                env=child_environment(task.conf, gpu), stdout=subprocess.DEVNULL,
+        env = child_environment(task.conf, gpu)
+        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
         _RUNNING.add(proc)
         timed_out = False
@@ -93,9 +94,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
             _RUNNING.discard(proc)
         wall = time.monotonic() - t0
         result = _read_result(result_path)
-    fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                  repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
-                  wall_seconds=round(wall, 3), started_at=started)
+    fields = dict(_identity(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
+                  gpus=env.get("CUDA_VISIBLE_DEVICES"))
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
@@ -107,6 +107,23 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
     return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
                        error=result.get("error"), effective_conf=result.get("effective_conf"),
                        env=result.get("env", {}), **fields)
+
+
+def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
+    """The record of a trial whose child never reported back because what ran it was lost (a Ray worker)."""
+    return TrialRecord(state=TrialState.CRASHED, error=reason, **_identity(task), **fields)
+
+
+def _identity(task: TrialTask) -> dict:
+    """The record fields that say which trial this is."""
+    return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
+                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes)
+
+
+def stop_children() -> None:
+    """Kill every trial child in flight in this process (and what it started), e.g. on Ctrl-C."""
+    for proc in list(_RUNNING):
+        _kill_group(proc)
 
 
 def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
@@ -143,8 +160,7 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
         stop.set()
         deadline = time.monotonic() + 10
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            for proc in list(_RUNNING):  # again each round: a worker may have started one just before `stop`
-                _kill_group(proc)
+            stop_children()  # again each round: a worker may have started one just before `stop`
             time.sleep(0.05)
         raise
 

@@ -8,7 +8,7 @@
 #        frag         interleaved frees under a 4500 MiB fraction, then a 1500 MiB request
 #        frag-window  the same with max_entries=60: the trace starts mid-run (ring buffer)
 #        other        a holder process takes all but 24 GiB, then a victim fills the rest
-#        budget-rank1 (2 GPUs only) the budget case as RANK=1 on GPU 1: the file is named for rank 1
+#        budget-rank1 the budget case as RANK=1 (on GPU 1 when there are 2): the file is named for rank 1
 #      each leaves oom-rank{R}.pickle (via alloctune.dump_on_oom), oom-rank{R}.txt (str(exc)), result.json
 #   2. `alloctune diagnose` on every message and snapshot (text and --json)
 #   3. confirm: the frag case again under the setting diagnose recommends, and under expandable_segments:True
@@ -38,10 +38,9 @@ for c in shortage budget frag; do
 done
 step case-frag-window 120 python3 scripts/oom_case.py frag "$R/frag-window" --max-entries 60 \
   > "$R/frag-window.log" 2>&1
-if [ "$NGPU" -ge 2 ]; then
-  RANK=1 step case-budget-rank1 120 python3 scripts/oom_case.py budget "$R/budget-rank1" --gpu 1 \
-    > "$R/budget-rank1.log" 2>&1
-fi
+GPU1=0; [ "$NGPU" -ge 2 ] && GPU1=1
+RANK=1 step case-budget-rank1 120 python3 scripts/oom_case.py budget "$R/budget-rank1" --gpu "$GPU1" \
+  > "$R/budget-rank1.log" 2>&1
 # another process holds the card: the holder waits for victim.done (or 180 s) before it lets go
 mkdir -p "$R/other"
 timeout "$(cap 240)" python3 scripts/oom_case.py holder "$R/other" > "$R/other-holder.log" 2>&1 &

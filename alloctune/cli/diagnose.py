@@ -5,6 +5,8 @@ import argparse
 import json
 import textwrap
 
+from .replay import _positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,6 +23,8 @@ def register(subparsers) -> None:
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a setting to replay instead of the default grid (repeatable)")
     p.add_argument("--device", type=int, help="which device's state, when the snapshot has several")
+    p.add_argument("--jobs", type=_positive_int, metavar="N", help="replay worker processes (default: all usable "
+                                                                   "cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -28,7 +32,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..diagnosis import diagnose
 
-    result = diagnose(*args.sources, device=args.device, confs=args.conf)
+    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -39,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 def _lines(d) -> list[str]:
     from ..units import format_bytes as fb
 
-    out = [f"source: {', '.join(d.sources)}"]
+    out = _items("source: ", d.sources)
     if d.message:
         out.append(f"message: {d.message.format}")
     out += [f"warning: {w}" for w in d.warnings]
@@ -70,13 +74,7 @@ def _lines(d) -> list[str]:
                            f"{fb(res.peak_reserved_bytes):>14} {res.num_alloc_retries:>8}")
     if v:
         out += ["", "Next steps:"]
-        steps = list(v.next_steps)
-        if d.recommended_conf is not None:
-            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={d.recommended_conf} would have avoided this OOM "
-                            f"(peak reserved {fb(d.recommended_peak_reserved)}); confirm it in a real run")
-        elif d.replay and not d.replay.fitting:
-            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
-        for i, step in enumerate(steps, 1):
+        for i, step in enumerate(d.next_steps, 1):
             out += _wrap(step, f"  {i}. ")
     return out
 

@@ -24,7 +24,7 @@ from ..errors import DiagnoseError, TraceError
 from ..units import format_bytes
 from .message import OomMessage, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
-from .verdict import OomFacts, Verdict, judge
+from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -44,6 +44,22 @@ class Diagnosis:
     recommended_peak_reserved: int | None = None
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def next_steps(self) -> list[str]:
+        """The verdict's steps, led by what the replay found when there was one."""
+        if self.verdict is None:
+            return []
+        steps = list(self.verdict.next_steps)
+        if self.recommended_conf is not None:
+            if self.verdict.cause == FRAGMENTATION:
+                steps = steps[1:]  # the untested suggestion the replay has just tested
+            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={self.recommended_conf} would have avoided this "
+                            f"OOM (peak reserved {format_bytes(self.recommended_peak_reserved)}); confirm it in a "
+                            "real run")
+        elif self.replay is not None and not self.replay.fitting:
+            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
+        return steps
+
     def picture(self) -> list[str]:
         return picture_lines(self.snapshot) if self.snapshot else []
 
@@ -54,7 +70,8 @@ class Diagnosis:
                 "snapshot": self.snapshot.to_json() if self.snapshot else None,
                 "replay": self.replay.to_json() if self.replay else None,
                 "recommended_conf": self.recommended_conf,
-                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "warnings": self.warnings}
+                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
+                "warnings": self.warnings}
 
 
 def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
@@ -64,22 +81,22 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
         raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
     message: OomMessage | None = None
     snapshot: dict | None = None
-    where = ""
-    names = []
-    for source in sources:
-        name = os.fspath(source)
-        names.append(name)
+    where, beside = "", None
+    names = [os.fspath(source) for source in sources]
+    for name in names:
         value, path = _read(name)
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
             snapshot, where = value, name
             beside = os.path.splitext(path)[0] + ".txt" if path else None
-            if message is None and beside and os.path.isfile(beside):
-                message = parse_message(_read_text(beside))
-                names.append(beside)
+        elif message is not None:
+            raise DiagnoseError(f"{name}: one message at a time (got a second one)")
         else:
             message = value
+    if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
+        message = parse_message(_read_text(beside))
+        names.append(beside)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
     warnings: list[str] = list(message.notes) if message else []
     facts = _facts(message, view, warnings)
@@ -192,14 +209,16 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"the snapshot's trace or segments are malformed ({exc})") from None
     stats = (view.extra.get("oom") or {}).get("memory_stats") or {}
-    recorded = conf_from_settings(view.settings, int(stats.get("max_split_size", -1)))
+    max_split = stats.get("max_split_size", (view.settings or {}).get("max_split_size", -1))
+    recorded = conf_from_settings(view.settings, int(max_split))
     version = view.extra.get("torch_version")
     candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
     candidates, _ = apply_rules(candidates, version, has_budget=facts.allowed is not None)
     free = facts.device_free if facts.device_free is not None else 0
     device_memory = facts.device_total or facts.reserved + free
     overhead = max(device_memory - facts.reserved - free, 0)
-    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version)
+    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version,
+                                  jobs)
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")

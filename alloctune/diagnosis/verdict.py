@@ -17,8 +17,8 @@ Q requested and L allowed (memory fraction), in this order:
    - else **shortage**: the live tensors alone do not fit.
 Fragmentation needs a cache: with U (about) 0, a failure at the limit is the limit (budget or shortage).
 
-Figures read from a message are rounded (`precision`); a verdict whose deciding margin is within the rounding
-says so (`sure` False).
+Figures read from a message are rounded (`precision` each; a margin sums up to three of them); a verdict whose
+deciding margin is within that rounding says so (`sure` False).
 """
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ SHORTAGE, FRAGMENTATION, OTHER_PROCESSES, BUDGET = "shortage", "fragmentation", 
 # What the CUDA context and libraries hold per process, when nothing measured it: 755-783 MiB on the H200
 # (torch 2.11), the rest of the 1.36 GiB between nvidia-smi's and torch's totals being the driver's own.
 CONTEXT_ESTIMATE = 1024 * MiB
+# nvidia-smi's total exceeds torch's by the driver's reservation (615 MiB on the H200): an estimate of other
+# processes' memory below this is that, not a process
+DRIVER_SLACK = 512 * MiB
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class OomFacts:
             outside = self.device_total - self.device_free - used
             how = ("card total - free - this process" if self.this_process is not None
                    else f"card total - free - reserved - {format_bytes(CONTEXT_ESTIMATE)} for the CUDA context")
-            return max(outside, 0), how
+            # below DRIVER_SLACK the difference is the driver's own memory, not another process
+            return (outside if outside > DRIVER_SLACK else 0), how
         return None, "unknown"
 
 
@@ -82,7 +86,7 @@ class Verdict:
 
 def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Verdict:
     """The cause of the OOM described by `f` (see the module docstring for the rules)."""
-    q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, f.precision
+    q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, _tolerance(f)
     fb = format_bytes
     others, how = f.others_bytes()
     numbers: dict[str, int | None] = {
@@ -151,7 +155,7 @@ def _budget(f: OomFacts, numbers: dict, notes: list[str], card_room: int | None)
     frac = f"{needed / f.device_total:.3f}" if f.device_total else None
     reasons = [f"live tensors {fb(f.allocated)} + the request {fb(f.requested)} = {fb(needed)}, "
                f"{'more than' if needed > f.allowed else 'at'} the {fb(f.allowed)} allowed"
-               + ("" if f.unallocated > f.precision else ", with no cached memory left to blame"),
+               + ("" if f.unallocated > _tolerance(f) else ", with no cached memory left to blame"),
                (f"the card had {fb(f.device_free)} free beyond this process's {fb(f.reserved)}: it had room"
                 if card_room is not None else "the message does not say how much of the card was free")]
     steps = [f"raise the budget above {fb(needed)}"
@@ -159,7 +163,7 @@ def _budget(f: OomFacts, numbers: dict, notes: list[str], card_room: int | None)
                 f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{frac}; more for headroom)" if frac else ""),
              "or make the job need less under this budget: `alloctune sweep WORKLOAD --budget "
              f"{_size_arg(f.allowed)}` measures the settings, then `alloctune export RESULTS`"]
-    sure = needed - f.allowed > f.precision and (card_room is None or card_room - needed > f.precision)
+    sure = needed - f.allowed > _tolerance(f) and (card_room is None or card_room - needed > _tolerance(f))
     return Verdict(BUDGET, f"The memory budget is the limit: the job needs {fb(needed)} now, {fb(f.allowed)} is "
                    "allowed, and the card had room.", numbers, reasons, steps, sure=sure, notes=notes)
 
@@ -183,7 +187,12 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     enough = "enough for" if u >= q else f"with the {fb(f.device_free)} free on the card enough for"
     return Verdict(FRAGMENTATION, f"Cached, fragmented memory: {fb(u)} was reserved but unused, {enough} the "
                    f"{fb(q)} request, yet in pieces too small for it.", numbers, reasons, steps,
-                   sure=margin > f.precision and u > f.precision, notes=notes)
+                   sure=margin > _tolerance(f) and u > _tolerance(f), notes=notes)
+
+
+def _tolerance(f: OomFacts) -> int:
+    """How far a deciding margin can be off: it adds or subtracts up to three figures, each rounded."""
+    return 3 * f.precision
 
 
 def _size_arg(n: int | None) -> str:

@@ -21,8 +21,7 @@ from ..conf import AllocConf
 from ..sim.replay import ReplayOutcome, replay
 from ..sim.trace import ALLOC, FREE, Trace
 from ..units import MiB, format_bytes
-
-SMALL_SIZE = MiB
+from .snapshot import SMALL_SIZE
 
 
 @dataclass(frozen=True)
@@ -59,107 +58,125 @@ class WindowReplay:
                 "start_reserved_bytes": r.start_reserved, "outcomes": [o.to_json() for o in self.outcomes]}
 
 
-def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) -> Reconstruction:
-    entries = [e for e in snapshot["device_traces"][device] if isinstance(e, dict)]
-    segs = {int(s["address"]): s for s in snapshot.get("segments", []) if s.get("device", 0) == device}
-    seg_sizes = {a: int(s["total_size"]) for a, s in segs.items()}
-    seg_key = {a: (s.get("stream", 0), _pool(s.get("segment_pool_id"))) for a, s in segs.items()}
-    seg_expandable = {a: bool(s.get("is_expandable")) for a, s in segs.items()}
+@dataclass
+class _Start:
+    """The state when the trace starts: segments (address -> size) and live blocks (address -> size)."""
+
+    segments: dict[int, int]
+    segment_key: dict[int, tuple]      # (stream, pool id)
+    expandable: set[int]
+    blocks: dict[int, int]
+    block_key: dict[int, tuple]
+    window: int                        # alloc and free events in the trace
+
+
+def _undo_window(entries: list[dict], segments: list[dict]) -> _Start:
+    """Walk the trace backwards from the segments at its end (see the module docstring)."""
+    seg_sizes = {int(s["address"]): int(s["total_size"]) for s in segments}
+    seg_key = {int(s["address"]): (s.get("stream", 0), _pool(s.get("segment_pool_id"))) for s in segments}
     blocks = {int(b["address"]): int(b.get("requested_size") or b["size"])
-              for s in segs.values() for b in s.get("blocks", []) if b.get("state") != "inactive"}
-    block_key = {int(b["address"]): seg_key[a] for a, s in segs.items() for b in s.get("blocks", [])}
+              for s in segments for b in s.get("blocks", []) if b.get("state") != "inactive"}
+    block_key = {int(b["address"]): seg_key[int(s["address"])] for s in segments for b in s.get("blocks", [])}
     window = 0
-    for e in reversed(entries):  # undo the window, newest first
+    for e in reversed(entries):
         action, addr = e.get("action"), int(e.get("addr") or 0)
-        key = (e.get("stream", 0), _pool(e.get("pool_id")))
         if action == "alloc":
             blocks.pop(addr, None)
             window += 1
         elif action == "free_completed":
             blocks[addr] = int(e["size"])
-            block_key[addr] = key
+            block_key[addr] = _key(e)
             window += 1
         elif action == "segment_alloc":
             seg_sizes.pop(addr, None)
         elif action == "segment_free":
             seg_sizes[addr] = int(e["size"])
-            seg_key[addr] = key
-    streams: dict[tuple, int] = {}
-    kinds: list[int] = []
-    ids: list[int] = []
-    sizes: list[int] = []
-    stream_ix: list[int] = []
+            seg_key[addr] = _key(e)
+    expandable = {int(s["address"]) for s in segments if s.get("is_expandable")}
+    return _Start(seg_sizes, seg_key, expandable, blocks, block_key, window)
 
-    size_of: dict[int, int] = {}
 
-    def emit(kind: int, ident: int, size: int, key: tuple) -> None:
-        size_of[ident] = size
-        kinds.append(kind)
-        ids.append(ident)
-        sizes.append(size)
-        stream_ix.append(streams.setdefault(key, len(streams)))
+class _Events:
+    """The replay's events as the parallel lists a `Trace` holds, with ids handed out in order."""
 
-    next_id = 0
+    def __init__(self) -> None:
+        self.kinds: list[int] = []
+        self.ids: list[int] = []
+        self.sizes: list[int] = []
+        self.streams: list[int] = []
+        self.stream_keys: dict[tuple, int] = {}
+        self.size_of: dict[int, int] = {}
+
+    def alloc(self, size: int, key: tuple) -> int:
+        ident = len(self.size_of)
+        self.size_of[ident] = size
+        self._add(ALLOC, ident, size, key)
+        return ident
+
+    def free(self, ident: int, key: tuple) -> None:
+        self._add(FREE, ident, self.size_of[ident], key)
+
+    def _add(self, kind: int, ident: int, size: int, key: tuple) -> None:
+        self.kinds.append(kind)
+        self.ids.append(ident)
+        self.sizes.append(size)
+        self.streams.append(self.stream_keys.setdefault(key, len(self.stream_keys)))
+
+
+def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) -> Reconstruction:
+    entries = [e for e in snapshot["device_traces"][device] if isinstance(e, dict)]
+    start = _undo_window(entries, [s for s in snapshot.get("segments", []) if s.get("device", 0) == device])
+    blocks = start.blocks
+    events = _Events()
     live: dict[int, int] = {}   # address -> id of the block the replay holds there
-    fillers: list[tuple[int, int, tuple]] = []
+    fillers: list[tuple[int, tuple]] = []
     placed: set[int] = set()
-    for base in sorted(seg_sizes):
-        end, key = base + seg_sizes[base], seg_key.get(base, (0, (0, 0)))
+    for base in sorted(start.segments):
+        end, key = base + start.segments[base], start.segment_key.get(base, (0, (0, 0)))
         inside = sorted(a for a in blocks if base <= a < end)
         placed.update(inside)
-        if seg_expandable.get(base) or seg_sizes[base] <= 2 * MiB and all(blocks[a] <= SMALL_SIZE for a in inside):
+        if base in start.expandable or end - base <= 2 * MiB and all(blocks[a] <= SMALL_SIZE for a in inside):
             # small-pool and expandable segments cannot be laid out by carving: their blocks are allocated as
             # they come (the small pool packs them; an expandable segment maps what they need)
             for a in inside:
-                emit(ALLOC, next_id, blocks[a], key)
-                live[a], next_id = next_id, next_id + 1
+                live[a] = events.alloc(blocks[a], key)
             continue
-        whole = next_id
-        emit(ALLOC, whole, seg_sizes[base], key)
-        emit(FREE, whole, seg_sizes[base], key)
-        next_id += 1
+        events.free(events.alloc(end - base, key), key)
         cursor = base
         for a in inside + [end]:
-            gap = a - cursor
-            if gap > SMALL_SIZE:  # a gap up to 1 MiB stays with the block before it, as the allocator would
-                emit(ALLOC, next_id, gap, key)
-                fillers.append((next_id, gap, key))
-                next_id += 1
+            if a - cursor > SMALL_SIZE:  # a gap up to 1 MiB stays with the block before it, as the allocator would
+                fillers.append((events.alloc(a - cursor, key), key))
             if a == end:
                 break
-            emit(ALLOC, next_id, blocks[a], key)
-            live[a], next_id = next_id, next_id + 1
+            live[a] = events.alloc(blocks[a], key)
             cursor = a + _round(blocks[a])
     for a in sorted(set(blocks) - placed):  # live blocks in no known segment: allocated as they come
-        emit(ALLOC, next_id, blocks[a], block_key.get(a, (0, (0, 0))))
-        live[a], next_id = next_id, next_id + 1
-    for ident, size, key in fillers:
-        emit(FREE, ident, size, key)
+        live[a] = events.alloc(blocks[a], start.block_key.get(a, (0, (0, 0))))
+    for ident, key in fillers:
+        events.free(ident, key)
     start_live = len(live)
-    start_bytes = sum(blocks.values())
     for e in entries:  # the window itself
         action, addr = e.get("action"), int(e.get("addr") or 0)
         if action == "alloc":
-            emit(ALLOC, next_id, int(e["size"]), (e.get("stream", 0), _pool(e.get("pool_id"))))
-            live[addr], next_id = next_id, next_id + 1
+            live[addr] = events.alloc(int(e["size"]), _key(e))
         elif action == "free_completed" and addr in live:
-            ident = live.pop(addr)
-            emit(FREE, ident, size_of[ident], (e.get("stream", 0), _pool(e.get("pool_id"))))
-    emit(ALLOC, next_id, requested, (oom_stream, (0, 0)))
-    meta = {"streams": [[k[0], *k[1]] for k in streams], "warnings": []}
+            events.free(live.pop(addr), _key(e))
+    events.alloc(requested, (oom_stream, (0, 0)))
+    meta: dict = {"streams": [[k[0], *k[1]] for k in events.stream_keys], "warnings": []}
     version = (snapshot.get("alloctune") or {}).get("torch_version")
     if version:
         meta["torch_version"] = version
-    trace = Trace(kinds, ids, sizes, stream_ix, device, meta)
-    return Reconstruction(trace, window, start_live == 0, len(seg_sizes), start_live, start_bytes,
-                          sum(seg_sizes.values()))
+    trace = Trace(events.kinds, events.ids, events.sizes, events.streams, device, meta)
+    return Reconstruction(trace, start.window, start_live == 0, len(start.segments), start_live,
+                          sum(blocks.values()), sum(start.segments.values()))
 
 
 def replay_window(recon: Reconstruction, recorded_conf: str, candidates: list[AllocConf], device_memory: int,
-                  overhead: int, budget: int | None, torch_version: str | None) -> WindowReplay:
+                  overhead: int, budget: int | None, torch_version: str | None,
+                  jobs: int | None = None) -> WindowReplay:
     recorded_label = AllocConf.parse(recorded_conf).label
     confs: list[AllocConf | str] = [recorded_conf, *(c for c in candidates if c.label != recorded_label)]
-    outcomes = replay(recon.trace, confs, device_memory, budget_bytes=budget, overhead_bytes=overhead, jobs=1,
+    outcomes = replay(recon.trace, confs, device_memory, budget_bytes=budget, overhead_bytes=overhead, jobs=jobs,
                       torch_version=torch_version)
     recorded, others = outcomes[0], outcomes[1:]
     last = len(recon.trace) - 1
@@ -182,6 +199,10 @@ def replay_window(recon: Reconstruction, recorded_conf: str, candidates: list[Al
             "the recorded setting; under another setting the run would have reached a different state before "
             "the window, which no trace of this run shows")
     return WindowReplay(recon, recorded.conf, reproduced, [recorded, *others], confidence, reason)
+
+
+def _key(entry: dict) -> tuple:
+    return (entry.get("stream", 0), _pool(entry.get("pool_id")))
 
 
 def _pool(pool_id) -> tuple:

@@ -145,6 +145,15 @@ def measured_runs(trace: Trace) -> dict[str, dict]:
     return {AllocConf.parse(m.get("conf")).label: m for m in runs if isinstance(m, dict)}
 
 
+def measured_under(trace: Trace, device_memory: int, budget_bytes: int | None) -> dict[str, dict]:
+    """`measured_runs` taken under the conditions of a replay (the same device memory and budget): only those
+    may stand beside its predictions. A measurement that does not say its budget ran without one."""
+    recorded_device = trace.meta.get("device_total_bytes")
+    return {label: m for label, m in measured_runs(trace).items()
+            if m.get("budget_bytes") == budget_bytes
+            and ((m.get("env") or {}).get("gpu_memory") or recorded_device) == device_memory}
+
+
 # ---- internals ----
 
 @dataclass(frozen=True)

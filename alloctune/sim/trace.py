@@ -132,10 +132,14 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
 # ---- PyTorch snapshot pickles ----
 
 class _PlainUnpickler(pickle.Unpickler):
-    """Admits no global: with no class or function to name, a pickle can build only plain containers and
-    scalars, and REDUCE/BUILD have nothing to call."""
+    """Admits no global but one: with no class or function to name, a pickle can build only plain containers
+    and scalars, and REDUCE/BUILD have nothing to call. The exception is torch's `TorchVersion`, a str subclass
+    that scripts put in snapshot metadata as `torch.__version__`: it is read as a plain str (whose construction
+    runs nothing)."""
 
     def find_class(self, module, name):
+        if (module, name) == ("torch.torch_version", "TorchVersion"):
+            return str
         raise TraceError(f"refused: the pickle asks for {module}.{name}; a memory snapshot holds only plain "
                          f"containers and scalars, so nothing in this file was run")
 
