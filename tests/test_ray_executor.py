@@ -138,6 +138,16 @@ def test_ray_sweep_gets_the_local_trials_and_choice_on_the_gpus_ray_assigned(clu
     assert {r.gpus for r in local.folder.trials()} == {"0", "1"}
 
 
+def test_a_trial_asking_for_two_gpus_holds_both_alone(cluster, standin, tmp_path):
+    python, _ = standin
+    outcome, _ = run(tmp_path, "ray", python, repeats=1, executor="ray", gpus_per_trial=2)
+    records = outcome.folder.trials()
+    assert len(records) == 3 and all(r.state is TrialState.OK for r in records)
+    assert all(sorted(r.gpus.split(",")) == ["0", "1"] and r.env["cuda_visible_devices"] == r.gpus for r in records)
+    spans = sorted((r.env["start"], r.env["end"]) for r in records)  # both GPUs each: one trial at a time
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
+
+
 def test_killed_ray_workers_are_retried_once_then_crashed_and_nothing_is_lost(cluster, standin, tmp_path):
     python, state = standin
     (state / "kill-expandable_segments:True").write_text("1")  # its worker dies once: the retry runs it
