@@ -231,8 +231,6 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         if ray_address or ray_accelerator:
             raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
         return LocalExecutor(gpu_slots(gpus or [0], gpus_per_trial))
-    if gpus_per_trial != 1:
-        raise AlloctuneError("--gpus-per-trial gives trials GPUs of this machine (--executor local)")
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
     if backend == "sim":
@@ -241,7 +239,9 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
     from .executors.ray import RayExecutor
 
-    return RayExecutor(ray_address, accelerator=ray_accelerator, notice=notice)
+    if gpus_per_trial < 1:
+        raise AlloctuneError(f"--gpus-per-trial {gpus_per_trial}: expected at least 1")
+    return RayExecutor(ray_address, gpus_per_trial=gpus_per_trial, accelerator=ray_accelerator, notice=notice)
 
 
 def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
