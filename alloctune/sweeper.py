@@ -42,6 +42,8 @@ class SweepOutcome:
 
 # Called after every finished trial with (record, trials done, trials planned).
 ProgressFn = Callable[[TrialRecord, int, int], None]
+# Called as each phase starts, with its name and, where the phase counts trials, (done, total) known up front.
+PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
@@ -51,7 +53,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
           progress: ProgressFn | None = None,
-          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+          notice: Callable[[str], None] = lambda _: None,
+          phase: PhaseFn = lambda name, count: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     if repeats < 1:
@@ -59,6 +62,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
     runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice)
+    phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
     backend = _resolve_backend(backend, probes, notice)
     gpus = gpus or [0]
@@ -68,6 +72,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
+    phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=runner.call(check_settings, p.python, confs))
@@ -79,6 +84,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
+    if backend in ("sim", "hybrid"):
+        phase("loading the allocation trace", None)
     replayed = _load_replay_trace(spec, trace, notice) if backend in ("sim", "hybrid") else None
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
@@ -97,7 +104,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
                            sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
                  for p in probes for conf in planned[p.env_id]]
-        _execute(folder, sim, tasks, progress, notice)
+        _execute(folder, sim, tasks, progress, notice, phase, "replaying settings")
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = _finalists(folder.trials(), planned, max_slowdown)
@@ -105,8 +112,9 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
                            timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
                  for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
         with runner:
-            _execute(folder, runner, tasks, progress, notice)
+            _execute(folder, runner, tasks, progress, notice, phase, "running trials")
 
+    phase("choosing and writing the reports", None)
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
@@ -234,12 +242,14 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice) -> None:
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
+             phase: PhaseFn, what: str) -> None:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
     sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
+    phase(what, (done, total))
     info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:

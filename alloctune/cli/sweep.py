@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shlex
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from ..progress import Phases
 
 from ..records import TrialRecord
 from ..units import format_bytes
@@ -60,21 +60,17 @@ def run(args) -> int:
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
-                  transient=False) as bar:
-        task = bar.add_task("trials", total=None)
-
+    with Phases(err) as shown:
         def progress(record: TrialRecord, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-            bar.console.print(_trial_line(record, where=args.executor == "ray"))
+            shown.advance(done, total)
+            shown.print(_trial_line(record, where=args.executor == "ray"))
 
         outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, executor=args.executor, ray_address=args.ray_address,
                         ray_accelerator=args.ray_accelerator, progress=progress,
-                        notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
+                        notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
     out = console()
     for skip in outcome.skipped:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
