@@ -10,7 +10,9 @@ import textwrap
 from pathlib import Path
 from typing import Iterable
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from .select import Choice, SettingResult, pareto_front, ranked
 from .units import GiB
@@ -33,6 +35,9 @@ def _role(s: SettingResult, choice: Choice) -> str:
 
 def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
     points = [s for s in fitting if s.throughput is not None]
+    # The chosen setting and the default are labelled first, so that others give way to them (_unoverlap).
+    points.sort(key=lambda s: (s is not choice.best, not s.is_default))
+    labels = []
     for s in points:
         t = s.throughput
         err = None
@@ -43,17 +48,59 @@ def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
         ax.errorbar(s.peak_reserved_bytes / GiB, t.median, yerr=err, fmt=marker, color=color,
                     markersize=12 if s is choice.best else 6, capsize=3)
         important = s is choice.best or s.is_default
-        ax.annotate(_role(s, choice), (s.peak_reserved_bytes / GiB, t.median), textcoords="offset points",
-                    xytext=(5, 5), fontsize=8 if important else 6, fontweight="bold" if important else "normal")
+        # Right of the marker, centred on it: the error bar is vertical, so the label never crosses it.
+        labels.append(ax.annotate(
+            _role(s, choice), (s.peak_reserved_bytes / GiB, t.median), textcoords="offset points", xytext=(12, 0),
+            ha="left", va="center", fontsize=8 if important else 6, fontweight="bold" if important else "normal",
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+            arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 4}))
     front = pareto_front(points)
     if front:
         ax.step([s.peak_reserved_bytes / GiB for s in front], [s.throughput.median for s in front],
                 where="post", color="tab:orange", linestyle="--", marker="o", markersize=15, markerfacecolor="none",
                 label="Pareto front (less memory, more throughput)")
-        ax.legend(fontsize=7, loc="lower right")
+    _memory_lines(ax, fitting, choice)
+    if all(s.throughput.ci_low is None for s in points):
+        # One repeat: no interval to show, and an axis cut near the data would make small differences look large.
+        ax.set_ylim(bottom=0, top=max(s.throughput.median for s in points) * 1.1)
+    ax.legend(fontsize=7, loc="lower right")
+    _unoverlap(ax, labels)
     unit = next((s.unit for s in points if s.unit), "units")
     ax.set_xlabel("peak reserved (GiB)")
-    ax.set_ylabel(f"throughput ({unit}/s), median and 95% CI")
+    ax.set_ylabel(f"throughput ({unit}/s), median" + ("" if ax.get_ylim()[0] == 0 else " and 95% CI")
+                  if any(s.throughput.ci_low is not None for s in points) else f"throughput ({unit}/s), one repeat")
+
+
+def _unoverlap(ax, labels: list) -> None:
+    """Move a label down, step by step, while it overlaps one placed before it (a thin line keeps it tied to its
+    point). Points of close settings sit close together; their names must not print over each other."""
+    renderer = ax.figure.canvas.get_renderer()
+
+    def text_box(label):   # the text alone: an Annotation's own extent also covers its (growing) line
+        label.update_positions(renderer)   # an offset moved since the last draw takes effect here
+        return Text.get_window_extent(label, renderer)
+
+    placed: list = []
+    for label in labels:
+        step = text_box(label).height * 72 / ax.figure.dpi + 1   # one line, in points
+        for _ in range(8):
+            if not any(text_box(label).overlaps(other) for other in placed):
+                break
+            x, y = label.xyann   # offset from the marker, in points
+            label.xyann = (x, y - step)
+        placed.append(text_box(label))
+
+
+def _memory_lines(ax, fitting: list[SettingResult], choice: Choice) -> None:
+    """Vertical lines on the peak-reserved axis: the memory the tensors needed (no setting reserves less) and the
+    budget every trial ran under."""
+    floor = min((s.peak_allocated_bytes for s in fitting if s.peak_allocated_bytes), default=0)
+    if floor:
+        ax.axvline(floor / GiB, color="black", linestyle=":", linewidth=1,
+                   label=f"peak allocated {floor / GiB:.2f} GiB (the floor)")
+    if choice.budget_bytes:
+        ax.axvline(choice.budget_bytes / GiB, color="tab:red", linestyle="-.", linewidth=1,
+                   label=f"budget {choice.budget_bytes / GiB:.2f} GiB")
 
 
 def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
@@ -64,6 +111,8 @@ def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
     ax.barh(range(len(fitting)), [s.peak_reserved_bytes / GiB for s in fitting], color=colors)
     ax.set_yticks(range(len(fitting)), labels, fontsize=7)
     ax.invert_yaxis()  # lowest peak on top, as in the ranked table
+    _memory_lines(ax, fitting, choice)
+    ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel("peak reserved (GiB)" + (", simulated" if choice.simulated else ""))
 
 
@@ -72,6 +121,7 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
     settings, path = list(settings), Path(path)
     panels = max(len(choices), 1)
     fig = Figure(figsize=(7 * panels, 5.5))
+    FigureCanvasAgg(fig)   # a renderer to measure labels with (_unoverlap)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, choice in zip(axes, choices):
         group = ranked(s for s in settings if s.group == (choice.env_id, choice.backend, choice.budget_bytes))
