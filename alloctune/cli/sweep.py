@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
-                    "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
+                    "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.")
     p.add_argument("workload", help="workload file (YAML); see workloads/README.md")
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
