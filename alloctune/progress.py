@@ -14,9 +14,11 @@ class Phases:
         self.console = console
         self._status: Status | None = None
         self._bar: tuple[Progress, TaskID] | None = None
+        self._name = "working"
 
     def phase(self, name: str, count: tuple[int, int] | None = None) -> None:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
+        self._name = name
         if count is None:
             if self._bar is not None:
                 self._bar[0].update(self._bar[1], description=name)
@@ -37,7 +39,10 @@ class Phases:
             self._bar[0].update(self._bar[1], description=name, total=total, completed=done)
 
     def advance(self, done: int, total: int) -> None:
-        if self._bar is not None:
+        """A step done; a phase that could not count up front gets its bar now, under its own name."""
+        if self._bar is None:
+            self.phase(self._name, (done, total))
+        else:
             self._bar[0].update(self._bar[1], completed=done, total=total)
 
     def print(self, text: str) -> None:

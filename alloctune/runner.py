@@ -47,7 +47,8 @@ class TrialTask:
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
-        return (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.record_trace else key
 
 
 def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
@@ -104,7 +105,7 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
         return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
                            else ""), **fields)
     m = result.get("measurement")
-    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
+    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement.from_json(m) if m else None,
                        error=result.get("error"), effective_conf=result.get("effective_conf"),
                        env=result.get("env", {}), **fields)
 
@@ -117,7 +118,8 @@ def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
 def _identity(task: TrialTask) -> dict:
     """The record fields that say which trial this is."""
     return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes)
+                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes,
+                recording=task.record_trace is not None)
 
 
 def stop_children() -> None:
