@@ -33,42 +33,45 @@ def _role(s: SettingResult, choice: Choice) -> str:
     return "default" if s.is_default else s.label
 
 
+def _gib(value: int | None) -> float:
+    return (value or 0) / GiB
+
+
 def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
-    points = [s for s in fitting if s.throughput is not None]
     # The chosen setting and the default are labelled first, so that others give way to them (_unoverlap).
-    points.sort(key=lambda s: (s is not choice.best, not s.is_default))
+    points = sorted(((s, s.throughput) for s in fitting if s.throughput is not None),
+                    key=lambda p: (p[0] is not choice.best, not p[0].is_default))
     labels = []
-    for s in points:
-        t = s.throughput
+    for s, t in points:
         err = None
-        if t.ci_low is not None:
+        if t.ci_low is not None and t.ci_high is not None:
             err = [[max(t.median - t.ci_low, 0)], [max(t.ci_high - t.median, 0)]]
         marker, color = ("*", "tab:green") if s is choice.best else (("s", "tab:gray") if s.is_default
                                                                       else ("o", "tab:blue"))
-        ax.errorbar(s.peak_reserved_bytes / GiB, t.median, yerr=err, fmt=marker, color=color,
+        ax.errorbar(_gib(s.peak_reserved_bytes), t.median, yerr=err, fmt=marker, color=color,
                     markersize=12 if s is choice.best else 6, capsize=3)
         important = s is choice.best or s.is_default
         # Right of the marker, centred on it: the error bar is vertical, so the label never crosses it.
         labels.append(ax.annotate(
-            _role(s, choice), (s.peak_reserved_bytes / GiB, t.median), textcoords="offset points", xytext=(12, 0),
+            _role(s, choice), (_gib(s.peak_reserved_bytes), t.median), textcoords="offset points", xytext=(12, 0),
             ha="left", va="center", fontsize=8 if important else 6, fontweight="bold" if important else "normal",
             bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
             arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 4}))
-    front = pareto_front(points)
+    front = pareto_front([s for s, _ in points])
     if front:
-        ax.step([s.peak_reserved_bytes / GiB for s in front], [s.throughput.median for s in front],
+        ax.step([_gib(s.peak_reserved_bytes) for s in front], [s.throughput.median for s in front if s.throughput],
                 where="post", color="tab:orange", linestyle="--", marker="o", markersize=15, markerfacecolor="none",
                 label="Pareto front (less memory, more throughput)")
     _memory_lines(ax, fitting, choice)
-    if all(s.throughput.ci_low is None for s in points):
+    with_ci = any(t.ci_low is not None for _, t in points)
+    if not with_ci:
         # One repeat: no interval to show, and an axis cut near the data would make small differences look large.
-        ax.set_ylim(bottom=0, top=max(s.throughput.median for s in points) * 1.1)
+        ax.set_ylim(bottom=0, top=max(t.median for _, t in points) * 1.1)
     ax.legend(fontsize=7, loc="lower right")
     _unoverlap(ax, labels)
-    unit = next((s.unit for s in points if s.unit), "units")
+    unit = next((s.unit for s, _ in points if s.unit), "units")
     ax.set_xlabel("peak reserved (GiB)")
-    ax.set_ylabel(f"throughput ({unit}/s), median" + ("" if ax.get_ylim()[0] == 0 else " and 95% CI")
-                  if any(s.throughput.ci_low is not None for s in points) else f"throughput ({unit}/s), one repeat")
+    ax.set_ylabel(f"throughput ({unit}/s), " + ("median and 95% CI" if with_ci else "one repeat"))
 
 
 def _unoverlap(ax, labels: list) -> None:
@@ -108,7 +111,7 @@ def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
     labels = [_role(s, choice) + (f" ({s.num_alloc_retries} retries)" if s.num_alloc_retries else "")
               for s in fitting]
     colors = ["tab:green" if s is choice.best else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
-    ax.barh(range(len(fitting)), [s.peak_reserved_bytes / GiB for s in fitting], color=colors)
+    ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)
     ax.set_yticks(range(len(fitting)), labels, fontsize=7)
     ax.invert_yaxis()  # lowest peak on top, as in the ranked table
     _memory_lines(ax, fitting, choice)

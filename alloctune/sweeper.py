@@ -183,7 +183,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     records = folder.trials()
     settings = summarize_settings(records, max_slowdown)
     choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
-                                       trials_planned=planned_trials(info, records, c.env_id, c.backend)), info)
+                                       trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
