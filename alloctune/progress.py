@@ -20,9 +20,10 @@ class Phases:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
         self._name = name
         if count is None:
-            if self._bar is not None:
-                self._bar[0].update(self._bar[1], description=name)
-            elif self._status is None:
+            if self._bar is not None:   # the counted phase is over: its bar stays as it ended
+                self._bar[0].stop()
+                self._bar = None
+            if self._status is None:
                 self._status = self.console.status(name)
                 self._status.start()
             else:
