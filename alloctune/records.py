@@ -117,6 +117,9 @@ class TrialRecord:
     # This trial recorded the allocation trace (a hybrid sweep's first trial of the default): recording slows
     # it, so statistics and choices leave it out; it is kept for its memory figures and its GPU time.
     recording: bool = False
+    # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
+    # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
+    processes: list | None = None
     schema: int = SCHEMA_VERSION
 
     @property

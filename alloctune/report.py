@@ -264,6 +264,30 @@ def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
             markdown_table(("setting", "predicted peak reserved", "measured peak reserved", "error"), rows), ""]
 
 
+def _who(row: dict) -> str:
+    return f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row.get('pid')}"
+
+
+def _per_process(settings: list[SettingResult]) -> list[str]:
+    """A command's trials of several processes: each process's peak reserved, and which one peaked."""
+    rows = []
+    for s in settings:
+        for r in s.trials:
+            procs = r.processes or []
+            if len(procs) < 2:
+                continue
+            top = max(procs, key=lambda p: p.get("peak_reserved_bytes") or 0)
+            each = "; ".join(f"{_who(p)} (GPU {p.get('device')}): {format_bytes(p.get('peak_reserved_bytes'))}"
+                             for p in procs)
+            rows.append((s.label, str(r.repeat + 1), r.state.value, _who(top), each))
+    if not rows:
+        return []
+    return ["## Per process", "",
+            "The trial's peak is the highest of its processes' peaks (the process that needs the most memory "
+            "decides whether the job fits).", "",
+            markdown_table(("setting", "repeat", "state", "peaked", "peak reserved per process"), rows), ""]
+
+
 def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
                   choices: list[Choice]) -> Path:
     """Write `summary.md` in the results folder and return its path."""
@@ -274,6 +298,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     for choice in choices:
         lines += _choice_section(choice, settings)
     lines += _predicted_vs_measured(settings)
+    lines += _per_process(settings)
     if info.skipped:
         lines += ["## Skipped settings", "",
                   markdown_table(("setting", "environment", "reason"),

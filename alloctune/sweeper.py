@@ -57,7 +57,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
           search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
-          progress: ProgressFn | None = None, search_progress: Callable[[str, int, int, str], None] | None = None,
+          gpus_per_trial: int = 1, progress: ProgressFn | None = None,
+          search_progress: Callable[[str, int, int, str], None] | None = None,
           notice: Callable[[str], None] = lambda _: None,
           phase: PhaseFn = lambda name, count: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
@@ -79,9 +80,15 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
     if search is not None and backend == "cuda":
         raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
-    runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice)
+    if spec.command is not None:
+        from .command import command_pythons
+
+        pythons, backend = command_pythons(spec, pythons, backend)
+    runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice, gpus_per_trial)
     phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
+    if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
+        raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, notice)
     if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
         backend = "hybrid"
@@ -205,6 +212,16 @@ def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
                                                     auto=info.auto_repeats, max_repeats=info.repeats))
 
 
+def gpu_slots(gpus: list[int], per_trial: int) -> list:
+    """What each concurrently running trial gets: one GPU index, or with per_trial > 1 a disjoint tuple."""
+    if per_trial < 1 or len(gpus) % per_trial:
+        raise AlloctuneError(f"--gpus-per-trial {per_trial}: expected a positive divisor of the number of --gpus "
+                             f"({len(gpus)})")
+    if per_trial == 1:
+        return list(gpus)
+    return [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus), per_trial)]
+
+
 def sim_env_id(env_id: str) -> str:
     """Replayed results are kept apart from measured ones of the same interpreter."""
     return f"sim:{env_id}"
@@ -217,12 +234,15 @@ def _command_line() -> str:
     return shlex.join([program, *sys.argv[1:]])
 
 
-def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, notice) -> Executor:
+def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, notice,
+                   gpus_per_trial: int = 1) -> Executor:
     """Where measured trials run (and interpreters are probed): this machine, or a Ray cluster."""
     if name == "local":
         if ray_address or ray_accelerator:
             raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
-        return LocalExecutor(gpus or [0])
+        return LocalExecutor(gpu_slots(gpus or [0], gpus_per_trial))
+    if gpus_per_trial != 1:
+        raise AlloctuneError("--gpus-per-trial gives trials GPUs of this machine (--executor local)")
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
     if backend == "sim":
@@ -323,6 +343,10 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
         done += 1
         if progress:
             progress(record, before + done, before + total + later)
+        if task.workload.get("command"):
+            from .command import check_measurable
+
+            check_measurable(record)
 
     def on_skip(task: TrialTask, reason: str) -> None:
         nonlocal total

@@ -17,8 +17,11 @@ def register(subparsers) -> None:
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
                     "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
-                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.")
-    p.add_argument("workload", help="workload file (YAML); see workloads/README.md")
+                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
+                    "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
+                    "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
+                   help="workload file (YAML, see workloads/README.md), or after '--' your own command")
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
@@ -33,6 +36,21 @@ def register(subparsers) -> None:
                    help="with --repeats auto: start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
+    p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
+                   help="GPUs each trial gets (CUDA_VISIBLE_DEVICES), disjoint across trials running at once, e.g. "
+                        "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: 1)")
+    command = p.add_argument_group("your own command (sweep -- COMMAND ...)")
+    command.add_argument("--metric-regex", metavar="REGEX",
+                         help="read throughput from the command's output: the number in group 1 (or group "
+                              "'value'), averaged over the matches after the first (default: alloctune.step() "
+                              "marks, else one run = one unit of wall time)")
+    command.add_argument("--unit", help="what the throughput counts (default: runs, or units)")
+    command.add_argument("--warmup-steps", type=int, default=2, metavar="N",
+                         help="alloctune.step() marks left out of the throughput as warm-up (default: 2)")
+    command.add_argument("--name", help="name of the results folder stem (default: cmd-<script name>)")
+    command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
+    command.add_argument("--isolate-cwd", action="store_true",
+                         help="run each trial in its own empty working folder (for commands that write files)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=fraction, default=0.02,
                    help="reject settings significantly slower than the default by more than this fraction "
@@ -82,6 +100,7 @@ def run(args) -> int:
     from ..sweeper import sweep
 
     err = console(stderr=True)
+    workload = _workload(args)
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
@@ -93,12 +112,13 @@ def run(args) -> int:
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
             shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
 
-        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
+        outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
                         max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, executor=args.executor, ray_address=args.ray_address,
                         ray_accelerator=args.ray_accelerator, search=args.search, finalists_count=args.finalists,
+                        gpus_per_trial=args.gpus_per_trial,
                         progress=progress, search_progress=search_progress,
                         notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
     out = console()
@@ -130,6 +150,26 @@ def _repeats_limit(text: str) -> int:
     raise argparse.ArgumentTypeError(f"expected auto or a whole number of repeats >= 1, got {text!r}")
 
 
+def _workload(args):
+    """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
+    from ..command import check_command, command_workload
+    from ..errors import AlloctuneError
+
+    options = [f"--{name.replace('_', '-')}" for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd")
+               if getattr(args, name)]
+    if not args.target:
+        raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
+    if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+        if options:
+            raise AlloctuneError(f"{', '.join(options)} apply to '-- COMMAND'; a workload file says these itself")
+        return args.target[0]
+    if args.preset or args.trace:
+        raise AlloctuneError("--preset and --trace apply to a workload file, not to '-- COMMAND'")
+    spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd)
+    return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps,
+                            timeout_s=args.timeout)
+
+
 def _on_gpu(command: str) -> str:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
     dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
@@ -146,6 +186,17 @@ def _on_gpu(command: str) -> str:
     return shlex.join(out + ["--backend", "hybrid" if searching else "cuda"])
 
 
+def _where(record: TrialRecord) -> str:
+    """For a command of several processes: which one peaked."""
+    from ..command import peak_row
+
+    row = peak_row(record.processes or [])
+    if row is None or len(record.processes or []) < 2:
+        return ""
+    who = f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row['pid']}"
+    return f" ({who}, of {len(record.processes or [])} processes)"
+
+
 def _trial_line(record: TrialRecord, where: bool = False) -> str:
     m = record.measurement
     what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
@@ -154,6 +205,6 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
-        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}"
+        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
     return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"
