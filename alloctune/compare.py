@@ -433,7 +433,7 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     """Grouped bars: peak reserved per setting (x) per environment (bar); the mark above each non-baseline bar,
-    failures as hatched stubs labelled with their state."""
+    a setting not run or failed as its state in words where its bar would stand."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -450,10 +450,9 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
         for x, row, bar in zip(xs, rows, bars):
             cell, mark = row.cells[j], row.deltas[j].mark
             if cell is None or not cell.fits:
-                stub = ax.bar(x, top * 0.04, width, color="none", edgecolor=bar.get_facecolor(), hatch="//")[0]
-                ax.text(x, top * 0.05, "n/a" if cell is None else cell.failure, ha="center", va="bottom",
-                        rotation=90, fontsize=7)
-                bar = stub
+                # Text only, in the bar's colour: a drawn stub would read as a small bar (a small peak).
+                ax.text(x, top * 0.01, "n/a" if cell is None else (cell.failure or "failed"), ha="center",
+                        va="bottom", rotation=90, fontsize=7, fontstyle="italic", color=bar.get_facecolor())
             if j:  # above the bar, or above a failure's rotated label
                 y = top * 0.2 if cell is None or not cell.fits else bar.get_height() + top * 0.01
                 ax.text(x, y, STYLE[mark][1], ha="center", va="bottom", color=_PLOT_COLOURS[mark], fontsize=10)

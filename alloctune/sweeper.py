@@ -45,6 +45,8 @@ class SweepOutcome:
 
 # Called after every finished trial with (record, trials done, trials planned).
 ProgressFn = Callable[[TrialRecord, int, int], None]
+# Called as each phase starts, with its name and, where the phase counts trials, (done, total) known up front.
+PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
@@ -55,8 +57,10 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
           search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
-          gpus_per_trial: int = 1, progress: ProgressFn | None = None, search_progress: Callable[[str, int, int, str], None] | None = None,
-          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+          gpus_per_trial: int = 1, progress: ProgressFn | None = None,
+          search_progress: Callable[[str, int, int, str], None] | None = None,
+          notice: Callable[[str], None] = lambda _: None,
+          phase: PhaseFn = lambda name, count: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
 
     `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
@@ -81,6 +85,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
         pythons, backend = command_pythons(spec, pythons, backend)
     runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice, gpus_per_trial)
+    phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
@@ -98,6 +103,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
+    phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=runner.call(check_settings, p.python, confs))
@@ -109,6 +115,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
+    if backend == "sim" or (backend == "hybrid" and trace):
+        phase("loading the allocation trace", None)
     replayed = _load_replay_trace(spec, trace, notice) if backend == "sim" or (backend == "hybrid" and trace) \
         else None
     info = SweepInfo(
@@ -143,7 +151,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
                            sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
                  for p in probes for conf in planned[p.env_id]]
-        _execute(folder, sim, tasks, progress, notice)
+        _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
     if backend in ("cuda", "hybrid"):
         if backend == "hybrid":
             planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
@@ -154,13 +162,15 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
         with runner:
             if auto:
+                phase("running trials in rounds", None)
                 _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
                             progress, notice)
             else:
                 tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
                          for r in range(rounds) for p in probes for conf in planned[p.env_id]]
-                _execute(folder, runner, tasks, progress, notice)
+                _execute(folder, runner, tasks, progress, notice, phase=phase, what="running trials")
 
+    phase("choosing and writing the reports", None)
     settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
@@ -180,7 +190,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     records = folder.trials()
     settings = summarize_settings(records, max_slowdown)
     choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
-                                       trials_planned=planned_trials(info, records, c.env_id, c.backend)), info)
+                                       trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
     folder.write_choice([c.to_json() for c in choices])
     write_summary(folder, info, settings, choices)
@@ -313,7 +323,7 @@ def _label(info: SweepInfo) -> str:
 
 
 def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
-             before: int = 0, later: int = 0) -> int:
+             before: int = 0, later: int = 0, phase: PhaseFn | None = None, what: str = "") -> int:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
     sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
     Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
@@ -321,6 +331,8 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
+    if phase:   # the bar starts with its count
+        phase(what, (before + done, before + total + later))
     info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:

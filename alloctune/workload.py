@@ -13,7 +13,7 @@ Schema (the full reference with examples is `workloads/README.md`):
     default_preset: 24gib           # the preset used when none is asked for
     warmup_steps: 2                 # steps run before the measured window (default 2)
     steps: 20                       # measured steps; required
-    unit: tokens                    # what a step's return value counts; required (a built-in kind fixes it)
+    unit: tokens                    # what a step's return value counts; required with entry (a kind has its own)
     seed: 0                         # default 0
     timeout_s: 300                  # per-trial time limit; default: the runner's
     grid: [default, "expandable_segments:True"]   # optional grid override
@@ -218,14 +218,15 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
         return _command_workload(c, doc, path)
     if extra := [k for k in _COMMAND_ONLY if k in doc]:
         raise c.fail(extra[0], "applies to a 'command' workload only")
-    for required in ("name", "steps", "unit"):
+    for required in ("name", "steps"):
         if required not in doc:
             raise c.fail(required, "missing (required)")
     name = c.text("name", doc["name"], _NAME, "a name of letters, digits, '.', '_', '-'")
     description = doc.get("description")
     description = "" if description is None else c.expect("description", description, isinstance(description, str),
                                                            "a string")
-    unit = c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+    unit = (c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+            if "unit" in doc else None)
     seed = c.integer("seed", doc.get("seed", 0), 0)
     run = {k: c.run_value(k, doc[k]) for k in _PRESET_RUN_KEYS if k in doc}
     run.setdefault("warmup_steps", DEFAULT_WARMUP_STEPS)
@@ -237,9 +238,13 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     kind = entry = None
     if "kind" in doc:
         kind = c.expect("kind", doc["kind"], doc["kind"] in KINDS, f"one of {', '.join(KINDS)}")
+        if unit is None:
+            unit = KINDS[kind].unit
         c.expect("unit", unit, unit == KINDS[kind].unit, f"{KINDS[kind].unit!r} (what kind {kind!r} counts)")
     else:
         entry = _entry(c, doc["entry"])
+        if unit is None:   # a built-in kind has its own unit; user code must say what its steps count
+            raise c.fail("unit", "missing (required with 'entry': what a step's return value counts)")
 
     base = c.mapping("params", doc.get("params") or {})
     _check_params(c, kind, "params", base)
