@@ -7,7 +7,10 @@ reader refuses a version it does not know (`store.py`).
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .typed import from_json
 
 SCHEMA_VERSION = 1
 
@@ -76,26 +79,20 @@ class TrialRecord:
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
-    env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
     schema: int = SCHEMA_VERSION
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str, str, str, str, int | None, int]:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
         return (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "TrialRecord":
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        m = data.get("measurement")
-        if m is not None:
-            mk = {f.name for f in fields(Measurement)}
-            data["measurement"] = Measurement(**{k: v for k, v in m.items() if k in mk})
-        data["state"] = TrialState(data["state"])
-        return cls(**data)
+    def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
+        """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
+        return from_json(cls, data, where)

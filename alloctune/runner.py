@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .conf import AllocConf
+from .procs import kill_all, kill_group, spawn_group
 from .records import Measurement, TrialRecord, TrialState
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 DEFAULT_TIMEOUT_S = 600.0
-_RUNNING: set = set()  # child processes in flight, killed if the sweep is interrupted
 
 
 @dataclass(frozen=True)
@@ -76,21 +76,17 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                        "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
                        "result": result_path}, f)
         t0 = time.monotonic()
-        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path],
-                                env=child_environment(task.conf, gpu), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        _RUNNING.add(proc)
         timed_out = False
-        try:
-            _, stderr = proc.communicate(timeout=task.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            _, stderr = proc.communicate()
-        finally:
-            _RUNNING.discard(proc)
-        wall = time.monotonic() - t0
-        result = _read_result(result_path)
+        with spawn_group([task.python, "-m", "alloctune.child", spec_path], env=child_environment(task.conf, gpu),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, remove=[tmp]) as proc:
+            try:
+                _, stderr = proc.communicate(timeout=task.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc)
+                _, stderr = proc.communicate()
+            wall = time.monotonic() - t0
+            result = _read_result(result_path)  # before the group's end, when the watchdog removes `tmp`
     fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
                   repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
                   wall_seconds=round(wall, 3), started_at=started)
@@ -123,7 +119,11 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
                 task = todo.get_nowait()
             except queue.Empty:
                 return
-            done.put((task, run_trial(task, gpu)))
+            try:
+                done.put((task, run_trial(task, gpu)))
+            except BaseException as exc:  # a bug here must stop the sweep, not end this GPU's work silently
+                done.put((task, exc))
+                return
 
     threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in gpus]
     for t in threads:
@@ -134,6 +134,8 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
                 task, record = done.get(timeout=0.2)
             except queue.Empty:
                 continue
+            if isinstance(record, BaseException):
+                raise record
             on_done(task, record)
     except BaseException:
         # Interrupted (Ctrl-C): the children run in their own sessions, so the terminal's signal does not reach
@@ -141,18 +143,9 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
         stop.set()
         deadline = time.monotonic() + 10
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            for proc in list(_RUNNING):  # again each round: a worker may have started one just before `stop`
-                _kill_group(proc)
+            kill_all()  # again each round: a worker may have started one just before `stop`
             time.sleep(0.05)
         raise
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the child and anything it started (data loader workers...)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _read_result(path: str) -> dict | None:
