@@ -6,8 +6,11 @@ decided (`choice.json`, written only once the sweep finished).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from .store import TRIALS_FILE, TrialStore
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
+LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,37 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 class ResultsFolder:
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.store = TrialStore(self.path / TRIALS_FILE)
+        self._lock_fd: int | None = None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's writer lock (`flock` on LOCK_FILE): one sweep or report writes a folder at a time.
+        Re-entrant on this object; another holder (another sweep, in any process) is a ResultsError at once:
+        two sweeps into one folder would record every trial twice."""
+        if self._lock_fd is not None:
+            yield
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise ResultsError(f"{self.path} is being written by another alloctune sweep"
+                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish, or "
+                               f"choose another folder with --out or --fresh") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+        try:
+            yield
+        finally:
+            self._lock_fd = None
+            os.close(fd)  # releases the lock
 
     @classmethod
     def create(cls, path: str | os.PathLike, info: SweepInfo) -> "ResultsFolder":

@@ -6,6 +6,7 @@ and its reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -80,19 +81,21 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         backend=backend, max_slowdown=max_slowdown, trace=replayed and replayed[1],
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
-    folder = _open_folder(info, results_root, out, fresh, notice)
+    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
+        folder = _open_folder(info, results_root, out, fresh, notice, held)
+        if replayed:
+            _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress,
+                         notice)
+        if backend in ("cuda", "hybrid"):
+            if backend == "hybrid":
+                planned = _finalists(folder.trials(), planned, max_slowdown)
+            limit = timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S
+            tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes,
+                               budget_fraction, limit)
+                     for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
+            _run_measured(folder, tasks, gpus, progress)
 
-    if replayed:
-        _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress, notice)
-    if backend in ("cuda", "hybrid"):
-        if backend == "hybrid":
-            planned = _finalists(folder.trials(), planned, max_slowdown)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                           timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
-                 for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        _run_measured(folder, tasks, gpus, progress)
-
-    settings, choices = analyze(folder, max_slowdown)
+        settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
 
@@ -101,6 +104,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
+    with folder.lock():  # not while a sweep writes the folder
+        return _analyze(folder, max_slowdown)
+
+
+def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from .export import provenance, render
     from .plot import plot_pareto
     from .report import write_summary
@@ -168,18 +176,22 @@ def _identity(info: SweepInfo) -> tuple:
             sorted(info.envs), (info.trace or {}).get("sha256"))
 
 
-def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
+def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
+                 held: contextlib.ExitStack) -> ResultsFolder:
     """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
-    the same sweep (resume), unless `fresh`; else a new timestamped folder."""
+    the same sweep (resume), unless `fresh`; else a new timestamped folder. Locked (in `held`) before it is read
+    or written: a folder another sweep is writing is refused."""
     if out is not None:
         folder = ResultsFolder(out)
+        held.enter_context(folder.lock())
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(f"{folder.path} holds a different sweep (workload, grid, repeats, budget, "
                                      f"backend or interpreters differ); choose another --out")
             notice(f"Resuming the sweep in {folder.path}")
             return folder
-        return ResultsFolder.create(out, info)
+        folder.write_info(info)
+        return folder
     root = Path(results_root)
     if not fresh and root.is_dir():
         for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
@@ -188,10 +200,17 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
             except AlloctuneError:
                 continue
             if same:
+                folder = ResultsFolder(path)
+                held.enter_context(folder.lock())
                 notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
-                return ResultsFolder(path)
+                return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ResultsFolder.create(root / f"{_label(info)}-{stamp}", info)
+    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    held.enter_context(folder.lock())
+    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    return folder
 
 
 def _label(info: SweepInfo) -> str:
