@@ -26,6 +26,7 @@ from .records import Measurement, TrialRecord, TrialState
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a trial time limit beyond this is a typo (and inf overflows the wait)
 
 
 @dataclass(frozen=True)

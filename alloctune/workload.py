@@ -36,6 +36,7 @@ from pathlib import Path
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .conf import AllocConf
 from .errors import ConfError, WorkloadError
+from .runner import MAX_TIMEOUT_S
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
@@ -137,8 +138,9 @@ class _Checker:
             return self.integer(key, value, 1 if name == "steps" else 0)
         if value is None:
             return None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        return float(self.expect(key, value, ok, "a positive number of seconds or null"))
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT_S
+        return float(self.expect(key, value, ok, f"a positive number of seconds up to {MAX_TIMEOUT_S:.0f}, "
+                                                 f"or null"))
 
     def text(self, key: str, value, pattern: re.Pattern | None = None, expected: str = "a non-empty string"):
         ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.match(value)))
