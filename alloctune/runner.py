@@ -14,14 +14,16 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .conf import AllocConf
 from .procs import kill_all, kill_group, spawn_group
+from .errors import ResultsError
 from .records import Measurement, TrialRecord, TrialState
+from .typed import from_json, load_json
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
@@ -94,14 +96,12 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
-                           + (f"\n{tail}" if tail else ""), env=(result or {}).get("env", {}), **fields)
+                           + (f"\n{tail}" if tail else ""), env=result.env if result else {}, **fields)
     if result is None:
         return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
                            else ""), **fields)
-    m = result.get("measurement")
-    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
-                       error=result.get("error"), effective_conf=result.get("effective_conf"),
-                       env=result.get("env", {}), **fields)
+    return TrialRecord(state=result.state, measurement=result.measurement, error=result.error,
+                       effective_conf=result.effective_conf, env=result.env, **fields)
 
 
 def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
@@ -149,13 +149,22 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
         raise
 
 
-def _read_result(path: str) -> dict | None:
+@dataclass(frozen=True)
+class ChildResult:
+    """What the trial child writes (`child.py`); a missing, garbled or mistyped file means the trial crashed."""
+
+    state: TrialState
+    measurement: Measurement | None = None
+    error: str | None = None
+    effective_conf: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+
+
+def _read_result(path: str) -> ChildResult | None:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError):
+        return from_json(ChildResult, load_json(path), path)
+    except (OSError, ResultsError):
         return None
-    return data if isinstance(data, dict) and "state" in data else None
 
 
 def _exit_reason(code: int | None) -> str:

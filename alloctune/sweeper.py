@@ -119,10 +119,11 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
         folder.write_info(info)
     settings = summarize_settings(folder.trials(), info.max_slowdown)
     choices = choose(settings, info.max_slowdown)
-    folder.write_choice([c.to_json() for c in choices])
+    records = [c.record() for c in choices]
+    folder.write_choice(records)
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
+    best = next((c for c in records if c.conf is not None), None)
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
