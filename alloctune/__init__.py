@@ -9,6 +9,8 @@ matplotlib or rich):
     alloctune.load_trace(path)            a PyTorch snapshot or compact trace
     alloctune.replay(trace, confs, ...)   simulate a trace under settings
     alloctune.export_results(path, ...)   the choice as env / shell / json / docker / k8s text
+    alloctune.diagnose(source, ...)       the cause of a CUDA out-of-memory error and the next step
+    alloctune.dump_on_oom(folder)         leave a memory snapshot at the next OOM, for `diagnose`
 """
 from importlib import import_module
 
@@ -16,7 +18,7 @@ __version__ = "0.1.0"
 
 _API = {
     "sweep": "sweeper", "analyze": "sweeper", "load_workload": "workload", "load_trace": "sim.trace",
-    "replay": "sim.replay", "export_results": "export",
+    "replay": "sim.replay", "export_results": "export", "diagnose": "diagnosis", "dump_on_oom": "oomdump",
 }
 
 

@@ -183,13 +183,20 @@ def effective_settings() -> tuple[str, frozenset]:
     backend = torch.cuda.get_allocator_backend()
     if backend != "native":
         return f"backend:{backend}", frozenset({"backend"})
-    parts, readable = {}, {"backend", "max_split_size_mb"}
+    readable = {"backend", "max_split_size_mb"}
     try:
         settings = torch.cuda.memory._snapshot().get("allocator_settings")
     except Exception:
         settings = None
     if isinstance(settings, dict):
         readable |= {"expandable_segments", "garbage_collection_threshold"}
+    return conf_from_settings(settings, torch.cuda.memory_stats().get("max_split_size", -1)), frozenset(readable)
+
+
+def conf_from_settings(settings: dict | None, max_split: int) -> str:
+    """The setting string for a snapshot's `allocator_settings` and memory_stats' `max_split_size` (bytes)."""
+    parts: dict[str, str] = {}
+    if isinstance(settings, dict):
         if settings.get("expandable_segments"):
             parts["expandable_segments"] = "True"
         if settings.get("garbage_collection_threshold"):
@@ -200,10 +207,9 @@ def effective_settings() -> tuple[str, frozenset]:
                      if isinstance(d, int) and d > 1]
         if divisions and len(set(divisions)) == 1:
             parts["roundup_power2_divisions"] = str(divisions[0])
-    max_split = torch.cuda.memory_stats().get("max_split_size", -1)
     if 0 < max_split < 2**62:
         parts["max_split_size_mb"] = str(max_split // 2**20)
-    return ",".join(f"{k}:{v}" for k, v in sorted(parts.items())), frozenset(readable)
+    return ",".join(f"{k}:{v}" for k, v in sorted(parts.items()))
 
 
 def _mismatch(asked: str, effective: str, readable: frozenset) -> str | None:

@@ -29,3 +29,7 @@ class ResultsError(AlloctuneError):
 
 class ProbeError(AlloctuneError):
     """The target Python interpreter could not be probed (missing, no torch, crashed)."""
+
+
+class DiagnoseError(AlloctuneError):
+    """An OOM message, snapshot or results folder that holds nothing `diagnose` can read."""

@@ -80,6 +80,9 @@ class TrialRecord:
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
     env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    node: str | None = None            # host that ran the trial child (absent in records before it was kept)
+    gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
+    retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
     schema: int = SCHEMA_VERSION
 
     @property

@@ -4,11 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from .results import ResultsFolder, SweepInfo
 from .select import Choice, SettingResult, format_rate, ranked
 from .stats import ALPHA, OUTLIER_Z
+from .tables import add_setting_column, keep_columns
 from .units import format_bytes
 
 SUMMARY_FILE = "summary.md"
@@ -69,15 +73,59 @@ def _title(choice: Choice) -> str:
     return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
 
 
-def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Table:
-    """The settings of `choice`'s group, fitting ones by peak reserved, then failures."""
-    table = Table(title=_title(choice))
-    for name in COLUMNS:
-        table.add_column(name, overflow="fold")
-    for s in _in_group(settings, choice):
+_VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)": "?"}
+_LEGEND = {"n.s.": "n.s. = no significant difference from the default (Welch's t-test on log throughput)",
+           "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
+
+
+def _shown(group: list[SettingResult], choice: Choice) -> tuple[list[int], list[list[str]]]:
+    """The rows of the group and the columns that have something to say in them (a simulated sweep has no
+    throughput; flags only when some setting has one)."""
+    rows = [_row(s, choice) for s in group]
+    said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
+    return keep_columns(COLUMNS, said, always=COLUMNS[:4]), rows
+
+
+def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
+    """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
+    the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
+    t, c = s.throughput, s.vs_default
+    if s.is_default:
+        vs = "baseline"
+    else:
+        vs = "-" if c is None else f"{c.ratio:.2f}x {_VERDICT.get(c.verdict, c.verdict)}"
+    return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+            format_bytes(s.peak_reserved_bytes), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+            "-" if t is None else _number(t.median), vs]
+
+
+def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures; within 100 columns (a
+    setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
+    group = _in_group(settings, choice)
+    unit = next((s.unit for s in group if s.unit), None) or "units"
+    headers = ["setting", "state", "peak\nreserved", "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    rows = [_terminal_row(s, choice) for s in group]
+    # A baseline alone, or no retries anywhere, says nothing.
+    said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
+            for row in rows]
+    keep = keep_columns(headers, said, always=headers[:3])
+    table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for j in keep:
+        if j == 0:
+            add_setting_column(table, (row[0] for row in rows))
+        else:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", overflow="fold")
+    for s, row in zip(group, rows):
         style = "bold green" if s is choice.best else ("red" if not s.fits else None)
-        table.add_row(*_row(s, choice), style=style)
-    return table
+        table.add_row(*(row[j] for j in keep), style=style)
+    notes = [Text(f"  {s.label}: {_flags(s)}", style="yellow") for s in group if _flags(s)]
+    if 4 not in keep:
+        notes.append(Text("  no setting needed an alloc retry", style="dim"))
+    notes += [Text(f"  {text}", style="dim") for mark, text in _LEGEND.items()
+              if any(row[-1].endswith(f" {mark}") for row in rows)]
+    return Group(table, *notes)
 
 
 def _md_cell(text: str) -> str:
@@ -121,9 +169,20 @@ def _recommendation(choice: Choice) -> str:
     return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
 
 
+def incomplete_note(choice: Choice) -> str | None:
+    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    if choice.complete:
+        return None
+    return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
+            f"decision rests on those alone (run the sweep command again to resume it)")
+
+
 def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     group = _in_group(settings, choice)
-    lines = [f"## {_title(choice)}", "", _recommendation(choice), ""]
+    lines = [f"## {_title(choice)}", ""]
+    if note := incomplete_note(choice):
+        lines += [f"**{note}**", ""]
+    lines += [_recommendation(choice), ""]
     if choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
@@ -131,7 +190,8 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
                   f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
-    lines += [markdown_table(COLUMNS, (_row(s, choice) for s in group)), ""]
+    keep, rows = _shown(group, choice)
+    lines += [markdown_table([COLUMNS[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
     if choice.runners_up:
         lines += ["Runners-up and what they cost:", ""]
         lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
@@ -140,6 +200,7 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 
 def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
     tie = choices[0].tie if choices else 0.01
+    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     return [
         "## Statistics", "",
         "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
@@ -148,7 +209,7 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         "- Throughput: median of the repeats; 95% interval = t-interval on log throughput (geometric mean), "
         f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
         f"- Against the default: Welch's t-test on log throughput, alpha = {ALPHA}; a setting significantly slower "
-        f"than the default by more than the max slowdown ({info.max_slowdown:.0%}, one-sided test) is refused; "
+        f"than the default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; "
         "with a single repeat throughput is not tested and does not refuse a setting.",
         f"- Ties: peaks reserved within {tie:.0%} of each other tie, and the setting with fewer keys wins.",
         "",

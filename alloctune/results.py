@@ -116,6 +116,9 @@ class ChoiceRecord:
     max_slowdown: float = 0.02
     tie: float = 0.01
     repeats: int = 0
+    complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
+    trials_recorded: int = 0
+    trials_planned: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

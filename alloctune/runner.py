@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .conf import AllocConf
-from .procs import kill_all, kill_group, spawn_group
 from .errors import ResultsError
+from .procs import kill_all, kill_group, spawn_group
 from .records import Measurement, TrialRecord, TrialState
 from .typed import from_json, load_json
 
@@ -45,9 +46,11 @@ class TrialTask:
     budget_fraction: float | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
+    backend: str = "cuda"             # what its record will say: 'cuda' (measured) or 'sim' (replayed)
 
     def key(self) -> tuple:
-        return (self.workload_hash, str(self.conf), self.env_id, "cuda", self.budget_bytes, self.repeat)
+        """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
+        return (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
 
 
 def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
@@ -79,9 +82,10 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                        "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
                        "result": result_path}, f)
         t0 = time.monotonic()
+        env = child_environment(task.conf, gpu)
         timed_out = False
-        with spawn_group([task.python, "-m", "alloctune.child", spec_path], env=child_environment(task.conf, gpu),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, remove=[tmp]) as proc:
+        with spawn_group([task.python, "-m", "alloctune.child", spec_path], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, remove=[tmp]) as proc:
             try:
                 _, stderr = proc.communicate(timeout=task.timeout_s)
             except subprocess.TimeoutExpired:
@@ -90,9 +94,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                 _, stderr = proc.communicate()
             wall = time.monotonic() - t0
             result = _read_result(result_path)  # before the group's end, when the watchdog removes `tmp`
-    fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                  repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
-                  wall_seconds=round(wall, 3), started_at=started)
+    fields = dict(_identity(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
+                  gpus=env.get("CUDA_VISIBLE_DEVICES"))
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
@@ -102,6 +105,22 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                            else ""), **fields)
     return TrialRecord(state=result.state, measurement=result.measurement, error=result.error,
                        effective_conf=result.effective_conf, env=result.env, **fields)
+
+
+def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
+    """The record of a trial whose child never reported back because what ran it was lost (a Ray worker)."""
+    return TrialRecord(state=TrialState.CRASHED, error=reason, **_identity(task), **fields)
+
+
+def _identity(task: TrialTask) -> dict:
+    """The record fields that say which trial this is."""
+    return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
+                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes)
+
+
+def stop_children() -> None:
+    """Kill every trial child in flight in this process (and what it started), e.g. on Ctrl-C."""
+    kill_all()
 
 
 def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
@@ -144,7 +163,7 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
         stop.set()
         deadline = time.monotonic() + 10
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            kill_all()  # again each round: a worker may have started one just before `stop`
+            stop_children()  # again each round: a worker may have started one just before `stop`
             time.sleep(0.05)
         raise
 

@@ -224,10 +224,17 @@ class Choice:
     env: dict = field(default_factory=dict)   # the group's provenance (torch, gpu, ...) from its records
     workload: str = ""
     workload_hash: str = ""
+    # Set by `sweeper.analyze` from sweep.json: fewer recorded than planned = an interrupted sweep.
+    trials_recorded: int = 0
+    trials_planned: int | None = None
 
     @property
     def simulated(self) -> bool:
         return self.backend == SIM
+
+    @property
+    def complete(self) -> bool:
+        return self.trials_planned is None or self.trials_recorded >= self.trials_planned
 
     @property
     def verdict(self) -> str:
@@ -278,6 +285,9 @@ class Choice:
             max_slowdown=self.max_slowdown,
             tie=self.tie,
             repeats=max((len(s.trials) for s in (best, base) if s), default=0),
+            complete=self.complete,
+            trials_recorded=self.trials_recorded,
+            trials_planned=self.trials_planned,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""`sweep()`: workload -> grid -> trials (measured or replayed) -> records -> choice -> reports.
+"""`sweep()`: workload -> grid -> planned trials -> executor -> records -> choice -> reports.
 
-The Python API behind `alloctune sweep`. Measuring (`runner.py` children, or `sim/` replays) only appends
-records to the trials file; choosing and reporting read them back, so an interrupted sweep resumes where it stopped
-and its reports are always built from what was really recorded.
+The Python API behind `alloctune sweep`. The sweeper plans `TrialTask`s and hands them to an executor
+(`executors/`: local child processes, simulator replays, a Ray cluster); it alone appends what comes back to the
+trials file; choosing and reporting read the records back, so an interrupted sweep resumes where it stopped and its
+reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
@@ -17,19 +18,17 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .conf import AllocConf
 from .errors import AlloctuneError
-from .grid import DEFAULT_GRID, apply_rules, expand
+from .executors import Executor, LocalExecutor, SimExecutor
+from .grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
-from .runner import DEFAULT_TIMEOUT_S, TrialTask, run_trials
+from .runner import DEFAULT_TIMEOUT_S, TrialTask
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
-from .versions import simulation_note
 from .workload import WorkloadSpec, load_workload
 
-DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
 HYBRID_FINALISTS = 3
 
 
@@ -51,24 +50,32 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
-          progress: ProgressFn | None = None, notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+          executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
+          progress: ProgressFn | None = None,
+          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     if repeats < 1:
         raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     confs = expand(grid or list(spec.grid or DEFAULT_GRID))
-    probes = _probe_all(pythons or [sys.executable])
+    runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice)
+    probes = _probe_all(pythons or [sys.executable], runner)
     backend = _resolve_backend(backend, probes, notice)
     gpus = gpus or [0]
     if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
                              f"GPU(s) visible")
 
+    named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
-                                   accepted=check_settings(p.python, confs))
+                                   accepted=runner.call(check_settings, p.python, confs))
+        if named:
+            refuse_rejected(skips, p.torch_version)
+            for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
+                notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
@@ -84,8 +91,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
         folder = _open_folder(info, results_root, out, fresh, notice, held)
         if replayed:
-            _replay_grid(folder, spec, planned, probes, budget_bytes, budget_fraction, replayed[0], progress,
-                         notice)
+            # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour
+            # the simulator follows where versions differ.
+            sim = SimExecutor(replayed[0], replayed[1]["path"],
+                              {sim_env_id(p.env_id): p.torch_version for p in probes}, notice)
+            tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                               sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                     for p in probes for conf in planned[p.env_id]]
+            _execute(folder, sim, tasks, progress, notice)
         if backend in ("cuda", "hybrid"):
             if backend == "hybrid":
                 planned = _finalists(folder.trials(), planned, max_slowdown)
@@ -93,8 +106,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
             tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes,
                                budget_fraction, limit)
                      for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-            _run_measured(folder, tasks, gpus, progress)
-
+            with runner:
+                _execute(folder, runner, tasks, progress, notice)
         settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
@@ -111,14 +124,16 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from .export import provenance, render
     from .plot import plot_pareto
+    from .planned import planned_trials, recorded_trials
     from .report import write_summary
 
-    info = folder.info()
-    if max_slowdown is not None and max_slowdown != info.max_slowdown:
-        info.max_slowdown = max_slowdown
-        folder.write_info(info)
-    settings = summarize_settings(folder.trials(), info.max_slowdown)
-    choices = choose(settings, info.max_slowdown)
+    info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
+    max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
+    trials = folder.trials()
+    settings = summarize_settings(trials, max_slowdown)
+    choices = [replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
+                       trials_planned=planned_trials(info, trials, c.env_id, c.backend))
+               for c in choose(settings, max_slowdown)]
     records = [c.record() for c in choices]
     folder.write_choice(records)
     write_summary(folder, info, settings, choices)
@@ -141,11 +156,28 @@ def _command_line() -> str:
     return shlex.join([program, *sys.argv[1:]])
 
 
-def _probe_all(pythons: list[str]) -> list[ProbeResult]:
+def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, notice) -> Executor:
+    """Where measured trials run (and interpreters are probed): this machine, or a Ray cluster."""
+    if name == "local":
+        if ray_address or ray_accelerator:
+            raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
+        return LocalExecutor(gpus or [0])
+    if name != "ray":
+        raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
+    if backend == "sim":
+        raise AlloctuneError("--executor ray runs measured trials; --backend sim replays here, without a cluster")
+    if gpus:
+        raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
+    from .executors.ray import RayExecutor
+
+    return RayExecutor(ray_address, accelerator=ray_accelerator, notice=notice)
+
+
+def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
     """Probe each interpreter; make environment ids unique when two run the same torch."""
     probes, seen = [], set()
     for python in pythons:
-        p = probe(python)
+        p = runner.call(probe, python)
         if p.env_id in seen:
             p = replace(p, env_id=f"{p.env_id}@{p.python}")
         seen.add(p.env_id)
@@ -220,19 +252,48 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _run_measured(folder: ResultsFolder, tasks: list[TrialTask], gpus, progress) -> None:
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice) -> None:
+    """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
-    done = len(tasks) - len(todo)
+    done, total = len(tasks) - len(todo), len(tasks)
+    info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:
         nonlocal done
+        if reason := _foreign(record, info.envs.get(record.env_id)):
+            record = replace(record, state=TrialState.CRASHED, error=reason)
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, done, len(tasks))
+            progress(record, done, total)
 
-    run_trials(todo, gpus, on_done)
+    def on_skip(task: TrialTask, reason: str) -> None:
+        nonlocal total
+        total -= 1
+        skip = Skipped(str(task.conf), reason, task.env_id)
+        if skip not in info.skipped:
+            info.skipped.append(skip)
+            folder.write_info(info)
+            notice(f"{task.conf.label}: {reason}")
+
+    executor.run(todo, on_done, on_skip)
+
+
+def _foreign(record: TrialRecord, probed: dict | None) -> str | None:
+    """Why a measured trial cannot count with its environment: it ran under another torch, or on another GPU model,
+    than the probe of its interpreter saw (a cluster node set up differently). Statistics never mix those."""
+    if not probed or record.backend != "cuda":
+        return None
+    torch, gpu = record.env.get("torch"), record.env.get("gpu")
+    models = sorted({d.get("name") for d in probed.get("devices") or []} - {None})
+    where = f" on {record.node}" if record.node else ""
+    if torch and torch != probed.get("torch_version"):
+        return f"ran under torch {torch}{where}, but {record.env_id} was probed as torch {probed.get('torch_version')}"
+    if gpu and models and gpu not in models:
+        return f"ran on {gpu}{where}, but {record.env_id} was probed on {', '.join(models)}"
+    return None
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
@@ -242,11 +303,16 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
 
     path = trace_path or spec.trace
     if not path:
-        raise AlloctuneError(
-            f"workload {spec.name!r} has no recorded allocation trace to replay: record one on a GPU machine with "
-            f"'alloctune record {spec.source or spec.name} -o trace.xz', then pass it with --trace")
+        raise AlloctuneError(_no_trace_hint(spec))
     trace = load_trace(path)
-    if trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
+    recorded_from = trace.meta.get("workload")
+    if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
+        notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "
+               f"replaying it as {spec.name}'s")
+    elif recorded_from != spec.name:
+        raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
+                             f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
+    elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
         notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
                f"preset); replaying it anyway")
     for warning in trace.warnings:
@@ -255,49 +321,20 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path, notice):
     return trace, {"path": str(path), "sha256": sha256}
 
 
-def _replay_grid(folder: ResultsFolder, spec: WorkloadSpec, planned, probes, budget_bytes, budget_fraction,
-                 trace, progress, notice) -> None:
-    """Judge every planned setting by replaying the trace, once per interpreter: its torch decides which settings
-    are valid (the probe) and whose allocator behaviour the simulator follows where versions differ. Settings the
-    simulator cannot model (cudaMallocAsync, keys that torch lacks) join the sweep's skipped list with the reason.
-    A resumed sweep replays only what the trials file lacks."""
-    from .sim.replay import replay
+def _no_trace_hint(spec: WorkloadSpec) -> str:
+    """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
+    from .workload import presets_with_trace
 
-    meta = trace.meta
-    device_memory = int(meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
-    if budget_fraction is not None:
-        budget_bytes = int(budget_fraction * device_memory)
-    finished = folder.store.finished_keys()
-    info = folder.info()
-    todo = [(p, [c for c in planned[p.env_id]
-                 if (spec.digest(), str(c), sim_env_id(p.env_id), "sim", budget_bytes, 0) not in finished])
-            for p in probes]
-    done, total = 0, sum(1 for _, confs in todo for c in confs if not c.is_async)
-    for p, confs in todo:
-        if note := simulation_note(p.torch_version):
-            notice(note)
-        env_id = sim_env_id(p.env_id)
-        env = dict(meta.get("env") or {}, trace=info.trace["path"], trace_torch=meta.get("torch_version"),
-                   simulated_as=p.torch_version)
-        for outcome in replay(trace, confs, device_memory, budget_bytes=budget_bytes, torch_version=p.torch_version):
-            if not outcome.simulated:
-                skip = Skipped(str(AllocConf.parse(outcome.conf)), f"cannot be simulated: {outcome.reason}", env_id)
-                if skip not in info.skipped:
-                    info.skipped.append(skip)
-                    notice(f"{outcome.conf}: not simulated: {outcome.reason}")
-                continue
-            done += 1
-            m = outcome.measurement()
-            record = TrialRecord(
-                workload=spec.name, workload_hash=spec.digest(), conf=str(AllocConf.parse(outcome.conf)),
-                repeat=0, env_id=env_id, backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK,
-                measurement=m, budget_bytes=budget_bytes, env=env,
-                started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
-            folder.store.append(record)
-            if progress:
-                progress(record, done, max(total, done))
-    folder.write_info(info)
+    where = os.path.relpath(spec.source) if spec.source else spec.name
+    preset = f" --preset {spec.preset}" if spec.preset else ""
+    what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
+    shipped = presets_with_trace(spec.source) if spec.source else []
+    if shipped:
+        return (f"{what} has no recorded allocation trace to replay; preset {shipped[0]!r} ships one: "
+                f"alloctune sweep {shlex.quote(where)} --preset {shipped[0]} (or record this one on a GPU machine: "
+                f"alloctune record {shlex.quote(where)}{preset} -o trace.xz, then pass --trace trace.xz)")
+    return (f"{what} has no recorded allocation trace to replay: record one on a GPU machine with "
+            f"'alloctune record {shlex.quote(where)}{preset} -o trace.xz', then pass it with --trace trace.xz")
 
 
 def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:

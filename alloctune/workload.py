@@ -255,6 +255,13 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
                         grid=_grid(c, doc["grid"]) if "grid" in doc else None)
 
 
+def presets_with_trace(path: str | os.PathLike) -> list[str]:
+    """The presets of a workload file that ship an allocation trace (what a sweep without a GPU can replay)."""
+    doc = _load_yaml(Path(path), str(path))
+    presets = doc.get("presets") if isinstance(doc, dict) else None
+    return [p for p in (presets or {}) if load_workload(path, p).trace]
+
+
 def _entry(c: _Checker, value) -> str:
     c.text("entry", value, expected="'package.module:function' or 'path/to/file.py:function'")
     try:

@@ -132,16 +132,33 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
 # ---- PyTorch snapshot pickles ----
 
 class _PlainUnpickler(pickle.Unpickler):
-    """Admits no global: with no class or function to name, a pickle can build only plain containers and
-    scalars, and REDUCE/BUILD have nothing to call."""
+    """Admits no global but one: with no class or function to name, a pickle can build only plain containers
+    and scalars, and REDUCE/BUILD have nothing to call. The exception is torch's `TorchVersion`, a str subclass
+    that scripts put in snapshot metadata as `torch.__version__`: it is read as a plain str (whose construction
+    runs nothing)."""
 
     def find_class(self, module, name):
+        if (module, name) == ("torch.torch_version", "TorchVersion"):
+            return str
         raise TraceError(f"refused: the pickle asks for {module}.{name}; a memory snapshot holds only plain "
                          f"containers and scalars, so nothing in this file was run")
 
 
-def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
+def read_snapshot(path: str | os.PathLike) -> dict:
+    """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
+    anything; `TraceError` for anything else."""
     where = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise TraceError(f"cannot read snapshot {where!r}: {exc.strerror or exc}") from None
+    if data[:1] != bytes([_PICKLE_PROTO]):
+        raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with {data[:8]!r}")
+    return _unpickle_snapshot(data, where)
+
+
+def _unpickle_snapshot(data: bytes, where: str) -> dict:
     try:
         snapshot = _PlainUnpickler(io.BytesIO(data)).load()
     except TraceError:
@@ -151,6 +168,12 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
                          f"(written by torch.cuda.memory._dump_snapshot)")
+    return snapshot
+
+
+def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
+    where = os.fspath(path)
+    snapshot = _unpickle_snapshot(data, where)
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

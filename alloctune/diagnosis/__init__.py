@@ -1,0 +1,229 @@
+"""`alloctune diagnose`: from a CUDA out-of-memory error to its cause and the next step.
+
+    diagnose(*sources, device=None, confs=None) -> Diagnosis
+
+Each source is a path (or '-' for stdin) to one of:
+- an OOM message: the exception's text, a traceback, or a whole log (`message.py` reads every format);
+- a memory snapshot pickle (`alloctune.dump_on_oom`, `torch.cuda.memory._dump_snapshot`), read with the
+  project's safe loader; the message written beside it (`oom-rank0.txt` next to `oom-rank0.pickle`) is read too;
+- a results folder: its latest trial that ended in an OOM (the child records the exception's text).
+
+Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
+and the card's total come from the message or from what `dump_on_oom` stored. `verdict.judge` names the cause.
+With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
+reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
+recommendation.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import DiagnoseError, TraceError
+from ..units import format_bytes
+from .message import OomMessage, looks_like_message, parse_message
+from .snapshot import SnapshotView, picture_lines, view_snapshot
+from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
+from .window import WindowReplay
+
+__all__ = ["Diagnosis", "diagnose"]
+
+_PICKLE = b"\x80"
+
+
+@dataclass
+class Diagnosis:
+    sources: list[str]
+    verdict: Verdict | None
+    facts: OomFacts | None
+    message: OomMessage | None = None
+    snapshot: SnapshotView | None = None
+    replay: WindowReplay | None = None
+    recommended_conf: str | None = None        # a PYTORCH_CUDA_ALLOC_CONF value that would have fit, by replay
+    recommended_peak_reserved: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def next_steps(self) -> list[str]:
+        """The verdict's steps, led by what the replay found when there was one."""
+        if self.verdict is None:
+            return []
+        steps = list(self.verdict.next_steps)
+        if self.recommended_conf is not None:
+            if self.verdict.cause == FRAGMENTATION:
+                steps = steps[1:]  # the untested suggestion the replay has just tested
+            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={self.recommended_conf} would have avoided this "
+                            f"OOM (peak reserved {format_bytes(self.recommended_peak_reserved)}); confirm it in a "
+                            "real run")
+        elif self.replay is not None and not self.replay.fitting:
+            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
+        return steps
+
+    def picture(self) -> list[str]:
+        return picture_lines(self.snapshot) if self.snapshot else []
+
+    def to_json(self) -> dict:
+        return {"sources": self.sources, "verdict": self.verdict.to_json() if self.verdict else None,
+                "cause": self.verdict.cause if self.verdict else None,
+                "message": self.message.to_json() if self.message else None,
+                "snapshot": self.snapshot.to_json() if self.snapshot else None,
+                "replay": self.replay.to_json() if self.replay else None,
+                "recommended_conf": self.recommended_conf,
+                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
+                "warnings": self.warnings}
+
+
+def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
+             jobs: int | None = None) -> Diagnosis:
+    """Diagnose the OOM the sources describe (see the module docstring)."""
+    if not sources:
+        raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
+    message: OomMessage | None = None
+    snapshot: dict | None = None
+    where, beside = "", None
+    names = [os.fspath(source) for source in sources]
+    for name in names:
+        value, path = _read(name)
+        if isinstance(value, dict):
+            if snapshot is not None:
+                raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
+            snapshot, where = value, name
+            beside = os.path.splitext(path)[0] + ".txt" if path else None
+        elif message is not None:
+            raise DiagnoseError(f"{name}: one message at a time (got a second one)")
+        else:
+            message = value
+    if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
+        message = parse_message(_read_text(beside))
+        names.append(beside)
+    view = view_snapshot(snapshot, where, device) if snapshot is not None else None
+    warnings: list[str] = list(message.notes) if message else []
+    facts = _facts(message, view, warnings)
+    if facts is None:
+        warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
+                        "figures): showing its fragmentation picture only")
+    verdict = judge(facts, replay_hint=f"alloctune replay {where or 'SNAPSHOT'}") if facts else None
+    result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
+    if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
+        _replay(result, snapshot, view, facts, confs, jobs)
+    return result
+
+
+def _read(name: str) -> tuple[dict | OomMessage, str | None]:
+    """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
+    from ..sim.trace import _unpickle_snapshot
+
+    if name != "-" and os.path.isdir(name):
+        return _results_message(name), None
+    try:
+        data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
+    except OSError as exc:
+        raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if data[:1] == _PICKLE:
+        return _unpickle_snapshot(data, name), None if name == "-" else name
+    if data.startswith(b"\xfd7zXZ\x00"):
+        raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
+                            "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
+    text = data.decode("utf-8", errors="replace")
+    if not looks_like_message(text):
+        raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
+                            "to allocate ...'), nor a snapshot pickle, nor a results folder")
+    return parse_message(text), None if name == "-" else name
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError as exc:
+        raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _results_message(folder: str) -> OomMessage:
+    from ..records import TrialState
+    from ..store import TRIALS_FILE, TrialStore
+
+    path = os.path.join(folder, TRIALS_FILE)
+    if not os.path.isfile(path):
+        raise DiagnoseError(f"{folder!r} is a folder without {TRIALS_FILE}: not a results folder")
+    failed = [r for r in TrialStore(path).load() if r.state is TrialState.OOM]
+    if not failed:
+        raise DiagnoseError(f"{folder!r} has no trial that ended in an OOM")
+    last = failed[-1]
+    if not last.error or not looks_like_message(last.error):
+        raise DiagnoseError(f"{folder!r}: the OOM trial of setting {last.conf or 'default'!r} kept no message "
+                            "this reader knows")
+    return parse_message(last.error)
+
+
+def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:
+    """The snapshot's exact figures, completed by the message's; or the message's alone."""
+    exact = view.facts() if view else None
+    if message is None:
+        return exact
+    reserved = exact.reserved if exact else message.reserved
+    this_process, others = _this_process(message, reserved, warnings)
+    if exact is None:
+        if message.allocated is None or message.reserved is None:
+            raise DiagnoseError("the message does not say how much PyTorch had allocated and reserved: "
+                                "cannot tell the causes apart")
+        pool = view.pool_of(message.requested, 0) if view else None  # a snapshot taken without a trace
+        return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
+                        message.device_total, message.allowed, this_process, others,
+                        pool.largest_free if pool else None, message.precision, message.gpu)
+    return OomFacts(exact.requested, exact.allocated, exact.reserved,
+                    exact.device_free if exact.device_free is not None else message.device_free,
+                    exact.device_total or message.device_total,
+                    exact.allowed if exact.allowed is not None else message.allowed,
+                    this_process, others, exact.largest_free_block, 0, exact.gpu)
+
+
+def _this_process(message: OomMessage, reserved: int | None,
+                  warnings: list[str]) -> tuple[int | None, tuple[tuple[int, int], ...]]:
+    """This process's memory and the others'. NVML names this process "this process" only when it can match
+    its pid (not inside many containers); then this process is listed like the others, as "Process N has": the
+    smallest one holding at least what PyTorch had reserved is taken to be it."""
+    if message.this_process is not None or not message.processes or reserved is None:
+        return message.this_process, message.processes
+    big_enough = [p for p in message.processes if p[1] >= reserved - message.precision]
+    if not big_enough:
+        return None, message.processes
+    pid, used = min(big_enough, key=lambda p: p[1])
+    warnings.append(f"the message does not say which process is this one; process {pid} ({format_bytes(used)}) is "
+                    f"taken to be it: the smallest that holds at least the {format_bytes(reserved)} PyTorch "
+                    "had reserved")
+    return used, tuple(p for p in message.processes if p[0] != pid)
+
+
+def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFacts, confs: list[str] | None,
+            jobs: int | None) -> None:
+    from ..child import conf_from_settings
+    from ..conf import AllocConf
+    from ..grid import DEFAULT_GRID, apply_rules, expand
+    from .window import reconstruct, replay_window
+
+    assert view.oom is not None
+    try:
+        recon = reconstruct(snapshot, view.device, view.oom["requested"], view.oom.get("stream", 0))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"the snapshot's trace or segments are malformed ({exc})") from None
+    stats = (view.extra.get("oom") or {}).get("memory_stats") or {}
+    max_split = stats.get("max_split_size", (view.settings or {}).get("max_split_size", -1))
+    recorded = conf_from_settings(view.settings, int(max_split))
+    version = view.extra.get("torch_version")
+    candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
+    candidates, _ = apply_rules(candidates, version, has_budget=facts.allowed is not None)
+    free = facts.device_free if facts.device_free is not None else 0
+    device_memory = facts.device_total or facts.reserved + free
+    overhead = max(device_memory - facts.reserved - free, 0)
+    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version,
+                                  jobs)
+    if not result.replay.reconstruction.whole_run:
+        result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
+                               "entries): the state at its start was rebuilt from the segments")
+    fitting = result.replay.fitting
+    if fitting and result.replay.confidence != "low":
+        best = fitting[0]
+        result.recommended_conf = str(AllocConf.parse(best.conf))
+        result.recommended_peak_reserved = best.result.peak_reserved_bytes if best.result else None

@@ -1,0 +1,183 @@
+"""Read the numbers out of a CUDA out-of-memory message, in every format PyTorch has printed.
+
+The caching allocator (`c10/cuda/CUDACachingAllocator.cpp`, the `TORCH_CHECK_WITH(OutOfMemoryError, ...)` after
+a failed malloc) has printed three layouts; sizes always come from `format_size`: "N bytes", or KiB / MiB / GiB
+with two decimals, so each figure is exact to half a unit of its last digit.
+
+- early 1.x: `Tried to allocate X (GPU g; T total capacity; A already allocated; F free; C cached)`, where C is
+  the cache beyond A (reports show C < A)
+- 1.x to 2.0: the same with `R reserved in total by PyTorch` for the cache, `L allowed; ` before it when a
+  memory fraction is set, and later the hint `If reserved memory is >> allocated memory try setting
+  max_split_size_mb ...`.
+- 2.1 onwards: `Tried to allocate X. GPU g has a total capacity of T of which F is free. ` then one sentence
+  per process NVML lists on the device (`Process P has M memory in use. `, or for this very process
+  `Including non-PyTorch memory, this process has M memory in use. `), `L allowed; ` under a memory fraction,
+  `Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools (e.g., CUDA Graphs), ]
+  and U is reserved by PyTorch but unallocated.` 2.1 spells "capacty" and hints max_split_size_mb; later
+  versions spell "capacity" and hint `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+
+`backend:cudaMallocAsync` prints its own table ("Allocation on device g would exceed allowed memory"); it is read
+too. Whitespace is normalised first, so a message wrapped over lines of a log still parses. When a text holds
+several messages (a log), the last one is read.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..errors import DiagnoseError
+
+_UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
+
+_START = re.compile(r"(CUDA out of memory\.|Allocation on device \d+ would exceed allowed memory)")
+_REQUEST = re.compile(r"Tried to allocate " + _SIZE)
+_NEW = re.compile(r"GPU (\d+) has a total (capac(?:i)?ty) of " + _SIZE + r" of which " + _SIZE + r" is free")
+_PROCESS = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_SELF = re.compile(r"this process has " + _SIZE + r" memory in use")
+_ALLOWED = re.compile(_SIZE + r" allowed;")
+_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch,(?: with " + _SIZE
+                        + r" allocated in private pools \(e\.g\., CUDA Graphs\),)? and " + _SIZE
+                        + r" is reserved by PyTorch but unallocated")
+_OLD = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE
+                  + r" free; (?:" + _SIZE + r" allowed; )?" + _SIZE + r" (reserved in total by PyTorch|cached)")
+_ASYNC = {name: re.compile(pattern + r" ?: ?" + _SIZE) for name, pattern in (
+    ("allocated", r"Currently allocated"), ("requested", r"Requested"), ("limit", r"Device limit"),
+    ("free", r"Free \(according to CUDA\)"), ("allowed", r"PyTorch limit \(set by user-supplied memory fraction\)"))}
+
+
+@dataclass(frozen=True)
+class OomMessage:
+    """The figures of one OOM message, in bytes; None where this format does not print them.
+
+    `reserved` is the allocator's whole cache (allocated + reserved but unallocated). `precision` is the
+    largest rounding error of any figure read (half a unit of the last printed digit of the largest unit).
+    """
+
+    format: str                     # which layout, with the torch versions that print it
+    requested: int
+    gpu: int | None
+    device_total: int | None
+    device_free: int | None
+    allocated: int | None
+    reserved: int | None
+    allowed: int | None = None
+    this_process: int | None = None             # NVML: this process's memory, CUDA context included
+    processes: tuple[tuple[int, int], ...] = ()  # other processes NVML listed: (pid, bytes)
+    private_pools: int | None = None
+    hint: str | None = None                     # the setting the message itself suggests
+    precision: int = 0
+    text: str = field(default="", repr=False)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,
+                "device_total_bytes": self.device_total, "device_free_bytes": self.device_free,
+                "allocated_bytes": self.allocated, "reserved_bytes": self.reserved, "allowed_bytes": self.allowed,
+                "this_process_bytes": self.this_process,
+                "other_processes": [{"pid": p, "bytes": b} for p, b in self.processes],
+                "private_pools_bytes": self.private_pools, "hint": self.hint, "precision_bytes": self.precision}
+
+
+def looks_like_message(text: str) -> bool:
+    return bool(_START.search(" ".join(text.split())))
+
+
+def parse_message(text: str) -> OomMessage:
+    """The last OOM message in `text` (a message, a traceback, a whole log)."""
+    flat = " ".join(text.split())
+    starts = [m.start() for m in _START.finditer(flat)]
+    if not starts:
+        raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
+                           "allocate ...' as torch prints it)")
+    msg = flat[starts[-1]:]
+    nxt = re.search(r"\s(?:Traceback \(most recent call last\)|\S+Error:)", msg[20:])
+    msg = msg[:20 + nxt.start()] if nxt else msg
+    if msg.startswith("Allocation on device"):
+        return _parse_async(msg)
+    sizes: list[tuple[str, str]] = []
+
+    def size(number: str | None, unit: str | None) -> int | None:
+        if number is None or unit is None:
+            return None
+        sizes.append((number, unit))
+        return round(float(number) * _UNITS[unit])
+
+    request = _REQUEST.search(msg)
+    if not request:
+        raise DiagnoseError("a CUDA out-of-memory message without 'Tried to allocate SIZE': cannot read it")
+    requested = size(*request.groups())
+    assert requested is not None
+    new, old = _NEW.search(msg), _OLD.search(msg)
+    if new:
+        gpu, spelling, *rest = new.groups()
+        total, free = size(rest[0], rest[1]), size(rest[2], rest[3])
+        alloc = _ALLOCATED.search(msg)
+        allocated = size(*alloc.group(1, 2)) if alloc else None
+        private = size(*alloc.group(3, 4)) if alloc else None
+        unallocated = size(*alloc.group(5, 6)) if alloc else None
+        reserved = allocated + unallocated if allocated is not None and unallocated is not None else None
+        allowed_m = _ALLOWED.search(msg)
+        allowed = size(*allowed_m.groups()) if allowed_m else None
+        self_m = _SELF.search(msg)
+        this_process = size(*self_m.groups()) if self_m else None
+        processes = tuple((int(p), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
+        expandable_hint = "expandable_segments:True" in msg
+        fmt = ("torch 2.1 (GPU g has a total capacty of ...)" if spelling == "capacty"
+               else "torch 2.2+ (GPU g has a total capacity of ...)")
+        hint = ("expandable_segments:True" if expandable_hint
+                else "max_split_size_mb" if "max_split_size_mb" in msg else None)
+        # NVML sometimes reports nonsense per process (17179869184.00 GiB, seen under WSL): drop what cannot be
+        notes = []
+        if total is not None and this_process is not None and this_process > total:
+            notes.append(f"ignored the impossible figure NVML gave for this process ({self_m.group(1)} "
+                         f"{self_m.group(2)})" if self_m else "")
+            this_process = None
+        if total is not None and any(b > total for _, b in processes):
+            notes.append("ignored processes NVML reported with more memory than the card has")
+            processes = tuple(p for p in processes if p[1] <= total)
+        return OomMessage(fmt, requested, int(gpu), total, free, allocated, reserved, allowed, this_process,
+                          processes, private, hint, _precision(sizes), msg, tuple(notes))
+    if old:
+        g = old.groups()
+        gpu = int(g[0])
+        total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
+        allowed = size(g[7], g[8])
+        cache = size(g[9], g[10])
+        assert cache is not None and allocated is not None
+        if g[11].startswith("reserved"):
+            fmt, reserved = "torch 1.x-2.0 (... reserved in total by PyTorch)", cache
+        else:  # 'cached' was the cache beyond what is allocated (it can be less than 'already allocated')
+            fmt, reserved = "early torch 1.x (... cached)", allocated + cache
+        hint = "max_split_size_mb" if "max_split_size_mb" in msg else None
+        return OomMessage(fmt, requested, gpu, total, free, allocated, reserved, allowed, hint=hint,
+                          precision=_precision(sizes), text=msg)
+    raise DiagnoseError("a CUDA out-of-memory message in a layout this reader does not know: it names the "
+                       "request but not the device's memory (expected 'GPU g has a total capacity of ...' or "
+                       "'(GPU g; ... total capacity; ...)')")
+
+
+def _parse_async(msg: str) -> OomMessage:
+    sizes: list[tuple[str, str]] = []
+    found = {}
+    for name, pattern in _ASYNC.items():
+        m = pattern.search(msg)
+        if m:
+            sizes.append((m.group(1), m.group(2)))
+            found[name] = round(float(m.group(1)) * _UNITS[m.group(2)])
+    if "requested" not in found:
+        raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
+    gpu = int(re.search(r"device (\d+)", msg).group(1))  # type: ignore[union-attr]
+    # This backend reports no cache of its own: the driver's pool holds what PyTorch freed.
+    return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",
+                      found["requested"], gpu, found.get("limit"), found.get("free"), found.get("allocated"),
+                      found.get("allocated"), found.get("allowed"), precision=_precision(sizes), text=msg)
+
+
+def _precision(sizes: list[tuple[str, str]]) -> int:
+    """Half a unit of the last digit of the coarsest figure: the most any figure can be off."""
+    worst = 0.0
+    for number, unit in sizes:
+        decimals = len(number.split(".")[1]) if "." in number else 0
+        worst = max(worst, 0.5 * 10 ** -decimals * _UNITS[unit])
+    return int(worst)
