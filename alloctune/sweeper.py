@@ -239,6 +239,8 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
                 return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    if folder.path.resolve().parent != root.resolve():  # a name is never a path (workload.py checks; so do we)
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
     held.enter_context(folder.lock())
     if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")

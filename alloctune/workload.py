@@ -38,13 +38,14 @@ from .conf import AllocConf
 from .errors import ConfError, WorkloadError
 from .runner import MAX_TIMEOUT_S
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: no path separator, no newline; names folders
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
              "steps", "unit", "seed", "timeout_s", "grid", "trace")
 # What a preset may set besides params. A trace belongs to the parameters it was recorded with: a preset that
 # changes them should name its own trace.
 _PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
 DEFAULT_WARMUP_STEPS = 2
+MAX_NESTING = 32  # levels of lists and mappings in a workload file
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class _Checker:
                                                  f"or null"))
 
     def text(self, key: str, value, pattern: re.Pattern | None = None, expected: str = "a non-empty string"):
-        ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.match(value)))
+        ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.fullmatch(value)))
         return self.expect(key, value, ok, expected)
 
     def mapping(self, key: str, value) -> dict:
@@ -179,6 +180,27 @@ def _load_yaml(path: Path, source: str):
         return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+
+    depth = 0
+
+    def compose_node(loader, parent, index):
+        # Aliases let a few lines stand for billions of values (a "billion laughs"), and nesting deep enough
+        # overflows the composer's recursion: a workload file needs neither.
+        nonlocal depth
+        if loader.check_event(yaml.AliasEvent):
+            mark = loader.peek_event().start_mark
+            raise WorkloadError(f"{source}: line {mark.line + 1}: YAML aliases (*name) are not accepted in a "
+                                f"workload file; write the value out")
+        depth += 1
+        try:
+            if depth > MAX_NESTING:
+                mark = loader.peek_event().start_mark
+                raise WorkloadError(f"{source}: line {mark.line + 1}: nested more than {MAX_NESTING} levels deep")
+            return yaml.SafeLoader.compose_node(loader, parent, index)
+        finally:
+            depth -= 1
+
+    Loader.compose_node = compose_node
     try:
         text = path.read_text()
     except OSError as exc:
@@ -230,6 +252,7 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     presets = {}
     for pname, overrides in c.mapping("presets", doc.get("presets") or {}).items():
         key = f"presets.{pname}"
+        c.text(key, pname, _NAME, "a preset name of letters, digits, '.', '_', '-' (it names the results folder)")
         presets[pname] = overrides = {k: c.run_value(f"{key}.{k}", v) if k in _PRESET_RUN_KEYS else v
                                       for k, v in c.mapping(key, overrides or {}).items()}
         params = {k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}
