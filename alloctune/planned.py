@@ -20,13 +20,21 @@ def planned_trials(info: SweepInfo, records: list[TrialRecord], env_id: str, bac
     if backend == SIM:
         plain = env_id.removeprefix("sim:")   # the rules skip under the plain id, replay failures under sim:
         return sum(_runs(info, c, (plain, env_id)) for c in info.grid)
+    if info.auto_repeats:
+        # Rounds go on until the answers are known, so their number is not planned; a sweep that finished closed
+        # its last round with a run of the default, whose last repeat then follows every other setting's.
+        group = [r for r in records if r.env_id == env_id and r.backend == backend]
+        last_default = max((r.repeat for r in group if r.conf == ""), default=-1)
+        last_other = max((r.repeat for r in group if r.conf != ""), default=-1)
+        recorded = recorded_trials(records, env_id, backend)
+        return recorded if last_default > last_other else recorded + 1
     confs = [c for c in info.grid if _runs(info, c, (env_id,))]
     if info.backend == "hybrid":
-        from .sweeper import _finalists
+        from .hybrid import finalists
 
         sim = [r for r in records if r.backend == SIM]
-        confs = [str(c) for c in _finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]},
-                                            info.max_slowdown)[env_id]]
+        confs = [str(c) for c in finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]},
+                                           info.max_slowdown)[env_id]]
     return len(confs) * info.repeats
 
 

@@ -96,7 +96,7 @@ def spawn_group(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
                                 start_new_session=True, preexec_fn=leader_setup)
             try:
                 proc._watchdog = subprocess.Popen(
-                    [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(proc.pid), *map(os.fspath, remove)],
+                    [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(proc.pid), *[os.fspath(f) for f in remove]],
                     stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
             except BaseException:

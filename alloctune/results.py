@@ -45,12 +45,15 @@ class SweepInfo:
     workload: dict[str, Any]          # WorkloadSpec.to_dict()
     grid: list[str]                   # canonical settings that were run ('' = default)
     skipped: list[Skipped] = field(default_factory=list)
-    envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, cuda, driver, gpu, ...)
-    repeats: int = 1
+    envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
+    repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
+    auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
+    time_budget_s: float | None = None
     budget_bytes: int | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
     trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
+    search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     max_slowdown: float = 0.02
     command: str = ""
     created_at: str = ""
@@ -101,6 +104,10 @@ class ChoiceRecord:
     reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
     runners_up: tuple[RunnerUp, ...] = ()
     peak_reserved_bytes: int | None = None
+    memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
+    memory_bytes: int | None = None
+    device_peak_used_bytes: int | None = None
+    baseline_memory_bytes: int | None = None
     peak_allocated_bytes: int | None = None
     reserved_ratio: float | None = None
     num_alloc_retries: int | None = None
@@ -112,6 +119,10 @@ class ChoiceRecord:
     throughput_unit: str | None = None
     throughput_ratio: float | None = None
     throughput_p_value: float | None = None
+    throughput_ratio_ci: tuple[float, float] | None = None
+    paired_rounds: int | None = None
+    detectable_slowdown: float | None = None
+    precision: str = ""
     verdict: str = ""
     max_slowdown: float = 0.02
     tie: float = 0.01

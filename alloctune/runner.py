@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from .conf import AllocConf
 from .errors import ResultsError
@@ -50,10 +50,11 @@ class TrialTask:
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
-        return (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.record_trace else key
 
 
-def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
+def child_environment(conf: AllocConf, gpu: int | Sequence[int] | None, base: dict | None = None) -> dict:
     """The child's environment: our package importable, the setting under the variable every torch ≥ 2.1 reads
     first (a stray PYTORCH_ALLOC_CONF from the user's shell is removed so it cannot leak into the default)."""
     env = dict(os.environ if base is None else base)
@@ -63,15 +64,21 @@ def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None
         env["PYTORCH_CUDA_ALLOC_CONF"] = str(conf)
     if gpu is not None:
         # --gpus indexes the devices this process sees: respect a CUDA_VISIBLE_DEVICES the user already set.
+        # A trial given several GPUs (--gpus-per-trial) sees all of them.
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-        env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[g] if g < len(visible) else str(g)
+                                               for g in ([gpu] if isinstance(gpu, int) else gpu))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
+def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialRecord:
     """Run one trial in a fresh process; never raises for anything the child does."""
+    if task.workload.get("command"):
+        from .command import run_command_trial
+
+        return run_command_trial(task, gpu)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="alloctune-trial-") as tmp:
         result_path = os.path.join(tmp, "result.json")
@@ -115,7 +122,8 @@ def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
 def _identity(task: TrialTask) -> dict:
     """The record fields that say which trial this is."""
     return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes)
+                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes,
+                recording=task.record_trace is not None)
 
 
 def stop_children() -> None:
@@ -123,7 +131,7 @@ def stop_children() -> None:
     kill_all()
 
 
-def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
+def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | None],
                on_done: Callable[[TrialTask, TrialRecord], None]) -> None:
     """Run tasks in order, one at a time per GPU. `on_done` is called from this thread as each trial ends
     (so the caller appends it to the trials file at once and nothing is lost on an interrupt)."""

@@ -77,7 +77,7 @@ class TrialStore:
             warnings.warn(f"{self.path}:{len(lines)}: ignoring a truncated last line")
         return records
 
-    def finished_keys(self) -> set[tuple[str, str, str, str, int | None, int]]:
+    def finished_keys(self) -> set[tuple[str | int | None, ...]]:
         return {r.key for r in self.load()}
 
 

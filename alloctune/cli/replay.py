@@ -12,7 +12,9 @@ def register(subparsers) -> None:
         description="Simulate PyTorch's caching allocator on TRACE (a torch.cuda.memory._dump_snapshot pickle, or "
                     "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
                     "Pickles are read without running any code they hold.")
-    p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace")
+    p.add_argument("trace", metavar="TRACE", nargs="+",
+                   help="snapshot pickle or compact alloctune trace; several (one per rank, as `record -- CMD` "
+                        "writes for a multi-process command): each is replayed, then the maximum per setting")
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
     p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
@@ -39,6 +41,51 @@ def _positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    results = [(path, _replay_one(args, path)) for path in args.trace]
+    if len(results) == 1:
+        if args.json:
+            print(json.dumps(results[0][1], indent=2))
+        return 0
+    maximum = _maximum(results)
+    if args.json:
+        print(json.dumps({"traces": [{"trace": path, "results": rows} for path, rows in results],
+                          "maximum": maximum}, indent=2))
+    else:
+        _print_maximum(maximum, len(results))
+    return 0
+
+
+def _maximum(results: list[tuple[str, list[dict]]]) -> list[dict]:
+    """Per setting, the trace (rank) with the highest simulated peak reserved: what the job needs per GPU."""
+    best: dict[str, dict] = {}
+    for path, rows in results:
+        for row in rows:
+            if row.get("skipped") or row.get("peak_reserved_bytes") is None:
+                continue
+            if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
+                best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
+                                     "num_ooms": row.get("num_ooms"), "trace": path,
+                                     "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
+    return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
+
+
+def _print_maximum(maximum: list[dict], count: int) -> None:
+    from rich.table import Table
+
+    from . import console
+    from ..units import format_bytes
+
+    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)")
+    for name in ("setting", "peak reserved", "OOMs", "in trace", "measured reserved (GPU)"):
+        table.add_column(name, overflow="fold")
+    for row in maximum:
+        table.add_row(row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
+                      row["trace"], format_bytes(row["measured_peak_reserved_bytes"]))
+    console().print(table)
+
+
+def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
+    """Replay one trace; print its table (unless --json); return its JSON rows."""
     from ..conf import AllocConf
     from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -49,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from . import console
     from ..units import parse_budget, parse_size
 
-    trace = load_trace(args.trace, device=args.device)
+    trace = load_trace(path, device=args.device)
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
     if args.device_memory:
@@ -61,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     budget_bytes = None
     if args.budget:
         size, fraction = parse_budget(args.budget)
-        budget_bytes = size if size is not None else int(fraction * device_memory)
+        budget_bytes = size if fraction is None else int(fraction * device_memory)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
     torch_version = trace.meta.get("torch_version")
@@ -89,14 +136,10 @@ def run(args: argparse.Namespace) -> int:
     measured = measured_under(trace, device_memory, budget_bytes)
     # Settings measured on the GPU under other conditions: not comparable, so not shown, but said.
     elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
-    if args.json:
-        print(json.dumps([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
-                         + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
-                            for s in skipped], indent=2))
-    else:
-        _print_table(args.trace, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
-                     elsewhere)
-    return 0
+    if not args.json:
+        _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes, elsewhere)
+    return ([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
+            + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason} for s in skipped])
 
 
 def _json_row(outcome, capacity, measured) -> dict:

@@ -225,6 +225,7 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             ooms += 1
             continue
         if action == "alloc":
+            assert isinstance(addr, int)  # checked above for every action but 'oom'
             if addr in live:
                 raise TraceError(f"{where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
                                  f"(allocated earlier and never freed): the trace is corrupt")
@@ -241,12 +242,13 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             alloc_stream.append(stream)
             event = (ALLOC, ident, size, stream)
         else:
-            ident = live.pop(addr, None)
-            if ident is None:  # allocated before the recording started
+            assert isinstance(addr, int)
+            freed = live.pop(addr, None)
+            if freed is None:  # allocated before the recording started
                 dropped += 1
                 dropped_bytes += size
                 continue
-            event = (FREE, ident, alloc_size[ident], alloc_stream[ident])
+            event = (FREE, freed, alloc_size[freed], alloc_stream[freed])
         for column, value in zip((kinds, addrs, sizes, streams), event):
             column.append(value)
     warnings = list(meta.get("warnings", []))
@@ -284,7 +286,9 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     if kinds.size and kinds.max() > FREE:
         raise TraceError(f"trace kinds must be {ALLOC} (alloc) or {FREE} (free)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
-    alloc_sizes, alloc_streams, back = [], [], []
+    alloc_sizes: list[int] = []
+    alloc_streams: list[int] = []
+    back: list[int] = []
     for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
         if kind == ALLOC:
             if addr in live:
