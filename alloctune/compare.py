@@ -193,20 +193,16 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     facts = dict(key=key, label=label, folder=folder.path, env_id=env_id, backend=backend,
                  torch_version=torch_version, trace_torch=_first(records, "trace_torch") if simulated_as else None,
                  budget_bytes=records[0].budget_bytes)
-    try:
-        choices = folder.choices()
-    except ResultsError:
+    if not folder.has_choice():
         return Column(**facts, best=None, best_note="no choice: sweep not finished")
-    match = [c for c in choices if c.get("env_id") == env_id and c.get("backend") == backend]
+    choices = folder.choices()  # damage in it is an error, not an unfinished sweep
+    match = [c for c in choices if c.env_id == env_id and c.backend == backend]
     if not match:
         return Column(**facts, best=None, best_note="no choice for this environment")
     choice = match[0]
-    reasons = choice.get("reasons") or []
-    if choice.get("conf") is None:  # select.py's "nothing fits": no best setting, and its reason says why
-        return Column(**facts, best=None, best_note=reasons[0] if reasons else "nothing fits")
-    if choice.get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
-        reasons = reasons[1:]
-    return Column(**facts, best=canonical(choice["conf"]), best_note=reasons[0] if reasons else "")
+    if choice.conf is None:  # nothing fits: the decision says why
+        return Column(**facts, best=None, best_note=choice.decision or "nothing fits")
+    return Column(**facts, best=canonical(choice.conf), best_note=choice.decision)
 
 
 def _cell(records: list[TrialRecord]) -> Cell:

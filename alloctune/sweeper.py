@@ -7,6 +7,7 @@ reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -129,49 +130,51 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
                                              if recording else None), search=search,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
-    folder = _open_folder(info, results_root, out, fresh, notice)
+    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
+        folder = _open_folder(info, results_root, out, fresh, notice, held)
 
-    def measured(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
-        return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                         timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+        def measured(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
+            return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes,
+                             budget_fraction, timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
 
-    if recording:
-        replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
-                                   lambda tasks: _execute(folder, runner, tasks, progress, notice)),
-                    {"path": TRACE_FILE})
-    if replayed:
-        # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
-        # simulator follows where versions differ.
-        sim = SimExecutor(replayed[0], replayed[1]["path"], {sim_env_id(p.env_id): p.torch_version for p in probes},
-                          notice)
-        if search is not None:
-            planned = search_plan(folder, probes, replayed[0], device_memory=sim.device_memory,
-                                  budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction), max_settings=search,
-                                  trace_name=replayed[1]["path"], progress=search_progress)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
-                           sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
-                 for p in probes for conf in planned[p.env_id]]
-        _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
-    if backend in ("cuda", "hybrid"):
-        if backend == "hybrid":
-            planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
-        probe_of = {p.env_id: p for p in probes}
+        if recording:
+            replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
+                                       lambda tasks: _execute(folder, runner, tasks, progress, notice)),
+                        {"path": TRACE_FILE})
+        if replayed:
+            # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour
+            # the simulator follows where versions differ.
+            sim = SimExecutor(replayed[0], replayed[1]["path"],
+                              {sim_env_id(p.env_id): p.torch_version for p in probes}, notice)
+            if search is not None:
+                planned = search_plan(folder, probes, replayed[0], device_memory=sim.device_memory,
+                                      budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction),
+                                      max_settings=search, trace_name=replayed[1]["path"], progress=search_progress)
+            tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                               sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                     for p in probes for conf in planned[p.env_id]]
+            _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
+        if backend in ("cuda", "hybrid"):
+            if backend == "hybrid":
+                planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
+            probe_of = {p.env_id: p for p in probes}
 
-        def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
-            return measured(conf, r, probe_of[env_id])
+            def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
+                return measured(conf, r, probe_of[env_id])
 
-        with runner:
-            if auto:
-                phase("running trials in rounds", None)
-                _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
-                            progress, notice)
-            else:
-                tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
-                         for r in range(rounds) for p in probes for conf in planned[p.env_id]]
-                _execute(folder, runner, tasks, progress, notice, phase=phase, what="running trials")
+            with runner:
+                if auto:
+                    phase("running trials in rounds", None)
+                    _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
+                                progress, notice)
+                else:
+                    tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
+                             for r in range(rounds) for p in probes for conf in planned[p.env_id]]
+                    _execute(folder, runner, tasks, progress, notice, phase=phase,
+                             what="running trials")
 
-    phase("choosing and writing the reports", None)
-    settings, choices = analyze(folder, max_slowdown)
+        phase("choosing and writing the reports", None)
+        settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
 
@@ -180,6 +183,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
+    with folder.lock():  # not while a sweep writes the folder
+        return _analyze(folder, max_slowdown)
+
+
+def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from .export import provenance, render
     from .plot import plot_pareto
     from .planned import planned_trials, recorded_trials
@@ -192,10 +200,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
                                        trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
-    folder.write_choice([c.to_json() for c in choices])
+    records = [c.record() for c in choices]
+    folder.write_choice(records)
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
+    best = next((c for c in records if c.conf is not None), None)
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
@@ -290,18 +299,22 @@ def _identity(info: SweepInfo) -> tuple:
             info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search)
 
 
-def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
+def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
+                 held: contextlib.ExitStack) -> ResultsFolder:
     """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
-    the same sweep (resume), unless `fresh`; else a new timestamped folder."""
+    the same sweep (resume), unless `fresh`; else a new timestamped folder. Locked (in `held`) before it is read
+    or written: a folder another sweep is writing is refused."""
     if out is not None:
         folder = ResultsFolder(out)
+        held.enter_context(folder.lock())
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(f"{folder.path} holds a different sweep (workload, grid, repeats, budget, "
                                      f"backend or interpreters differ); choose another --out")
             notice(f"Resuming the sweep in {folder.path}")
             return folder
-        return ResultsFolder.create(out, info)
+        folder.write_info(info)
+        return folder
     root = Path(results_root)
     if not fresh and root.is_dir():
         for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
@@ -310,10 +323,19 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
             except AlloctuneError:
                 continue
             if same:
+                folder = ResultsFolder(path)
+                held.enter_context(folder.lock())
                 notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
-                return ResultsFolder(path)
+                return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ResultsFolder.create(root / f"{_label(info)}-{stamp}", info)
+    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    if folder.path.resolve().parent != root.resolve():  # a name is never a path (workload.py checks; so do we)
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
+    held.enter_context(folder.lock())
+    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    return folder
 
 
 def _label(info: SweepInfo) -> str:
