@@ -195,9 +195,9 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
 
     info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
     max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
-    records = folder.trials()
-    settings = summarize_settings(records, max_slowdown)
-    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
+    trials = folder.trials()
+    settings = summarize_settings(trials, max_slowdown)
+    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
                                        trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
     records = [c.record() for c in choices]
