@@ -11,6 +11,7 @@ matplotlib or rich):
     alloctune.export_results(path, ...)   the choice as env / shell / json / docker / k8s text
     alloctune.diagnose(source, ...)       the cause of a CUDA out-of-memory error and the next step
     alloctune.dump_on_oom(folder)         leave a memory snapshot at the next OOM, for `diagnose`
+    alloctune.step(units=1)               in your own script: mark a step (a no-op outside an alloctune trial)
 """
 from importlib import import_module
 
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 _API = {
     "sweep": "sweeper", "analyze": "sweeper", "load_workload": "workload", "load_trace": "sim.trace",
     "replay": "sim.replay", "export_results": "export", "diagnose": "diagnosis", "dump_on_oom": "oomdump",
+    "step": "steps",
 }
 
 

@@ -344,12 +344,18 @@ def render_table(comparison: Comparison):
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"alloctune compare (factor {comparison.factor:.0%}; peak reserved ×reserved/allocated, "
-                        f"throughput median)", show_lines=True)
-    table.add_column("workload")
-    table.add_column("setting")
+    from .tables import add_setting_column
+
+    # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
+    workloads = sorted({row.workload for row in comparison.rows})
+    one = len(workloads) == 1
+    table = Table(title=f"alloctune compare{' ' + workloads[0] if one else ''} (factor {comparison.factor:.0%}; "
+                        f"peak reserved ×reserved/allocated, throughput median)", show_lines=True)
+    if not one:
+        table.add_column("workload", overflow="fold")
+    add_setting_column(table, [row.label for row in comparison.rows] + ["best setting"])
     for column in comparison.columns:
-        table.add_column(_header(column))
+        table.add_column(_header(column), overflow="fold")
     for row in comparison.rows:
         cells = []
         for j in range(len(comparison.columns)):
@@ -357,8 +363,8 @@ def render_table(comparison: Comparison):
             if j:
                 text.stylize(STYLE[row.deltas[j].mark][0])
             cells.append(text)
-        table.add_row(row.workload, row.label, *cells)
-    table.add_row("", Text("best setting", style="bold"),
+        table.add_row(*([] if one else [row.workload]), row.label, *cells)
+    table.add_row(*([] if one else [""]), Text("best setting", style="bold"),
                   *[Text(_best_text(comparison, j), style="bold") for j in range(len(comparison.columns))])
     return table
 

@@ -127,21 +127,29 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: dict) -> str:
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]
     if budget:
         parts.append(f"budget {format_bytes(budget)}")
+    if choice.get("complete") is False:
+        parts.append(f"INCOMPLETE sweep ({choice.get('trials_recorded')} of {choice.get('trials_planned')} "
+                     f"planned trials)")
     parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
     return "; ".join(parts)
 
 
 def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str | None = None,
-                   conf: str | None = None, env_id: str | None = None) -> str:
+                   conf: str | None = None, env_id: str | None = None, allow_incomplete: bool = False) -> str:
     """The choice of a results folder (or of the one selected from a folder of them) as text in `fmt`.
 
     `workload` selects a folder by workload name, `env_id` a choice by environment; `conf` exports that
-    setting instead of the chosen one, provided it ran and fitted in that environment.
+    setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
+    interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
     """
     if fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
+    if choice.get("complete") is False and not allow_incomplete:
+        raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.get('trials_recorded')} of "
+                           f"{choice.get('trials_planned')} planned trials recorded); run it again to resume, or "
+                           f"pass --allow-incomplete to export this choice anyway")
     if conf is not None:
         choice = _with_conf(folder, info, choice, conf)
     return render(choice, fmt, provenance(folder, info, choice))

@@ -10,7 +10,7 @@ import yaml
 
 from .conf import AllocConf
 from .errors import ConfError
-from .versions import check_conf, parse_version
+from .versions import check_conf, did_you_mean, parse_version
 
 # '' (the default) first: it is the baseline every other setting is judged against. Each entry costs GPU trials.
 DEFAULT_GRID: list[str] = [
@@ -34,6 +34,7 @@ NATIVE_ONLY_KEYS = ("expandable_segments", "max_split_size_mb", "roundup_power2_
 class Skip:
     conf: str
     reason: str
+    rejected: bool = False   # the target torch refuses it (not merely pointless under the rules)
 
     def to_json(self) -> dict:
         return {"conf": self.conf, "reason": self.reason}
@@ -104,27 +105,38 @@ def apply_rules(confs, torch_version: str | None, *, has_budget: bool,
         parse_version(torch_version)   # a malformed version fails here, once, not per setting
     kept, skipped = [], []
     for conf in confs:
-        reasons = [] if conf.is_default else _reasons(conf, torch_version, has_budget, accepted or {})
-        if reasons:
-            skipped.append(Skip(str(conf), "; ".join(reasons)))
+        invalid = None if conf.is_default else _invalid(conf, torch_version, accepted or {})
+        reasons = [] if conf.is_default else _reasons(conf, has_budget)
+        if invalid or reasons:
+            skipped.append(Skip(str(conf), "; ".join(([invalid] if invalid else []) + reasons), bool(invalid)))
         else:
             kept.append(conf)
     return kept, skipped
 
 
-def _reasons(conf: AllocConf, torch_version: str | None, has_budget: bool,
-             accepted: dict[str, str | None]) -> list[str]:
+def refuse_rejected(skips: list[Skip], torch_version: str | None) -> None:
+    """Settings the user named (--conf, --grid, a workload's grid:) that the target torch rejects stop the run:
+    a typo silently dropped would make the default win. Only default-grid entries may be dropped quietly."""
+    for skip in skips:
+        if skip.rejected:
+            hint = did_you_mean(AllocConf.parse(skip.conf), torch_version) if torch_version else None
+            raise ConfError(f"setting {skip.conf!r}: {skip.reason}{hint or ''}; fix or remove it")
+
+
+def _invalid(conf: AllocConf, torch_version: str | None, accepted: dict[str, str | None]) -> str | None:
+    """Why the target torch refuses `conf`, or None. The probed interpreter's verdict, where there is one, beats
+    the static table (it is torch's own parser)."""
+    if str(conf) in accepted:
+        return accepted[str(conf)]
+    return check_conf(conf, torch_version) if torch_version else None
+
+
+def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
+    """Why a setting torch accepts is still not worth a trial."""
     reasons = []
     if conf.per_process_memory_fraction is not None:
         reasons.append("per_process_memory_fraction does not belong in a grid: use --budget, which puts every "
                        "setting under the same limit so they compare fairly")
-    # The probed interpreter's verdict, where there is one, beats the static table (it is torch's own parser).
-    if str(conf) in accepted:
-        invalid = accepted[str(conf)]
-    else:
-        invalid = check_conf(conf, torch_version) if torch_version else None
-    if invalid:
-        reasons.append(invalid)
     if conf.garbage_collection_threshold is not None and not has_budget:
         reasons.append("garbage_collection_threshold does nothing without a memory fraction below 1: "
                        "give --budget to try it")

@@ -1,13 +1,16 @@
 """Record a workload's allocation trace once (on a GPU), to replay it under any setting through the simulator.
 
 A workload file runs in a trial child with torch's allocation history on (no stack frames); a user's own command
-runs with `recorder/sitecustomize.py` first on its PYTHONPATH. Either way the result is a PyTorch snapshot pickle
-with an `alloctune` key holding the measured peaks and the environment; other file names get the compact format.
+runs with the start-up hook (`hook/sitecustomize.py`) in every Python process, and each process that used CUDA
+leaves its own trace (one per rank of a torchrun job). Either way a trace is a PyTorch snapshot pickle with an
+`alloctune` key holding the measured peaks and the environment, plain values only; other file names get the
+compact format.
 """
 from __future__ import annotations
 
+import glob
+import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,21 +41,42 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
         return _keep(snapshot, output)
 
 
-def record_command(command: list[str], output: str | os.PathLike, *, gpu: int = 0, conf: str = "") -> Trace:
-    """Run the user's command with allocation recording injected at interpreter start-up."""
+def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, conf: str = "",
+                   timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
+    """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
+    per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank)."""
+    from .command import check_command, hook_environment, run_command
+
+    spec = check_command(command)
+    conf_ = AllocConf.parse(conf)
     with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
-        snapshot = os.path.join(tmp, "snapshot.pickle")
-        env = child_environment(AllocConf.parse(conf), gpu)
-        recorder = str(Path(__file__).resolve().parent / "recorder")
-        env["PYTHONPATH"] = os.pathsep.join([recorder, env["PYTHONPATH"]])
-        env["ALLOCTUNE_RECORD_TO"] = snapshot
-        code = subprocess.call(command, env=env)
-        if code != 0:
-            raise AlloctuneError(f"{command[0]} exited with status {code}: a trace of a failed run is not kept")
-        if not os.path.exists(snapshot):
-            raise AlloctuneError(f"{command[0]} exited with status {code} and recorded no trace: is it a Python "
+        env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True)
+        run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
+        if run.timed_out:
+            raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
+                                 f"not kept")
+        if run.returncode != 0:
+            raise AlloctuneError(f"{command[0]} exited with status {run.returncode}: a trace of a failed run is "
+                                 f"not kept")
+        found = []
+        for path in sorted(glob.glob(os.path.join(tmp, "procs", "trace-*.pickle"))):
+            pid = Path(path).stem.split("-", 1)[1]
+            with open(os.path.join(tmp, "procs", f"proc-{pid}.json"), encoding="utf-8") as f:
+                rank = json.load(f).get("rank")
+            found.append((rank, pid, path))
+        if not found:
+            raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        return _keep(snapshot, output)
+        found.sort(key=lambda f: (f[0] is None, f[0] or 0, int(f[1])))
+        output = Path(output)
+        out, labels = [], set()
+        for rank, pid, path in found:
+            label = f"rank{rank}" if rank is not None else f"pid{pid}"
+            label = label if label not in labels else f"{label}.pid{pid}"   # e.g. a rank's own CUDA worker
+            labels.add(label)
+            target = output if len(found) == 1 else output.with_name(f"{output.stem}.{label}{output.suffix}")
+            out.append((target, _keep(path, target)))
+        return out
 
 
 def _keep(snapshot: str, output) -> Trace:

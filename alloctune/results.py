@@ -40,11 +40,14 @@ class SweepInfo:
     grid: list[str]                   # canonical settings that were run ('' = default)
     skipped: list[Skipped] = field(default_factory=list)
     envs: dict = field(default_factory=dict)   # env_id -> probe facts (python, torch, cuda, driver, gpu, ...)
-    repeats: int = 1
+    repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
+    auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
+    time_budget_s: float | None = None
     budget_bytes: int | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
     trace: dict | None = None         # replayed trace: {path, sha256}; a different trace is a different sweep
+    search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     max_slowdown: float = 0.02
     command: str = ""
     created_at: str = ""

@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from .conf import AllocConf
 from .records import Measurement, TrialRecord, TrialState
@@ -46,10 +47,11 @@ class TrialTask:
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
-        return (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.record_trace else key
 
 
-def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None) -> dict:
+def child_environment(conf: AllocConf, gpu: int | Sequence[int] | None, base: dict | None = None) -> dict:
     """The child's environment: our package importable, the setting under the variable every torch ≥ 2.1 reads
     first (a stray PYTORCH_ALLOC_CONF from the user's shell is removed so it cannot leak into the default)."""
     env = dict(os.environ if base is None else base)
@@ -59,15 +61,21 @@ def child_environment(conf: AllocConf, gpu: int | None, base: dict | None = None
         env["PYTORCH_CUDA_ALLOC_CONF"] = str(conf)
     if gpu is not None:
         # --gpus indexes the devices this process sees: respect a CUDA_VISIBLE_DEVICES the user already set.
+        # A trial given several GPUs (--gpus-per-trial) sees all of them.
         visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-        env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(visible[g] if g < len(visible) else str(g)
+                                               for g in ([gpu] if isinstance(gpu, int) else gpu))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
+def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialRecord:
     """Run one trial in a fresh process; never raises for anything the child does."""
+    if task.workload.get("command"):
+        from .command import run_command_trial
+
+        return run_command_trial(task, gpu)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="alloctune-trial-") as tmp:
         result_path = os.path.join(tmp, "result.json")
@@ -78,8 +86,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
                        "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
                        "result": result_path}, f)
         t0 = time.monotonic()
-        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path],
-                                env=child_environment(task.conf, gpu), stdout=subprocess.DEVNULL,
+        env = child_environment(task.conf, gpu)
+        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, start_new_session=True)
         _RUNNING.add(proc)
         timed_out = False
@@ -93,9 +101,8 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
             _RUNNING.discard(proc)
         wall = time.monotonic() - t0
         result = _read_result(result_path)
-    fields = dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
-                  repeat=task.repeat, env_id=task.env_id, backend="cuda", budget_bytes=task.budget_bytes,
-                  wall_seconds=round(wall, 3), started_at=started)
+    fields = dict(_identity(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
+                  gpus=env.get("CUDA_VISIBLE_DEVICES"))
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
@@ -104,12 +111,30 @@ def run_trial(task: TrialTask, gpu: int | None = None) -> TrialRecord:
         return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
                            else ""), **fields)
     m = result.get("measurement")
-    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement(**m) if m else None,
+    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement.from_json(m) if m else None,
                        error=result.get("error"), effective_conf=result.get("effective_conf"),
                        env=result.get("env", {}), **fields)
 
 
-def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
+def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
+    """The record of a trial whose child never reported back because what ran it was lost (a Ray worker)."""
+    return TrialRecord(state=TrialState.CRASHED, error=reason, **_identity(task), **fields)
+
+
+def _identity(task: TrialTask) -> dict:
+    """The record fields that say which trial this is."""
+    return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
+                repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes,
+                recording=task.record_trace is not None)
+
+
+def stop_children() -> None:
+    """Kill every trial child in flight in this process (and what it started), e.g. on Ctrl-C."""
+    for proc in list(_RUNNING):
+        _kill_group(proc)
+
+
+def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | None],
                on_done: Callable[[TrialTask, TrialRecord], None]) -> None:
     """Run tasks in order, one at a time per GPU. `on_done` is called from this thread as each trial ends
     (so the caller appends it to the trials file at once and nothing is lost on an interrupt)."""
@@ -143,8 +168,7 @@ def run_trials(tasks: Iterable[TrialTask], gpus: list[int | None],
         stop.set()
         deadline = time.monotonic() + 10
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            for proc in list(_RUNNING):  # again each round: a worker may have started one just before `stop`
-                _kill_group(proc)
+            stop_children()  # again each round: a worker may have started one just before `stop`
             time.sleep(0.05)
         raise
 

@@ -8,6 +8,7 @@ Imports only the standard library: `probe.py` loads it inside child processes of
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Tuple
@@ -155,6 +156,22 @@ def check_keys(conf: "AllocConf", torch_version: str) -> str | None:
             return f"{key} needs torch >= {_fmt(spec.since)} (torch {_fmt(v)} does not know it)"
         if spec.removed and v >= spec.removed:
             return f"{key} was removed in torch {_fmt(spec.removed)} (torch {_fmt(v)} rejects it)"
+    return None
+
+
+def known_keys(torch_version: str) -> list[str]:
+    """The keys `torch_version`'s CUDA allocator accepts, per the table above."""
+    v = parse_version(torch_version)
+    return [key for key, spec in KEYS.items() if spec.since <= v and not (spec.removed and v >= spec.removed)]
+
+
+def did_you_mean(conf: "AllocConf", torch_version: str) -> str | None:
+    """' (did you mean 'expandable_segments'?)' for the first key of `conf` that `torch_version` does not know and
+    that is close to one it does, else None."""
+    known = known_keys(torch_version)
+    for key in conf.keys:
+        if key not in known and (close := difflib.get_close_matches(key, known, n=1, cutoff=0.6)):
+            return f" (did you mean {close[0]!r}?)"
     return None
 
 

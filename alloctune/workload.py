@@ -19,6 +19,15 @@ Schema (the full reference with examples is `workloads/README.md`):
     grid: [default, "expandable_segments:True"]   # optional grid override
     trace: traces/x.trace           # optional shipped allocation trace (relative to this file)
 
+A command workload (your own program, run as is: see `command.py`) gives instead of kind/entry/params/presets:
+
+    command: [python3, train.py, --steps, "60"]   # argv; the program must exist and be executable
+    cwd: ../jobs                    # optional working folder (relative to this file)
+    env: {HF_HUB_OFFLINE: "1"}      # optional variables added to the environment
+    metric_regex: '([0-9.]+) tok/s' # optional: throughput read from the output (else alloctune.step marks,
+                                    #   else one run = one unit); `steps` is not used and `unit` is optional
+    isolate_cwd: true               # optional: each trial in its own empty working folder
+
 Every error raises `WorkloadError` naming the file, the key and what was expected; nothing runs before the whole
 file has been checked. pyyaml is imported only by `load_workload`, so trial children (which may lack it) can
 still rebuild a spec with `WorkloadSpec.from_dict`.
@@ -30,7 +39,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
@@ -39,7 +48,9 @@ from .errors import ConfError, WorkloadError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
-             "steps", "unit", "seed", "timeout_s", "grid", "trace")
+             "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex", "isolate_cwd")
+_COMMAND_ONLY = ("cwd", "env", "metric_regex", "isolate_cwd")
+_NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "steps", "seed", "trace")
 # What a preset may set besides params. A trace belongs to the parameters it was recorded with: a preset that
 # changes them should name its own trace.
 _PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
@@ -64,6 +75,7 @@ class WorkloadSpec:
     timeout_s: float | None = None             # per-trial time limit (None = the runner's default)
     grid: tuple[str, ...] | None = None        # canonical allocator settings, 'default' for the default
     trace: str | None = None                   # shipped allocation trace for simulator replay
+    command: dict | None = None                # a command workload: CommandSpec.to_dict() (kind, entry None)
 
     def digest(self) -> str:
         """Stable hash of what defines the measurement: records with different digests do not compare.
@@ -73,6 +85,8 @@ class WorkloadSpec:
         """
         what = {"kind": self.kind, "entry": _entry_identity(self.entry), "params": self.params,
                 "warmup_steps": self.warmup_steps, "steps": self.steps, "seed": self.seed, "unit": self.unit}
+        if self.command is not None:  # only then: the digests of other workloads stay what they were
+            what["command"] = self.command
         text = json.dumps(what, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -85,7 +99,8 @@ class WorkloadSpec:
     def from_dict(cls, data: dict) -> "WorkloadSpec":
         """Inverse of `to_dict` (e.g. `sweep.json`, or the trial child's task)."""
         names = {f.name for f in fields(cls)}
-        unknown, missing = sorted(set(data) - names), sorted(names - set(data))
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        unknown, missing = sorted(set(data) - names), sorted(required - set(data))
         if unknown or missing:
             raise WorkloadError(f"workload record: unknown keys {unknown}, missing keys {missing}; "
                                 f"expected exactly: {', '.join(sorted(names))}")
@@ -199,6 +214,10 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     unknown = [k for k in doc if k not in _TOP_KEYS]
     if unknown:
         raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
+    if "command" in doc:
+        return _command_workload(c, doc, path)
+    if extra := [k for k in _COMMAND_ONLY if k in doc]:
+        raise c.fail(extra[0], "applies to a 'command' workload only")
     for required in ("name", "steps", "unit"):
         if required not in doc:
             raise c.fail(required, "missing (required)")
@@ -251,6 +270,45 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     return WorkloadSpec(name=name, description=description, source=str(path.resolve()), kind=kind, entry=entry,
                         params=params, preset=chosen, seed=seed, unit=unit, **run,
                         grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+
+
+def _command_workload(c: _Checker, doc: dict, path: Path) -> WorkloadSpec:
+    """A workload file that runs the user's own command (see the module docstring)."""
+    from .command import check_command, command_workload
+
+    if "name" not in doc:
+        raise c.fail("name", "missing (required)")
+    if extra := [k for k in _NOT_FOR_COMMANDS if k in doc]:
+        raise c.fail(extra[0], "does not apply to a 'command' workload (the command itself says what it runs)")
+    argv = doc["command"]
+    c.expect("command", argv, isinstance(argv, list) and bool(argv) and all(
+        isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in argv),
+        "a non-empty list of arguments, e.g. [python3, train.py, --steps, 100]")
+    try:
+        isolate = c.expect("isolate_cwd", doc.get("isolate_cwd", False), isinstance(doc.get("isolate_cwd", False),
+                                                                              bool), "true or false")
+        command = check_command([str(a) for a in argv], doc.get("cwd"), doc.get("env"), doc.get("metric_regex"),
+                                isolate, folder=path.parent)
+    except WorkloadError as exc:
+        raise c.fail("command", str(exc)) from None
+    unit = doc.get("unit")
+    if unit is not None:
+        c.text("unit", unit, expected="a unit of work such as 'tokens', 'samples', 'images'")
+    description = doc.get("description")
+    return command_workload(
+        command, name=c.text("name", doc["name"], _NAME, "a name of letters, digits, '.', '_', '-'"), unit=unit,
+        warmup_steps=c.run_value("warmup_steps", doc.get("warmup_steps", DEFAULT_WARMUP_STEPS)),
+        timeout_s=c.run_value("timeout_s", doc.get("timeout_s")),
+        description=c.expect("description", description, isinstance(description, str), "a string")
+        if description is not None else "",
+        source=str(path.resolve()), grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+
+
+def presets_with_trace(path: str | os.PathLike) -> list[str]:
+    """The presets of a workload file that ship an allocation trace (what a sweep without a GPU can replay)."""
+    doc = _load_yaml(Path(path), str(path))
+    presets = doc.get("presets") if isinstance(doc, dict) else None
+    return [p for p in (presets or {}) if load_workload(path, p).trace]
 
 
 def _entry(c: _Checker, value) -> str:

@@ -37,7 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 GPU_A = REPO / "results" / "transformer-packed-h200-20261129-234801"   # default grid, 3 repeats
 GPU_B = REPO / "results" / "transformer-packed-h200-20261129-235232"   # default + expandable_segments, 3 repeats
 GPU_VARLEN = REPO / "results" / "transformer-varlen-h200-20261129-234646"
-GPU_FOLDERS = sorted(p for p in (REPO / "results").glob("*-h200-2*") if (p / "choice.json").exists())
+# Named, never globbed: the README's first command adds results/transformer-varlen-h200-<now>/ to a checkout.
+GPU_FOLDERS = [REPO / "results" / name for name in (
+    "cnn-varres-h200-20261129-235416", "detection-h200-20261129-235653", "hpsearch-h200-20261129-235903",
+    "llm-decode-h200-20261129-235417", "transformer-packed-h200-20261129-234801",
+    "transformer-packed-h200-20261129-235232", "transformer-varlen-h200-20261129-234646")]
 TRACE = REPO / "workloads" / "traces" / "transformer-packed-h200.xz"
 OLD_PYTHON = Path(os.environ.get("ALLOCTUNE_OLD_PYTHON", REPO.parent / "venv-torch21" / "bin" / "python"))
 BOTH = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
@@ -145,7 +149,9 @@ def test_export_of_every_h200_sweep_reads_back_in_every_format(folder, tmp_path)
 
 
 def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
-    results = REPO / "results"
+    results = tmp_path / "results"   # a folder holding exactly these committed sweeps, whatever else results/ holds
+    for folder in (GPU_A, GPU_B, GPU_VARLEN, REPO / "results" / "transformer-varlen-24gib-20261129-233651"):
+        shutil.copytree(folder, results / folder.name)
     varlen = export_results(GPU_VARLEN, "env")
     assert docker_env_file(varlen) == {n: "expandable_segments:True" for n in BOTH}
     for swept_twice in ("transformer-packed", "transformer-varlen"):  # two folders each (presets or repeats)

@@ -24,7 +24,7 @@ def test_user_command_runs_with_their_own_sitecustomize_and_fails_clearly_withou
     marker = tmp_path / "their-sitecustomize-ran"
     (theirs / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').write('yes')\n")
     monkeypatch.setenv("PYTHONPATH", str(theirs))
-    program = "import os, sys; sys.exit(0 if 'ALLOCTUNE_RECORD_TO' not in os.environ else 3)"
+    program = "import os, sys; sys.exit(0 if os.environ.get('ALLOCTUNE_HOOK_OUT') else 3)"  # the hook is on
     with pytest.raises(AlloctuneError, match="exited with status 0 and recorded no trace"):
         record_command([sys.executable, "-c", program], tmp_path / "t.xz")
     assert marker.read_text() == "yes"  # the user's sitecustomize still ran
@@ -45,7 +45,8 @@ def test_record_workload_and_command_on_the_gpu(tmp_path):
     assert load_trace(tmp_path / "t.xz").kinds == trace.kinds
     script = tmp_path / "job.py"
     script.write_text("import torch\nx = [torch.empty(2**20 * n, device='cuda') for n in (1, 3, 5)]\ndel x\n")
-    env_trace = record_command([sys.executable, str(script)], tmp_path / "job.pickle")
-    assert env_trace.num_allocs >= 3
+    ((path, env_trace),) = record_command([sys.executable, str(script)], tmp_path / "job.pickle")
+    assert path == tmp_path / "job.pickle" and env_trace.num_allocs >= 3
+    assert isinstance(env_trace.meta["torch_version"], str)   # plain: the loader admits no class
     assert subprocess.run([sys.executable, "-m", "alloctune", "replay", str(tmp_path / "job.pickle"), "--json"],
                           capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).returncode == 0

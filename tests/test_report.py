@@ -47,13 +47,14 @@ def test_ranked_table_renders_ranked_rows():
     settings = summarize_settings(measured_records())
     [choice] = choose(settings)
     text = render(ranked_table(settings, choice))
-    for column in ("setting", "peak reserved", "reserved/allocated", "throughput median", "vs default", "flags"):
+    for column in ("setting", "state", "reserved", "res/", "tokens", "vs"):
         assert column in text
     lines = [line for line in text.splitlines() if "GiB" in line or "oom" in line]
-    order = [next(c for c in (f"{ES} (best)", "default", MS, RP) if c in line) for line in lines]
-    assert order == [f"{ES} (best)", "default", MS, RP]
+    order = [next(c for c in (ES, "default", MS, RP) if c in line) for line in lines]
+    assert order == [ES, "default", MS, RP]
+    assert f"{ES} " in lines[0] and " best " in lines[0]
     assert "baseline" in text and "oom 1/2" in text and "10.50 GiB" in text and "1.05" in text
-    assert "tokens/s [" in text and "1.000x no significant difference" in text
+    assert "1.00x ±" in text and " n.s." in text and "n.s. = no significant difference" in text
 
 
 def test_summary_written_with_every_section(tmp_path):

@@ -11,10 +11,16 @@ import pytest
 
 from alloctune.conf import AllocConf
 from alloctune.errors import ConfError
-from alloctune.sim.allocator import Allocator, SimResult, division_table, round_size, simulate
+from alloctune.sim.allocator import Allocator
+from alloctune.sim.blocks import round_size
+from alloctune.sim.config import division_table
+from alloctune.sim.simulate import SimResult, compiled_core_available, simulate
 
 M = 1 << 20
 BIG = 80 << 30  # a device large enough never to matter
+# simulate() on each core that is here; the compiled one must be built (setup.py) for its runs
+CORES = ["python", pytest.param("compiled", marks=pytest.mark.skipif(
+    not compiled_core_available(), reason="compiled core not built"))]
 
 
 def alloc(conf: str = "", device: int = BIG, **kw) -> Allocator:
@@ -220,15 +226,30 @@ def test_retry_then_oom_on_a_small_device():
     assert (a.num_alloc_retries, a.num_ooms) == (2, 1)
 
 
-def test_simulate_skips_oomed_allocs_and_ignores_unknown_frees():
-    ops = Ops([("a", 1, 60 * M), ("a", 2, 50 * M), ("f", 2), ("f", 99), ("f", 1), ("a", 3, 10 * M)])
-    r = simulate(ops, AllocConf(), 100 * M)
-    # op 1 (50 MiB) cannot fit next to 60 MiB in 100 MiB: OOM at index 1; its free and the free of the
-    # never-allocated 99 are ignored; after freeing 1, 10 MiB reuses its cached 60 MiB block (split)
+@pytest.mark.parametrize("core", CORES)
+def test_simulate_ends_at_the_first_oom_and_ignores_unknown_frees(core):
+    ops = Ops([("a", 1, 60 * M), ("f", 99), ("a", 2, 50 * M), ("f", 2), ("f", 1), ("a", 3, 10 * M)])
+    r = simulate(ops, AllocConf(), 100 * M, core=core)
+    # op 2 (50 MiB) cannot fit next to 60 MiB in 100 MiB: the full release frees nothing (60 MiB is in use),
+    # one retry, then OOM at index 2, where the program would have died: the rest is not replayed. The free of
+    # the never-allocated 99 is ignored.
     assert isinstance(r, SimResult)
-    assert (r.first_oom_index, r.num_ooms, r.stats["ignored_frees"]) == (1, 1, 2)
-    assert (r.peak_reserved_bytes, r.peak_allocated_bytes, r.num_alloc_retries) == (60 * M, 60 * M, 1)
+    assert (r.first_oom_index, r.first_retry_index, r.num_ooms, r.stats["ignored_frees"]) == (2, 2, 1, 1)
+    assert (r.peak_reserved_bytes, r.peak_allocated_bytes, r.num_alloc_retries, r.events_replayed) == (
+        60 * M, 60 * M, 1, 3)
     assert r.conf == "default"
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_simulate_can_end_at_the_first_retry(core):
+    ops = Ops([("a", 1, 60 * M), ("f", 1), ("a", 2, 70 * M), ("a", 3, 10 * M)])
+    # 70 MiB does not fit beside the cached 60 MiB segment in 100 MiB: release it (a retry), then it fits
+    full = simulate(ops, AllocConf(), 100 * M, core=core)
+    assert (full.first_retry_index, full.first_oom_index, full.events_replayed, full.peak_reserved_bytes) == (
+        2, None, 4, 80 * M)
+    early = simulate(ops, AllocConf(), 100 * M, stop_at_retry=True, core=core)
+    assert (early.first_retry_index, early.first_oom_index, early.events_replayed, early.peak_reserved_bytes) == (
+        2, None, 3, 70 * M)
 
 
 def test_simulate_reads_numpy_arrays():

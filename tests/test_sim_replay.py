@@ -6,12 +6,15 @@ import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from alloctune.conf import AllocConf
 from alloctune.sim.replay import (DEFAULT_OVERHEAD, Capacity, ReplayOutcome, _smallest, min_memory, min_memory_many,
-                                  replay)
-from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+                                  no_retry_is_unlimited_peak, replay)
+from alloctune.sim.simulate import compiled_core_available, pack, simulate
+from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace, save_trace
 
 MiB = 2**20
 H200 = 143771 * MiB
@@ -90,6 +93,52 @@ def test_min_memory_many_and_async():
     assert caps[1].fits_bytes is None and "cudaMallocAsync" in caps[1].reason
 
 
+def test_min_memory_many_reports_progress():
+    seen = []
+    min_memory_many(GROW, ["", "expandable_segments:True", "max_split_size_mb:64"], jobs=2,
+                    progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    seen.clear()
+    replay(GROW, ["", "roundup_power2_divisions:4"], H200, jobs=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+TRACES = sorted((Path(__file__).resolve().parent.parent / "workloads" / "traces").glob("*.xz"))
+
+
+@pytest.mark.skipif(not compiled_core_available(), reason="hundreds of replays: too slow on the Python core")
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_no_retry_shortcut_equals_the_bisection_on_shipped_traces(path):
+    """The exact shortcut (no retry from the unlimited peak reserved + overhead, see sim/replay.py) against a
+    search that does not know it: a bisection from 2 MiB up, and the sizes either side of the answer."""
+    trace = load_trace(path)
+    packed, overhead, version, step = pack(trace), trace.meta["overhead_bytes"], "2.11", 2 * MiB
+    for conf in ("", "roundup_power2_divisions:4", "expandable_segments:True,max_split_size_mb:128"):
+        assert no_retry_is_unlimited_peak(AllocConf.parse(conf), version)
+        shortcut = min_memory(trace, conf).no_retry_bytes
+
+        def no_retry(size: int) -> bool:
+            result = simulate(packed, AllocConf.parse(conf), size, overhead_bytes=overhead, torch_version=version,
+                              stop_at_retry=True)
+            return result.first_retry_index is None
+
+        assert _smallest(no_retry, step, 2 * shortcut, step) == (shortcut, True), f"{path.name} {conf}"
+        assert no_retry(shortcut) and not no_retry(shortcut - step)
+
+
+def test_no_retry_shortcut_does_not_hold_with_an_oversize_release_or_a_limit():
+    trace = load_trace(next(p for p in TRACES if p.name.startswith("detection")))
+    # max_split_size_mb keeps oversize blocks cached: unlimited, they pile up to 133 GiB, while releasing them
+    # on demand lets a 15 GiB card run without a retry.
+    assert not no_retry_is_unlimited_peak(AllocConf.parse("max_split_size_mb:128"), "2.11")
+    cap = min_memory(trace, "max_split_size_mb:128")
+    [unlimited] = replay(trace, ["max_split_size_mb:128"], 1 << 60, jobs=1)
+    assert cap.no_retry_bytes < unlimited.result.peak_reserved_bytes // 8
+    # A memory fraction scales with the device, and GC acts under it.
+    assert not no_retry_is_unlimited_peak(AllocConf.parse("per_process_memory_fraction:0.9"), "2.11")
+    assert no_retry_is_unlimited_peak(AllocConf.parse("per_process_memory_fraction:1.0"), "2.11")  # no limit (2.8+)
+
+
 def test_smallest_bisects_and_recovers_from_non_monotone_sizes():
     step = 2 * MiB
     calls = []
@@ -164,6 +213,31 @@ def test_cli_conf_min_memory_and_sizes(grow_pickle, tmp_path):
     proc = cli(tmp_path / "grow.atrace", "--grid", grid, "--budget", "75MiB")
     assert proc.returncode == 0, proc.stderr
     assert "roundup_power2_divisions:4" in proc.stdout and "an H200" in proc.stdout and "budget" in proc.stdout
+
+
+def test_cli_ends_a_replay_at_its_first_oom():
+    # A 1-byte device: the first request fails and the program would die there; so does the replay, at once,
+    # instead of failing every later request too.
+    trace = next(p for p in TRACES if p.name.startswith("llm-decode"))
+    proc = cli(trace, "--conf", "expandable_segments:True", "--device-memory", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["num_ooms"], r["first_oom_index"], r["peak_reserved_bytes"]) for r in rows] == [(1, 0, 0)] * 2
+
+
+def test_cli_says_once_when_the_compiled_core_is_missing(grow_pickle):
+    # As on a machine where the extension was not built (no compiler) or was built for another Python.
+    hide_core = ("import sys; sys.modules['alloctune.sim._core'] = None; from alloctune.cli.main import main; "
+                 "sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", hide_core, "replay", str(grow_pickle), "--min-memory", "--json",
+                           "--overhead", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("compiled simulator core is not available") == 1
+    assert "pure-Python" in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)[0]["min_memory_bytes"] == 80 * MiB
+    if compiled_core_available():
+        assert "compiled simulator core" not in cli(grow_pickle, "--json").stderr
 
 
 def test_cli_errors(grow_pickle, tmp_path):

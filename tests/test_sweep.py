@@ -96,7 +96,7 @@ def test_cli_sweep_then_export(tmp_path):
 def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
     from alloctune.conf import AllocConf
     from alloctune.records import Measurement, TrialRecord, TrialState
-    from alloctune.sweeper import HYBRID_FINALISTS, _finalists
+    from alloctune.hybrid import HYBRID_FINALISTS, finalists
 
     peaks = {"": 40, "expandable_segments:True": 27, "max_split_size_mb:128": 139, "max_split_size_mb:512": 139,
              "roundup_power2_divisions:4": 35, "roundup_power2_divisions:8": 36}
@@ -105,11 +105,11 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
                            measurement=Measurement(peak_reserved_bytes=p * 2**30, peak_allocated_bytes=27 * 2**30))
                for c, p in peaks.items()]
     planned = {"torch-2.11.0": [AllocConf.parse(c) for c in [*peaks, "backend:cudaMallocAsync"]]}
-    [finalists] = _finalists(records, planned, 0.02).values()
+    [chosen] = finalists(records, planned, 0.02).values()
     # The three lowest simulated peaks, the baseline, and what replay cannot judge (measured only on the GPU).
     assert HYBRID_FINALISTS == 3
-    assert [str(c) for c in finalists] == ["", "expandable_segments:True", "roundup_power2_divisions:4",
-                                           "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
+    assert [str(c) for c in chosen] == ["", "expandable_segments:True", "roundup_power2_divisions:4",
+                                        "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
 
 
 def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_path):
@@ -118,10 +118,31 @@ def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_p
     assert again.folder.path == first.folder.path
     skipped = [s.conf for s in again.folder.info().skipped]
     assert skipped.count("backend:cudaMallocAsync") == 1  # recorded once however often the sweep resumes
-    other = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
-    elsewhere, notices = run_sweep(tmp_path, trace=str(other))
+    elsewhere, notices = run_sweep(tmp_path, trace=str(foreign_snapshot(tmp_path)))
     assert elsewhere.folder.path != first.folder.path  # same workload and grid, other trace: never resumed into
-    assert any("different definition" in n for n in notices)
+    assert any("carries no alloctune metadata" in n for n in notices)   # accepted, with a notice
+
+
+def foreign_snapshot(tmp_path) -> Path:
+    """A torch snapshot as `torch.cuda.memory._dump_snapshot` writes it, with no alloctune metadata."""
+    import pickle
+
+    entries = []
+    for i in range(1, 40):
+        e = {"addr": i * 2**24, "size": i * 2**20, "stream": 0, "frames": []}
+        entries += [dict(e, action="alloc"), dict(e, action="free_requested"), dict(e, action="free_completed")]
+    path = tmp_path / "foreign.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [entries], "allocator_settings": {}}))
+    return path
+
+
+def test_a_trace_of_another_workload_is_refused_before_a_folder_exists(tmp_path):
+    from alloctune.errors import AlloctuneError
+
+    other = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
+    with pytest.raises(AlloctuneError, match="recorded from workload 'transformer-packed', not 'transformer-varlen'"):
+        run_sweep(tmp_path, trace=str(other))
+    assert not any(tmp_path.iterdir())
 
 
 def test_nonsense_budgets_and_missing_traces_stop_before_a_folder_exists(tmp_path):

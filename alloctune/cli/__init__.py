@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -34,9 +35,9 @@ seconds = _number(lambda v: v > 0, "a positive number of seconds")              
 
 
 def console(stderr: bool = False):
-    """A rich console; when the output is not a terminal (a log, CI), wide enough that tables keep their rows on
-    one line instead of folding into 80 columns."""
+    """A rich console: the terminal's width (or COLUMNS); when the output is not a terminal (a log, CI) and
+    COLUMNS is unset, 100 columns, which every table fits."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 200)
+    return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)

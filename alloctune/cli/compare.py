@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from . import console
 
 
 def _factor(text: str) -> float:
@@ -36,7 +37,7 @@ def run(args) -> int:
 
     folders = [folder for path in args.folders for folder in find_results(path)]
     comparison = compare(folders, factor=args.factor)
-    print_comparison(comparison)
+    print_comparison(comparison, console())
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     md = write_compare_md(comparison, out / "compare.md")

@@ -19,11 +19,14 @@ def register(subparsers) -> None:
     p.add_argument("--workload", metavar="NAME", help="the workload, when RESULTS holds several")
     p.add_argument("--conf", metavar="CONF", help="export this setting (one that ran and fitted) instead of the choice")
     p.add_argument("--env", dest="env_id", metavar="ENV", help="the environment (env_id), when the sweep had several")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="export a choice that `alloctune report` took from an interrupted sweep")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id)
+    text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id,
+                          allow_incomplete=args.allow_incomplete)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)

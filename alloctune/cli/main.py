@@ -9,7 +9,7 @@ from .. import __version__
 from ..errors import AlloctuneError
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
-SUBCOMMANDS = ("sweep", "record", "replay", "export", "compare", "report", "diagnose")
+SUBCOMMANDS = ("sweep", "record", "replay", "search", "export", "compare", "report", "diagnose")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from . import console, seconds
+from . import console, gpu_list, seconds
 
 
 def register(subparsers) -> None:
@@ -11,7 +11,8 @@ def register(subparsers) -> None:
         description="Run WORKLOAD once on the GPU with torch's allocation history recording on (no stack frames), "
                     "and write the trace in PyTorch's snapshot format (a pickle that pytorch.org/memory_viz opens), "
                     "with the peaks measured in that run and its environment. Or record your own command: "
-                    "alloctune record -o trace.pickle -- python train.py ...")
+                    "alloctune record -o trace.pickle -- python train.py ... (each process that uses CUDA "
+                    "leaves its own trace: trace.rank0.pickle, trace.rank1.pickle, ... when there are several)")
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
                    help="a workload file, or after '--' your own command")
     p.add_argument("-o", "--output", required=True,
@@ -19,7 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--preset", help="workload preset")
     p.add_argument("--conf", default="", help="allocator setting to record under (the alloc sequence does not "
                                              "depend on it for most workloads)")
-    p.add_argument("--gpu", type=int, default=0, help="GPU index")
+    p.add_argument("--gpu", type=gpu_list, default=[0],
+                   help="GPU index; for a command of several ranks, the GPUs it sees, e.g. 0,1")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
     p.add_argument("--timeout", type=seconds, help="time limit in seconds")
     p.set_defaults(func=run)
@@ -33,17 +35,19 @@ def run(args) -> int:
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
     if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
-        trace = record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf, gpu=args.gpu,
-                                python=args.python, timeout_s=args.timeout)
+        traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf,
+                                                gpu=args.gpu[0], python=args.python, timeout_s=args.timeout))]
     else:
-        if args.preset or args.python or args.timeout:
-            raise AlloctuneError("--preset, --python and --timeout apply to a workload file, not to '-- COMMAND'")
-        trace = record_command(args.target, args.output, gpu=args.gpu, conf=args.conf)
-    measured = (trace.meta.get("measured") or [{}])[0]
-    speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over {measured.get('measured_seconds'):.2f} s "
-             f"(recording slows it)" if measured.get("throughput") else "")
-    console().print(f"Recorded {len(trace.kinds):,} allocation events to {args.output}; measured peak reserved "
-                    f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
-                    f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.\n"
-                    f"Next: alloctune replay {args.output}")
+        if args.preset or args.python:
+            raise AlloctuneError("--preset and --python apply to a workload file, not to '-- COMMAND'")
+        traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
+                                conf=args.conf, timeout_s=args.timeout)
+    for path, trace in traces:
+        measured = (trace.meta.get("measured") or [{}])[0]
+        speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
+                 f"{measured.get('measured_seconds'):.2f} s (recording slows it)" if measured.get("throughput") else "")
+        console().print(f"Recorded {len(trace.kinds):,} allocation events to {path}; measured peak reserved "
+                        f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
+                        f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.")
+    console().print(f"Next: alloctune replay {' '.join(str(p) for p, _ in traces)}")
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Callable
 
 
 def register(subparsers) -> None:
@@ -11,7 +12,9 @@ def register(subparsers) -> None:
         description="Simulate PyTorch's caching allocator on TRACE (a torch.cuda.memory._dump_snapshot pickle, or "
                     "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
                     "Pickles are read without running any code they hold.")
-    p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace")
+    p.add_argument("trace", metavar="TRACE", nargs="+",
+                   help="snapshot pickle or compact alloctune trace; several (one per rank, as `record -- CMD` "
+                        "writes for a multi-process command): each is replayed, then the maximum per setting")
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
     p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
@@ -38,13 +41,62 @@ def _positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    results = [(path, _replay_one(args, path)) for path in args.trace]
+    if len(results) == 1:
+        if args.json:
+            print(json.dumps(results[0][1], indent=2))
+        return 0
+    maximum = _maximum(results)
+    if args.json:
+        print(json.dumps({"traces": [{"trace": path, "results": rows} for path, rows in results],
+                          "maximum": maximum}, indent=2))
+    else:
+        _print_maximum(maximum, len(results))
+    return 0
+
+
+def _maximum(results: list[tuple[str, list[dict]]]) -> list[dict]:
+    """Per setting, the trace (rank) with the highest simulated peak reserved: what the job needs per GPU."""
+    best: dict[str, dict] = {}
+    for path, rows in results:
+        for row in rows:
+            if row.get("skipped") or row.get("peak_reserved_bytes") is None:
+                continue
+            if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
+                best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
+                                     "num_ooms": row.get("num_ooms"), "trace": path,
+                                     "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
+    return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
+
+
+def _print_maximum(maximum: list[dict], count: int) -> None:
+    from rich.table import Table
+
+    from . import console
+    from ..units import format_bytes
+
+    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)")
+    for name in ("setting", "peak reserved", "OOMs", "in trace", "measured reserved (GPU)"):
+        table.add_column(name, overflow="fold")
+    for row in maximum:
+        table.add_row(row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
+                      row["trace"], format_bytes(row["measured_peak_reserved_bytes"]))
+    console().print(table)
+
+
+def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
+    """Replay one trace; print its table (unless --json); return its JSON rows."""
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, min_memory_many, replay
+    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, measured_under, min_memory_many, replay
+    from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
+    from . import console
     from ..units import parse_budget, parse_size
 
-    trace = load_trace(args.trace, device=args.device)
+    trace = load_trace(path, device=args.device)
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
     if args.device_memory:
@@ -59,23 +111,35 @@ def run(args: argparse.Namespace) -> int:
         budget_bytes = size if size is not None else int(fraction * device_memory)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
-    confs, skipped = apply_rules(confs, trace.meta.get("torch_version"), has_budget=budget_bytes is not None)
+    torch_version = trace.meta.get("torch_version")
+    confs, skipped = apply_rules(confs, torch_version, has_budget=budget_bytes is not None)
+    if entries:   # settings the user named: a typo stops here instead of being dropped
+        refuse_rejected(skipped, torch_version)
 
     overhead = parse_size(args.overhead) if args.overhead else None
-    outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
-                      jobs=args.jobs)
-    capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs) if args.min_memory
-                  else [None] * len(confs))
+    err = console(stderr=True)
+    if note := core_notice():
+        err.print(f"[yellow]notice:[/] {note}")
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        def progress_of(description: str) -> Callable[[int, int], None]:
+            task = bar.add_task(description, total=len(confs))
+            return lambda done, total: bar.update(task, completed=done, total=total)
+
+        outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
+                          jobs=args.jobs, progress=progress_of("replay"))
+        capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs,
+                                      progress=progress_of("smallest device (--min-memory)"))
+                      if args.min_memory else [None] * len(confs))
     rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
 
-    measured = measured_runs(trace)
-    if args.json:
-        print(json.dumps([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
-                         + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
-                            for s in skipped], indent=2))
-    else:
-        _print_table(args.trace, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes)
-    return 0
+    measured = measured_under(trace, device_memory, budget_bytes)
+    # Settings measured on the GPU under other conditions: not comparable, so not shown, but said.
+    elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
+    if not args.json:
+        _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes, elsewhere)
+    return ([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
+            + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason} for s in skipped])
 
 
 def _json_row(outcome, capacity, measured) -> dict:
@@ -88,9 +152,13 @@ def _json_row(outcome, capacity, measured) -> dict:
     return row
 
 
-def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes) -> None:
+def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
+                 elsewhere: int) -> None:
     from . import console as wide_console
+    from rich import box
     from rich.table import Table
+
+    from ..tables import add_setting_column, in_unit, keep_columns, size_unit
 
     from ..units import format_bytes
 
@@ -104,35 +172,63 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     for warning in trace.warnings + ([note] if note else []):
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
-    table = Table(title="Simulated (replay): ranked by peak reserved among settings that fit")
-    for name in ("#", "setting", "peak reserved", "peak allocated", "reserved/alloc", "retries", "OOMs"):
-        table.add_column(name, justify="left" if name == "setting" else "right",
-                         overflow="fold" if name == "setting" else "ellipsis")
+    results = [o.result for o, _ in rows if o.result is not None]
+    unit = size_unit([r.peak_reserved_bytes for r in results] + [r.peak_allocated_bytes for r in results]
+                     + [m.get("peak_reserved_bytes") for m in measured.values()]
+                     + [c.no_retry_bytes for _, c in rows if c is not None])
+    # Short headers (no word over 6 letters) keep the table within 100 columns; the caption spells them out.
+    headers = ["#", "setting", f"peak\nres.\n{unit[0]}", f"peak\nalloc.\n{unit[0]}", "res/\nalloc",
+               "retry", "OOMs"]
     if measured:
-        table.add_column("measured reserved (GPU)", justify="right")
+        headers.append(f"GPU\nres.\n{unit[0]}")
     if with_capacity:
-        table.add_column("fits from", justify="right")
-        table.add_column("no retries from", justify="right")
+        headers += [f"fits\nfrom\n{unit[0]}", f"no\nretry\nfrom\n{unit[0]}"]
+    body = []
     for rank, (outcome, capacity) in enumerate(rows, 1):
         r = outcome.result
+        mark = "-" if r is None else "[bold red]OOM[/]" if r.num_ooms else str(rank)
         if r is None:
-            cells = [str(rank), outcome.conf, "[dim]not simulated[/]", "", "", "", ""]
+            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", ""]
         else:
             ratio = f"{r.peak_reserved_bytes / r.peak_allocated_bytes:.3f}" if r.peak_allocated_bytes else "-"
-            cells = [str(rank), outcome.conf, format_bytes(r.peak_reserved_bytes),
-                     format_bytes(r.peak_allocated_bytes), ratio, str(r.num_alloc_retries),
+            cells = [mark, outcome.conf, in_unit(r.peak_reserved_bytes, unit),
+                     in_unit(r.peak_allocated_bytes, unit), ratio, str(r.num_alloc_retries),
                      f"[red]{r.num_ooms}[/]" if r.num_ooms else "0"]
         if measured:
-            cells.append(format_bytes(measured.get(outcome.conf, {}).get("peak_reserved_bytes")))
+            cells.append(in_unit(measured.get(outcome.conf, {}).get("peak_reserved_bytes"), unit))
         if with_capacity:
-            cells += [format_bytes(capacity.fits_bytes), format_bytes(capacity.no_retry_bytes)]
-        table.add_row(*cells)
+            cells += [in_unit(capacity.fits_bytes, unit) if capacity else "-",
+                      in_unit(capacity.no_retry_bytes, unit) if capacity else "-"]
+        body.append(cells)
+    # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
+    said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
+    keep = keep_columns(headers, said, always=headers[:4])
+    table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
+                        + ("; OOM = does not fit under this budget" if budget_bytes else
+                           "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True,
+                  caption="res. = peak reserved, alloc. = peak allocated"
+                          + (", GPU = measured on the GPU under these conditions" if measured else "")
+                          + ("; fits from / no retry from: the smallest device memory" if with_capacity else ""))
+    for j in keep:
+        if headers[j] == "setting":
+            add_setting_column(table, (row[1] for row in body))
+        else:
+            table.add_column(headers[j], justify="right", overflow="fold")
+    for row in body:
+        table.add_row(*(row[j] for j in keep))
     console.print(table)
     for outcome, _ in rows:
         if outcome.result is None:
-            console.print(f"[dim]not simulated {outcome.conf}: {outcome.reason}[/]")
+            console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")
     for skip in skipped:
         console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
+    quiet = [name for name in ("retry", "OOMs") if headers.index(name) not in keep and results]
+    if quiet:
+        console.print(f"[dim]no setting had {' or '.join(quiet).replace('OOMs', 'an OOM').replace('retry', 'an alloc retry')}[/]")
+    if elsewhere:
+        console.print(f"[dim]{elsewhere} GPU measurement(s) of these settings in the trace are not shown: they were "
+                      f"taken under other conditions (device memory or budget) than this replay's[/]")
     if with_capacity:
         console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
                       "CUDA context holds outside the allocator, when the trace recorded it.")

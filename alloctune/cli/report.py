@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from . import console as wide_console
 
-    from ..report import ranked_table
+    from ..report import incomplete_note, ranked_table
     from ..results import find_results
     from ..sweeper import analyze
 
@@ -30,6 +30,8 @@ def run(args) -> int:
         console.print(f"[bold]{folder.path}[/]")
         for choice in choices:
             console.print(ranked_table(settings, choice))
+            if note := incomplete_note(choice):
+                console.print(f"[bold red]{note}[/]")
             for reason in choice.reasons:
                 console.print(f"  {reason}")
     return 0

@@ -1,11 +1,13 @@
 """`alloctune sweep WORKLOAD.yaml`: measure (or replay) a grid of allocator settings and choose the best."""
 from __future__ import annotations
 
+import argparse
 import shlex
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..records import TrialRecord
+from ..rounds import DEFAULT_MAX_REPEATS
 from ..units import format_bytes
 from . import console, fraction, gpu_list, seconds
 
@@ -15,15 +17,40 @@ def register(subparsers) -> None:
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
                     "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
-                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it.")
-    p.add_argument("workload", help="workload file (YAML); see workloads/README.md")
+                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
+                    "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
+                    "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
+                   help="workload file (YAML, see workloads/README.md), or after '--' your own command")
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
-    p.add_argument("--gpus", type=gpu_list, default=[0],
+    p.add_argument("--repeats", type=_repeats, default="auto",
+                   help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
+                        "rounds of the default and each setting still in contention until the 95%% interval of "
+                        "its throughput ratio to the default is within --max-slowdown")
+    p.add_argument("--max-repeats", type=_repeats_limit, default=DEFAULT_MAX_REPEATS,
+                   help=f"with --repeats auto: at most this many rounds (default: {DEFAULT_MAX_REPEATS})")
+    p.add_argument("--time-budget", type=seconds, metavar="S",
+                   help="with --repeats auto: start no round that would end after S seconds of measuring")
+    p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
+    p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
+                   help="GPUs each trial gets (CUDA_VISIBLE_DEVICES), disjoint across trials running at once, e.g. "
+                        "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: 1)")
+    command = p.add_argument_group("your own command (sweep -- COMMAND ...)")
+    command.add_argument("--metric-regex", metavar="REGEX",
+                         help="read throughput from the command's output: the number in group 1 (or group "
+                              "'value'), averaged over the matches after the first (default: alloctune.step() "
+                              "marks, else one run = one unit of wall time)")
+    command.add_argument("--unit", help="what the throughput counts (default: runs, or units)")
+    command.add_argument("--warmup-steps", type=int, default=2, metavar="N",
+                         help="alloctune.step() marks left out of the throughput as warm-up (default: 2)")
+    command.add_argument("--name", help="name of the results folder stem (default: cmd-<script name>)")
+    command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
+    command.add_argument("--isolate-cwd", action="store_true",
+                         help="run each trial in its own empty working folder (for commands that write files)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=fraction, default=0.02,
                    help="reject settings significantly slower than the default by more than this fraction "
@@ -34,11 +61,37 @@ def register(subparsers) -> None:
     p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
                         "best few; auto (default): cuda when a GPU is visible, else sim")
-    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where measured trials run: local (default) child processes on this machine's GPUs, or ray: "
+                        "one Ray task per trial across a cluster (pip install 'alloctune[ray]')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to use with --executor ray (default: RAY_ADDRESS, else the cluster 'ray start' "
+                        "runs here, else a new local one)")
+    p.add_argument("--ray-accelerator", metavar="TYPE",
+                   help="GPU model to sweep on with --executor ray, as Ray names it (e.g. H100, A100); default: "
+                        "that of the node where the interpreter is probed")
+    p.add_argument("--trace", help="allocation trace to replay: for --backend sim (default: the workload's) or "
+                                   "hybrid (default: recorded during the default's first trial on the GPU); one "
+                                   "recorded from another workload is refused")
+    p.add_argument("--search", nargs="?", type=_positive_int, const=400, metavar="N",
+                   help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
+                        "target torch by replaying up to N settings (default 400), and sweep its Pareto front "
+                        "(see 'alloctune search')")
+    p.add_argument("--finalists", type=_positive_int, default=3, metavar="N",
+                   help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
+                        "the default (default: 3)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def run(args) -> int:
@@ -47,6 +100,7 @@ def run(args) -> int:
     from ..sweeper import sweep
 
     err = console(stderr=True)
+    workload = _workload(args)
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
@@ -56,13 +110,21 @@ def run(args) -> int:
         task = bar.add_task("trials", total=None)
 
         def progress(record: TrialRecord, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-            bar.console.print(_trial_line(record))
+            bar.update(task, completed=done, total=total, description="trials")
+            bar.console.print(_trial_line(record, where=args.executor == "ray"))
 
-        outcome = sweep(args.workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
+        def search_progress(env_id: str, done: int, total: int, best: str) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=f"search {env_id}" + (f" (best: {best[:40]})" if best else ""))
+
+        outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
+                        max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
-                        trace=args.trace, progress=progress,
+                        trace=args.trace, executor=args.executor, ray_address=args.ray_address,
+                        ray_accelerator=args.ray_accelerator, search=args.search, finalists_count=args.finalists,
+                        gpus_per_trial=args.gpus_per_trial,
+                        progress=progress, search_progress=search_progress,
                         notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
     out = console()
     for skip in outcome.skipped:
@@ -72,31 +134,82 @@ def run(args) -> int:
         for reason in choice.reasons:
             out.print(f"  {reason}")
     folder = outcome.folder.path
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)")
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env")
+    # Commands to copy: one line each, never folded at the terminal's width.
+    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
+    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
     if outcome.backend == "sim":
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}")
+        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
 
 
+def _repeats(text: str) -> int | str:
+    """--repeats: 'auto' or a positive count."""
+    if text == "auto":
+        return text
+    return _repeats_limit(text)
+
+
+def _repeats_limit(text: str) -> int:
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a whole number of repeats >= 1, got {text!r}")
+
+
+def _workload(args):
+    """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
+    from ..command import check_command, command_workload
+    from ..errors import AlloctuneError
+
+    options = [f"--{name.replace('_', '-')}" for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd")
+               if getattr(args, name)]
+    if not args.target:
+        raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
+    if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+        if options:
+            raise AlloctuneError(f"{', '.join(options)} apply to '-- COMMAND'; a workload file says these itself")
+        return args.target[0]
+    if args.preset or args.trace:
+        raise AlloctuneError("--preset and --trace apply to a workload file, not to '-- COMMAND'")
+    spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd)
+    return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps,
+                            timeout_s=args.timeout)
+
+
 def _on_gpu(command: str) -> str:
-    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped."""
+    """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
+    dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
+    on the GPU, hybrid records one."""
     words, out, skip = shlex.split(command), [], False
     for word in words:
         if skip:
             skip = False
-        elif word in ("--backend", "--trace"):
+        elif word in ("--backend", "--trace", "--out"):
             skip = True
-        elif not word.startswith(("--backend=", "--trace=")):
+        elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
-    return shlex.join(out + ["--backend", "cuda"])
+    searching = any(word == "--search" or word.startswith("--search=") for word in words)
+    return shlex.join(out + ["--backend", "hybrid" if searching else "cuda"])
 
 
-def _trial_line(record: TrialRecord) -> str:
+def _where(record: TrialRecord) -> str:
+    """For a command of several processes: which one peaked."""
+    from ..command import peak_row
+
+    row = peak_row(record.processes or [])
+    if row is None or len(record.processes or []) < 2:
+        return ""
+    who = f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row['pid']}"
+    return f" ({who}, of {len(record.processes or [])} processes)"
+
+
+def _trial_line(record: TrialRecord, where: bool = False) -> str:
     m = record.measurement
-    what = f"{record.conf or 'default'} #{record.repeat + 1}"
+    what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
+                                                                  else "")
+    if where and record.node:  # on a cluster, which node and GPUs ran it
+        what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
-        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}"
+        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
     return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"

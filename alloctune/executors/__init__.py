@@ -3,6 +3,8 @@
     base.py   the `Executor` interface the sweeper plans against
     local.py  `LocalExecutor`: fresh child processes on this machine, one trial per GPU (`runner.py`)
     sim.py    `SimExecutor`: replays of a recorded allocation trace through the simulator (`sim/`)
+    ray.py    `RayExecutor`: the local runner's child processes as Ray tasks across a cluster (imported on use:
+              Ray is an optional extra)
 
 Only the sweeper writes the trials file: executors return records, they never store them.
 """

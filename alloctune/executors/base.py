@@ -1,7 +1,7 @@
 """The executor interface: run a round of planned trials and stream each finished one back."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..records import TrialRecord
 from ..runner import TrialTask
@@ -21,6 +21,10 @@ class Executor:
         per trial that cannot run here. Returns when all are done. On an interrupt (Ctrl-C) it stops the trials
         in flight, which are then not reported (a resumed sweep runs them again), and re-raises."""
         raise NotImplementedError
+
+    def call(self, fn: Callable, *args) -> Any:
+        """`fn(*args)` where this executor's trials run: the sweeper probes interpreters and GPUs through it."""
+        return fn(*args)
 
     def close(self) -> None:
         pass

@@ -8,7 +8,7 @@ from .base import Executor, OnDone, OnSkip
 
 
 class LocalExecutor(Executor):
-    def __init__(self, gpus: Sequence[int | None]):
+    def __init__(self, gpus: Sequence[int | Sequence[int] | None]):  # a tuple: one trial's set of GPUs
         self.gpus = list(gpus)
 
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:

@@ -29,7 +29,10 @@ class SimExecutor(Executor):
 
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:
         from ..sim.replay import replay
+        from ..sim.simulate import core_notice
 
+        if note := core_notice():
+            self.notice(note)
         groups: dict[tuple, list[TrialTask]] = {}  # one replay per interpreter and budget
         for task in tasks:
             groups.setdefault((task.env_id, task.budget_bytes), []).append(task)

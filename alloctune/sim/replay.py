@@ -8,22 +8,39 @@ reason, so one such setting never sinks a grid.
 memory at which the trace runs with no OOM, and the smallest at which it also needs no release-and-retry
 (each retry frees the cache and synchronizes the device: a hidden slowdown). Sizes are searched in steps of
 `granularity` (2 MiB by default, the allocator's own segment rounding), so answers are exact to that step.
-The search bisects, which assumes that more memory never hurts. The allocator does not promise that (with
-more room it may split a different block), so each answer is then checked over the next few steps up, and
-the bisection resumes above any size that fails there; `Capacity.monotone` says whether that happened.
+
+- No retry, exactly, without search: when no memory limit is in force (no per_process_memory_fraction; the
+  search has no budget) and the oversize release cannot act (no max_split_size_mb, or expandable segments,
+  which it skips), the smallest device without a retry is the unlimited run's peak reserved plus the
+  overhead, rounded up to the step. Proof: on a larger device no cudaMalloc (or page map) fails, so the run
+  is the unlimited one. On a smaller one the run is the unlimited one up to the first request that takes
+  reserved + overhead past the device (until then no device call fails, nothing is released, and no
+  address is given back, so segments are placed alike and best fit picks alike; an expandable segment's
+  virtual size depends on the device, but a request finds no room in one only when mapping it would pass
+  the device anyway), and that request fails: with GC off and nothing oversize to release, the next step
+  is the full release and the retry. tests/test_sim_replay.py checks this against the bisection on
+  real traces.
+- Otherwise the search bisects, which assumes that more memory never hurts. The allocator does not promise
+  that (with more room it may split a different block), so each answer is then checked over the next few
+  steps up, and the bisection resumes above any size that fails there; `Capacity.monotone` says whether
+  that happened. Each probe replays only until its answer is known: to the first OOM, or, when only
+  retries matter, to the first retry.
+
+`progress(done, total)` is called as settings finish, in `replay` and `min_memory_many`.
 """
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from ..conf import AllocConf
 from ..errors import ConfError
 from ..records import Measurement
 from ..units import MiB, format_bytes
-from .allocator import SimResult, simulate
+from .config import allocator_config
+from .simulate import SimResult, pack, simulate
 from .trace import Trace
 
 DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
@@ -93,35 +110,48 @@ class Capacity:
     reason: str | None = None
 
 
-def replay(trace: Trace, confs: list[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
+Progress = Callable[[int, int], None]  # (settings done, settings in all)
+
+
+def replay(trace: Trace, confs: Sequence[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
            overhead_bytes: int | None = None, jobs: int | None = None,
-           torch_version: str | None = None) -> list[ReplayOutcome]:
+           torch_version: str | None = None, progress: Progress | None = None) -> list[ReplayOutcome]:
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
     (memory the CUDA context held outside the allocator), else DEFAULT_OVERHEAD. `torch_version` (whose
     allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores."""
     version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
     args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version)
-    return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs)
+    return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs, progress)
 
 
 def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | None = None,
                granularity: int = GRANULARITY) -> Capacity:
     """Smallest device memory at which `trace` runs under `conf` without OOM, and without retries."""
     args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
-    return _capacity_one(trace, _parse(conf), args)
+    return _capacity_one(pack(trace), _parse(conf), args)
 
 
-def min_memory_many(trace: Trace, confs: list[AllocConf | str], *, overhead_bytes: int | None = None,
-                    granularity: int = GRANULARITY, jobs: int | None = None) -> list[Capacity]:
+def min_memory_many(trace: Trace, confs: Sequence[AllocConf | str], *, overhead_bytes: int | None = None,
+                    granularity: int = GRANULARITY, jobs: int | None = None,
+                    progress: Progress | None = None) -> list[Capacity]:
     """`min_memory` for each setting, spread over cores like `replay`."""
     args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
-    return _map(_capacity_one, [_parse(c) for c in confs], args, trace, jobs)
+    return _map(_capacity_one, [_parse(c) for c in confs], args, trace, jobs, progress)
 
 
 def measured_runs(trace: Trace) -> dict[str, dict]:
     """What the trace's meta says was measured on the GPU, by setting label: to set predictions beside."""
     runs = trace.meta.get("measured") or []
     return {AllocConf.parse(m.get("conf")).label: m for m in runs if isinstance(m, dict)}
+
+
+def measured_under(trace: Trace, device_memory: int, budget_bytes: int | None) -> dict[str, dict]:
+    """`measured_runs` taken under the conditions of a replay (the same device memory and budget): only those
+    may stand beside its predictions. A measurement that does not say its budget ran without one."""
+    recorded_device = trace.meta.get("device_total_bytes")
+    return {label: m for label, m in measured_runs(trace).items()
+            if m.get("budget_bytes") == budget_bytes
+            and ((m.get("env") or {}).get("gpu_memory") or recorded_device) == device_memory}
 
 
 # ---- internals ----
@@ -159,47 +189,67 @@ def _not_simulated(conf: AllocConf) -> str | None:
     return None
 
 
-def _simulate(trace: Trace, conf: AllocConf, device_memory: int, args: _Args) -> SimResult:
-    return simulate(trace, conf, device_memory, budget_bytes=args.budget_bytes,
-                    overhead_bytes=args.overhead_bytes, torch_version=args.torch_version)
+def _simulate(ops: Any, conf: AllocConf, device_memory: int, args: _Args, stop_at_retry: bool = False) -> SimResult:
+    return simulate(ops, conf, device_memory, budget_bytes=args.budget_bytes, overhead_bytes=args.overhead_bytes,
+                    torch_version=args.torch_version, stop_at_retry=stop_at_retry)
 
 
-def _replay_one(trace: Trace, conf: AllocConf, args: _Args) -> ReplayOutcome:
+def _replay_one(ops: Any, conf: AllocConf, args: _Args) -> ReplayOutcome:
     reason = _not_simulated(conf)
     if reason:
         return ReplayOutcome(conf.label, None, reason)
     try:
-        return ReplayOutcome(conf.label, _simulate(trace, conf, args.device_memory, args))
+        return ReplayOutcome(conf.label, _simulate(ops, conf, args.device_memory, args))
     except ConfError as exc:  # a setting the simulator refuses: report it, keep the grid going
         return ReplayOutcome(conf.label, None, str(exc))
 
 
-def _capacity_one(trace: Trace, conf: AllocConf, args: _Args) -> Capacity:
+def _capacity_one(ops: Any, conf: AllocConf, args: _Args) -> Capacity:
     reason = _not_simulated(conf)
     if reason:
         return Capacity(conf.label, None, None, args.granularity, reason=reason)
     step = args.granularity
     try:
         # With unlimited memory nothing is ever released or retried; its peak (plus the overhead) fits.
-        unlimited = _simulate(trace, conf, 1 << 60, args)
+        unlimited = _simulate(ops, conf, 1 << 60, args)
     except ConfError as exc:
         return Capacity(conf.label, None, None, step, reason=str(exc))
     hi = -(-(unlimited.peak_reserved_bytes + args.overhead_bytes) // step) * step
     # Less than the peak of live requested bytes cannot work under any setting: the bisection starts there.
     lo = (unlimited.peak_requested_bytes + args.overhead_bytes - 1) // step * step
-    results: dict[int, SimResult] = {}
+    complete: dict[int, SimResult] = {}   # replays that ran to the end or to their OOM
+    no_retry_seen: dict[int, bool] = {}   # whether a replay got through without any retry
 
-    def run(size: int) -> SimResult:
-        if size not in results:
-            results[size] = _simulate(trace, conf, size, args)
-        return results[size]
+    def fits(size: int) -> bool:
+        if size not in complete:
+            complete[size] = _simulate(ops, conf, size, args)
+            no_retry_seen[size] = complete[size].first_retry_index is None
+        return complete[size].num_ooms == 0
 
-    fits, fits_monotone = _smallest(lambda s: run(s).num_ooms == 0, lo, hi, step)
-    # A size with no retry has no OOM either, so it is at least `fits`.
-    no_retry, retry_monotone = _smallest(lambda s: run(s).num_ooms == 0 and run(s).num_alloc_retries == 0,
-                                         max(lo, (fits or step) - step), hi, step)
-    reason = None if fits else f"does not fit in {format_bytes(_SEARCH_LIMIT)}"
-    return Capacity(conf.label, fits, no_retry, step, fits_monotone and retry_monotone, reason)
+    def without_retry(size: int) -> bool:
+        if size not in no_retry_seen:
+            result = _simulate(ops, conf, size, args, stop_at_retry=True)
+            no_retry_seen[size] = result.first_retry_index is None
+            if no_retry_seen[size]:  # it ran to the end: it answers `fits` too
+                complete[size] = result
+        return no_retry_seen[size]
+
+    no_retry: int | None
+    if no_retry_is_unlimited_peak(conf, args.torch_version):
+        no_retry, retry_monotone = hi, True
+    else:
+        no_retry, retry_monotone = _smallest(without_retry, lo, hi, step)
+    # A size without retries has no OOM either: the smallest that fits is at most that.
+    smallest_fit, fits_monotone = _smallest(fits, lo, no_retry or hi, step)
+    reason = None if smallest_fit else f"does not fit in {format_bytes(_SEARCH_LIMIT)}"
+    return Capacity(conf.label, smallest_fit, no_retry, step, fits_monotone and retry_monotone, reason)
+
+
+def no_retry_is_unlimited_peak(conf: AllocConf, torch_version: str) -> bool:
+    """Whether the smallest device without a retry is exactly the unlimited peak reserved plus the overhead
+    (see the module's docstring for the proof): no memory limit, and no oversize release that could act."""
+    limit = allocator_config(conf, 1 << 60, torch_version=torch_version).allowed
+    return limit is None and (not conf.max_split_size_mb or bool(conf.expandable_segments))
 
 
 def _smallest(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> tuple[int | None, bool]:
@@ -209,6 +259,13 @@ def _smallest(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> tuple[i
     Returns (size, monotone): monotone is False when a size above a bisection answer failed.
     """
     hi = max(hi, lo + step)
+    # Gallop up from `lo` first: a size that fails costs a replay to its first OOM or retry, often a short
+    # one, while a size that passes costs the whole trace; so try the small sizes before halving from `hi`.
+    gap = step
+    while lo + gap < hi and not ok(lo + gap):
+        lo, gap = lo + gap, gap * 2
+    if lo + gap < hi:
+        hi = lo + gap
     while not ok(hi):  # `hi` fits unless a memory fraction or GC scales with the device: look higher
         if hi > _SEARCH_LIMIT:
             return None, True
@@ -231,24 +288,32 @@ _SEARCH_LIMIT = 1 << 50
 
 
 # Worker processes receive the trace once, through the pool initializer, not with every task.
-_worker_trace: Trace | None = None
+_worker_trace: Any = None
 
 
 def _init_worker(trace: Trace) -> None:
     global _worker_trace
-    _worker_trace = trace
+    _worker_trace = pack(trace)
 
 
 def _call_in_worker(fn: Callable, conf: AllocConf, args: _Args):
     return fn(_worker_trace, conf, args)
 
 
-def _map(fn: Callable, confs: list[AllocConf], args: _Args, trace: Trace, jobs: int | None) -> list:
+def _map(fn: Callable, confs: list[AllocConf], args: _Args, trace: Trace, jobs: int | None,
+         progress: Progress | None) -> list:
     jobs = min(jobs or _usable_cores(), len(confs))
+    report = progress or (lambda done, total: None)
     if jobs <= 1:
-        return [fn(trace, conf, args) for conf in confs]
+        ops, results = pack(trace), []
+        for conf in confs:
+            results.append(fn(ops, conf, args))
+            report(len(results), len(confs))
+        return results
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,)) as pool:
         futures = [pool.submit(_call_in_worker, fn, conf, args) for conf in confs]
+        for done, _ in enumerate(as_completed(futures), 1):
+            report(done, len(confs))
         return [f.result() for f in futures]
 
 

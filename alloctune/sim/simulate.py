@@ -1,0 +1,190 @@
+"""Replaying a trace through the allocator: `simulate`, the loop every replay runs, on one of two cores.
+
+- the compiled core (`alloctune/sim/_core.cpp`, a C++ extension built by `pip install -e .`, or in place by
+  `python3 setup.py build_ext --inplace`): the same algorithm as `allocator.py`, with upstream's structures
+  (`std::set` pools ordered by size and address, blocks linked in address order), 15-40x faster;
+- the Python reference (`allocator.Allocator`), used where the extension is not built or does not load (no
+  compiler at install time, another Python version): `core_notice()` says so in one line, which the CLI prints
+  once.
+Both give the same `SimResult`, field for field (tests/test_sim_cores.py).
+
+What a replay does after an OOM: it ends there, as the program would at an uncaught `torch.OutOfMemoryError`
+(`first_oom_index` says where; the peaks and counters are those reached up to it, `num_ooms` is 1). Going on
+would model a program that catches the error and keeps allocating, which no recorded trace shows.
+`stop_at_retry=True` also ends the replay at the first release-and-retry, for callers that only need to
+know whether one happens (capacity planning); `first_retry_index` says where, and `events_replayed` how far
+the replay got.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from itertools import count
+from typing import Any, Literal
+
+import numpy as np
+
+from ..conf import AllocConf
+from .allocator import Allocator, memory_stats
+from .config import AllocatorConfig, allocator_config
+
+try:
+    from . import _core  # type: ignore[attr-defined]
+    _CORE_PROBLEM: str | None = None
+except ImportError as exc:  # not built (no compiler at install), built for another Python, or broken
+    _core = None
+    _CORE_PROBLEM = (f"not built for Python {sys.version_info.major}.{sys.version_info.minor}"
+                     if isinstance(exc, ModuleNotFoundError) or "cannot import name" in str(exc) else str(exc))
+
+Core = Literal["auto", "compiled", "python"]
+_COMPILED_LIMIT = 1 << 62  # the compiled core counts bytes in 64 bits; larger figures go to the Python core
+
+
+@dataclass(frozen=True)
+class PackedOps:
+    """A trace's four columns as int64 arrays: what the compiled core reads without converting a Python int
+    per event. `pack` once, then simulate it under many settings."""
+
+    kinds: np.ndarray
+    addrs: np.ndarray
+    sizes: np.ndarray
+    streams: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+
+def pack(ops: Any) -> PackedOps | Any:
+    """`ops` packed for the compiled core; `ops` itself when that core is not here (the Python core reads
+    lists faster) or its numbers do not fit 64 bits."""
+    if _core is None or isinstance(ops, PackedOps):
+        return ops
+    try:
+        return PackedOps(*(np.ascontiguousarray(c, dtype=np.int64)
+                           for c in (ops.kinds, ops.addrs, ops.sizes, ops.streams)))
+    except OverflowError:
+        return ops
+
+
+@dataclass(frozen=True)
+class SimResult:
+    conf: str
+    peak_reserved_bytes: int
+    peak_allocated_bytes: int
+    peak_requested_bytes: int
+    num_alloc_retries: int
+    num_ooms: int
+    num_device_alloc: int
+    num_device_free: int
+    first_oom_index: int | None   # index of the op that ran out of memory; the replay ended there
+    stats: dict
+    first_retry_index: int | None = None  # index of the first op that needed a release-and-retry
+    events_replayed: int = 0              # ops replayed: all of them unless an OOM (or stop_at_retry) ended it
+
+
+def compiled_core_available() -> bool:
+    return _core is not None
+
+
+def core_notice() -> str | None:
+    """One line for the user when replays run on the slow Python core, else None."""
+    if _core is not None:
+        return None
+    return (f"the compiled simulator core is not available ({_CORE_PROBLEM}): replaying with the pure-Python "
+            "simulator, 15-40x slower (build it with `pip install -e .` or `python3 setup.py build_ext --inplace`)")
+
+
+def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
+             overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
+             core: Core = "auto") -> SimResult:
+    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free), .addrs, .sizes, .streams) under `conf`.
+
+    A trace address names the block allocated under it until it is freed. A free of an address that is not
+    live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
+    compiled or the Python core; "auto" takes the compiled one when it is available.
+    """
+    config = allocator_config(conf, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
+                              torch_version=torch_version)
+    if core == "compiled" and _core is None:
+        raise RuntimeError(core_notice())
+    if core != "python" and _core is not None and _fits_compiled(config):
+        try:
+            return _simulate_compiled(ops, config, stop_at_retry)
+        except OverflowError:  # a size beyond 64-bit arithmetic: the Python core has no such limit
+            if core == "compiled":
+                raise
+    return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry)
+
+
+def _fits_compiled(c: AllocatorConfig) -> bool:
+    return max(c.device_memory, c.overhead, c.allowed or 0) < _COMPILED_LIMIT
+
+
+def _as_list(seq: Any) -> Any:
+    # numpy arrays iterate as numpy scalars, which are slow and compare oddly as dict keys
+    return seq.tolist() if hasattr(seq, "tolist") else seq
+
+
+def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_bytes: int | None,
+                     torch_version: str, stop_at_retry: bool) -> SimResult:
+    alloc = Allocator(conf, config.device_memory, budget_bytes=budget_bytes, overhead_bytes=config.overhead,
+                      torch_version=torch_version)
+    malloc, free = alloc.malloc_block, alloc.free_block  # blocks, not handles: no lookup of the handle on free
+    live: dict = {}  # trace address -> its allocated block
+    pop = live.pop
+    ignored = replayed = 0
+    first_oom = first_retry = None
+    ops_iter = zip(count(1), _as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
+    for replayed, kind, addr, size, stream in ops_iter:
+        if kind == 0:
+            block = malloc(size, stream)
+            if first_retry is None and alloc.num_alloc_retries:
+                first_retry = replayed - 1
+                if stop_at_retry:
+                    if block is None:
+                        first_oom = first_retry
+                    break
+            if block is None:
+                first_oom = replayed - 1
+                break
+            live[addr] = block
+        else:
+            block = pop(addr, None)
+            if block is None:
+                ignored += 1
+            else:
+                free(block)
+    stats = alloc.stats()
+    stats["ignored_frees"] = ignored
+    return _result(config, stats, first_oom, first_retry, replayed)
+
+
+def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool) -> SimResult:
+    columns = (ops.kinds, ops.addrs, ops.sizes, ops.streams)
+    if not isinstance(ops, PackedOps):  # lists, or arrays of any dtype: read as Python ints
+        columns = tuple(_as_list(c) for c in columns)
+    counters, ignored, first_oom, first_retry, replayed = _core.simulate(
+        *columns,
+        c.device_memory, c.overhead, -1 if c.allowed is None else c.allowed, c.max_split, c.non_split_rounding,
+        c.large_segment, list(c.divisions), c.divisions_one_rounds_512, c.expandable, c.gc_threshold, stop_at_retry)
+    stats = memory_stats(counters, c.max_split)
+    stats["ignored_frees"] = ignored
+    return _result(c, stats, None if first_oom < 0 else first_oom, None if first_retry < 0 else first_retry, replayed)
+
+
+def _result(c: AllocatorConfig, stats: dict, first_oom: int | None, first_retry: int | None,
+            replayed: int) -> SimResult:
+    return SimResult(
+        conf=c.label,
+        peak_reserved_bytes=stats["reserved_bytes.all.peak"],
+        peak_allocated_bytes=stats["allocated_bytes.all.peak"],
+        peak_requested_bytes=stats["requested_bytes.all.peak"],
+        num_alloc_retries=stats["num_alloc_retries"],
+        num_ooms=stats["num_ooms"],
+        num_device_alloc=stats["num_device_alloc"],
+        num_device_free=stats["num_device_free"],
+        first_oom_index=first_oom,
+        stats=stats,
+        first_retry_index=first_retry,
+        events_replayed=replayed,
+    )

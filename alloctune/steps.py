@@ -1,0 +1,25 @@
+"""`alloctune.step(units=1)`: mark the end of one step of your own script, so that `alloctune sweep -- CMD`
+measures units per second over the steps after the warm-up instead of the whole run's wall time.
+
+Standard library only and cheap: outside an alloctune trial (ALLOCTUNE_HOOK_OUT unset) it does nothing. In a
+trial each mark is (time.perf_counter(), units) kept in memory; the start-up hook writes them with the process's
+peaks at exit (`hook/sitecustomize.py`). Times are host times: with CUDA's asynchronous launches a single step's
+time is not its GPU time, but over many steps the queue is bounded, so the rate over the window converges.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+_ACTIVE = bool(os.environ.get("ALLOCTUNE_HOOK_OUT"))
+_MARKS: list[tuple[float, float]] = []
+
+
+def step(units: float = 1) -> None:
+    """Mark that the process finished one step that did `units` of work (samples, tokens, images...)."""
+    if _ACTIVE:
+        _MARKS.append((time.perf_counter(), float(units)))
+
+
+def marks() -> list[tuple[float, float]]:
+    return list(_MARKS)

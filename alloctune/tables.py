@@ -1,0 +1,32 @@
+"""Terminal tables that fit 100 columns: a setting name never breaks (its column is as wide as the longest name and
+the other columns give way), and columns with nothing to say are left out."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+EMPTY = ("", "-")
+
+
+def add_setting_column(table, labels: Iterable[str], header: str = "setting", **kw) -> None:
+    labels = list(labels)
+    width = max([len(label) for label in labels] + [len(header)])
+    table.add_column(header, no_wrap=True, min_width=width, **kw)
+
+
+def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                 always: Iterable[str] = ()) -> list[int]:
+    """Indexes of the columns to show: those in `always`, and those where some row has something to say."""
+    always = set(always)
+    return [j for j, name in enumerate(headers)
+            if name in always or any(str(row[j]).strip() not in EMPTY for row in rows)]
+
+
+def size_unit(values: Iterable[int | None]) -> tuple[str, int]:
+    """One unit for a column of byte counts ('GiB', 2**30), so that cells are bare numbers and the unit sits in
+    the header: columns stay narrow."""
+    top = max((v for v in values if v is not None), default=0)
+    return ("GiB", 2**30) if top >= 2**30 else ("MiB", 2**20)
+
+
+def in_unit(value: int | None, unit: tuple[str, int]) -> str:
+    return "-" if value is None else f"{value / unit[1]:,.2f}"
