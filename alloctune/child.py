@@ -14,10 +14,10 @@ import json
 import os
 import random
 import sys
-import time
 import traceback
 
 from .records import Measurement, TrialState
+from .steady import Observer, timed_pass
 
 
 def main(spec_path: str) -> int:
@@ -65,35 +65,40 @@ def run(spec: dict) -> dict:
         if mismatch:
             out.update(state=TrialState.MISMATCH.value, error=mismatch)
             return out
-        for i in range(int(workload["warmup_steps"])):
+        warmup, steps = int(workload["warmup_steps"]), int(workload["steps"])
+        measured = list(range(warmup, warmup + steps))
+        sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+        # The warm pass: every step once, as the job runs them; the memory peaks are this pass's.
+        for i in range(warmup):
             step(i)
             sampler.sample()
-        torch.cuda.synchronize(device)
-        steps, units = int(workload["steps"]), 0.0
-        start = time.perf_counter()
-        for i in range(int(workload["warmup_steps"]), int(workload["warmup_steps"]) + steps):
-            units += float(step(i))
-            sampler.sample()
-        torch.cuda.synchronize(device)
-        seconds = time.perf_counter() - start
+        warm = timed_pass(step, measured, sync, after_step=sampler.sample)
+        memory = _measurement(torch, sampler, workload["unit"])
+        if spec.get("record_trace"):  # the trace covers what the peaks cover
+            _dump_trace(torch, spec, out, memory, TrialState.OK.value, total, sampler)
+        # The measured pass: the same steps again, so the same shapes, now warm (see steady.py).
+        with Observer(torch, device) as seen:
+            timing = timed_pass(step, measured, sync)
         out["state"] = TrialState.OK.value
-        out["measurement"] = _measurement(torch, sampler, units / seconds if seconds > 0 else None,
-                                          workload["unit"], seconds, steps)
+        out["measurement"] = dict(
+            memory, throughput=timing.throughput, measured_seconds=timing.seconds, measured_steps=steps,
+            warm_throughput=warm.throughput, block_seconds=list(timing.block_seconds),
+            block_units=list(timing.block_units), conditions=seen.conditions)
     except Exception as exc:  # the workload's failure is the trial's result
         out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
         if _is_oom(exc):
             out["state"] = TrialState.OOM.value
-            out["measurement"] = _measurement(torch, sampler, None, workload["unit"], None, None)
+            out["measurement"] = _measurement(torch, sampler, workload["unit"])
         else:
             out["error"] = traceback.format_exc()[-4000:]
-    finally:
-        if spec.get("record_trace"):
-            _dump_trace(torch, spec, out, total, sampler)
+        if spec.get("record_trace") and not os.path.exists(spec["record_trace"]):
+            _dump_trace(torch, spec, out, out["measurement"], out["state"], total, sampler)
     out["budget_fraction"] = fraction
     return out
 
 
-def _dump_trace(torch, spec: dict, out: dict, total: int, sampler: _DevicePeak) -> None:
+def _dump_trace(torch, spec: dict, out: dict, measured: dict | None, state: str, total: int,
+                sampler: _DevicePeak) -> None:
     """The snapshot as torch.cuda.memory._dump_snapshot writes it, plus an 'alloctune' key (memory_viz ignores
     it) holding what this run measured and where: the simulator is checked against these figures."""
     import pickle
@@ -106,7 +111,7 @@ def _dump_trace(torch, spec: dict, out: dict, total: int, sampler: _DevicePeak) 
         "env_id": spec.get("env_id"), "torch_version": env.get("torch"), "env": env,
         "device_total_bytes": total, "overhead_bytes": sampler.overhead,
         "budget_bytes": spec.get("budget_bytes"),
-        "measured": [dict(out["measurement"] or {}, conf=spec["conf"], state=out["state"],
+        "measured": [dict(measured or {}, conf=spec["conf"], state=state,
                           effective_conf=out.get("effective_conf"))],
     })
     with open(spec["record_trace"], "wb") as f:
@@ -144,7 +149,8 @@ class _DevicePeak:
         self.overhead = max(self.overhead, total - free - self._torch.cuda.memory_reserved(self._device))
 
 
-def _measurement(torch, sampler: _DevicePeak, throughput, unit, seconds, steps) -> dict:
+def _measurement(torch, sampler: _DevicePeak, unit) -> dict:
+    """The memory figures so far (throughput is added by the caller once it is timed)."""
     sampler.sample()
     stats = torch.cuda.memory_stats()
     m = Measurement(
@@ -156,7 +162,7 @@ def _measurement(torch, sampler: _DevicePeak, throughput, unit, seconds, steps) 
         num_device_alloc=stats.get("num_device_alloc"),
         num_device_free=stats.get("num_device_free"),
         device_peak_used_bytes=sampler.peak,
-        throughput=throughput, unit=unit, measured_seconds=seconds, measured_steps=steps,
+        unit=unit,
     )
     return m.__dict__.copy()
 

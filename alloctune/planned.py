@@ -2,7 +2,6 @@
 decision taken from an interrupted sweep (`alloctune report`) says it is incomplete instead of passing for final."""
 from __future__ import annotations
 
-from .conf import AllocConf
 from .records import TrialRecord
 from .results import SweepInfo
 
@@ -13,21 +12,17 @@ def _runs(info: SweepInfo, conf: str, env_ids: tuple[str, ...]) -> bool:
     return not any(info.skip_reason(conf, e) for e in env_ids)
 
 
-def planned_trials(info: SweepInfo, records: list[TrialRecord], env_id: str, backend: str) -> int:
+def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:
     """Trials the sweep meant to record for one decision group (environment, backend): the grid less what it
-    skipped there, times the repeats (one for a replay). A hybrid sweep measures on the GPU only its finalists,
-    which follow from the simulated records, as they did during the sweep."""
+    skipped there, times the repeats (one for a replay). None where sweep.json cannot tell: `--repeats auto` stops
+    rounds once the answer is known, a search picks its own settings, and a hybrid sweep's GPU finalists depend on
+    a count it does not record."""
+    if info.search is not None or (backend != SIM and (info.auto_repeats or info.backend == "hybrid")):
+        return None
     if backend == SIM:
         plain = env_id.removeprefix("sim:")   # the rules skip under the plain id, replay failures under sim:
         return sum(_runs(info, c, (plain, env_id)) for c in info.grid)
-    confs = [c for c in info.grid if _runs(info, c, (env_id,))]
-    if info.backend == "hybrid":
-        from .sweeper import _finalists
-
-        sim = [r for r in records if r.backend == SIM]
-        confs = [str(c) for c in _finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]},
-                                            info.max_slowdown)[env_id]]
-    return len(confs) * info.repeats
+    return sum(_runs(info, c, (env_id,)) for c in info.grid) * info.repeats
 
 
 def recorded_trials(records: list[TrialRecord], env_id: str, backend: str) -> int:

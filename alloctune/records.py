@@ -7,7 +7,10 @@ reader refuses a version it does not know (`store.py`).
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .typed import from_json
 
 SCHEMA_VERSION = 1
 
@@ -24,6 +27,24 @@ class TrialState(str, enum.Enum):
     @property
     def fits(self) -> bool:
         return self is TrialState.OK
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the machine did during a trial's measured pass: what explains an outlier (`steady.Observer`).
+    Pairs are [at the start, at the end]; None where the figure could not be read."""
+
+    device_allocs: int | None = None          # cudaMalloc calls inside the measured pass (0: the cache was warm)
+    reserved_growth_bytes: int | None = None
+    gc_collections: int | None = None         # Python GC collections inside the measured pass, and their time
+    gc_seconds: float | None = None
+    cpu_seconds: float | None = None          # this process's CPU time during the measured pass
+    load_avg: list[float] | None = None       # the host's 1-minute load average
+    cpu_count: int | None = None
+    gpu_clock_mhz: list[int] | None = None    # SM clock
+    gpu_temperature_c: list[int] | None = None
+    gpu_other_processes: int | None = None    # compute processes on this GPU besides the trial
+    gpu: str | None = None                    # which GPU: CUDA_VISIBLE_DEVICES and PCI bus id
 
 
 @dataclass(frozen=True)
@@ -47,6 +68,17 @@ class Measurement:
     unit: str | None = None
     measured_seconds: float | None = None
     measured_steps: int | None = None
+    # Steady-state timing (absent in records from before it): `throughput` is over a second, timed pass over the
+    # measured steps; `warm_throughput` is their first run, in the warm pass (first-seen shapes, cache growth).
+    warm_throughput: float | None = None
+    block_seconds: list[float] | None = None   # the measured pass in CUDA-synchronised blocks of steps
+    block_units: list[float] | None = None
+    conditions: Conditions | None = None
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "measurement") -> "Measurement":
+        """Checked field by field; unknown keys are ignored and missing optional ones take their defaults."""
+        return from_json(cls, data, where)
 
     @property
     def reserved_ratio(self) -> float | None:
@@ -76,32 +108,30 @@ class TrialRecord:
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
-    env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
     node: str | None = None            # host that ran the trial child (absent in records before it was kept)
     gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
     retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
+    # This trial recorded the allocation trace (a hybrid sweep's first trial of the default): recording slows
+    # it, so statistics and choices leave it out; it is kept for its memory figures and its GPU time.
+    recording: bool = False
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
     processes: list | None = None
     schema: int = SCHEMA_VERSION
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str | int | None, ...]:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
-        return (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("recording",) if self.recording else key
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "TrialRecord":
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        m = data.get("measurement")
-        if m is not None:
-            mk = {f.name for f in fields(Measurement)}
-            data["measurement"] = Measurement(**{k: v for k, v in m.items() if k in mk})
-        data["state"] = TrialState(data["state"])
-        return cls(**data)
+    def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
+        """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
+        return from_json(cls, data, where)

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .results import ResultsFolder, SweepInfo
-from .select import Choice, SettingResult, format_rate, ranked
+from .select import DEVICE, Choice, SettingResult, format_rate, ranked
 from .stats import ALPHA, OUTLIER_Z
 from .tables import add_setting_column, keep_columns
 from .units import format_bytes
@@ -45,18 +45,20 @@ def _flags(s: SettingResult) -> str:
 def _row(s: SettingResult, choice: Choice) -> list[str]:
     t = s.throughput
     throughput = "-" if t is None else format_rate(t.median, s.unit)
-    if t is not None and t.ci_low is not None:
+    if t is not None and t.ci_low is not None and t.ci_high is not None:
         throughput += f" [{_number(t.ci_low)}-{_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"
     elif s.vs_default is not None:
-        vs = f"{s.vs_default.ratio:.3f}x {s.vs_default.verdict}"
+        c = s.vs_default
+        width = f" ±{c.half_width:.1%}" if c.half_width is not None else ""
+        vs = f"{c.ratio:.3f}x{width} {c.verdict}"
     else:
         vs = "-"
     return [
         s.label + (" (best)" if s is choice.best else ""),
         s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
-        format_bytes(s.peak_reserved_bytes),
+        format_bytes(s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes),
         format_bytes(s.peak_allocated_bytes),
         "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
         "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
@@ -73,8 +75,16 @@ def _title(choice: Choice) -> str:
     return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
 
 
+def columns(choice: Choice) -> tuple[str, ...]:
+    """The table's headers: where backends differ, the memory column is the driver-level peak the choice used."""
+    if choice.best is not None and choice.best.memory_measure == DEVICE:
+        return tuple(DEVICE if c == "peak reserved" else c for c in COLUMNS)
+    return COLUMNS
+
+
 _VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)": "?"}
-_LEGEND = {"n.s.": "n.s. = no significant difference from the default (Welch's t-test on log throughput)",
+_LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-test on per-round ratios; "
+                   "±x% = the smallest difference the sweep could detect)",
            "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
 
 
@@ -93,9 +103,11 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     if s.is_default:
         vs = "baseline"
     else:
-        vs = "-" if c is None else f"{c.ratio:.2f}x {_VERDICT.get(c.verdict, c.verdict)}"
+        width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
+        vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    memory = s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes
     return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
-            format_bytes(s.peak_reserved_bytes), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
             "-" if t is None else _number(t.median), vs]
 
@@ -105,7 +117,8 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
     setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
     group = _in_group(settings, choice)
     unit = next((s.unit for s in group if s.unit), None) or "units"
-    headers = ["setting", "state", "peak\nreserved", "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    memory = "peak\ndevice" if choice.best is not None and choice.best.memory_measure == DEVICE else "peak\nreserved"
+    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
     rows = [_terminal_row(s, choice) for s in group]
     # A baseline alone, or no retries anywhere, says nothing.
     said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
@@ -190,8 +203,11 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
                   f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
+    if choice.precision:
+        lines += [f"Precision: {choice.precision}.", ""]
     keep, rows = _shown(group, choice)
-    lines += [markdown_table([COLUMNS[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
+    headers = columns(choice)
+    lines += [markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
     if choice.runners_up:
         lines += ["Runners-up and what they cost:", ""]
         lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
@@ -208,12 +224,27 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         "allocated / peak reserved.",
         "- Throughput: median of the repeats; 95% interval = t-interval on log throughput (geometric mean), "
         f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
-        f"- Against the default: Welch's t-test on log throughput, alpha = {ALPHA}; a setting significantly slower "
-        f"than the default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; "
-        "with a single repeat throughput is not tested and does not refuse a setting.",
-        f"- Ties: peaks reserved within {tie:.0%} of each other tie, and the setting with fewer keys wins.",
+        "- Throughput per trial: the workload's measured steps are run twice in the same process, and the second "
+        "pass (the same shapes, now warm) is timed in CUDA-synchronised blocks; the first-seen cost of new shapes "
+        "stays out of the figure.",
+        "- Against the default: per round, the setting's throughput over the default's interpolated between the "
+        "default's runs before and after it; a t-test and 95% interval on the log ratios (paired). With fewer than "
+        f"2 such rounds, Welch's t-test on log throughput. alpha = {ALPHA}; a setting significantly slower than the "
+        f"default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; with a single "
+        "repeat throughput is not tested and does not refuse a setting. ±x% after a ratio is the half-width of its "
+        "95% interval: the smallest difference the sweep could detect.",
+        f"- Ties: peaks within {tie:.0%} of each other tie; the tie goes to a native-allocator setting over a backend "
+        "switch, then to a peak that repeated exactly over one that moved, then to fewer keys. Where backends "
+        "differ, memory is the peak device memory the driver reports, for every setting.",
         "",
     ]
+
+
+def _repeats(info: SweepInfo) -> str:
+    if not info.auto_repeats:
+        return str(info.repeats)
+    budget = f", time budget {info.time_budget_s:g} s" if info.time_budget_s else ""
+    return f"auto (rounds until each answer is known, at most {info.repeats}{budget})"
 
 
 def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
@@ -283,7 +314,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     lines += ["## How this was measured", "",
               f"- Command: `{info.command or '(not recorded)'}`",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
-              f"- Backend: {info.backend}; repeats per setting: {info.repeats}; memory budget: {budget}",
+              f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}",
               f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from scipy import stats as _scipy
 
 OUTLIER_Z = 3.5   # modified z-score beyond which a sample is an outlier (Iglewicz & Hoaglin)
+# Rounds needed before a paired comparison leaves an outlying round out: with 3 or 4 rounds, two that happen to
+# agree closely make the MAD tiny and the third an "outlier", and dropping it fakes a significant difference.
+PAIRED_OUTLIER_MIN = 6
 ALPHA = 0.05
 
 
@@ -31,16 +34,30 @@ class Summary:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Candidate against baseline. `ratio` = candidate median / baseline median.
+    """Candidate against baseline.
 
-    `p_value`: two-sided Welch test on logs that the two differ (None when either side has < 2 samples).
+    Paired (`pairs` > 0, `compare_paired`): `ratio` is the geometric mean of the per-round ratios and the tests
+    are t-tests on their logs. Unpaired (`compare`): `ratio` = candidate median / baseline median, Welch's test.
+    `p_value`: two-sided test that the two differ (None with too few samples).
     `p_slower`: one-sided test that the candidate is slower than `1 - tolerance` times the baseline.
+    `ci_low`, `ci_high`: the 95% interval of the ratio (None with too few samples).
     """
 
     ratio: float
     p_value: float | None
     p_slower: float | None
     tolerance: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    pairs: int = 0
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width, relative (0.02 = ±2%): the smallest difference this comparison could
+        detect. The interval is symmetric on the log scale, so this is exp(h) - 1 for a log half-width h."""
+        if self.ci_low is None or self.ci_high is None or self.ci_low <= 0:
+            return None
+        return math.sqrt(self.ci_high / self.ci_low) - 1
 
     @property
     def significant(self) -> bool:
@@ -90,6 +107,41 @@ def summarize(values: list[float], confidence: float = 0.95) -> Summary:
     return Summary(len(values), med, math.exp(mean - half), math.exp(mean + half), outliers)
 
 
+def _log_interval(centre: float, se: float, df: float, confidence: float = 1 - ALPHA) -> tuple[float, float]:
+    half = float(_scipy.t.ppf(0.5 + confidence / 2, df)) * se
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def compare_paired(pairs: list[tuple[float, float]], tolerance: float = 0.0) -> Comparison:
+    """(baseline, candidate) throughputs measured back to back in the same round: the ratio is taken per round,
+    so drift of the machine that both members of a pair share cancels, and a t-interval on the log ratios gives
+    the ratio's 95% interval. From PAIRED_OUTLIER_MIN rounds on, outlying rounds (modified z-score of the log
+    ratio) are left out. Degenerate cases
+    are decided, not crashed on: one pair -> no interval and no p-values; identical ratios -> a point interval,
+    differ iff the ratio is not 1."""
+    if not pairs:
+        raise ValueError("compare_paired() needs at least one pair")
+    if any(b <= 0 or c <= 0 for b, c in pairs):
+        raise ValueError("compare_paired() needs positive throughputs")
+    logs = [math.log(c / b) for b, c in pairs]
+    if len(logs) >= PAIRED_OUTLIER_MIN:
+        logs = inliers(logs)
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return Comparison(math.exp(mean), None, None, tolerance, pairs=len(logs))
+    shift = math.log(1 - tolerance) if tolerance < 1 else -math.inf
+    sd = statistics.stdev(logs)
+    if sd == 0:
+        return Comparison(math.exp(mean), 0.0 if mean != 0 else 1.0, 0.0 if mean < shift else 1.0, tolerance,
+                          math.exp(mean), math.exp(mean), len(logs))
+    se, df = sd / math.sqrt(len(logs)), len(logs) - 1
+    p_two = float(2 * _scipy.t.sf(abs(mean) / se, df))
+    # H1: the mean log ratio is below log(1 - tolerance), i.e. the candidate is slower than the tolerance allows.
+    p_slow = float(_scipy.t.cdf((mean - shift) / se, df))
+    low, high = _log_interval(mean, se, df)
+    return Comparison(math.exp(mean), p_two, p_slow, tolerance, low, high, len(logs))
+
+
 def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.0) -> Comparison:
     """Welch's t on log samples (outliers left out). Degenerate cases are decided, not crashed on:
     fewer than 2 samples a side -> no p-values; zero spread on both sides -> differ iff the values differ."""
@@ -102,13 +154,18 @@ def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     shift = math.log(1 - tolerance) if tolerance < 1 else -math.inf
     va, vb = statistics.variance(la), statistics.variance(lb)
+    diff = statistics.fmean(lb) - statistics.fmean(la)
     if va == 0 and vb == 0:
-        diff = statistics.fmean(lb) - statistics.fmean(la)
-        return Comparison(ratio, 0.0 if diff != 0 else 1.0, 0.0 if diff < shift else 1.0, tolerance)
+        return Comparison(ratio, 0.0 if diff != 0 else 1.0, 0.0 if diff < shift else 1.0, tolerance,
+                          math.exp(diff), math.exp(diff))
     p_two = float(_scipy.ttest_ind(lb, la, equal_var=False).pvalue)
     # H1: mean(log b) - mean(log a) < log(1 - tolerance), i.e. b is slower than the tolerance allows.
     p_slow = float(_scipy.ttest_ind([x - shift for x in lb], la, equal_var=False, alternative="less").pvalue)
-    return Comparison(ratio, p_two, p_slow, tolerance)
+    # Welch-Satterthwaite degrees of freedom for the interval of the difference of log means.
+    qa, qb = va / len(la), vb / len(lb)
+    df = (qa + qb) ** 2 / ((qa ** 2 / (len(la) - 1) if qa else 0) + (qb ** 2 / (len(lb) - 1) if qb else 0))
+    low, high = _log_interval(diff, math.sqrt(qa + qb), df)
+    return Comparison(ratio, p_two, p_slow, tolerance, low, high)
 
 
 def relative_spread(values: list[float]) -> float:

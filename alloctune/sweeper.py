@@ -7,28 +7,32 @@ reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from . import __version__
+from .conf import AllocConf
 from .errors import AlloctuneError
 from .executors import Executor, LocalExecutor, SimExecutor
 from .grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+from .hybrid import HYBRID_FINALISTS, TRACE_FILE, finalists, record_default, recording_task, search_plan
 from .probe import ProbeResult, check_settings, probe
 from .records import TrialRecord, TrialState
 from .results import ResultsFolder, Skipped, SweepInfo
+from .rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
 from .runner import DEFAULT_TIMEOUT_S, TrialTask
 from .select import Choice, SettingResult, choose, summarize_settings
 from .units import parse_budget
 from .workload import WorkloadSpec, load_workload
 
-HYBRID_FINALISTS = 3
 
 
 @dataclass
@@ -42,31 +46,57 @@ class SweepOutcome:
 
 # Called after every finished trial with (record, trials done, trials planned).
 ProgressFn = Callable[[TrialRecord, int, int], None]
+# Called as each phase starts, with its name and, where the phase counts trials, (done, total) known up front.
+PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
-          repeats: int = 3, gpus: list[int] | None = None, budget: str | None = None,
+          repeats: int | str = "auto", max_repeats: int = DEFAULT_MAX_REPEATS, time_budget_s: float | None = None,
+          gpus: list[int] | None = None, budget: str | None = None,
           pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
           out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
+          search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
           gpus_per_trial: int = 1, progress: ProgressFn | None = None,
-          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
-    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`."""
+          search_progress: Callable[[str, int, int, str], None] | None = None,
+          notice: Callable[[str], None] = lambda _: None,
+          phase: PhaseFn = lambda name, count: None) -> SweepOutcome:
+    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
+
+    `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
+    or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
+    trial; it then measures the default and the `finalists_count` best simulated settings."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
-    if repeats < 1:
-        raise AlloctuneError(f"--repeats must be at least 1, got {repeats}")
+    auto = repeats == "auto"
+    if not auto and (not isinstance(repeats, int) or repeats < 1):
+        raise AlloctuneError(f"--repeats must be 'auto' or at least 1, got {repeats!r}")
+    if auto and max_repeats < MIN_ROUNDS:
+        raise AlloctuneError(f"--max-repeats must be at least {MIN_ROUNDS}, got {max_repeats}")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise AlloctuneError(f"--time-budget must be positive, got {time_budget_s:g}")
+    rounds = max_repeats if auto else int(repeats)
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
-    confs = expand(grid or list(spec.grid or DEFAULT_GRID))
+    # A search replaces the grid: its candidates are judged by each torch as the search goes.
+    confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
+    if search is not None and backend == "cuda":
+        raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
     if spec.command is not None:
         from .command import command_pythons
 
         pythons, backend = command_pythons(spec, pythons, backend)
     runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice, gpus_per_trial)
+    phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, notice)
+    if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
+        backend = "hybrid"
+    recording = backend == "hybrid" and not trace   # records its own trace in the default's first trial
+    if recording and executor != "local":
+        raise AlloctuneError("a hybrid sweep records its trace on this machine's GPU: with --executor ray, record "
+                             "one first ('alloctune record') and pass it with --trace")
     gpus = gpus or [0]
     if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
@@ -74,6 +104,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
+    phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=runner.call(check_settings, p.python, confs))
@@ -85,35 +116,65 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
-    replayed = _load_replay_trace(spec, trace, notice) if backend in ("sim", "hybrid") else None
+    if backend == "sim" or (backend == "hybrid" and trace):
+        phase("loading the allocation trace", None)
+    replayed = _load_replay_trace(spec, trace, notice) if backend == "sim" or (backend == "hybrid" and trace) \
+        else None
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
-        repeats=repeats if backend != "sim" else 1, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
-        backend=backend, max_slowdown=max_slowdown, trace=replayed and replayed[1],
+        repeats=rounds if backend != "sim" else 1, auto_repeats=auto and backend != "sim",
+        time_budget_s=time_budget_s if auto else None, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
+        backend=backend, max_slowdown=max_slowdown,
+        trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
+                                             if recording else None), search=search,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
-    folder = _open_folder(info, results_root, out, fresh, notice)
+    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
+        folder = _open_folder(info, results_root, out, fresh, notice, held)
 
-    if replayed:
-        # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
-        # simulator follows where versions differ.
-        sim = SimExecutor(replayed[0], replayed[1]["path"], {sim_env_id(p.env_id): p.torch_version for p in probes},
-                          notice)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
-                           sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
-                 for p in probes for conf in planned[p.env_id]]
-        _execute(folder, sim, tasks, progress, notice)
-    if backend in ("cuda", "hybrid"):
-        if backend == "hybrid":
-            planned = _finalists(folder.trials(), planned, max_slowdown)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                           timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
-                 for r in range(repeats) for p in probes for conf in planned[p.env_id]]  # interleaved: A B C A B C
-        with runner:
-            _execute(folder, runner, tasks, progress, notice)
+        def measured(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
+            return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes,
+                             budget_fraction, timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
 
-    settings, choices = analyze(folder, max_slowdown)
+        if recording:
+            replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
+                                       lambda tasks: _execute(folder, runner, tasks, progress, notice)),
+                        {"path": TRACE_FILE})
+        if replayed:
+            # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour
+            # the simulator follows where versions differ.
+            sim = SimExecutor(replayed[0], replayed[1]["path"],
+                              {sim_env_id(p.env_id): p.torch_version for p in probes}, notice)
+            if search is not None:
+                planned = search_plan(folder, probes, replayed[0], device_memory=sim.device_memory,
+                                      budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction),
+                                      max_settings=search, trace_name=replayed[1]["path"], progress=search_progress)
+            tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                               sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                     for p in probes for conf in planned[p.env_id]]
+            _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
+        if backend in ("cuda", "hybrid"):
+            if backend == "hybrid":
+                planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
+            probe_of = {p.env_id: p for p in probes}
+
+            def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
+                return measured(conf, r, probe_of[env_id])
+
+            with runner:
+                if auto:
+                    phase("running trials in rounds", None)
+                    _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
+                                progress, notice)
+                else:
+                    tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
+                             for r in range(rounds) for p in probes for conf in planned[p.env_id]]
+                    _execute(folder, runner, tasks, progress, notice, phase=phase,
+                             what="running trials")
+
+        phase("choosing and writing the reports", None)
+        settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
 
@@ -122,6 +183,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
+    with folder.lock():  # not while a sweep writes the folder
+        return _analyze(folder, max_slowdown)
+
+
+def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from .export import provenance, render
     from .plot import plot_pareto
     from .planned import planned_trials, recorded_trials
@@ -129,18 +195,30 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
     max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
-    records = folder.trials()
-    settings = summarize_settings(records, max_slowdown)
-    choices = [replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
-                       trials_planned=planned_trials(info, records, c.env_id, c.backend))
+    trials = folder.trials()
+    settings = summarize_settings(trials, max_slowdown)
+    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
+                                       trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
-    folder.write_choice([c.to_json() for c in choices])
+    records = [c.record() for c in choices]
+    folder.write_choice(records)
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
+    best = next((c for c in records if c.conf is not None), None)
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
+
+
+def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
+    """The choice with its sentence on how precise the throughput comparison got (measured groups only)."""
+    if choice.simulated or not choice.compared:
+        return choice
+    best = choice.best
+    shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
+    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
+    return replace(choice, precision=precision_note(choice.detectable, rounds, choice.max_slowdown,
+                                                    auto=info.auto_repeats, max_repeats=info.repeats))
 
 
 def gpu_slots(gpus: list[int], per_trial: int) -> list:
@@ -172,8 +250,6 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         if ray_address or ray_accelerator:
             raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
         return LocalExecutor(gpu_slots(gpus or [0], gpus_per_trial))
-    if gpus_per_trial != 1:
-        raise AlloctuneError("--gpus-per-trial gives trials GPUs of this machine (--executor local)")
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
     if backend == "sim":
@@ -182,7 +258,9 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
     from .executors.ray import RayExecutor
 
-    return RayExecutor(ray_address, accelerator=ray_accelerator, notice=notice)
+    if gpus_per_trial < 1:
+        raise AlloctuneError(f"--gpus-per-trial {gpus_per_trial}: expected at least 1")
+    return RayExecutor(ray_address, gpus_per_trial=gpus_per_trial, accelerator=ray_accelerator, notice=notice)
 
 
 def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
@@ -217,22 +295,26 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
-    return (info.workload_hash, info.grid, info.repeats, info.budget_bytes, info.budget_fraction, info.backend,
-            sorted(info.envs), (info.trace or {}).get("sha256"))
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search)
 
 
-def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
+def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
+                 held: contextlib.ExitStack) -> ResultsFolder:
     """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
-    the same sweep (resume), unless `fresh`; else a new timestamped folder."""
+    the same sweep (resume), unless `fresh`; else a new timestamped folder. Locked (in `held`) before it is read
+    or written: a folder another sweep is writing is refused."""
     if out is not None:
         folder = ResultsFolder(out)
+        held.enter_context(folder.lock())
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(f"{folder.path} holds a different sweep (workload, grid, repeats, budget, "
                                      f"backend or interpreters differ); choose another --out")
             notice(f"Resuming the sweep in {folder.path}")
             return folder
-        return ResultsFolder.create(out, info)
+        folder.write_info(info)
+        return folder
     root = Path(results_root)
     if not fresh and root.is_dir():
         for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
@@ -241,10 +323,19 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
             except AlloctuneError:
                 continue
             if same:
+                folder = ResultsFolder(path)
+                held.enter_context(folder.lock())
                 notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
-                return ResultsFolder(path)
+                return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ResultsFolder.create(root / f"{_label(info)}-{stamp}", info)
+    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    if folder.path.resolve().parent != root.resolve():  # a name is never a path (workload.py checks; so do we)
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
+    held.enter_context(folder.lock())
+    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    return folder
 
 
 def _label(info: SweepInfo) -> str:
@@ -253,12 +344,17 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice) -> None:
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
+             before: int = 0, later: int = 0, phase: PhaseFn | None = None, what: str = "") -> int:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
-    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once."""
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
+    Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
+    are done."""
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
+    if phase:   # the bar starts with its count
+        phase(what, (before + done, before + total + later))
     info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:
@@ -268,7 +364,7 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
         folder.store.append(record)
         done += 1
         if progress:
-            progress(record, done, total)
+            progress(record, before + done, before + total + later)
         if task.workload.get("command"):
             from .command import check_measurable
 
@@ -284,6 +380,39 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
             notice(f"{task.conf.label}: {reason}")
 
     executor.run(todo, on_done, on_skip)
+    return done
+
+
+def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, max_rounds: int,
+                time_budget_s: float | None, max_slowdown: float, slots: int, progress, notice) -> None:
+    """`--repeats auto`: round after round, the default and then the settings still in contention (rounds.py),
+    until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
+    round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
+    round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
+    sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
+    started, done, envs = time.monotonic(), 0, sorted(planned)
+    default = AllocConf.parse("")
+    for r in range(max_rounds + 1):
+        done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, notice, done)
+        if r == max_rounds:
+            break
+        measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
+        tasks = []
+        for env_id in envs:
+            by_conf = {str(c): c for c in planned[env_id]}
+            group = [s for s in measured if s.env_id == env_id]
+            tasks += [task(env_id, by_conf[conf], r) for conf in contenders(group, list(by_conf), r, max_slowdown)]
+        if not tasks:
+            break
+        walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
+        # this round's settings, and the default's run that closes the round
+        estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
+        if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
+            notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
+                   f"{r} rounds")
+            break
+        envs = sorted({t.env_id for t in tasks})
+        done += _execute(folder, executor, tasks, progress, notice, done, len(tasks) * (max_rounds - r - 1) + 1)
 
 
 def _foreign(record: TrialRecord, probed: dict | None) -> str | None:
@@ -340,13 +469,3 @@ def _no_trace_hint(spec: WorkloadSpec) -> str:
                 f"alloctune record {shlex.quote(where)}{preset} -o trace.xz, then pass --trace trace.xz)")
     return (f"{what} has no recorded allocation trace to replay: record one on a GPU machine with "
             f"'alloctune record {shlex.quote(where)}{preset} -o trace.xz', then pass it with --trace trace.xz")
-
-
-def _finalists(records: list[TrialRecord], planned: dict, max_slowdown: float) -> dict:
-    """Hybrid mode: the default plus the best few simulated settings go to the GPU."""
-    sim_settings = [s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
-                    if s.state == "fits"]
-    ranked = [s.conf for s in sorted(sim_settings, key=lambda s: s.peak_reserved_bytes or 0)]
-    keep = {""} | set(ranked[:HYBRID_FINALISTS])
-    out = {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}
-    return out

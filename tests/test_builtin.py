@@ -74,6 +74,22 @@ def test_same_seed_same_shapes_other_seed_other_shapes(kind):
     assert shapes(kind, 1)[0] != first   # every kind draws its shapes from the seed
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_step_run_again_draws_the_same_shapes(kind):
+    """The trial child times a second pass over steps it already ran: step(i) must depend on i alone."""
+    spec = TINY[kind]
+    step = resolve_factory(spec)({**spec.params, **({"steps_per_model": 2} if kind == "hpsearch" else {})}, CPU, 0)
+
+    def run(i):
+        with ShapeLog() as log:
+            units = step(i)
+        return log.shapes, units
+
+    first = [run(i) for i in range(6)]
+    assert [run(i) for i in range(2, 6)] == first[2:]
+    assert len({repr(s) for s, _ in first}) > 1   # and the steps do differ from each other
+
+
 def test_shapes_identical_across_processes():
     """A fresh interpreter (with another hash seed) replays the same shape sequence for every kind."""
     script = (

@@ -54,7 +54,7 @@ def test_ranked_table_renders_ranked_rows():
     assert order == [ES, "default", MS, RP]
     assert f"{ES} " in lines[0] and " best " in lines[0]
     assert "baseline" in text and "oom 1/2" in text and "10.50 GiB" in text and "1.05" in text
-    assert "1.00x n.s." in text and "n.s. = no significant difference" in text
+    assert "1.00x ±" in text and " n.s." in text and "n.s. = no significant difference" in text
 
 
 def test_summary_written_with_every_section(tmp_path):

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import KINDS
-from .common import autocast, draw, generator
+from .common import PerStep, autocast, draw, generator
 
 
 class BasicBlock(nn.Module):
@@ -58,9 +58,10 @@ def make(params: dict, device: torch.device, seed: int):
         trunk = Trunk(p["blocks"], p["width"])
         model = nn.Sequential(trunk, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(trunk.channels, p["classes"]))
     opt = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=0.9)
+    shapes = PerStep(lambda: (draw(rng, p["batch"]), draw(rng, p["resolution"], 32)))
 
     def step(i: int) -> float:
-        batch, side = draw(rng, p["batch"]), draw(rng, p["resolution"], 32)
+        batch, side = shapes[i]
         images = torch.randn(batch, 3, side, side, device=device, generator=gen)
         labels = torch.randint(p["classes"], (batch,), device=device, generator=gen)
         with autocast(device):

@@ -23,3 +23,19 @@ def draw(rng, bounds: list[int], multiple: int = 1) -> int:
     low = -(-bounds[0] // multiple)
     high = max(low, bounds[1] // multiple)
     return rng.randint(low, high) * multiple
+
+
+class PerStep:
+    """Draws that depend on the step index alone: `plan[i]` draws step i's values with `draw_one()` the first time
+    any step up to i is asked for (in index order, from the factory's own rng) and keeps them. So the first pass
+    over i = 0, 1, 2, ... draws exactly what drawing inside `step(i)` did, and a step run again (the trial child
+    times a second pass over the warm pass's steps) gets the same shapes."""
+
+    def __init__(self, draw_one) -> None:
+        self._draw_one = draw_one
+        self._drawn: list = []
+
+    def __getitem__(self, i: int):
+        while len(self._drawn) <= i:
+            self._drawn.append(self._draw_one())
+        return self._drawn[i]

@@ -13,7 +13,7 @@ import random
 import torch
 
 from . import KINDS
-from .common import draw, generator
+from .common import PerStep, draw, generator
 from .transformer import Decoder
 
 
@@ -25,10 +25,11 @@ def make(params: dict, device: torch.device, seed: int):
     with device:
         model = Decoder(p["layers"], p["d_model"], p["heads"], p["vocab"],
                         p["prompt_len"][1] + p["gen_len"][1]).to(dtype).eval()
+    shapes = PerStep(lambda: (draw(rng, p["batch"]), draw(rng, p["prompt_len"]), draw(rng, p["gen_len"])))
 
     @torch.inference_mode()
     def step(i: int) -> float:
-        batch, prompt, new = draw(rng, p["batch"]), draw(rng, p["prompt_len"]), draw(rng, p["gen_len"])
+        batch, prompt, new = shapes[i]
         ids = torch.randint(p["vocab"], (batch, prompt), device=device, generator=gen)
         cache: list = []
         logits = model(ids, cache, last_only=True)

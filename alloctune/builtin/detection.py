@@ -17,7 +17,7 @@ from torch import nn
 
 from . import KINDS
 from .cnn import Trunk
-from .common import autocast, draw, generator
+from .common import PerStep, autocast, draw, generator
 
 STRIDE = 32  # of the trunk's feature map
 
@@ -89,11 +89,20 @@ def make(params: dict, device: torch.device, seed: int):
         model = Detector(p["blocks"], p["width"], p["anchors"], p["classes"], p["hidden"])
     opt = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=0.9)
 
-    def step(i: int) -> float:
+    def draw_step():
+        # In the order the draws were always made: every image's boxes, then every image's labels.
         batch, side = draw(rng, p["batch"]), draw(rng, p["image_size"], 32)
         counts = [rng.randint(1, p["max_boxes"]) for _ in range(batch)]
-        gt = [torch.tensor(random_boxes(rng, n, side), device=device) for n in counts]
-        labels = [torch.tensor([rng.randrange(p["classes"]) for _ in range(n)], device=device) for n in counts]
+        boxes = [random_boxes(rng, n, side) for n in counts]
+        labels = [[rng.randrange(p["classes"]) for _ in range(n)] for n in counts]
+        return batch, side, boxes, labels
+
+    shapes = PerStep(draw_step)
+
+    def step(i: int) -> float:
+        batch, side, boxes, classes = shapes[i]
+        gt = [torch.tensor(b, device=device) for b in boxes]
+        labels = [torch.tensor(c, device=device) for c in classes]
         images = torch.randn(batch, 3, side, side, device=device, generator=gen)
         anchors = anchors_for(side, p["anchors"], device)
         with autocast(device):

@@ -11,26 +11,27 @@ import random
 import torch
 
 from . import KINDS
-from .common import draw, generator
+from .common import PerStep, draw, generator
 from .transformer import Decoder, train_step
 
 
 def make(params: dict, device: torch.device, seed: int):
     p = KINDS["hpsearch"].resolve(params)
     rng, gen = random.Random(seed), generator(device, seed)
-    trial: dict = {}   # the current model, optimizer and batch size
+    # Model k serves steps k * steps_per_model ...; its size and batch depend on k alone.
+    sizes = PerStep(lambda: (rng.choice(p["d_model"]), draw(rng, p["layers"]), draw(rng, p["batch"])))
+    trial: dict = {}   # the current model's index, the model, its optimizer and batch size
 
-    def build() -> None:
+    def build(k: int) -> None:
         trial.clear()   # drop the previous model and optimizer before building the next
-        d_model, layers = rng.choice(p["d_model"]), draw(rng, p["layers"])
+        d_model, layers, batch = sizes[k]
         with device:
             trial["model"] = Decoder(layers, d_model, p["heads"], p["vocab"], p["seq_len"])
-        trial["opt"] = torch.optim.AdamW(trial["model"].parameters(), lr=p["lr"])
-        trial["batch"] = draw(rng, p["batch"])
+        trial.update(k=k, opt=torch.optim.AdamW(trial["model"].parameters(), lr=p["lr"]), batch=batch)
 
     def step(i: int) -> float:
-        if i % p["steps_per_model"] == 0:
-            build()
+        if trial.get("k") != i // p["steps_per_model"]:
+            build(i // p["steps_per_model"])
         ids = torch.randint(p["vocab"], (trial["batch"], p["seq_len"] + 1), device=device, generator=gen)
         train_step(trial["model"], trial["opt"], ids, device)
         return float(trial["batch"] * p["seq_len"])

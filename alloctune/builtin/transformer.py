@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import KINDS
-from .common import autocast, draw, generator
+from .common import PerStep, autocast, draw, generator
 
 
 class Block(nn.Module):
@@ -81,12 +81,11 @@ def make(params: dict, device: torch.device, seed: int):
     with device:
         model = Decoder(p["layers"], p["d_model"], p["heads"], p["vocab"], p["seq_len"][1])
     opt = torch.optim.AdamW(model.parameters(), lr=p["lr"])
+    shapes = PerStep(lambda: (p["batch"][1], p["seq_len"][1]) if p["packed"]
+                     else (draw(rng, p["batch"]), draw(rng, p["seq_len"])))
 
     def step(i: int) -> float:
-        if p["packed"]:
-            batch, seq = p["batch"][1], p["seq_len"][1]
-        else:
-            batch, seq = draw(rng, p["batch"]), draw(rng, p["seq_len"])
+        batch, seq = shapes[i]
         # seq + 1 tokens: inputs and shifted targets are both seq long.
         ids = torch.randint(p["vocab"], (batch, seq + 1), device=device, generator=gen)
         train_step(model, opt, ids, device)

@@ -1,11 +1,13 @@
 """`alloctune sweep WORKLOAD.yaml`: measure (or replay) a grid of allocator settings and choose the best."""
 from __future__ import annotations
 
+import argparse
 import shlex
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from ..progress import Phases
 
 from ..records import TrialRecord
+from ..rounds import DEFAULT_MAX_REPEATS
 from ..units import format_bytes
 from . import console, fraction, gpu_list, seconds
 
@@ -14,7 +16,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
-                    "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
+                    "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
@@ -24,7 +26,14 @@ def register(subparsers) -> None:
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per setting, interleaved across settings (default: 3)")
+    p.add_argument("--repeats", type=_repeats, default="auto",
+                   help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
+                        "rounds of the default and each setting still in contention until the 95%% interval of "
+                        "its throughput ratio to the default is within --max-slowdown")
+    p.add_argument("--max-repeats", type=_repeats_limit, default=DEFAULT_MAX_REPEATS,
+                   help=f"with --repeats auto: at most this many rounds (default: {DEFAULT_MAX_REPEATS})")
+    p.add_argument("--time-budget", type=seconds, metavar="S",
+                   help="with --repeats auto: start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
@@ -61,12 +70,28 @@ def register(subparsers) -> None:
     p.add_argument("--ray-accelerator", metavar="TYPE",
                    help="GPU model to sweep on with --executor ray, as Ray names it (e.g. H100, A100); default: "
                         "that of the node where the interpreter is probed")
-    p.add_argument("--trace", help="allocation trace to replay for --backend sim/hybrid (default: the workload's); "
-                                   "one recorded from another workload is refused")
+    p.add_argument("--trace", help="allocation trace to replay: for --backend sim (default: the workload's) or "
+                                   "hybrid (default: recorded during the default's first trial on the GPU); one "
+                                   "recorded from another workload is refused")
+    p.add_argument("--search", nargs="?", type=_positive_int, const=400, metavar="N",
+                   help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
+                        "target torch by replaying up to N settings (default 400), and sweep its Pareto front "
+                        "(see 'alloctune search')")
+    p.add_argument("--finalists", type=_positive_int, default=3, metavar="N",
+                   help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
+                        "the default (default: 3)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def run(args) -> int:
@@ -79,21 +104,23 @@ def run(args) -> int:
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
-                  transient=False) as bar:
-        task = bar.add_task("trials", total=None)
-
+    with Phases(err) as shown:
         def progress(record: TrialRecord, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-            bar.console.print(_trial_line(record, where=args.executor == "ray"))
+            shown.advance(done, total)
+            shown.print(_trial_line(record, where=args.executor == "ray"))
 
-        outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats, gpus=args.gpus,
+        def search_progress(env_id: str, done: int, total: int, best: str) -> None:
+            shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
+
+        outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
+                        max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
                         budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
                         out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
                         trace=args.trace, executor=args.executor, ray_address=args.ray_address,
-                        ray_accelerator=args.ray_accelerator, gpus_per_trial=args.gpus_per_trial, progress=progress,
-                        notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
+                        ray_accelerator=args.ray_accelerator, search=args.search, finalists_count=args.finalists,
+                        gpus_per_trial=args.gpus_per_trial,
+                        progress=progress, search_progress=search_progress,
+                        notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
     out = console()
     for skip in outcome.skipped:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
@@ -108,6 +135,19 @@ def run(args) -> int:
     if outcome.backend == "sim":
         out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
+
+
+def _repeats(text: str) -> int | str:
+    """--repeats: 'auto' or a positive count."""
+    if text == "auto":
+        return text
+    return _repeats_limit(text)
+
+
+def _repeats_limit(text: str) -> int:
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a whole number of repeats >= 1, got {text!r}")
 
 
 def _workload(args):
@@ -132,7 +172,8 @@ def _workload(args):
 
 def _on_gpu(command: str) -> str:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
-    dropped (that folder holds the simulated sweep, which a measured one may not resume)."""
+    dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
+    on the GPU, hybrid records one."""
     words, out, skip = shlex.split(command), [], False
     for word in words:
         if skip:
@@ -141,7 +182,8 @@ def _on_gpu(command: str) -> str:
             skip = True
         elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
-    return shlex.join(out + ["--backend", "cuda"])
+    searching = any(word == "--search" or word.startswith("--search=") for word in words)
+    return shlex.join(out + ["--backend", "hybrid" if searching else "cuda"])
 
 
 def _where(record: TrialRecord) -> str:
@@ -157,7 +199,8 @@ def _where(record: TrialRecord) -> str:
 
 def _trial_line(record: TrialRecord, where: bool = False) -> str:
     m = record.measurement
-    what = f"{record.conf or 'default'} #{record.repeat + 1}"
+    what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
+                                                                  else "")
     if where and record.node:  # on a cluster, which node and GPUs ran it
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:

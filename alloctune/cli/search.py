@@ -1,0 +1,125 @@
+"""`alloctune search TRACE`: search the settings space of the target torch by replay; print the Pareto front."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import console
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "search", help="search the whole allocator settings space by replaying a trace (no GPU needed)",
+        description="Replay TRACE under hundreds of allocator settings that the target torch accepts (every key "
+                    "and value it knows, one divisions value per size interval, valid combinations), refining "
+                    "from the best, and print the Pareto front of peak reserved memory against release-and-retry "
+                    "rounds and the number of keys set, with the reason each setting is on it.")
+    p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace ('-' for stdin)")
+    p.add_argument("--python", default=sys.executable, metavar="PATH",
+                   help="the interpreter whose torch the setting is for: it parses every candidate, and the "
+                        "simulator follows its version (default: this one)")
+    p.add_argument("--max-settings", type=_positive_int, default=None, metavar="N",
+                   help="most settings to replay (default: 400)")
+    p.add_argument("--device-memory", metavar="SIZE",
+                   help="device memory, e.g. 80GiB (default: the recording GPU's, else an H200's)")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="memory limit as a size (24GiB) or a fraction of the device (0.5); adds "
+                        "garbage_collection_threshold to the space")
+    p.add_argument("--overhead", metavar="SIZE",
+                   help="device memory held outside the allocator (default: what the trace recorded, else 1GiB)")
+    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    p.add_argument("--jobs", type=_positive_int, metavar="N", help="worker processes (default: all usable cores)")
+    p.add_argument("--json", action="store_true", help="print the search as one JSON object")
+    p.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..search import DEFAULT_MAX_SETTINGS, search
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY
+    from ..sim.trace import load_trace
+    from ..units import format_bytes, parse_budget, parse_size
+
+    trace = load_trace(_stdin_to_file(args.trace) if args.trace == "-" else args.trace, device=args.device)
+    if args.device_memory:
+        device_memory = parse_size(args.device_memory)
+    else:
+        device_memory = int(trace.meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
+    budget_bytes = None
+    if args.budget:
+        size, fraction = parse_budget(args.budget)
+        budget_bytes = size if size is not None else int((fraction or 0) * device_memory)
+    overhead = parse_size(args.overhead) if args.overhead else None
+
+    err = console(stderr=True)
+    with Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True) as bar:
+        task = bar.add_task("", total=args.max_settings or DEFAULT_MAX_SETTINGS)
+
+        def progress(done: int, total: int, best) -> None:
+            text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
+            bar.update(task, completed=done, total=total, description=text[:60])
+
+        result = search(trace, trace_name=args.trace, python=args.python, device_memory=device_memory,
+                        budget_bytes=budget_bytes, overhead_bytes=overhead,
+                        max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_front(result)
+    return 0
+
+
+def _stdin_to_file(_: str) -> str:
+    """Traces are read by path (their format is told from the bytes): stdin goes through a temporary file."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="alloctune-trace-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(sys.stdin.buffer.read())
+    atexit.register(os.unlink, path)
+    return path
+
+
+def print_front(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..units import format_bytes
+
+    out = console()
+    narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
+    default = result.default
+    narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
+                 f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement rounds); "
+                 f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
+                 f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
+                 + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
+    table = Table(title="Pareto front: peak reserved vs retries vs keys set", width=min(out.width, 100))
+    table.add_column("#", justify="right")
+    table.add_column("setting", overflow="fold", ratio=1)
+    for name in ("peak reserved", "res/alloc", "retries", "keys", "vs default"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for n, member in enumerate(result.front, 1):
+        c = member.candidate
+        vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
+              else "-")
+        table.add_row(str(n), c.conf or "default", format_bytes(c.peak_reserved),
+                      f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs)
+    narrow.print(table)
+    for n, member in enumerate(result.front, 1):
+        narrow.print(f"  {n}. {member.reason}")
+    if not result.front:
+        narrow.print("[red]No setting replayed without running out of memory.[/]")
+    for note in result.notes:
+        narrow.print(f"[dim]note: {note}[/]")
