@@ -34,8 +34,9 @@ from pathlib import Path
 
 from .errors import AlloctuneError, WorkloadError
 from .hook import HOOK_DIR
+from .procs import kill_group, spawn_group
 from .records import Measurement, TrialRecord, TrialState
-from .runner import ALLOC_CONF_VARS, _RUNNING, TrialTask, _identity, child_environment
+from .runner import ALLOC_CONF_VARS, TrialTask, _identity, child_environment
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
@@ -103,7 +104,8 @@ def resolve_program(program: str, cwd: str | None = None, env: dict | None = Non
             raise WorkloadError(f"command not found: {program}")
         if not path.is_file() or not os.access(path, os.X_OK):
             raise WorkloadError(f"command is not an executable file: {program}")
-        return str(path.resolve())
+        # Absolute, links kept: a virtual environment's python is a link whose target lacks the environment.
+        return os.path.abspath(path)
     search = {**os.environ, **(env or {})}.get("PATH", os.defpath)
     found = shutil.which(program, path=search)
     if found is None:
@@ -202,10 +204,9 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     t0 = time.monotonic()
     timed_out = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out if capture else None,
-                                stderr=err if capture else None, start_new_session=True)
-        _RUNNING.add(proc)
-        try:
+        # A guarded group (procs.py): it dies with alloctune even on SIGKILL, and Ctrl-C stops it.
+        with spawn_group(argv, env=env, cwd=cwd, stdout=out if capture else None,
+                         stderr=err if capture else None) as proc:
             try:
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -215,10 +216,8 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
                     proc.wait(timeout=TERM_GRACE_S)
                 except subprocess.TimeoutExpired:
                     pass
-            _signal_group(proc.pid, signal.SIGKILL)   # whatever is left of the group (hung ranks, children)
+            kill_group(proc)   # whatever is left of the group (hung ranks, children)
             proc.wait()
-        finally:
-            _RUNNING.discard(proc)
     wall = time.monotonic() - t0
     return Run(proc.returncode, timed_out, wall, out_path, err_path, read_processes(procs))
 

@@ -193,20 +193,16 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     facts = dict(key=key, label=label, folder=folder.path, env_id=env_id, backend=backend,
                  torch_version=torch_version, trace_torch=_first(records, "trace_torch") if simulated_as else None,
                  budget_bytes=records[0].budget_bytes)
-    try:
-        choices = folder.choices()
-    except ResultsError:
+    if not folder.has_choice():
         return Column(**facts, best=None, best_note="no choice: sweep not finished")
-    match = [c for c in choices if c.get("env_id") == env_id and c.get("backend") == backend]
+    choices = folder.choices()  # damage in it is an error, not an unfinished sweep
+    match = [c for c in choices if c.env_id == env_id and c.backend == backend]
     if not match:
         return Column(**facts, best=None, best_note="no choice for this environment")
     choice = match[0]
-    reasons = choice.get("reasons") or []
-    if choice.get("conf") is None:  # select.py's "nothing fits": no best setting, and its reason says why
-        return Column(**facts, best=None, best_note=reasons[0] if reasons else "nothing fits")
-    if choice.get("simulated"):  # select.py puts "simulated: ..." first; the column already says it is a replay
-        reasons = reasons[1:]
-    return Column(**facts, best=canonical(choice["conf"]), best_note=reasons[0] if reasons else "")
+    if choice.conf is None:  # nothing fits: the decision says why
+        return Column(**facts, best=None, best_note=choice.decision or "nothing fits")
+    return Column(**facts, best=canonical(choice.conf), best_note=choice.decision)
 
 
 def _cell(records: list[TrialRecord]) -> Cell:
@@ -433,7 +429,7 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     """Grouped bars: peak reserved per setting (x) per environment (bar); the mark above each non-baseline bar,
-    failures as hatched stubs labelled with their state."""
+    a setting not run or failed as its state in words where its bar would stand."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -450,10 +446,9 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
         for x, row, bar in zip(xs, rows, bars):
             cell, mark = row.cells[j], row.deltas[j].mark
             if cell is None or not cell.fits:
-                stub = ax.bar(x, top * 0.04, width, color="none", edgecolor=bar.get_facecolor(), hatch="//")[0]
-                ax.text(x, top * 0.05, "n/a" if cell is None else cell.failure, ha="center", va="bottom",
-                        rotation=90, fontsize=7)
-                bar = stub
+                # Text only, in the bar's colour: a drawn stub would read as a small bar (a small peak).
+                ax.text(x, top * 0.01, "n/a" if cell is None else (cell.failure or "failed"), ha="center",
+                        va="bottom", rotation=90, fontsize=7, fontstyle="italic", color=bar.get_facecolor())
             if j:  # above the bar, or above a failure's rotated label
                 y = top * 0.2 if cell is None or not cell.fits else bar.get_height() + top * 0.01
                 ax.text(x, y, STYLE[mark][1], ha="center", va="bottom", color=_PLOT_COLOURS[mark], fontsize=10)

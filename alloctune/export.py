@@ -27,12 +27,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 
 from . import __version__
 from .conf import AllocConf
 from .errors import AlloctuneError, ConfError, ResultsError
 from .records import TrialState
-from .results import ResultsFolder, SweepInfo, find_results
+from .results import ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from .units import format_bytes
 from .versions import env_var_names
 
@@ -47,12 +48,12 @@ DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes
                 "and overrides any inherited setting")
 
 
-def render(choice: dict, fmt: str, provenance: str) -> str:
+def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment."""
     if fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     value = _value(choice)
-    torch_version = choice.get("torch_version")
+    torch_version = choice.torch_version
     # Every torch reads PYTORCH_CUDA_ALLOC_CONF: it is the safe answer when the choice does not name its torch.
     names = env_var_names(torch_version) if torch_version else ("PYTORCH_CUDA_ALLOC_CONF",)
     comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else [])
@@ -61,12 +62,12 @@ def render(choice: dict, fmt: str, provenance: str) -> str:
     return _WRITERS[fmt](names, value, comments)
 
 
-def _value(choice: dict) -> str:
+def _value(choice: ChoiceRecord) -> str:
     """The canonical setting string, checked to survive every format unchanged."""
-    if choice.get("conf") is None:  # select.py writes conf None (and fits False) when no setting fitted
-        raise ResultsError(f"no setting fits on {choice.get('env_id')} ({choice.get('backend')}): every trial "
+    if choice.conf is None:  # select.py writes conf None (and fits False) when no setting fitted
+        raise ResultsError(f"no setting fits on {choice.env_id} ({choice.backend}): every trial "
                            f"failed there, so there is nothing to export")
-    value = str(AllocConf.parse(choice["conf"]))
+    value = str(AllocConf.parse(choice.conf))
     if not _LITERAL.fullmatch(value):
         raise ConfError(f"allocator setting {value!r} has characters that an env file, a shell or YAML would not "
                         f"read literally; only letters, digits and _ . , : [ ] < > = + - / are exported")
@@ -97,14 +98,15 @@ def _k8s(names, value, comments) -> str:
     return "".join(f"# {c}\n" for c in comments) + "env:\n" + items
 
 
-def _json(choice: dict, names, value: str, source: str) -> str:
+def _json(choice: ChoiceRecord, names, value: str, source: str) -> str:
     data = {
         "env": {n: value for n in names},
         "conf": value,
         "is_default": value == "",
-        **{k: choice.get(k) for k in ("env_id", "backend", "simulated", "budget_bytes")},
-        "torch_version": choice.get("torch_version"),
-        "reasons": list(choice.get("reasons") or []),
+        "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,
+        "budget_bytes": choice.budget_bytes,
+        "torch_version": choice.torch_version,
+        "reasons": list(choice.reasons),
         "source": source,
     }
     return json.dumps(data, indent=2) + "\n"
@@ -113,22 +115,22 @@ def _json(choice: dict, names, value: str, source: str) -> str:
 _WRITERS = {"env": _env, "shell": _shell, "docker": _docker, "k8s": _k8s}
 
 
-def provenance(folder: ResultsFolder, info: SweepInfo, choice: dict) -> str:
+def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> str:
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
-    env_id = choice.get("env_id")
-    gpu = (choice.get("env") or {}).get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
-    torch = choice.get("torch_version")
+    env_id = choice.env_id
+    gpu = choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
+    torch = choice.torch_version
     where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
-    recorded = (choice.get("env") or {}).get("trace_torch")
+    recorded = choice.env.get("trace_torch")
     how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded and recorded != torch
                                           else "")
-           if choice.get("simulated") else f"measured ({choice.get('backend')})")
-    budget = choice.get("budget_bytes")
+           if choice.simulated else f"measured ({choice.backend})")
+    budget = choice.budget_bytes
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]
     if budget:
         parts.append(f"budget {format_bytes(budget)}")
-    if choice.get("complete") is False:
-        parts.append(f"INCOMPLETE sweep ({choice.get('trials_recorded')} of {choice.get('trials_planned')} "
+    if not choice.complete:
+        parts.append(f"INCOMPLETE sweep ({choice.trials_recorded} of {choice.trials_planned} "
                      f"planned trials)")
     parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
     return "; ".join(parts)
@@ -146,9 +148,9 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
-    if choice.get("complete") is False and not allow_incomplete:
-        raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.get('trials_recorded')} of "
-                           f"{choice.get('trials_planned')} planned trials recorded); run it again to resume, or "
+    if not choice.complete and not allow_incomplete:
+        raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.trials_recorded} of "
+                           f"{choice.trials_planned} planned trials recorded); run it again to resume, or "
                            f"pass --allow-incomplete to export this choice anyway")
     if conf is not None:
         choice = _with_conf(folder, info, choice, conf)
@@ -169,31 +171,31 @@ def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo
     return found[0]
 
 
-def _select_choice(folder: ResultsFolder, env_id: str | None) -> dict:
+def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
     choices = folder.choices()
     if not choices:
         raise ResultsError(f"{folder.path}: choice.json holds no choice")
     if env_id is not None:
-        known = sorted({str(c.get("env_id")) for c in choices})
-        choices = [c for c in choices if c.get("env_id") == env_id]
+        known = sorted({c.env_id for c in choices})
+        choices = [c for c in choices if c.env_id == env_id]
         if not choices:
             raise ResultsError(f"{folder.path}: no choice for environment {env_id!r}; environments: "
                                f"{', '.join(known)}")
     # A hybrid sweep decides by replay, then confirms on the GPU: the measured choice supersedes the simulated one.
-    measured = [c for c in choices if not c.get("simulated")]
+    measured = [c for c in choices if not c.simulated]
     choices = measured or choices
     if len(choices) > 1:
-        options = "; ".join(f"--env {c.get('env_id')} (backend {c.get('backend')}, budget "
-                            f"{format_bytes(c.get('budget_bytes'))})" for c in choices)
+        options = "; ".join(f"--env {c.env_id} (backend {c.backend}, budget "
+                            f"{format_bytes(c.budget_bytes)})" for c in choices)
         raise ResultsError(f"{folder.path} holds {len(choices)} choices; choose one: {options}")
     return choices[0]
 
 
-def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: dict, conf: str) -> dict:
+def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
     """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment."""
     wanted = str(AllocConf.parse(conf))
     label = wanted or "default"
-    env_id, backend = choice.get("env_id"), choice.get("backend")
+    env_id, backend = choice.env_id, choice.backend
     trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
     if not trials:
         reason = info.skip_reason(wanted, env_id)
@@ -206,6 +208,6 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: dict, conf: str) 
     if failed:
         raise ResultsError(f"{folder.path}: --conf {label!r} did not fit on {env_id}: {failed[0].state.value} in "
                            f"{len(failed)} of {len(trials)} trials")
-    return {**choice, "conf": wanted, "is_default": wanted == "",
-            "reasons": [f"set with --conf; the sweep chose {choice.get('conf') or 'default'}"]}
+    return replace(choice, conf=wanted, is_default=wanted == "",
+                   reasons=(f"set with --conf; the sweep chose {choice.conf or 'default'}",))
 

@@ -2,7 +2,6 @@
 decision taken from an interrupted sweep (`alloctune report`) says it is incomplete instead of passing for final."""
 from __future__ import annotations
 
-from .conf import AllocConf
 from .records import TrialRecord
 from .results import SweepInfo
 
@@ -13,33 +12,17 @@ def _runs(info: SweepInfo, conf: str, env_ids: tuple[str, ...]) -> bool:
     return not any(info.skip_reason(conf, e) for e in env_ids)
 
 
-def planned_trials(info: SweepInfo, records: list[TrialRecord], env_id: str, backend: str) -> int:
+def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:
     """Trials the sweep meant to record for one decision group (environment, backend): the grid less what it
-    skipped there, times the repeats (one for a replay). A hybrid sweep measures on the GPU only its finalists,
-    which follow from the simulated records, as they did during the sweep."""
-    grid = info.grid
-    if info.search is not None:   # a search sweeps the front it found: what it replayed is its grid
-        plain = env_id.removeprefix("sim:")
-        grid = sorted({r.conf for r in records if r.backend == SIM and r.env_id == f"sim:{plain}"}) or grid
+    skipped there, times the repeats (one for a replay). None where sweep.json cannot tell: `--repeats auto` stops
+    rounds once the answer is known, a search picks its own settings, and a hybrid sweep's GPU finalists depend on
+    a count it does not record."""
+    if info.search is not None or (backend != SIM and (info.auto_repeats or info.backend == "hybrid")):
+        return None
     if backend == SIM:
         plain = env_id.removeprefix("sim:")   # the rules skip under the plain id, replay failures under sim:
-        return sum(_runs(info, c, (plain, env_id)) for c in grid)
-    if info.auto_repeats:
-        # Rounds go on until the answers are known, so their number is not planned; a sweep that finished closed
-        # its last round with a run of the default, whose last repeat then follows every other setting's.
-        group = [r for r in records if r.env_id == env_id and r.backend == backend and not r.recording]
-        last_default = max((r.repeat for r in group if r.conf == ""), default=-1)
-        last_other = max((r.repeat for r in group if r.conf != ""), default=-1)
-        recorded = recorded_trials(records, env_id, backend)
-        return recorded if last_default > last_other else recorded + 1
-    confs = [c for c in grid if _runs(info, c, (env_id,))]
-    if info.backend == "hybrid":
-        from .hybrid import HYBRID_FINALISTS, finalists
-
-        sim = [r for r in records if r.backend == SIM]
-        confs = [str(c) for c in finalists(sim, {env_id: [AllocConf.parse(c) for c in confs]}, info.max_slowdown,
-                                           info.finalists or HYBRID_FINALISTS)[env_id]]
-    return len(confs) * info.repeats
+        return sum(_runs(info, c, (plain, env_id)) for c in info.grid)
+    return sum(_runs(info, c, (env_id,)) for c in info.grid) * info.repeats
 
 
 def recorded_trials(records: list[TrialRecord], env_id: str, backend: str) -> int:

@@ -7,7 +7,10 @@ reader refuses a version it does not know (`store.py`).
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .typed import from_json
 
 SCHEMA_VERSION = 1
 
@@ -73,14 +76,9 @@ class Measurement:
     conditions: Conditions | None = None
 
     @classmethod
-    def from_json(cls, data: dict) -> "Measurement":
-        """Unknown keys are ignored and missing optional ones take their defaults: every schema-1 record reads."""
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        if isinstance(data.get("conditions"), dict):
-            ck = {f.name for f in fields(Conditions)}
-            data["conditions"] = Conditions(**{k: v for k, v in data["conditions"].items() if k in ck})
-        return cls(**data)
+    def from_json(cls, data: object, where: str = "measurement") -> "Measurement":
+        """Checked field by field; unknown keys are ignored and missing optional ones take their defaults."""
+        return from_json(cls, data, where)
 
     @property
     def reserved_ratio(self) -> float | None:
@@ -110,7 +108,7 @@ class TrialRecord:
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
-    env: dict = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
     node: str | None = None            # host that ran the trial child (absent in records before it was kept)
     gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
     retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
@@ -123,22 +121,17 @@ class TrialRecord:
     schema: int = SCHEMA_VERSION
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[str | int | None, ...]:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
         key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
         return key + ("recording",) if self.recording else key
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "TrialRecord":
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        m = data.get("measurement")
-        if m is not None:
-            data["measurement"] = Measurement.from_json(m)
-        data["state"] = TrialState(data["state"])
-        return cls(**data)
+    def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
+        """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
+        return from_json(cls, data, where)

@@ -45,7 +45,7 @@ def _flags(s: SettingResult) -> str:
 def _row(s: SettingResult, choice: Choice) -> list[str]:
     t = s.throughput
     throughput = "-" if t is None else format_rate(t.median, s.unit)
-    if t is not None and t.ci_low is not None:
+    if t is not None and t.ci_low is not None and t.ci_high is not None:
         throughput += f" [{_number(t.ci_low)}-{_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"

@@ -6,19 +6,25 @@ decided (`choice.json`, written only once the sweep finished).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .conf import canonical
 from .errors import ResultsError
 from .records import TrialRecord
 from .store import TRIALS_FILE, TrialStore
+from .typed import from_json, load_json
 
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
+LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
 
 
 @dataclass(frozen=True)
@@ -36,17 +42,17 @@ class SweepInfo:
 
     workload_name: str
     workload_hash: str
-    workload: dict                    # WorkloadSpec.to_dict()
+    workload: dict[str, Any]          # WorkloadSpec.to_dict()
     grid: list[str]                   # canonical settings that were run ('' = default)
     skipped: list[Skipped] = field(default_factory=list)
-    envs: dict = field(default_factory=dict)   # env_id -> probe facts (python, torch, cuda, driver, gpu, ...)
+    envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
     repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
     auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
     time_budget_s: float | None = None
     budget_bytes: int | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
-    trace: dict | None = None         # replayed trace: {path, sha256}; a different trace is a different sweep
+    trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = 0.02
@@ -55,7 +61,7 @@ class SweepInfo:
     alloctune_version: str = ""
     schema: int = RESULTS_SCHEMA
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def skip_reason(self, conf: str, env_id: str) -> str | None:
@@ -66,26 +72,92 @@ class SweepInfo:
         return None
 
     @classmethod
-    def from_json(cls, data: dict) -> "SweepInfo":
-        known = {f.name for f in fields(cls)}
-        data = {k: v for k, v in data.items() if k in known}
-        data["skipped"] = [Skipped(**s) for s in data.get("skipped", [])]
-        return cls(**data)
+    def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
+        return from_json(cls, data, where)
 
 
-def _write_json(path: Path, data: dict) -> None:
+@dataclass(frozen=True)
+class RunnerUp:
+    conf: str
+    why: str            # what it costs against the winner, or why it may not be recommended
+
+
+@dataclass(frozen=True)
+class ChoiceRecord:
+    """One decision in choice.json (select.Choice.record()), per (environment, backend, budget), as consumers
+    read it: export, compare, report. Only the identity and the setting are required; the rest default so that
+    older files still read."""
+
+    env_id: str
+    backend: str                      # 'cuda' or 'sim'
+    conf: str | None                  # the chosen setting, canonical ('' = the default); None: nothing fits
+    workload: str = ""
+    workload_hash: str = ""
+    budget_bytes: int | None = None
+    fits: bool = True
+    label: str = ""
+    baseline: str = ""                # the setting compared against: always the default ('')
+    is_default: bool = False
+    simulated: bool = False
+    torch_version: str | None = None  # the torch the choice is for (a replay: the one simulated)
+    env: dict[str, Any] = field(default_factory=dict)
+    decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
+    reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
+    runners_up: tuple[RunnerUp, ...] = ()
+    peak_reserved_bytes: int | None = None
+    memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
+    memory_bytes: int | None = None
+    device_peak_used_bytes: int | None = None
+    baseline_memory_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    reserved_ratio: float | None = None
+    num_alloc_retries: int | None = None
+    baseline_state: str | None = None
+    baseline_peak_reserved_bytes: int | None = None
+    baseline_reserved_ratio: float | None = None
+    throughput_median: float | None = None
+    baseline_throughput_median: float | None = None
+    throughput_unit: str | None = None
+    throughput_ratio: float | None = None
+    throughput_p_value: float | None = None
+    throughput_ratio_ci: tuple[float, float] | None = None
+    paired_rounds: int | None = None
+    detectable_slowdown: float | None = None
+    precision: str = ""
+    verdict: str = ""
+    max_slowdown: float = 0.02
+    tie: float = 0.01
+    repeats: int = 0
+    complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
+    trials_recorded: int = 0
+    trials_planned: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChoiceFile:
+    """choice.json as a whole."""
+
+    choices: tuple[ChoiceRecord, ...]
+    schema: int = RESULTS_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)  # atomic: a reader never sees half a file
 
 
-def _read_json(path: Path, what: str) -> dict:
+def _read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no {what} here") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
         version = data.get("schema") if isinstance(data, dict) else None
         raise ResultsError(f"{path}: {what} schema version {version!r}; this alloctune reads {RESULTS_SCHEMA}")
@@ -93,9 +165,37 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 class ResultsFolder:
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.store = TrialStore(self.path / TRIALS_FILE)
+        self._lock_fd: int | None = None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's writer lock (`flock` on LOCK_FILE): one sweep or report writes a folder at a time.
+        Re-entrant on this object; another holder (another sweep, in any process) is a ResultsError at once:
+        two sweeps into one folder would record every trial twice."""
+        if self._lock_fd is not None:
+            yield
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise ResultsError(f"{self.path} is being written by another alloctune sweep"
+                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish, or "
+                               f"choose another folder with --out or --fresh") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+        try:
+            yield
+        finally:
+            self._lock_fd = None
+            os.close(fd)  # releases the lock
 
     @classmethod
     def create(cls, path: str | os.PathLike, info: SweepInfo) -> "ResultsFolder":
@@ -110,21 +210,26 @@ class ResultsFolder:
     def info(self) -> SweepInfo:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: not a results folder (no such directory)")
-        return SweepInfo.from_json(_read_json(self.path / SWEEP_FILE, "sweep description (sweep.json)"))
+        path = self.path / SWEEP_FILE
+        return SweepInfo.from_json(_read_json(path, "sweep description (sweep.json)"), str(path))
 
     def trials(self) -> list[TrialRecord]:
         return self.store.load()
 
-    def write_choice(self, choices: list[dict]) -> None:
-        _write_json(self.path / CHOICE_FILE, {"schema": RESULTS_SCHEMA, "choices": choices})
+    def write_choice(self, choices: Iterable[ChoiceRecord]) -> None:
+        _write_json(self.path / CHOICE_FILE, ChoiceFile(tuple(choices)).to_json())
 
-    def choices(self) -> list[dict]:
+    def has_choice(self) -> bool:
+        """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
+        return (self.path / CHOICE_FILE).exists()
+
+    def choices(self) -> list[ChoiceRecord]:
         """The decisions (one per environment and backend); refuses a sweep that did not finish."""
         path = self.path / CHOICE_FILE
-        if not path.exists():
+        if not self.has_choice():
             raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
                                f"run the sweep again to resume it")
-        return _read_json(path, "choice")["choices"]
+        return list(from_json(ChoiceFile, _read_json(path, "choice"), str(path)).choices)
 
 
 def find_results(path: str | os.PathLike) -> list[ResultsFolder]:

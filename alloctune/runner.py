@@ -15,18 +15,21 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .conf import AllocConf
+from .errors import ResultsError
+from .procs import kill_all, kill_group, spawn_group
 from .records import Measurement, TrialRecord, TrialState
+from .typed import from_json, load_json
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # what a child needs on PYTHONPATH
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 DEFAULT_TIMEOUT_S = 600.0
-_RUNNING: set = set()  # child processes in flight, killed if the sweep is interrupted
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a trial time limit beyond this is a typo (and inf overflows the wait)
 
 
 @dataclass(frozen=True)
@@ -87,33 +90,28 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
                        "result": result_path}, f)
         t0 = time.monotonic()
         env = child_environment(task.conf, gpu)
-        proc = subprocess.Popen([task.python, "-m", "alloctune.child", spec_path], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        _RUNNING.add(proc)
         timed_out = False
-        try:
-            _, stderr = proc.communicate(timeout=task.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-            _, stderr = proc.communicate()
-        finally:
-            _RUNNING.discard(proc)
-        wall = time.monotonic() - t0
-        result = _read_result(result_path)
+        with spawn_group([task.python, "-m", "alloctune.child", spec_path], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, remove=[tmp]) as proc:
+            try:
+                _, stderr = proc.communicate(timeout=task.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc)
+                _, stderr = proc.communicate()
+            wall = time.monotonic() - t0
+            result = _read_result(result_path)  # before the group's end, when the watchdog removes `tmp`
     fields = dict(_identity(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
                   gpus=env.get("CUDA_VISIBLE_DEVICES"))
     tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
-                           + (f"\n{tail}" if tail else ""), env=(result or {}).get("env", {}), **fields)
+                           + (f"\n{tail}" if tail else ""), env=result.env if result else {}, **fields)
     if result is None:
         return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
                            else ""), **fields)
-    m = result.get("measurement")
-    return TrialRecord(state=TrialState(result["state"]), measurement=Measurement.from_json(m) if m else None,
-                       error=result.get("error"), effective_conf=result.get("effective_conf"),
-                       env=result.get("env", {}), **fields)
+    return TrialRecord(state=result.state, measurement=result.measurement, error=result.error,
+                       effective_conf=result.effective_conf, env=result.env, **fields)
 
 
 def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:
@@ -130,8 +128,7 @@ def _identity(task: TrialTask) -> dict:
 
 def stop_children() -> None:
     """Kill every trial child in flight in this process (and what it started), e.g. on Ctrl-C."""
-    for proc in list(_RUNNING):
-        _kill_group(proc)
+    kill_all()
 
 
 def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | None],
@@ -150,7 +147,11 @@ def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | 
                 task = todo.get_nowait()
             except queue.Empty:
                 return
-            done.put((task, run_trial(task, gpu)))
+            try:
+                done.put((task, run_trial(task, gpu)))
+            except BaseException as exc:  # a bug here must stop the sweep, not end this GPU's work silently
+                done.put((task, exc))
+                return
 
     threads = [threading.Thread(target=worker, args=(gpu,), daemon=True) for gpu in gpus]
     for t in threads:
@@ -161,6 +162,8 @@ def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | 
                 task, record = done.get(timeout=0.2)
             except queue.Empty:
                 continue
+            if isinstance(record, BaseException):
+                raise record
             on_done(task, record)
     except BaseException:
         # Interrupted (Ctrl-C): the children run in their own sessions, so the terminal's signal does not reach
@@ -173,21 +176,22 @@ def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | 
         raise
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the child and anything it started (data loader workers...)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+@dataclass(frozen=True)
+class ChildResult:
+    """What the trial child writes (`child.py`); a missing, garbled or mistyped file means the trial crashed."""
+
+    state: TrialState
+    measurement: Measurement | None = None
+    error: str | None = None
+    effective_conf: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
 
 
-def _read_result(path: str) -> dict | None:
+def _read_result(path: str) -> ChildResult | None:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError):
+        return from_json(ChildResult, load_json(path), path)
+    except (OSError, ResultsError):
         return None
-    return data if isinstance(data, dict) and "state" in data else None
 
 
 def _exit_reason(code: int | None) -> str:

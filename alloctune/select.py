@@ -18,11 +18,12 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Any, Iterable
 
 from .conf import AllocConf
 from .errors import ResultsError
 from .records import TrialRecord, TrialState
+from .results import ChoiceRecord, RunnerUp
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
 from .units import format_bytes
 
@@ -306,6 +307,7 @@ class Choice:
     baseline: SettingResult | None   # the default's result; None only if the default was not run here
     reasons: tuple[str, ...]
     runners_up: tuple[tuple[SettingResult, str], ...]
+    decision: str = ""               # the one reason that decided (reasons adds caveats around it)
     max_slowdown: float = 0.02
     tie: float = 0.01
     env: dict = field(default_factory=dict)   # the group's provenance (torch, gpu, ...) from its records
@@ -345,55 +347,61 @@ class Choice:
             return "no significant difference"
         return self.best.vs_default.verdict if self.best.vs_default else "not measured"
 
-    def to_json(self) -> dict:
+    def record(self) -> ChoiceRecord:
+        """The decision as choice.json keeps it."""
         best, base = self.best, self.baseline
         cmp = best.vs_default if best is not None else None
         if best is not None and best.is_default and best.throughput is not None:
-            ratio = 1.0
+            ratio: float | None = 1.0
         else:
             ratio = cmp.ratio if cmp else None
-        return {
-            "workload": self.workload, "workload_hash": self.workload_hash,
-            "env_id": self.env_id, "backend": self.backend, "budget_bytes": self.budget_bytes,
-            "fits": best is not None,
-            "conf": best.conf if best else None,
-            "label": best.label if best else "nothing fits",
-            "baseline": "",
-            "is_default": bool(best and best.is_default),
-            "simulated": self.simulated,
+        return ChoiceRecord(
+            workload=self.workload, workload_hash=self.workload_hash,
+            env_id=self.env_id, backend=self.backend, budget_bytes=self.budget_bytes,
+            fits=best is not None,
+            conf=best.conf if best else None,
+            label=best.label if best else "nothing fits",
+            baseline="",
+            is_default=bool(best and best.is_default),
+            simulated=self.simulated,
             # A replay follows the torch it was simulated as, not the one the trace was recorded with.
-            "torch_version": self.env.get("simulated_as") or self.env.get("torch"),
-            "env": self.env,
-            "reasons": list(self.reasons),
-            "runners_up": [{"conf": s.conf, "why": why} for s, why in self.runners_up],
-            "peak_reserved_bytes": best.peak_reserved_bytes if best else None,
-            "memory_measure": best.memory_measure if best else None,
-            "memory_bytes": best.memory if best else None,
-            "device_peak_used_bytes": best.device_peak_used_bytes if best else None,
-            "baseline_memory_bytes": base.memory if base else None,
-            "peak_allocated_bytes": best.peak_allocated_bytes if best else None,
-            "reserved_ratio": best.reserved_ratio if best else None,
-            "num_alloc_retries": best.num_alloc_retries if best else None,
-            "baseline_state": base.state if base else None,
-            "baseline_peak_reserved_bytes": base.peak_reserved_bytes if base else None,
-            "baseline_reserved_ratio": base.reserved_ratio if base else None,
-            "throughput_median": best.throughput.median if best and best.throughput else None,
-            "baseline_throughput_median": base.throughput.median if base and base.throughput else None,
-            "throughput_unit": best.unit if best else None,
-            "throughput_ratio": ratio,
-            "throughput_p_value": cmp.p_value if cmp else None,
-            "throughput_ratio_ci": [cmp.ci_low, cmp.ci_high] if cmp and cmp.ci_low is not None else None,
-            "paired_rounds": cmp.pairs if cmp else None,
-            "detectable_slowdown": self.detectable,
-            "precision": self.precision,
-            "verdict": self.verdict,
-            "max_slowdown": self.max_slowdown,
-            "tie": self.tie,
-            "repeats": max((len(s.trials) for s in (best, base) if s), default=0),
-            "complete": self.complete,
-            "trials_recorded": self.trials_recorded,
-            "trials_planned": self.trials_planned,
-        }
+            torch_version=self.env.get("simulated_as") or self.env.get("torch"),
+            env=self.env,
+            decision=self.decision,
+            reasons=self.reasons,
+            runners_up=tuple(RunnerUp(s.conf, why) for s, why in self.runners_up),
+            peak_reserved_bytes=best.peak_reserved_bytes if best else None,
+            memory_measure=best.memory_measure if best else None,
+            memory_bytes=best.memory if best else None,
+            device_peak_used_bytes=best.device_peak_used_bytes if best else None,
+            baseline_memory_bytes=base.memory if base else None,
+            peak_allocated_bytes=best.peak_allocated_bytes if best else None,
+            reserved_ratio=best.reserved_ratio if best else None,
+            num_alloc_retries=best.num_alloc_retries if best else None,
+            baseline_state=base.state if base else None,
+            baseline_peak_reserved_bytes=base.peak_reserved_bytes if base else None,
+            baseline_reserved_ratio=base.reserved_ratio if base else None,
+            throughput_median=best.throughput.median if best and best.throughput else None,
+            baseline_throughput_median=base.throughput.median if base and base.throughput else None,
+            throughput_unit=best.unit if best else None,
+            throughput_ratio=ratio,
+            throughput_p_value=cmp.p_value if cmp else None,
+            throughput_ratio_ci=(cmp.ci_low, cmp.ci_high) if cmp and cmp.ci_low is not None and cmp.ci_high is not None
+            else None,
+            paired_rounds=cmp.pairs if cmp else None,
+            detectable_slowdown=self.detectable,
+            precision=self.precision,
+            verdict=self.verdict,
+            max_slowdown=self.max_slowdown,
+            tie=self.tie,
+            repeats=max((len(s.trials) for s in (best, base) if s), default=0),
+            complete=self.complete,
+            trials_recorded=self.trials_recorded,
+            trials_planned=self.trials_planned,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record().to_json()
 
 
 def _comparison(s: SettingResult, base: SettingResult | None, max_slowdown: float) -> Comparison | None:
@@ -473,6 +481,8 @@ def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: f
             f"({_test(c)} p = {c.p_value:.2g}{_interval(c)}){allowance}")
 
 
+SIMULATED_NOTE = ("simulated: decided by replaying a recorded allocation trace, on memory alone "
+                  "(no throughput measured)")
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good
 NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible even when a test can detect it
 
@@ -497,9 +507,6 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
         budget = f" under the {format_bytes(members[0].budget_bytes)} budget" if members[0].budget_bytes else ""
         return [f"nothing fits{budget}: all {len(members)} settings failed ("
                 + ", ".join(f"{state}: {n}" for state, n in sorted(counts.items())) + ")"]
-    if best.simulated:
-        reasons.append("simulated: decided by replaying a recorded allocation trace, on memory alone "
-                       "(no throughput measured)")
     if base is None:
         reasons.append(f"the default was not run in this group: chosen on {best.memory_measure} alone")
     elif not base.fits:
@@ -586,9 +593,11 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
         low = min(s.peak for s in eligible)
         best = min((s for s in eligible if within(s.peak, low, tie)), key=lambda s: s.tie_rank)
     first = members[0].trials[0]
+    reasons = _reasons(best, base, members, eligible, max_slowdown, tie)
+    caveats = [SIMULATED_NOTE] if best is not None and best.simulated else []
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
-        reasons=tuple(_reasons(best, base, members, eligible, max_slowdown, tie)),
+        reasons=tuple(caveats + reasons), decision=reasons[0],
         runners_up=tuple((s, _why_not(s, best, base, max_slowdown, tie)) for s in ranked(members) if s is not best),
         max_slowdown=max_slowdown, tie=tie, env=dict((best or base or members[0]).trials[0].env),
         workload=first.workload, workload_hash=first.workload_hash,

@@ -7,6 +7,7 @@ reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -45,6 +46,8 @@ class SweepOutcome:
 
 # Called after every finished trial with (record, trials done, trials planned).
 ProgressFn = Callable[[TrialRecord, int, int], None]
+# Called as each phase starts, with its name and, where the phase counts trials, (done, total) known up front.
+PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
@@ -55,8 +58,10 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
           search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
-          gpus_per_trial: int = 1, progress: ProgressFn | None = None, search_progress: Callable[[str, int, int, str], None] | None = None,
-          notice: Callable[[str], None] = lambda _: None) -> SweepOutcome:
+          gpus_per_trial: int = 1, progress: ProgressFn | None = None,
+          search_progress: Callable[[str, int, int, str], None] | None = None,
+          notice: Callable[[str], None] = lambda _: None,
+          phase: PhaseFn = lambda name, count: None) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
 
     `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
@@ -81,6 +86,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
         pythons, backend = command_pythons(spec, pythons, backend)
     runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice, gpus_per_trial)
+    phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
@@ -101,6 +107,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     named = bool(grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
+    phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     for p in probes:  # each interpreter's torch parses the settings itself (also for replay: its version rules)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=budget is not None,
                                    accepted=runner.call(check_settings, p.python, confs))
@@ -112,6 +119,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
                     for s in skips]
 
+    if backend == "sim" or (backend == "hybrid" and trace):
+        phase("loading the allocation trace", None)
     replayed = _load_replay_trace(spec, trace, notice) if backend == "sim" or (backend == "hybrid" and trace) \
         else None
     info = SweepInfo(
@@ -125,47 +134,51 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         finalists=finalists_count if backend == "hybrid" else None,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
-    folder = _open_folder(info, results_root, out, fresh, notice)
+    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
+        folder = _open_folder(info, results_root, out, fresh, notice, held)
 
-    def measured(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
-        return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes, budget_fraction,
-                         timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+        def measured(conf: AllocConf, r: int, p: ProbeResult) -> TrialTask:
+            return TrialTask(spec.to_dict(), spec.digest(), conf, r, p.python, p.env_id, budget_bytes,
+                             budget_fraction, timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
 
-    if recording:
-        replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
-                                   lambda tasks: _execute(folder, runner, tasks, progress, notice)),
-                    {"path": TRACE_FILE})
-    if replayed:
-        # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
-        # simulator follows where versions differ.
-        sim = SimExecutor(replayed[0], replayed[1]["path"], {sim_env_id(p.env_id): p.torch_version for p in probes},
-                          notice)
-        if search is not None:
-            planned = search_plan(folder, probes, replayed[0], device_memory=sim.device_memory,
-                                  budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction), max_settings=search,
-                                  trace_name=replayed[1]["path"], progress=search_progress)
-        tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
-                           sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
-                 for p in probes for conf in planned[p.env_id]]
-        _execute(folder, sim, tasks, progress, notice)
-    if backend in ("cuda", "hybrid"):
-        if backend == "hybrid":
-            planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
-        probe_of = {p.env_id: p for p in probes}
+        if recording:
+            replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
+                                       lambda tasks: _execute(folder, runner, tasks, progress, notice)),
+                        {"path": TRACE_FILE})
+        if replayed:
+            # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour
+            # the simulator follows where versions differ.
+            sim = SimExecutor(replayed[0], replayed[1]["path"],
+                              {sim_env_id(p.env_id): p.torch_version for p in probes}, notice)
+            if search is not None:
+                planned = search_plan(folder, probes, replayed[0], device_memory=sim.device_memory,
+                                      budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction),
+                                      max_settings=search, trace_name=replayed[1]["path"], progress=search_progress)
+            tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
+                               sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                     for p in probes for conf in planned[p.env_id]]
+            _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
+        if backend in ("cuda", "hybrid"):
+            if backend == "hybrid":
+                planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
+            probe_of = {p.env_id: p for p in probes}
 
-        def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
-            return measured(conf, r, probe_of[env_id])
+            def task(env_id: str, conf: AllocConf, r: int) -> TrialTask:
+                return measured(conf, r, probe_of[env_id])
 
-        with runner:
-            if auto:
-                _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
-                            progress, notice)
-            else:
-                tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
-                         for r in range(rounds) for p in probes for conf in planned[p.env_id]]
-                _execute(folder, runner, tasks, progress, notice)
+            with runner:
+                if auto:
+                    phase("running trials in rounds", None)
+                    _run_rounds(folder, runner, planned, task, rounds, time_budget_s, max_slowdown, len(gpus),
+                                progress, notice)
+                else:
+                    tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
+                             for r in range(rounds) for p in probes for conf in planned[p.env_id]]
+                    _execute(folder, runner, tasks, progress, notice, phase=phase,
+                             what="running trials")
 
-    settings, choices = analyze(folder, max_slowdown)
+        phase("choosing and writing the reports", None)
+        settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
 
 
@@ -174,6 +187,11 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
+    with folder.lock():  # not while a sweep writes the folder
+        return _analyze(folder, max_slowdown)
+
+
+def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from .export import provenance, render
     from .plot import plot_pareto
     from .planned import planned_trials, recorded_trials
@@ -181,15 +199,16 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
     info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
     max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
-    records = folder.trials()
-    settings = summarize_settings(records, max_slowdown)
-    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(records, c.env_id, c.backend),
-                                       trials_planned=planned_trials(info, records, c.env_id, c.backend)), info)
+    trials = folder.trials()
+    settings = summarize_settings(trials, max_slowdown)
+    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
+                                       trials_planned=planned_trials(info, c.env_id, c.backend)), info)
                for c in choose(settings, max_slowdown)]
-    folder.write_choice([c.to_json() for c in choices])
+    records = [c.record() for c in choices]
+    folder.write_choice(records)
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c.to_json() for c in choices if c.to_json().get("conf") is not None), None)
+    best = next((c for c in records if c.conf is not None), None)
     if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
     return settings, choices
@@ -235,8 +254,6 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         if ray_address or ray_accelerator:
             raise AlloctuneError("--ray-address and --ray-accelerator go with --executor ray")
         return LocalExecutor(gpu_slots(gpus or [0], gpus_per_trial))
-    if gpus_per_trial != 1:
-        raise AlloctuneError("--gpus-per-trial gives trials GPUs of this machine (--executor local)")
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
     if backend == "sim":
@@ -245,7 +262,9 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
     from .executors.ray import RayExecutor
 
-    return RayExecutor(ray_address, accelerator=ray_accelerator, notice=notice)
+    if gpus_per_trial < 1:
+        raise AlloctuneError(f"--gpus-per-trial {gpus_per_trial}: expected at least 1")
+    return RayExecutor(ray_address, gpus_per_trial=gpus_per_trial, accelerator=ray_accelerator, notice=notice)
 
 
 def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
@@ -284,18 +303,22 @@ def _identity(info: SweepInfo) -> tuple:
             info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
 
 
-def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> ResultsFolder:
+def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
+                 held: contextlib.ExitStack) -> ResultsFolder:
     """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
-    the same sweep (resume), unless `fresh`; else a new timestamped folder."""
+    the same sweep (resume), unless `fresh`; else a new timestamped folder. Locked (in `held`) before it is read
+    or written: a folder another sweep is writing is refused."""
     if out is not None:
         folder = ResultsFolder(out)
+        held.enter_context(folder.lock())
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(f"{folder.path} holds a different sweep (workload, grid, repeats, budget, "
                                      f"backend or interpreters differ); choose another --out")
             notice(f"Resuming the sweep in {folder.path}")
             return folder
-        return ResultsFolder.create(out, info)
+        folder.write_info(info)
+        return folder
     root = Path(results_root)
     if not fresh and root.is_dir():
         for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
@@ -304,10 +327,19 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice) -> Res
             except AlloctuneError:
                 continue
             if same:
+                folder = ResultsFolder(path)
+                held.enter_context(folder.lock())
                 notice(f"Resuming the sweep in {path} (use --fresh to start a new one)")
-                return ResultsFolder(path)
+                return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return ResultsFolder.create(root / f"{_label(info)}-{stamp}", info)
+    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    if folder.path.resolve().parent != root.resolve():  # a name is never a path (workload.py checks; so do we)
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
+    held.enter_context(folder.lock())
+    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    return folder
 
 
 def _label(info: SweepInfo) -> str:
@@ -317,7 +349,7 @@ def _label(info: SweepInfo) -> str:
 
 
 def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
-             before: int = 0, later: int = 0) -> int:
+             before: int = 0, later: int = 0, phase: PhaseFn | None = None, what: str = "") -> int:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
     sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
     Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
@@ -325,6 +357,8 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
+    if phase:   # the bar starts with its count
+        phase(what, (before + done, before + total + later))
     info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:

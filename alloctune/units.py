@@ -1,6 +1,7 @@
 """Sizes as users write them ('24GiB', '143771MiB', '1.5e9') and as we print them."""
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import SizeError
@@ -15,6 +16,7 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNOR
 
 MiB = 2**20
 GiB = 2**30
+MAX_SIZE = 2**63 - 1  # int64, as torch and the simulator count bytes; 8 EiB is no device anyone has
 
 
 def parse_size(text: str | int | float) -> int:
@@ -22,24 +24,32 @@ def parse_size(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise SizeError(f"expected a size such as '24GiB', got {text!r}")
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise SizeError(f"a size cannot be negative: {text!r}")
-        return int(text)
+        return _bytes(text, text)
     match = _SIZE.match(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise SizeError(f"expected a size such as '24GiB', '143771MiB' or plain bytes, got {text!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    return _bytes(float(match.group(1)) * _UNITS[match.group(2).lower()], text)
+
+
+def _bytes(value: int | float, text: object) -> int:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SizeError(f"expected a finite size such as '24GiB', got {text!r}")
+    if value < 0:
+        raise SizeError(f"a size cannot be negative: {text!r}")
+    if value > MAX_SIZE:
+        raise SizeError(f"a size must be below 8 EiB, got {text!r}")
+    return int(value)
 
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:
     """A memory budget: a size ('24GiB') -> (bytes, None), or a fraction of the device ('0.5') -> (None, 0.5)."""
     try:
-        value = float(text)
+        value: float | None = float(text)
     except (TypeError, ValueError):
         value = None
     if value is not None and 0 < value <= 1:
         return None, value
-    size = parse_size(text) if value is None else int(value)
+    size = parse_size(text if value is None else value)
     if size < MiB:  # '2' or '24' meant as a fraction or as GiB, not as bytes
         raise SizeError(f"a budget is a size such as '24GiB' or a fraction in (0, 1], got {text!r}")
     return size, None

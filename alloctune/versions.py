@@ -1,6 +1,6 @@
 """What each torch version accepts in an allocator setting, which variable it reads, and how it behaves.
 
-The one place for version knowledge (`../shared/ALLOCATOR.md` §1 and §6, checked against c10's
+The one place for version knowledge (`docs/ALLOCATOR.md` §1 and §6, checked against c10's
 `AllocatorConfig.cpp` / `CUDAAllocatorConfig.cpp`). Where a real interpreter is at hand, `probe.check_settings`
 asks its torch as well; this table is the fallback and explains the answers.
 

@@ -13,7 +13,7 @@ Schema (the full reference with examples is `workloads/README.md`):
     default_preset: 24gib           # the preset used when none is asked for
     warmup_steps: 2                 # steps run before the measured window (default 2)
     steps: 20                       # measured steps; required
-    unit: tokens                    # what a step's return value counts; required (a built-in kind fixes it)
+    unit: tokens                    # what a step's return value counts; required with entry (a kind has its own)
     seed: 0                         # default 0
     timeout_s: 300                  # per-trial time limit; default: the runner's
     grid: [default, "expandable_segments:True"]   # optional grid override
@@ -45,8 +45,9 @@ from pathlib import Path
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .conf import AllocConf
 from .errors import ConfError, WorkloadError
+from .runner import MAX_TIMEOUT_S
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: no path separator, no newline; names folders
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
              "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex", "isolate_cwd")
 _COMMAND_ONLY = ("cwd", "env", "metric_regex", "isolate_cwd")
@@ -55,6 +56,7 @@ _NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "st
 # changes them should name its own trace.
 _PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
 DEFAULT_WARMUP_STEPS = 2
+MAX_NESTING = 32  # levels of lists and mappings in a workload file
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class WorkloadSpec:
 
 def _entry_identity(entry: str | None) -> str | None:
     path = entry_path(entry) if entry else None
-    if path is None:
+    if path is None or entry is None:
         return entry
     try:
         content = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
@@ -152,11 +154,12 @@ class _Checker:
             return self.integer(key, value, 1 if name == "steps" else 0)
         if value is None:
             return None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        return float(self.expect(key, value, ok, "a positive number of seconds or null"))
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_TIMEOUT_S
+        return float(self.expect(key, value, ok, f"a positive number of seconds up to {MAX_TIMEOUT_S:.0f}, "
+                                                 f"or null"))
 
     def text(self, key: str, value, pattern: re.Pattern | None = None, expected: str = "a non-empty string"):
-        ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.match(value)))
+        ok = isinstance(value, str) and bool(value.strip()) and (pattern is None or bool(pattern.fullmatch(value)))
         return self.expect(key, value, ok, expected)
 
     def mapping(self, key: str, value) -> dict:
@@ -192,6 +195,27 @@ def _load_yaml(path: Path, source: str):
         return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+
+    depth = 0
+
+    def compose_node(loader, parent, index):
+        # Aliases let a few lines stand for billions of values (a "billion laughs"), and nesting deep enough
+        # overflows the composer's recursion: a workload file needs neither.
+        nonlocal depth
+        if loader.check_event(yaml.AliasEvent):
+            mark = loader.peek_event().start_mark
+            raise WorkloadError(f"{source}: line {mark.line + 1}: YAML aliases (*name) are not accepted in a "
+                                f"workload file; write the value out")
+        depth += 1
+        try:
+            if depth > MAX_NESTING:
+                mark = loader.peek_event().start_mark
+                raise WorkloadError(f"{source}: line {mark.line + 1}: nested more than {MAX_NESTING} levels deep")
+            return yaml.SafeLoader.compose_node(loader, parent, index)
+        finally:
+            depth -= 1
+
+    Loader.compose_node = compose_node
     try:
         text = path.read_text()
     except OSError as exc:
@@ -218,14 +242,15 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
         return _command_workload(c, doc, path)
     if extra := [k for k in _COMMAND_ONLY if k in doc]:
         raise c.fail(extra[0], "applies to a 'command' workload only")
-    for required in ("name", "steps", "unit"):
+    for required in ("name", "steps"):
         if required not in doc:
             raise c.fail(required, "missing (required)")
     name = c.text("name", doc["name"], _NAME, "a name of letters, digits, '.', '_', '-'")
     description = doc.get("description")
     description = "" if description is None else c.expect("description", description, isinstance(description, str),
                                                            "a string")
-    unit = c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+    unit = (c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+            if "unit" in doc else None)
     seed = c.integer("seed", doc.get("seed", 0), 0)
     run = {k: c.run_value(k, doc[k]) for k in _PRESET_RUN_KEYS if k in doc}
     run.setdefault("warmup_steps", DEFAULT_WARMUP_STEPS)
@@ -237,9 +262,13 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     kind = entry = None
     if "kind" in doc:
         kind = c.expect("kind", doc["kind"], doc["kind"] in KINDS, f"one of {', '.join(KINDS)}")
+        if unit is None:
+            unit = KINDS[kind].unit
         c.expect("unit", unit, unit == KINDS[kind].unit, f"{KINDS[kind].unit!r} (what kind {kind!r} counts)")
     else:
         entry = _entry(c, doc["entry"])
+        if unit is None:   # a built-in kind has its own unit; user code must say what its steps count
+            raise c.fail("unit", "missing (required with 'entry': what a step's return value counts)")
 
     base = c.mapping("params", doc.get("params") or {})
     _check_params(c, kind, "params", base)
@@ -247,6 +276,7 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
     presets = {}
     for pname, overrides in c.mapping("presets", doc.get("presets") or {}).items():
         key = f"presets.{pname}"
+        c.text(key, pname, _NAME, "a preset name of letters, digits, '.', '_', '-' (it names the results folder)")
         presets[pname] = overrides = {k: c.run_value(f"{key}.{k}", v) if k in _PRESET_RUN_KEYS else v
                                       for k, v in c.mapping(key, overrides or {}).items()}
         params = {k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}

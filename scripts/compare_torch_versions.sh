@@ -7,7 +7,7 @@
 # Each interpreter's own torch parses the grid (settings it does not know are skipped for it, with torch's
 # message), and the simulator follows that version's allocator where behaviour changed (alloctune/versions.py,
 # BEHAVIOUR_CHANGES). The trace is the same for both: the requests a program makes do not depend on the allocator
-# settings (../shared/ALLOCATOR.md §5), so what differs is how each version's allocator serves them.
+# settings (docs/ALLOCATOR.md §5), so what differs is how each version's allocator serves them.
 #
 # Environment (all optional):
 #   OLD_PYTHON  interpreter with the older torch. Default: ../venv-torch21/bin/python next to this checkout,

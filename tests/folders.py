@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.results import ResultsFolder, Skipped, SweepInfo
+from alloctune.results import ChoiceRecord, ResultsFolder, Skipped, SweepInfo
 from alloctune.units import GiB
 
 GPU = "NVIDIA H200"
@@ -26,12 +26,12 @@ def repeats(conf, tputs=(100.0, 101.0, 99.0), **kw) -> list[TrialRecord]:
     return [trial(conf, i, tput=t, **kw) for i, t in enumerate(tputs)]
 
 
-def choice(conf, env_id="torch-2.11.0", backend="cuda", torch="2.11.0+cu130", budget=None) -> dict:
-    """A choice.json entry with the keys select.py writes (conf None = nothing fits)."""
-    return {"workload": "w", "env_id": env_id, "backend": backend, "budget_bytes": budget, "fits": conf is not None,
-            "conf": conf, "baseline": "", "is_default": conf == "", "simulated": backend == "sim",
-            "torch_version": torch, "env": {"torch": torch, "gpu": GPU},
-            "reasons": [f"{conf or 'default'} has the lowest peak reserved"]}
+def choice(conf, env_id="torch-2.11.0", backend="cuda", torch="2.11.0+cu130", budget=None) -> ChoiceRecord:
+    """A choice.json entry as select.py makes it (conf None = nothing fits)."""
+    reason = f"{conf or 'default'} has the lowest peak reserved"
+    return ChoiceRecord(workload="w", env_id=env_id, backend=backend, budget_bytes=budget, fits=conf is not None,
+                        conf=conf, is_default=conf == "", simulated=backend == "sim", torch_version=torch,
+                        env={"torch": torch, "gpu": GPU}, decision=reason, reasons=(reason,))
 
 
 def make_folder(path, records, choices=None, skipped=(), workload="w", whash="h1", envs=None) -> ResultsFolder:

@@ -97,7 +97,7 @@ def test_trials_file_round_trip_and_refusals(tmp_path):
     with pytest.raises(ResultsError, match="schema version 99"):
         store.load()
     store.path.write_text("not json\n" + lines[1] + "\n")
-    with pytest.raises(ResultsError, match="not a JSON line"):
+    with pytest.raises(ResultsError, match="not valid JSON"):
         store.load()
 
 

@@ -34,7 +34,7 @@ def test_finished_sweeps_recorded_every_planned_trial(name):
     folder = ResultsFolder(ROOT / "results" / name)
     info, records = folder.info(), folder.trials()
     groups = {(r.env_id, r.backend) for r in records}
-    assert groups and all(recorded_trials(records, *g) == planned_trials(info, records, *g) for g in groups)
+    assert groups and all(recorded_trials(records, *g) == planned_trials(info, *g) for g in groups)
 
 
 @no_gpu

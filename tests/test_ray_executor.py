@@ -37,6 +37,11 @@ STANDIN = '''\
 #!{python}
 import dataclasses, importlib.metadata, json, os, signal, sys, time
 STATE, TRACE, GPU = {state!r}, {trace!r}, {gpu!r}
+if sys.argv[1] != "-m":  # a script: run it as python would
+    import runpy
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    sys.exit(0)
 if sys.argv[2] == "alloctune.probe":
     if sys.argv[3] == "probe":
         import types, torch
@@ -86,11 +91,31 @@ def cluster():
     ray.shutdown()
 
 
+# A user's command as the start-up hook would report it from a GPU process: its peaks (the trace replayed under the
+# setting it was given) in the hook's per-process file.
+JOB = '''\
+import importlib.metadata, json, os
+from alloctune.sim.replay import replay
+from alloctune.sim.trace import load_trace
+conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+trace = load_trace({trace!r})
+[outcome] = replay(trace, [conf], int(trace.meta["device_total_bytes"]), jobs=1,
+                   torch_version=importlib.metadata.version("torch"))
+m = outcome.measurement()
+device = dict(device=0, peak_reserved_bytes=m.peak_reserved_bytes, peak_allocated_bytes=m.peak_allocated_bytes,
+              num_alloc_retries=m.num_alloc_retries, num_ooms=m.num_ooms)
+json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.metadata.version("torch"),
+               effective_conf=conf, devices=[device], cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES")),
+          open(os.path.join(os.environ["ALLOCTUNE_HOOK_OUT"], f"proc-{{os.getpid()}}.json"), "w"))
+'''
+
+
 @pytest.fixture
 def standin(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
-    path = tmp_path / "gpu-python"
+    (tmp_path / "bin").mkdir()
+    path = tmp_path / "bin" / "python3"  # a name that says Python: a command starting with it runs under it
     path.write_text(STANDIN.format(python=sys.executable, state=str(state), trace=str(TRACE), gpu=GPU))
     path.chmod(0o755)
     return str(path), state
@@ -136,6 +161,33 @@ def test_ray_sweep_gets_the_local_trials_and_choice_on_the_gpus_ray_assigned(clu
         assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
     # The local executor's records say where they ran too.
     assert {r.gpus for r in local.folder.trials()} == {"0", "1"}
+
+
+def test_a_trial_asking_for_two_gpus_holds_both_alone(cluster, standin, tmp_path):
+    python, _ = standin
+    outcome, _ = run(tmp_path, "ray", python, repeats=1, executor="ray", gpus_per_trial=2)
+    records = outcome.folder.trials()
+    assert len(records) == 3 and all(r.state is TrialState.OK for r in records)
+    assert all(sorted(r.gpus.split(",")) == ["0", "1"] and r.env["cuda_visible_devices"] == r.gpus for r in records)
+    spans = sorted((r.env["start"], r.env["end"]) for r in records)  # both GPUs each: one trial at a time
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
+
+
+def test_a_command_sweeps_on_ray_as_it_does_locally(cluster, standin, tmp_path):
+    from alloctune.command import check_command, command_workload
+
+    python, _ = standin
+    job = tmp_path / "job.py"
+    job.write_text(JOB.format(trace=str(TRACE)))
+    spec = command_workload(check_command([python, str(job)]), name="job")
+    outcomes = [alloctune.sweep(spec, grid=GRID, repeats=1, backend="cuda", results_root=tmp_path / name,
+                                gpus=gpus, executor=name)
+                for name, gpus in (("local", [0, 1]), ("ray", None))]
+    local, on_ray = ({r.conf: (r.state, r.measurement.peak_reserved_bytes) for r in o.folder.trials()}
+                     for o in outcomes)
+    assert on_ray == local and len(on_ray) == 3 and all(state is TrialState.OK for state, _ in on_ray.values())
+    assert [c.best.conf for c in outcomes[1].choices] == ["expandable_segments:True"]
+    assert all(r.gpus in ("0", "1") and r.node == socket.gethostname() for r in outcomes[1].folder.trials())
 
 
 def test_killed_ray_workers_are_retried_once_then_crashed_and_nothing_is_lost(cluster, standin, tmp_path):

@@ -74,7 +74,8 @@ def random_trace(events: int, seed: int) -> Trace:
 def test_compiled_core_matches_python_on_random_traces(seed):
     trace = random_trace(4000, seed)
     for conf in GRID + MORE + ["max_split_size_mb:40,garbage_collection_threshold:0.5",
-                               "roundup_power2_divisions:[64:8,128:2,>:1]", "expandable_segments:True,large_segment_size_mb:40"]:
+                               "roundup_power2_divisions:[64:8,128:2,>:1]",
+                               "expandable_segments:True,large_segment_size_mb:40"]:
         for device, budget in ((1 << 40, None), (3 << 30, None), (4 << 30, 2 << 30), (1 << 30, None)):
             kw = dict(budget_bytes=budget, overhead_bytes=300 << 20)
             want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)

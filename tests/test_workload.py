@@ -75,7 +75,6 @@ BAD = [
     (GOOD.replace("steps: 3", "steps: true"), "steps", "positive integer"),
     (GOOD.replace("steps: 3", "steps: 2.5"), "steps", "positive integer"),
     (GOOD.replace("steps: 3\n", ""), "steps", "missing"),
-    (GOOD.replace("unit: tokens\n", ""), "unit", "missing"),
     (GOOD.replace("name: t\n", ""), "name", "missing"),
     (GOOD.replace("name: t", "name: 'a b/c'"), "name", "letters, digits"),
     (GOOD.replace("name: t", "name: ''"), "name", "letters, digits"),
@@ -313,3 +312,21 @@ def test_readme_documents_every_key_and_parameter():
         assert f"`{kind.name}`" in readme
         for name in kind.params:
             assert f"`{name}`" in readme, (kind.name, name)
+
+
+def test_unit_is_optional_for_built_in_kinds_and_required_for_entry(tmp_path):
+    # Each built-in kind has its own unit: a file of that kind need not repeat it.
+    for kind, unit in (("transformer", "tokens"), ("cnn", "images"), ("decode", "tokens"), ("hpsearch", "tokens"),
+                       ("detection", "images")):
+        assert KINDS[kind].unit == unit
+        assert load_workload(write(tmp_path, f"name: t\nkind: {kind}\nsteps: 1\n")).unit == unit
+    (tmp_path / "job.py").write_text(USER)
+    with pytest.raises(WorkloadError, match="key 'unit': missing \\(required with 'entry'"):
+        load_workload(write(tmp_path, "name: m\nentry: job.py:make\nsteps: 1\n"))
+
+
+def test_no_file_of_the_project_sends_readers_outside_it():
+    # The allocator facts live in docs/ALLOCATOR.md; a user's clone has nothing beside the repository.
+    offenders = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".sh")
+                 and ".git" not in p.parts and "../" + "shared" in p.read_text(errors="replace")]
+    assert offenders == [] and (ROOT / "docs" / "ALLOCATOR.md").is_file()

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+
+from ..runner import MAX_TIMEOUT_S
 
 
 def gpu_list(text: str) -> list[int]:
@@ -18,20 +21,21 @@ def gpu_list(text: str) -> list[int]:
 
 
 def _number(valid, expected: str):
-    """An argparse type: a float for which `valid` holds, else a message saying what was expected."""
+    """An argparse type: a finite float for which `valid` holds, else a message saying what was expected."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value: float | None = float(text)
         except ValueError:
             value = None
-        if value is None or not valid(value):
+        if value is None or not math.isfinite(value) or not valid(value):
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
     return parse
 
 
 fraction = _number(lambda v: 0 <= v < 1, "a fraction in [0, 1) such as 0.02")   # --max-slowdown
-seconds = _number(lambda v: v > 0, "a positive number of seconds")               # --timeout
+seconds = _number(lambda v: 0 < v <= MAX_TIMEOUT_S,                             # --timeout
+                  f"a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
 
 
 def console(stderr: bool = False):

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
+from types import FrameType
 
 from .. import __version__
 from ..errors import AlloctuneError
@@ -24,12 +27,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, a batch system): unwinds like Ctrl-C, so children are stopped and temporary
+    folders removed on the way out."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         return int(args.func(args) or 0)
     except AlloctuneError as exc:
@@ -38,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
         print(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("alloctune: interrupted; finished trials are saved, run the same command again to resume",
+    except KeyboardInterrupt as exc:
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"alloctune: {how}; finished trials are saved, run the same command again to resume",
               file=sys.stderr)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)

@@ -96,7 +96,11 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     from . import console
     from ..units import parse_budget, parse_size
 
-    trace = load_trace(path, device=args.device)
+    from ..progress import Phases
+
+    with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
+        shown.phase(f"loading {path}")
+        trace = load_trace(path, device=args.device)
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
     if args.device_memory:
@@ -108,7 +112,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     budget_bytes = None
     if args.budget:
         size, fraction = parse_budget(args.budget)
-        budget_bytes = size if size is not None else int(fraction * device_memory)
+        budget_bytes = size if fraction is None else int(fraction * device_memory)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
     torch_version = trace.meta.get("torch_version")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from ..progress import Phases
 
 from ..records import TrialRecord
 from ..rounds import DEFAULT_MAX_REPEATS
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
-                    "its recorded allocation trace through the simulator), and write results/<workload>-<time>/ "
+                    "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
@@ -104,18 +104,13 @@ def run(args) -> int:
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
-                  transient=False) as bar:
-        task = bar.add_task("trials", total=None)
-
+    with Phases(err) as shown:
         def progress(record: TrialRecord, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description="trials")
-            bar.console.print(_trial_line(record, where=args.executor == "ray"))
+            shown.advance(done, total)
+            shown.print(_trial_line(record, where=args.executor == "ray"))
 
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
-            bar.update(task, completed=done, total=total,
-                       description=f"search {env_id}" + (f" (best: {best[:40]})" if best else ""))
+            shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
 
         outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
                         max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
@@ -125,7 +120,7 @@ def run(args) -> int:
                         ray_accelerator=args.ray_accelerator, search=args.search, finalists_count=args.finalists,
                         gpus_per_trial=args.gpus_per_trial,
                         progress=progress, search_progress=search_progress,
-                        notice=lambda text: bar.console.print(f"[yellow]notice:[/] {text}"))
+                        notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
     out = console()
     for skip in outcome.skipped:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")

@@ -51,7 +51,8 @@ struct SizeKey {
 struct BlockComparatorSize {
   bool operator()(const SizeKey& a, const SizeKey& b) const {
     // (size, addr) as one 128-bit number: one comparison, no branch on whether the sizes tie
-    return (static_cast<unsigned __int128>(a.size) << 64 | a.addr) < (static_cast<unsigned __int128>(b.size) << 64 | b.addr);
+    using u128 = unsigned __int128;
+    return (static_cast<u128>(a.size) << 64 | a.addr) < (static_cast<u128>(b.size) << 64 | b.addr);
   }
 };
 struct BlockComparatorAddress {

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence
 
 from ..conf import AllocConf
 from ..errors import ConfError
+from ..procs import die_with_parent
 from ..records import Measurement
 from ..units import MiB, format_bytes
 from .config import allocator_config
@@ -293,6 +294,7 @@ _worker_trace: Any = None
 
 def _init_worker(trace: Trace) -> None:
     global _worker_trace
+    die_with_parent()  # an orphaned worker would hold ~120 MB and the parent's stdout (`alloctune ... | cat`)
     _worker_trace = pack(trace)
 
 
@@ -310,11 +312,19 @@ def _map(fn: Callable, confs: list[AllocConf], args: _Args, trace: Trace, jobs: 
             results.append(fn(ops, conf, args))
             report(len(results), len(confs))
         return results
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,)) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,))
+    try:
         futures = [pool.submit(_call_in_worker, fn, conf, args) for conf in confs]
         for done, _ in enumerate(as_completed(futures), 1):
             report(done, len(confs))
         return [f.result() for f in futures]
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failed: stop the workers now rather than wait for their replays.
+        for process in list(pool._processes.values()):
+            process.kill()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _usable_cores() -> int:

@@ -192,7 +192,10 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     extra = snapshot.get("alloctune", {})
     if not isinstance(extra, dict):
         raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
-    meta = {"source": "pytorch-snapshot", **extra}
+    try:
+        meta = _checked_meta({"source": "pytorch-snapshot", **extra})
+    except ValueError as exc:
+        raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
         meta.setdefault("allocator_settings", snapshot["allocator_settings"])
     return _from_entries(traces[device], device, meta, where)
@@ -214,19 +217,24 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
         if action not in ("alloc", "free_completed", "oom"):
             continue
         size, addr = e.get("size"), e.get("addr")
-        if not isinstance(size, int) or size < 0 or (action != "oom" and not isinstance(addr, int)):
+        if (not isinstance(size, int) or isinstance(size, bool) or size < 0
+                or (action != "oom" and not isinstance(addr, int))):
             needs = "an integer 'size' >= 0" + ("" if action == "oom" else " and an integer 'addr'")
             raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {e!r:.200}")
         if action == "oom":  # the request failed: nothing was allocated
             ooms += 1
             continue
         if action == "alloc":
+            assert isinstance(addr, int)  # checked above for every action but 'oom'
             if addr in live:
                 raise TraceError(f"{where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
                                  f"(allocated earlier and never freed): the trace is corrupt")
             allocs_after_oom |= ooms > 0
             pool = e.get("pool_id") or (0, 0)
             key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
+            if not all(isinstance(k, int) for k in key):
+                raise TraceError(f"{where!r}: trace entry {n} (alloc) needs an integer 'stream' and 'pool_id', "
+                                 f"got {e!r:.200}")
             stream = stream_keys.setdefault(key, len(stream_keys))
             ident = len(alloc_size)
             live[addr] = ident
@@ -234,12 +242,13 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             alloc_stream.append(stream)
             event = (ALLOC, ident, size, stream)
         else:
-            ident = live.pop(addr, None)
-            if ident is None:  # allocated before the recording started
+            assert isinstance(addr, int)
+            freed = live.pop(addr, None)
+            if freed is None:  # allocated before the recording started
                 dropped += 1
                 dropped_bytes += size
                 continue
-            event = (FREE, ident, alloc_size[ident], alloc_stream[ident])
+            event = (FREE, freed, alloc_size[freed], alloc_stream[freed])
         for column, value in zip((kinds, addrs, sizes, streams), event):
             column.append(value)
     warnings = list(meta.get("warnings", []))
@@ -277,7 +286,9 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     if kinds.size and kinds.max() > FREE:
         raise TraceError(f"trace kinds must be {ALLOC} (alloc) or {FREE} (free)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
-    alloc_sizes, alloc_streams, back = [], [], []
+    alloc_sizes: list[int] = []
+    alloc_streams: list[int] = []
+    back: list[int] = []
     for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
         if kind == ALLOC:
             if addr in live:
@@ -316,11 +327,11 @@ def _unshuffle(raw: bytes, dtype: str, n: int) -> np.ndarray:
 
 def _load_compact(data: bytes, path) -> Trace:
     where = os.fspath(path)
+    stream = _Inflater(data, where)
     try:
-        raw = lzma.decompress(data)
-        head, _, body = raw.partition(b"\n")
+        head = stream.read_line(MAX_HEADER_BYTES)
         header = json.loads(head)
-    except (lzma.LZMAError, EOFError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
@@ -328,9 +339,13 @@ def _load_compact(data: bytes, path) -> Trace:
         raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
                          f"reads version {FORMAT_VERSION} only")
     try:
+        layout = [(name, *header["arrays"][name]) for name in ("kinds", "sizes", "streams", "frees")]
+        if not all(dtype == _DTYPES[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                   for name, dtype, n in layout):
+            raise ValueError(f"array layout {header['arrays']!r:.200} is not {_DTYPES}")
+        body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0
-        for name in ("kinds", "sizes", "streams", "frees"):
-            dtype, n = header["arrays"][name]
+        for name, dtype, n in layout:
             length = np.dtype(dtype).itemsize * n
             if offset + length > len(body):
                 raise ValueError(f"array {name!r} runs past the end of the data")
@@ -338,9 +353,82 @@ def _load_compact(data: bytes, path) -> Trace:
             offset += length
         if offset != len(body):
             raise ValueError(f"{len(body) - offset} bytes left over after the arrays")
-        return _decode(arrays, int(header["device"]), dict(header["meta"]))
+        if not isinstance(header["meta"], dict) or not isinstance(header["device"], int):
+            raise ValueError("'meta' must be an object and 'device' an integer")
+        return _decode(arrays, header["device"], _checked_meta(header["meta"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"{where!r} is corrupt: {exc}") from None
+
+
+MAX_HEADER_BYTES = 64 * 2**20
+MAX_BODY_BYTES = 16 * 2**30  # ~600 million events: far beyond any recording; more is an xz bomb, not a trace
+_DTYPES = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}
+_CHUNK = 1 << 20
+
+
+class _Inflater:
+    """Stream-decompresses xz in bounded pieces, so a bomb is refused when it passes a limit, not after it has
+    filled memory."""
+
+    def __init__(self, data: bytes, where: str):
+        self._xz = lzma.LZMADecompressor()
+        self._input: bytes | None = data
+        self._buffer = bytearray()
+        self._where = where
+
+    def _more(self) -> bool:
+        if self._xz.eof:
+            return False
+        if self._xz.needs_input and self._input is None:
+            raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
+        try:
+            self._buffer += self._xz.decompress(self._input or b"", _CHUNK)
+        except lzma.LZMAError as exc:
+            raise TraceError(f"{self._where!r} is truncated or corrupt ({exc})") from None
+        self._input = None
+        return True
+
+    def read_line(self, limit: int) -> bytes:
+        while (end := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) > limit:
+                raise TraceError(f"{self._where!r}: header longer than {format_bytes(limit)}: not an alloctune trace")
+            if not self._more():
+                raise TraceError(f"{self._where!r} is an xz file but not an alloctune trace (no header line)")
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end + 1]
+        return line
+
+    def read_rest(self, expected: int) -> bytes:
+        """Everything after the header, which must be exactly `expected` bytes (the header's array layout)."""
+        if expected > MAX_BODY_BYTES:
+            raise TraceError(f"{self._where!r}: the header announces {format_bytes(expected)} of arrays, more than "
+                             f"the {format_bytes(MAX_BODY_BYTES)} alloctune reads")
+        while self._more():
+            if len(self._buffer) > expected:
+                raise TraceError(f"{self._where!r} is corrupt: it inflates to more than the "
+                                 f"{format_bytes(expected)} its header announces")
+        return bytes(self._buffer)
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "torch_version": (str,), "device_total_bytes": (int,), "overhead_bytes": (int,), "measured": (list,),
+    "warnings": (list,), "env": (dict,), "workload_hash": (str,)}
+
+
+def _checked_meta(meta: dict) -> dict:
+    """The meta keys replay reads, checked: a wrong type is corrupt data, not a crash later."""
+    for key, types in _META_TYPES.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise ValueError(f"meta {key!r} must be {' or '.join(t.__name__ for t in types)}"
+                             f"{' >= 0' if types == (int,) else ''}, got {value!r:.80}")
+    if not all(isinstance(m, dict) for m in meta.get("measured") or []):
+        raise ValueError("meta 'measured' must be a list of objects")
+    if not all(isinstance(w, str) for w in meta.get("warnings") or []):
+        raise ValueError("meta 'warnings' must be a list of strings")
+    return meta
 
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:

@@ -1,0 +1,68 @@
+"""What the terminal shows during long work: each phase by name as it starts (a spinner, gone when done), and a
+bar with a count and an ETA once a phase knows how many steps it has. Nothing is drawn before the first phase,
+so an error in the user's input (found before any work starts) prints alone."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.status import Status
+
+
+class Phases:
+    def __init__(self, console: Console):
+        self.console = console
+        self._status: Status | None = None
+        self._bar: tuple[Progress, TaskID] | None = None
+        self._name = "working"
+
+    def phase(self, name: str, count: tuple[int, int] | None = None) -> None:
+        """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
+        self._name = name
+        if count is None:
+            if self._bar is not None:   # the counted phase is over: its bar stays as it ended
+                self._bar[0].stop()
+                self._bar = None
+            if self._status is None:
+                self._status = self.console.status(name)
+                self._status.start()
+            else:
+                self._status.update(name)
+            return
+        self._stop_status()
+        done, total = count
+        if self._bar is None:
+            bar = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+            bar.start()
+            self._bar = (bar, bar.add_task(name, total=total, completed=done))
+        else:
+            self._bar[0].update(self._bar[1], description=name, total=total, completed=done)
+
+    def advance(self, done: int, total: int) -> None:
+        """A step done; a phase that could not count up front gets its bar now, under its own name."""
+        if self._bar is None:
+            self.phase(self._name, (done, total))
+        else:
+            self._bar[0].update(self._bar[1], completed=done, total=total)
+
+    def print(self, text: str) -> None:
+        """A line above the live display."""
+        self.console.print(text)
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def close(self) -> None:
+        self._stop_status()
+        if self._bar is not None:
+            self._bar[0].stop()
+            self._bar = None
+
+    def __enter__(self) -> "Phases":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
