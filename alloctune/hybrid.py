@@ -29,7 +29,7 @@ SEARCH_FILE = "search.json"
 HYBRID_FINALISTS = 3
 
 
-def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], None]) -> Trace:
+def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:
     """The trace recorded by `task` (the default's first trial), run through `run` (the sweep's own way of
     running and appending trials); the folder's `trace.xz` when an earlier run of this sweep recorded it."""
     path = folder.path / TRACE_FILE
