@@ -104,7 +104,8 @@ def resolve_program(program: str, cwd: str | None = None, env: dict | None = Non
             raise WorkloadError(f"command not found: {program}")
         if not path.is_file() or not os.access(path, os.X_OK):
             raise WorkloadError(f"command is not an executable file: {program}")
-        return str(path.resolve())
+        # Absolute, links kept: a virtual environment's python is a link whose target lacks the environment.
+        return os.path.abspath(path)
     search = {**os.environ, **(env or {})}.get("PATH", os.defpath)
     found = shutil.which(program, path=search)
     if found is None:

@@ -27,6 +27,7 @@ from .sim.trace import Trace, load_trace, save_trace
 TRACE_FILE = "trace.xz"
 SEARCH_FILE = "search.json"
 HYBRID_FINALISTS = 3
+TIE = 0.01   # as the sweep's choice: peaks within 1% tie, and the simpler setting wins (select.py)
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:
@@ -56,7 +57,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
     """`task` (the default, repeat 0) recording its allocation history into the results folder."""
-    return replace(task, record_trace=str(folder.path / "trace-recording.pickle"))
+    return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 
 def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, *, device_memory: int,
@@ -88,11 +89,18 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
 
 
 def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,
-              count: int = HYBRID_FINALISTS) -> dict:
+              count: int = HYBRID_FINALISTS, tie: float = TIE) -> dict:
     """Hybrid mode: the default plus the `count` best simulated settings go to the GPU (and what replay cannot
-    judge, cudaMallocAsync, when it is in the grid)."""
-    sim_settings = [s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
-                    if s.state == "fits"]
-    ranked = [s.conf for s in sorted(sim_settings, key=lambda s: (s.peak_reserved_bytes or 0, s.complexity))]
-    keep = {""} | set(ranked[:count])
+    judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice ranks them: among the settings
+    within `tie` of the lowest predicted peak left, the one with fewest keys first (the one the choice would
+    take, so measuring it is what counts)."""
+    remaining = sorted((s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
+                        if s.state == "fits" and s.conf), key=lambda s: (s.peak_reserved_bytes or 0, s.complexity))
+    keep = {""}
+    while remaining and len(keep) <= count:
+        floor = remaining[0].peak_reserved_bytes or 0
+        pick = min((s for s in remaining if (s.peak_reserved_bytes or 0) <= floor * (1 + tie)),
+                   key=lambda s: (s.complexity, s.peak_reserved_bytes or 0))
+        keep.add(pick.conf)
+        remaining.remove(pick)
     return {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}

@@ -26,5 +26,7 @@ def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:
 
 
 def recorded_trials(records: list[TrialRecord], env_id: str, backend: str) -> int:
-    """Distinct trials recorded for the group (a trial recorded twice counts once)."""
-    return len({(r.conf, r.repeat) for r in records if r.env_id == env_id and r.backend == backend})
+    """Distinct trials recorded for the group (a trial recorded twice counts once; a hybrid sweep's recording
+    trial is not one of the trials its decision rests on)."""
+    return len({(r.conf, r.repeat) for r in records if r.env_id == env_id and r.backend == backend
+                and not r.recording})

@@ -54,6 +54,7 @@ class SweepInfo:
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
     trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
+    finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = 0.02
     command: str = ""
     created_at: str = ""

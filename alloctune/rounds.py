@@ -113,7 +113,17 @@ def precision_note(detectable: float | None, rounds: int, max_slowdown: float, *
         why = f"the time budget ran out (or the sweep was interrupted) after {rounds} rounds"
     need = ""
     if rounds >= 2:
-        # The half-width shrinks as 1/sqrt(rounds) at the same spread (t's own shrinkage aside).
-        more = math.ceil(rounds * (math.log1p(detectable) / math.log1p(max_slowdown)) ** 2)
+        more = _rounds_needed(detectable, rounds, max_slowdown)
         need = f"; at this spread between rounds ±{max_slowdown:.0%} needs about {more} rounds"
     return got + f"): wider than the ±{max_slowdown:.0%} goal because {why}{need}"
+
+
+def _rounds_needed(detectable: float, rounds: int, goal: float) -> int:
+    """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`."""
+    from scipy import stats
+
+    sd = math.log1p(detectable) * math.sqrt(rounds) / float(stats.t.ppf(0.975, rounds - 1))
+    n = 2
+    while n < 10_000 and float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
+        n += 1
+    return n

@@ -94,6 +94,9 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
         backend = "hybrid"
     recording = backend == "hybrid" and not trace   # records its own trace in the default's first trial
+    if recording and spec.command is not None:
+        raise AlloctuneError("a hybrid sweep of a command needs its trace: record it first ('alloctune record -o "
+                             "trace.pickle -- CMD ...') and pass it with --trace")
     if recording and executor != "local":
         raise AlloctuneError("a hybrid sweep records its trace on this machine's GPU: with --executor ray, record "
                              "one first ('alloctune record') and pass it with --trace")
@@ -128,6 +131,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         backend=backend, max_slowdown=max_slowdown,
         trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
                                              if recording else None), search=search,
+        finalists=finalists_count if backend == "hybrid" else None,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
@@ -296,7 +300,7 @@ def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
     return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
-            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search)
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
 
 
 def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,

@@ -44,9 +44,9 @@ step() {  # step NAME LIMIT COMMAND...: time-boxed (SIGINT first: alloctune then
 }
 
 # 1. the same GPT-2 job, as a command (GPU 0) and as an entry workload (GPU 1, or after it on GPU 0)
-cmd_sweep() { step sweep-command 170 python3 -m alloctune sweep --repeats 1 --gpus "$G0" --results "$C/results" \
+cmd_sweep() { step sweep-command 210 python3 -m alloctune sweep --repeats 1 --gpus "$G0" --results "$C/results" \
   --name gpt2-varlen-cmd "${GRID[@]}" -- python3 examples/gpt2_varlen.py --steps "$STEPS" --log-every 20; }
-entry_sweep() { step sweep-entry 170 python3 -m alloctune sweep examples/gpt2_varlen.yaml --preset quick \
+entry_sweep() { step sweep-entry 210 python3 -m alloctune sweep examples/gpt2_varlen.yaml --preset quick \
   --repeats 1 --gpus "$G1" --results "$C/results" "${GRID[@]}"; }
 if [ "$NGPU" -ge 2 ]; then cmd_sweep & entry_sweep & wait; else cmd_sweep; entry_sweep; fi
 

@@ -161,6 +161,10 @@ def test_command_checks(tmp_path):
     spec = check_command(["python3", "train.py"])
     assert os.path.isabs(spec.argv[0]) and target_python(spec) == spec.argv[0]
     assert command_name(spec.argv) == "cmd-train" and command_name(["/usr/bin/env"]) == "cmd-env"
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python3").symlink_to(sys.executable)   # a virtual environment's python is a link: keep it
+    assert check_command([str(venv / "python3")]).argv[0] == str(venv / "python3")
     script = tmp_path / "launcher"
     script.write_text(f"#!/usr/bin/env {os.path.basename(sys.executable)}\nprint(1)\n")
     script.chmod(0o755)

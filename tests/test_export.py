@@ -7,13 +7,14 @@ import sys
 
 import pytest
 import yaml
-from dotenv import dotenv_values
 
 from alloctune.cli.main import main
 from alloctune.errors import AlloctuneError, ConfError, ResultsError
 from alloctune.export import DEFAULT_NOTE, FORMATS, export_results, render
 from alloctune.records import TrialState
 from folders import choice, make_folder, repeats, trial
+
+dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
 
 BOTH = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 VALUES = [

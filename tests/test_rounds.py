@@ -81,7 +81,9 @@ def test_precision_note_degenerate_and_each_reason():
     reached = precision_note(0.015, 4, 0.02, auto=True, max_repeats=10)
     assert "1.5%" in reached and "within the ±2% goal" in reached and "after 4 rounds" in reached
     capped = precision_note(0.04, 10, 0.02, auto=True, max_repeats=10)
-    assert "stopped at --max-repeats 10" in capped and "needs about 40 rounds" in capped
+    # sd of the log ratios = ln(1.04) * sqrt(10) / t(0.975, 9) = 0.0548; t(0.975, n-1) * 0.0548 / sqrt(n) <= ln(1.02)
+    # first holds at n = 32
+    assert "stopped at --max-repeats 10" in capped and "needs about 32 rounds" in capped
     assert "time budget ran out" in precision_note(0.04, 5, 0.02, auto=True, max_repeats=10)
     assert "--repeats fixed 3 rounds" in precision_note(0.04, 3, 0.02, auto=False, max_repeats=3)
     assert "0.0%" in precision_note(0.0, 3, 0.02, auto=True, max_repeats=10)

@@ -161,15 +161,19 @@ def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_pa
     front = {m["conf"] for m in searched["front"]}
     swept = {r.conf for r in outcome.folder.trials()}
     assert swept == front | {""} and outcome.choices[0].best.conf in front
+    assert outcome.choices[0].trials_recorded == len(swept) and outcome.choices[0].trials_planned is None
     stamp = (folder / SEARCH_FILE).stat().st_mtime_ns
     again = alloctune.sweep(VARLEN, **kw)
     assert again.folder.path == folder and (folder / SEARCH_FILE).stat().st_mtime_ns == stamp
     assert len(again.folder.trials()) == len(outcome.folder.trials())
-    # hybrid planning on these real replays: the default and the two lowest predicted peaks go to the GPU
+    # hybrid planning on these real replays: the default and the best two predicted go to the GPU
     planned = {"torch-2.11.0": [AllocConf.parse(c) for c in swept]}
     [chosen] = finalists(outcome.folder.trials(), planned, 0.02, count=2).values()
     ranked = sorted((s for s in outcome.settings if s.conf), key=lambda s: s.peak_reserved_bytes)
     assert {str(c) for c in chosen} == {"", *(s.conf for s in ranked[:2])}
+    # with one finalist, the setting the choice would take: within 1% of the lowest peak, the fewest keys
+    [one] = finalists(outcome.folder.trials(), planned, 0.02, count=1).values()
+    assert {str(c) for c in one} == {"", "expandable_segments:True"}
     with pytest.raises(AlloctuneError, match="--search replays a trace"):
         alloctune.sweep(VARLEN, preset="h200", backend="cuda", search=10, results_root=tmp_path)
 

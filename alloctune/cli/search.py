@@ -95,7 +95,8 @@ def print_front(result) -> None:
     narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
     default = result.default
     narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
-                 f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement rounds); "
+                 f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
+                 f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))

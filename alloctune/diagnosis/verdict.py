@@ -128,7 +128,8 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
                  "processes hold"]
         return Verdict(OTHER_PROCESSES, f"Other processes hold {fb(others)} of this GPU; without them the request "
                        "would have fit.", numbers, reasons, steps,
-                       sure=others - shortfall > tol + (0 if f.processes else CONTEXT_ESTIMATE), notes=notes)
+                       sure=others - shortfall > tol + (0 if f.processes else CONTEXT_ESTIMATE),
+                       notes=[n for n in notes if not n.startswith("other processes held")])  # a reason here
     context = f.this_process - r if f.this_process is not None else CONTEXT_ESTIMATE
     usable = f.device_total - (others or 0) - context if f.device_total else None
     reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
