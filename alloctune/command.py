@@ -36,7 +36,7 @@ from .errors import AlloctuneError, WorkloadError
 from .hook import HOOK_DIR
 from .procs import kill_group, spawn_group
 from .records import Measurement, TrialRecord, TrialState
-from .runner import ALLOC_CONF_VARS, TrialTask, _identity, child_environment
+from .runner import ALLOC_CONF_VARS, TrialTask, _identity, child_environment, exit_reason
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
@@ -294,7 +294,7 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     if mismatch:
         return TrialRecord(state=TrialState.MISMATCH, error=mismatch, **common)
     if run.returncode != 0:
-        return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(run.returncode) + _with(tail), **common)
+        return TrialRecord(state=TrialState.CRASHED, error=exit_reason(run.returncode, "the command") + _with(tail), **common)
     if not cuda:
         return TrialRecord(state=TrialState.CRASHED, error=f"{NOTHING_TO_MEASURE}: the command ran and exited 0, "
                            f"but no Python process of it initialised CUDA through torch", **common)
@@ -412,16 +412,6 @@ def _looks_oom(text: str) -> bool:
 
 def _oom_line(text: str) -> str | None:
     return next((line.strip() for line in reversed(text.splitlines()) if _looks_oom(line)), None)
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the command was killed by {name}"
-    return f"the command exited with status {code}"
 
 
 def check_measurable(record: TrialRecord) -> None:

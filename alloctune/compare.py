@@ -206,9 +206,8 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
 
 
 def _cell(records: list[TrialRecord]) -> Cell:
-    ok = [r for r in records if r.state.fits and r.measurement is not None]
+    ms = [r.measurement for r in records if r.state.fits and r.measurement is not None]
     bad = Counter(r.state.value for r in records if not (r.state.fits and r.measurement is not None))
-    ms = [r.measurement for r in ok]
     samples = tuple(m.throughput for m in ms if m.throughput is not None)
     ratios = [m.reserved_ratio for m in ms if m.reserved_ratio is not None]
     return Cell(
@@ -261,7 +260,7 @@ def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> De
         return Delta(Mark.FIXED_FAILURE, note=_join(f"was {a.failure} in {a.failed} of {a.trials} trials", budgets))
     if budgets:
         return Delta(Mark.INCOMPARABLE, note=f"{budgets}; both fit, and peaks under different limits do not compare")
-    reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved else None
+    reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved and b.peak_reserved is not None else None
     slower = faster = significant = False
     throughput = p_value = None
     if a.samples and b.samples:
@@ -288,8 +287,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:+.1f}%"
 
 
-def _rate(cell: Cell) -> str:
-    return f"{cell.throughput.median:,.0f} {cell.unit or 'units'}/s"
+def _rate(throughput: stats.Summary, unit: str | None) -> str:
+    return f"{throughput.median:,.0f} {unit or 'units'}/s"
 
 
 def cell_lines(row: Row, j: int) -> list[str]:
@@ -297,12 +296,12 @@ def cell_lines(row: Row, j: int) -> list[str]:
     cell, delta = row.cells[j], row.deltas[j]
     if cell is None:
         lines = [row.missing[j]]
-    elif not cell.fits:
+    elif cell.failure is not None:  # not cell.fits
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
         ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
         # A replay measures no throughput: its cells show memory only.
-        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell)] if cell.throughput else [])
+        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
     if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
         lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
                                + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
@@ -441,7 +440,7 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(min(30, max(6, 0.5 * len(rows) * len(cols) + 2)), 5))
     for j, column in enumerate(cols):
         xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))]
-        heights = [(r.cells[j].peak_reserved or 0) / 2**30 if r.cells[j] and r.cells[j].fits else 0 for r in rows]
+        heights = [(c.peak_reserved or 0) / 2**30 if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
         bars = ax.bar(xs, heights, width, label=column.label)
         for x, row, bar in zip(xs, rows, bars):
             cell, mark = row.cells[j], row.deltas[j].mark

@@ -6,6 +6,7 @@ version knowledge and lives in `versions.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from .errors import ConfError
 
@@ -38,7 +39,7 @@ class AllocConf:
         text = (text or "").strip()
         if text in ("", "default"):
             return cls()
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # each value of the type its _PARSERS entry gives its field
         extra: list[tuple[str, str]] = []
         for item in _split_top_level(text):
             key, sep, raw = item.partition(":")

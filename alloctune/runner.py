@@ -108,8 +108,8 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
                            + (f"\n{tail}" if tail else ""), env=result.env if result else {}, **fields)
     if result is None:
-        return TrialRecord(state=TrialState.CRASHED, error=_exit_reason(proc.returncode) + (f"\n{tail}" if tail
-                           else ""), **fields)
+        why = exit_reason(proc.returncode, "the trial process", " without writing a result")
+        return TrialRecord(state=TrialState.CRASHED, error=why + (f"\n{tail}" if tail else ""), **fields)
     return TrialRecord(state=result.state, measurement=result.measurement, error=result.error,
                        effective_conf=result.effective_conf, env=result.env, **fields)
 
@@ -194,14 +194,15 @@ def _read_result(path: str) -> ChildResult | None:
         return None
 
 
-def _exit_reason(code: int | None) -> str:
+def exit_reason(code: int | None, who: str, exited: str = "") -> str:
+    """How process `who` ended: killed by a signal (a negative return code), or its exit status then `exited`."""
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"the trial process was killed by {name}"
-    return f"the trial process exited with status {code} without writing a result"
+        return f"{who} was killed by {name}"
+    return f"{who} exited with status {code}{exited}"
 
 
 def _tail(stderr: bytes | None, lines: int = 25) -> str:

@@ -18,7 +18,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeGuard
 
 from .conf import AllocConf
 from .errors import ResultsError
@@ -175,8 +175,8 @@ def versus(pairs: list[tuple[float, float]], baseline: list[float], candidate: l
 
 
 def _median_int(values: list[int | None]) -> int | None:
-    values = [v for v in values if v is not None]
-    return int(round(statistics.median(values))) if values else None
+    known = [v for v in values if v is not None]
+    return int(round(statistics.median(known))) if known else None
 
 
 def _failed(r: TrialRecord) -> bool:
@@ -202,7 +202,7 @@ def _state(trials: tuple[TrialRecord, ...]) -> str:
 def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[TrialRecord],
                    max_slowdown: float, position: dict[int, int]) -> SettingResult:
     env_id, backend, budget, conf = key
-    ok = [r.measurement for r in trials if not _failed(r)]
+    ok = [r.measurement for r in trials if r.state is TrialState.OK and r.measurement is not None]  # not _failed(r)
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
@@ -269,12 +269,13 @@ def ranked(settings: Iterable[SettingResult]) -> list[SettingResult]:
 def pareto_front(settings: Iterable[SettingResult]) -> list[SettingResult]:
     """Fitting settings with a throughput that no other beats on both memory (lower) and throughput (higher),
     by increasing peak reserved."""
-    points = [s for s in settings if s.fits and s.throughput is not None and s.peak_reserved_bytes is not None]
+    points = [(s.peak_reserved_bytes, s.throughput.median, s) for s in settings
+              if s.fits and s.throughput is not None and s.peak_reserved_bytes is not None]
     front, best_tput = [], float("-inf")
-    for s in sorted(points, key=lambda s: (s.peak_reserved_bytes, -s.throughput.median)):
-        if s.throughput.median > best_tput:
+    for _, tput, s in sorted(points, key=lambda p: (p[0], -p[1])):
+        if tput > best_tput:
             front.append(s)
-            best_tput = s.throughput.median
+            best_tput = tput
     return front
 
 
@@ -425,7 +426,7 @@ def _slowdown(c: Comparison, max_slowdown: float) -> str:
             f"allowance (one-sided {_test(c)} p = {c.p_slower:.2g})")
 
 
-def _too_slow(c: Comparison | None, max_slowdown: float) -> bool:
+def _too_slow(c: Comparison | None, max_slowdown: float) -> TypeGuard[Comparison]:
     # With one repeat a side there is no test, and one process's throughput moves ±6% (outliers 20% low) on its
     # own: a single pair of runs cannot show a slowdown, so it refuses nothing; the reasons say it is untested.
     return c is not None and c.slower_beyond_tolerance
@@ -463,7 +464,7 @@ def _interval(c: Comparison) -> str:
 
 def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: float) -> str:
     c = _comparison(best, base, max_slowdown)
-    if c is None:
+    if c is None or best.throughput is None or base.throughput is None:
         return "throughput was not compared (no throughput measured on one side)"
     medians = (f"median {format_rate(best.throughput.median, best.unit)} against "
                f"{format_rate(base.throughput.median, base.unit)}")

@@ -142,7 +142,7 @@ def gpu_state(torch, device) -> dict:
     state: dict = {"gpu": _gpu_name(torch, device)}
     try:
         handle = torch.cuda._get_pynvml_handler(device)
-        import pynvml  # type: ignore[import-not-found]  # optional: nvidia-ml-py
+        import pynvml  # optional: nvidia-ml-py
 
         state["clock_mhz"] = int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
         state["temperature_c"] = int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))

@@ -24,6 +24,7 @@ from alloctune.runner import TrialTask, child_environment
 from alloctune.sweeper import analyze, gpu_slots
 from alloctune.workload import WorkloadSpec, load_workload
 from folders import make_folder
+from pids import running
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -83,17 +84,9 @@ def test_a_command_that_hangs_with_a_child_is_killed_at_the_limit_with_its_whole
     assert record.state is TrialState.TIMEOUT and "3 s time limit" in record.error
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _alive(child):
+    while time.monotonic() < deadline and running(child):
         time.sleep(0.05)
-    assert not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"   # a zombie is dead, waiting to be reaped
-    except FileNotFoundError:
-        return False
+    assert not running(child)
 
 
 def test_a_trial_gets_its_setting_alone_and_its_gpus(tmp_path, monkeypatch):

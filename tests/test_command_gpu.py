@@ -16,7 +16,7 @@ from alloctune.command import check_command, command_workload
 from alloctune.records import TrialState
 from alloctune.sim.trace import load_trace
 from alloctune.sweeper import sweep
-from test_command import _alive
+from pids import running
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def test_the_time_limit_kills_the_group_after_the_hook_wrote_the_peaks(tmp_path)
     (trial,) = outcome.folder.trials()
     assert trial.state is TrialState.TIMEOUT and "time limit" in trial.error
     assert trial.processes and trial.processes[0]["peak_reserved_bytes"] >= 256 * MiB
-    assert not _alive(int(pid_file.read_text()))
+    assert not running(int(pid_file.read_text()))
 
 
 def test_throughput_from_step_marks_and_from_the_output(tmp_path):

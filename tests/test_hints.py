@@ -2,28 +2,18 @@
 option but the simulated folder; without a GPU, a preset that ships a trace is suggested before recording one."""
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from clirun import cli
 
-ROOT = Path(__file__).resolve().parent.parent
 VARLEN = "workloads/transformer-varlen.yaml"
 
 pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
 
 
-def cli(tmp_path, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, env=env)
-
-
 def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
-    proc = cli(tmp_path, "sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
+    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
                "--out", tmp_path / "sim", "--results", tmp_path / "r")
     assert proc.returncode == 0, proc.stderr
     [hint] = [line for line in proc.stdout.splitlines() if line.startswith("Confirm on a GPU: ")]
@@ -33,7 +23,7 @@ def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
 
 
 def test_without_a_trace_the_preset_that_ships_one_is_suggested(tmp_path):
-    proc = cli(tmp_path, "sweep", VARLEN, "--results", tmp_path / "r")   # default preset 24gib: no trace
+    proc = cli("sweep", VARLEN, "--results", tmp_path / "r")   # default preset 24gib: no trace
     assert proc.returncode == 2
     assert f"preset 'h200' ships one: alloctune sweep {VARLEN} --preset h200" in proc.stderr
     assert f"alloctune record {VARLEN} --preset 24gib -o trace.xz" in proc.stderr

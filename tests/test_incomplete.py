@@ -3,9 +3,6 @@ choice unless told --allow-incomplete, and `report --max-slowdown` leaves sweep.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +10,7 @@ import pytest
 import alloctune
 from alloctune.planned import planned_trials, recorded_trials
 from alloctune.results import ResultsFolder
+from clirun import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
@@ -21,12 +19,6 @@ FINISHED = ["hpsearch-h200-20261129-235903", "transformer-varlen-h200-20261129-2
             "torch-2.1-vs-2.13-sim/transformer-varlen-h200"]
 
 no_gpu = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
-
-
-def cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env)
 
 
 @pytest.mark.parametrize("name", FINISHED)

@@ -3,27 +3,19 @@ replay with exit 2 and a did-you-mean; only default-grid entries are dropped qui
 settings stay skipped, said loudly before anything runs."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from alloctune.conf import AllocConf
 from alloctune.versions import did_you_mean, known_keys
+from clirun import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
 TRACE = ROOT / "workloads" / "traces" / "hpsearch-h200.xz"
 
 no_gpu = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
-
-
-def cli(tmp_path, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300, env=env)
 
 
 def test_did_you_mean_looks_among_the_keys_that_torch_version_knows():
@@ -47,7 +39,7 @@ def test_sweep_stops_on_a_named_setting_torch_rejects(tmp_path, how):
         text = HPSEARCH.read_text().replace("traces/hpsearch-h200.xz", str(TRACE))
         (tmp_path / "w.yaml").write_text(text + "grid: ['expandable_segment:True', 'max_split_size_mb:64']\n")
         args = ["w.yaml"]
-    proc = cli(tmp_path, "sweep", *args, "--preset", "h200", "--results", "out")
+    proc = cli("sweep", *args, "--preset", "h200", "--results", "out", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     [line] = [x for x in proc.stderr.splitlines() if "error" in x]
     assert "'expandable_segment'" in line and "did you mean 'expandable_segments'?" in line
@@ -56,20 +48,20 @@ def test_sweep_stops_on_a_named_setting_torch_rejects(tmp_path, how):
 
 @no_gpu
 def test_named_but_pointless_settings_are_said_loudly_and_the_default_grid_stays_quiet(tmp_path):
-    proc = cli(tmp_path, "sweep", HPSEARCH, "--preset", "h200", "--conf", "garbage_collection_threshold:0.6",
-               "--results", "out")
+    proc = cli("sweep", HPSEARCH, "--preset", "h200", "--conf", "garbage_collection_threshold:0.6",
+               "--results", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "you named 'garbage_collection_threshold:0.6', but it will not run" in proc.stderr
     assert "--budget" in proc.stderr
-    quiet = cli(tmp_path, "sweep", HPSEARCH, "--preset", "h200", "--results", "out2")
+    quiet = cli("sweep", HPSEARCH, "--preset", "h200", "--results", "out2", cwd=tmp_path)
     assert quiet.returncode == 0 and "you named" not in quiet.stderr
     assert "skipped garbage_collection_threshold:0.6" in quiet.stdout   # still listed with its reason
 
 
 def test_replay_stops_on_a_named_setting_torch_rejects(tmp_path):
-    proc = cli(tmp_path, "replay", TRACE, "--conf", "expandable_segment:True")
+    proc = cli("replay", TRACE, "--conf", "expandable_segment:True", cwd=tmp_path)
     assert proc.returncode == 2
     assert "did you mean 'expandable_segments'?" in proc.stderr and "Traceback" not in proc.stderr
     (tmp_path / "g.yaml").write_text("- max_split_size:64\n")
-    proc = cli(tmp_path, "replay", TRACE, "--grid", "g.yaml")
+    proc = cli("replay", TRACE, "--grid", "g.yaml", cwd=tmp_path)
     assert proc.returncode == 2 and "did you mean 'max_split_size_mb'?" in proc.stderr

@@ -11,17 +11,9 @@ import time
 from pathlib import Path
 
 from alloctune.procs import kill_group, spawn_group
+from pids import running
 
 ROOT = str(Path(__file__).resolve().parent.parent)
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_for(path: Path, lines: int = 1, timeout: float = 30) -> list[int]:

@@ -24,6 +24,7 @@ import alloctune
 from alloctune.errors import AlloctuneError
 from alloctune.records import TrialState
 from alloctune.store import TrialStore
+from pids import running
 
 ray = pytest.importorskip("ray")
 
@@ -233,23 +234,11 @@ def test_ctrl_c_cancels_the_ray_tasks_in_flight(cluster, standin, tmp_path):
     assert b"KeyboardInterrupt" in stderr
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 10
-    while _running(child) and time.monotonic() < deadline:
+    while running(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _running(child)
+    assert not running(child)
     [folder] = (tmp_path / "results").iterdir()
     assert not (folder / "trials.jsonl").exists() or not (folder / "trials.jsonl").read_text().strip()
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped) is not running.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_trial_on_another_gpu_model_does_not_count(standin, tmp_path):

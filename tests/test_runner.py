@@ -17,6 +17,7 @@ from alloctune.conf import AllocConf
 from alloctune.records import TrialState
 from alloctune.runner import TrialTask, child_environment, run_trial, run_trials
 from alloctune.store import TrialStore
+from pids import running
 
 WORKLOAD = {"name": "w", "kind": "transformer", "entry": None, "params": {}, "warmup_steps": 1, "steps": 1,
             "unit": "tokens", "seed": 0}
@@ -87,16 +88,7 @@ def test_hang_is_killed_at_the_time_limit_with_its_children(tmp_path):
     assert time.monotonic() - t0 < 30
     grandchild = int(pidfile.read_text())
     time.sleep(0.2)
-    assert not _running(grandchild)  # the whole process group went, not only the child
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie lingers until init reaps it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not running(grandchild)  # the whole process group went, not only the child
 
 
 def test_real_child_without_gpu_reports_why(tmp_path):
@@ -163,7 +155,7 @@ def test_ctrl_c_stops_the_children_in_flight(tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert b"KeyboardInterrupt" in stderr
     time.sleep(0.3)
-    assert not _running(child)
+    assert not running(child)
 
 
 def test_gpu_index_maps_through_the_users_visible_devices():

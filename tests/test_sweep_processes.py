@@ -13,17 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from pids import running
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import WorkloadError
@@ -74,7 +74,7 @@ class Kind:
     unit: str              # what step() counts; a workload file of this kind must declare the same unit
     description: str
     params: dict[str, Param]
-    rules: tuple[tuple[str, object], ...] = field(default=())  # (what must hold, predicate over full params)
+    rules: tuple[tuple[str, Callable[[dict], bool]], ...] = field(default=())  # (what must hold, predicate over full params)
 
     def resolve(self, params: Mapping) -> dict:
         """Defaults filled in, every value checked and normalised, cross-parameter rules checked.

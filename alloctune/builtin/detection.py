@@ -107,7 +107,8 @@ def make(params: dict, device: torch.device, seed: int):
         anchors = anchors_for(side, p["anchors"], device)
         with autocast(device):
             feats, obj, deltas = model(images)
-        rpn_loss, roi_feats, roi_labels, roi_targets = 0.0, [], [], []
+        rpn_loss: torch.Tensor | float = 0.0
+        roi_feats, roi_labels, roi_targets = [], [], []
         for j in range(batch):
             overlap = iou(anchors, gt[j])                  # anchors x boxes: its width varies per image
             best, match = overlap.max(dim=1)

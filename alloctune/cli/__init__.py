@@ -20,6 +20,13 @@ def gpu_list(text: str) -> list[int]:
     return gpus
 
 
+def positive_int(text: str) -> int:
+    """--jobs, --finalists and the like: a whole number >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def _number(valid, expected: str):
     """An argparse type: a finite float for which `valid` holds, else a message saying what was expected."""
     def parse(text: str) -> float:

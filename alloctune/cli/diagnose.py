@@ -5,7 +5,7 @@ import argparse
 import json
 import textwrap
 
-from .replay import _positive_int
+from . import positive_int
 
 
 def register(subparsers) -> None:
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a setting to replay instead of the default grid (repeatable)")
     p.add_argument("--device", type=int, help="which device's state, when the snapshot has several")
-    p.add_argument("--jobs", type=_positive_int, metavar="N", help="replay worker processes (default: all usable "
+    p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all usable "
                                                                    "cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

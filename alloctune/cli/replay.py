@@ -5,6 +5,8 @@ import argparse
 import json
 from typing import Callable
 
+from . import positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -29,15 +31,9 @@ def register(subparsers) -> None:
     p.add_argument("--min-memory", action="store_true",
                    help="also find, per setting, the smallest device memory without OOM and without retries "
                         "(to 2 MiB; the whole device, --budget does not apply)")
-    p.add_argument("--jobs", type=_positive_int, metavar="N", help="worker processes (default: all usable cores)")
+    p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:

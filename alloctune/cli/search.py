@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import console
+from . import console, positive_int
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("--python", default=sys.executable, metavar="PATH",
                    help="the interpreter whose torch the setting is for: it parses every candidate, and the "
                         "simulator follows its version (default: this one)")
-    p.add_argument("--max-settings", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--max-settings", type=positive_int, default=None, metavar="N",
                    help="most settings to replay (default: 400)")
     p.add_argument("--device-memory", metavar="SIZE",
                    help="device memory, e.g. 80GiB (default: the recording GPU's, else an H200's)")
@@ -29,15 +29,9 @@ def register(subparsers) -> None:
     p.add_argument("--overhead", metavar="SIZE",
                    help="device memory held outside the allocator (default: what the trace recorded, else 1GiB)")
     p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
-    p.add_argument("--jobs", type=_positive_int, metavar="N", help="worker processes (default: all usable cores)")
+    p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print the search as one JSON object")
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:

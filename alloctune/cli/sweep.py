@@ -9,7 +9,7 @@ from ..progress import Phases
 from ..records import TrialRecord
 from ..rounds import DEFAULT_MAX_REPEATS
 from ..units import format_bytes
-from . import console, fraction, gpu_list, seconds
+from . import console, fraction, gpu_list, positive_int, seconds
 
 
 def register(subparsers) -> None:
@@ -73,25 +73,17 @@ def register(subparsers) -> None:
     p.add_argument("--trace", help="allocation trace to replay: for --backend sim (default: the workload's) or "
                                    "hybrid (default: recorded during the default's first trial on the GPU); one "
                                    "recorded from another workload is refused")
-    p.add_argument("--search", nargs="?", type=_positive_int, const=400, metavar="N",
+    p.add_argument("--search", nargs="?", type=positive_int, const=400, metavar="N",
                    help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
                         "target torch by replaying up to N settings (default 400), and sweep its Pareto front "
                         "(see 'alloctune search')")
-    p.add_argument("--finalists", type=_positive_int, default=3, metavar="N",
+    p.add_argument("--finalists", type=positive_int, default=3, metavar="N",
                    help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
                         "the default (default: 3)")
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def run(args) -> int:

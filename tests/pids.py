@@ -1,0 +1,11 @@
+"""Process checks for the tests that make sure alloctune leaves no process behind."""
+from __future__ import annotations
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an exited process lingers as a zombie until its parent, or init, reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # gone, even between open and read
+        return False
