@@ -20,9 +20,10 @@ against the baseline cell of its row:
 from __future__ import annotations
 
 import enum
+import json
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import stats
@@ -135,6 +136,13 @@ class Comparison:
 
     def marks(self) -> Counter:
         return Counter(d.mark for row in self.rows for d in row.deltas[1:])
+
+    def to_json(self) -> dict:
+        """Everything the tables show, as plain data (`compare --json`): columns, rows with their cells and
+        deltas against the baseline column, and per column whether the best setting changed."""
+        data = json.loads(json.dumps(asdict(self), default=str))
+        data["best_changed"] = [self.best_changed(i) for i in range(len(self.columns))]
+        return data
 
 
 def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from . import console
@@ -28,6 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("--factor", type=_factor, default=0.05,
                    help="relative change beyond which memory or throughput counts as changed (default 0.05)")
     p.add_argument("-o", "--output", metavar="DIR", default=".", help="where to write compare.md and compare.png")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")
     p.set_defaults(func=run)
 
 
@@ -37,10 +40,13 @@ def run(args) -> int:
 
     folders = [folder for path in args.folders for folder in find_results(path)]
     comparison = compare(folders, factor=args.factor)
-    print_comparison(comparison, console())
+    if args.json:
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        print_comparison(comparison, console())
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     md = write_compare_md(comparison, out / "compare.md")
     png = plot_comparison(comparison, out / "compare.png")
-    print(f"wrote {md} and {png}")
+    print(f"wrote {md} and {png}", file=sys.stderr if args.json else sys.stdout)
     return 0

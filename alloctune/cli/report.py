@@ -1,6 +1,7 @@
 """`alloctune report RESULTS`: decide again from recorded trials and rewrite the reports; measures nothing."""
 from __future__ import annotations
 
+import json
 
 from . import fraction
 
@@ -14,6 +15,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-slowdown", type=fraction,
                    help="reject settings significantly slower than the default by more than this fraction "
                         "(default: the value the sweep used)")
+    p.add_argument("--json", action="store_true",
+                   help="print each folder's decisions (as choice.json holds them) as JSON instead of the tables")
     p.set_defaults(func=run)
 
 
@@ -25,8 +28,12 @@ def run(args) -> int:
     from ..sweeper import analyze
 
     console = wide_console()
+    decided = []
     for folder in find_results(args.results):
         settings, choices = analyze(folder, args.max_slowdown)
+        if args.json:
+            decided.append({"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]})
+            continue
         console.print(f"[bold]{folder.path}[/]")
         for choice in choices:
             console.print(ranked_table(settings, choice))
@@ -34,4 +41,6 @@ def run(args) -> int:
                 console.print(f"[bold red]{note}[/]")
             for reason in choice.reasons:
                 console.print(f"  {reason}")
+    if args.json:
+        print(json.dumps(decided, indent=2))
     return 0
