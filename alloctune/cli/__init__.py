@@ -52,3 +52,23 @@ def console(stderr: bool = False):
 
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+
+
+def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
+    """--device-memory, --budget and --overhead of `replay` and `search`, resolved against the trace:
+    (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY
+    from ..units import parse_budget, parse_size
+
+    if args.device_memory:
+        device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
+    elif trace.meta.get("device_total_bytes"):
+        device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
+    else:
+        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, "default: an H200; set --device-memory"
+    budget_bytes = None
+    if args.budget:
+        size, fraction = parse_budget(args.budget)
+        budget_bytes = size if fraction is None else int(fraction * device_memory)
+    overhead = parse_size(args.overhead) if args.overhead else None
+    return device_memory, memory_from, budget_bytes, overhead

@@ -86,11 +86,10 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY, measured_runs, measured_under, min_memory_many, replay
+    from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
     from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
-    from . import console
-    from ..units import parse_budget, parse_size
+    from . import console, replay_limits
 
     from ..progress import Phases
 
@@ -99,16 +98,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
         trace = load_trace(path, device=args.device)
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
-    if args.device_memory:
-        device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
-    elif trace.meta.get("device_total_bytes"):
-        device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
-    else:
-        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, "default: an H200; set --device-memory"
-    budget_bytes = None
-    if args.budget:
-        size, fraction = parse_budget(args.budget)
-        budget_bytes = size if fraction is None else int(fraction * device_memory)
+    device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
     torch_version = trace.meta.get("torch_version")
@@ -116,7 +106,6 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     if entries:   # settings the user named: a typo stops here instead of being dropped
         refuse_rejected(skipped, torch_version)
 
-    overhead = parse_size(args.overhead) if args.overhead else None
     err = console(stderr=True)
     if note := core_notice():
         err.print(f"[yellow]notice:[/] {note}")

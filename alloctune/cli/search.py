@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import console, positive_int
+from . import console, positive_int, replay_limits
 
 
 def register(subparsers) -> None:
@@ -38,20 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..search import DEFAULT_MAX_SETTINGS, search
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY
     from ..sim.trace import load_trace
-    from ..units import format_bytes, parse_budget, parse_size
+    from ..units import format_bytes
 
     trace = load_trace(_stdin_to_file(args.trace) if args.trace == "-" else args.trace, device=args.device)
-    if args.device_memory:
-        device_memory = parse_size(args.device_memory)
-    else:
-        device_memory = int(trace.meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
-    budget_bytes = None
-    if args.budget:
-        size, fraction = parse_budget(args.budget)
-        budget_bytes = size if size is not None else int((fraction or 0) * device_memory)
-    overhead = parse_size(args.overhead) if args.overhead else None
+    device_memory, _, budget_bytes, overhead = replay_limits(args, trace)
 
     err = console(stderr=True)
     with Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
