@@ -70,7 +70,10 @@ def test_a_group_dies_with_its_parent_even_on_sigkill_and_its_folder_goes(tmp_pa
 def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # the thread ended between the listing and the read
+            pass
     return found
 
 
