@@ -1,7 +1,7 @@
 // The compiled core of the simulator: `allocator.py`'s Allocator and `simulate.py`'s replay loop in C++, with
 // the structures of c10/cuda/CUDACachingAllocator.cpp (Block linked in address order within its segment,
-// BlockPool holding std::sets of cached blocks ordered by (size, address) and of unmapped blocks by address,
-// ExpandableSegment). Pools are per stream, as in allocator.py, so the stream that leads upstream's
+// BlockPool holding the cached blocks ordered by (size, address) and a std::set of unmapped blocks by address,
+// ExpandableSegment); only the container of the cached blocks differs (BlockSet: the same order, found faster). Pools are per stream, as in allocator.py, so the stream that leads upstream's
 // comparator is constant within a set. Every decision mirrors allocator.py line for line; results must be
 // identical (tests/test_sim_cores.py), so change both together.
 //
@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,81 +43,82 @@ struct ExpandableSegment {
   u64 base, size, page;
 };
 
-// An entry of a pool's set of cached blocks carries the block's (size, address), so that a search compares
-// without reading the blocks themselves (half the cache misses of a set of Block* with upstream's comparator).
-struct SizeKey {
-  u64 size, addr;
-  Block* block;
-};
-struct BlockComparatorSize {
-  bool operator()(const SizeKey& a, const SizeKey& b) const {
-    // (size, addr) as one 128-bit number: one comparison, no branch on whether the sizes tie
-    using u128 = unsigned __int128;
-    return (static_cast<u128>(a.size) << 64 | a.addr) < (static_cast<u128>(b.size) << 64 | b.addr);
-  }
-};
-struct BlockComparatorAddress {
-  bool operator()(const Block* a, const Block* b) const;
-};
+using Key = unsigned __int128;  // a cached block's (size, address) as one number: one comparison, no branch on ties
 
-// The sets' nodes come from a free list of equal-sized slots owned by the allocator: a replay inserts and
-// erases a node for nearly every event, and the general-purpose heap is what would cost the most.
-class NodeArena {
+// A pool's cached blocks ordered by (size, address), upstream's BlockComparatorSize order within one stream.
+// A replay searches, inserts and erases here for nearly every event, and in upstream's red-black tree each of
+// these is a chain of dependent loads with a hard-to-predict branch per level: most of the replay's time. So the
+// set is cut by size into classes, as in a TLSF allocator: each power of two split into 16 ranges, each range
+// a short vector sorted by (size, address), and a bitmap of the classes that are not empty. Class numbers grow
+// with size, so the classes in order, each in order, are the (size, address) order: a search is one class's
+// vector plus a find-first-set over the bitmap; an insert or erase touches one short vector, no rebalancing.
+// Positions (Pos) are valid until the next insert or erase. A block's size must not change while it is here.
+class BlockSet {
  public:
-  void* get(size_t bytes) {
-    if (bytes != slot_) {
-      if (slot_ != 0) return ::operator new(bytes);
-      slot_ = bytes < sizeof(void*) ? sizeof(void*) : bytes;
-    }
-    if (free_ == nullptr) refill();
-    void* p = free_;
-    free_ = *static_cast<void**>(free_);
-    return p;
+  struct Pos {
+    size_t cls, slot;
+    bool operator==(const Pos& o) const { return cls == o.cls && slot == o.slot; }
+    bool operator!=(const Pos& o) const { return !(*this == o); }
+  };
+  Pos begin() const { return {next_class(0), 0}; }
+  Pos end() const { return {kClasses, 0}; }
+  Block* at(Pos p) const { return classes_[p.cls][p.slot].block; }
+  u64 size_at(Pos p) const { return static_cast<u64>(classes_[p.cls][p.slot].key >> 64); }
+  Pos next(Pos p) const {
+    return p.slot + 1 < classes_[p.cls].size() ? Pos{p.cls, p.slot + 1} : Pos{next_class(p.cls + 1), 0};
   }
-  void put(void* p, size_t bytes) {
-    if (bytes != slot_) return ::operator delete(p);
-    *static_cast<void**>(p) = free_;
-    free_ = p;
+  Pos prev(Pos p) const {  // p must not be begin()
+    if (p.slot > 0) return {p.cls, p.slot - 1};
+    size_t c = prev_class(p.cls);
+    return {c, classes_[c].size() - 1};
   }
+  Pos lower_bound_size(u64 size) const { return lower_bound(static_cast<Key>(size) << 64); }
+  void insert(Block* b);
+  void erase(Block* b);  // nothing when b is not in the set
+  Pos take(Pos p);       // erase at p; returns the position of the block that followed
+  std::vector<Block*> all() const;  // in order, for loops that change the set while they go
 
  private:
-  size_t slot_ = 0;
-  void* free_ = nullptr;
-  std::vector<std::unique_ptr<char[]>> chunks_;
-  void refill() {
-    constexpr size_t kSlots = 4096;
-    chunks_.emplace_back(new char[slot_ * kSlots]);
-    char* chunk = chunks_.back().get();
-    for (size_t i = 0; i < kSlots; ++i) put(chunk + i * slot_, slot_);
+  static constexpr int kSubBits = 4;  // 16 classes per power of two
+  static constexpr size_t kClasses = (64 - kSubBits + 1) << kSubBits;
+  static constexpr size_t kWords = (kClasses + 63) / 64;
+  struct Entry {
+    Key key;
+    Block* block;
+  };
+  std::vector<Entry> classes_[kClasses];
+  u64 nonempty_[kWords] = {};  // bit c: classes_[c] holds blocks
+  u64 nonempty_words_ = 0;     // bit w: nonempty_[w] != 0
+  static_assert(kWords <= 64, "one summary word");
+
+  static Key key(const Block* b);
+  // Sizes below 16 have a class each; above, the power of two and the next 4 bits below the top one.
+  static size_t class_of(u64 size) {
+    if (size < (1u << kSubBits)) return static_cast<size_t>(size);
+    int top = 63 - __builtin_clzll(size);
+    return (static_cast<size_t>(top - kSubBits + 1) << kSubBits) + ((size >> (top - kSubBits)) & ((1u << kSubBits) - 1));
+  }
+  size_t next_class(size_t c) const;  // first non-empty class >= c, or kClasses
+  size_t prev_class(size_t c) const;  // last non-empty class < c; there must be one
+  void mark(size_t c, bool nonempty) {
+    u64 bit = 1ull << (c % 64);
+    u64& word = nonempty_[c / 64];
+    word = nonempty ? word | bit : word & ~bit;
+    u64 wbit = 1ull << (c / 64);
+    nonempty_words_ = word ? nonempty_words_ | wbit : nonempty_words_ & ~wbit;
+  }
+  static size_t slot_of(const std::vector<Entry>& v, Key k) {  // first entry not below k
+    return static_cast<size_t>(
+        std::lower_bound(v.begin(), v.end(), k, [](const Entry& e, Key x) { return e.key < x; }) - v.begin());
+  }
+  Pos lower_bound(Key k) const {
+    size_t c = class_of(static_cast<u64>(k >> 64));
+    size_t slot = slot_of(classes_[c], k);
+    if (slot < classes_[c].size()) return {c, slot};
+    return {next_class(c + 1), 0};
   }
 };
-
-template <class T>
-struct ArenaAllocator {
-  using value_type = T;
-  NodeArena* arena;
-  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
-  template <class U>
-  ArenaAllocator(const ArenaAllocator<U>& other) : arena(other.arena) {}
-  T* allocate(size_t n) { return static_cast<T*>(arena->get(n * sizeof(T))); }
-  void deallocate(T* p, size_t n) { arena->put(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const ArenaAllocator<U>& other) const { return arena == other.arena; }
-  template <class U>
-  bool operator!=(const ArenaAllocator<U>& other) const { return arena != other.arena; }
-};
-
-// Cached blocks ordered by (size, address). A block's size must not change while it is in the set.
-class BlockSet : public std::set<SizeKey, BlockComparatorSize, ArenaAllocator<SizeKey>> {
- public:
-  using Base = std::set<SizeKey, BlockComparatorSize, ArenaAllocator<SizeKey>>;
-  using Base::Base;
-  void insert(Block* b);
-  void erase(Block* b);
-  iterator take(iterator it);  // erase at `it`; returns the next position
-  iterator lower_bound_size(u64 size) { return lower_bound(SizeKey{size, 0, nullptr}); }
-};
-using AddrSet = std::set<Block*, BlockComparatorAddress, ArenaAllocator<Block*>>;
+using AddrSet = std::set<Block*, bool (*)(const Block*, const Block*)>;  // unmapped blocks by address
 
 struct Block {
   u64 addr = 0, size = 0, requested = 0, gc_base = 0;
@@ -125,33 +127,70 @@ struct Block {
   Block* next = nullptr;
   ExpandableSegment* segment = nullptr;
   bool allocated = false, mapped = true;
-  bool cached = false;      // in its pool's `blocks` set, at `where`
-  BlockSet::iterator where;  // kept so that taking a block off the set needs no search
+  bool cached = false;  // in its pool's `blocks` set
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
-bool BlockComparatorAddress::operator()(const Block* a, const Block* b) const { return a->addr < b->addr; }
+bool by_address(const Block* a, const Block* b) { return a->addr < b->addr; }
 
 struct BlockPool {
   bool is_small;
   BlockSet blocks;
-  AddrSet unmapped;
-  BlockPool(bool small, NodeArena* arena)
-      : is_small(small), blocks(ArenaAllocator<SizeKey>(arena)), unmapped(ArenaAllocator<Block*>(arena)) {}
+  AddrSet unmapped{by_address};
+  explicit BlockPool(bool small) : is_small(small) {}
 };
 
+Key BlockSet::key(const Block* b) { return static_cast<Key>(b->size) << 64 | b->addr; }
+
+size_t BlockSet::next_class(size_t c) const {
+  if (c >= kClasses) return kClasses;
+  size_t w = c / 64;
+  u64 bits = nonempty_[w] & (~0ull << (c % 64));
+  if (bits == 0) {
+    u64 words = w + 1 < 64 ? nonempty_words_ & (~0ull << (w + 1)) : 0;
+    if (words == 0) return kClasses;
+    w = static_cast<size_t>(__builtin_ctzll(words));
+    bits = nonempty_[w];
+  }
+  return w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+}
+
+size_t BlockSet::prev_class(size_t c) const {
+  size_t w = (c - 1) / 64;
+  u64 bits = nonempty_[w] & (~0ull >> (63 - (c - 1) % 64));
+  if (bits == 0) {
+    w = static_cast<size_t>(63 - __builtin_clzll(nonempty_words_ & ((1ull << w) - 1)));
+    bits = nonempty_[w];
+  }
+  return w * 64 + static_cast<size_t>(63 - __builtin_clzll(bits));
+}
+
 void BlockSet::insert(Block* b) {
-  b->where = Base::insert(SizeKey{b->size, b->addr, b}).first;
+  Key k = key(b);
+  size_t c = class_of(b->size);
+  std::vector<Entry>& v = classes_[c];
+  if (v.empty()) mark(c, true);
+  v.insert(v.begin() + static_cast<std::ptrdiff_t>(slot_of(v, k)), Entry{k, b});
   b->cached = true;
 }
-BlockSet::iterator BlockSet::take(iterator it) {
-  it->block->cached = false;
-  return Base::erase(it);
+
+BlockSet::Pos BlockSet::take(Pos p) {
+  std::vector<Entry>& v = classes_[p.cls];
+  v[p.slot].block->cached = false;
+  v.erase(v.begin() + static_cast<std::ptrdiff_t>(p.slot));
+  if (p.slot < v.size()) return p;
+  if (v.empty()) mark(p.cls, false);
+  return {next_class(p.cls + 1), 0};
 }
+
 void BlockSet::erase(Block* b) {
-  if (!b->cached) return;
-  Base::erase(b->where);
-  b->cached = false;
+  if (b->cached) take(lower_bound(key(b)));
+}
+
+std::vector<Block*> BlockSet::all() const {
+  std::vector<Block*> out;
+  for (Pos p = begin(); p != end(); p = next(p)) out.push_back(at(p));
+  return out;
 }
 
 u64 ceil_to(u64 x, u64 step) { return (x + step - 1) / step * step; }
@@ -259,7 +298,6 @@ class Allocator {
 
  private:
   Config c_;
-  NodeArena arena_;  // before the pools: they give their nodes back to it when destroyed
   std::vector<std::unique_ptr<BlockPool>> large_pools_, small_pools_;  // in creation order
   std::unordered_map<i64, BlockPool*> pool_by_stream_[2];                // [is_small]
   BlockPool* last_pool_[2] = {nullptr, nullptr};  // the pool of the last request of each kind, and its stream
@@ -299,7 +337,7 @@ class Allocator {
     auto it = by_stream.find(stream);
     if (it != by_stream.end()) return it->second;
     auto& pools = small ? small_pools_ : large_pools_;
-    pools.push_back(std::make_unique<BlockPool>(small, &arena_));
+    pools.push_back(std::make_unique<BlockPool>(small));
     by_stream.emplace(stream, pools.back().get());
     return pools.back().get();
   }
@@ -330,18 +368,19 @@ class Allocator {
 
   Block* get_free_block(BlockPool* pool, u64 rsize) {
     if (c_.gc_threshold > 0) gc_searches_[pool->is_small] += 1;
-    auto it = pool->blocks.lower_bound_size(rsize);
-    if (it == pool->blocks.end()) return nullptr;
+    BlockSet& blocks = pool->blocks;
+    auto it = blocks.lower_bound_size(rsize);
+    if (it == blocks.end()) return nullptr;
     if (c_.expandable) {  // best fit by the size a block could grow to
-      u64 best = expandable_size(it->block);
-      for (auto next = std::next(it); next != pool->blocks.end(); ++next) {
-        u64 size = expandable_size(next->block);
+      u64 best = expandable_size(blocks.at(it));
+      for (auto next = blocks.next(it); next != blocks.end(); next = blocks.next(next)) {
+        u64 size = expandable_size(blocks.at(next));
         if (size >= best) break;
         it = next;
         best = size;
       }
     }
-    Block* block = it->block;
+    Block* block = blocks.at(it);
     u64 bsize = block->size, max_split = c_.max_split;
     if (bsize < max_split || (max_split <= rsize && bsize < rsize + c_.non_split_rounding)) {
       pool->blocks.take(it);
@@ -409,19 +448,20 @@ class Allocator {
   bool release_available_cached_blocks(BlockPool* pool, u64 rsize) {
     if (c_.max_split == kNoLimit || c_.expandable) return false;
     u64 want = rsize > c_.max_split ? rsize : c_.max_split;
-    auto it = pool->blocks.lower_bound_size(want);
-    if (it != pool->blocks.end()) {
-      Block* block = it->block;
-      pool->blocks.take(it);
+    BlockSet& blocks = pool->blocks;
+    auto it = blocks.lower_bound_size(want);
+    if (it != blocks.end()) {
+      Block* block = blocks.at(it);
+      blocks.take(it);
       release_block(block);
       return true;
     }
     u64 released = 0;
-    while (released < want && it != pool->blocks.begin() && std::prev(it)->size >= c_.max_split) {
-      --it;
-      Block* block = it->block;
+    while (released < want && it != blocks.begin() && blocks.size_at(blocks.prev(it)) >= c_.max_split) {
+      it = blocks.prev(it);
+      Block* block = blocks.at(it);
       released += block->size;
-      it = pool->blocks.take(it);
+      it = blocks.take(it);
       release_block(block);
     }
     return released >= want;
@@ -431,17 +471,17 @@ class Allocator {
     num_sync_all_streams += 1;
     for (auto* pools : {&large_pools_, &small_pools_}) {
       for (auto& pool : *pools) {
+        BlockSet& blocks = pool->blocks;
         if (c_.expandable) {
-          std::vector<SizeKey> cached(pool->blocks.begin(), pool->blocks.end());
-          for (const SizeKey& entry : cached) unmap_block(entry.block);
+          for (Block* block : blocks.all()) unmap_block(block);
           continue;
         }
-        for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
-          Block* block = it->block;
+        for (auto it = blocks.begin(); it != blocks.end();) {
+          Block* block = blocks.at(it);
           if (block->is_split()) {
-            ++it;
+            it = blocks.next(it);
           } else {
-            it = pool->blocks.take(it);
+            it = blocks.take(it);
             release_block(block);
           }
         }
@@ -456,8 +496,8 @@ class Allocator {
     u64 now = gc_searches_[0];
     std::vector<Block*> candidates;
     for (auto& pool : large_pools_)
-      for (const SizeKey& entry : pool->blocks)
-        if (!entry.block->is_split() && entry.block->segment == nullptr) candidates.push_back(entry.block);
+      for (Block* block : pool->blocks.all())
+        if (!block->is_split() && block->segment == nullptr) candidates.push_back(block);
     u64 total_age = 0;
     for (Block* b : candidates) total_age += now - b->gc_base;
     u64 count = candidates.size();
