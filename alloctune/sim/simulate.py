@@ -2,7 +2,8 @@
 
 - the compiled core (`alloctune/sim/_core.cpp`, a C++ extension built by `pip install -e .`, or in place by
   `python3 setup.py build_ext --inplace`): the same algorithm as `allocator.py`, with upstream's structures
-  (`std::set` pools ordered by size and address, blocks linked in address order), 13-40x faster;
+  (blocks linked in address order, pools ordered by size and address; the cached blocks kept in size classes
+  rather than upstream's std::set, for speed), 13-40x faster;
 - the Python reference (`allocator.Allocator`), used where the extension is not built or does not load (no
   compiler at install time, another Python version): `core_notice()` says so in one line, which the CLI prints
   once.
