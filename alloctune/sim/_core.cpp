@@ -495,9 +495,13 @@ class Allocator {
     u64 target = reserved - limit;
     u64 now = gc_searches_[0];
     std::vector<Block*> candidates;
-    for (auto& pool : large_pools_)
-      for (Block* block : pool->blocks.all())
+    for (auto& pool : large_pools_) {
+      const BlockSet& blocks = pool->blocks;
+      for (auto it = blocks.begin(); it != blocks.end(); it = blocks.next(it)) {
+        Block* block = blocks.at(it);
         if (!block->is_split() && block->segment == nullptr) candidates.push_back(block);
+      }
+    }
     u64 total_age = 0;
     for (Block* b : candidates) total_age += now - b->gc_base;
     u64 count = candidates.size();
