@@ -1,8 +1,9 @@
 // The compiled core of the simulator: `allocator.py`'s Allocator and `simulate.py`'s replay loop in C++, with
 // the structures of c10/cuda/CUDACachingAllocator.cpp (Block linked in address order within its segment,
 // BlockPool holding the cached blocks ordered by (size, address) and a std::set of unmapped blocks by address,
-// ExpandableSegment); only the container of the cached blocks differs (BlockSet: the same order, found faster). Pools are per stream, as in allocator.py, so the stream that leads upstream's
-// comparator is constant within a set. Every decision mirrors allocator.py line for line; results must be
+// ExpandableSegment); only the container of the cached blocks differs (BlockSet: the same order, found faster).
+// Pools are per stream, as in allocator.py, so the stream that leads upstream's comparator is constant within a
+// set. Every decision mirrors allocator.py line for line; results must be
 // identical (tests/test_sim_cores.py), so change both together.
 //
 // Entry point: simulate(kinds, addrs, sizes, streams, device_memory, overhead, allowed (-1: none), max_split,
@@ -75,6 +76,7 @@ class BlockSet {
   Pos lower_bound_size(u64 size) const { return lower_bound(static_cast<Key>(size) << 64); }
   void insert(Block* b);
   void erase(Block* b);  // nothing when b is not in the set
+  void remove(Pos p);    // erase at p
   Pos take(Pos p);       // erase at p; returns the position of the block that followed
   std::vector<Block*> all() const;  // in order, for loops that change the set while they go
 
@@ -96,7 +98,8 @@ class BlockSet {
   static size_t class_of(u64 size) {
     if (size < (1u << kSubBits)) return static_cast<size_t>(size);
     int top = 63 - __builtin_clzll(size);
-    return (static_cast<size_t>(top - kSubBits + 1) << kSubBits) + ((size >> (top - kSubBits)) & ((1u << kSubBits) - 1));
+    size_t below_top = (size >> (top - kSubBits)) & ((1u << kSubBits) - 1);
+    return (static_cast<size_t>(top - kSubBits + 1) << kSubBits) + below_top;
   }
   size_t next_class(size_t c) const;  // first non-empty class >= c, or kClasses
   size_t prev_class(size_t c) const;  // last non-empty class < c; there must be one
@@ -107,9 +110,13 @@ class BlockSet {
     u64 wbit = 1ull << (c / 64);
     nonempty_words_ = word ? nonempty_words_ | wbit : nonempty_words_ & ~wbit;
   }
-  static size_t slot_of(const std::vector<Entry>& v, Key k) {  // first entry not below k
-    return static_cast<size_t>(
-        std::lower_bound(v.begin(), v.end(), k, [](const Entry& e, Key x) { return e.key < x; }) - v.begin());
+  // The first entry not below k (std::lower_bound), halving without a jump on the comparison: the data decide
+  // it, so a jump would be mispredicted half the time.
+  static size_t slot_of(const std::vector<Entry>& v, Key k) {
+    if (v.empty()) return 0;
+    const Entry* base = v.data();
+    for (size_t n = v.size(); n > 1; n -= n / 2) base += static_cast<size_t>(base[n / 2 - 1].key < k) * (n / 2);
+    return static_cast<size_t>(base - v.data()) + (base->key < k);
   }
   Pos lower_bound(Key k) const {
     size_t c = class_of(static_cast<u64>(k >> 64));
@@ -174,17 +181,22 @@ void BlockSet::insert(Block* b) {
   b->cached = true;
 }
 
-BlockSet::Pos BlockSet::take(Pos p) {
+void BlockSet::remove(Pos p) {
   std::vector<Entry>& v = classes_[p.cls];
   v[p.slot].block->cached = false;
   v.erase(v.begin() + static_cast<std::ptrdiff_t>(p.slot));
-  if (p.slot < v.size()) return p;
   if (v.empty()) mark(p.cls, false);
-  return {next_class(p.cls + 1), 0};
+}
+
+BlockSet::Pos BlockSet::take(Pos p) {
+  remove(p);
+  return p.slot < classes_[p.cls].size() ? p : Pos{next_class(p.cls + 1), 0};
 }
 
 void BlockSet::erase(Block* b) {
-  if (b->cached) take(lower_bound(key(b)));
+  if (!b->cached) return;
+  size_t c = class_of(b->size);  // b is in this class: no search beyond it
+  remove({c, slot_of(classes_[c], key(b))});
 }
 
 std::vector<Block*> BlockSet::all() const {
@@ -383,7 +395,7 @@ class Allocator {
     Block* block = blocks.at(it);
     u64 bsize = block->size, max_split = c_.max_split;
     if (bsize < max_split || (max_split <= rsize && bsize < rsize + c_.non_split_rounding)) {
-      pool->blocks.take(it);
+      blocks.remove(it);
       return block;
     }
     return nullptr;
@@ -452,7 +464,7 @@ class Allocator {
     auto it = blocks.lower_bound_size(want);
     if (it != blocks.end()) {
       Block* block = blocks.at(it);
-      blocks.take(it);
+      blocks.remove(it);
       release_block(block);
       return true;
     }
