@@ -3,7 +3,7 @@
 - the compiled core (`alloctune/sim/_core.cpp`, a C++ extension built by `pip install -e .`, or in place by
   `python3 setup.py build_ext --inplace`): the same algorithm as `allocator.py`, with upstream's structures
   (blocks linked in address order, pools ordered by size and address; the cached blocks kept in size classes
-  rather than upstream's std::set, for speed), 19-56x faster (results/sim-speed-2026-12-01/);
+  rather than upstream's std::set, for speed), 22-58x faster (results/sim-speed-2026-12-01/);
 - the Python reference (`allocator.Allocator`), used where the extension is not built or does not load (no
   compiler at install time, another Python version): `core_notice()` says so in one line, which the CLI prints
   once.
@@ -92,7 +92,7 @@ def core_notice() -> str | None:
     if _core is not None:
         return None
     return (f"the compiled simulator core is not available ({_CORE_PROBLEM}): replaying with the pure-Python "
-            "simulator, 19-56x slower (build it with `pip install -e .` or `python3 setup.py build_ext --inplace`)")
+            "simulator, 22-58x slower (build it with `pip install -e .` or `python3 setup.py build_ext --inplace`)")
 
 
 def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
