@@ -6,6 +6,7 @@ import json
 from typing import Callable
 
 from . import positive_int
+from ..errors import AlloctuneError
 
 
 def register(subparsers) -> None:
@@ -15,8 +16,9 @@ def register(subparsers) -> None:
                     "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
                     "Pickles are read without running any code they hold.")
     p.add_argument("trace", metavar="TRACE", nargs="+",
-                   help="snapshot pickle or compact alloctune trace; several (one per rank, as `record -- CMD` "
-                        "writes for a multi-process command): each is replayed, then the maximum per setting")
+                   help="snapshot pickle or compact alloctune trace ('-' for stdin); several (one per rank, as "
+                        "`record -- CMD` writes for a multi-process command): each is replayed, then the maximum "
+                        "per setting")
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
     p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
@@ -37,6 +39,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.trace.count("-") > 1:
+        raise AlloctuneError("'-' (stdin) can be given once among the traces")
     results = [(path, _replay_one(args, path)) for path in args.trace]
     if len(results) == 1:
         if args.json:

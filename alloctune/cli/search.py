@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sim.trace import load_trace
     from ..units import format_bytes
 
-    trace = load_trace(_stdin_to_file(args.trace) if args.trace == "-" else args.trace, device=args.device)
+    trace = load_trace(args.trace, device=args.device)
     device_memory, _, budget_bytes, overhead = replay_limits(args, trace)
 
     err = console(stderr=True)
@@ -61,19 +61,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_front(result)
     return 0
-
-
-def _stdin_to_file(_: str) -> str:
-    """Traces are read by path (their format is told from the bytes): stdin goes through a temporary file."""
-    import atexit
-    import os
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="alloctune-trace-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(sys.stdin.buffer.read())
-    atexit.register(os.unlink, path)
-    return path
 
 
 def print_front(result) -> None:

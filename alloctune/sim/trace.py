@@ -61,6 +61,7 @@ import json
 import lzma
 import os
 import pickle
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,12 +111,18 @@ def alloc_digest(trace: Trace) -> str:
 
 
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
-    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring)."""
+    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if os.fspath(path) == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as exc:
         raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    if not data:
+        raise TraceError(f"{os.fspath(path)!r} is empty: expected a PyTorch memory snapshot (pickle) or an "
+                         f"alloctune trace (xz)")
     if data.startswith(_XZ_MAGIC):
         trace = _load_compact(data, path)
         if device is not None and device != trace.device:
