@@ -42,3 +42,36 @@ def test_an_empty_stdin_is_named_as_such():
         error = _one_line_error(cli(command, "-"))
         assert "'-' is empty" in error and "alloctune-trace-" not in error
     assert "once" in _one_line_error(cli("replay", "-", "-"))
+
+
+# Real messages (SOURCES.md), as logs and terminals leave them: file, layout, cause, figures
+LOGGED = [
+    ("v2_2-rich-ansi.txt", "torch 2.2+", "fragmentation", {"requested": 22 * 2**20, "gpu": 0}),
+    ("v1-windows-crlf.txt", "torch 1.x-2.0", "shortage", {"requested": 132 * 2**20, "device_free": 0}),
+    ("v2_x-rank-prefix.txt", "torch 2.2+", "fragmentation", {"gpu": 4, "requested": 64 * 2**20}),
+    ("v2_1-no-this-process.txt", "torch 2.1", "fragmentation", {"this_process": None, "processes": ()}),
+    ("async-unlimited.txt", "backend:cudaMallocAsync", "shortage", {"allowed": None, "device_free": 0}),
+]
+
+
+def test_real_messages_as_logs_leave_them_are_read():
+    for name, layout, cause, figures in LOGGED:
+        d = diagnose(PUBLIC / name)
+        assert d.message is not None and d.message.format.startswith(layout), name
+        assert d.verdict is not None and d.verdict.cause == cause, name
+        for key, value in figures.items():
+            assert getattr(d.message, key) == value, (name, key)
+
+
+def test_without_a_memory_fraction_cudamallocasync_has_no_budget():
+    """It prints the largest 64-bit size as its limit then; that is no budget, and no note says there is one."""
+    run = cli("diagnose", PUBLIC / "async-unlimited.txt", "--json")
+    assert run.returncode == 0, run.stderr
+    verdict = json.loads(run.stdout)["verdict"]
+    assert verdict["numbers"]["allowed"] is None
+    assert not any("budget" in note for note in verdict["notes"])
+
+
+def test_a_driver_out_of_memory_error_is_named_not_called_no_message():
+    error = _one_line_error(cli("diagnose", "-", stdin=(PUBLIC / "driver-cuda-error.txt").read_bytes()))
+    assert "'CUDA error: out of memory'" in error and "no figures" in error and "holds no" not in error

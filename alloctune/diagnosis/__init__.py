@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
 from ..units import format_bytes
-from .message import OomMessage, looks_like_message, parse_message
+from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
 from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
@@ -126,6 +126,10 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
         raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
     text = data.decode("utf-8", errors="replace")
+    if not looks_like_message(text) and (error := driver_error(text)):
+        raise DiagnoseError(f"{name!r} holds '{error}', raised by CUDA or a library (cuBLAS, cuDNN) outside "
+                            "PyTorch's caching allocator: it prints no figures to diagnose (the allocator's own "
+                            "reads 'CUDA out of memory. Tried to allocate ...')")
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
