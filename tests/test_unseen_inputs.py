@@ -75,3 +75,10 @@ def test_without_a_memory_fraction_cudamallocasync_has_no_budget():
 def test_a_driver_out_of_memory_error_is_named_not_called_no_message():
     error = _one_line_error(cli("diagnose", "-", stdin=(PUBLIC / "driver-cuda-error.txt").read_bytes()))
     assert "'CUDA error: out of memory'" in error and "no figures" in error and "holds no" not in error
+
+
+def test_diagnose_output_fits_100_columns():
+    for source in (PUBLIC / "v2_1-pid-frag.txt", H200 / "frag-window" / "oom-rank0.pickle"):
+        run = cli("diagnose", source)
+        assert run.returncode == 0 and "warning:" in run.stdout, run.stderr
+        assert max(map(len, run.stdout.splitlines())) <= 100, run.stdout
