@@ -82,3 +82,32 @@ def test_diagnose_output_fits_100_columns():
         run = cli("diagnose", source)
         assert run.returncode == 0 and "warning:" in run.stdout, run.stderr
         assert max(map(len, run.stdout.splitlines())) <= 100, run.stdout
+
+
+def _as_torch_2_0(snapshot: dict) -> dict:
+    """The snapshot as torch 2.0 wrote it (`THCPModule_memorySnapshot` in torch/csrc/cuda/Module.cpp then; torch's
+    own `_memory_viz._block_extra_legacy` still reads it): blocks without `address`, `requested_size` or `frames`
+    but with a `history` of {addr, real_size}; no `segment_pool_id`, `is_expandable` or `allocator_settings`;
+    trace entries without `time_us`."""
+    old = {k: v for k, v in snapshot.items() if k not in ("allocator_settings", "external_annotations")}
+    old["segments"] = [
+        {**{k: v for k, v in s.items() if k not in ("requested_size", "is_expandable", "segment_pool_id", "frames")},
+         "blocks": [{"size": b["size"], "state": b["state"].replace("awaiting", "pending"),
+                     **({"history": [{"addr": b["address"], "real_size": b["requested_size"]}]}
+                        if b["state"] != "inactive" else {})} for b in s["blocks"]]}
+        for s in snapshot["segments"]]
+    old["device_traces"] = [[{k: v for k, v in e.items() if k in ("action", "addr", "size", "stream", "device_free")}
+                             for e in trace] for trace in snapshot["device_traces"]]
+    return old
+
+
+def test_a_torch_2_0_snapshot_is_diagnosed_as_its_2_11_original(tmp_path):
+    """A trace that starts mid-run is completed from the blocks' addresses, which 2.0 did not write."""
+    original = H200 / "frag-window" / "oom-rank0.pickle"
+    legacy = tmp_path / "oom-rank0.pickle"
+    legacy.write_bytes(pickle.dumps(_as_torch_2_0(pickle.loads(original.read_bytes()))))
+    assert "address" not in pickle.loads(legacy.read_bytes())["segments"][0]["blocks"][0]
+    new, old = diagnose(original), diagnose(legacy)
+    assert old.replay is not None and new.replay is not None and not new.replay.reconstruction.whole_run
+    assert old.replay.to_json() == new.replay.to_json()
+    assert old.recommended_conf == new.recommended_conf == "expandable_segments:True"

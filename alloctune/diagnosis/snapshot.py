@@ -3,10 +3,12 @@
 A snapshot (`torch.cuda.memory._snapshot()`, read by `sim.trace.read_snapshot`) holds `segments`, the
 allocator's state when it was taken: each with `total_size`, `allocated_size`, `segment_type` ('large' or
 'small'), `stream`, `segment_pool_id`, `is_expandable` and `blocks` (`address`, `size`, `requested_size`,
-`state`: 'active_allocated', 'active_pending_free' or 'inactive' = free). Taken by `alloctune.dump_on_oom`'s
-observer, it shows the state after the allocator released what it could, just before it raised; the trace's
-last `oom` entry holds the request (`size`) and the device's free bytes (`device_free`), and the `alloctune`
-dict the limit the observer was given.
+`state`: 'active_allocated', 'active_awaiting_free' (2.0: 'active_pending_free') or 'inactive' = free).
+torch 2.0 and older wrote no `segment_pool_id`, `is_expandable` or block `address` (blocks are listed in address
+order) and kept the requested size in a block's `history`. Taken by `alloctune.dump_on_oom`'s observer, it shows
+the state after the allocator released what it could, just before it raised; the trace's last `oom` entry holds
+the request (`size`) and the device's free bytes (`device_free`), and the `alloctune` dict the limit the
+observer was given.
 """
 from __future__ import annotations
 
