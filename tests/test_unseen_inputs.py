@@ -111,3 +111,12 @@ def test_a_torch_2_0_snapshot_is_diagnosed_as_its_2_11_original(tmp_path):
     assert old.replay is not None and new.replay is not None and not new.replay.reconstruction.whole_run
     assert old.replay.to_json() == new.replay.to_json()
     assert old.recommended_conf == new.recommended_conf == "expandable_segments:True"
+
+
+def test_a_shortage_at_the_limit_does_not_contradict_its_figures():
+    """Live tensors plus the request fit what the process could have (by the rounded figures), and the free memory
+    covers the request: the reasons must not say 'more than', nor the next step ask for 0 B fewer."""
+    d = diagnose(PUBLIC / "v2_1-at-the-limit.txt")
+    assert d.verdict is not None and d.verdict.cause == "shortage" and not d.verdict.sure
+    assert "more than" not in d.verdict.reasons[0] and "within" in d.verdict.reasons[0]
+    assert not any("0 B" in step for step in d.verdict.next_steps)
