@@ -120,3 +120,14 @@ def test_a_shortage_at_the_limit_does_not_contradict_its_figures():
     assert d.verdict is not None and d.verdict.cause == "shortage" and not d.verdict.sure
     assert "more than" not in d.verdict.reasons[0] and "within" in d.verdict.reasons[0]
     assert not any("0 B" in step for step in d.verdict.next_steps)
+
+
+def test_the_maximum_over_ranks_keeps_setting_names_whole_and_says_a_notice_once():
+    long = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
+    run = cli("replay", H200 / "frag" / "oom-rank0.pickle", H200 / "budget" / "oom-rank0.pickle",
+              "--conf", long, "--conf", "expandable_segments:True")
+    assert run.returncode == 0, run.stderr
+    maximum = run.stdout[run.stdout.index("Maximum over the 2 traces"):]
+    assert long in maximum and "expandable_segments:True" in maximum
+    assert max(map(len, run.stdout.splitlines())) <= 100
+    assert run.stderr.count("notice:") <= 1

@@ -73,14 +73,23 @@ def _print_maximum(maximum: list[dict], count: int) -> None:
     from rich.table import Table
 
     from . import console
+    from ..tables import add_setting_column, keep_columns
     from ..units import format_bytes
 
-    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)")
-    for name in ("setting", "peak reserved", "OOMs", "in trace", "measured reserved (GPU)"):
-        table.add_column(name, overflow="fold")
-    for row in maximum:
-        table.add_row(row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
-                      row["trace"], format_bytes(row["measured_peak_reserved_bytes"]))
+    headers = ["setting", "peak reserved", "OOMs", "in trace", "GPU reserved"]
+    rows = [[row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
+             row["trace"], format_bytes(row["measured_peak_reserved_bytes"])
+             if row["measured_peak_reserved_bytes"] is not None else "-"] for row in maximum]
+    keep = keep_columns(headers, rows, always=headers[:4])
+    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)",
+                  caption="GPU reserved = measured on the GPU" if 4 in keep else None)
+    for j in keep:
+        if j == 0:   # setting names never break
+            add_setting_column(table, (row[0] for row in rows))
+        else:
+            table.add_column(headers[j], justify="left" if j == 3 else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*(row[j] for j in keep))
     console().print(table)
 
 
@@ -111,7 +120,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
         refuse_rejected(skipped, torch_version)
 
     err = console(stderr=True)
-    if note := core_notice():
+    if path == args.trace[0] and (note := core_notice()):   # once, not per trace
         err.print(f"[yellow]notice:[/] {note}")
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
