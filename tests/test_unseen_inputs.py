@@ -131,3 +131,11 @@ def test_the_maximum_over_ranks_keeps_setting_names_whole_and_says_a_notice_once
     assert long in maximum and "expandable_segments:True" in maximum
     assert max(map(len, run.stdout.splitlines())) <= 100
     assert run.stderr.count("notice:") <= 1
+
+
+def test_bad_choices_on_a_real_snapshot_are_one_line_not_a_made_up_answer():
+    snapshot = H200 / "frag" / "oom-rank0.pickle"   # one GPU: device 0
+    assert "nothing on device 3" in _one_line_error(cli("diagnose", snapshot, "--device", "3"))
+    assert "bogus" in _one_line_error(cli("diagnose", snapshot, "--conf", "bogus:1"))
+    for command in ("replay", "search"):
+        assert "above 0" in _one_line_error(cli(command, snapshot, "--device-memory", "0"))

@@ -204,7 +204,7 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
             jobs: int | None) -> None:
     from ..child import conf_from_settings
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand
+    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from .window import reconstruct, replay_window
 
     assert view.oom is not None
@@ -217,7 +217,9 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     recorded = conf_from_settings(view.settings, int(max_split))
     version = view.extra.get("torch_version")
     candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
-    candidates, _ = apply_rules(candidates, version, has_budget=facts.allowed is not None)
+    candidates, skipped = apply_rules(candidates, version, has_budget=facts.allowed is not None)
+    if confs:   # settings the user named: a typo stops here instead of being dropped, as in `replay`
+        refuse_rejected(skipped, version)
     free = facts.device_free if facts.device_free is not None else 0
     device_memory = facts.device_total or facts.reserved + free
     overhead = max(device_memory - facts.reserved - free, 0)

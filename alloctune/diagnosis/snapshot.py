@@ -108,6 +108,11 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
         if not with_oom and len(on) > 1:
             raise TraceError(f"{where!r} has segments on devices {on}: choose one (--device)")
     mine = [s for s in segments if s.get("device", 0) == device]
+    entries = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else []
+    if not mine and not entries:   # e.g. --device naming the GPU's number on the host, not in the process
+        present = sorted({s.get("device", 0) for s in segments}
+                         | {i for i, t in enumerate(traces) if isinstance(t, list) and t})
+        raise TraceError(f"{where!r} holds nothing on device {device} (devices in it: {present or 'none'})")
     pools: dict[str, list[dict]] = {}
     views = []
     try:
@@ -128,7 +133,6 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
                                    max((v.largest_free for v in mine_views), default=0),
                                    sum(v.free_blocks for v in mine_views),
                                    any(s.get("is_expandable") for s in segs)))
-    entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     ooms = [e for e in entries if isinstance(e, dict) and e.get("action") == "oom"]
     oom = None
     if ooms:
