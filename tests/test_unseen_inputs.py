@@ -139,3 +139,8 @@ def test_bad_choices_on_a_real_snapshot_are_one_line_not_a_made_up_answer():
     assert "bogus" in _one_line_error(cli("diagnose", snapshot, "--conf", "bogus:1"))
     for command in ("replay", "search"):
         assert "above 0" in _one_line_error(cli(command, snapshot, "--device-memory", "0"))
+
+
+def test_a_python_that_is_not_one_is_said_plainly():
+    error = _one_line_error(cli("search", H200 / "frag" / "oom-rank0.pickle", "--python", "/bin/true"))
+    assert "is it a Python interpreter?" in error
