@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
@@ -44,18 +44,25 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace, device=args.device)
     device_memory, _, budget_bytes, overhead = replay_limits(args, trace)
 
-    err = console(stderr=True)
-    with Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True) as bar:
-        task = bar.add_task("", total=args.max_settings or DEFAULT_MAX_SETTINGS)
+    # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
+    bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"), console=console(stderr=True), transient=True)
+    tasks: list[TaskID] = []
 
-        def progress(done: int, total: int, best) -> None:
-            text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
-            bar.update(task, completed=done, total=total, description=text[:60])
+    def progress(done: int, total: int, best) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task("", total=total))
+        text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
+        bar.update(tasks[0], completed=done, total=total, description=text[:60])
 
+    try:
         result = search(trace, trace_name=args.trace, python=args.python, device_memory=device_memory,
                         budget_bytes=budget_bytes, overhead_bytes=overhead,
                         max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
+    finally:
+        if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
+            bar.stop()
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
