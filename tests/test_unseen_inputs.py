@@ -144,3 +144,11 @@ def test_bad_choices_on_a_real_snapshot_are_one_line_not_a_made_up_answer():
 def test_a_python_that_is_not_one_is_said_plainly():
     error = _one_line_error(cli("search", H200 / "frag" / "oom-rank0.pickle", "--python", "/bin/true"))
     assert "is it a Python interpreter?" in error
+
+
+def test_the_api_takes_one_setting_as_a_string():
+    import alloctune
+
+    trace = alloctune.load_trace(H200 / "frag" / "oom-rank0.pickle")
+    one = alloctune.replay(trace, "expandable_segments:True", device_memory=24 * 2**30, jobs=1)
+    assert [o.conf for o in one] == ["expandable_segments:True"] and one[0].result is not None
