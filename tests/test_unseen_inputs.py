@@ -75,6 +75,8 @@ def test_without_a_memory_fraction_cudamallocasync_has_no_budget():
 def test_a_driver_out_of_memory_error_is_named_not_called_no_message():
     error = _one_line_error(cli("diagnose", "-", stdin=(PUBLIC / "driver-cuda-error.txt").read_bytes()))
     assert "'CUDA error: out of memory'" in error and "no figures" in error and "holds no" not in error
+    error = _one_line_error(cli("diagnose", PUBLIC / "v0_3-thc.txt"))
+    assert "'cuda runtime error (2) : out of memory'" in error and "no figures" in error
 
 
 def test_diagnose_output_fits_100_columns():

@@ -127,9 +127,9 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
     text = data.decode("utf-8", errors="replace")
     if not looks_like_message(text) and (error := driver_error(text)):
-        raise DiagnoseError(f"{name!r} holds '{error}', raised by CUDA or a library (cuBLAS, cuDNN) outside "
-                            "PyTorch's caching allocator: it prints no figures to diagnose (the allocator's own "
-                            "reads 'CUDA out of memory. Tried to allocate ...')")
+        raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
+                            "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
+                            "allocator's 'CUDA out of memory. Tried to allocate ...'")
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")

@@ -93,8 +93,10 @@ def looks_like_message(text: str) -> bool:
     return bool(_START.search(_flat(text)))
 
 
-# Out of memory reported by CUDA itself or by a library, outside the caching allocator: no figures are printed
-_DRIVER = re.compile(r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED")
+# Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
+# THC allocator, which printed no figures): there are none to read
+_DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+                     re.IGNORECASE)
 
 
 def driver_error(text: str) -> str | None:
