@@ -154,3 +154,13 @@ def test_the_api_takes_one_setting_as_a_string():
     trace = alloctune.load_trace(H200 / "frag" / "oom-rank0.pickle")
     one = alloctune.replay(trace, "expandable_segments:True", device_memory=24 * 2**30, jobs=1)
     assert [o.conf for o in one] == ["expandable_segments:True"] and one[0].result is not None
+
+
+def test_replay_reads_its_grid_from_stdin_once_for_every_trace():
+    run = cli("replay", H200 / "frag" / "oom-rank0.pickle", H200 / "budget" / "oom-rank0.pickle", "--grid", "-",
+              "--json", stdin=b"expandable_segments:True\nmax_split_size_mb:512\n")
+    assert run.returncode == 0, run.stderr
+    for trace in json.loads(run.stdout)["traces"]:
+        assert {row["conf"] for row in trace["results"]} == {"default", "expandable_segments:True",
+                                                             "max_split_size_mb:512"}
+    assert "once" in _one_line_error(cli("replay", "-", "--grid", "-"))

@@ -21,7 +21,8 @@ def register(subparsers) -> None:
                         "per setting")
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
-    p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
+    p.add_argument("--grid", metavar="FILE",
+                   help="YAML list or text file (one setting per line) of settings ('-' for stdin)")
     p.add_argument("--device-memory", metavar="SIZE",
                    help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
     p.add_argument("--budget", metavar="SIZE",
@@ -39,9 +40,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.trace.count("-") > 1:
-        raise AlloctuneError("'-' (stdin) can be given once among the traces")
-    results = [(path, _replay_one(args, path)) for path in args.trace]
+    from ..grid import load_grid_file
+
+    if (args.trace + [args.grid]).count("-") > 1:
+        raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
+    grid = load_grid_file(args.grid) if args.grid else []   # read once, for every trace
+    results = [(path, _replay_one(args, path, grid)) for path in args.trace]
     if len(results) == 1:
         if args.json:
             print(json.dumps(results[0][1], indent=2))
@@ -93,10 +97,10 @@ def _print_maximum(maximum: list[dict], count: int) -> None:
     console().print(table)
 
 
-def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
+def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
     """Replay one trace; print its table (unless --json); return its JSON rows."""
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
+    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
@@ -109,7 +113,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
         shown.phase(f"loading {path}")
         trace = load_trace(path, device=args.device)
-    entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
+    entries = (args.conf or []) + grid
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
