@@ -42,6 +42,8 @@ def test_an_empty_stdin_is_named_as_such():
         error = _one_line_error(cli(command, "-"))
         assert "'-' is empty" in error and "alloctune-trace-" not in error
     assert "once" in _one_line_error(cli("replay", "-", "-"))
+    assert "'-' is empty" in _one_line_error(cli("diagnose", "-"))
+    assert "once" in _one_line_error(cli("diagnose", "-", "-", stdin=(PUBLIC / "v2_1-shortage.txt").read_bytes()))
 
 
 # Real messages (SOURCES.md), as logs and terminals leave them: file, layout, cause, figures

@@ -83,6 +83,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     snapshot: dict | None = None
     where, beside = "", None
     names = [os.fspath(source) for source in sources]
+    if names.count("-") > 1:
+        raise DiagnoseError("'-' (stdin) can be given once")
     for name in names:
         value, path = _read(name)
         if isinstance(value, dict):
@@ -120,6 +122,8 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
         data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if not data:
+        raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results folder")
     if data[:1] == _PICKLE:
         return _unpickle_snapshot(data, name), None if name == "-" else name
     if data.startswith(b"\xfd7zXZ\x00"):
