@@ -166,3 +166,14 @@ def test_replay_reads_its_grid_from_stdin_once_for_every_trace():
         assert {row["conf"] for row in trace["results"]} == {"default", "expandable_segments:True",
                                                              "max_split_size_mb:512"}
     assert "once" in _one_line_error(cli("replay", "-", "--grid", "-"))
+
+
+def test_a_snapshot_of_two_gpus_asks_for_the_command_line_flag(tmp_path):
+    snapshot = pickle.loads((H200 / "frag" / "oom-rank0.pickle").read_bytes())
+    snapshot["device_traces"] *= 2    # the same run on GPUs 0 and 1
+    snapshot["segments"] += [{**s, "device": 1} for s in snapshot["segments"]]
+    path = tmp_path / "two.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    assert "choose one with --device" in _one_line_error(cli("replay", path))
+    run = cli("replay", path, "--device", "1", "--conf", "expandable_segments:True")
+    assert run.returncode == 0 and "on device 1" in run.stdout, run.stderr

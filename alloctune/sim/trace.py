@@ -191,7 +191,8 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
             raise TraceError(f"{where!r} has no allocations on any device: was "
                              f"torch.cuda.memory._record_memory_history enabled while the workload ran?")
         if len(with_allocs) > 1:
-            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one (device=...)")
+            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one with --device "
+                             f"(device= in the Python API)")
         device = with_allocs[0]
     elif device not in with_allocs:
         raise TraceError(f"{where!r} has no allocations on device {device} "
