@@ -121,7 +121,7 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
     except OSError as exc:
         raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
     if not data:
-        raise TraceError(f"{os.fspath(path)!r} is empty: expected a PyTorch memory snapshot (pickle) or an "
+        raise TraceError(f"{os.fspath(path)!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
                          f"alloctune trace (xz)")
     if data.startswith(_XZ_MAGIC):
         trace = _load_compact(data, path)
