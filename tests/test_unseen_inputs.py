@@ -4,6 +4,7 @@ pickles as other torch versions write them. Each is read, or refused in one line
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,3 +178,17 @@ def test_a_snapshot_of_two_gpus_asks_for_the_command_line_flag(tmp_path):
     assert "choose one with --device" in _one_line_error(cli("replay", path))
     run = cli("replay", path, "--device", "1", "--conf", "expandable_segments:True")
     assert run.returncode == 0 and "on device 1" in run.stdout, run.stderr
+
+
+def test_search_never_breaks_a_setting_name():
+    """In a 70-column terminal the front's two-key setting does not fit beside the figures: it stands whole on its
+    numbered line instead of being folded inside the table (in 100 columns it fits in the table)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "70"}
+    run = subprocess.run([sys.executable, "-m", "alloctune", "search", ROOT / "workloads" / "traces" /
+                          "transformer-packed-h200.xz", "--max-settings", "60"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert max(map(len, lines)) <= 70
+    whole = [m.group(1) for line in lines if (m := re.fullmatch(r"  \d+\. (\S+)", line))]
+    assert "default" in whole and any("," in setting for setting in whole), run.stdout

@@ -72,34 +72,50 @@ def run(args: argparse.Namespace) -> int:
 
 def print_front(result) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     from ..units import format_bytes
 
     out = console()
     narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
-    default = result.default
     narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
-    table = Table(title="Pareto front: peak reserved vs retries vs keys set", width=min(out.width, 100))
+    # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
+    # the settings go whole on the numbered lines below the table instead.
+    table = _front_table(result, with_setting=True)
+    whole = Console(width=1000).measure(table).maximum <= narrow.width   # its natural width
+    narrow.print(table if whole else _front_table(result, with_setting=False))
+    for n, member in enumerate(result.front, 1):
+        setting = "" if whole else f"{member.candidate.conf or 'default'}\n     "
+        narrow.print(f"  {n}. {setting}{member.reason}")
+    if not result.front:
+        narrow.print("[red]No setting replayed without running out of memory.[/]")
+    for note in result.notes:
+        narrow.print(f"[dim]note: {note}[/]")
+
+
+def _front_table(result, with_setting: bool):
+    from rich import box
+    from rich.table import Table
+
+    from ..tables import add_setting_column
+    from ..units import format_bytes
+
+    default = result.default
+    table = Table(title="Pareto front: peak reserved, retries, keys", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right")
-    table.add_column("setting", overflow="fold", ratio=1)
-    for name in ("peak reserved", "res/alloc", "retries", "keys", "vs default"):
+    if with_setting:
+        add_setting_column(table, (m.candidate.conf or "default" for m in result.front))
+    for name in ("peak\nreserved", "res/\nalloc", "retries", "keys", "vs\ndefault"):
         table.add_column(name, justify="right", no_wrap=True)
     for n, member in enumerate(result.front, 1):
         c = member.candidate
         vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
               else "-")
-        table.add_row(str(n), c.conf or "default", format_bytes(c.peak_reserved),
+        table.add_row(str(n), *([c.conf or "default"] if with_setting else []), format_bytes(c.peak_reserved),
                       f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs)
-    narrow.print(table)
-    for n, member in enumerate(result.front, 1):
-        narrow.print(f"  {n}. {member.reason}")
-    if not result.front:
-        narrow.print("[red]No setting replayed without running out of memory.[/]")
-    for note in result.notes:
-        narrow.print(f"[dim]note: {note}[/]")
+    return table
