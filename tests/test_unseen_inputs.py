@@ -192,3 +192,14 @@ def test_search_never_breaks_a_setting_name():
     assert max(map(len, lines)) <= 70
     whole = [m.group(1) for line in lines if (m := re.fullmatch(r"  \d+\. (\S+)", line))]
     assert "default" in whole and any("," in setting for setting in whole), run.stdout
+
+
+def test_a_log_that_windows_powershell_redirected_is_read(tmp_path):
+    """Windows PowerShell 5.1 writes `python train.py 2> log.txt` as UTF-16 with a byte-order mark."""
+    log = tmp_path / "log.txt"
+    log.write_bytes((PUBLIC / "v1-windows-crlf.txt").read_text(encoding="utf-8").encode("utf-16"))
+    assert log.read_bytes()[:2] == b"\xff\xfe"
+    d = diagnose(log)
+    assert d.message is not None and d.message.requested == 132 * 2**20
+    run = cli("diagnose", "-", "--json", stdin=log.read_bytes())
+    assert run.returncode == 0 and json.loads(run.stdout)["cause"] == d.verdict.cause, run.stderr

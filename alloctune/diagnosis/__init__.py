@@ -16,6 +16,7 @@ recommendation.
 """
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from dataclasses import dataclass, field
@@ -129,7 +130,7 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     if data.startswith(b"\xfd7zXZ\x00"):
         raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
-    text = data.decode("utf-8", errors="replace")
+    text = _text(data)
     if not looks_like_message(text) and (error := driver_error(text)):
         raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
                             "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
@@ -142,10 +143,18 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            return _text(f.read())
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _text(data: bytes) -> str:
+    """A log's text: UTF-16 when it starts with a byte-order mark (Windows PowerShell 5 writes redirected output
+    so), else UTF-8, bytes that are neither replaced."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
 
 
 def _results_message(folder: str) -> OomMessage:
