@@ -203,3 +203,8 @@ def test_a_log_that_windows_powershell_redirected_is_read(tmp_path):
     assert d.message is not None and d.message.requested == 132 * 2**20
     run = cli("diagnose", "-", "--json", stdin=log.read_bytes())
     assert run.returncode == 0 and json.loads(run.stdout)["cause"] == d.verdict.cause, run.stderr
+
+
+def test_the_dump_on_oom_folder_points_to_its_snapshots():
+    error = _one_line_error(cli("diagnose", H200 / "frag"))
+    assert "dump_on_oom" in error and str(H200 / "frag" / "oom-rank0.pickle") in error

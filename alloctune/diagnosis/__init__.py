@@ -17,6 +17,7 @@ recommendation.
 from __future__ import annotations
 
 import codecs
+import glob
 import os
 import sys
 from dataclasses import dataclass, field
@@ -163,6 +164,10 @@ def _results_message(folder: str) -> OomMessage:
 
     path = os.path.join(folder, TRIALS_FILE)
     if not os.path.isfile(path):
+        dumps = sorted(glob.glob(os.path.join(glob.escape(folder), "oom-rank*.pickle")))
+        if dumps:   # the folder given to alloctune.dump_on_oom
+            raise DiagnoseError(f"{folder!r} holds the snapshots dump_on_oom wrote, one per rank: give one of "
+                                f"them ({', '.join(dumps[:4])}{', ...' if len(dumps) > 4 else ''})")
         raise DiagnoseError(f"{folder!r} is a folder without {TRIALS_FILE}: not a results folder")
     failed = [r for r in TrialStore(path).load() if r.state is TrialState.OOM]
     if not failed:
