@@ -208,3 +208,14 @@ def test_a_log_that_windows_powershell_redirected_is_read(tmp_path):
 def test_the_dump_on_oom_folder_points_to_its_snapshots():
     error = _one_line_error(cli("diagnose", H200 / "frag"))
     assert "dump_on_oom" in error and str(H200 / "frag" / "oom-rank0.pickle") in error
+
+
+def test_replaying_a_users_own_snapshot_says_which_torch_it_assumes(tmp_path):
+    snapshot = pickle.loads((H200 / "frag" / "oom-rank0.pickle").read_bytes())
+    del snapshot["alloctune"]   # as torch.cuda.memory._dump_snapshot writes it
+    path = tmp_path / "snapshot.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    run = cli("replay", path, "--conf", "expandable_segments:True")
+    assert run.returncode == 0 and "does not say which torch recorded it" in run.stdout, run.stderr
+    run = cli("replay", H200 / "frag" / "oom-rank0.pickle", "--conf", "expandable_segments:True")
+    assert run.returncode == 0 and "does not say which torch" not in run.stdout, run.stderr

@@ -175,6 +175,9 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     from ..versions import simulation_note
 
     note = simulation_note(str(trace.meta.get("torch_version") or "2.11"))
+    if not trace.meta.get("torch_version"):   # a snapshot of the user's own: the version is an assumption
+        note = ("the trace does not say which torch recorded it: replayed with torch 2.11's allocator (traces "
+                "from `alloctune record` and `dump_on_oom` say it)")
     for warning in trace.warnings + ([note] if note else []):
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
