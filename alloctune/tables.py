@@ -13,6 +13,14 @@ def add_setting_column(table, labels: Iterable[str], header: str = "setting", **
     table.add_column(header, no_wrap=True, min_width=width, **kw)
 
 
+def natural_width(table) -> int:
+    """The columns `table` takes when nothing in it is squeezed: more than the console's means its settings
+    cannot stand whole in it."""
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
+
+
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],
                  always: Iterable[str] = ()) -> list[int]:
     """Indexes of the columns to show: those in `always`, and those where some row has something to say."""

@@ -219,3 +219,16 @@ def test_replaying_a_users_own_snapshot_says_which_torch_it_assumes(tmp_path):
     assert run.returncode == 0 and "does not say which torch recorded it" in run.stdout, run.stderr
     run = cli("replay", H200 / "frag" / "oom-rank0.pickle", "--conf", "expandable_segments:True")
     assert run.returncode == 0 and "does not say which torch" not in run.stdout, run.stderr
+
+
+def test_replay_keeps_its_figures_when_settings_are_too_long_for_the_table():
+    """Two settings that cannot stand beside the figures in 100 columns: the table refers to them as (1), (2), ...
+    and keeps every figure column; each setting is printed whole below it."""
+    long = ["expandable_segments:True,roundup_power2_divisions:[1:1,16:16,256:16,512:16]",
+            "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,1024:4,>:8],max_non_split_rounding_mb:64"]
+    run = cli("replay", H200 / "frag" / "oom-rank0.pickle", "--conf", long[0], "--conf", long[1], "--min-memory")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert all(any(line.endswith(f") {setting}") for line in lines) for setting in long), run.stdout
+    assert any("peak" in line and "fits" in line for line in lines), run.stdout   # the figures' headers
+    assert max(len(line) for line in lines if not line.startswith("  (")) <= 100

@@ -164,7 +164,7 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     from rich import box
     from rich.table import Table
 
-    from ..tables import add_setting_column, in_unit, keep_columns, size_unit
+    from ..tables import add_setting_column, in_unit, keep_columns, natural_width, size_unit
 
     from ..units import format_bytes
 
@@ -212,21 +212,34 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
     said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
     keep = keep_columns(headers, said, always=headers[:4])
-    table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
-                        + ("; OOM = does not fit under this budget" if budget_bytes else
-                           "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True,
-                  caption="res. = peak reserved, alloc. = peak allocated"
-                          + (", GPU = measured on the GPU under these conditions" if measured else "")
-                          + ("; fits from / no retry from: the smallest device memory" if with_capacity else ""))
-    for j in keep:
-        if headers[j] == "setting":
-            add_setting_column(table, (row[1] for row in body))
-        else:
-            table.add_column(headers[j], justify="right", overflow="fold")
-    for row in body:
-        table.add_row(*(row[j] for j in keep))
-    console.print(table)
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
+                            + ("; OOM = does not fit under this budget" if budget_bytes else
+                               "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
+                      collapse_padding=True,
+                      caption="res. = peak reserved, alloc. = peak allocated"
+                              + (", GPU = measured on the GPU under these conditions" if measured else "")
+                              + ("; fits from / no retry from: the smallest device memory" if with_capacity
+                                 else ""))
+        for j in keep:
+            if headers[j] == "setting":
+                add_setting_column(table, labels)
+            else:
+                table.add_column(headers[j], justify="right", overflow="fold")
+        for row, label in zip(body, labels):
+            table.add_row(*(label if headers[j] == "setting" else row[j] for j in keep))
+        return table
+
+    # A setting never breaks: when the longest does not fit beside the figures, the table names them (1), (2), ...
+    # and each stands whole on its own line below.
+    settings = [row[1] for row in body]
+    table = table_of(settings)
+    whole = natural_width(table) <= console.width
+    console.print(table if whole else table_of([f"({n})" for n in range(1, len(body) + 1)]))
+    if not whole:
+        for n, setting in enumerate(settings, 1):
+            console.print(f"  ({n}) {setting}", soft_wrap=True)
     for outcome, _ in rows:
         if outcome.result is None:
             console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")

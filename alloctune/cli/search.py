@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 def print_front(result) -> None:
     from rich.console import Console
 
+    from ..tables import natural_width
     from ..units import format_bytes
 
     out = console()
@@ -86,7 +87,7 @@ def print_front(result) -> None:
     # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
     # the settings go whole on the numbered lines below the table instead.
     table = _front_table(result, with_setting=True)
-    whole = Console(width=1000).measure(table).maximum <= narrow.width   # its natural width
+    whole = natural_width(table) <= narrow.width
     narrow.print(table if whole else _front_table(result, with_setting=False))
     for n, member in enumerate(result.front, 1):
         setting = "" if whole else f"{member.candidate.conf or 'default'}\n     "
