@@ -136,6 +136,10 @@ def test_the_maximum_over_ranks_keeps_setting_names_whole_and_says_a_notice_once
     assert long in maximum and "expandable_segments:True" in maximum
     assert max(map(len, run.stdout.splitlines())) <= 100
     assert run.stderr.count("notice:") <= 1
+    longer = "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,1024:4,>:8],max_non_split_rounding_mb:64"
+    run = cli("replay", H200 / "frag" / "oom-rank0.pickle", H200 / "budget" / "oom-rank0.pickle", "--conf", longer)
+    maximum = run.stdout[run.stdout.index("Maximum over the 2 traces"):].splitlines()
+    assert run.returncode == 0 and any(line.endswith(f") {longer}") for line in maximum), run.stdout
 
 
 def test_bad_choices_on_a_real_snapshot_are_one_line_not_a_made_up_answer():

@@ -74,27 +74,38 @@ def _maximum(results: list[tuple[str, list[dict]]]) -> list[dict]:
 
 
 def _print_maximum(maximum: list[dict], count: int) -> None:
+    from rich import box
     from rich.table import Table
 
     from . import console
-    from ..tables import add_setting_column, keep_columns
-    from ..units import format_bytes
+    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
 
-    headers = ["setting", "peak reserved", "OOMs", "in trace", "GPU reserved"]
-    rows = [[row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
-             row["trace"], format_bytes(row["measured_peak_reserved_bytes"])
-             if row["measured_peak_reserved_bytes"] is not None else "-"] for row in maximum]
+    unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
+    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
+    rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
+             row["trace"], in_unit(row["measured_peak_reserved_bytes"], unit)] for row in maximum]
     keep = keep_columns(headers, rows, always=headers[:4])
-    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)",
-                  caption="GPU reserved = measured on the GPU" if 4 in keep else None)
-    for j in keep:
-        if j == 0:   # setting names never break
-            add_setting_column(table, (row[0] for row in rows))
-        else:
-            table.add_column(headers[j], justify="left" if j == 3 else "right", overflow="fold")
-    for row in rows:
-        table.add_row(*(row[j] for j in keep))
-    console().print(table)
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)",
+                      caption="res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else ""),
+                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for j in keep:
+            if j == 0:
+                add_setting_column(table, labels)
+            elif j == 3:   # a path folds within 24 columns: the settings and figures come first
+                table.add_column(headers[j], overflow="fold", max_width=24)
+            else:
+                table.add_column(headers[j], justify="right", no_wrap=True)
+        for row, label in zip(rows, labels):
+            table.add_row(label, *(row[j] for j in keep[1:]))
+        return table
+
+    out = console()
+    table, below = whole_settings(table_of, [row[0] for row in rows], out.width)
+    out.print(table)
+    for line in below:
+        out.print(line, soft_wrap=True)
 
 
 def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
@@ -164,7 +175,7 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     from rich import box
     from rich.table import Table
 
-    from ..tables import add_setting_column, in_unit, keep_columns, natural_width, size_unit
+    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
 
     from ..units import format_bytes
 
@@ -231,15 +242,10 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
             table.add_row(*(label if headers[j] == "setting" else row[j] for j in keep))
         return table
 
-    # A setting never breaks: when the longest does not fit beside the figures, the table names them (1), (2), ...
-    # and each stands whole on its own line below.
-    settings = [row[1] for row in body]
-    table = table_of(settings)
-    whole = natural_width(table) <= console.width
-    console.print(table if whole else table_of([f"({n})" for n in range(1, len(body) + 1)]))
-    if not whole:
-        for n, setting in enumerate(settings, 1):
-            console.print(f"  ({n}) {setting}", soft_wrap=True)
+    table, below = whole_settings(table_of, [row[1] for row in body], console.width)
+    console.print(table)
+    for line in below:
+        console.print(line, soft_wrap=True)
     for outcome, _ in rows:
         if outcome.result is None:
             console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")
