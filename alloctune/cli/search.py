@@ -90,8 +90,11 @@ def print_front(result) -> None:
     whole = natural_width(table) <= narrow.width
     narrow.print(table if whole else _front_table(result, with_setting=False))
     for n, member in enumerate(result.front, 1):
-        setting = "" if whole else f"{member.candidate.conf or 'default'}\n     "
-        narrow.print(f"  {n}. {setting}{member.reason}")
+        if whole:
+            narrow.print(f"  {n}. {member.reason}")
+        else:   # a setting longer than the line runs past it rather than break
+            narrow.print(f"  {n}. {member.candidate.conf or 'default'}", soft_wrap=True)
+            narrow.print(f"     {member.reason}")
     if not result.front:
         narrow.print("[red]No setting replayed without running out of memory.[/]")
     for note in result.notes:
