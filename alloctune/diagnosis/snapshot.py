@@ -109,7 +109,7 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
             raise TraceError(f"{where!r} has segments on devices {on}: choose one (--device)")
     mine = [s for s in segments if s.get("device", 0) == device]
     entries = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else []
-    if not mine and not entries:   # e.g. --device naming the GPU's number on the host, not in the process
+    if not mine and not entries and oom_extra.get("device") != device:   # e.g. --device naming a host GPU number
         present = sorted({s.get("device", 0) for s in segments}
                          | {i for i, t in enumerate(traces) if isinstance(t, list) and t})
         raise TraceError(f"{where!r} holds nothing on device {device} (devices in it: {present or 'none'})")
