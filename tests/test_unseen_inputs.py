@@ -236,3 +236,14 @@ def test_replay_keeps_its_figures_when_settings_are_too_long_for_the_table():
     assert all(any(line.endswith(f") {setting}") for line in lines) for setting in long), run.stdout
     assert any("peak" in line and "fits" in line for line in lines), run.stdout   # the figures' headers
     assert max(len(line) for line in lines if not line.startswith("  (")) <= 100
+
+
+def test_a_dump_whose_first_allocation_failed_is_still_diagnosed(tmp_path):
+    """Nothing on the device yet (no segment, no trace entry): the figures dump_on_oom's observer kept suffice."""
+    snapshot = pickle.loads((H200 / "frag" / "oom-rank0.pickle").read_bytes())
+    snapshot["segments"], snapshot["device_traces"] = [], [[]]
+    snapshot["alloctune"]["oom"].update(requested_bytes=16 * 2**30, device_free_bytes=2**30)
+    path = tmp_path / "oom-rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    d = diagnose(path)
+    assert d.facts is not None and d.facts.requested == 16 * 2**30 and d.verdict is not None
