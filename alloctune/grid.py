@@ -3,6 +3,7 @@ drop invalid or pointless settings before any trial, each with a reason the user
 from __future__ import annotations
 
 import itertools
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,10 +156,10 @@ def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
 
 def load_grid_file(path) -> list:
     """Grid entries from a YAML list (a mapping with a 'grid' list also works) or a plain text file with one
-    setting per line ('#' starts a comment). Entries are checked here, so errors name the file."""
+    setting per line ('#' starts a comment); '-' reads stdin. Entries are checked here, so errors name the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]

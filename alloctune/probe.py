@@ -124,7 +124,8 @@ def _run_child(python: str, mode: str, payload, timeout: float) -> dict:
         raise ProbeError(f"{python} cannot import torch ({reason}); install torch >= 2.1 in that environment")
     if proc.returncode != 0 or not lines:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-10:])
-        raise ProbeError(f"probing {python} failed (exit code {proc.returncode}):\n{tail}")
+        raise ProbeError(f"probing {python} failed (exit code {proc.returncode})"
+                         + (f":\n{tail}" if tail else ": it printed nothing; is it a Python interpreter?"))
     return json.loads(lines[-1])
 
 

@@ -2,7 +2,10 @@
 the other columns give way), and columns with nothing to say are left out."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 EMPTY = ("", "-")
 
@@ -11,6 +14,23 @@ def add_setting_column(table, labels: Iterable[str], header: str = "setting", **
     labels = list(labels)
     width = max([len(label) for label in labels] + [len(header)])
     table.add_column(header, no_wrap=True, min_width=width, **kw)
+
+
+def natural_width(table) -> int:
+    """The columns `table` takes when nothing in it is squeezed: more than the console's means its settings
+    cannot stand whole in it."""
+    from rich.console import Console
+
+    return Console(width=10_000).measure(table).maximum
+
+
+def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:
+    """`make(labels)` with the settings as labels when that fits `width`; else with (1), (2), ... in their place,
+    and the lines that give each setting whole, to print below the table."""
+    table = make(settings)
+    if natural_width(table) <= width:
+        return table, []
+    return make([f"({n})" for n in range(1, len(settings) + 1)]), [f"  ({n}) {s}" for n, s in enumerate(settings, 1)]
 
 
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],

@@ -136,7 +136,7 @@ def bad_inputs(tmp: Path) -> list[tuple[Path, str]]:
     (tmp / "noreq.txt").write_text("CUDA out of memory. GPU 0 has a total capacity of 1.00 GiB")
     (tmp / "hostile.pickle").write_bytes(pickle.dumps({"device_traces": [], "x": os.system}, protocol=4))
     (tmp / "folder").mkdir()
-    return [(tmp / "empty.txt", "no CUDA out-of-memory message"),
+    return [(tmp / "empty.txt", "is empty"),
             (tmp / "other.txt", "no CUDA out-of-memory message"),
             (tmp / "noreq.txt", "Tried to allocate"),
             (tmp / "hostile.pickle", "refused"),

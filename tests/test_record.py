@@ -2,6 +2,7 @@
 user's own sitecustomize, and failures are clear); recording itself is checked on the GPU (marked gpu)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,3 +51,28 @@ def test_record_workload_and_command_on_the_gpu(tmp_path):
     assert isinstance(env_trace.meta["torch_version"], str)   # plain: the loader admits no class
     assert subprocess.run([sys.executable, "-m", "alloctune", "replay", str(tmp_path / "job.pickle"), "--json"],
                           capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).returncode == 0
+
+
+def _record_cli(*args) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "alloctune", "record", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=600)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_record_json_without_a_gpu_is_the_same_one_line(tmp_path):
+    run = _record_cli("--json", "-o", tmp_path / "t.xz", ROOT / "workloads" / "transformer-varlen.yaml",
+                      "--preset", "tiny")
+    assert run.returncode == 2 and not run.stdout and run.stderr.count("\n") == 1, run
+    assert "recording needs a CUDA GPU" in run.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_record_json_lists_the_traces_written(tmp_path):
+    run = _record_cli("--json", "-o", tmp_path / "t.xz", ROOT / "workloads" / "transformer-varlen.yaml",
+                      "--preset", "tiny")
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads(run.stdout)
+    trace = load_trace(row["trace"])
+    assert row["events"] == len(trace.kinds) and row["allocations"] == trace.num_allocs > 0
+    assert row["measured"]["peak_reserved_bytes"] > 0

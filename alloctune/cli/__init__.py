@@ -57,11 +57,14 @@ def console(stderr: bool = False):
 def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
     """--device-memory, --budget and --overhead of `replay` and `search`, resolved against the trace:
     (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
+    from ..errors import SizeError
     from ..sim.replay import DEFAULT_DEVICE_MEMORY
     from ..units import parse_budget, parse_size
 
     if args.device_memory:
         device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
+        if device_memory <= 0:
+            raise SizeError(f"--device-memory must be above 0, got {args.device_memory!r}")
     elif trace.meta.get("device_total_bytes"):
         device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
     else:

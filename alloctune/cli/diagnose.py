@@ -46,7 +46,7 @@ def _lines(d) -> list[str]:
     out = _items("source: ", d.sources)
     if d.message:
         out.append(f"message: {d.message.format}")
-    out += [f"warning: {w}" for w in d.warnings]
+    out += [line for w in d.warnings for line in _wrap(w, "warning: ")]
     v, f = d.verdict, d.facts
     if v and f:
         where = f"GPU {f.gpu}" if f.gpu is not None else "the GPU"

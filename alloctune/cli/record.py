@@ -1,6 +1,7 @@
 """`alloctune record`: record a workload's allocation trace once, to replay it under any setting later."""
 from __future__ import annotations
 
+import json
 
 from . import console, gpu_list, seconds
 
@@ -24,6 +25,8 @@ def register(subparsers) -> None:
                    help="GPU index; for a command of several ranks, the GPUs it sees, e.g. 0,1")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
     p.add_argument("--timeout", type=seconds, help="time limit in seconds")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list, one object per trace written (path, events, what was measured)")
     p.set_defaults(func=run)
 
 
@@ -42,6 +45,11 @@ def run(args) -> int:
             raise AlloctuneError("--preset and --python apply to a workload file, not to '-- COMMAND'")
         traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
                                 conf=args.conf, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps([{"trace": str(path), "events": len(trace.kinds), "allocations": trace.num_allocs,
+                           "measured": (trace.meta.get("measured") or [None])[0]} for path, trace in traces],
+                         indent=2))
+        return 0
     for path, trace in traces:
         measured = (trace.meta.get("measured") or [{}])[0]
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "

@@ -6,6 +6,7 @@ import json
 from typing import Callable
 
 from . import positive_int
+from ..errors import AlloctuneError
 
 
 def register(subparsers) -> None:
@@ -15,11 +16,13 @@ def register(subparsers) -> None:
                     "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
                     "Pickles are read without running any code they hold.")
     p.add_argument("trace", metavar="TRACE", nargs="+",
-                   help="snapshot pickle or compact alloctune trace; several (one per rank, as `record -- CMD` "
-                        "writes for a multi-process command): each is replayed, then the maximum per setting")
+                   help="snapshot pickle or compact alloctune trace ('-' for stdin); several (one per rank, as "
+                        "`record -- CMD` writes for a multi-process command): each is replayed, then the maximum "
+                        "per setting")
     p.add_argument("--conf", action="append", metavar="CONF",
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
-    p.add_argument("--grid", metavar="FILE", help="YAML list or text file (one setting per line) of settings")
+    p.add_argument("--grid", metavar="FILE",
+                   help="YAML list or text file (one setting per line) of settings ('-' for stdin)")
     p.add_argument("--device-memory", metavar="SIZE",
                    help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
     p.add_argument("--budget", metavar="SIZE",
@@ -37,7 +40,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    results = [(path, _replay_one(args, path)) for path in args.trace]
+    from ..grid import load_grid_file
+
+    if (args.trace + [args.grid]).count("-") > 1:
+        raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
+    grid = load_grid_file(args.grid) if args.grid else []   # read once, for every trace
+    results = [(path, _replay_one(args, path, grid)) for path in args.trace]
     if len(results) == 1:
         if args.json:
             print(json.dumps(results[0][1], indent=2))
@@ -66,24 +74,44 @@ def _maximum(results: list[tuple[str, list[dict]]]) -> list[dict]:
 
 
 def _print_maximum(maximum: list[dict], count: int) -> None:
+    from rich import box
     from rich.table import Table
 
     from . import console
-    from ..units import format_bytes
+    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
 
-    table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)")
-    for name in ("setting", "peak reserved", "OOMs", "in trace", "measured reserved (GPU)"):
-        table.add_column(name, overflow="fold")
-    for row in maximum:
-        table.add_row(row["conf"] or "default", format_bytes(row["peak_reserved_bytes"]), str(row["num_ooms"] or 0),
-                      row["trace"], format_bytes(row["measured_peak_reserved_bytes"]))
-    console().print(table)
+    unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
+    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
+    rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
+             row["trace"], in_unit(row["measured_peak_reserved_bytes"], unit)] for row in maximum]
+    keep = keep_columns(headers, rows, always=headers[:4])
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)",
+                      caption="res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else ""),
+                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for j in keep:
+            if j == 0:
+                add_setting_column(table, labels)
+            elif j == 3:   # a path folds within 24 columns: the settings and figures come first
+                table.add_column(headers[j], overflow="fold", max_width=24)
+            else:
+                table.add_column(headers[j], justify="right", no_wrap=True)
+        for row, label in zip(rows, labels):
+            table.add_row(label, *(row[j] for j in keep[1:]))
+        return table
+
+    out = console()
+    table, below = whole_settings(table_of, [row[0] for row in rows], out.width)
+    out.print(table)
+    for line in below:
+        out.print(line, soft_wrap=True)
 
 
-def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
+def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
     """Replay one trace; print its table (unless --json); return its JSON rows."""
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
+    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
@@ -96,7 +124,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
     with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
         shown.phase(f"loading {path}")
         trace = load_trace(path, device=args.device)
-    entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
+    entries = (args.conf or []) + grid
     confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
@@ -107,7 +135,7 @@ def _replay_one(args: argparse.Namespace, path: str) -> list[dict]:
         refuse_rejected(skipped, torch_version)
 
     err = console(stderr=True)
-    if note := core_notice():
+    if path == args.trace[0] and (note := core_notice()):   # once, not per trace
         err.print(f"[yellow]notice:[/] {note}")
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
@@ -147,7 +175,7 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     from rich import box
     from rich.table import Table
 
-    from ..tables import add_setting_column, in_unit, keep_columns, size_unit
+    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
 
     from ..units import format_bytes
 
@@ -158,6 +186,9 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     from ..versions import simulation_note
 
     note = simulation_note(str(trace.meta.get("torch_version") or "2.11"))
+    if not trace.meta.get("torch_version"):   # a snapshot of the user's own: the version is an assumption
+        note = ("the trace does not say which torch recorded it: replayed with torch 2.11's allocator (traces "
+                "from `alloctune record` and `dump_on_oom` say it)")
     for warning in trace.warnings + ([note] if note else []):
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
@@ -192,21 +223,29 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
     said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
     keep = keep_columns(headers, said, always=headers[:4])
-    table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
-                        + ("; OOM = does not fit under this budget" if budget_bytes else
-                           "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True,
-                  caption="res. = peak reserved, alloc. = peak allocated"
-                          + (", GPU = measured on the GPU under these conditions" if measured else "")
-                          + ("; fits from / no retry from: the smallest device memory" if with_capacity else ""))
-    for j in keep:
-        if headers[j] == "setting":
-            add_setting_column(table, (row[1] for row in body))
-        else:
-            table.add_column(headers[j], justify="right", overflow="fold")
-    for row in body:
-        table.add_row(*(row[j] for j in keep))
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
+                            + ("; OOM = does not fit under this budget" if budget_bytes else
+                               "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
+                      collapse_padding=True,
+                      caption="res. = peak reserved, alloc. = peak allocated"
+                              + (", GPU = measured on the GPU under these conditions" if measured else "")
+                              + ("; fits from / no retry from: the smallest device memory" if with_capacity
+                                 else ""))
+        for j in keep:
+            if headers[j] == "setting":
+                add_setting_column(table, labels)
+            else:
+                table.add_column(headers[j], justify="right", overflow="fold")
+        for row, label in zip(body, labels):
+            table.add_row(*(label if headers[j] == "setting" else row[j] for j in keep))
+        return table
+
+    table, below = whole_settings(table_of, [row[1] for row in body], console.width)
     console.print(table)
+    for line in below:
+        console.print(line, soft_wrap=True)
     for outcome, _ in rows:
         if outcome.result is None:
             console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")

@@ -35,27 +35,34 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
     from ..units import format_bytes
 
-    trace = load_trace(_stdin_to_file(args.trace) if args.trace == "-" else args.trace, device=args.device)
+    trace = load_trace(args.trace, device=args.device)
     device_memory, _, budget_bytes, overhead = replay_limits(args, trace)
 
-    err = console(stderr=True)
-    with Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err, transient=True) as bar:
-        task = bar.add_task("", total=args.max_settings or DEFAULT_MAX_SETTINGS)
+    # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
+    bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"), console=console(stderr=True), transient=True)
+    tasks: list[TaskID] = []
 
-        def progress(done: int, total: int, best) -> None:
-            text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
-            bar.update(task, completed=done, total=total, description=text[:60])
+    def progress(done: int, total: int, best) -> None:
+        if not tasks:
+            bar.start()
+            tasks.append(bar.add_task("", total=total))
+        text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
+        bar.update(tasks[0], completed=done, total=total, description=text[:60])
 
+    try:
         result = search(trace, trace_name=args.trace, python=args.python, device_memory=device_memory,
                         budget_bytes=budget_bytes, overhead_bytes=overhead,
                         max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
+    finally:
+        if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
+            bar.stop()
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -63,49 +70,56 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stdin_to_file(_: str) -> str:
-    """Traces are read by path (their format is told from the bytes): stdin goes through a temporary file."""
-    import atexit
-    import os
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="alloctune-trace-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(sys.stdin.buffer.read())
-    atexit.register(os.unlink, path)
-    return path
-
-
 def print_front(result) -> None:
     from rich.console import Console
-    from rich.table import Table
 
+    from ..tables import natural_width
     from ..units import format_bytes
 
     out = console()
     narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
-    default = result.default
     narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
-    table = Table(title="Pareto front: peak reserved vs retries vs keys set", width=min(out.width, 100))
+    # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
+    # the settings go whole on the numbered lines below the table instead.
+    table = _front_table(result, with_setting=True)
+    whole = natural_width(table) <= narrow.width
+    narrow.print(table if whole else _front_table(result, with_setting=False))
+    for n, member in enumerate(result.front, 1):
+        if whole:
+            narrow.print(f"  {n}. {member.reason}")
+        else:   # a setting longer than the line runs past it rather than break
+            narrow.print(f"  {n}. {member.candidate.conf or 'default'}", soft_wrap=True)
+            narrow.print(f"     {member.reason}")
+    if not result.front:
+        narrow.print("[red]No setting replayed without running out of memory.[/]")
+    for note in result.notes:
+        narrow.print(f"[dim]note: {note}[/]")
+
+
+def _front_table(result, with_setting: bool):
+    from rich import box
+    from rich.table import Table
+
+    from ..tables import add_setting_column
+    from ..units import format_bytes
+
+    default = result.default
+    table = Table(title="Pareto front: peak reserved, retries, keys", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right")
-    table.add_column("setting", overflow="fold", ratio=1)
-    for name in ("peak reserved", "res/alloc", "retries", "keys", "vs default"):
+    if with_setting:
+        add_setting_column(table, (m.candidate.conf or "default" for m in result.front))
+    for name in ("peak\nreserved", "res/\nalloc", "retries", "keys", "vs\ndefault"):
         table.add_column(name, justify="right", no_wrap=True)
     for n, member in enumerate(result.front, 1):
         c = member.candidate
         vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
               else "-")
-        table.add_row(str(n), c.conf or "default", format_bytes(c.peak_reserved),
+        table.add_row(str(n), *([c.conf or "default"] if with_setting else []), format_bytes(c.peak_reserved),
                       f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs)
-    narrow.print(table)
-    for n, member in enumerate(result.front, 1):
-        narrow.print(f"  {n}. {member.reason}")
-    if not result.front:
-        narrow.print("[red]No setting replayed without running out of memory.[/]")
-    for note in result.notes:
-        narrow.print(f"[dim]note: {note}[/]")
+    return table

@@ -16,13 +16,15 @@ recommendation.
 """
 from __future__ import annotations
 
+import codecs
+import glob
 import os
 import sys
 from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
 from ..units import format_bytes
-from .message import OomMessage, looks_like_message, parse_message
+from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
 from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
@@ -83,6 +85,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     snapshot: dict | None = None
     where, beside = "", None
     names = [os.fspath(source) for source in sources]
+    if names.count("-") > 1:
+        raise DiagnoseError("'-' (stdin) can be given once")
     for name in names:
         value, path = _read(name)
         if isinstance(value, dict):
@@ -120,12 +124,18 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
         data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    if not data:
+        raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results folder")
     if data[:1] == _PICKLE:
         return _unpickle_snapshot(data, name), None if name == "-" else name
     if data.startswith(b"\xfd7zXZ\x00"):
         raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
-    text = data.decode("utf-8", errors="replace")
+    text = _text(data)
+    if not looks_like_message(text) and (error := driver_error(text)):
+        raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
+                            "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
+                            "allocator's 'CUDA out of memory. Tried to allocate ...'")
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
@@ -134,10 +144,18 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            return _text(f.read())
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _text(data: bytes) -> str:
+    """A log's text: UTF-16 when it starts with a byte-order mark (Windows PowerShell 5 writes redirected output
+    so), else UTF-8, bytes that are neither replaced."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
 
 
 def _results_message(folder: str) -> OomMessage:
@@ -146,6 +164,10 @@ def _results_message(folder: str) -> OomMessage:
 
     path = os.path.join(folder, TRIALS_FILE)
     if not os.path.isfile(path):
+        dumps = sorted(glob.glob(os.path.join(glob.escape(folder), "oom-rank*.pickle")))
+        if dumps:   # the folder given to alloctune.dump_on_oom
+            raise DiagnoseError(f"{folder!r} holds the snapshots dump_on_oom wrote, one per rank: give one of "
+                                f"them ({', '.join(dumps[:4])}{', ...' if len(dumps) > 4 else ''})")
         raise DiagnoseError(f"{folder!r} is a folder without {TRIALS_FILE}: not a results folder")
     failed = [r for r in TrialStore(path).load() if r.state is TrialState.OOM]
     if not failed:
@@ -200,7 +222,7 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
             jobs: int | None) -> None:
     from ..child import conf_from_settings
     from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand
+    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from .window import reconstruct, replay_window
 
     assert view.oom is not None
@@ -213,7 +235,9 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     recorded = conf_from_settings(view.settings, int(max_split))
     version = view.extra.get("torch_version")
     candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
-    candidates, _ = apply_rules(candidates, version, has_budget=facts.allowed is not None)
+    candidates, skipped = apply_rules(candidates, version, has_budget=facts.allowed is not None)
+    if confs:   # settings the user named: a typo stops here instead of being dropped, as in `replay`
+        refuse_rejected(skipped, version)
     free = facts.device_free if facts.device_free is not None else 0
     device_memory = facts.device_total or facts.reserved + free
     overhead = max(device_memory - facts.reserved - free, 0)

@@ -17,8 +17,9 @@ with two decimals, so each figure is exact to half a unit of its last digit.
   versions spell "capacity" and hint `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
 
 `backend:cudaMallocAsync` prints its own table ("Allocation on device g would exceed allowed memory"); it is read
-too. Whitespace is normalised first, so a message wrapped over lines of a log still parses. When a text holds
-several messages (a log), the last one is read.
+too. Whitespace is normalised and terminal colour codes are removed first, so a message wrapped over lines of a
+log, or coloured by a traceback formatter, still parses. When a text holds several messages (a log), the last one
+is read.
 """
 from __future__ import annotations
 
@@ -79,13 +80,34 @@ class OomMessage:
                 "private_pools_bytes": self.private_pools, "hint": self.hint, "precision_bytes": self.precision}
 
 
+# Terminal colour and cursor codes (CSI sequences), as a coloured traceback (rich, loguru) leaves them in a log
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def _flat(text: str) -> str:
+    """One line, colours removed, runs of whitespace (line ends of any system, log wrapping) as one space."""
+    return " ".join(_ANSI.sub("", text).split())
+
+
 def looks_like_message(text: str) -> bool:
-    return bool(_START.search(" ".join(text.split())))
+    return bool(_START.search(_flat(text)))
+
+
+# Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
+# THC allocator, which printed no figures): there are none to read
+_DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+                     re.IGNORECASE)
+
+
+def driver_error(text: str) -> str | None:
+    """The CUDA or cuBLAS out-of-memory error in `text`, when there is one (it carries no figures)."""
+    found = _DRIVER.search(_flat(text))
+    return found.group(0) if found else None
 
 
 def parse_message(text: str) -> OomMessage:
     """The last OOM message in `text` (a message, a traceback, a whole log)."""
-    flat = " ".join(text.split())
+    flat = _flat(text)
     starts = [m.start() for m in _START.finditer(flat)]
     if not starts:
         raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
@@ -168,6 +190,9 @@ def _parse_async(msg: str) -> OomMessage:
     if "requested" not in found:
         raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
     gpu = int(re.search(r"device (\d+)", msg).group(1))  # type: ignore[union-attr]
+    # Without a memory fraction the limit printed is the largest 64-bit size (17179869184.00 GiB): no budget.
+    if "allowed" in found and "limit" in found and found["allowed"] > found["limit"]:
+        del found["allowed"]
     # This backend reports no cache of its own: the driver's pool holds what PyTorch freed.
     return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",
                       found["requested"], gpu, found.get("limit"), found.get("free"), found.get("allocated"),

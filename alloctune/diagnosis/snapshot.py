@@ -3,10 +3,12 @@
 A snapshot (`torch.cuda.memory._snapshot()`, read by `sim.trace.read_snapshot`) holds `segments`, the
 allocator's state when it was taken: each with `total_size`, `allocated_size`, `segment_type` ('large' or
 'small'), `stream`, `segment_pool_id`, `is_expandable` and `blocks` (`address`, `size`, `requested_size`,
-`state`: 'active_allocated', 'active_pending_free' or 'inactive' = free). Taken by `alloctune.dump_on_oom`'s
-observer, it shows the state after the allocator released what it could, just before it raised; the trace's
-last `oom` entry holds the request (`size`) and the device's free bytes (`device_free`), and the `alloctune`
-dict the limit the observer was given.
+`state`: 'active_allocated', 'active_awaiting_free' (2.0: 'active_pending_free') or 'inactive' = free).
+torch 2.0 and older wrote no `segment_pool_id`, `is_expandable` or block `address` (blocks are listed in address
+order) and kept the requested size in a block's `history`. Taken by `alloctune.dump_on_oom`'s observer, it shows
+the state after the allocator released what it could, just before it raised; the trace's last `oom` entry holds
+the request (`size`) and the device's free bytes (`device_free`), and the `alloctune` dict the limit the
+observer was given.
 """
 from __future__ import annotations
 
@@ -106,6 +108,11 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
         if not with_oom and len(on) > 1:
             raise TraceError(f"{where!r} has segments on devices {on}: choose one (--device)")
     mine = [s for s in segments if s.get("device", 0) == device]
+    entries = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else []
+    if not mine and not entries and oom_extra.get("device") != device:   # e.g. --device naming a host GPU number
+        present = sorted({s.get("device", 0) for s in segments}
+                         | {i for i, t in enumerate(traces) if isinstance(t, list) and t})
+        raise TraceError(f"{where!r} holds nothing on device {device} (devices in it: {present or 'none'})")
     pools: dict[str, list[dict]] = {}
     views = []
     try:
@@ -126,7 +133,6 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
                                    max((v.largest_free for v in mine_views), default=0),
                                    sum(v.free_blocks for v in mine_views),
                                    any(s.get("is_expandable") for s in segs)))
-    entries = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     ooms = [e for e in entries if isinstance(e, dict) and e.get("action") == "oom"]
     oom = None
     if ooms:

@@ -133,16 +133,17 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     context = f.this_process - r if f.this_process is not None else CONTEXT_ESTIMATE
     usable = f.device_total - (others or 0) - context if f.device_total else None
     reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
-               + (f", more than the {fb(usable)} this process can have of the {fb(f.device_total)} card"
-                  if usable else ""),
+               + (f", {'more than' if a + q > usable else 'within'} the {fb(usable)} this process can have of the "
+                  f"{fb(f.device_total)} card" if usable else ""),
                f"unused cache {fb(u)} + free {fb(free)}"
                + (f" fall {fb(shortfall)} short of the request" if shortfall else
                   " would cover the request, but the cache is nearly empty: the allocation rounded up to a whole "
                   "segment did not fit, or the memory was taken meanwhile")]
     if f.device_total and q > f.device_total:
         reasons.append(f"the single request {fb(q)} is larger than the whole card")
-    steps = [f"hold less at once: at least {fb(max(shortfall, q - free))} fewer bytes live (smaller batches or "
-             "sequences, activation checkpointing, lower precision, sharding or offloading)",
+    fewer = max(shortfall, q - free)
+    steps = [f"hold less at once{f': at least {fb(fewer)} fewer bytes live' if fewer > 0 else ''} (smaller batches "
+             "or sequences, activation checkpointing, lower precision, sharding or offloading)",
              "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
              "an allocator setting cannot help: the live tensors themselves do not fit"]
     return Verdict(SHORTAGE, f"A true shortage: the live tensors ({fb(a)}) plus the request ({fb(q)}) do not fit "

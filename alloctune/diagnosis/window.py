@@ -74,9 +74,8 @@ def _undo_window(entries: list[dict], segments: list[dict]) -> _Start:
     """Walk the trace backwards from the segments at its end (see the module docstring)."""
     seg_sizes = {int(s["address"]): int(s["total_size"]) for s in segments}
     seg_key = {int(s["address"]): (s.get("stream", 0), _pool(s.get("segment_pool_id"))) for s in segments}
-    blocks = {int(b["address"]): int(b.get("requested_size") or b["size"])
-              for s in segments for b in s.get("blocks", []) if b.get("state") != "inactive"}
-    block_key = {int(b["address"]): seg_key[int(s["address"])] for s in segments for b in s.get("blocks", [])}
+    blocks = {address: _requested(b) for s in segments for address, b in _placed(s) if b.get("state") != "inactive"}
+    block_key = {address: seg_key[int(s["address"])] for s in segments for address, _ in _placed(s)}
     window = 0
     for e in reversed(entries):
         action, addr = e.get("action"), int(e.get("addr") or 0)
@@ -199,6 +198,25 @@ def replay_window(recon: Reconstruction, recorded_conf: str, candidates: list[Al
             "the recorded setting; under another setting the run would have reached a different state before "
             "the window, which no trace of this run shows")
     return WindowReplay(recon, recorded.conf, reproduced, [recorded, *others], confidence, reason)
+
+
+def _placed(segment: dict) -> list[tuple[int, dict]]:
+    """A segment's blocks with their addresses. Snapshots of torch 2.0 and older give blocks no `address`: they
+    lie one after another from the segment's start, in the order listed."""
+    out, address = [], int(segment["address"])
+    for b in segment.get("blocks", []):
+        address = int(b.get("address", address))
+        out.append((address, b))
+        address += int(b["size"])
+    return out
+
+
+def _requested(block: dict) -> int:
+    """What the program asked for: `requested_size`, or in torch 2.0 and older snapshots the `real_size` of the
+    block's latest `history` entry, else the block's size."""
+    history = block.get("history")
+    legacy = history[-1].get("real_size") if isinstance(history, list) and history else None
+    return int(block.get("requested_size") or legacy or block["size"])
 
 
 def _key(entry: dict) -> tuple:

@@ -119,7 +119,9 @@ def replay(trace: Trace, confs: Sequence[AllocConf | str], device_memory: int, *
            torch_version: str | None = None, progress: Progress | None = None) -> list[ReplayOutcome]:
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
     (memory the CUDA context held outside the allocator), else DEFAULT_OVERHEAD. `torch_version` (whose
-    allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores."""
+    allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores. A single
+    setting may be given as a string."""
+    confs = [confs] if isinstance(confs, str) else confs   # not its characters, one setting each
     version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
     args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version)
     return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs, progress)

@@ -61,6 +61,7 @@ import json
 import lzma
 import os
 import pickle
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -110,12 +111,18 @@ def alloc_digest(trace: Trace) -> str:
 
 
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
-    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring)."""
+    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if os.fspath(path) == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as exc:
         raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    if not data:
+        raise TraceError(f"{os.fspath(path)!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
+                         f"alloctune trace (xz)")
     if data.startswith(_XZ_MAGIC):
         trace = _load_compact(data, path)
         if device is not None and device != trace.device:
@@ -184,7 +191,8 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
             raise TraceError(f"{where!r} has no allocations on any device: was "
                              f"torch.cuda.memory._record_memory_history enabled while the workload ran?")
         if len(with_allocs) > 1:
-            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one (device=...)")
+            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one with --device "
+                             f"(device= in the Python API)")
         device = with_allocs[0]
     elif device not in with_allocs:
         raise TraceError(f"{where!r} has no allocations on device {device} "
