@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+import sys
 from pathlib import Path
 
 import yaml
@@ -158,7 +159,7 @@ def load_grid_file(path) -> list:
     setting per line ('#' starts a comment). Entries are checked here, so errors name the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
