@@ -3,7 +3,8 @@
 the GPU.
 
 The recording trial is a trial like the others (its record is appended, marked `recording`), but recording slows
-it, so statistics leave it out and the default is measured again with the sweep's repeats. The trace is kept in
+its first pass, so statistics leave it out and the default is measured again with the sweep's repeats (see
+TrialRecord.recording for why even its timed pass, run after recording stops, is not counted yet). The trace is kept in
 the results folder as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a
 resumed sweep neither records nor searches again.
 """

@@ -112,8 +112,9 @@ class TrialRecord:
     node: str | None = None            # host that ran the trial child (absent in records before it was kept)
     gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
     retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
-    # This trial recorded the allocation trace (a hybrid sweep's first trial of the default): recording slows
-    # it, so statistics and choices leave it out; it is kept for its memory figures and its GPU time.
+    # This trial recorded the allocation trace (a hybrid sweep's first trial of the default). Recording slows its
+    # first pass; its timed pass runs after recording stops, but no GPU run has yet shown that figure equal to an
+    # unrecorded default's, so statistics and choices leave it out; it is kept for its memory figures and GPU time.
     recording: bool = False
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.

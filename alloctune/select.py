@@ -228,7 +228,7 @@ def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.0
     """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
 
     Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the
-    allocation trace is left out (recording slows it)."""
+    allocation trace is left out (see TrialRecord.recording)."""
     records = [r for r in records if not r.recording]
     hashes = sorted({r.workload_hash for r in records})
     if len(hashes) > 1:
