@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 from dataclasses import dataclass
+import sys
 from pathlib import Path
 
 import yaml

@@ -73,7 +73,11 @@ class SweepInfo:
 
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
-        return from_json(cls, data, where)
+        info = from_json(cls, data, where)
+        if not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
+            raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
+                               f"got {info.max_slowdown!r}")
+        return info
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import importlib
 import signal
 import sys
 import threading
+import warnings
 from types import FrameType
 
 from .. import __version__
@@ -36,6 +37,10 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
+def _warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"alloctune: warning: {message}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -45,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():  # a warning is one line, without the source line Python adds
+            warnings.showwarning = _warning
+            return int(args.func(args) or 0)
     except AlloctuneError as exc:
         print(f"alloctune: error: {exc}", file=sys.stderr)
         return exc.exit_code
