@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import sys
 from dataclasses import dataclass
-import sys
 from pathlib import Path
 
 import yaml
