@@ -3,8 +3,8 @@
 the GPU.
 
 The recording trial is the default's repeat 0 (its record is marked `recording`, and counts like any default
-trial): recording is on during the first pass only, whose memory peaks matched an unrecorded default's to the byte
-on the H200, and is switched off before the timed pass that gives its throughput (child.py). So with R repeats the
+trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the byte
+in three H200 jobs, and is switched off before the timed pass that gives its throughput (child.py). So with R repeats the
 default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials. The trace is
 kept in the results folder as `trace.xz`; the search's full account as `search.json`. Both are read back on resume,
 so a resumed sweep neither records nor searches again.

@@ -113,9 +113,10 @@ class TrialRecord:
     gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
     retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
     # This trial recorded the allocation trace: a hybrid sweep's default, repeat 0. It counts as that repeat (same
-    # key): its peaks are the first pass's, which recording does not change (byte-identical to an unrecorded
-    # default's on the H200), and its throughput is the timed pass, run after recording stopped. Provenance only,
-    # except in folders from before it counted, which also hold an unrecorded repeat 0 (`select.counted`).
+    # key): its peaks are the first pass's, which recording does not change (peak reserved byte-identical to an
+    # unrecorded default's in three H200 jobs), and its throughput is the timed pass, run after recording stopped.
+    # Provenance only, except in folders from before it counted, which also hold an unrecorded repeat 0
+    # (`select.counted`).
     recording: bool = False
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.

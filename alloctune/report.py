@@ -219,7 +219,7 @@ def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False)
     tie = choices[0].tie if choices else 0.01
     max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
-                "repeat 1: recording covers the first pass only, whose memory peaks matched an unrecorded "
+                "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
                 "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "
                 "The outlier rule above applies to it as to any default run."] if recording else []
     return [

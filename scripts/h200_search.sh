@@ -5,13 +5,14 @@
 #     PART=3 DEADLINE=150 GPUS=1 TGZ=search-final MARGIN=12 BUILD_S=15 SEARCH=200 OUT=... bash scripts/h200_search.sh
 # Per job, both of, each timed:
 #   grid   : the exhaustive default grid measured on the GPU            (sweep --backend cuda)
-#   hybrid : one command: record the trace in the default's first trial, search the settings space by replay,
-#            measure the default and the best finalist                   (sweep --backend hybrid --search)
+#   hybrid : one command: record the trace in the default's first trial (which is also the default's measurement
+#            at --repeats 1), search the settings space by replay, measure the best finalist: two GPU trials
+#                                                                        (sweep --backend hybrid --search)
 # Part 1: transformer-varlen grid + hybrid, detection grid. Part 3: the Mask R-CNN hybrid alone (for when part 2 ran
 # out of time before it). Part 2: detection hybrid, then hybrid + grid of
 # examples/maskrcnn_train.yaml (torchvision Mask R-CNN, a job not shipped with alloctune; quick preset). A grid
 # comes last in each part: if time runs short, it loses its last settings, and what it measured still counts.
-# GPU seconds of a sweep = wall seconds of its trial processes (trials.jsonl); beside them the command's own wall
+# GPU seconds of a sweep = wall seconds of all its trial processes, the recording one included (trials.jsonl); beside them the command's own wall
 # time (which adds probing and, for hybrid, the search on the CPU while the GPU idles).
 # DEADLINE: seconds for everything (the script ends inside it by itself); GPUS: "1", or "0,1" for one queue per
 # GPU. Everything goes to $OUT/$TGZ/, then into the one tarball $OUT/$TGZ.tgz (TGZ=search by default; the
