@@ -12,8 +12,9 @@
 # out of time before it). Part 2: detection hybrid, then hybrid + grid of
 # examples/maskrcnn_train.yaml (torchvision Mask R-CNN, a job not shipped with alloctune; quick preset). A grid
 # comes last in each part: if time runs short, it loses its last settings, and what it measured still counts.
-# GPU seconds of a sweep = wall seconds of all its trial processes, the recording one included (trials.jsonl); beside them the command's own wall
-# time (which adds probing and, for hybrid, the search on the CPU while the GPU idles).
+# GPU seconds of a sweep = wall seconds of all its trial processes, the recording one included (trials.jsonl);
+# beside them the command's own wall time (which adds probing and, for hybrid, the search on the CPU while the GPU
+# idles).
 # DEADLINE: seconds for everything (the script ends inside it by itself); GPUS: "1", or "0,1" for one queue per
 # GPU. Everything goes to $OUT/$TGZ/, then into the one tarball $OUT/$TGZ.tgz (TGZ=search by default; the
 # folder is removed). MARGIN: seconds kept for packing (30); BUILD_S: at most for the compiled core's build (40).
