@@ -3,11 +3,13 @@
 the GPU.
 
 The recording trial is the default's repeat 0 (its record is marked `recording`, and counts like any default
-trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the byte
-in three H200 jobs, and is switched off before the timed pass that gives its throughput (child.py). So with R repeats the
-default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials. The trace is
-kept in the results folder as `trace.xz`; the search's full account as `search.json`. Both are read back on resume,
-so a resumed sweep neither records nor searches again.
+trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the
+byte in three H200 jobs, and is switched off before the timed pass that gives its throughput (child.py). So with R
+repeats the default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials.
+A command's recording covers its whole run, so there the recording trial is an extra one, left out of statistics,
+and the default is measured with the sweep's repeats (TrialRecord.extra). The trace is kept in the results folder
+as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a resumed sweep
+neither records nor searches again.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
     """`task` (the default, repeat 0) recording its allocation history into the results folder; it has the key
-    of `task`, so the sweep does not run the default's repeat 0 again."""
+    of `task` (but for a command: TrialTask.extra), so the sweep does not run the default's repeat 0 again."""
     return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 

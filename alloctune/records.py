@@ -116,8 +116,11 @@ class TrialRecord:
     # key): its peaks are the first pass's, which recording does not change (peak reserved byte-identical to an
     # unrecorded default's in three H200 jobs), and its throughput is the timed pass, run after recording stopped.
     # Provenance only, except in folders from before it counted, which also hold an unrecorded repeat 0
-    # (`select.counted`).
+    # (`select.counted`), and for a command, where recording covers the whole run (`extra`).
     recording: bool = False
+    # A trial beside the planned repeats, with a key of its own, left out of statistics: a command's recording
+    # trial (its throughput is that of a recorded run: 8% low on the H200), the default being measured again.
+    extra: bool = False
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
     processes: list | None = None
@@ -126,7 +129,8 @@ class TrialRecord:
     @property
     def key(self) -> tuple[str | int | None, ...]:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
-        return (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("extra",) if self.extra else key
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

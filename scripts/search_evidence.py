@@ -26,11 +26,12 @@ def read_folder(folder: Path, walls: dict) -> dict:
     choice_file = folder / "choice.json"
     choices = json.loads(choice_file.read_text())["choices"] if choice_file.exists() else []
     best = next((c.get("conf") for c in choices if c.get("backend") == "cuda"), None)
-    # The recording trial is the default's first measurement (alloctune/hybrid.py); in a folder from before it
-    # counted, an unrecorded default of the same repeat was measured too, and that one counts (select.counted).
+    # The recording trial is the default's first measurement (alloctune/hybrid.py), unless it is an extra one (a
+    # command's) or a folder from before it counted measured an unrecorded default of that repeat too
+    # (select.counted).
     unrecorded = {(t["conf"], t["repeat"]) for t in cuda if not t.get("recording")}
-    counted = [t for t in cuda if t["state"] == "ok" and not (t.get("recording")
-                                                             and (t["conf"], t["repeat"]) in unrecorded)]
+    counted = [t for t in cuda if t["state"] == "ok" and not t.get("extra") and not (
+        t.get("recording") and (t["conf"], t["repeat"]) in unrecorded)]
     peaks: dict[str, list[int]] = {}
     for t in counted:
         peaks.setdefault(t["conf"], []).append(t["measurement"]["peak_reserved_bytes"])

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from alloctune.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default,
 from alloctune.probe import check_settings, probe
 from alloctune.records import Measurement, TrialRecord, TrialState
 from alloctune.results import ResultsFolder
-from alloctune.runner import TrialTask, run_trial
+from alloctune.runner import TrialTask, lost_trial, run_trial
 from alloctune.search import CLOSE_RATIO, Space, _State, pareto_front, search
 from alloctune.select import summarize_settings
 from alloctune.sim.config import division_table
@@ -191,6 +192,13 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
     # a folder from before it counted ran an unrecorded repeat 0 as well: that one counts, as its reports said
     [default] = summarize_settings([recorded, measured, second])
     assert default.throughputs == [100.0, 102.0]
+    # a command's recording covers its whole run: an extra trial, with a key of its own, left out
+    extra = replace(recorded, extra=True)
+    assert extra.key != measured.key and TrialRecord.from_json(extra.to_json()).key == extra.key
+    [default] = summarize_settings([extra, measured, second])
+    assert default.throughputs == [100.0, 102.0]
+    command = TrialTask({"name": "c", "command": {"argv": ["x"]}}, "h", AllocConf(), 0, "py", "e", record_trace="t")
+    assert command.extra and command.key()[-1] == "extra" and lost_trial(command, "lost").key == command.key()
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
