@@ -225,13 +225,14 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
 
 
 def counted(records: Iterable[TrialRecord]) -> list[TrialRecord]:
-    """The trials statistics rest on: all but extra ones (TrialRecord.extra), and but a recording trial that a
-    folder from before it counted also holds unrecorded (the same key): then, as that folder's reports always
-    said, the unrecorded one is repeat 0.
+    """The trials statistics rest on: all but extra ones (TrialRecord.extra) and a recording trial beside an
+    unrecorded trial of the same key (a folder from before it counted: there, as that folder's reports always
+    said, the unrecorded one is repeat 0).
 
     A counted recording trial is the default's repeat 0 like any other. Should its throughput stray, the outlier
     rule treats it as any default run: left out of the default's interval and of Welch's test from 3 default runs
-    on, and its round left out of a paired comparison from PAIRED_OUTLIER_MIN rounds on (stats.py)."""
+    on, and its round left out of a paired comparison from PAIRED_OUTLIER_MIN (6) rounds on (stats.py). With fewer
+    runs it stays in, as any default run would."""
     records = list(records)
     unrecorded = {r.key for r in records if not r.recording}
     return [r for r in records if not r.extra and not (r.recording and r.key in unrecorded)]

@@ -66,8 +66,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
     or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
-    trial (which counts as the default's repeat 0); it then measures the default's other repeats and the
-    `finalists_count` best simulated settings."""
+    trial (for a workload, not a command, that trial counts as the default's repeat 0); it then measures the
+    default's other repeats and the `finalists_count` best simulated settings."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     auto = repeats == "auto"
     if not auto and (not isinstance(repeats, int) or repeats < 1):
