@@ -18,12 +18,13 @@
 # DEADLINE: seconds for everything (the script ends inside it by itself); GPUS: "1", or "0,1" for one queue per
 # GPU. Everything goes to $OUT/$TGZ/, then into the one tarball $OUT/$TGZ.tgz (TGZ=search by default; the
 # folder is removed). MARGIN: seconds kept for packing (30); BUILD_S: at most for the compiled core's build (40).
-# JOBS="transformer-varlen detection maskrcnn-train" limits the jobs (e.g. to rerun one that was cut).
+# JOBS="transformer-varlen detection maskrcnn-train" limits the jobs (e.g. to rerun one that was cut); KINDS="hybrid"
+# runs only the hybrids (e.g. to compare with grids measured earlier).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 T0=$(date +%s)
 OUT=${OUT:?set OUT}; PART=${PART:-1}; DEADLINE=${DEADLINE:-500}; GPUS=${GPUS:-1}
-JOBS=${JOBS:-transformer-varlen detection maskrcnn-train}
+JOBS=${JOBS:-transformer-varlen detection maskrcnn-train}; KINDS=${KINDS:-grid hybrid}
 REPEATS=${REPEATS:-1}; FINALISTS=${FINALISTS:-1}; SEARCH=${SEARCH:-400}
 TGZ=${TGZ:-search}; MARGIN=${MARGIN:-30}; BUILD_S=${BUILD_S:-40}
 END=$((T0 + DEADLINE - MARGIN))    # sweeps stop by then (SIGINT: trial children are killed), leaving time to pack
@@ -32,7 +33,7 @@ T="$W/timings-part$PART.tsv"; printf 'job\tkind\tgpu\trc\twall_s\n' > "$T"
 
 # The simulator's compiled core, when this machine has a compiler: the search replays hundreds of settings.
 timeout "$BUILD_S" bash scripts/build_sim_core.sh > "$W/logs/build_sim_core.log" 2>&1
-{ date -u; echo "part $PART deadline $DEADLINE gpus $GPUS jobs $JOBS"; git rev-parse HEAD 2>/dev/null; nproc
+{ date -u; echo "part $PART deadline $DEADLINE gpus $GPUS jobs $JOBS kinds $KINDS"; git rev-parse HEAD 2>/dev/null; nproc
   cat "$W/logs/build_sim_core.log"
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
   python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "git", torch.version.git_version, "python", sys.version.split()[0])'
@@ -42,6 +43,7 @@ timeout "$BUILD_S" bash scripts/build_sim_core.sh > "$W/logs/build_sim_core.log"
 run() {  # run GPU JOB KIND WORKLOAD PRESET
   local gpu=$1 job=$2 kind=$3 workload=$4 preset=$5 left t0 rc ms
   case " $JOBS " in *" $job "*) ;; *) return ;; esac
+  case " $KINDS " in *" $kind "*) ;; *) return ;; esac
   left=$((END - $(date +%s)))
   if [ "$left" -lt 30 ]; then printf '%s\t%s\t%s\tnot-started\t0\n' "$job" "$kind" "$gpu" >> "$T"; return; fi
   local args=(--backend cuda)
