@@ -18,6 +18,7 @@
 # DEADLINE: seconds for everything (the script ends inside it by itself); GPUS: "1", or "0,1" for one queue per
 # GPU. Everything goes to $OUT/$TGZ/, then into the one tarball $OUT/$TGZ.tgz (TGZ=search by default; the
 # folder is removed). MARGIN: seconds kept for packing (30); BUILD_S: at most for the compiled core's build (40).
+# PLAN="job:kind:workload:preset ..." replaces the part's plan (e.g. a job's grid and hybrid in one call).
 # JOBS="transformer-varlen detection maskrcnn-train" limits the jobs (e.g. to rerun one that was cut); KINDS="hybrid"
 # runs only the hybrids (e.g. to compare with grids measured earlier).
 set -u
@@ -56,7 +57,9 @@ run() {  # run GPU JOB KIND WORKLOAD PRESET
   printf '%s\t%s\t%s\t%s\t%d.%03d\n' "$job" "$kind" "$gpu" "$rc" $((ms / 1000)) $((ms % 1000)) >> "$T"
 }
 
-if [ "$PART" = 3 ]; then
+if [ -n "${PLAN:-}" ]; then
+  :   # PLAN="job:kind:workload:preset ..." given: run just that, in that order
+elif [ "$PART" = 3 ]; then
   PLAN="maskrcnn-train:hybrid:examples/maskrcnn_train.yaml:quick"
 elif [ "$PART" = 1 ]; then
   PLAN="transformer-varlen:grid:workloads/transformer-varlen.yaml:h200 transformer-varlen:hybrid:workloads/transformer-varlen.yaml:h200 detection:grid:workloads/detection.yaml:h200"
