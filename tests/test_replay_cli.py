@@ -22,12 +22,12 @@ def replay(*args):
 
 
 def test_measured_figures_stand_only_beside_predictions_under_the_same_conditions():
-    rows = {r["conf"]: r for r in json.loads(replay("--json"))}
+    rows = {r["conf"]: r for r in json.loads(replay("--json"))["results"]}
     # The H200 sweep, unbudgeted on the recording card: 139.04 GiB measured for max_split_size_mb:128.
     assert rows["max_split_size_mb:128"]["measured_peak_reserved_bytes"] == 149294153728
-    budgeted = json.loads(replay("--json", "--budget", "30GiB"))
+    budgeted = json.loads(replay("--json", "--budget", "30GiB"))["results"]
     assert budgeted and not any("measured_peak_reserved_bytes" in r for r in budgeted)
-    smaller = json.loads(replay("--json", "--device-memory", "80GiB"))
+    smaller = json.loads(replay("--json", "--device-memory", "80GiB"))["results"]
     assert not any("measured_peak_reserved_bytes" in r for r in smaller)
     text = replay("--budget", "30GiB")
     assert "GPU =" not in text and "GPU =" in replay()   # the caption of the measured column
