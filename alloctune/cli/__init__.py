@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -50,8 +51,13 @@ def console(stderr: bool = False):
     COLUMNS is unset, 100 columns, which every table fits."""
     from rich.console import Console
 
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+    return PipeConsole(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
 
 
 ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says

@@ -73,13 +73,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_front(result, warnings: list[str]) -> None:
-    from rich.console import Console
-
     from ..tables import natural_width
     from ..units import format_bytes
 
-    out = console()
-    narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
+    narrow = console()
+    narrow.width = min(narrow.width, 100)
     narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
