@@ -117,9 +117,9 @@ def is_python(program: str) -> bool:
     return bool(_PYTHON.match(os.path.basename(program)))
 
 
-def target_python(command: CommandSpec) -> str:
+def command_python(command: CommandSpec) -> str | None:
     """The interpreter whose torch the command uses: the program itself when it is Python, else the one its
-    `#!` line names (torchrun, accelerate, a console script); else this one."""
+    `#!` line names (torchrun, accelerate, a console script); None when neither says (a shell script, a binary)."""
     program = command.argv[0]
     if is_python(program):
         return program
@@ -127,7 +127,7 @@ def target_python(command: CommandSpec) -> str:
         with open(program, "rb") as f:
             first = f.readline(256).decode("utf-8", "replace")
     except OSError:
-        return sys.executable
+        return None
     if first.startswith("#!"):
         words = first[2:].split()
         if words and os.path.basename(words[0]) == "env":
@@ -135,7 +135,12 @@ def target_python(command: CommandSpec) -> str:
             words[:1] = [shutil.which(words[0]) or words[0]] if words else []
         if words and is_python(words[0]) and os.path.exists(words[0]):
             return words[0]
-    return sys.executable
+    return None
+
+
+def target_python(command: CommandSpec) -> str:
+    """`command_python`, else this one."""
+    return command_python(command) or sys.executable
 
 
 def command_name(argv) -> str:

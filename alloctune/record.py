@@ -8,6 +8,7 @@ compact format.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -16,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from .conf import AllocConf
-from .errors import AlloctuneError, TraceError
-from .probe import probe
+from .errors import AlloctuneError, ProbeError, TraceError
+from .probe import ProbeResult, probe
 from .runner import DEFAULT_TIMEOUT_S, TrialTask, child_environment, run_trial
 from .sim.trace import Trace, load_trace, save_trace
 from .workload import load_workload
@@ -27,9 +28,7 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
                     conf: str = "", gpu: int = 0, python: str | None = None,
                     timeout_s: float | None = None) -> Trace:
     spec = load_workload(workload, preset)
-    target = probe(python or sys.executable)
-    if not (target.cuda_available and target.device_count):
-        raise AlloctuneError(f"recording needs a CUDA GPU, and {target.python} sees none")
+    target = _with_gpu(probe(python or sys.executable))
     with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
         snapshot = os.path.join(tmp, "snapshot.pickle")
         task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(conf), 0, target.python, target.env_id,
@@ -45,9 +44,14 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, con
                    timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank)."""
-    from .command import check_command, hook_environment, run_command
+    from .command import check_command, command_python, hook_environment, run_command
 
     spec = check_command(command)
+    # Refused before the user's command runs (it may take hours) when its interpreter sees no GPU. A command
+    # whose interpreter cannot be told (a shell script) or probed (no torch there) runs, and says what it recorded.
+    if (python := command_python(spec)) is not None:
+        with contextlib.suppress(ProbeError):
+            _with_gpu(probe(python))
     conf_ = AllocConf.parse(conf)
     with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
         env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True)
@@ -77,6 +81,12 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, con
             target = output if len(found) == 1 else output.with_name(f"{output.stem}.{label}{output.suffix}")
             out.append((target, _keep(path, target)))
         return out
+
+
+def _with_gpu(target: ProbeResult) -> ProbeResult:
+    if not (target.cuda_available and target.device_count):
+        raise AlloctuneError(f"recording needs a CUDA GPU, and {target.python} sees none")
+    return target
 
 
 def _keep(snapshot: str, output) -> Trace:

@@ -124,6 +124,14 @@ def simulation_note(torch_version: str) -> str | None:
     return None
 
 
+def replay_note(torch_version: str | None) -> str | None:
+    """What a replay of a trace recorded under `torch_version` (None: the trace does not say) rests on, or None."""
+    if not torch_version:   # a snapshot of the user's own: the version is an assumption
+        return ("the trace does not say which torch recorded it: replayed with torch 2.11's allocator (traces "
+                "from `alloctune record` and `dump_on_oom` say it)")
+    return simulation_note(torch_version)
+
+
 def changes_between(old: str, new: str) -> list[tuple[str, str]]:
     """The behaviour changes that lie between two torch versions (either order), oldest first."""
     lo, hi = sorted((parse_version(old), parse_version(new)))

@@ -70,7 +70,7 @@ REC=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("reco
       "$SNAP.diagnose.json" 2>/dev/null)
 if [ -z "$REC" ]; then  # diagnose gave no answer: fall back to replay's best fitting setting under the budget
   step replay-frag 120 python3 -m alloctune replay "$SNAP" --budget 4500MiB --json > "$R/frag/replay.json" 2>&1
-  REC=$(python3 -c 'import json, sys; rows = [r for r in json.load(open(sys.argv[1])) if r.get("num_ooms") == 0 and r.get("conf") != "default"]; print(rows[0]["conf"] if rows else "")' \
+  REC=$(python3 -c 'import json, sys; rows = [r for r in json.load(open(sys.argv[1]))["results"] if r.get("num_ooms") == 0 and r.get("conf") != "default"]; print(rows[0]["conf"] if rows else "")' \
         "$R/frag/replay.json" 2>/dev/null)
   echo "recommended (fallback: replay) ${REC:-none}" >> "$INDEX"
 else

@@ -26,8 +26,9 @@ def test_user_command_runs_with_their_own_sitecustomize_and_fails_clearly_withou
     (theirs / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').write('yes')\n")
     monkeypatch.setenv("PYTHONPATH", str(theirs))
     program = "import os, sys; sys.exit(0 if os.environ.get('ALLOCTUNE_HOOK_OUT') else 3)"  # the hook is on
+    # Through a shell, whose interpreter alloctune cannot tell: the command runs and says it recorded nothing.
     with pytest.raises(AlloctuneError, match="exited with status 0 and recorded no trace"):
-        record_command([sys.executable, "-c", program], tmp_path / "t.xz")
+        record_command(["/bin/sh", "-c", 'exec "$0" -c "$1"', sys.executable, program], tmp_path / "t.xz")
     assert marker.read_text() == "yes"  # the user's sitecustomize still ran
     assert not (tmp_path / "t.xz").exists()
 
@@ -64,6 +65,21 @@ def test_record_json_without_a_gpu_is_the_same_one_line(tmp_path):
                       "--preset", "tiny")
     assert run.returncode == 2 and not run.stdout and run.stderr.count("\n") == 1, run
     assert "recording needs a CUDA GPU" in run.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_recording_a_python_command_without_a_gpu_is_refused_before_it_runs(tmp_path):
+    """Its interpreter is probed first, as for a workload: a command that sees no GPU is not run (it may take
+    hours) only to record nothing. Named directly, or by the `#!` line of a script (torchrun, a console script)."""
+    ran = tmp_path / "ran"
+    script = tmp_path / "train"
+    script.write_text(f"#!{sys.executable}\nopen({str(ran)!r}, 'w').write('yes')\n")
+    script.chmod(0o755)
+    for command in ([sys.executable, "-c", f"open({str(ran)!r}, 'w').write('yes')"], [str(script)]):
+        run = _record_cli("-o", tmp_path / "t.pickle", "--", *command)
+        assert run.returncode == 2 and not run.stdout and run.stderr.count("\n") == 1, run
+        assert "recording needs a CUDA GPU" in run.stderr and not ran.exists()
+    assert not (tmp_path / "t.pickle").exists()
 
 
 @pytest.mark.gpu

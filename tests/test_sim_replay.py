@@ -185,7 +185,7 @@ def grow_pickle(tmp_path):
 def test_cli_json_default_grid(grow_pickle):
     proc = cli(grow_pickle, "--json", "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["results"]
     by_conf = {row["conf"]: row for row in rows}
     assert by_conf["default"]["peak_reserved_bytes"] == 140 * MiB
     for row in rows:
@@ -202,7 +202,7 @@ def test_cli_conf_min_memory_and_sizes(grow_pickle, tmp_path):
     proc = cli(grow_pickle, "--conf", "expandable_segments:True", "--device-memory", "80MiB", "--min-memory", "--json",
                "--overhead", "0")
     assert proc.returncode == 0, proc.stderr
-    rows = {row["conf"]: row for row in json.loads(proc.stdout)}
+    rows = {row["conf"]: row for row in json.loads(proc.stdout)["results"]}
     assert set(rows) == {"default", "expandable_segments:True"}  # the default is always the baseline
     assert rows["default"]["num_alloc_retries"] == 1
     assert rows["default"]["min_memory_bytes"] == 80 * MiB
@@ -221,7 +221,7 @@ def test_cli_ends_a_replay_at_its_first_oom():
     trace = next(p for p in TRACES if p.name.startswith("llm-decode"))
     proc = cli(trace, "--conf", "expandable_segments:True", "--device-memory", "1", "--json")
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["results"]
     assert [(r["num_ooms"], r["first_oom_index"], r["peak_reserved_bytes"]) for r in rows] == [(1, 0, 0)] * 2
 
 
@@ -235,7 +235,7 @@ def test_cli_says_once_when_the_compiled_core_is_missing(grow_pickle):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("compiled simulator core is not available") == 1
     assert "pure-Python" in proc.stderr and "Traceback" not in proc.stderr
-    assert json.loads(proc.stdout)[0]["min_memory_bytes"] == 80 * MiB
+    assert json.loads(proc.stdout)["results"][0]["min_memory_bytes"] == 80 * MiB
     if compiled_core_available():
         assert "compiled simulator core" not in cli(grow_pickle, "--json").stderr
 
@@ -256,7 +256,7 @@ def test_cli_uses_recorded_device_memory_and_shows_measured(tmp_path):
                              overhead_bytes=0, measured=[{"conf": "default", "peak_reserved_bytes": 80 * MiB}])
     proc = cli(path, "--conf", "max_split_size_mb:128", "--json")
     assert proc.returncode == 0, proc.stderr
-    rows = {row["conf"]: row for row in json.loads(proc.stdout)}
+    rows = {row["conf"]: row for row in json.loads(proc.stdout)["results"]}
     # 100 MiB device: the second request only fits after releasing the cached 60 MiB segment.
     assert rows["default"]["peak_reserved_bytes"] == 80 * MiB and rows["default"]["num_alloc_retries"] == 1
     assert rows["default"]["measured_peak_reserved_bytes"] == 80 * MiB

@@ -34,7 +34,7 @@ def test_replay_reads_a_trace_from_stdin():
     run = cli("replay", "-", "--conf", "expandable_segments:True", "--json",
               stdin=(H200 / "frag" / "oom-rank0.pickle").read_bytes())
     assert run.returncode == 0, run.stderr
-    rows = {row["conf"]: row for row in json.loads(run.stdout)}
+    rows = {row["conf"]: row for row in json.loads(run.stdout)["results"]}
     assert rows["expandable_segments:True"]["peak_reserved_bytes"] > 0
 
 
@@ -214,15 +214,39 @@ def test_the_dump_on_oom_folder_points_to_its_snapshots():
     assert "dump_on_oom" in error and str(H200 / "frag" / "oom-rank0.pickle") in error
 
 
-def test_replaying_a_users_own_snapshot_says_which_torch_it_assumes(tmp_path):
+def _own_snapshot(tmp_path) -> Path:
+    """A real OOM snapshot as torch.cuda.memory._dump_snapshot writes it: no torch version, no device memory."""
     snapshot = pickle.loads((H200 / "frag" / "oom-rank0.pickle").read_bytes())
-    del snapshot["alloctune"]   # as torch.cuda.memory._dump_snapshot writes it
+    del snapshot["alloctune"]
     path = tmp_path / "snapshot.pickle"
     path.write_bytes(pickle.dumps(snapshot))
+    return path
+
+
+def test_replaying_a_users_own_snapshot_says_which_torch_it_assumes(tmp_path):
+    path = _own_snapshot(tmp_path)
     run = cli("replay", path, "--conf", "expandable_segments:True")
     assert run.returncode == 0 and "does not say which torch recorded it" in run.stdout, run.stderr
     run = cli("replay", H200 / "frag" / "oom-rank0.pickle", "--conf", "expandable_segments:True")
     assert run.returncode == 0 and "does not say which torch" not in run.stdout, run.stderr
+
+
+def test_the_json_carries_the_warnings_the_text_prints(tmp_path):
+    """What a replay rests on (frees of blocks from before the recording, an assumed torch or card) is said by
+    --json as by the text: the same `warnings` list in replay, search and diagnose."""
+    own = _own_snapshot(tmp_path)
+    torch_assumed, card_assumed = "does not say which torch", "does not say how much memory its GPU had"
+    for args, said in [
+            (("replay", H200 / "frag-window" / "oom-rank0.pickle"), ["before the recording started"]),
+            (("replay", own), [torch_assumed, card_assumed]),
+            (("search", own, "--max-settings", "8"), [card_assumed]),   # it follows --python's torch
+            (("diagnose", own), [torch_assumed])]:                      # the message says the card
+        text, data = cli(*args), cli(*args, "--json")
+        assert text.returncode == data.returncode == 0, (text.stderr, data.stderr)
+        warnings = json.loads(data.stdout)["warnings"]
+        assert all(any(part in w for w in warnings) for part in said), (args, warnings)
+        printed = " ".join(text.stdout.split())   # the text wraps them at 100 columns
+        assert all(f"warning: {' '.join(w.split())}" in printed for w in warnings), (args, text.stdout)
 
 
 def test_replay_keeps_its_figures_when_settings_are_too_long_for_the_table():

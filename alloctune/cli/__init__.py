@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -50,8 +51,34 @@ def console(stderr: bool = False):
     COLUMNS is unset, 100 columns, which every table fits."""
     from rich.console import Console
 
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+    return PipeConsole(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+
+
+ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says
+
+
+def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[str]:
+    """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
+    blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
+    does not say it or the simulator does not know it, and an assumed device memory. The text output prints them
+    as `warning:` lines and --json lists them under "warnings", the same list."""
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY
+    from ..units import format_bytes
+    from ..versions import replay_note
+
+    warnings = list(trace.warnings)
+    if note := replay_note(torch_version):
+        warnings.append(note)
+    if memory_from == ASSUMED_MEMORY:
+        warnings.append(f"the trace does not say how much memory its GPU had: replayed on an H200's "
+                        f"{format_bytes(DEFAULT_DEVICE_MEMORY)}; set --device-memory for another card")
+    return warnings
 
 
 def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
@@ -68,7 +95,7 @@ def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
     elif trace.meta.get("device_total_bytes"):
         device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
     else:
-        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, "default: an H200; set --device-memory"
+        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
     budget_bytes = None
     if args.budget:
         size, fraction = parse_budget(args.budget)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -52,7 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():  # a warning is one line, without the source line Python adds
             warnings.showwarning = _warning
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()   # here, so that a reader who left is handled below, not at interpreter exit
+            return code
+    except BrokenPipeError:
+        # The reader of our output left (`alloctune replay T | head -n 3`): stop without a word and with
+        # 128 + SIGPIPE = 141, the status coreutils tools (cat, seq, sort) have then, as they die of SIGPIPE; so a
+        # pipeline under `set -o pipefail` sees a cut output as cut, and nothing claims it was whole. What is still
+        # buffered goes to /dev/null: the interpreter's last flush of stdout would otherwise fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except AlloctuneError as exc:
         print(f"alloctune: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -35,7 +35,9 @@ def register(subparsers) -> None:
                    help="also find, per setting, the smallest device memory without OOM and without retries "
                         "(to 2 MiB; the whole device, --budget does not apply)")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
-    p.add_argument("--json", action="store_true", help="print a JSON list, one object per setting")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON object: the trace, its warnings, and results, one object per setting (for "
+                        "several traces: traces, a list of those, and maximum)")
     p.set_defaults(func=run)
 
 
@@ -45,25 +47,25 @@ def run(args: argparse.Namespace) -> int:
     if (args.trace + [args.grid]).count("-") > 1:
         raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
     grid = load_grid_file(args.grid) if args.grid else []   # read once, for every trace
-    results = [(path, _replay_one(args, path, grid)) for path in args.trace]
-    if len(results) == 1:
+    replayed = [_replay_one(args, path, grid) for path in args.trace]
+    if len(replayed) == 1:
         if args.json:
-            print(json.dumps(results[0][1], indent=2))
+            print(json.dumps(replayed[0], indent=2))
         return 0
-    maximum = _maximum(results)
+    maximum = _maximum(replayed)
     if args.json:
-        print(json.dumps({"traces": [{"trace": path, "results": rows} for path, rows in results],
-                          "maximum": maximum}, indent=2))
+        print(json.dumps({"traces": replayed, "maximum": maximum}, indent=2))
     else:
-        _print_maximum(maximum, len(results))
+        _print_maximum(maximum, len(replayed))
     return 0
 
 
-def _maximum(results: list[tuple[str, list[dict]]]) -> list[dict]:
+def _maximum(replayed: list[dict]) -> list[dict]:
     """Per setting, the trace (rank) with the highest simulated peak reserved: what the job needs per GPU."""
     best: dict[str, dict] = {}
-    for path, rows in results:
-        for row in rows:
+    for one in replayed:
+        path = one["trace"]
+        for row in one["results"]:
             if row.get("skipped") or row.get("peak_reserved_bytes") is None:
                 continue
             if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
@@ -108,8 +110,8 @@ def _print_maximum(maximum: list[dict], count: int) -> None:
         out.print(line, soft_wrap=True)
 
 
-def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
-    """Replay one trace; print its table (unless --json); return its JSON rows."""
+def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
+    """Replay one trace; print its table (unless --json); return its JSON: the trace, warnings, results."""
     from ..conf import AllocConf
     from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -117,7 +119,7 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
     from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
     from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
-    from . import console, replay_limits
+    from . import console, replay_limits, replay_warnings
 
     from ..progress import Phases
 
@@ -153,10 +155,14 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> list[dict]:
     measured = measured_under(trace, device_memory, budget_bytes)
     # Settings measured on the GPU under other conditions: not comparable, so not shown, but said.
     elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
+    warnings = replay_warnings(trace, memory_from, torch_version)
     if not args.json:
-        _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes, elsewhere)
-    return ([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
-            + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason} for s in skipped])
+        _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes, elsewhere,
+                     warnings)
+    return {"trace": path, "warnings": warnings,
+            "results": ([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
+                        + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
+                           for s in skipped])}
 
 
 def _json_row(outcome, capacity, measured) -> dict:
@@ -170,7 +176,7 @@ def _json_row(outcome, capacity, measured) -> dict:
 
 
 def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
-                 elsewhere: int) -> None:
+                 elsewhere: int, warnings: list[str]) -> None:
     from . import console as wide_console
     from rich import box
     from rich.table import Table
@@ -183,13 +189,7 @@ def _print_table(path, trace, rows, skipped, measured, device_memory, memory_fro
     console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "
                   f"{trace.device}; device memory {format_bytes(device_memory)} ({memory_from})"
                   + (f", budget {format_bytes(budget_bytes)}" if budget_bytes else ""))
-    from ..versions import simulation_note
-
-    note = simulation_note(str(trace.meta.get("torch_version") or "2.11"))
-    if not trace.meta.get("torch_version"):   # a snapshot of the user's own: the version is an assumption
-        note = ("the trace does not say which torch recorded it: replayed with torch 2.11's allocator (traces "
-                "from `alloctune record` and `dump_on_oom` say it)")
-    for warning in trace.warnings + ([note] if note else []):
+    for warning in warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     with_capacity = rows and rows[0][1] is not None
     results = [o.result for o, _ in rows if o.result is not None]

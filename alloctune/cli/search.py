@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import console, positive_int, replay_limits
+from . import console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ..units import format_bytes
 
     trace = load_trace(args.trace, device=args.device)
-    device_memory, _, budget_bytes, overhead = replay_limits(args, trace)
+    device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
     # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
     bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -63,27 +63,29 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
+    # The simulator follows --python's torch, not the recording's: only a version it does not know is worth a word.
+    warnings = replay_warnings(trace, memory_from, result.torch_version)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:
-        print_front(result)
+        print_front(result, warnings)
     return 0
 
 
-def print_front(result) -> None:
-    from rich.console import Console
-
+def print_front(result, warnings: list[str]) -> None:
     from ..tables import natural_width
     from ..units import format_bytes
 
-    out = console()
-    narrow = Console(width=min(out.width, 100), force_terminal=out.is_terminal)
+    narrow = console()
+    narrow.width = min(narrow.width, 100)
     narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
+    for warning in warnings:
+        narrow.print(f"[yellow]warning:[/] {warning}")
     # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
     # the settings go whole on the numbered lines below the table instead.
     table = _front_table(result, with_setting=True)

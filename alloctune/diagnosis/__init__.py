@@ -223,6 +223,7 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     from ..child import conf_from_settings
     from ..conf import AllocConf
     from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+    from ..versions import replay_note
     from .window import reconstruct, replay_window
 
     assert view.oom is not None
@@ -243,6 +244,8 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     overhead = max(device_memory - facts.reserved - free, 0)
     result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version,
                                   jobs)
+    if note := replay_note(version):   # as `replay` says it: the torch the simulator followed is an assumption
+        result.warnings.append(note)
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")
