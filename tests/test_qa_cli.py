@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,12 +35,30 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
 
 def test_grid_dash_reads_stdin(tmp_path):
     out = tmp_path / "s"
-    r = subprocess.run([sys.executable, "-m", "alloctune", "sweep", "workloads/detection.yaml", "--preset", "h200",
-                        "--backend", "sim", "--grid", "-", "--out", str(out)], input="expandable_segments:True\n",
-                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                       timeout=600)
+    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out", out,
+            stdin="expandable_segments:True\n", timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "sweep.json").read_text())["grid"] == ["", "expandable_segments:True"]
+
+
+def test_sweep_dash_reads_the_workload_from_stdin_with_paths_relative_to_here(tmp_path):
+    text = (ROOT / "workloads" / "detection.yaml").read_text()   # its trace: traces/detection-h200.xz
+    out = tmp_path / "s"
+    r = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True", "--out", out,
+            stdin=text, cwd=ROOT / "workloads", timeout=600)
+    assert r.returncode == 0, r.stderr
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["workload_name"] == "detection" and info["trace"]["path"] == str(ROOT / "workloads" / "traces" /
+                                                                                "detection-h200.xz")
+    elsewhere = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--out", tmp_path / "t", stdin=text,
+                    cwd=tmp_path)
+    assert elsewhere.returncode == 2 and not (tmp_path / "t").exists()
+    assert elsewhere.stderr.strip().splitlines() == [
+        f"alloctune: error: <stdin>: key 'presets.h200.trace': expected an existing trace file, "
+        f"{tmp_path / 'traces' / 'detection-h200.xz'} does not exist"]
+    both = cli("sweep", "-", "--grid", "-", stdin=text)
+    assert both.returncode == 2 and both.stderr.strip().splitlines() == [
+        "alloctune: error: the workload and --grid cannot both come from standard input: give one as a file"]
 
 
 def _edit(path: Path, change, line: int | None = None) -> None:

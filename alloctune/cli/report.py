@@ -20,6 +20,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def decisions(folder, choices) -> dict:
+    """A results folder's decisions as `--json` prints them (report, sweep): as choice.json holds them."""
+    return {"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]}
+
+
 def run(args) -> int:
     from . import console as wide_console
 
@@ -32,7 +37,7 @@ def run(args) -> int:
     for folder in find_results(args.results):
         settings, choices = analyze(folder, args.max_slowdown)
         if args.json:
-            decided.append({"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]})
+            decided.append(decisions(folder, choices))
             continue
         console.print(f"[bold]{folder.path}[/]")
         for choice in choices:
