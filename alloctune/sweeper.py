@@ -183,7 +183,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
 
 def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
-    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and best.env.
+    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
+    sweep) best.env.
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
@@ -209,8 +210,12 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
     best = next((c for c in records if c.conf is not None), None)
-    if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
+    # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
+    # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
+    if best is not None and best.complete:
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
+    else:
+        (folder.path / "best.env").unlink(missing_ok=True)
     return settings, choices
 
 

@@ -10,7 +10,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="re-decide from a results folder's trials and rewrite summary.md, plot.png, best.env",
         description="Read the trials a sweep recorded and run the choice again (for instance with another "
-                    "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env. Nothing is measured.")
+                    "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env (an interrupted "
+                    "sweep gets no best.env: see export --allow-incomplete). Nothing is measured.")
     p.add_argument("results", help="a results folder, or a folder of them")
     p.add_argument("--max-slowdown", type=fraction,
                    help="reject settings significantly slower than the default by more than this fraction "
