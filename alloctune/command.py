@@ -254,7 +254,7 @@ def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
     with tempfile.TemporaryDirectory(prefix="alloctune-cmd-") as tmp:
         cwd = command.cwd
         env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
-                               task.budget_fraction)
+                               task.budget_fraction, record=task.record_trace is not None)
         if command.isolate_cwd:   # `python -m pkg.mod` still finds the modules of the folder it was started in
             env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], cwd or os.getcwd()])
             cwd = os.path.join(tmp, "cwd")
@@ -269,7 +269,19 @@ def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
         fields = dict(_identity(task), wall_seconds=round(run.wall_seconds, 3), started_at=started,
                       node=socket.gethostname(), gpus=env.get("CUDA_VISIBLE_DEVICES"))
         record = _judge(run, command, task, error, fields)
+        if task.record_trace and record.state is TrialState.OK:
+            keep_peak_trace(os.path.join(tmp, "procs"), run.processes, task.record_trace)
     return record
+
+
+def keep_peak_trace(procs: str, processes: list[dict], target: str) -> None:
+    """Move the trace of the process that peaked (highest peak reserved) to `target`: a hybrid sweep searches
+    on it. Ranks of one job are alike as a rule, and the finalists are measured on the GPU over every process."""
+    traced = [p for p in processes if os.path.exists(os.path.join(procs, f"trace-{p.get('pid')}.pickle"))]
+    peak = max(traced, key=lambda p: max((d.get("peak_reserved_bytes") or 0 for d in p["devices"]), default=0),
+               default=None)
+    if peak is not None:
+        shutil.move(os.path.join(procs, f"trace-{peak['pid']}.pickle"), target)
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
@@ -423,12 +435,13 @@ def check_measurable(record: TrialRecord) -> None:
 
 def command_pythons(spec, pythons: list[str] | None, backend: str) -> tuple[list[str], str]:
     """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend:
-    a command is measured on the GPU, it has no trace to replay."""
+    a command is measured on the GPU (cuda), or planned by replay and its finalists measured (hybrid)."""
     command = CommandSpec.from_dict(spec.command)
-    if backend not in ("auto", "cuda"):
-        raise AlloctuneError(f"--backend {backend}: a command is measured on the GPU (--backend cuda); to judge it "
-                             f"by replay, record it first (alloctune record -o t.pickle -- ...) and replay that")
+    if backend not in ("auto", "cuda", "hybrid"):
+        raise AlloctuneError(f"--backend {backend}: a command is measured on the GPU (--backend cuda or hybrid); to "
+                             f"judge it by replay alone, record it first (alloctune record -o t.pickle -- ...) and "
+                             f"replay that")
     if pythons and not is_python(command.argv[0]):
         raise AlloctuneError(f"--python applies to a command that starts with a Python interpreter, and "
                              f"{os.path.basename(command.argv[0])} is not one")
-    return list(pythons or [target_python(command)]), "cuda"
+    return list(pythons or [target_python(command)]), "hybrid" if backend == "hybrid" else "cuda"

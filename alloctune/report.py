@@ -13,7 +13,7 @@ from .results import ResultsFolder, SweepInfo
 from .select import DEVICE, Choice, SettingResult, format_rate, ranked
 from .stats import ALPHA, OUTLIER_Z
 from .tables import add_setting_column, keep_columns
-from .units import format_bytes
+from .units import format_bytes, format_number
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -25,10 +25,6 @@ _ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver",
 def _in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
     group = (choice.env_id, choice.backend, choice.budget_bytes)
     return ranked(s for s in settings if s.group == group)
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _flags(s: SettingResult) -> str:
@@ -46,7 +42,7 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
     t = s.throughput
     throughput = "-" if t is None else format_rate(t.median, s.unit)
     if t is not None and t.ci_low is not None and t.ci_high is not None:
-        throughput += f" [{_number(t.ci_low)}-{_number(t.ci_high)}]"
+        throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"
     elif s.vs_default is not None:
@@ -109,7 +105,7 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
-            "-" if t is None else _number(t.median), vs]
+            "-" if t is None else format_number(t.median), vs]
 
 
 def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:

@@ -94,9 +94,6 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
         backend = "hybrid"
     recording = backend == "hybrid" and not trace   # records its own trace in the default's first trial
-    if recording and spec.command is not None:
-        raise AlloctuneError("a hybrid sweep of a command needs its trace: record it first ('alloctune record -o "
-                             "trace.pickle -- CMD ...') and pass it with --trace")
     if recording and executor != "local":
         raise AlloctuneError("a hybrid sweep records its trace on this machine's GPU: with --executor ray, record "
                              "one first ('alloctune record') and pass it with --trace")

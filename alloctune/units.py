@@ -63,3 +63,8 @@ def format_bytes(n: int | float | None, digits: int = 2) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.{digits}f} {unit}"
     return f"{int(n)} B"
+
+
+def format_number(value: float) -> str:
+    """A throughput as a person reads it: whole units from 100 up, else three significant digits (0.0336)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from alloctune.command import (NOTHING_TO_MEASURE, CommandSpec, check_command, check_measurable, command_name,
-                               command_workload, hook_environment, metric_values, run_command, run_command_trial,
-                               step_rate, target_python)
+                               command_workload, hook_environment, keep_peak_trace, metric_values, run_command,
+                               run_command_trial, step_rate, target_python)
 from alloctune.conf import AllocConf
 from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.records import Measurement, TrialRecord, TrialState
@@ -249,3 +249,23 @@ def test_every_python_process_of_a_command_gets_the_hook(tmp_path):
     assert run.returncode == 0
     assert [(p["rank"], len(p["steps"])) for p in run.processes] == [(0, 2), (1, 3)]
     assert len({p["pid"] for p in run.processes}) == 2
+
+
+def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_path):
+    procs = tmp_path / "procs"
+    procs.mkdir()
+    for pid in (11, 12, 13):
+        (procs / f"trace-{pid}.pickle").write_bytes(str(pid).encode())
+    processes = [{"pid": 11, "devices": [{"peak_reserved_bytes": 5 * MiB}]},
+                 {"pid": 12, "devices": [{"peak_reserved_bytes": 2 * MiB}, {"peak_reserved_bytes": 9 * MiB}]},
+                 {"pid": 13, "devices": [{"peak_reserved_bytes": 7 * MiB}]},
+                 {"pid": 14, "devices": [{"peak_reserved_bytes": 99 * MiB}]}]   # peaked, but left no trace
+    keep_peak_trace(str(procs), processes, str(tmp_path / "kept.pickle"))
+    assert (tmp_path / "kept.pickle").read_bytes() == b"12"
+
+
+def test_a_hybrid_sweep_of_a_command_is_accepted_and_needs_a_gpu(tmp_path):
+    done = _cli("sweep", "--backend", "hybrid", "--results", str(tmp_path / "results"), "--", sys.executable, "-c",
+                "pass", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "a command is measured on a GPU, and none is visible" in done.stderr

@@ -119,3 +119,19 @@ def test_record_a_multi_process_command_then_replay_every_rank(tmp_path):
     (top,) = report["maximum"]
     assert top["trace"] == str(traces[1])
     assert top["peak_reserved_bytes"] == pytest.approx(top["measured_peak_reserved_bytes"], rel=0.01)
+
+
+def test_hybrid_sweep_of_a_command_records_the_rank_that_peaked_and_measures_its_finalist(tmp_path):
+    job = _script(tmp_path, RANKS)
+    outcome = _sweep(tmp_path, [sys.executable, str(job)], None, backend="hybrid", search=30, finalists_count=1)
+    trials = outcome.folder.trials()
+    recording = [t for t in trials if t.recording]
+    assert len(recording) == 1 and recording[0].state is TrialState.OK
+    trace = load_trace(outcome.folder.path / "trace.xz")
+    assert trace.meta["rank"] == 1   # rank 1 allocates more: its trace is the one searched
+    gpu = [t for t in trials if t.backend == "cuda" and not t.recording]
+    predicted = {t.conf: t.measurement.peak_reserved_bytes for t in trials if t.backend == "sim"}
+    assert "" in {t.conf for t in gpu} and len({t.conf for t in gpu}) <= 2   # the default and a finalist
+    for t in gpu:
+        assert sorted(p["rank"] for p in t.processes) == [0, 1]
+        assert t.measurement.peak_reserved_bytes == pytest.approx(predicted[t.conf], rel=0.01)

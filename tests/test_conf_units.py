@@ -9,7 +9,7 @@ from alloctune.conf import AllocConf, canonical
 from alloctune.errors import ConfError, ResultsError, SizeError
 from alloctune.records import Measurement, TrialRecord, TrialState
 from alloctune.store import TrialStore
-from alloctune.units import GiB, MiB, format_bytes, parse_budget, parse_size
+from alloctune.units import GiB, MiB, format_bytes, format_number, parse_budget, parse_size
 
 
 @pytest.mark.parametrize("text, canonical_form, keys", [
@@ -110,3 +110,9 @@ def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path):
         assert store.load() == [record()]
     store.append(record(repeat=1))
     assert store.load() == [record(), record(repeat=1)]  # no warning: the torn line is gone
+
+
+@pytest.mark.parametrize("value, text", [(0.0336, "0.0336"), (0.0, "0"), (20.62, "20.6"), (99.96, "100"),
+                                         (243175.3, "243,175"), (-0.5, "-0.5")])
+def test_format_number_keeps_small_rates_readable(value, text):
+    assert format_number(value) == text   # a command's 0.0336 runs/s once printed as '0 runs/s'

@@ -10,7 +10,7 @@ from ..progress import Phases
 
 from ..records import TrialRecord
 from ..rounds import DEFAULT_MAX_REPEATS
-from ..units import format_bytes
+from ..units import format_bytes, format_number
 from . import console, fraction, gpu_list, positive_int, seconds
 from .report import decisions
 
@@ -211,7 +211,7 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
     if where and record.node:  # on a cluster, which node and GPUs ran it
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
-        speed = f", {m.throughput:,.0f} {m.unit}/s" if m.throughput else ""
+        speed = f", {format_number(m.throughput)} {m.unit}/s" if m.throughput else ""
         return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
     return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"
