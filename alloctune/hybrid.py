@@ -2,11 +2,14 @@
 `--trace`), search the settings space on it (`--search`), and pick the finalists that a hybrid sweep measures on
 the GPU.
 
-The recording trial is a trial like the others (its record is appended, marked `recording`), but recording slows
-its first pass, so statistics leave it out and the default is measured again with the sweep's repeats (see
-TrialRecord.recording for why even its timed pass, run after recording stops, is not counted yet). The trace is kept in
-the results folder as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a
-resumed sweep neither records nor searches again.
+The recording trial is the default's repeat 0 (its record is marked `recording`, and counts like any default
+trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the
+byte in three H200 jobs, and is switched off before the timed pass that gives its throughput (child.py). So with R
+repeats the default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials.
+A command's recording covers its whole run, so there the recording trial is an extra one, left out of statistics,
+and the default is measured with the sweep's repeats (TrialRecord.extra). The trace is kept in the results folder
+as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a resumed sweep
+neither records nor searches again.
 """
 from __future__ import annotations
 
@@ -57,7 +60,8 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
-    """`task` (the default, repeat 0) recording its allocation history into the results folder."""
+    """`task` (the default, repeat 0) recording its allocation history into the results folder; it has the key
+    of `task` (but for a command: TrialTask.extra), so the sweep does not run the default's repeat 0 again."""
     return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 

@@ -26,7 +26,8 @@ def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:
 
 
 def recorded_trials(records: list[TrialRecord], env_id: str, backend: str) -> int:
-    """Distinct trials recorded for the group (a trial recorded twice counts once; a hybrid sweep's recording
-    trial is not one of the trials its decision rests on)."""
+    """Distinct trials recorded for the group: a trial recorded twice counts once, and so does a hybrid sweep's
+    recording trial, the default's repeat 0 (beside an unrecorded repeat 0 in a folder from before it counted);
+    an extra trial (a command's recording) is none of them."""
     return len({(r.conf, r.repeat) for r in records if r.env_id == env_id and r.backend == backend
-                and not r.recording})
+                and not r.extra})

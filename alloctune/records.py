@@ -131,10 +131,15 @@ class TrialRecord:
     node: str | None = None            # host that ran the trial child (absent in records before it was kept)
     gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
     retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
-    # This trial recorded the allocation trace (a hybrid sweep's first trial of the default). Recording slows its
-    # first pass; its timed pass runs after recording stops, but no GPU run has yet shown that figure equal to an
-    # unrecorded default's, so statistics and choices leave it out; it is kept for its memory figures and GPU time.
+    # This trial recorded the allocation trace: a hybrid sweep's default, repeat 0. It counts as that repeat (same
+    # key): its peaks are the first pass's, which recording does not change (peak reserved byte-identical to an
+    # unrecorded default's in three H200 jobs), and its throughput is the timed pass, run after recording stopped.
+    # Provenance only, except in folders from before it counted, which also hold an unrecorded repeat 0
+    # (`select.counted`), and for a command, where recording covers the whole run (`extra`).
     recording: bool = False
+    # A trial beside the planned repeats, with a key of its own, left out of statistics: a command's recording
+    # trial (its throughput is that of a recorded run: 8% low on the H200), the default being measured again.
+    extra: bool = False
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
     processes: list | None = None
@@ -144,7 +149,7 @@ class TrialRecord:
     def key(self) -> tuple[str | int | None, ...]:
         """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
         key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
-        return key + ("recording",) if self.recording else key
+        return key + ("extra",) if self.extra else key
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

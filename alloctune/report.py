@@ -211,9 +211,14 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     return lines
 
 
-def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
+def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
+    """`recording`: a trial that recorded the allocation trace is among those counted (select.counted)."""
     tie = choices[0].tie if choices else 0.01
     max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
+    recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
+                "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
+                "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "
+                "The outlier rule above applies to it as to any default run."] if recording else []
     return [
         "## Statistics", "",
         "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
@@ -233,6 +238,7 @@ def _statistics(info: SweepInfo, choices: list[Choice]) -> list[str]:
         f"- Ties: peaks within {tie:.0%} of each other tie; the tie goes to a native-allocator setting over a backend "
         "switch, then to a peak that repeated exactly over one that moved, then to fewer keys. Where backends "
         "differ, memory is the peak device memory the driver reports, for every setting.",
+        *recorded,
         "",
     ]
 
@@ -315,7 +321,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}",
               f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]
-    lines += _statistics(info, choices)
+    lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines), encoding="utf-8")

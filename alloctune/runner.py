@@ -51,7 +51,12 @@ class TrialTask:
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
         key = (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
-        return key + ("recording",) if self.record_trace else key
+        return key + ("extra",) if self.extra else key
+
+    @property
+    def extra(self) -> bool:
+        """A command's recording trial: recording covers the whole run, so it is not the default's repeat 0."""
+        return self.record_trace is not None and bool(self.workload.get("command"))
 
 
 def child_environment(conf: AllocConf, gpu: int | Sequence[int] | None, base: dict | None = None) -> dict:
@@ -123,7 +128,7 @@ def _identity(task: TrialTask) -> dict:
     """The record fields that say which trial this is."""
     return dict(workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf),
                 repeat=task.repeat, env_id=task.env_id, backend=task.backend, budget_bytes=task.budget_bytes,
-                recording=task.record_trace is not None)
+                recording=task.record_trace is not None, extra=task.extra)
 
 
 def stop_children() -> None:

@@ -224,12 +224,26 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
     )
 
 
+def counted(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """The trials statistics rest on: all but extra ones (TrialRecord.extra) and a recording trial beside an
+    unrecorded trial of the same key (a folder from before it counted: there, as that folder's reports always
+    said, the unrecorded one is repeat 0).
+
+    A counted recording trial is the default's repeat 0 like any other. Should its throughput stray, the outlier
+    rule treats it as any default run: left out of the default's interval and of Welch's test from 3 default runs
+    on, and its round left out of a paired comparison from PAIRED_OUTLIER_MIN (6) rounds on (stats.py). With fewer
+    runs it stays in, as any default run would."""
+    records = list(records)
+    unrecorded = {r.key for r in records if not r.recording}
+    return [r for r in records if not r.extra and not (r.recording and r.key in unrecorded)]
+
+
 def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.02) -> list[SettingResult]:
     """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
 
     Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the
-    allocation trace is left out (see TrialRecord.recording)."""
-    records = [r for r in records if not r.recording]
+    allocation trace counts as the default's repeat 0 (`counted`)."""
+    records = counted(records)
     hashes = sorted({r.workload_hash for r in records})
     if len(hashes) > 1:
         raise ResultsError(f"trial records of {len(hashes)} different workload definitions ({', '.join(hashes)}) "
@@ -237,7 +251,9 @@ def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.0
     by_setting: dict[tuple, list[TrialRecord]] = {}
     for record in records:
         by_setting.setdefault(setting_key(record), []).append(record)
-    position = {id(r): i for i, r in enumerate(records)}   # the trials file's order: the order they ran in
+    # The order measured trials ran in (the trials file's). Replays use no GPU time and do not count: a hybrid
+    # sweep's replays come after its recording trial, the default's repeat 0, and before the settings it brackets.
+    position = {id(r): i for i, r in enumerate(r for r in records if r.backend != "sim")}
     settings = [_summarize_one(key, tuple(sorted(by_setting[key], key=lambda r: r.repeat)),
                                by_setting.get(key[:3] + ("",), []), max_slowdown, position)
                 for key in sorted(by_setting, key=_order)]

@@ -66,7 +66,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
     `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
     or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
-    trial; it then measures the default and the `finalists_count` best simulated settings."""
+    trial (for a workload, not a command, that trial counts as the default's repeat 0); it then measures the
+    default's other repeats and the `finalists_count` best simulated settings."""
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, preset)
     auto = repeats == "auto"
     if not auto and (not isinstance(repeats, int) or repeats < 1):
@@ -397,7 +398,9 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
     until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
     round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
     round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
-    sweep takes the same path. `slots`: trials the executor runs at once (for the time estimate)."""
+    sweep takes the same path (and in a hybrid sweep the trial that recorded the trace, having the key of the
+    default's repeat 0, is the first round's default). `slots`: trials the executor runs at once (for the time
+    estimate)."""
     started, done, envs = time.monotonic(), 0, sorted(planned)
     default = AllocConf.parse("")
     for r in range(max_rounds + 1):

@@ -26,13 +26,18 @@ def read_folder(folder: Path, walls: dict) -> dict:
     choice_file = folder / "choice.json"
     choices = json.loads(choice_file.read_text())["choices"] if choice_file.exists() else []
     best = next((c.get("conf") for c in choices if c.get("backend") == "cuda"), None)
+    # The recording trial is the default's first measurement (alloctune/hybrid.py), unless it is an extra one (a
+    # command's) or a folder from before it counted measured an unrecorded default of that repeat too
+    # (select.counted).
+    unrecorded = {(t["conf"], t["repeat"]) for t in cuda if not t.get("recording")}
+    counted = [t for t in cuda if t["state"] == "ok" and not t.get("extra") and not (
+        t.get("recording") and (t["conf"], t["repeat"]) in unrecorded)]
     peaks: dict[str, list[int]] = {}
-    for t in cuda:
-        if t["state"] == "ok" and not t.get("recording"):
-            peaks.setdefault(t["conf"], []).append(t["measurement"]["peak_reserved_bytes"])
-    allocated = {t["conf"]: t["measurement"]["peak_allocated_bytes"] for t in cuda
-                 if t["state"] == "ok" and not t.get("recording")}
+    for t in counted:
+        peaks.setdefault(t["conf"], []).append(t["measurement"]["peak_reserved_bytes"])
+    allocated = {t["conf"]: t["measurement"]["peak_allocated_bytes"] for t in counted}
     wall = walls.get((job, kind), {})
+    # GPU seconds: every trial process, the recording one included (it ran on the GPU, counted or not).
     entry = {"job": job, "kind": kind, "trials": len(cuda),
              "gpu_seconds": round(sum(t.get("wall_seconds") or 0 for t in cuda), 1),
              "recording_trials": sum(1 for t in cuda if t.get("recording")),

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from alloctune.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default,
 from alloctune.probe import check_settings, probe
 from alloctune.records import Measurement, TrialRecord, TrialState
 from alloctune.results import ResultsFolder
-from alloctune.runner import TrialTask, run_trial
+from alloctune.runner import TrialTask, lost_trial, run_trial
 from alloctune.search import CLOSE_RATIO, Space, _State, pareto_front, search
 from alloctune.select import summarize_settings
 from alloctune.sim.config import division_table
@@ -178,16 +179,26 @@ def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_pa
         alloctune.sweep(VARLEN, preset="h200", backend="cuda", search=10, results_root=tmp_path)
 
 
-def test_the_recording_trial_is_kept_but_left_out_of_statistics():
-    def record(recording, tput):
-        return TrialRecord(workload="w", workload_hash="h", conf="", repeat=0, env_id="e", backend="cuda",
+def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folder_measured_it_again():
+    def record(repeat, recording, tput):
+        return TrialRecord(workload="w", workload_hash="h", conf="", repeat=repeat, env_id="e", backend="cuda",
                            state=TrialState.OK, recording=recording,
                            measurement=Measurement(peak_reserved_bytes=10, peak_allocated_bytes=5, throughput=tput))
-    slow, measured = record(True, 1.0), record(False, 100.0)
-    assert slow.key != measured.key
-    assert TrialRecord.from_json(json.loads(json.dumps(slow.to_json()))).recording
-    [default] = summarize_settings([slow, measured])
-    assert len(default.trials) == 1 and default.throughput.median == 100.0
+    recorded, measured, second = record(0, True, 1.0), record(0, False, 100.0), record(1, False, 102.0)
+    assert recorded.key == measured.key   # a resumed sweep does not run the default's repeat 0 again
+    assert TrialRecord.from_json(json.loads(json.dumps(recorded.to_json()))).recording
+    [default] = summarize_settings([recorded, second])
+    assert default.throughputs == [1.0, 102.0]
+    # a folder from before it counted ran an unrecorded repeat 0 as well: that one counts, as its reports said
+    [default] = summarize_settings([recorded, measured, second])
+    assert default.throughputs == [100.0, 102.0]
+    # a command's recording covers its whole run: an extra trial, with a key of its own, left out
+    extra = replace(recorded, extra=True)
+    assert extra.key != measured.key and TrialRecord.from_json(extra.to_json()).key == extra.key
+    [default] = summarize_settings([extra, measured, second])
+    assert default.throughputs == [100.0, 102.0]
+    command = TrialTask({"name": "c", "command": {"argv": ["x"]}}, "h", AllocConf(), 0, "py", "e", record_trace="t")
+    assert command.extra and command.key()[-1] == "extra" and lost_trial(command, "lost").key == command.key()
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
@@ -197,7 +208,7 @@ def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(
     folder = ResultsFolder(tmp_path / "sweep")
     task = recording_task(TrialTask(spec.to_dict(), spec.digest(), AllocConf(), 0, p.python, p.env_id,
                                     timeout_s=120), folder)
-    assert task.record_trace and task.key()[-1] == "recording"
+    assert task.record_trace and task.key()[-1] == 0   # the key of the default's repeat 0
 
     def run(tasks):   # the real child: on this machine it finds no GPU, and says so
         for t in tasks:
