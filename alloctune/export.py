@@ -33,9 +33,9 @@ from . import __version__
 from .conf import AllocConf
 from .errors import AlloctuneError, ConfError, ResultsError
 from .records import TrialState
-from .results import ChoiceRecord, ResultsFolder, SweepInfo, find_results
+from .results import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from .units import format_bytes
-from .versions import env_var_names
+from .versions import NEWEST_KNOWN, check_conf, env_var_names
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
 
@@ -148,6 +148,7 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
+    _check_setting(folder, choice)
     if not choice.complete and not allow_incomplete:
         raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.trials_recorded} of "
                            f"{choice.trials_planned} planned trials recorded); run it again to resume, or "
@@ -189,6 +190,17 @@ def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
                             f"{format_bytes(c.budget_bytes)})" for c in choices)
         raise ResultsError(f"{folder.path} holds {len(choices)} choices; choose one: {options}")
     return choices[0]
+
+
+def _check_setting(folder: ResultsFolder, choice: ChoiceRecord) -> None:
+    """A hand-edited choice.json may name any key: export only a setting the choice's torch accepts (the
+    newest torch we know, for a choice that does not say)."""
+    if choice.conf is None:
+        return
+    torch_version = choice.torch_version or ".".join(map(str, NEWEST_KNOWN))
+    if problem := check_conf(AllocConf.parse(choice.conf), torch_version):
+        where = f"{folder.path / CHOICE_FILE}: field 'choices[{folder.choices().index(choice)}].conf'"
+        raise ResultsError(f"{where}: {problem}")
 
 
 def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:

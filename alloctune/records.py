@@ -8,11 +8,30 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from .typed import from_json
+from .conf import AllocConf
+from .errors import ConfError
+from .typed import Check, at_least, from_json
 
 SCHEMA_VERSION = 1
+
+# What the typed reader checks beyond the type (the writer never produces anything else: the rest is damage).
+Bytes = Annotated[int, at_least(0)]    # zero is possible: a process that set up CUDA and allocated nothing
+Count = Annotated[int, at_least(0)]
+Rate = Annotated[float, at_least(0)]
+Budget = Annotated[int, at_least(1)]   # a budget of no bytes fits nothing: no sweep writes one
+
+
+def _conf_problem(text: str) -> str | None:
+    try:
+        AllocConf.parse(text)
+    except ConfError as exc:
+        return str(exc)
+    return None
+
+
+Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses
 
 
 class TrialState(str, enum.Enum):
@@ -56,21 +75,21 @@ class Measurement:
     throughput and no driver-level figure.
     """
 
-    peak_reserved_bytes: int
-    peak_allocated_bytes: int
-    peak_requested_bytes: int | None = None
-    num_alloc_retries: int = 0
-    num_ooms: int = 0
-    num_device_alloc: int | None = None
-    num_device_free: int | None = None
-    device_peak_used_bytes: int | None = None  # cudaMemGetInfo's view: includes the CUDA context
-    throughput: float | None = None            # workload units per second
+    peak_reserved_bytes: Bytes
+    peak_allocated_bytes: Bytes
+    peak_requested_bytes: Bytes | None = None
+    num_alloc_retries: Count = 0
+    num_ooms: Count = 0
+    num_device_alloc: Count | None = None
+    num_device_free: Count | None = None
+    device_peak_used_bytes: Bytes | None = None  # cudaMemGetInfo's view: includes the CUDA context
+    throughput: Rate | None = None             # workload units per second
     unit: str | None = None
-    measured_seconds: float | None = None
-    measured_steps: int | None = None
+    measured_seconds: Rate | None = None
+    measured_steps: Count | None = None
     # Steady-state timing (absent in records from before it): `throughput` is over a second, timed pass over the
     # measured steps; `warm_throughput` is their first run, in the warm pass (first-seen shapes, cache growth).
-    warm_throughput: float | None = None
+    warm_throughput: Rate | None = None
     block_seconds: list[float] | None = None   # the measured pass in CUDA-synchronised blocks of steps
     block_units: list[float] | None = None
     conditions: Conditions | None = None
@@ -97,13 +116,13 @@ class TrialRecord:
 
     workload: str                 # workload name
     workload_hash: str            # digest of what defines the workload; rows with different hashes don't compare
-    conf: str                     # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
-    repeat: int                   # 0-based repeat index
+    conf: Conf                    # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
+    repeat: Count                   # 0-based repeat index
     env_id: str                   # which interpreter/torch ran it, e.g. 'torch-2.11.0+cu130'
     backend: str                  # 'cuda' (measured) or 'sim' (replayed trace)
     state: TrialState
     measurement: Measurement | None = None
-    budget_bytes: int | None = None
+    budget_bytes: Budget | None = None
     error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit

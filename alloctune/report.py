@@ -183,7 +183,8 @@ def incomplete_note(choice: Choice) -> str | None:
     if choice.complete:
         return None
     return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
-            f"decision rests on those alone (run the sweep command again to resume it)")
+            f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
+            f"it, or take this choice with export --allow-incomplete)")
 
 
 def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:

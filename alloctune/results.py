@@ -17,7 +17,7 @@ from typing import Any
 
 from .conf import canonical
 from .errors import ResultsError
-from .records import TrialRecord
+from .records import Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .store import TRIALS_FILE, TrialStore
 from .typed import from_json, load_json
 
@@ -49,7 +49,7 @@ class SweepInfo:
     repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
     auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
     time_budget_s: float | None = None
-    budget_bytes: int | None = None
+    budget_bytes: Budget | None = None
     budget_fraction: float | None = None
     backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
     trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
@@ -94,10 +94,10 @@ class ChoiceRecord:
 
     env_id: str
     backend: str                      # 'cuda' or 'sim'
-    conf: str | None                  # the chosen setting, canonical ('' = the default); None: nothing fits
+    conf: Conf | None                 # the chosen setting, canonical ('' = the default); None: nothing fits
     workload: str = ""
     workload_hash: str = ""
-    budget_bytes: int | None = None
+    budget_bytes: Budget | None = None
     fits: bool = True
     label: str = ""
     baseline: str = ""                # the setting compared against: always the default ('')
@@ -108,33 +108,33 @@ class ChoiceRecord:
     decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
     reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
     runners_up: tuple[RunnerUp, ...] = ()
-    peak_reserved_bytes: int | None = None
+    peak_reserved_bytes: Bytes | None = None
     memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
-    memory_bytes: int | None = None
-    device_peak_used_bytes: int | None = None
-    baseline_memory_bytes: int | None = None
-    peak_allocated_bytes: int | None = None
+    memory_bytes: Bytes | None = None
+    device_peak_used_bytes: Bytes | None = None
+    baseline_memory_bytes: Bytes | None = None
+    peak_allocated_bytes: Bytes | None = None
     reserved_ratio: float | None = None
-    num_alloc_retries: int | None = None
+    num_alloc_retries: Count | None = None
     baseline_state: str | None = None
-    baseline_peak_reserved_bytes: int | None = None
+    baseline_peak_reserved_bytes: Bytes | None = None
     baseline_reserved_ratio: float | None = None
-    throughput_median: float | None = None
-    baseline_throughput_median: float | None = None
+    throughput_median: Rate | None = None
+    baseline_throughput_median: Rate | None = None
     throughput_unit: str | None = None
-    throughput_ratio: float | None = None
+    throughput_ratio: Rate | None = None
     throughput_p_value: float | None = None
     throughput_ratio_ci: tuple[float, float] | None = None
-    paired_rounds: int | None = None
+    paired_rounds: Count | None = None
     detectable_slowdown: float | None = None
     precision: str = ""
     verdict: str = ""
     max_slowdown: float = 0.02
     tie: float = 0.01
-    repeats: int = 0
+    repeats: Count = 0
     complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
-    trials_recorded: int = 0
-    trials_planned: int | None = None
+    trials_recorded: Count = 0
+    trials_planned: Count | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

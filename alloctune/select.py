@@ -303,6 +303,10 @@ def format_rate(value: float | None, unit: str | None = None) -> str:
     return f"{text} {unit or 'units'}/s"
 
 
+def _retries(count: int | None) -> str:
+    return f"{count} alloc retr{'y' if count == 1 else 'ies'}" if count else "no alloc retries"
+
+
 def _pct(a: float, b: float) -> str:
     """a against b as a signed percentage: '-33.3%'."""
     return f"{(a / b - 1) * 100:+.1f}%" if b else "n/a"
@@ -458,7 +462,7 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
         return (f"raises {s.memory_measure} to {format_bytes(s.peak)} "
                 f"({_pct(s.peak, base.peak)} against the default's {format_bytes(base.peak)})")
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
-        return (f"needs {s.num_alloc_retries} alloc retries against the default's {base.num_alloc_retries or 0}: "
+        return (f"needs {_retries(s.num_alloc_retries)} where the default needs {_retries(base.num_alloc_retries)}: "
                 f"each retry frees the cache and synchronises the device, a slowdown the replay cannot time")
     c = _comparison(s, base, max_slowdown)
     if _too_slow(c, max_slowdown):
@@ -545,8 +549,9 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
     else:
         reasons.append(_memory_reason(best, base))
         if best.simulated:
-            reasons.append(f"needs {best.num_alloc_retries or 0} alloc retries, as many as or fewer than the "
-                           f"default's {base.num_alloc_retries or 0}")
+            same = (best.num_alloc_retries or 0) == (base.num_alloc_retries or 0)
+            reasons.append(f"needs {_retries(best.num_alloc_retries)}, " + (
+                "like the default" if same else f"fewer than the default's {base.num_alloc_retries}"))
         else:
             reasons.append(_throughput_reason(best, base, max_slowdown))
     if best.memory_measure == DEVICE:

@@ -141,7 +141,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
         if recording:
             replayed = (record_default(folder, recording_task(measured(AllocConf(), 0, probes[0]), folder),
-                                       lambda tasks: _execute(folder, runner, tasks, progress, notice)),
+                                       lambda tasks: _execute(folder, runner, tasks, progress)),
                         {"path": TRACE_FILE})
         if replayed:
             # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour
@@ -155,7 +155,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
             tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
                                sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
                      for p in probes for conf in planned[p.env_id]]
-            _execute(folder, sim, tasks, progress, notice, phase=phase, what="replaying settings")
+            _execute(folder, sim, tasks, progress, phase=phase, what="replaying settings")
         if backend in ("cuda", "hybrid"):
             if backend == "hybrid":
                 planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
@@ -172,7 +172,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
                 else:
                     tasks = [task(p.env_id, conf, r)  # interleaved: A B C A B C
                              for r in range(rounds) for p in probes for conf in planned[p.env_id]]
-                    _execute(folder, runner, tasks, progress, notice, phase=phase,
+                    _execute(folder, runner, tasks, progress, phase=phase,
                              what="running trials")
 
         phase("choosing and writing the reports", None)
@@ -181,7 +181,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
 
 
 def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
-    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and best.env.
+    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
+    sweep) best.env.
 
     A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
     measuring anything."""
@@ -207,8 +208,12 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
     best = next((c for c in records if c.conf is not None), None)
-    if best is not None:  # when nothing fits there is nothing to hand over; summary.md says so
+    # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
+    # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
+    if best is not None and best.complete:
         (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
+    else:
+        (folder.path / "best.env").unlink(missing_ok=True)
     return settings, choices
 
 
@@ -346,18 +351,22 @@ def _label(info: SweepInfo) -> str:
     return f"{info.workload_name}-{preset}" if preset else info.workload_name
 
 
-def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress, notice,
+def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress,
              before: int = 0, later: int = 0, phase: PhaseFn | None = None, what: str = "") -> int:
     """Hand the tasks the trials file lacks to `executor` and append each record as it comes back (a resumed
-    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once.
+    sweep runs only what is missing). A task the executor cannot run joins the sweep's skipped list, once: a
+    resumed sweep leaves out what it skipped before.
     Progress counts `before` trials done earlier and up to `later` still to come; returns how many of `tasks`
     are done."""
+    info = folder.info()
+    # A resumed sweep neither counts nor retries what it skipped before (the skip is already on record).
+    skipped = {(s.conf, s.env_id) for s in info.skipped}
+    tasks = [t for t in tasks if (str(t.conf), t.env_id) not in skipped]
     finished = folder.store.finished_keys()
     todo = [t for t in tasks if t.key() not in finished]
     done, total = len(tasks) - len(todo), len(tasks)
     if phase:   # the bar starts with its count
         phase(what, (before + done, before + total + later))
-    info = folder.info()
 
     def on_done(task: TrialTask, record: TrialRecord) -> None:
         nonlocal done
@@ -373,13 +382,11 @@ def _execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], 
             check_measurable(record)
 
     def on_skip(task: TrialTask, reason: str) -> None:
+        # On record in sweep.json, which `outcome.skipped` and the sweep's closing lines give: no notice too.
         nonlocal total
         total -= 1
-        skip = Skipped(str(task.conf), reason, task.env_id)
-        if skip not in info.skipped:
-            info.skipped.append(skip)
-            folder.write_info(info)
-            notice(f"{task.conf.label}: {reason}")
+        info.skipped.append(Skipped(str(task.conf), reason, task.env_id))
+        folder.write_info(info)
 
     executor.run(todo, on_done, on_skip)
     return done
@@ -397,7 +404,7 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
     started, done, envs = time.monotonic(), 0, sorted(planned)
     default = AllocConf.parse("")
     for r in range(max_rounds + 1):
-        done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, notice, done)
+        done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, done)
         if r == max_rounds:
             break
         measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
@@ -416,7 +423,7 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
                    f"{r} rounds")
             break
         envs = sorted({t.env_id for t in tasks})
-        done += _execute(folder, executor, tasks, progress, notice, done, len(tasks) * (max_rounds - r - 1) + 1)
+        done += _execute(folder, executor, tasks, progress, done, len(tasks) * (max_rounds - r - 1) + 1)
 
 
 def _foreign(record: TrialRecord, probed: dict | None) -> str | None:

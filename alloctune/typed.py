@@ -2,7 +2,8 @@
 
 `from_json(Record, data, where)` builds a dataclass from parsed JSON, checking each field against its annotation
 (int, float, str, bool, None, unions of them, list[...], tuple[..., ...], dict[str, ...], enums, nested
-records). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
+records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure that cannot be
+negative). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
 free-form mappings. Keys the record does not know are ignored (a newer alloctune may add some); a missing key
 without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
 the field, e.g. `results/x/trials.jsonl:3: field 'measurement.peak_reserved_bytes': expected an integer, got 'a'`.
@@ -20,7 +21,7 @@ import os
 import sys
 import types
 import typing
-from typing import Any, TypeVar, Union
+from typing import Annotated, Any, Callable, TypeVar, Union
 
 from .errors import ResultsError
 
@@ -28,6 +29,18 @@ T = TypeVar("T")
 MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
 
 _HINTS: dict[type, dict[str, Any]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A mark for `Annotated[T, Check(problem)]`: `problem(value)` says what is wrong with a T, or None."""
+
+    problem: Callable[[Any], "str | None"]
+
+
+def at_least(minimum: int) -> Check:
+    """Numbers no file may hold below `minimum` (a negative byte count, a throughput below zero)."""
+    return Check(lambda value: None if value >= minimum else f"expected at least {minimum}, got {_show(value)}")
 
 
 class FieldError(ValueError):
@@ -83,7 +96,7 @@ def check_plain(value: object, path: str = "", depth: int = 0) -> None:
 
 def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
     return _HINTS[cls]
 
 
@@ -104,6 +117,12 @@ def _record(cls: type[T], data: object, path: str) -> T:
 
 def _value(hint: Any, value: object, path: str) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        value = _value(args[0], value, path)
+        for mark in args[1:]:
+            if isinstance(mark, Check) and (problem := mark.problem(value)):
+                raise FieldError(path, problem)
+        return value
     if origin in (Union, types.UnionType):
         for option in args:
             if option is type(None) and value is None:

@@ -28,6 +28,8 @@ A command workload (your own program, run as is: see `command.py`) gives instead
                                     #   else one run = one unit); `steps` is not used and `unit` is optional
     isolate_cwd: true               # optional: each trial in its own empty working folder
 
+The path `-` reads the file from standard input; its relative paths are then relative to the current folder.
+
 Every error raises `WorkloadError` naming the file, the key and what was expected; nothing runs before the whole
 file has been checked. pyyaml is imported only by `load_workload`, so trial children (which may lack it) can
 still rebuild a spec with `WorkloadSpec.from_dict`.
@@ -39,6 +41,7 @@ import json
 import math
 import os
 import re
+import sys
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
@@ -179,7 +182,21 @@ def _json_able(value) -> bool:
     return False
 
 
-def _load_yaml(path: Path, source: str):
+def _read(path: Path) -> tuple[str, str, Path, str]:
+    """(text, name for messages, folder its relative paths start from, absolute path or '' for stdin).
+    `-` is standard input: its relative paths start from the current folder."""
+    source = "<stdin>" if str(path) == "-" else str(path)
+    try:
+        if source == "<stdin>":
+            return sys.stdin.read(), source, Path.cwd(), ""
+        return path.read_text(), source, path.parent, str(path.resolve())
+    except OSError as exc:
+        raise WorkloadError(f"{source}: cannot read workload file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _load_yaml(text: str, source: str):
     import yaml  # here, not at the top: trial children import this module and may lack pyyaml
 
     class Loader(yaml.SafeLoader):
@@ -217,10 +234,6 @@ def _load_yaml(path: Path, source: str):
 
     Loader.compose_node = compose_node
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise WorkloadError(f"{source}: cannot read workload file: {exc.strerror or exc}") from None
-    try:
         return yaml.load(text, Loader=Loader)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"{source}: not valid YAML: {exc}") from None
@@ -228,18 +241,17 @@ def _load_yaml(path: Path, source: str):
 
 def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:
     """Read and validate a workload file, apply `preset` (else the file's `default_preset`, else none)."""
-    path = Path(path)
-    source = str(path)
-    doc = _load_yaml(path, source)
+    text, source, folder, resolved = _read(Path(path))
+    doc = _load_yaml(text, source)
     if not isinstance(doc, dict):
         raise WorkloadError(f"{source}: expected a mapping of keys (name, kind or entry, steps, unit, ...), "
                             f"got {type(doc).__name__}")
-    c = _Checker(source, path.parent)
+    c = _Checker(source, folder)
     unknown = [k for k in doc if k not in _TOP_KEYS]
     if unknown:
         raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
     if "command" in doc:
-        return _command_workload(c, doc, path)
+        return _command_workload(c, doc, resolved)
     if extra := [k for k in _COMMAND_ONLY if k in doc]:
         raise c.fail(extra[0], "applies to a 'command' workload only")
     for required in ("name", "steps"):
@@ -297,12 +309,12 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
         params = {**base, **{k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}}
     params = _resolve(c, kind, f"presets.{chosen}" if chosen else "params", params)
 
-    return WorkloadSpec(name=name, description=description, source=str(path.resolve()), kind=kind, entry=entry,
+    return WorkloadSpec(name=name, description=description, source=resolved, kind=kind, entry=entry,
                         params=params, preset=chosen, seed=seed, unit=unit, **run,
                         grid=_grid(c, doc["grid"]) if "grid" in doc else None)
 
 
-def _command_workload(c: _Checker, doc: dict, path: Path) -> WorkloadSpec:
+def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
     """A workload file that runs the user's own command (see the module docstring)."""
     from .command import check_command, command_workload
 
@@ -318,7 +330,7 @@ def _command_workload(c: _Checker, doc: dict, path: Path) -> WorkloadSpec:
         isolate = c.expect("isolate_cwd", doc.get("isolate_cwd", False), isinstance(doc.get("isolate_cwd", False),
                                                                               bool), "true or false")
         command = check_command([str(a) for a in argv], doc.get("cwd"), doc.get("env"), doc.get("metric_regex"),
-                                isolate, folder=path.parent)
+                                isolate, folder=c.folder)
     except WorkloadError as exc:
         raise c.fail("command", str(exc)) from None
     unit = doc.get("unit")
@@ -331,12 +343,12 @@ def _command_workload(c: _Checker, doc: dict, path: Path) -> WorkloadSpec:
         timeout_s=c.run_value("timeout_s", doc.get("timeout_s")),
         description=c.expect("description", description, isinstance(description, str), "a string")
         if description is not None else "",
-        source=str(path.resolve()), grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+        source=source, grid=_grid(c, doc["grid"]) if "grid" in doc else None)
 
 
 def presets_with_trace(path: str | os.PathLike) -> list[str]:
     """The presets of a workload file that ship an allocation trace (what a sweep without a GPU can replay)."""
-    doc = _load_yaml(Path(path), str(path))
+    doc = _load_yaml(*_read(Path(path))[:2])
     presets = doc.get("presets") if isinstance(doc, dict) else None
     return [p for p in (presets or {}) if load_workload(path, p).trace]
 

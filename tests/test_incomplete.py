@@ -1,5 +1,6 @@
 """`alloctune report` on an interrupted sweep says so (summary, choice.json, terminal), `export` refuses such a
-choice unless told --allow-incomplete, and `report --max-slowdown` leaves sweep.json (what was asked) alone."""
+choice unless told --allow-incomplete (and no best.env holds it), and `report --max-slowdown` leaves sweep.json
+(what was asked) alone."""
 from __future__ import annotations
 
 import json
@@ -50,6 +51,7 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
     assert (folder / "sweep.json").read_bytes() == asked            # what was asked is untouched
     summary = (folder / "summary.md").read_text()
     assert "INCOMPLETE: 2 of 4 planned trials recorded" in summary and "max slowdown (10%" in summary
+    assert not (folder / "best.env").exists()   # the finished sweep's is gone: an env file is never incomplete
 
     refused = cli("export", folder)
     assert refused.returncode == 2 and "--allow-incomplete" in refused.stderr

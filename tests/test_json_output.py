@@ -1,9 +1,12 @@
-"""`--json` on the commands that print results: report and compare, on committed H200 folders (copied)."""
+"""`--json` on the commands that print results: report and compare on committed H200 folders (copied), and a
+sim sweep of a shipped workload and its committed trace."""
 from __future__ import annotations
 
 import json
 import shutil
 from pathlib import Path
+
+from clirun import cli
 
 from alloctune.cli.main import main
 from alloctune.results import ResultsFolder
@@ -38,3 +41,20 @@ def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, caps
     for row in both:   # the second sweep repeated the first: memory identical, throughput within noise
         assert row["deltas"][1]["reserved"] == 0.0
         assert row["deltas"][1]["mark"] == "no significant change"
+
+
+def test_sweep_json_is_the_folder_its_decisions_as_report_prints_them_and_the_skips(tmp_path):
+    out = tmp_path / "s"
+    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out, "--json",
+            timeout=600)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)   # stdout is the JSON alone; progress stays on stderr
+    assert "ok expandable_segments:True #1" in r.stderr
+    (reported,) = json.loads(cli("report", out, "--json").stdout)
+    assert {"folder": data["folder"], "choices": data["choices"]} == reported
+    assert data["folder"] == str(out) and data["choices"][0]["conf"] == "expandable_segments:True"
+    skipped = {s["conf"]: s for s in data["skipped"]}
+    assert set(skipped) == {"backend:cudaMallocAsync", "garbage_collection_threshold:0.6",
+                            "garbage_collection_threshold:0.8"}
+    assert skipped["backend:cudaMallocAsync"]["env_id"].startswith("sim:torch-")
+    assert skipped["backend:cudaMallocAsync"]["reason"].endswith("measure it on the GPU")

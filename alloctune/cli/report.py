@@ -10,7 +10,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "report", help="re-decide from a results folder's trials and rewrite summary.md, plot.png, best.env",
         description="Read the trials a sweep recorded and run the choice again (for instance with another "
-                    "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env. Nothing is measured.")
+                    "--max-slowdown), rewriting choice.json, summary.md, plot.png and best.env (an interrupted "
+                    "sweep gets no best.env: see export --allow-incomplete). Nothing is measured.")
     p.add_argument("results", help="a results folder, or a folder of them")
     p.add_argument("--max-slowdown", type=fraction,
                    help="reject settings significantly slower than the default by more than this fraction "
@@ -18,6 +19,11 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true",
                    help="print each folder's decisions (as choice.json holds them) as JSON instead of the tables")
     p.set_defaults(func=run)
+
+
+def decisions(folder, choices) -> dict:
+    """A results folder's decisions as `--json` prints them (report, sweep): as choice.json holds them."""
+    return {"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]}
 
 
 def run(args) -> int:
@@ -32,7 +38,7 @@ def run(args) -> int:
     for folder in find_results(args.results):
         settings, choices = analyze(folder, args.max_slowdown)
         if args.json:
-            decided.append({"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]})
+            decided.append(decisions(folder, choices))
             continue
         console.print(f"[bold]{folder.path}[/]")
         for choice in choices:

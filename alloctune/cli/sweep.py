@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
+from dataclasses import asdict
 
 from ..progress import Phases
 
@@ -10,6 +12,7 @@ from ..records import TrialRecord
 from ..rounds import DEFAULT_MAX_REPEATS
 from ..units import format_bytes, format_number
 from . import console, fraction, gpu_list, positive_int, seconds
+from .report import decisions
 
 
 def register(subparsers) -> None:
@@ -20,8 +23,10 @@ def register(subparsers) -> None:
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
-                   help="workload file (YAML, see workloads/README.md), or after '--' your own command")
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND ...",
+                   help="workload file (YAML, see workloads/README.md; - reads it from standard input, and its "
+                        "relative paths (entry, trace, cwd) are then relative to the current folder), or after "
+                        "'--' your own command")
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
@@ -83,6 +88,10 @@ def register(subparsers) -> None:
     p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document instead of the tables: the results folder, its decisions (as "
+                        "'report --json' prints them) and the settings skipped, with why; progress stays on "
+                        "standard error")
     p.set_defaults(func=run)
 
 
@@ -113,6 +122,10 @@ def run(args) -> int:
                         gpus_per_trial=args.gpus_per_trial,
                         progress=progress, search_progress=search_progress,
                         notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
+    if args.json:
+        print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
+                              skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
+        return 0
     out = console()
     for skip in outcome.skipped:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
@@ -151,7 +164,9 @@ def _workload(args):
                if getattr(args, name)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
-    if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+    if len(args.target) == 1 and (args.target[0] == "-" or args.target[0].endswith((".yaml", ".yml"))):
+        if args.target[0] == "-" and args.grid_file == "-":
+            raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
         if options:
             raise AlloctuneError(f"{', '.join(options)} apply to '-- COMMAND'; a workload file says these itself")
         return args.target[0]

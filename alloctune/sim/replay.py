@@ -187,8 +187,8 @@ def _torch_version(trace: Trace) -> str:
 
 def _not_simulated(conf: AllocConf) -> str | None:
     if conf.is_async:
-        return ("backend:cudaMallocAsync hands memory to the CUDA driver's pool, which cannot be simulated "
-                "block by block: measure it on the GPU")
+        return ("the CUDA driver's pool holds its memory, which the simulator does not model block by block: "
+                "measure it on the GPU")
     return None
 
 
