@@ -9,3 +9,11 @@ def running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:  # gone, even between open and read
         return False
+
+
+def hear_ctrl_c() -> None:
+    """preexec_fn for a process a test will interrupt: SIGINT back to its default, so that Python installs its
+    KeyboardInterrupt handler even when the tests run in a background job, which inherits SIGINT ignored."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -24,7 +24,7 @@ import alloctune
 from alloctune.errors import AlloctuneError
 from alloctune.records import TrialState
 from alloctune.store import TrialStore
-from pids import running
+from pids import hear_ctrl_c, running
 
 ray = pytest.importorskip("ray")
 
@@ -222,7 +222,7 @@ def test_ctrl_c_cancels_the_ray_tasks_in_flight(cluster, standin, tmp_path):
                         executor="ray", ray_address={cluster!r}, results_root={str(tmp_path / "results")!r})
     """))
     proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=hear_ctrl_c)
     pidfile = state / "child.pid"
     deadline = time.monotonic() + 90
     while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:

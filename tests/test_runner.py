@@ -17,7 +17,7 @@ from alloctune.conf import AllocConf
 from alloctune.records import TrialState
 from alloctune.runner import TrialTask, child_environment, run_trial, run_trials
 from alloctune.store import TrialStore
-from pids import running
+from pids import hear_ctrl_c, running
 
 WORKLOAD = {"name": "w", "kind": "transformer", "entry": None, "params": {}, "warmup_steps": 1, "steps": 1,
             "unit": "tokens", "seed": 0}
@@ -146,7 +146,8 @@ def test_ctrl_c_stops_the_children_in_flight(tmp_path):
         run_trials(tasks, [None], lambda t, r: None)
     """))
     proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE,
-                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+                            preexec_fn=hear_ctrl_c)
     deadline = time.monotonic() + 30
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
