@@ -283,9 +283,7 @@ def keep_peak_trace(procs: str, processes: list[dict], target: str) -> None:
     """Move the trace of the process that peaked (highest peak reserved) to `target`: a hybrid sweep searches
     on it. Ranks of one job are alike as a rule, and the finalists are measured on the GPU over every process."""
     traced = [p for p in processes if os.path.exists(os.path.join(procs, f"trace-{p.get('pid')}.pickle"))]
-    peak = max(traced, key=lambda p: max((d.get("peak_reserved_bytes") or 0 for d in p["devices"]), default=0),
-               default=None)
-    if peak is not None:
+    if (peak := peak_row(process_rows(traced))) is not None:
         shutil.move(os.path.join(procs, f"trace-{peak['pid']}.pickle"), target)
 
 

@@ -117,7 +117,7 @@ class TrialRecord:
     workload: str                 # workload name
     workload_hash: str            # digest of what defines the workload; rows with different hashes don't compare
     conf: Conf                    # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
-    repeat: Count                   # 0-based repeat index
+    repeat: Count                 # 0-based repeat index
     env_id: str                   # which interpreter/torch ran it, e.g. 'torch-2.11.0+cu130'
     backend: str                  # 'cuda' (measured) or 'sim' (replayed trace)
     state: TrialState

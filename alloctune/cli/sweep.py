@@ -30,7 +30,8 @@ def register(subparsers) -> None:
     p.add_argument("--preset", help="workload preset, e.g. 24gib or h200 (default: the file's default_preset)")
     p.add_argument("--conf", action="append", metavar="CONF", dest="grid",
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
-    p.add_argument("--grid", dest="grid_file", metavar="FILE", help="a file listing the settings to sweep (- reads standard input)")
+    p.add_argument("--grid", dest="grid_file", metavar="FILE",
+                   help="a file listing the settings to sweep (- reads standard input)")
     p.add_argument("--repeats", type=_repeats, default="auto",
                    help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
                         "rounds of the default and each setting still in contention until the 95%% interval of "
