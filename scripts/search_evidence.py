@@ -13,6 +13,10 @@ import csv
 import json
 from pathlib import Path
 
+from alloctune.records import TrialState
+from alloctune.select import counted
+from alloctune.store import TRIALS_FILE, TrialStore
+
 
 def gib(b) -> str:
     return f"{b / 2**30:.2f} GiB" if b else "-"
@@ -20,27 +24,22 @@ def gib(b) -> str:
 
 def read_folder(folder: Path, walls: dict) -> dict:
     job, kind = folder.name.rsplit("-", 1)
-    trials_file = folder / "trials.jsonl"
-    trials = [json.loads(line) for line in trials_file.open() if line.strip()] if trials_file.exists() else []
-    cuda = [t for t in trials if t["backend"] == "cuda"]
+    trials_file = folder / TRIALS_FILE
+    cuda = [t for t in (TrialStore(trials_file).load() if trials_file.exists() else []) if t.backend == "cuda"]
     choice_file = folder / "choice.json"
     choices = json.loads(choice_file.read_text())["choices"] if choice_file.exists() else []
     best = next((c.get("conf") for c in choices if c.get("backend") == "cuda"), None)
-    # The recording trial is the default's first measurement (alloctune/hybrid.py), unless it is an extra one (a
-    # command's) or a folder from before it counted measured an unrecorded default of that repeat too
-    # (select.counted).
-    unrecorded = {(t["conf"], t["repeat"]) for t in cuda if not t.get("recording")}
-    counted = [t for t in cuda if t["state"] == "ok" and not t.get("extra") and not (
-        t.get("recording") and (t["conf"], t["repeat"]) in unrecorded)]
+    # The trials the decision rests on, as the sweep counts them (the recording trial is the default's first).
+    ok = [t for t in counted(cuda) if t.state is TrialState.OK and t.measurement is not None]
     peaks: dict[str, list[int]] = {}
-    for t in counted:
-        peaks.setdefault(t["conf"], []).append(t["measurement"]["peak_reserved_bytes"])
-    allocated = {t["conf"]: t["measurement"]["peak_allocated_bytes"] for t in counted}
+    for t in ok:
+        peaks.setdefault(t.conf, []).append(t.measurement.peak_reserved_bytes)
+    allocated = {t.conf: t.measurement.peak_allocated_bytes for t in ok}
     wall = walls.get((job, kind), {})
     # GPU seconds: every trial process, the recording one included (it ran on the GPU, counted or not).
     entry = {"job": job, "kind": kind, "trials": len(cuda),
-             "gpu_seconds": round(sum(t.get("wall_seconds") or 0 for t in cuda), 1),
-             "recording_trials": sum(1 for t in cuda if t.get("recording")),
+             "gpu_seconds": round(sum(t.wall_seconds or 0 for t in cuda), 1),
+             "recording_trials": sum(1 for t in cuda if t.recording),
              "command_wall_s": float(wall.get("wall_s") or 0), "rc": wall.get("rc"), "best": best,
              "best_peak_reserved_bytes": min(peaks[best]) if best in peaks else None,
              "best_reserved_ratio": (min(peaks[best]) / allocated[best]) if best in peaks and allocated.get(best)
