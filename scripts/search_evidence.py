@@ -2,7 +2,7 @@
 measured on the GPU against the one-command hybrid sweep with a search, GPU seconds, the recommendation and its
 measured peak, and the search's front.
 
-    python3 scripts/search_evidence.py WORK [WORK ...] [--json OUT.json] > summary.md
+    PYTHONPATH=. python3 scripts/search_evidence.py WORK [WORK ...] [--json OUT.json] > summary.md
 
 WORK is a `work` folder the script wrote: `<job>-grid/` and `<job>-hybrid/` results folders and `timings*.tsv`.
 """
