@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from alloctune.builtin import KINDS, Kind, Param, resolve_factory
-from alloctune.workload import load_workload
+from alloctune.workload.builtin import KINDS, Kind, Param, resolve_factory
+from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -195,10 +195,10 @@ def test_child_side_needs_only_stdlib_and_torch(tmp_path):
         "for name in ('yaml', 'scipy', 'rich', 'matplotlib'):\n"
         "    sys.modules[name] = None  # makes 'import name' fail\n"
         "import json, torch\n"
-        "from alloctune.builtin import resolve_factory\n"
-        "from alloctune.workload import WorkloadSpec\n"
-        "import alloctune.builtin.transformer, alloctune.builtin.cnn, alloctune.builtin.decode\n"
-        "import alloctune.builtin.hpsearch, alloctune.builtin.detection\n"
+        "from alloctune.workload.builtin import resolve_factory\n"
+        "from alloctune.workload.spec import WorkloadSpec\n"
+        "import alloctune.workload.builtin.transformer, alloctune.workload.builtin.cnn, alloctune.workload.builtin.decode\n"
+        "import alloctune.workload.builtin.hpsearch, alloctune.workload.builtin.detection\n"
         "spec = WorkloadSpec.from_dict(json.loads(sys.argv[1]))\n"
         "print(resolve_factory(spec)(spec.params, torch.device('cpu'), spec.seed)(0))\n"
     )

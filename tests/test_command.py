@@ -13,18 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from alloctune.command import (NOTHING_TO_MEASURE, CommandSpec, check_command, check_measurable, command_name,
-                               command_workload, hook_environment, keep_peak_trace, metric_values, run_command,
-                               run_command_trial, step_rate, target_python)
-from alloctune.conf import AllocConf
-from alloctune.errors import AlloctuneError, WorkloadError
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.runner import TrialTask, child_environment
-from alloctune.sweeper import analyze, gpu_slots
-from alloctune.workload import WorkloadSpec, load_workload
 from folders import make_folder
 from pids import running
+
+from alloctune.errors import AlloctuneError, WorkloadError
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.settings.conf import AllocConf
+from alloctune.sweeper.sweep import analyze, gpu_slots
+from alloctune.trial.command import (NOTHING_TO_MEASURE, check_measurable, hook_environment, keep_peak_trace,
+                                     metric_values, run_command, run_command_trial, step_rate)
+from alloctune.trial.task import TrialTask, child_environment
+from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
+from alloctune.workload.loader import load_workload
+from alloctune.workload.spec import WorkloadSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 2**20
@@ -100,7 +101,7 @@ def test_a_trial_gets_its_setting_alone_and_its_gpus(tmp_path, monkeypatch):
     env = json.loads(out.read_text())
     assert env["PYTORCH_CUDA_ALLOC_CONF"] == "roundup_power2_divisions:4" and "PYTORCH_ALLOC_CONF" not in env
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["MY_FLAG"] == "1"
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT / "alloctune" / "hook")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT / "alloctune" / "trial" / "hook")
 
 
 def test_the_hook_chains_to_the_users_sitecustomize_writes_plain_json_and_leaves_torch_alone(tmp_path):
@@ -132,7 +133,7 @@ def test_a_python_process_that_marks_nothing_and_never_uses_cuda_leaves_no_file(
 
 
 def test_step_marks_outside_a_trial_do_nothing():
-    program = "import alloctune, alloctune.steps as s\nalloctune.step(5)\nprint(len(s.marks()))"
+    program = "import alloctune, alloctune.runtime.steps as s\nalloctune.step(5)\nprint(len(s.marks()))"
     env = {k: v for k, v in os.environ.items() if k != "ALLOCTUNE_HOOK_OUT"}
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           env=dict(env, PYTHONPATH=str(ROOT)))

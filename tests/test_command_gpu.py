@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from alloctune.command import check_command, command_workload
-from alloctune.records import TrialState
-from alloctune.sim.trace import load_trace
-from alloctune.sweeper import sweep
 from pids import running
+
+from alloctune.results.records import TrialState
+from alloctune.sim.trace import load_trace
+from alloctune.sweeper.sweep import sweep
+from alloctune.workload.command import check_command, command_workload
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,14 +1,14 @@
 """compare: real results folders covering every mark, the best setting per environment, and the outputs."""
 import pytest
+from folders import choice, make_folder, repeats, trial
 from rich.console import Console
 
 from alloctune.cli.main import main
-from alloctune.compare import Mark, compare, plot_comparison, render_table, write_compare_md
 from alloctune.errors import ResultsError
-from alloctune.records import TrialState
-from alloctune.results import find_results
+from alloctune.report.compare import Mark, compare, plot_comparison, render_table, write_compare_md
+from alloctune.results.folder import find_results
+from alloctune.results.records import TrialState
 from alloctune.units import GiB
-from folders import choice, make_folder, repeats, trial
 
 OLD, NEW = dict(env_id="torch-2.10.0", torch="2.10.0+cu128"), dict(env_id="torch-2.11.0", torch="2.11.0+cu130")
 SAME_TPUT = (100.0, 101.0, 99.0)

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_export import docker_env_file, shell_read
 
 import alloctune
 from alloctune.cli.main import main
-from alloctune.compare import Mark, compare, write_compare_md
 from alloctune.errors import ResultsError
-from alloctune.export import FORMATS, export_results
-from alloctune.results import ResultsFolder
-from alloctune.workload import WorkloadSpec
-from test_export import docker_env_file, shell_read
+from alloctune.report.compare import Mark, compare, write_compare_md
+from alloctune.report.export import FORMATS, export_results
+from alloctune.results.folder import ResultsFolder
+from alloctune.workload.spec import WorkloadSpec
 
 dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
 

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from alloctune.conf import AllocConf, canonical
 from alloctune.errors import ConfError, ResultsError, SizeError
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.store import TrialStore
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.results.trials import TrialStore
+from alloctune.settings.conf import AllocConf, canonical
 from alloctune.units import GiB, MiB, format_bytes, format_number, parse_budget, parse_size
 
 

@@ -13,8 +13,8 @@ import pytest
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.message import parse_message
 from alloctune.errors import DiagnoseError
-from alloctune.records import TrialRecord, TrialState
-from alloctune.store import TrialStore
+from alloctune.results.records import TrialRecord, TrialState
+from alloctune.results.trials import TrialStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "tests" / "fixtures" / "oom" / "public"

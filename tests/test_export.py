@@ -7,12 +7,12 @@ import sys
 
 import pytest
 import yaml
+from folders import choice, make_folder, repeats, trial
 
 from alloctune.cli.main import main
 from alloctune.errors import AlloctuneError, ConfError, ResultsError
-from alloctune.export import DEFAULT_NOTE, FORMATS, export_results, render
-from alloctune.records import TrialState
-from folders import choice, make_folder, repeats, trial
+from alloctune.report.export import DEFAULT_NOTE, FORMATS, export_results, render
+from alloctune.results.records import TrialState
 
 dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
 

@@ -1,8 +1,8 @@
 import pytest
 
-from alloctune.conf import AllocConf
 from alloctune.errors import ConfError
-from alloctune.grid import DEFAULT_GRID, Skip, apply_rules, expand, load_grid_file
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.grid import DEFAULT_GRID, Skip, apply_rules, expand, load_grid_file
 
 
 def labels(confs):

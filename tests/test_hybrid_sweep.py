@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import alloctune
-from alloctune.records import TrialRecord
-from alloctune.rounds import MIN_ROUNDS
+from alloctune.decide.rounds import MIN_ROUNDS
+from alloctune.results.records import TrialRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
@@ -25,13 +25,13 @@ GiB = 2**30
 # its setting ('R' marks the recording one) and answers with peaks per setting and a throughput per run.
 PYTHON = """
 import json, os, shutil, sys
-if sys.argv[1:4] == ["-m", "alloctune.probe", "probe"]:
+if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
     sys.stdin.read()
     print("ALLOCTUNE-PROBE " + json.dumps(dict(
         python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
         cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=2**37)],
         driver="1", host="h", env_id="torch-gpu")))
-elif sys.argv[1:3] == ["-m", "alloctune.probe"]:
+elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
     os.execv({python!r}, [{python!r}, *sys.argv[1:]])
 else:
     spec = json.load(open(sys.argv[3]))

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from clirun import cli
 
 import alloctune
-from alloctune.planned import planned_trials, recorded_trials
-from alloctune.results import ResultsFolder
-from clirun import cli
+from alloctune.decide.planned import planned_trials, recorded_trials
+from alloctune.results.folder import ResultsFolder
 
 ROOT = Path(__file__).resolve().parent.parent
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"

@@ -9,7 +9,7 @@ from pathlib import Path
 from clirun import cli
 
 from alloctune.cli.main import main
-from alloctune.results import ResultsFolder
+from alloctune.results.folder import ResultsFolder
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")

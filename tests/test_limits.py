@@ -12,7 +12,7 @@ import pytest
 import alloctune
 from alloctune.errors import AlloctuneError, TraceError, WorkloadError
 from alloctune.sim.trace import FORMAT, FORMAT_VERSION, load_trace
-from alloctune.workload import load_workload
+from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

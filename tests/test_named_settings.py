@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from alloctune.conf import AllocConf
-from alloctune.versions import did_you_mean, known_keys
 from clirun import cli
+
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.versions import did_you_mean, known_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from alloctune.oomdump import rank
+from alloctune.runtime.oomdump import rank
 
 ROOT = Path(__file__).resolve().parent.parent
 

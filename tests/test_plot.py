@@ -8,9 +8,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from alloctune.plot import _bars, _scatter
-from alloctune.results import ResultsFolder
-from alloctune.select import choose, summarize_settings
+from alloctune.decide.choice import choose, summarize_settings
+from alloctune.report.plot import _bars, _scatter
+from alloctune.results.folder import ResultsFolder
 from alloctune.units import GiB
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"

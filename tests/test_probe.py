@@ -6,12 +6,12 @@ import sys
 import pytest
 import torch
 
-from alloctune.conf import AllocConf
 from alloctune.errors import ProbeError
-from alloctune.grid import DEFAULT_GRID, expand
-from alloctune.probe import (ProbeResult, _run_child, check_settings, check_settings_detail, collect_env,
-                             probe)
-from alloctune.versions import check_conf, parse_version
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.grid import DEFAULT_GRID, expand
+from alloctune.settings.versions import check_conf, parse_version
+from alloctune.trial.probe import ProbeResult, _run_child, check_settings, check_settings_detail, probe
+from alloctune.trial.provenance import collect_env
 
 LOCAL_VERSION = parse_version(torch.__version__)
 

@@ -10,8 +10,9 @@ import threading
 import time
 from pathlib import Path
 
-from alloctune.procs import kill_group, spawn_group
 from pids import running
+
+from alloctune.processes import kill_group, spawn_group
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -52,7 +53,7 @@ def test_a_group_dies_with_its_parent_even_on_sigkill_and_its_folder_goes(tmp_pa
     folder.mkdir()
     driver = textwrap.dedent(f"""
         import time
-        from alloctune.procs import spawn_group
+        from alloctune.processes import spawn_group
         spawn_group({family(pidfile)!r}, remove=[{str(folder)!r}])
         time.sleep(600)
     """)

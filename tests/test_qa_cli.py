@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from clirun import ROOT, cli
 
 VARLEN = ROOT / "results" / "transformer-varlen-h200-20261129-234646"

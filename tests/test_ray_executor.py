@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from pids import hear_ctrl_c, running
 
 import alloctune
 from alloctune.errors import AlloctuneError
-from alloctune.records import TrialState
-from alloctune.store import TrialStore
-from pids import hear_ctrl_c, running
+from alloctune.results.records import TrialState
+from alloctune.results.trials import TrialStore
 
 ray = pytest.importorskip("ray")
 
@@ -43,7 +43,7 @@ if sys.argv[1] != "-m":  # a script: run it as python would
     sys.argv = sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")
     sys.exit(0)
-if sys.argv[2] == "alloctune.probe":
+if sys.argv[2] == "alloctune.trial.probe":
     if sys.argv[3] == "probe":
         import types, torch
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0,1").split(",")
@@ -52,7 +52,7 @@ if sys.argv[2] == "alloctune.probe":
         torch.cuda.get_device_properties = lambda i: types.SimpleNamespace(name=GPU, total_memory=143771 << 20)
     import runpy
     sys.executable, sys.argv = sys.argv[0], [sys.argv[0], *sys.argv[3:]]  # trials run under this stand-in
-    runpy.run_module("alloctune.probe", run_name="__main__")
+    runpy.run_module("alloctune.trial.probe", run_name="__main__")
     sys.exit(0)
 start = time.time()
 spec = json.load(open(sys.argv[3]))
@@ -175,7 +175,7 @@ def test_a_trial_asking_for_two_gpus_holds_both_alone(cluster, standin, tmp_path
 
 
 def test_a_command_sweeps_on_ray_as_it_does_locally(cluster, standin, tmp_path):
-    from alloctune.command import check_command, command_workload
+    from alloctune.workload.command import check_command, command_workload
 
     python, _ = standin
     job = tmp_path / "job.py"

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from alloctune.errors import AlloctuneError
-from alloctune.record import record_command, record_workload
 from alloctune.sim.trace import load_trace
+from alloctune.trial.recording import record_command, record_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

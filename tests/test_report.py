@@ -1,14 +1,14 @@
 import struct
 
 from rich.console import Console
-
-from alloctune.plot import plot_pareto
-from alloctune.records import TrialState
-from alloctune.report import SUMMARY_FILE, markdown_table, ranked_table, write_summary
-from alloctune.results import ResultsFolder, Skipped, SweepInfo
-from alloctune.select import choose, summarize_settings
-from alloctune.units import GiB
 from test_select import ES, MS, RP, rec, setting
+
+from alloctune.decide.choice import choose, summarize_settings
+from alloctune.report.plot import plot_pareto
+from alloctune.report.summary import SUMMARY_FILE, markdown_table, ranked_table, write_summary
+from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
+from alloctune.results.records import TrialState
+from alloctune.units import GiB
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from folders import choice, make_folder, repeats
 
 from alloctune.cli.main import main
-from alloctune.results import ResultsFolder
-from alloctune.select import choose, summarize_settings
-
-from folders import choice, make_folder, repeats
+from alloctune.decide.choice import choose, summarize_settings
+from alloctune.results.folder import ResultsFolder
 
 
 def finished(path):

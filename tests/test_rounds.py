@@ -11,14 +11,14 @@ import textwrap
 
 import pytest
 
-from alloctune.conf import AllocConf
-from alloctune.executors import LocalExecutor
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.results import ResultsFolder, SweepInfo
-from alloctune.rounds import MIN_ROUNDS, contenders, precision_note, standings
-from alloctune.runner import TrialTask
-from alloctune.select import summarize_settings
-from alloctune.sweeper import _run_rounds
+from alloctune.decide.choice import summarize_settings
+from alloctune.decide.rounds import MIN_ROUNDS, contenders, precision_note, standings
+from alloctune.results.folder import ResultsFolder, SweepInfo
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.settings.conf import AllocConf
+from alloctune.sweeper.executors import LocalExecutor
+from alloctune.sweeper.sweep import _run_rounds
+from alloctune.trial.task import TrialTask
 
 ES, MS, RP, GC = ("expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4",
                   "garbage_collection_threshold:0.6")
@@ -159,7 +159,7 @@ def test_rounds_stop_at_the_time_budget(tmp_path):
 
 
 def test_bracket_pairs_interpolate_the_default_between_its_runs():
-    from alloctune.select import bracket_pairs
+    from alloctune.decide.choice import bracket_pairs
 
     d0, c, d1 = rec("", 0, 100.0), rec(ES, 0, 110.0), rec("", 1, 121.0)
     pairs = bracket_pairs([d0, d1], [c], {id(d0): 0, id(c): 1, id(d1): 2})

@@ -12,19 +12,20 @@ import time
 from pathlib import Path
 
 import pytest
-
-from alloctune.conf import AllocConf
-from alloctune.records import TrialState
-from alloctune.runner import TrialTask, child_environment, run_trial, run_trials
-from alloctune.store import TrialStore
 from pids import hear_ctrl_c, running
+
+from alloctune.results.records import TrialState
+from alloctune.results.trials import TrialStore
+from alloctune.settings.conf import AllocConf
+from alloctune.trial.launch import run_trial, run_trials
+from alloctune.trial.task import TrialTask, child_environment
 
 WORKLOAD = {"name": "w", "kind": "transformer", "entry": None, "params": {}, "warmup_steps": 1, "steps": 1,
             "unit": "tokens", "seed": 0}
 
 
 def fake_python(tmp_path, body: str) -> str:
-    """An executable that the runner starts in place of python: `$1 $2` are '-m alloctune.child', `$3` the spec."""
+    """An executable that the runner starts in place of python: `$1 $2` are '-m alloctune.trial.child', `$3` the spec."""
     path = tmp_path / "fake-python"
     path.write_text("#!" + sys.executable + "\n" + textwrap.dedent(body))
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -139,8 +140,9 @@ def test_ctrl_c_stops_the_children_in_flight(tmp_path):
     """)
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""
-        from alloctune.conf import AllocConf
-        from alloctune.runner import TrialTask, run_trials
+        from alloctune.settings.conf import AllocConf
+        from alloctune.trial.launch import run_trials
+        from alloctune.trial.task import TrialTask
         w = {WORKLOAD!r}
         tasks = [TrialTask(w, "h", AllocConf(), r, {python!r}, "env", timeout_s=600) for r in range(3)]
         run_trials(tasks, [None], lambda t, r: None)

@@ -13,19 +13,20 @@ from pathlib import Path
 import pytest
 
 import alloctune
-from alloctune.conf import AllocConf
+from alloctune.decide.choice import summarize_settings
 from alloctune.errors import AlloctuneError
-from alloctune.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default, recording_task
-from alloctune.probe import check_settings, probe
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.results import ResultsFolder
-from alloctune.runner import TrialTask, lost_trial, run_trial
-from alloctune.search import CLOSE_RATIO, Space, _State, pareto_front, search
-from alloctune.select import summarize_settings
+from alloctune.results.folder import ResultsFolder
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.settings.conf import AllocConf
 from alloctune.sim.config import division_table
 from alloctune.sim.replay import replay
+from alloctune.sim.search import CLOSE_RATIO, Space, _State, pareto_front, search
 from alloctune.sim.trace import load_trace
-from alloctune.workload import load_workload
+from alloctune.sweeper.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default, recording_task
+from alloctune.trial.launch import lost_trial, run_trial
+from alloctune.trial.probe import check_settings, probe
+from alloctune.trial.task import TrialTask
+from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "workloads" / "traces"

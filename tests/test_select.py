@@ -2,9 +2,9 @@ import json
 
 import pytest
 
+from alloctune.decide.choice import choose, pareto_front, ranked, summarize_settings
 from alloctune.errors import ResultsError
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.select import choose, pareto_front, ranked, summarize_settings
+from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 
 ES = "expandable_segments:True"

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from alloctune.conf import AllocConf
 from alloctune.errors import ConfError
+from alloctune.settings.conf import AllocConf
 from alloctune.sim.allocator import Allocator
 from alloctune.sim.blocks import round_size
 from alloctune.sim.config import division_table

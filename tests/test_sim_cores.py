@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from alloctune.conf import AllocConf
-from alloctune.grid import DEFAULT_GRID
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.grid import DEFAULT_GRID
 from alloctune.sim.simulate import compiled_core_available, pack, simulate
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
 

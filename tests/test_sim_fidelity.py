@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from alloctune.conf import AllocConf
+from alloctune.settings.conf import AllocConf
 from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace
 

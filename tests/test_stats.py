@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from alloctune.stats import compare, compare_paired, inliers, outlier_mask, relative_spread, summarize
+from alloctune.decide.stats import compare, compare_paired, inliers, outlier_mask, relative_spread, summarize
 
 
 def test_summarize_one_sample_has_no_interval():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from alloctune.records import Conditions, Measurement, TrialRecord, TrialState
-from alloctune.steady import Observer, split, timed_pass
+from alloctune.results.records import Conditions, Measurement, TrialRecord, TrialState
+from alloctune.trial.timing import Observer, split, timed_pass
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,9 +56,10 @@ def test_observer_counts_gc_and_cpu_and_never_fails_without_a_gpu():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_real_trial_times_a_steady_pass_and_keeps_what_explains_it():
-    from alloctune.conf import AllocConf
-    from alloctune.runner import TrialTask, run_trial
-    from alloctune.workload import load_workload
+    from alloctune.settings.conf import AllocConf
+    from alloctune.trial.launch import run_trial
+    from alloctune.trial.task import TrialTask
+    from alloctune.workload.loader import load_workload
 
     spec = load_workload(ROOT / "workloads" / "transformer-varlen.yaml", "tiny")
     record = run_trial(TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(""), 0, sys.executable, "env"), 0)

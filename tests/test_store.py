@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from alloctune.errors import ResultsError
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.store import TrialStore
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.results.trials import TrialStore
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -38,8 +38,8 @@ def test_concurrent_writers_never_lose_or_cut_a_line(tmp_path):
     path = tmp_path / "trials.jsonl"
     writer = textwrap.dedent(f"""
         import sys
-        from alloctune.records import Measurement, TrialRecord, TrialState
-        from alloctune.store import TrialStore
+        from alloctune.results.records import Measurement, TrialRecord, TrialState
+        from alloctune.results.trials import TrialStore
         store = TrialStore({str(path)!r})
         for i in range(int(sys.argv[2])):
             store.append(TrialRecord(workload="w", workload_hash="h", conf="", repeat=i, env_id=sys.argv[1],

@@ -27,13 +27,13 @@ def setup(tmp_path):
     python = tmp_path / "gpu-python"
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(f"""
         import json, os, subprocess, sys, time
-        if sys.argv[1:4] == ["-m", "alloctune.probe", "probe"]:
+        if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
             sys.stdin.read()
             print("ALLOCTUNE-PROBE " + json.dumps(dict(
                 python=sys.argv[0], python_version="3", torch_version="2.13.0", torch_git=None, cuda_version="12",
                 cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=2**34)],
                 driver="1", host="h", env_id="torch-2.13.0")))
-        elif sys.argv[1:3] == ["-m", "alloctune.probe"]:
+        elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
             os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])
         else:  # a trial: start a data-loader-like grandchild, then hang
             g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])

@@ -1,9 +1,9 @@
 import pytest
 
-from alloctune.conf import AllocConf
 from alloctune.errors import ConfError
-from alloctune.versions import (BEHAVIOUR_CHANGES, KEYS, NEWEST_KNOWN, behaviour, changes_between, check_conf,
-                                check_keys, env_var_names, parse_version)
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.versions import (BEHAVIOUR_CHANGES, KEYS, NEWEST_KNOWN, behaviour, changes_between, check_conf,
+                                         check_keys, env_var_names, parse_version)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -125,7 +125,7 @@ def test_changes_between_either_order():
 
 
 def test_simulation_note_says_what_a_replay_cannot_promise():
-    from alloctune.versions import simulation_note
+    from alloctune.settings.versions import simulation_note
 
     assert simulation_note("2.11.0+cu130") is None and simulation_note("2.1.2") is None
     assert "newer than 2.13" in simulation_note("2.15.0")

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from alloctune.builtin import KINDS
 from alloctune.errors import WorkloadError
-from alloctune.workload import WorkloadSpec, load_workload, resolve_factory
+from alloctune.workload.builtin import KINDS
+from alloctune.workload.loader import load_workload, resolve_factory
+from alloctune.workload.spec import WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "workloads").glob("*.yaml"))
