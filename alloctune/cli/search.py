@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 
 from .args import console, positive_int, replay_limits, replay_warnings
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..sim.search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
+    from ..trial.probe import check_settings_detail
     from ..units import format_bytes
 
     trace = load_trace(args.trace, device=args.device)
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         bar.update(tasks[0], completed=done, total=total, description=text[:60])
 
     try:
-        result = search(trace, trace_name=args.trace, python=args.python, device_memory=device_memory,
+        result = search(trace, validate=partial(check_settings_detail, args.python), trace_name=args.trace,
+                        device_memory=device_memory,
                         budget_bytes=budget_bytes, overhead_bytes=overhead,
                         max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
     finally:

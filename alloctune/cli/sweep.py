@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases
-from ..results.records import TrialRecord
+from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
 from .args import console, fraction, gpu_list, positive_int, seconds
 from .report import decisions
@@ -57,13 +57,13 @@ def register(subparsers) -> None:
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
-    p.add_argument("--max-slowdown", type=fraction, default=0.02,
+    p.add_argument("--max-slowdown", type=fraction, default=DEFAULT_MAX_SLOWDOWN,
                    help="reject settings significantly slower than the default by more than this fraction "
-                        "(default: 0.02)")
+                        f"(default: {DEFAULT_MAX_SLOWDOWN})")
     p.add_argument("--timeout", type=seconds, help="per-trial time limit in seconds (default: the workload's, or 600)")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
-    p.add_argument("--backend", choices=("auto", "cuda", "sim", "hybrid"), default="auto",
+    p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
                         "best few; auto (default): cuda when a GPU is visible, else sim")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -137,7 +137,7 @@ def run(args) -> int:
     # Commands to copy: one line each, never folded at the terminal's width.
     out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
     out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
-    if outcome.backend == "sim":
+    if outcome.backend == Backend.SIM:
         out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
 
@@ -190,7 +190,7 @@ def _on_gpu(command: str) -> str:
         elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
     searching = any(word == "--search" or word.startswith("--search=") for word in words)
-    return shlex.join(out + ["--backend", "hybrid" if searching else "cuda"])
+    return shlex.join(out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)])
 
 
 def _where(record: TrialRecord) -> str:

@@ -22,13 +22,12 @@ from typing import Any, Iterable, TypeGuard
 
 from ..errors import ResultsError
 from ..results.folder import ChoiceRecord, RunnerUp
-from ..results.records import TrialRecord, TrialState
+from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, TrialRecord, TrialState, decision_group
 from ..settings.conf import AllocConf
 from ..units import format_bytes
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
 
 FITS = "fits"
-SIM = "sim"
 RESERVED = "peak reserved"
 DEVICE = "peak device memory"   # cudaMemGetInfo's used memory, sampled after every step (CUDA context included)
 # Repeats of one setting that ended differently are explained by the worst: an OOM means "does not fit",
@@ -36,14 +35,9 @@ DEVICE = "peak device memory"   # cudaMemGetInfo's used memory, sampled after ev
 _FAILURE_ORDER = (TrialState.OOM, TrialState.MISMATCH, TrialState.TIMEOUT, TrialState.CRASHED)
 
 
-def group_key(record: TrialRecord) -> tuple:
-    """One decision is made per (environment, backend, budget)."""
-    return (record.env_id, record.backend, record.budget_bytes)
-
-
 def setting_key(record: TrialRecord) -> tuple:
-    """The repeats of one setting within a group."""
-    return group_key(record) + (record.conf,)
+    """The repeats of one setting within a group (`records.decision_group`)."""
+    return decision_group(record) + (record.conf,)
 
 
 def _order(key: tuple) -> tuple:
@@ -57,7 +51,7 @@ class SettingResult:
 
     conf: str
     env_id: str
-    backend: str
+    backend: Backend
     budget_bytes: int | None
     trials: tuple[TrialRecord, ...]
     state: str                       # 'fits' (all repeats OK) | 'oom' | 'crashed' | 'timeout' | 'mismatch'
@@ -79,7 +73,7 @@ class SettingResult:
 
     @property
     def group(self) -> tuple:
-        return (self.env_id, self.backend, self.budget_bytes)
+        return decision_group(self)
 
     @property
     def label(self) -> str:
@@ -95,7 +89,7 @@ class SettingResult:
 
     @property
     def simulated(self) -> bool:
-        return self.backend == SIM
+        return self.backend == Backend.SIM
 
     @property
     def complexity(self) -> int:
@@ -238,7 +232,7 @@ def counted(records: Iterable[TrialRecord]) -> list[TrialRecord]:
     return [r for r in records if not r.extra and not (r.recording and r.key in unrecorded)]
 
 
-def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.02) -> list[SettingResult]:
+def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = DEFAULT_MAX_SLOWDOWN) -> list[SettingResult]:
     """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
 
     Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the
@@ -253,7 +247,7 @@ def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = 0.0
         by_setting.setdefault(setting_key(record), []).append(record)
     # The order measured trials ran in (the trials file's). Replays use no GPU time and do not count: a hybrid
     # sweep's replays come after its recording trial, the default's repeat 0, and before the settings it brackets.
-    position = {id(r): i for i, r in enumerate(r for r in records if r.backend != "sim")}
+    position = {id(r): i for i, r in enumerate(r for r in records if r.backend != Backend.SIM)}
     settings = [_summarize_one(key, tuple(sorted(by_setting[key], key=lambda r: r.repeat)),
                                by_setting.get(key[:3] + ("",), []), max_slowdown, position)
                 for key in sorted(by_setting, key=_order)]
@@ -322,15 +316,15 @@ class Choice:
     """The decision for one (environment, backend, budget). `best` is None when nothing fits."""
 
     env_id: str
-    backend: str
+    backend: Backend
     budget_bytes: int | None
     best: SettingResult | None
     baseline: SettingResult | None   # the default's result; None only if the default was not run here
     reasons: tuple[str, ...]
     runners_up: tuple[tuple[SettingResult, str], ...]
     decision: str = ""               # the one reason that decided (reasons adds caveats around it)
-    max_slowdown: float = 0.02
-    tie: float = 0.01
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    tie: float = DEFAULT_TIE
     env: dict = field(default_factory=dict)   # the group's provenance (torch, gpu, ...) from its records
     workload: str = ""
     workload_hash: str = ""
@@ -342,7 +336,7 @@ class Choice:
 
     @property
     def simulated(self) -> bool:
-        return self.backend == SIM
+        return self.backend == Backend.SIM
 
     @property
     def detectable(self) -> float | None:
@@ -626,7 +620,8 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
         compared=tuple(s for s in members if s.fits and s.vs_default is not None))
 
 
-def choose(settings: Iterable[SettingResult], max_slowdown: float = 0.02, tie: float = 0.01) -> list[Choice]:
+def choose(settings: Iterable[SettingResult], max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
+           tie: float = DEFAULT_TIE) -> list[Choice]:
     """One `Choice` per (env_id, backend, budget_bytes), in the order the groups first appear."""
     groups: dict[tuple, list[SettingResult]] = {}
     for s in settings:

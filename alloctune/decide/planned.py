@@ -3,9 +3,7 @@ decision taken from an interrupted sweep (`alloctune report`) says it is incompl
 from __future__ import annotations
 
 from ..results.folder import SweepInfo
-from ..results.records import TrialRecord
-
-SIM = "sim"
+from ..results.records import Backend, TrialRecord, measured_env_id
 
 
 def _runs(info: SweepInfo, conf: str, env_ids: tuple[str, ...]) -> bool:
@@ -17,10 +15,10 @@ def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:
     skipped there, times the repeats (one for a replay). None where sweep.json cannot tell: `--repeats auto` stops
     rounds once the answer is known, a search picks its own settings, and a hybrid sweep's GPU finalists depend on
     a count it does not record."""
-    if info.search is not None or (backend != SIM and (info.auto_repeats or info.backend == "hybrid")):
+    if info.search is not None or (backend != Backend.SIM and (info.auto_repeats or info.backend == Backend.HYBRID)):
         return None
-    if backend == SIM:
-        plain = env_id.removeprefix("sim:")   # the rules skip under the plain id, replay failures under sim:
+    if backend == Backend.SIM:
+        plain = measured_env_id(env_id)   # the rules skip under the plain id, replay failures under sim:
         return sum(_runs(info, c, (plain, env_id)) for c in info.grid)
     return sum(_runs(info, c, (env_id,)) for c in info.grid) * info.repeats
 

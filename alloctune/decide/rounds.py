@@ -23,12 +23,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..results.records import DEFAULT_TIE
+
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy (under select) is wanted
     from .choice import SettingResult
 
 MIN_ROUNDS = 3          # a t-interval from two pairs is too wide to mean much, and a lucky one too narrow
 DEFAULT_MAX_REPEATS = 10
-TIE = 0.01              # as select.choose's tie
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def standings(group: list[SettingResult], planned: list[str], rounds_done: int, 
             out.append(Standing(conf, False, f"answered: interval ±{s.vs_default.half_width:.1%}"))
         else:
             winner = next((t for t in group if t.conf not in ("", conf) and t.fits and _answered(t, max_slowdown)
-                           and not _refused_slow(t) and t.peak < s.peak and not within(t.peak, s.peak, TIE)), None)
+                           and not _refused_slow(t) and t.peak < s.peak and not within(t.peak, s.peak, DEFAULT_TIE)), None)
             if winner is not None:
                 out.append(Standing(conf, False, f"cannot win: {winner.label} needs less memory and is answered"))
             else:

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..decide import stats
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import TrialRecord
+from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
@@ -176,7 +176,7 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
 
 def _labels(keys: list[tuple], folders: list[ResultsFolder]) -> list[str]:
     """The env_id; the folder's name instead where two columns share an env_id (the same torch swept twice)."""
-    plain = [env + (" (sim)" if backend == "sim" and not env.startswith("sim:") else "") for _, env, backend in keys]
+    plain = [env + (" (sim)" if backend == Backend.SIM and not env.startswith(SIM_PREFIX) else "") for _, env, backend in keys]
     per_folder = Counter(index for index, _, _ in keys)
     labels = []
     for (index, env, _), label in zip(keys, plain):

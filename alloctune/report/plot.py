@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from ..decide.choice import Choice, SettingResult, pareto_front, ranked
+from ..results.records import decision_group
 from ..units import GiB
 
 PLOT_FILE = "plot.png"
@@ -127,7 +128,7 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
     FigureCanvasAgg(fig)   # a renderer to measure labels with (_unoverlap)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, choice in zip(axes, choices):
-        group = ranked(s for s in settings if s.group == (choice.env_id, choice.backend, choice.budget_bytes))
+        group = ranked(s for s in settings if s.group == decision_group(choice))
         fitting = [s for s in group if s.fits]
         failed = [s for s in group if not s.fits]
         budget = f", budget {choice.budget_bytes / GiB:.1f} GiB" if choice.budget_bytes else ""

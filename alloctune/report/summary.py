@@ -12,6 +12,7 @@ from rich.text import Text
 from ..decide.choice import DEVICE, Choice, SettingResult, format_rate, ranked
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number
 from .tables import add_setting_column, keep_columns
 
@@ -23,7 +24,7 @@ _ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver",
 
 
 def _in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
-    group = (choice.env_id, choice.backend, choice.budget_bytes)
+    group = decision_group(choice)
     return ranked(s for s in settings if s.group == group)
 
 
@@ -213,7 +214,7 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 
 def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
     """`recording`: a trial that recorded the allocation trace is among those counted (select.counted)."""
-    tie = choices[0].tie if choices else 0.01
+    tie = choices[0].tie if choices else DEFAULT_TIE
     max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
                 "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
@@ -252,7 +253,7 @@ def _repeats(info: SweepInfo) -> str:
 
 def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
     """A hybrid sweep's check of the simulator: each setting both replayed and measured, side by side."""
-    sim = {(s.env_id.removeprefix("sim:"), s.budget_bytes, s.conf): s for s in settings if s.simulated}
+    sim = {(measured_env_id(s.env_id), s.budget_bytes, s.conf): s for s in settings if s.simulated}
     rows = []
     for s in settings:
         p = sim.get((s.env_id, s.budget_bytes, s.conf))

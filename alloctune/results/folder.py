@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ResultsError
 from ..settings.conf import canonical
-from .records import Budget, Bytes, Conf, Count, Rate, TrialRecord
+from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
 from .typed import from_json, load_json
 
@@ -51,15 +51,18 @@ class SweepInfo:
     time_budget_s: float | None = None
     budget_bytes: Budget | None = None
     budget_fraction: float | None = None
-    backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
+    backend: Backend = Backend.CUDA   # CUDA, SIM or HYBRID (an AUTO request is resolved before it is recorded)
     trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
-    max_slowdown: float = 0.02
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""
     schema: int = RESULTS_SCHEMA
+
+    def __post_init__(self) -> None:
+        self.backend = Backend(self.backend)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,12 +91,12 @@ class RunnerUp:
 
 @dataclass(frozen=True)
 class ChoiceRecord:
-    """One decision in choice.json (select.Choice.record()), per (environment, backend, budget), as consumers
+    """One decision in choice.json (decide.choice.Choice.record()), per (environment, backend, budget), as consumers
     read it: export, compare, report. Only the identity and the setting are required; the rest default so that
     older files still read."""
 
     env_id: str
-    backend: str                      # 'cuda' or 'sim'
+    backend: Backend                  # CUDA or SIM
     conf: Conf | None                 # the chosen setting, canonical ('' = the default); None: nothing fits
     workload: str = ""
     workload_hash: str = ""
@@ -129,12 +132,15 @@ class ChoiceRecord:
     detectable_slowdown: float | None = None
     precision: str = ""
     verdict: str = ""
-    max_slowdown: float = 0.02
-    tie: float = 0.01
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    tie: float = DEFAULT_TIE
     repeats: Count = 0
     complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
     trials_recorded: Count = 0
     trials_planned: Count | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend", Backend(self.backend))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,13 +2,17 @@
 
 Everything that crosses a process boundary or lands in a results file is one of these dataclasses, turned into
 JSON with `to_json()` and read back with `from_json()`. The trials file carries `schema` on every line and a
-reader refuses a version it does not know (`store.py`).
+reader refuses a version it does not know (`trials.py`).
+
+The identities every layer shares live here too, once: the backend (`Backend`), a trial's key (`trial_key`), the
+group one decision is made for (`decision_group`), the environment id of a replay (`sim_env_id`), and the decision
+defaults every sweep records (`DEFAULT_MAX_SLOWDOWN`, `DEFAULT_TIE`).
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
@@ -32,6 +36,59 @@ def _conf_problem(text: str) -> str | None:
 
 
 Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses
+
+# The decision rules' defaults, recorded with every sweep and choice (older files that lack them meant these).
+DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
+DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
+
+
+class Backend(str, enum.Enum):
+    """How a sweep judges settings and, on a trial or a choice, where its figures come from."""
+
+    AUTO = "auto"       # a sweep's request: CUDA where a GPU is visible, else SIM
+    CUDA = "cuda"       # measured on the GPU
+    SIM = "sim"         # replayed through the simulator
+    HYBRID = "hybrid"   # a sweep that replays every setting, then measures the best few on the GPU
+
+    def __str__(self) -> str:   # f-strings and messages show the value, as files hold it
+        return self.value
+
+
+SIM_PREFIX = "sim:"   # replayed results are kept apart from the measured ones of the same interpreter
+
+
+def sim_env_id(env_id: str) -> str:
+    """The environment id of replays simulated as `env_id`'s torch."""
+    return SIM_PREFIX + env_id
+
+
+def measured_env_id(env_id: str) -> str:
+    """The interpreter's own environment id, for a replay's or a measurement's."""
+    return env_id.removeprefix(SIM_PREFIX)
+
+
+def trial_key(workload_hash: str, conf: str, env_id: str, backend: str, budget_bytes: int | None, repeat: int,
+              extra: bool) -> tuple[str | int | None, ...]:
+    """Identity of a trial within a sweep: a resumed sweep runs only the keys it lacks. An extra trial (a command's
+    recording) has a key of its own beside the planned repeat."""
+    key = (workload_hash, conf, env_id, str(backend), budget_bytes, repeat)
+    return key + ("extra",) if extra else key
+
+
+class Grouped(Protocol):
+    """A trial, a setting's result or a choice: anything that belongs to one decision group."""
+
+    @property
+    def env_id(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def budget_bytes(self) -> int | None: ...
+
+
+def decision_group(item: Grouped) -> tuple[str, str, int | None]:
+    """One decision is made per (environment, backend, budget): the group of a trial, setting or choice."""
+    return (item.env_id, str(item.backend), item.budget_bytes)
 
 
 class TrialState(str, enum.Enum):
@@ -119,7 +176,7 @@ class TrialRecord:
     conf: Conf                    # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
     repeat: Count                 # 0-based repeat index
     env_id: str                   # which interpreter/torch ran it, e.g. 'torch-2.11.0+cu130'
-    backend: str                  # 'cuda' (measured) or 'sim' (replayed trace)
+    backend: Backend              # CUDA (measured) or SIM (replayed trace)
     state: TrialState
     measurement: Measurement | None = None
     budget_bytes: Budget | None = None
@@ -145,15 +202,19 @@ class TrialRecord:
     processes: list | None = None
     schema: int = SCHEMA_VERSION
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend", Backend(self.backend))
+
     @property
     def key(self) -> tuple[str | int | None, ...]:
-        """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
-        key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
-        return key + ("extra",) if self.extra else key
+        """Identity of a trial within a sweep (`trial_key`): a resumed sweep skips keys already recorded."""
+        return trial_key(self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat,
+                         self.extra)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state.value
+        data["backend"] = self.backend.value
         return data
 
     @classmethod

@@ -29,8 +29,21 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from ..settings.conf import AllocConf
-from .blocks import (KEY_MASK, KEY_SHIFT, MAX_SEGMENT_SPACE, MIN_BLOCK, NO_LIMIT, SMALL_BUFFER, SMALL_SIZE,
-                     AddressSpace, Block, BlockPool, ExpandableSegment, get_allocation_size, round_size)
+from .blocks import (
+    KEY_MASK,
+    KEY_SHIFT,
+    MAX_SEGMENT_SPACE,
+    MIN_BLOCK,
+    NO_LIMIT,
+    SMALL_BUFFER,
+    SMALL_SIZE,
+    AddressSpace,
+    Block,
+    BlockPool,
+    ExpandableSegment,
+    get_allocation_size,
+    round_size,
+)
 from .config import allocator_config
 
 

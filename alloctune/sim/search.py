@@ -13,22 +13,21 @@ large to replay (the list form alone has 6^12 members on a trace with requests i
    or removed, and, for the divisions, one size interval's divisions changed. Until the budget of replays is
    spent or the best `BEAM` settings have all been expanded.
 
-Every candidate is parsed by the target interpreter's own torch (`probe.check_settings`, one child process per
-batch) before it is replayed: a setting that torch rejects is never replayed, let alone proposed. Candidates that
-round every request size of this trace the same way as one already replayed (and agree on every other key) behave
+Every candidate is parsed by the target interpreter's own torch (the `validate` the caller passes; `trial.probe`
+asks that interpreter) before it is replayed: a setting that torch rejects is never replayed, let alone proposed.
+Candidates that round every request size of this trace the same way as one already replayed (and agree on every other key) behave
 identically on it and are not replayed again: they are listed as equivalent to the first.
 """
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..settings.conf import AllocConf, DivisionList
 from ..settings.grid import DEFAULT_GRID, apply_rules
+from ..settings.validation import Validator
 from ..settings.versions import behaviour, parse_version
-from ..trial.probe import check_settings_detail
 from ..units import format_bytes
 from .blocks import DIVISION_INTERVALS, round_size
 from .config import division_table
@@ -136,14 +135,16 @@ class SearchResult:
 ProgressFn = Callable[[int, int, "Candidate | None"], None]
 
 
-def search(trace: Trace, *, trace_name: str = "", python: str = sys.executable, device_memory: int,
+def search(trace: Trace, *, validate: Validator, trace_name: str = "", device_memory: int,
            budget_bytes: int | None = None, overhead_bytes: int | None = None,
            max_settings: int = DEFAULT_MAX_SETTINGS, jobs: int | None = None,
            progress: ProgressFn | None = None) -> SearchResult:
-    """Search the settings space of `python`'s torch on `trace`; see the module docstring."""
+    """Search the settings space of the target torch (the one `validate` asks) on `trace`; see the module
+    docstring."""
     started = time.monotonic()
-    space = Space.for_trace(trace, _torch_version_of(python), budget_bytes is not None)
-    state = _State(space, python, max(1, max_settings))
+    # The target is the validating interpreter's torch, not the one that recorded the trace.
+    space = Space.for_trace(trace, validate([]).torch_version, budget_bytes is not None)
+    state = _State(space, validate, max(1, max_settings))
 
     def run_batch(confs: list[AllocConf], round_no: int) -> None:
         todo = state.admit(confs)
@@ -223,11 +224,6 @@ def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> 
     if c.equivalent:
         parts.append(f"{len(c.equivalent)} other setting(s) behave identically on this trace")
     return "; ".join(parts)
-
-
-def _torch_version_of(python: str) -> str:
-    # The target is the interpreter's torch, not the one that recorded the trace.
-    return check_settings_detail(python, []).torch_version
 
 
 # ---- the space ------------------------------------------------------------------------------------------------
@@ -341,8 +337,8 @@ def _as_list(seq) -> list:
 
 
 class _State:
-    def __init__(self, space: Space, python: str, max_settings: int):
-        self.space, self.python, self.max_settings = space, python, max_settings
+    def __init__(self, space: Space, validate: Validator, max_settings: int):
+        self.space, self.validate, self.max_settings = space, validate, max_settings
         self.seen: set[str] = set()
         self.replayed: dict[str, Candidate] = {}
         self.by_signature: dict[tuple, str] = {}
@@ -366,7 +362,7 @@ class _State:
         fresh = [c for c in fresh if not c.is_async]
         if not fresh:
             return []
-        check = check_settings_detail(self.python, fresh)
+        check = self.validate(fresh)
         self.method = check.method
         valid, skipped = apply_rules(fresh, check.torch_version, has_budget=self.space.has_budget,
                                      accepted=check.verdicts)

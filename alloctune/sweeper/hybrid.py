@@ -16,22 +16,22 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from ..decide.choice import summarize_settings
 from ..errors import AlloctuneError, TraceError
 from ..results.folder import ResultsFolder
-from ..results.records import TrialRecord
+from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
-from ..trial.probe import ProbeResult
+from ..trial.probe import ProbeResult, check_settings_detail
 from ..trial.task import TrialTask
 
 TRACE_FILE = "trace.xz"
 SEARCH_FILE = "search.json"
 HYBRID_FINALISTS = 3
-TIE = 0.01   # as the sweep's choice: peaks within 1% tie, and the simpler setting wins (select.py)
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:
@@ -82,7 +82,8 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
                 if progress:
                     progress(env_id, n, total, best.conf if best is not None and best.fits else "")
 
-            result = search(trace, trace_name=trace_name, python=p.python, device_memory=device_memory,
+            result = search(trace, validate=partial(check_settings_detail, p.python), trace_name=trace_name,
+                            device_memory=device_memory,
                             budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
             tmp = path.with_suffix(".tmp")
@@ -94,12 +95,12 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
 
 
 def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,
-              count: int = HYBRID_FINALISTS, tie: float = TIE) -> dict:
+              count: int = HYBRID_FINALISTS, tie: float = DEFAULT_TIE) -> dict:
     """Hybrid mode: the default plus the `count` best simulated settings go to the GPU (and what replay cannot
     judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice ranks them: among the settings
     within `tie` of the lowest predicted peak left, the one with fewest keys first (the one the choice would
     take, so measuring it is what counts)."""
-    remaining = sorted((s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
+    remaining = sorted((s for s in summarize_settings([r for r in records if r.backend == Backend.SIM], max_slowdown)
                         if s.state == "fits" and s.conf), key=lambda s: (s.peak_reserved_bytes or 0, s.complexity))
     keep = {""}
     while remaining and len(keep) <= count:

@@ -23,12 +23,13 @@ from ..decide.choice import Choice, SettingResult, choose, summarize_settings
 from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
 from ..errors import AlloctuneError
 from ..results.folder import ResultsFolder, Skipped, SweepInfo
-from ..results.records import TrialRecord, TrialState
+from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord, TrialState, sim_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..trial.probe import ProbeResult, check_settings, probe
 from ..trial.task import TrialTask
 from ..units import parse_budget
+from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .executors import Executor, LocalExecutor, SimExecutor
@@ -53,8 +54,8 @@ PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = None, grid: list | None = None,
           repeats: int | str = "auto", max_repeats: int = DEFAULT_MAX_REPEATS, time_budget_s: float | None = None,
           gpus: list[int] | None = None, budget: str | None = None,
-          pythons: list[str] | None = None, backend: str = "auto", results_root: str | os.PathLike = "results",
-          out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = 0.02,
+          pythons: list[str] | None = None, backend: Backend | str = Backend.AUTO, results_root: str | os.PathLike = "results",
+          out: str | os.PathLike | None = None, fresh: bool = False, max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
           timeout_s: float | None = None, trace: str | None = None, command: str | None = None,
           executor: str = "local", ray_address: str | None = None, ray_accelerator: str | None = None,
           search: int | None = None, finalists_count: int = HYBRID_FINALISTS,
@@ -80,26 +81,24 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
     budget_bytes, budget_fraction = parse_budget(budget) if budget else (None, None)
     # A search replaces the grid: its candidates are judged by each torch as the search goes.
     confs = [AllocConf()] if search is not None else expand(grid or list(spec.grid or DEFAULT_GRID))
-    if search is not None and backend == "cuda":
+    if search is not None and backend == Backend.CUDA:
         raise AlloctuneError("--search replays a trace: use it with --backend sim or hybrid")
     if spec.command is not None:
-        from ..workload.command import command_pythons
-
-        pythons, backend = command_pythons(spec, pythons, backend)
+        pythons, backend = _command_pythons(spec, pythons, backend)
     runner = _make_executor(executor, gpus, ray_address, ray_accelerator, backend, notice, gpus_per_trial)
     phase(f"probing {len(pythons or [sys.executable])} Python interpreter(s)", None)
     probes = _probe_all(pythons or [sys.executable], runner)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, notice)
-    if search is not None and backend == "cuda":   # auto on a GPU: search, then measure the best
-        backend = "hybrid"
-    recording = backend == "hybrid" and not trace   # records its own trace in the default's first trial
+    if search is not None and backend == Backend.CUDA:   # auto on a GPU: search, then measure the best
+        backend = Backend.HYBRID
+    recording = backend == Backend.HYBRID and not trace   # records its own trace in the default's first trial
     if recording and executor != "local":
         raise AlloctuneError("a hybrid sweep records its trace on this machine's GPU: with --executor ray, record "
                              "one first ('alloctune record') and pass it with --trace")
     gpus = gpus or [0]
-    if backend != "sim" and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
+    if backend != Backend.SIM and (bad := [g for g in gpus if not 0 <= g < min(p.device_count for p in probes)]):
         raise AlloctuneError(f"--gpus {','.join(map(str, bad))}: only {min(p.device_count for p in probes)} "
                              f"GPU(s) visible")
 
@@ -114,22 +113,22 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
             for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
                 notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
-        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == "sim" else p.env_id)
+        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id)
                     for s in skips]
 
-    if backend == "sim" or (backend == "hybrid" and trace):
+    if backend == Backend.SIM or (backend == Backend.HYBRID and trace):
         phase("loading the allocation trace", None)
-    replayed = _load_replay_trace(spec, trace, notice) if backend == "sim" or (backend == "hybrid" and trace) \
+    replayed = _load_replay_trace(spec, trace, notice) if backend == Backend.SIM or (backend == Backend.HYBRID and trace) \
         else None
     info = SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in confs], skipped=skipped, envs={p.env_id: p.to_json() for p in probes},
-        repeats=rounds if backend != "sim" else 1, auto_repeats=auto and backend != "sim",
+        repeats=rounds if backend != Backend.SIM else 1, auto_repeats=auto and backend != Backend.SIM,
         time_budget_s=time_budget_s if auto else None, budget_bytes=budget_bytes, budget_fraction=budget_fraction,
         backend=backend, max_slowdown=max_slowdown,
         trace=replayed[1] if replayed else ({"path": TRACE_FILE, "recorded_in": "the default's first trial"}
                                              if recording else None), search=search,
-        finalists=finalists_count if backend == "hybrid" else None,
+        finalists=finalists_count if backend == Backend.HYBRID else None,
         command=command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
@@ -153,11 +152,11 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
                                       budget_bytes=sim.budget_bytes(budget_bytes, budget_fraction),
                                       max_settings=search, trace_name=replayed[1]["path"], progress=search_progress)
             tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id),
-                               sim.budget_bytes(budget_bytes, budget_fraction), backend="sim")
+                               sim.budget_bytes(budget_bytes, budget_fraction), backend=Backend.SIM)
                      for p in probes for conf in planned[p.env_id]]
             _execute(folder, sim, tasks, progress, phase=phase, what="replaying settings")
-        if backend in ("cuda", "hybrid"):
-            if backend == "hybrid":
+        if backend in (Backend.CUDA, Backend.HYBRID):
+            if backend == Backend.HYBRID:
                 planned = finalists(folder.trials(), planned, max_slowdown, finalists_count)
             probe_of = {p.env_id: p for p in probes}
 
@@ -238,11 +237,6 @@ def gpu_slots(gpus: list[int], per_trial: int) -> list:
     return [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus), per_trial)]
 
 
-def sim_env_id(env_id: str) -> str:
-    """Replayed results are kept apart from measured ones of the same interpreter."""
-    return f"sim:{env_id}"
-
-
 def _command_line() -> str:
     """How this sweep was started, as the user would type it again."""
     program = Path(sys.argv[0]).name
@@ -259,7 +253,7 @@ def _make_executor(name: str, gpus, ray_address, ray_accelerator, backend: str, 
         return LocalExecutor(gpu_slots(gpus or [0], gpus_per_trial))
     if name != "ray":
         raise AlloctuneError(f"--executor expects local or ray, got {name!r}")
-    if backend == "sim":
+    if backend == Backend.SIM:
         raise AlloctuneError("--executor ray runs measured trials; --backend sim replays here, without a cluster")
     if gpus:
         raise AlloctuneError("--gpus picks GPUs of this machine; with --executor ray, Ray assigns each trial its GPUs")
@@ -282,22 +276,22 @@ def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
     return probes
 
 
-def _resolve_backend(backend: str, probes: list[ProbeResult], notice) -> str:
+def _resolve_backend(backend: Backend | str, probes: list[ProbeResult], notice) -> Backend:
     has_gpu = all(p.cuda_available and p.device_count > 0 for p in probes)
-    if backend == "auto":
+    if backend == Backend.AUTO:
         if has_gpu:
-            return "cuda"
+            return Backend.CUDA
         notice("No CUDA GPU is visible: judging the grid by replaying a recorded allocation trace through the "
                "simulator. Results are simulated (peak memory only, no throughput); confirm on a GPU with "
                "--backend cuda.")
-        return "sim"
-    if backend not in ("cuda", "sim", "hybrid"):
+        return Backend.SIM
+    if backend not in (Backend.CUDA, Backend.SIM, Backend.HYBRID):
         raise AlloctuneError(f"--backend expects auto, cuda, sim or hybrid, got {backend!r}")
-    if backend in ("cuda", "hybrid") and not has_gpu:
+    if backend in (Backend.CUDA, Backend.HYBRID) and not has_gpu:
         missing = [p.python for p in probes if not (p.cuda_available and p.device_count)]
         raise AlloctuneError(f"--backend {backend} needs a CUDA GPU, but none is visible to {', '.join(missing)}; "
                              f"use --backend sim")
-    return backend
+    return Backend(backend)
 
 
 def _identity(info: SweepInfo) -> tuple:
@@ -407,7 +401,7 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
         done += _execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, done)
         if r == max_rounds:
             break
-        measured = summarize_settings([t for t in folder.trials() if t.backend == "cuda"], max_slowdown)
+        measured = summarize_settings([t for t in folder.trials() if t.backend == Backend.CUDA], max_slowdown)
         tasks = []
         for env_id in envs:
             by_conf = {str(c): c for c in planned[env_id]}
@@ -415,7 +409,7 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
             tasks += [task(env_id, by_conf[conf], r) for conf in contenders(group, list(by_conf), r, max_slowdown)]
         if not tasks:
             break
-        walls = [t.wall_seconds for t in folder.trials() if t.backend == "cuda" and t.wall_seconds]
+        walls = [t.wall_seconds for t in folder.trials() if t.backend == Backend.CUDA and t.wall_seconds]
         # this round's settings, and the default's run that closes the round
         estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
         if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
@@ -429,7 +423,7 @@ def _run_rounds(folder: ResultsFolder, executor: Executor, planned: dict, task, 
 def _foreign(record: TrialRecord, probed: dict | None) -> str | None:
     """Why a measured trial cannot count with its environment: it ran under another torch, or on another GPU model,
     than the probe of its interpreter saw (a cluster node set up differently). Statistics never mix those."""
-    if not probed or record.backend != "cuda":
+    if not probed or record.backend != Backend.CUDA:
         return None
     torch, gpu = record.env.get("torch"), record.env.get("gpu")
     models = sorted({d.get("name") for d in probed.get("devices") or []} - {None})
@@ -480,3 +474,18 @@ def _no_trace_hint(spec: WorkloadSpec) -> str:
                 f"alloctune record {shlex.quote(where)}{preset} -o trace.xz, then pass --trace trace.xz)")
     return (f"{what} has no recorded allocation trace to replay: record one on a GPU machine with "
             f"'alloctune record {shlex.quote(where)}{preset} -o trace.xz', then pass it with --trace trace.xz")
+
+
+def _command_pythons(spec: WorkloadSpec, pythons: list[str] | None, backend: Backend | str) -> tuple[list[str], Backend]:
+    """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend:
+    a command is measured on the GPU (cuda), or planned by replay and its finalists measured (hybrid)."""
+    assert spec.command is not None
+    command = CommandSpec.from_dict(spec.command)
+    if backend not in (Backend.AUTO, Backend.CUDA, Backend.HYBRID):
+        raise AlloctuneError(f"--backend {backend}: a command is measured on the GPU (--backend cuda or hybrid); to "
+                             f"judge it by replay alone, record it first (alloctune record -o t.pickle -- ...) and "
+                             f"replay that")
+    if pythons and not is_python(command.argv[0]):
+        raise AlloctuneError(f"--python applies to a command that starts with a Python interpreter, and "
+                             f"{os.path.basename(command.argv[0])} is not one")
+    return list(pythons or [target_python(command)]), Backend.HYBRID if backend == Backend.HYBRID else Backend.CUDA

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 
 from ..errors import ProbeError
 from ..settings.conf import AllocConf
+from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
 from .provenance import driver_version
 from .task import child_environment
@@ -53,18 +54,6 @@ class ProbeResult:
         """Keys we do not know (written by a newer alloctune) are ignored; a missing one raises TypeError."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-@dataclass(frozen=True)
-class SettingsCheck:
-    """Verdicts on settings for one interpreter. `method` says who judged:
-    'torch' = its torch's parser alone; 'torch+static' = its parser for values, alloctune's version table for keys
-    (the parser skips keys it does not own); 'static' = the version table only (this torch cannot parse without
-    a GPU, or has no run-time parser)."""
-
-    torch_version: str
-    method: str
-    verdicts: dict[str, str | None]   # setting -> None if accepted, else why not
 
 
 def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:

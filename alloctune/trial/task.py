@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..results.records import Backend, trial_key
 from ..settings.conf import AllocConf
 from ..settings.versions import ALLOC_CONF_VARS
 from ..workload.spec import DEFAULT_TIMEOUT_S
@@ -29,12 +30,12 @@ class TrialTask:
     budget_fraction: float | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
-    backend: str = "cuda"             # what its record will say: 'cuda' (measured) or 'sim' (replayed)
+    backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
-        key = (self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes, self.repeat)
-        return key + ("extra",) if self.extra else key
+        return trial_key(self.workload_hash, str(self.conf), self.env_id, self.backend, self.budget_bytes,
+                         self.repeat, self.extra)
 
     @property
     def extra(self) -> bool:

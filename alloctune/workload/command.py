@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import AlloctuneError, WorkloadError
+from ..errors import WorkloadError
 from ..settings.versions import ALLOC_CONF_VARS
 from .spec import NAME_PATTERN, WorkloadSpec
 
@@ -135,17 +135,3 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
                         source=source, kind=None, entry=None, params={}, preset=None, warmup_steps=warmup_steps,
                         steps=0, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,
                         timeout_s=timeout_s, grid=grid, trace=None, command=command.to_dict())
-
-
-def command_pythons(spec, pythons: list[str] | None, backend: str) -> tuple[list[str], str]:
-    """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend:
-    a command is measured on the GPU (cuda), or planned by replay and its finalists measured (hybrid)."""
-    command = CommandSpec.from_dict(spec.command)
-    if backend not in ("auto", "cuda", "hybrid"):
-        raise AlloctuneError(f"--backend {backend}: a command is measured on the GPU (--backend cuda or hybrid); to "
-                             f"judge it by replay alone, record it first (alloctune record -o t.pickle -- ...) and "
-                             f"replay that")
-    if pythons and not is_python(command.argv[0]):
-        raise AlloctuneError(f"--python applies to a command that starts with a Python interpreter, and "
-                             f"{os.path.basename(command.argv[0])} is not one")
-    return list(pythons or [target_python(command)]), "hybrid" if backend == "hybrid" else "cuda"

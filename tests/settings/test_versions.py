@@ -2,8 +2,17 @@ import pytest
 
 from alloctune.errors import ConfError
 from alloctune.settings.conf import AllocConf
-from alloctune.settings.versions import (BEHAVIOUR_CHANGES, KEYS, NEWEST_KNOWN, behaviour, changes_between, check_conf,
-                                         check_keys, env_var_names, parse_version)
+from alloctune.settings.versions import (
+    BEHAVIOUR_CHANGES,
+    KEYS,
+    NEWEST_KNOWN,
+    behaviour,
+    changes_between,
+    check_conf,
+    check_keys,
+    env_var_names,
+    parse_version,
+)
 
 
 @pytest.mark.parametrize("text, expected", [

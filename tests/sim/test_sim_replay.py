@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from alloctune.settings.conf import AllocConf
-from alloctune.sim.replay import (DEFAULT_OVERHEAD, Capacity, ReplayOutcome, _smallest, min_memory, min_memory_many,
-                                  no_retry_is_unlimited_peak, replay)
+from alloctune.sim.replay import (
+    DEFAULT_OVERHEAD,
+    Capacity,
+    ReplayOutcome,
+    _smallest,
+    min_memory,
+    min_memory_many,
+    no_retry_is_unlimited_peak,
+    replay,
+)
 from alloctune.sim.simulate import compiled_core_available, pack, simulate
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace, save_trace
 

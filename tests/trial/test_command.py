@@ -20,8 +20,16 @@ from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sweeper.sweep import analyze, gpu_slots
-from alloctune.trial.command import (NOTHING_TO_MEASURE, check_measurable, hook_environment, keep_peak_trace,
-                                     metric_values, run_command, run_command_trial, step_rate)
+from alloctune.trial.command import (
+    NOTHING_TO_MEASURE,
+    check_measurable,
+    hook_environment,
+    keep_peak_trace,
+    metric_values,
+    run_command,
+    run_command_trial,
+    step_rate,
+)
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
 from alloctune.workload.loader import load_workload

@@ -9,19 +9,18 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ...results.records import TrialRecord, TrialState
+from ...results.records import Backend, TrialRecord, TrialState
 from ...settings.versions import simulation_note
+from ...sim.replay import DEFAULT_DEVICE_MEMORY
 from ...trial.task import TrialTask
 from .base import Executor, OnDone, OnSkip
-
-DEFAULT_CARD_BYTES = 143771 * 2**20  # an H200 as nvidia-smi reports it: the simulator's card when none is known
 
 
 class SimExecutor(Executor):
     def __init__(self, trace, trace_path: str, torch_versions: dict[str, str], notice=lambda _: None):
         """`torch_versions`: the torch each task's env_id simulates. `trace`: a loaded `sim.trace.Trace`."""
         self.trace, self.trace_path, self.torch_versions, self.notice = trace, trace_path, torch_versions, notice
-        self.device_memory = int(trace.meta.get("device_total_bytes") or DEFAULT_CARD_BYTES)
+        self.device_memory = int(trace.meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
 
     def budget_bytes(self, budget_bytes: int | None, budget_fraction: float | None) -> int | None:
         """The budget in bytes on the simulated card (a fraction is of the recording's device)."""
@@ -57,6 +56,6 @@ def _record(task: TrialTask, outcome, env: dict) -> TrialRecord:
     m = outcome.measurement()
     return TrialRecord(
         workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf), repeat=task.repeat,
-        env_id=task.env_id, backend="sim", state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
+        env_id=task.env_id, backend=Backend.SIM, state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
         budget_bytes=task.budget_bytes, env=env, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
