@@ -9,11 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args, cwd: str | Path = ROOT, timeout: float = 300,
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m alloctune ARGS` (Path arguments welcome), `stdin` as its standard input (else none), stdout and
-    stderr captured as text."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout, env=env, input=stdin,
-                          stdin=subprocess.DEVNULL if stdin is None else None)
+def cli(*args, cwd: str | Path = ROOT, timeout: float = 300, stdin: str | None = None,
+        env: dict[str, str] | None = None, merged: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m alloctune ARGS` (Path arguments welcome), `stdin` as its standard input (else none), `env` added
+    to this environment, stdout and stderr captured as text: apart, or `merged` into stdout in the order written
+    (unbuffered, as a log of `2>&1` holds them)."""
+    env = dict(os.environ, **(env or {}), PYTHONPATH=str(ROOT))
+    if merged:
+        env["PYTHONUNBUFFERED"] = "1"
+    streams = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT) if merged else dict(capture_output=True)
+    return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], text=True, cwd=cwd,
+                          timeout=timeout, env=env, input=stdin,
+                          stdin=subprocess.DEVNULL if stdin is None else None, **streams)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -43,17 +42,3 @@ def test_rows_with_ooms_are_marked_and_the_title_says_so():
     fitting = next(line for line in text.splitlines() if "expandable_segments:True" in line)
     assert fitting.split()[0] == "1"
 
-
-def test_the_readme_replay_example_is_what_the_command_prints():
-    """README's replay example is a run of the current code, as a 100-column terminal (or a log) shows it."""
-    block = (ROOT / "README.md").read_text().split("## Replay and capacity planning", 1)[1].split("```")[1]
-    lines = block.strip("\n").split("\n")
-    n = next(i for i, line in enumerate(lines) if not line.endswith("\\")) + 1   # the command's lines
-    args = shlex.split(" ".join(line.rstrip("\\") for line in lines[:n]).removeprefix("$ "))
-    assert args[:2] == ["alloctune", "replay"], lines[:n]
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    proc = subprocess.run([sys.executable, "-m", "alloctune", *args[1:]], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600, env={**env, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr
-    assert [line.rstrip() for line in proc.stdout.splitlines()] == lines[n:], proc.stdout
-    assert max(map(len, lines)) <= 100
