@@ -1,0 +1,1 @@
+"""One trial: the processes it runs and what they observe about themselves."""
