@@ -36,14 +36,19 @@ def _write():
 def _run(tmp_path, program, env=None, sitecustomize=SITECUSTOMIZE, timeout=240):
     """Run `program` as a job whose every Python process installs the watch; the records of its processes,
     by pid, and the job's output."""
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(program))
+    return run_job(tmp_path, [str(job)], env, sitecustomize, timeout)
+
+
+def run_job(tmp_path, argv, env=None, sitecustomize=SITECUSTOMIZE, timeout=240):
+    """`python argv...` with the watch in every Python process: the records by pid, and the job's output."""
     site, out = tmp_path / "site", tmp_path / "out"
     site.mkdir(exist_ok=True)
     out.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(sitecustomize)
-    job = tmp_path / "job.py"
-    job.write_text(textwrap.dedent(program))
     base = {k: v for k, v in os.environ.items() if not k.endswith("ALLOC_CONF") and not k.startswith("NCCL_")}
-    done = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
                           env={**base, **(env or {}), "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
                                "FEATURES_OUT": str(out)})
     assert done.returncode == 0, done.stderr[-3000:]
