@@ -1,0 +1,1 @@
+"""Pure decisions from measurements: statistics, the choice, the rounds, the growth check."""
