@@ -155,8 +155,8 @@ def test_torch_compile_asking_for_cuda_graphs_is_recorded_and_cpu_captures_none(
 
 def test_graph_capture_and_pool_wrappers_note_the_call_and_let_torchs_own_error_through(tmp_path):
     """The CPU build has no CUDA graphs or pools: it cannot even make a CUDAGraph or a MemPool (their dummy
-    base classes refuse before __init__), so capture_begin is called on a stand-in object, and MemPools are
-    counted only on a GPU. The wrappers note the attempt first (a capture that crashes under a setting is what
+    base classes refuse before __init__), so both capture_begin methods (torch.cuda's and torch.accelerator's)
+    are called on stand-in objects, and MemPools are counted only on a GPU. The wrappers note the attempt first (a capture that crashes under a setting is what
     the record must show) and raise what the original raises."""
     records, stdout = _run(tmp_path, """
         import os, types
@@ -166,6 +166,7 @@ def test_graph_capture_and_pool_wrappers_note_the_call_and_let_torchs_own_error_
         for call in (torch.cuda.graph_pool_handle, torch.cuda.graph_pool_handle.__wrapped__,
                      lambda: torch.cuda.CUDAGraph.capture_begin(types.SimpleNamespace(), pool=(0, 1)),
                      lambda: torch.cuda.CUDAGraph.capture_begin.__wrapped__(types.SimpleNamespace()),
+                     lambda: torch.accelerator.Graph.capture_begin(types.SimpleNamespace(graph_pool=(0, 1))),
                      lambda: torch.cuda.use_mem_pool(None).__enter__(), torch.cuda.MemPool):
             try:
                 call()
@@ -174,8 +175,9 @@ def test_graph_capture_and_pool_wrappers_note_the_call_and_let_torchs_own_error_
         print(",".join(errors))
     """)
     record = _main(records, stdout)
-    assert stdout.split()[1] == "RuntimeError,RuntimeError,AttributeError,AttributeError,AssertionError,RuntimeError"
-    assert (record.graph_pool_handles, record.graph_captures, record.graph_captures_shared_pool) == (1, 1, 1)
+    assert stdout.split()[1] == ("RuntimeError,RuntimeError,AttributeError,AttributeError,TypeError,"
+                                 "AssertionError,RuntimeError")
+    assert (record.graph_pool_handles, record.graph_captures, record.graph_captures_shared_pool) == (1, 2, 2)
     assert (record.mem_pool_uses, record.mem_pools) == (1, 0)
     assert record.failures == ()
     assert used(record) >= {Feature.CUDA_GRAPHS, Feature.GRAPH_SHARED_POOL, Feature.MEM_POOL}

@@ -11,7 +11,8 @@ never raised: the hook must not break the user's program.
 Watched (names checked in torch 2.13's source, and in older torch/cuda/memory.py versions where noted):
 - CUDA graph capture: `torch.cuda.graphs.CUDAGraph.capture_begin`, the Python method every capture goes
   through (`torch.cuda.graph`, `make_graphed_callables`, inductor's CUDA-graph trees); its `pool` argument and
-  `torch.cuda.graphs.graph_pool_handle` for pools shared between captures.
+  `torch.cuda.graphs.graph_pool_handle` for pools shared between captures. Also the device-generic
+  `torch.accelerator.graphs.Graph.capture_begin` of newer torch (2.13), whose pool is a constructor argument.
 - CUDA tensors between processes (`torch.multiprocessing.reductions`): `reduce_tensor` (sending; counted by the
   tensor's device type), `rebuild_cuda_tensor` (receiving CUDA), `rebuild_tensor` (receiving CPU). The
   reducers torch registers with multiprocessing are these functions, so queues and pipes go through them.
@@ -82,7 +83,8 @@ def install():
     if _installed:
         return
     _installed = True
-    os.register_at_fork(after_in_child=_forked)
+    if hasattr(os, "register_at_fork"):   # POSIX
+        os.register_at_fork(after_in_child=_forked)
     pending = dict(PATCHES)
     for name in list(pending):
         module = sys.modules.get(name)
@@ -150,6 +152,8 @@ class _ImportWatch:
         patch = self.pending.get(name)
         if patch is None:
             return None
+        if self not in sys.meta_path:   # taken out by someone else: leave the import alone
+            return None
         spec = None
         for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
             find = getattr(finder, "find_spec", None)
@@ -165,7 +169,8 @@ class _ImportWatch:
 
         def exec_module(module):
             loader_exec(module)
-            _patch(name, patch, module)
+            if module.__name__ == name:   # a loader shared between modules patches only this one
+                _patch(name, patch, module)
 
         spec.loader.exec_module = exec_module
         return spec
@@ -250,6 +255,15 @@ def _patch_graphs(graphs):
           aliases=("torch.cuda",))
 
 
+def _patch_accelerator_graphs(graphs):
+    def captured(args, kwargs):   # Graph.capture_begin(self): the pool was given to the constructor
+        _seen.count("graph_captures")
+        if getattr(args[0], "graph_pool", None) is not None:
+            _seen.count("graph_captures_shared_pool")
+
+    _wrap(graphs.Graph, "capture_begin", before=captured)
+
+
 def _patch_memory(memory):
     def pooled(args, kwargs):     # MemPool.__init__(self, allocator=None, ...)
         _seen.count("mem_pools")
@@ -307,6 +321,7 @@ def _patch_c10d(c10d):
 PATCHES = {
     "torch": _patch_torch,
     "torch.cuda.graphs": _patch_graphs,
+    "torch.accelerator.graphs": _patch_accelerator_graphs,
     "torch.cuda.memory": _patch_memory,
     "torch.multiprocessing.reductions": _patch_reductions,
     "torch.distributed.distributed_c10d": _patch_c10d,
