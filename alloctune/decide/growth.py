@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional, Sequence
+from typing import Sequence
 
 MiB = 2**20
 
@@ -45,8 +45,8 @@ class Verdict(str, Enum):
 class Growth:
     verdict: Verdict
     reason: str
-    at_k: Optional[Sample] = None
-    at_2k: Optional[Sample] = None
+    at_k: Sample | None = None
+    at_2k: Sample | None = None
 
 
 def growth(samples: Sequence[Sample], thresholds: Thresholds = Thresholds()) -> Growth:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Iterable, Mapping, Optional, Union
+from typing import Iterable, Mapping
 
 from ..conf import AllocConf
 from ..versions import Version, _fmt, parse_version
@@ -58,7 +58,7 @@ RESET_AT_RUN_TIME = ("max_split_size_mb", "roundup_power2_divisions", "garbage_c
 # Every name a setting is read from by some torch build (HIP: ROCm builds, which this table does not cover).
 ALLOC_CONF_NAMES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 
-KeyValue = Union[bool, str, None]   # None: the key given with any value
+KeyValue = bool | str | None   # None: the key given with any value
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,8 @@ class Versions:
     """Releases affected: from `first` (None: none known before the fix, so every torch from 2.1, the oldest
     alloctune supports) up to, not including, `fixed` (None: no fix known)."""
 
-    first: Optional[Version] = None
-    fixed: Optional[Version] = None
+    first: Version | None = None
+    fixed: Version | None = None
 
     def __contains__(self, version: Version) -> bool:
         return (self.first is None or version >= self.first) and (self.fixed is None or version < self.fixed)
@@ -131,7 +131,7 @@ class Variable:
 
     name: str
     read: Versions                 # the versions whose CUDA allocator reads it
-    warns: Optional[Versions]      # the versions that print a deprecation warning when it is set
+    warns: Versions | None      # the versions that print a deprecation warning when it is set
     source: str
     evidence: str
 
@@ -288,7 +288,7 @@ VARIABLES: tuple[Variable, ...] = (
 @dataclass(frozen=True)
 class ExportVariable:
     name: str
-    warning: Optional[str]   # why this torch may print a deprecation warning for it, or None
+    warning: str | None   # why this torch may print a deprecation warning for it, or None
 
 
 def problems(conf: AllocConf, torch_version: str | None,

@@ -61,10 +61,10 @@ class _Seen:
         self.env_at_cuda_init = None
         self.failures = []
 
-    def count(self, name, table=None, n=1):
+    def count(self, name, table=None):
         with self.lock:
             table = self.counts if table is None else table
-            table[name] = table.get(name, 0) + n
+            table[name] = table.get(name, 0) + 1
 
     def add(self, items, item):
         with self.lock:

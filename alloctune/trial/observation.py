@@ -3,7 +3,7 @@ as the parent reads it back (`typed.from_json(Observation, ...)`), and the `know
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable
 
 from ..settings.known import Feature
 
@@ -13,14 +13,14 @@ LIBRARIES = {"vllm": Feature.VLLM, "torch_memory_saver": Feature.TORCH_MEMORY_SA
 
 @dataclass(frozen=True)
 class CompileCall:
-    mode: Optional[str]       # torch.compile's mode (None: not given)
-    backend: Optional[str]    # its backend by name (None: the default, or a callable)
+    mode: str | None       # torch.compile's mode (None: not given)
+    backend: str | None    # its backend by name (None: the default, or a callable)
     cudagraphs: bool          # the mode, options or backend ask for CUDA graphs
 
 
 @dataclass(frozen=True)
 class Observation:
-    torch_version: Optional[str] = None                 # None: the process never imported torch
+    torch_version: str | None = None                 # None: the process never imported torch
     graph_captures: int = 0                             # CUDA graph captures begun
     graph_captures_shared_pool: int = 0                 # ... given a pool to share
     graph_pool_handles: int = 0                         # graph_pool_handle() calls
@@ -30,14 +30,14 @@ class Observation:
     mem_pools_custom_allocator: int = 0                 # ... with their own allocator
     mem_pool_uses: int = 0                              # use_mem_pool() calls
     process_groups: tuple[str, ...] = ()                # each group's backend, in creation order
-    nccl_env: Optional[dict[str, str]] = None           # registration variables at the first NCCL group
+    nccl_env: dict[str, str] | None = None           # registration variables at the first NCCL group
     nccl_mem_pool_registrations: int = 0                # ProcessGroupNCCL.register_mem_pool calls
     compile_calls: tuple[CompileCall, ...] = ()         # distinct torch.compile calls
-    inductor_cudagraphs: Optional[bool] = None          # inductor's global triton.cudagraphs at exit
+    inductor_cudagraphs: bool | None = None          # inductor's global triton.cudagraphs at exit
     allocator_changes: tuple[str, ...] = ()             # settings given at run time, distinct, in order
     alloc_conf_env: dict[str, str] = field(default_factory=dict)   # PYTORCH_*ALLOC_CONF at start-up
-    alloc_conf_env_at_cuda_init: Optional[dict[str, str]] = None    # ... when CUDA initialised (None: never)
-    variable_read: Optional[str] = None                 # the variable this torch took its setting from
+    alloc_conf_env_at_cuda_init: dict[str, str] | None = None    # ... when CUDA initialised (None: never)
+    variable_read: str | None = None                 # the variable this torch took its setting from
     unread_variables: tuple[str, ...] = ()              # allocator variables set that it did not use
     libraries: tuple[str, ...] = ()                     # LIBRARIES imported
     failures: tuple[str, ...] = ()                      # watches that could not be installed or failed
@@ -72,6 +72,6 @@ def used_by_job(observations: Iterable[Observation]) -> frozenset[Feature]:
     return frozenset().union(*(used(o) for o in observations))
 
 
-def _on(value: Optional[str]) -> bool:
+def _on(value: str | None) -> bool:
     """A boolean variable as torch reads it (c10d's getCvarBool): on for y, yes, 1, t, true in any case."""
     return value is not None and value.lower() in ("y", "yes", "1", "t", "true")
