@@ -1,1 +1,2 @@
-"""Pure decisions over recorded trials: statistics (`stats`), per-setting results and the choice (`choice`), rounds of repeats (`rounds`), what a sweep planned (`planned`)."""
+"""Pure decisions over recorded trials: statistics (`stats`), per-setting results and the choice (`choice`), rounds of
+repeats (`rounds`), what a sweep planned (`planned`), whether reserved memory keeps growing (`growth`)."""

@@ -1,1 +1,3 @@
-"""One trial in a fresh process: the task (`task`), running it (`launch`, `command`), the child that measures (`child`, `timing`), probing interpreters (`probe`, `provenance`), recording a trace (`recording`) and the start-up hook (`hook/`)."""
+"""One trial in a fresh process: the task (`task`), running it (`launch`, `command`), the child that measures
+(`child`, `timing`), probing interpreters (`probe`, `provenance`), recording a trace (`recording`), the start-up hook
+(`hook/`) and what it observes of the job's allocator-sensitive features (`features`, `observation`)."""
