@@ -1,13 +1,14 @@
 """A long plain-PyTorch training job: an nn.Transformer encoder-decoder (translation-shaped) trained on synthetic
 token pairs in length buckets with token-budget batching, AdamW, bf16 autocast on CUDA.
 
-Every step draws a source and a target length from the buckets (multiples of --bucket up to the maximum) and
-takes as many pairs as fit the token budget, the way length-bucketed seq2seq training batches: the shapes change
-every step, but they come from one fixed distribution with no phases (no evaluation, no checkpoints, a constant
-learning rate), so any window of a few hundred steps does the same work per step as the whole run. It prints a
-progress line every --log-every steps and nothing else per step.
+A step's source and target lengths are a pair of buckets (multiples of --bucket up to --max-len), and it takes
+as many sequence pairs as fit the token budget, the way length-bucketed seq2seq training batches. An epoch visits
+every pair of buckets once, in a seeded shuffled order (256 steps at the defaults), so the shapes change every step
+while any whole number of epochs does the same work as any other, and a few hundred steps nearly so: there are no
+phases (no evaluation, no checkpoints, a constant learning rate). It prints a progress line every --log-every steps
+and nothing else per step.
 
-    python3 examples/long_train.py [--steps 4000] [--tokens 16384] [--layers 6] [--d-model 1024] ...
+    python3 examples/long_train.py [--steps 3072] [--tokens 16384] [--layers 6] [--d-model 1024] ...
 
 Defaults: 6 encoder and 6 decoder layers of width 1024 (~280M parameters with the 32k vocabularies), lengths
 64-1024 in buckets of 64, 16384 tokens per side per step.
@@ -24,7 +25,7 @@ from torch import nn
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=4000, help="training steps")
+    p.add_argument("--steps", type=int, default=3072, help="training steps (12 epochs at the defaults)")
     p.add_argument("--layers", type=int, default=6, help="encoder layers, and as many decoder layers")
     p.add_argument("--d-model", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
@@ -34,7 +35,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=16384, help="token budget: pairs per step = this // longer side")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=250, help="print the throughput every N steps (0: never)")
+    p.add_argument("--log-every", type=int, default=256, help="print the throughput every N steps (0: never)")
     return p.parse_args(argv)
 
 
@@ -66,11 +67,15 @@ def main(argv=None) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng, data = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
     buckets = range(args.bucket, args.max_len + 1, args.bucket)
+    shapes = [(src_len, tgt_len) for src_len in buckets for tgt_len in buckets]
     params = sum(p.numel() for p in model.parameters())
-    print(f"seq2seq transformer: {params / 1e6:.1f}M parameters on {device}, {args.steps} steps", flush=True)
+    print(f"seq2seq transformer: {params / 1e6:.1f}M parameters on {device}, {args.steps} steps, "
+          f"{len(shapes)} steps an epoch", flush=True)
     start, tokens = time.perf_counter(), 0
     for i in range(args.steps):
-        src_len, tgt_len = rng.choice(buckets), rng.choice(buckets)
+        if i % len(shapes) == 0:
+            rng.shuffle(shapes)   # an epoch: every pair of length buckets once, in a new order
+        src_len, tgt_len = shapes[i % len(shapes)]
         pairs = max(1, args.tokens // max(src_len, tgt_len))
         src = torch.randint(args.vocab, (pairs, src_len), generator=data).to(device)
         tgt = torch.randint(args.vocab, (pairs, tgt_len + 1), generator=data).to(device)
