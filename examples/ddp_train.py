@@ -6,7 +6,8 @@ Every step each rank draws its own batch size and sequence length from a seeded 
 and peaks differ while the weights, the gradients DDP all-reduces and the optimizer state stay put.
 
     torchrun --nproc-per-node 2 examples/ddp_train.py [--steps 120] [--layers 16] [--d-model 1024] ...
-    # on CPU (gloo): torchrun --nproc-per-node 2 examples/ddp_train.py --steps 3 --layers 1 --d-model 64 ...
+    # more ranks than GPUs: --backend gloo. Without CUDA it runs on the CPU over gloo, e.g. tiny:
+    torchrun --nproc-per-node 2 examples/ddp_train.py --steps 3 --layers 1 --d-model 64 --vocab 500
 
 Defaults: 16 layers of width 1024 (~270M parameters with the 32k vocabulary), 8-16 sequences of 128-1024 tokens.
 """
@@ -32,7 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--batch", type=int, nargs=2, default=[8, 16], metavar=("LOW", "HIGH"))
     p.add_argument("--seq-len", type=int, nargs=2, default=[128, 1024], metavar=("LOW", "HIGH"))
-    p.add_argument("--backend", default=None, help="nccl or gloo (default: nccl with CUDA, else gloo)")
+    p.add_argument("--backend", default=None,
+                   help="nccl (one GPU per rank) or gloo (ranks may share a GPU; the CPU); default: nccl with CUDA")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=20, help="rank 0 prints the throughput every N steps (0: never)")

@@ -6,7 +6,7 @@ Every graph draws its number of nodes and its mean degree from a seeded RNG; its
 (so the GIN can learn it). A batch of graphs is one big disconnected graph whose node and edge counts change every
 step, and so do the edges x hidden message tensors that every layer gathers and scatters.
 
-    python3 examples/pyg_graphs.py [--steps 300] [--graphs 4000] [--batch 128] [--hidden 512] [--layers 5] ...
+    python3 examples/pyg_graphs.py [--steps 200] [--graphs 4000] [--batch 128] [--hidden 512] [--layers 5] ...
 
 Defaults: 4000 training and 800 test graphs of 50-1000 nodes, mean degree 2-30, 32 node features, 5 GIN layers
 of width 512, 128 graphs per batch (about 67k nodes and 1M directed edges on average). Needs torch_geometric.
@@ -25,7 +25,7 @@ from torch_geometric.nn import MLP, GINConv, global_add_pool
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=300, help="training steps (batches), over as many epochs as needed")
+    p.add_argument("--steps", type=int, default=200, help="training steps (batches), over as many epochs as needed")
     p.add_argument("--graphs", type=int, default=4000, help="training graphs (and a fifth as many test graphs)")
     p.add_argument("--nodes", type=int, nargs=2, default=[50, 1000], metavar=("LOW", "HIGH"))
     p.add_argument("--degree", type=float, nargs=2, default=[2.0, 30.0], metavar=("LOW", "HIGH"),
