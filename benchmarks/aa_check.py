@@ -74,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(settings, choices) -> int:
     """Print the trials and the verdict of an A/A sweep; the exit status."""
-    from alloctune.select import within
+    from alloctune.decide.choice import within
+    from alloctune.settings.conf import canonical
     from alloctune.units import format_bytes
-
-    from alloctune.conf import canonical
 
     base = next(s for s in settings if s.is_default)
     other = next(s for s in settings if s.conf == canonical(SAME[1]))

@@ -22,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from alloctune.conf import AllocConf  # noqa: E402
-from alloctune.grid import DEFAULT_GRID, apply_rules  # noqa: E402
+from alloctune.settings.conf import AllocConf  # noqa: E402
+from alloctune.settings.grid import DEFAULT_GRID, apply_rules  # noqa: E402
 from alloctune.sim.replay import DEFAULT_DEVICE_MEMORY, min_memory_many, replay  # noqa: E402
 from alloctune.sim.simulate import compiled_core_available, core_notice, pack, simulate  # noqa: E402
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace  # noqa: E402

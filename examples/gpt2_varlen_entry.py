@@ -7,7 +7,6 @@ steps: sweeping either way measures the same job.
 from __future__ import annotations
 
 import torch
-
 from gpt2_varlen import Trainer, parse_args
 
 

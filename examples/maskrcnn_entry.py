@@ -8,9 +8,8 @@ from __future__ import annotations
 import random
 
 import torch
-from torchvision.models.detection import maskrcnn_resnet50_fpn
-
 from maskrcnn_train import parse_args, synthetic_batch
+from torchvision.models.detection import maskrcnn_resnet50_fpn
 
 
 def make(params: dict, device: torch.device, seed: int):

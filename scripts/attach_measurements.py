@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from alloctune.results import ResultsFolder
+from alloctune.results.folder import ResultsFolder
 from alloctune.sim.trace import load_trace, save_trace
 
 

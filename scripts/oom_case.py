@@ -29,7 +29,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from alloctune.oomdump import dump_on_oom, save_oom_message  # noqa: E402
+from alloctune.runtime.oomdump import dump_on_oom, save_oom_message  # noqa: E402
 
 MiB, GiB = 2**20, 2**30
 MAX_ENTRIES = 20_000  # every case here makes a few hundred events at most: the trace holds all of them

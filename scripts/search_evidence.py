@@ -13,9 +13,9 @@ import csv
 import json
 from pathlib import Path
 
-from alloctune.records import TrialState
-from alloctune.select import counted
-from alloctune.store import TRIALS_FILE, TrialStore
+from alloctune.decide.choice import counted
+from alloctune.results.records import TrialState
+from alloctune.results.trials import TRIALS_FILE, TrialStore
 
 
 def gib(b) -> str:

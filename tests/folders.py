@@ -1,8 +1,8 @@
 """Real results folders for the export and compare tests: ResultsFolder.create + TrialRecords through the store."""
 from __future__ import annotations
 
-from alloctune.records import Measurement, TrialRecord, TrialState
-from alloctune.results import ChoiceRecord, ResultsFolder, Skipped, SweepInfo
+from alloctune.results.folder import ChoiceRecord, ResultsFolder, Skipped, SweepInfo
+from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 
 GPU = "NVIDIA H200"

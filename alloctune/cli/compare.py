@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import console
+from .args import console
 
 
 def _factor(text: str) -> float:
@@ -35,8 +35,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..compare import compare, plot_comparison, print_comparison, write_compare_md
-    from ..results import find_results
+    from ..report.compare import compare, plot_comparison, print_comparison, write_compare_md
+    from ..results.folder import find_results
 
     folders = [folder for path in args.folders for folder in find_results(path)]
     comparison = compare(folders, factor=args.factor)

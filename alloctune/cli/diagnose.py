@@ -5,7 +5,7 @@ import argparse
 import json
 import textwrap
 
-from . import positive_int
+from .args import positive_int
 
 
 def register(subparsers) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..export import FORMATS, export_results
+from ..report.export import FORMATS, export_results
 
 
 def register(subparsers) -> None:

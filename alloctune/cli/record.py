@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from . import console, gpu_list, seconds
+from .args import console, gpu_list, seconds
 
 
 def register(subparsers) -> None:
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import AlloctuneError
-    from ..record import record_command, record_workload
+    from ..trial.recording import record_command, record_workload
     from ..units import format_bytes
 
     if not args.target:

@@ -5,8 +5,8 @@ import argparse
 import json
 from typing import Callable
 
-from . import positive_int
 from ..errors import AlloctuneError
+from .args import positive_int
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..grid import load_grid_file
+    from ..settings.grid import load_grid_file
 
     if (args.trace + [args.grid]).count("-") > 1:
         raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
@@ -79,8 +79,8 @@ def _print_maximum(maximum: list[dict], count: int) -> None:
     from rich import box
     from rich.table import Table
 
-    from . import console
-    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
+    from ..report.tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
+    from .args import console
 
     unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
     headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
@@ -112,16 +112,15 @@ def _print_maximum(maximum: list[dict], count: int) -> None:
 
 def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
     """Replay one trace; print its table (unless --json); return its JSON: the trace, warnings, results."""
-    from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from ..report.progress import Phases
+    from ..settings.conf import AllocConf
+    from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
     from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
-    from . import console, replay_limits, replay_warnings
-
-    from ..progress import Phases
+    from .args import console, replay_limits, replay_warnings
 
     with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
         shown.phase(f"loading {path}")
@@ -177,13 +176,12 @@ def _json_row(outcome, capacity, measured) -> dict:
 
 def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
                  elsewhere: int, warnings: list[str]) -> None:
-    from . import console as wide_console
     from rich import box
     from rich.table import Table
 
-    from ..tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
-
+    from ..report.tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
     from ..units import format_bytes
+    from .args import console as wide_console
 
     console = wide_console()
     console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "

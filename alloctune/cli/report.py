@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from . import fraction
+from .args import fraction
 
 
 def register(subparsers) -> None:
@@ -27,11 +27,10 @@ def decisions(folder, choices) -> dict:
 
 
 def run(args) -> int:
-    from . import console as wide_console
-
-    from ..report import incomplete_note, ranked_table
-    from ..results import find_results
-    from ..sweeper import analyze
+    from ..report.summary import incomplete_note, ranked_table
+    from ..results.folder import find_results
+    from ..sweeper.sweep import analyze
+    from .args import console as wide_console
 
     console = wide_console()
     decided = []

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import console, positive_int, replay_limits, replay_warnings
+from .args import console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    from ..search import DEFAULT_MAX_SETTINGS, search
+    from ..sim.search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
     from ..units import format_bytes
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_front(result, warnings: list[str]) -> None:
-    from ..tables import natural_width
+    from ..report.tables import natural_width
     from ..units import format_bytes
 
     narrow = console()
@@ -107,7 +107,7 @@ def _front_table(result, with_setting: bool):
     from rich import box
     from rich.table import Table
 
-    from ..tables import add_setting_column
+    from ..report.tables import add_setting_column
     from ..units import format_bytes
 
     default = result.default

@@ -6,12 +6,11 @@ import json
 import shlex
 from dataclasses import asdict
 
-from ..progress import Phases
-
-from ..records import TrialRecord
-from ..rounds import DEFAULT_MAX_REPEATS
+from ..decide.rounds import DEFAULT_MAX_REPEATS
+from ..report.progress import Phases
+from ..results.records import TrialRecord
 from ..units import format_bytes, format_number
-from . import console, fraction, gpu_list, positive_int, seconds
+from .args import console, fraction, gpu_list, positive_int, seconds
 from .report import decisions
 
 
@@ -97,9 +96,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..grid import load_grid_file
-    from ..report import ranked_table
-    from ..sweeper import sweep
+    from ..report.summary import ranked_table
+    from ..settings.grid import load_grid_file
+    from ..sweeper.sweep import sweep
 
     err = console(stderr=True)
     workload = _workload(args)
@@ -158,8 +157,8 @@ def _repeats_limit(text: str) -> int:
 
 def _workload(args):
     """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
-    from ..command import check_command, command_workload
     from ..errors import AlloctuneError
+    from ..workload.command import check_command, command_workload
 
     options = [f"--{name.replace('_', '-')}" for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd")
                if getattr(args, name)]
@@ -196,7 +195,7 @@ def _on_gpu(command: str) -> str:
 
 def _where(record: TrialRecord) -> str:
     """For a command of several processes: which one peaked."""
-    from ..command import peak_row
+    from ..trial.command import peak_row
 
     row = peak_row(record.processes or [])
     if row is None or len(record.processes or []) < 2:

@@ -159,8 +159,8 @@ def _text(data: bytes) -> str:
 
 
 def _results_message(folder: str) -> OomMessage:
-    from ..records import TrialState
-    from ..store import TRIALS_FILE, TrialStore
+    from ..results.records import TrialState
+    from ..results.trials import TRIALS_FILE, TrialStore
 
     path = os.path.join(folder, TRIALS_FILE)
     if not os.path.isfile(path):
@@ -220,10 +220,10 @@ def _this_process(message: OomMessage, reserved: int | None,
 
 def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFacts, confs: list[str] | None,
             jobs: int | None) -> None:
-    from ..child import conf_from_settings
-    from ..conf import AllocConf
-    from ..grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
-    from ..versions import replay_note
+    from ..settings.conf import AllocConf
+    from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+    from ..settings.readback import conf_from_settings
+    from ..settings.versions import replay_note
     from .window import reconstruct, replay_window
 
     assert view.oom is not None

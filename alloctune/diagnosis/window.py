@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..conf import AllocConf
+from ..settings.conf import AllocConf
 from ..sim.replay import ReplayOutcome, replay
 from ..sim.trace import ALLOC, FREE, Trace
 from ..units import MiB, format_bytes

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from ..conf import AllocConf
+from ..settings.conf import AllocConf
 from .blocks import (KEY_MASK, KEY_SHIFT, MAX_SEGMENT_SPACE, MIN_BLOCK, NO_LIMIT, SMALL_BUFFER, SMALL_SIZE,
                      AddressSpace, Block, BlockPool, ExpandableSegment, get_allocation_size, round_size)
-from .config import AllocatorConfig, allocator_config
+from .config import allocator_config
 
 
 class Allocator:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..conf import AllocConf
 from ..errors import ConfError
-from ..versions import behaviour, check_keys
-from .blocks import DEFAULT_LARGE_SEGMENT, DIVISION_INTERVALS, MiB, NO_LIMIT
+from ..settings.conf import AllocConf
+from ..settings.versions import behaviour, check_keys
+from .blocks import DEFAULT_LARGE_SEGMENT, DIVISION_INTERVALS, NO_LIMIT, MiB
 
 
 @dataclass(frozen=True)

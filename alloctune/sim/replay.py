@@ -35,10 +35,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..conf import AllocConf
 from ..errors import ConfError
-from ..procs import die_with_parent
-from ..records import Measurement
+from ..processes import die_with_parent
+from ..results.records import Measurement
+from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes
 from .config import allocator_config
 from .simulate import SimResult, pack, simulate

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..conf import AllocConf
+from ..settings.conf import AllocConf
 from .allocator import Allocator, memory_stats
 from .config import AllocatorConfig, allocator_config
 

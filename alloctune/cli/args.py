@@ -1,0 +1,104 @@
+"""Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, the console, replay limits."""
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import os
+import sys
+
+from ..workload.spec import MAX_TIMEOUT_S
+
+
+def gpu_list(text: str) -> list[int]:
+    """--gpus: distinct GPU indices, '0,1'."""
+    try:
+        gpus = [int(g) for g in text.split(",") if g.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices such as 0 or 0,1, got {text!r}") from None
+    if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
+        raise argparse.ArgumentTypeError(f"expected distinct GPU indices >= 0 such as 0,1, got {text!r}")
+    return gpus
+
+
+def positive_int(text: str) -> int:
+    """--jobs, --finalists and the like: a whole number >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _number(valid, expected: str):
+    """An argparse type: a finite float for which `valid` holds, else a message saying what was expected."""
+    def parse(text: str) -> float:
+        try:
+            value: float | None = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or not valid(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
+
+
+fraction = _number(lambda v: 0 <= v < 1, "a fraction in [0, 1) such as 0.02")   # --max-slowdown
+seconds = _number(lambda v: 0 < v <= MAX_TIMEOUT_S,                             # --timeout
+                  f"a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
+
+
+def console(stderr: bool = False):
+    """A rich console: the terminal's width (or COLUMNS); when the output is not a terminal (a log, CI) and
+    COLUMNS is unset, 100 columns, which every table fits."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    stream = sys.stderr if stderr else sys.stdout
+    return PipeConsole(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+
+
+ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says
+
+
+def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[str]:
+    """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
+    blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
+    does not say it or the simulator does not know it, and an assumed device memory. The text output prints them
+    as `warning:` lines and --json lists them under "warnings", the same list."""
+    from ..settings.versions import replay_note
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY
+    from ..units import format_bytes
+
+    warnings = list(trace.warnings)
+    if note := replay_note(torch_version):
+        warnings.append(note)
+    if memory_from == ASSUMED_MEMORY:
+        warnings.append(f"the trace does not say how much memory its GPU had: replayed on an H200's "
+                        f"{format_bytes(DEFAULT_DEVICE_MEMORY)}; set --device-memory for another card")
+    return warnings
+
+
+def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
+    """--device-memory, --budget and --overhead of `replay` and `search`, resolved against the trace:
+    (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
+    from ..errors import SizeError
+    from ..sim.replay import DEFAULT_DEVICE_MEMORY
+    from ..units import parse_budget, parse_size
+
+    if args.device_memory:
+        device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
+        if device_memory <= 0:
+            raise SizeError(f"--device-memory must be above 0, got {args.device_memory!r}")
+    elif trace.meta.get("device_total_bytes"):
+        device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
+    else:
+        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
+    budget_bytes = None
+    if args.budget:
+        size, fraction = parse_budget(args.budget)
+        budget_bytes = size if fraction is None else int(fraction * device_memory)
+    overhead = parse_size(args.overhead) if args.overhead else None
+    return device_memory, memory_from, budget_bytes, overhead

@@ -1,0 +1,225 @@
+"""The chosen setting in the form each consumer reads: env file, shell, JSON, Dockerfile, Kubernetes.
+
+Formats:
+  env     `KEY=value` lines, unquoted: `docker run --env-file` takes values literally (no quote processing), and
+          systemd `EnvironmentFile` and python-dotenv read the same bytes as the same value, because values are
+          restricted to characters none of them treats specially (no quotes, spaces, `#`, `$`, backslash).
+          Not for `. file` in a shell (an unquoted '>' there is a redirection): that is what `shell` is for.
+  shell   `export KEY='value'` for `. file` in sh/bash/zsh.
+  json    an object: {"env": {KEY: value, ...}, "conf", "is_default", "env_id", "backend", "simulated",
+          "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
+  docker  Dockerfile `ENV KEY="value"` lines.
+  k8s     a container `env:` list (YAML), to paste under `containers[i]`.
+
+Which variable: `versions.env_var_names(torch)` (PYTORCH_CUDA_ALLOC_CONF always; from 2.10 also
+PYTORCH_ALLOC_CONF, which that torch reads when the first is unset), for the torch the choice was made for: the
+one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's `torch_version`),
+not the one the trace was recorded with. Every name it returns gets the same value, so the job gets this setting
+whichever of the two its environment already sets.
+
+When the default is best, the variables are exported with an EMPTY value and a comment saying so. PyTorch
+treats a set-but-empty variable as "no options" (c10::utils::get_env returns "", parseArgs("") changes nothing),
+so the job runs with the defaults, and unlike leaving the variable out this overrides a setting inherited from a
+base image, a cluster default or the parent shell, which is what "the default is best" asks for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+
+from .. import __version__
+from ..errors import AlloctuneError, ConfError, ResultsError
+from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
+from ..results.records import TrialState
+from ..settings.conf import AllocConf
+from ..settings.versions import NEWEST_KNOWN, check_conf, env_var_names
+from ..units import format_bytes
+
+FORMATS = ("env", "shell", "json", "docker", "k8s")
+
+# Characters that every consumer above reads literally, unquoted or inside quotes. Allocator settings use only
+# these ('expandable_segments:True,roundup_power2_divisions:[256:1,>:4]'); anything else is refused rather
+# than written in a form one of the readers would change.
+_LITERAL = re.compile(r"[A-Za-z0-9_.,:\[\]<>=+\-/]*")
+
+DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes PyTorch use its defaults "
+                "and overrides any inherited setting")
+
+
+def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
+    """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment."""
+    if fmt not in FORMATS:
+        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    value = _value(choice)
+    torch_version = choice.torch_version
+    # Every torch reads PYTORCH_CUDA_ALLOC_CONF: it is the safe answer when the choice does not name its torch.
+    names = env_var_names(torch_version) if torch_version else ("PYTORCH_CUDA_ALLOC_CONF",)
+    comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else [])
+    if fmt == "json":
+        return _json(choice, names, value, comments[0])
+    return _WRITERS[fmt](names, value, comments)
+
+
+def _value(choice: ChoiceRecord) -> str:
+    """The canonical setting string, checked to survive every format unchanged."""
+    if choice.conf is None:  # select.py writes conf None (and fits False) when no setting fitted
+        raise ResultsError(f"no setting fits on {choice.env_id} ({choice.backend}): every trial "
+                           f"failed there, so there is nothing to export")
+    value = str(AllocConf.parse(choice.conf))
+    if not _LITERAL.fullmatch(value):
+        raise ConfError(f"allocator setting {value!r} has characters that an env file, a shell or YAML would not "
+                        f"read literally; only letters, digits and _ . , : [ ] < > = + - / are exported")
+    return value
+
+
+def _one_line(text: str) -> str:
+    # A comment must stay one line in every format, whatever a workload name or path holds.
+    return " ".join(text.split())
+
+
+def _env(names, value, comments) -> str:
+    return "".join(f"# {c}\n" for c in comments) + "".join(f"{n}={value}\n" for n in names)
+
+
+def _shell(names, value, comments) -> str:
+    quoted = "'" + value.replace("'", "'\\''") + "'"  # no-op for _LITERAL values; kept so quoting is never wrong
+    return "".join(f"# {c}\n" for c in comments) + "".join(f"export {n}={quoted}\n" for n in names)
+
+
+def _docker(names, value, comments) -> str:
+    return "".join(f"# {c}\n" for c in comments) + "".join(f'ENV {n}="{value}"\n' for n in names)
+
+
+def _k8s(names, value, comments) -> str:
+    # json.dumps gives a YAML double-quoted scalar: always a string, never read as a bool, number or null.
+    items = "".join(f"  - name: {n}\n    value: {json.dumps(value)}\n" for n in names)
+    return "".join(f"# {c}\n" for c in comments) + "env:\n" + items
+
+
+def _json(choice: ChoiceRecord, names, value: str, source: str) -> str:
+    data = {
+        "env": {n: value for n in names},
+        "conf": value,
+        "is_default": value == "",
+        "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,
+        "budget_bytes": choice.budget_bytes,
+        "torch_version": choice.torch_version,
+        "reasons": list(choice.reasons),
+        "source": source,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+_WRITERS = {"env": _env, "shell": _shell, "docker": _docker, "k8s": _k8s}
+
+
+def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> str:
+    """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
+    env_id = choice.env_id
+    gpu = choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
+    torch = choice.torch_version
+    where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
+    recorded = choice.env.get("trace_torch")
+    how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded and recorded != torch
+                                          else "")
+           if choice.simulated else f"measured ({choice.backend})")
+    budget = choice.budget_bytes
+    parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]
+    if budget:
+        parts.append(f"budget {format_bytes(budget)}")
+    if not choice.complete:
+        parts.append(f"INCOMPLETE sweep ({choice.trials_recorded} of {choice.trials_planned} "
+                     f"planned trials)")
+    parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
+    return "; ".join(parts)
+
+
+def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str | None = None,
+                   conf: str | None = None, env_id: str | None = None, allow_incomplete: bool = False) -> str:
+    """The choice of a results folder (or of the one selected from a folder of them) as text in `fmt`.
+
+    `workload` selects a folder by workload name, `env_id` a choice by environment; `conf` exports that
+    setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
+    interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
+    """
+    if fmt not in FORMATS:
+        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    folder, info = _select_folder(path, workload)
+    choice = _select_choice(folder, env_id)
+    _check_setting(folder, choice)
+    if not choice.complete and not allow_incomplete:
+        raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.trials_recorded} of "
+                           f"{choice.trials_planned} planned trials recorded); run it again to resume, or "
+                           f"pass --allow-incomplete to export this choice anyway")
+    if conf is not None:
+        choice = _with_conf(folder, info, choice, conf)
+    return render(choice, fmt, provenance(folder, info, choice))
+
+
+def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo]:
+    found = [(f, f.info()) for f in find_results(path)]
+    if workload is not None:
+        names = sorted({i.workload_name for _, i in found})
+        found = [(f, i) for f, i in found if i.workload_name == workload]
+        if not found:
+            raise ResultsError(f"{path}: no results for workload {workload!r}; workloads here: {', '.join(names)}")
+    if len(found) > 1:
+        options = "; ".join(f"{f.path} (workload {i.workload_name!r})" for f, i in found)
+        raise ResultsError(f"{path} holds {len(found)} results folders; choose one with --workload or give the "
+                           f"folder itself: {options}")
+    return found[0]
+
+
+def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
+    choices = folder.choices()
+    if not choices:
+        raise ResultsError(f"{folder.path}: choice.json holds no choice")
+    if env_id is not None:
+        known = sorted({c.env_id for c in choices})
+        choices = [c for c in choices if c.env_id == env_id]
+        if not choices:
+            raise ResultsError(f"{folder.path}: no choice for environment {env_id!r}; environments: "
+                               f"{', '.join(known)}")
+    # A hybrid sweep decides by replay, then confirms on the GPU: the measured choice supersedes the simulated one.
+    measured = [c for c in choices if not c.simulated]
+    choices = measured or choices
+    if len(choices) > 1:
+        options = "; ".join(f"--env {c.env_id} (backend {c.backend}, budget "
+                            f"{format_bytes(c.budget_bytes)})" for c in choices)
+        raise ResultsError(f"{folder.path} holds {len(choices)} choices; choose one: {options}")
+    return choices[0]
+
+
+def _check_setting(folder: ResultsFolder, choice: ChoiceRecord) -> None:
+    """A hand-edited choice.json may name any key: export only a setting the choice's torch accepts (the
+    newest torch we know, for a choice that does not say)."""
+    if choice.conf is None:
+        return
+    torch_version = choice.torch_version or ".".join(map(str, NEWEST_KNOWN))
+    if problem := check_conf(AllocConf.parse(choice.conf), torch_version):
+        where = f"{folder.path / CHOICE_FILE}: field 'choices[{folder.choices().index(choice)}].conf'"
+        raise ResultsError(f"{where}: {problem}")
+
+
+def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
+    """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment."""
+    wanted = str(AllocConf.parse(conf))
+    label = wanted or "default"
+    env_id, backend = choice.env_id, choice.backend
+    trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
+    if not trials:
+        reason = info.skip_reason(wanted, env_id)
+        if reason:
+            raise ResultsError(f"{folder.path}: --conf {label!r} was skipped for {env_id}: {reason}")
+        ran = sorted({r.conf or "default" for r in folder.trials() if r.env_id == env_id and r.backend == backend})
+        raise ResultsError(f"{folder.path}: --conf {label!r} was not run for {env_id} ({backend}); settings run: "
+                           f"{', '.join(ran) or 'none'}")
+    failed = [r for r in trials if r.state is not TrialState.OK]
+    if failed:
+        raise ResultsError(f"{folder.path}: --conf {label!r} did not fit on {env_id}: {failed[0].state.value} in "
+                           f"{len(failed)} of {len(trials)} trials")
+    return replace(choice, conf=wanted, is_default=wanted == "",
+                   reasons=(f"set with --conf; the sweep chose {choice.conf or 'default'}",))
+

@@ -1,0 +1,328 @@
+"""Reports of a sweep: the ranked table (terminal and Markdown from the same rows) and `summary.md`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..decide.choice import DEVICE, Choice, SettingResult, format_rate, ranked
+from ..decide.stats import ALPHA, OUTLIER_Z
+from ..results.folder import ResultsFolder, SweepInfo
+from ..units import format_bytes, format_number
+from .tables import add_setting_column, keep_columns
+
+SUMMARY_FILE = "summary.md"
+COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
+           "throughput median [95% CI]", "vs default", "flags")
+# Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
+_ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver", "python", "host", "platform")
+
+
+def _in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
+    group = (choice.env_id, choice.backend, choice.budget_bytes)
+    return ranked(s for s in settings if s.group == group)
+
+
+def _flags(s: SettingResult) -> str:
+    flags = []
+    if s.memory_spread > 0:
+        flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
+    if s.throughput is not None and s.throughput.outliers:
+        flags.append(f"{len(s.throughput.outliers)} throughput outlier(s) left out of the tests")
+    if s.error:
+        flags.append(s.error if len(s.error) <= 80 else s.error[:77] + "...")
+    return "; ".join(flags)
+
+
+def _row(s: SettingResult, choice: Choice) -> list[str]:
+    t = s.throughput
+    throughput = "-" if t is None else format_rate(t.median, s.unit)
+    if t is not None and t.ci_low is not None and t.ci_high is not None:
+        throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
+    if s.is_default:
+        vs = "baseline"
+    elif s.vs_default is not None:
+        c = s.vs_default
+        width = f" ±{c.half_width:.1%}" if c.half_width is not None else ""
+        vs = f"{c.ratio:.3f}x{width} {c.verdict}"
+    else:
+        vs = "-"
+    return [
+        s.label + (" (best)" if s is choice.best else ""),
+        s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+        format_bytes(s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes),
+        format_bytes(s.peak_allocated_bytes),
+        "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+        "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
+        "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+        throughput,
+        vs,
+        _flags(s),
+    ]
+
+
+def _title(choice: Choice) -> str:
+    budget = f" · budget {format_bytes(choice.budget_bytes)}" if choice.budget_bytes else ""
+    kind = "simulated" if choice.simulated else choice.backend
+    return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
+
+
+def columns(choice: Choice) -> tuple[str, ...]:
+    """The table's headers: where backends differ, the memory column is the driver-level peak the choice used."""
+    if choice.best is not None and choice.best.memory_measure == DEVICE:
+        return tuple(DEVICE if c == "peak reserved" else c for c in COLUMNS)
+    return COLUMNS
+
+
+_VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)": "?"}
+_LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-test on per-round ratios; "
+                   "±x% = the smallest difference the sweep could detect)",
+           "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
+
+
+def _shown(group: list[SettingResult], choice: Choice) -> tuple[list[int], list[list[str]]]:
+    """The rows of the group and the columns that have something to say in them (a simulated sweep has no
+    throughput; flags only when some setting has one)."""
+    rows = [_row(s, choice) for s in group]
+    said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
+    return keep_columns(COLUMNS, said, always=COLUMNS[:4]), rows
+
+
+def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
+    """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
+    the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
+    t, c = s.throughput, s.vs_default
+    if s.is_default:
+        vs = "baseline"
+    else:
+        width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
+        vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    memory = s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes
+    return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+            format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+            "-" if t is None else format_number(t.median), vs]
+
+
+def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures; within 100 columns (a
+    setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
+    group = _in_group(settings, choice)
+    unit = next((s.unit for s in group if s.unit), None) or "units"
+    memory = "peak\ndevice" if choice.best is not None and choice.best.memory_measure == DEVICE else "peak\nreserved"
+    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    rows = [_terminal_row(s, choice) for s in group]
+    # A baseline alone, or no retries anywhere, says nothing.
+    said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
+            for row in rows]
+    keep = keep_columns(headers, said, always=headers[:3])
+    table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for j in keep:
+        if j == 0:
+            add_setting_column(table, (row[0] for row in rows))
+        else:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", overflow="fold")
+    for s, row in zip(group, rows):
+        style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+        table.add_row(*(row[j] for j in keep), style=style)
+    notes = [Text(f"  {s.label}: {_flags(s)}", style="yellow") for s in group if _flags(s)]
+    if 4 not in keep:
+        notes.append(Text("  no setting needed an alloc retry", style="dim"))
+    notes += [Text(f"  {text}", style="dim") for mark, text in _LEGEND.items()
+              if any(row[-1].endswith(f" {mark}") for row in rows)]
+    return Group(table, *notes)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    headers = list(headers)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(str(c)) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _env_facts(env: dict) -> list[tuple[str, str]]:
+    keys = [k for k in _ENV_ORDER if k in env] + sorted(k for k in env if k not in _ENV_ORDER)
+    facts = []
+    for key in keys:
+        value = env[key]
+        if value is None or isinstance(value, dict):
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value))
+        elif key.endswith("_bytes") and isinstance(value, (int, float)):
+            value = format_bytes(value)
+        facts.append((key, str(value)))
+    return facts
+
+
+def _dates(settings: list[SettingResult]) -> str:
+    stamps = sorted(r.started_at for s in settings for r in s.trials if r.started_at)
+    if not stamps:
+        return "-"
+    return stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
+
+
+def _recommendation(choice: Choice) -> str:
+    if choice.best is None:
+        return "**Nothing fits**: no setting ran without failing; see the table and the reasons."
+    if choice.best.is_default:
+        return "**Keep the default**: leave `PYTORCH_CUDA_ALLOC_CONF` unset."
+    return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
+
+
+def incomplete_note(choice: Choice) -> str | None:
+    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    if choice.complete:
+        return None
+    return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
+            f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
+            f"it, or take this choice with export --allow-incomplete)")
+
+
+def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
+    group = _in_group(settings, choice)
+    lines = [f"## {_title(choice)}", ""]
+    if note := incomplete_note(choice):
+        lines += [f"**{note}**", ""]
+    lines += [_recommendation(choice), ""]
+    if choice.simulated:
+        env = choice.env
+        when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
+        lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
+                  f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
+                  f"the trace through the allocator simulator; throughput was not measured.", ""]
+    lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
+    if choice.precision:
+        lines += [f"Precision: {choice.precision}.", ""]
+    keep, rows = _shown(group, choice)
+    headers = columns(choice)
+    lines += [markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
+    if choice.runners_up:
+        lines += ["Runners-up and what they cost:", ""]
+        lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
+    return lines
+
+
+def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
+    """`recording`: a trial that recorded the allocation trace is among those counted (select.counted)."""
+    tie = choices[0].tie if choices else 0.01
+    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
+    recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
+                "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
+                "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "
+                "The outlier rule above applies to it as to any default run."] if recording else []
+    return [
+        "## Statistics", "",
+        "- Memory: peaks over the whole process, median over the repeats that ran; a disagreement between "
+        "repeats is flagged. reserved/allocated = peak reserved / peak allocated; fragmentation = 1 - peak "
+        "allocated / peak reserved.",
+        "- Throughput: median of the repeats; 95% interval = t-interval on log throughput (geometric mean), "
+        f"samples with a modified z-score above {OUTLIER_Z} left out as outliers.",
+        "- Throughput per trial: the workload's measured steps are run twice in the same process, and the second "
+        "pass (the same shapes, now warm) is timed in CUDA-synchronised blocks; the first-seen cost of new shapes "
+        "stays out of the figure.",
+        "- Against the default: per round, the setting's throughput over the default's interpolated between the "
+        "default's runs before and after it; a t-test and 95% interval on the log ratios (paired). With fewer than "
+        f"2 such rounds, Welch's t-test on log throughput. alpha = {ALPHA}; a setting significantly slower than the "
+        f"default by more than the max slowdown ({max_slowdown:.0%}, one-sided test) is refused; with a single "
+        "repeat throughput is not tested and does not refuse a setting. ±x% after a ratio is the half-width of its "
+        "95% interval: the smallest difference the sweep could detect.",
+        f"- Ties: peaks within {tie:.0%} of each other tie; the tie goes to a native-allocator setting over a backend "
+        "switch, then to a peak that repeated exactly over one that moved, then to fewer keys. Where backends "
+        "differ, memory is the peak device memory the driver reports, for every setting.",
+        *recorded,
+        "",
+    ]
+
+
+def _repeats(info: SweepInfo) -> str:
+    if not info.auto_repeats:
+        return str(info.repeats)
+    budget = f", time budget {info.time_budget_s:g} s" if info.time_budget_s else ""
+    return f"auto (rounds until each answer is known, at most {info.repeats}{budget})"
+
+
+def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
+    """A hybrid sweep's check of the simulator: each setting both replayed and measured, side by side."""
+    sim = {(s.env_id.removeprefix("sim:"), s.budget_bytes, s.conf): s for s in settings if s.simulated}
+    rows = []
+    for s in settings:
+        p = sim.get((s.env_id, s.budget_bytes, s.conf))
+        if s.simulated or p is None or not (s.peak_reserved_bytes and p.peak_reserved_bytes):
+            continue
+        error = p.peak_reserved_bytes / s.peak_reserved_bytes - 1
+        rows.append((s.label, format_bytes(p.peak_reserved_bytes), format_bytes(s.peak_reserved_bytes),
+                     f"{error:+.2%}"))
+    if not rows:
+        return []
+    return ["## Predicted (replay) against measured (GPU)", "",
+            markdown_table(("setting", "predicted peak reserved", "measured peak reserved", "error"), rows), ""]
+
+
+def _who(row: dict) -> str:
+    return f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row.get('pid')}"
+
+
+def _per_process(settings: list[SettingResult]) -> list[str]:
+    """A command's trials of several processes: each process's peak reserved, and which one peaked."""
+    rows = []
+    for s in settings:
+        for r in s.trials:
+            procs = r.processes or []
+            if len(procs) < 2:
+                continue
+            top = max(procs, key=lambda p: p.get("peak_reserved_bytes") or 0)
+            each = "; ".join(f"{_who(p)} (GPU {p.get('device')}): {format_bytes(p.get('peak_reserved_bytes'))}"
+                             for p in procs)
+            rows.append((s.label, str(r.repeat + 1), r.state.value, _who(top), each))
+    if not rows:
+        return []
+    return ["## Per process", "",
+            "The trial's peak is the highest of its processes' peaks (the process that needs the most memory "
+            "decides whether the job fits).", "",
+            markdown_table(("setting", "repeat", "state", "peaked", "peak reserved per process"), rows), ""]
+
+
+def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
+                  choices: list[Choice]) -> Path:
+    """Write `summary.md` in the results folder and return its path."""
+    settings = list(settings)
+    budget = (format_bytes(info.budget_bytes) if info.budget_bytes
+              else f"{info.budget_fraction:g} of the device" if info.budget_fraction else "none (whole device)")
+    lines = [f"# alloctune: {info.workload_name}", ""]
+    for choice in choices:
+        lines += _choice_section(choice, settings)
+    lines += _predicted_vs_measured(settings)
+    lines += _per_process(settings)
+    if info.skipped:
+        lines += ["## Skipped settings", "",
+                  markdown_table(("setting", "environment", "reason"),
+                                 ((s.conf or "default", s.env_id or "all", s.reason) for s in info.skipped)), ""]
+    lines += ["## Environment", ""]
+    env_ids = sorted({s.env_id for s in settings} | set(info.envs))
+    for env_id in env_ids:
+        ours = [s for s in settings if s.env_id == env_id]
+        env = dict(info.envs.get(env_id, {}))
+        env.update(next((r.env for s in ours for r in s.trials if r.env), {}))
+        lines += [f"### {env_id}", ""] + [f"- {k}: {v}" for k, v in _env_facts(env)]
+        lines += [f"- trials run: {_dates(ours)}", ""]
+    lines += ["## How this was measured", "",
+              f"- Command: `{info.command or '(not recorded)'}`",
+              f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
+              f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
+              f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
+              f"trials recorded: {sum(len(s.trials) for s in settings)}",
+              f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]
+    lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
+    path = folder.path / SUMMARY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path

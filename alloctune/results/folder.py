@@ -1,0 +1,247 @@
+"""A results folder: what a sweep asked for (`sweep.json`), what it measured (`trials.jsonl`) and what it
+decided (`choice.json`, written only once the sweep finished).
+
+    results/<workload>-<YYYYmmdd-HHMMSS>/
+        sweep.json  trials.jsonl  choice.json  summary.md  best.env  plot.png
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ResultsError
+from ..settings.conf import canonical
+from .records import Budget, Bytes, Conf, Count, Rate, TrialRecord
+from .trials import TRIALS_FILE, TrialStore
+from .typed import from_json, load_json
+
+RESULTS_SCHEMA = 1
+SWEEP_FILE = "sweep.json"
+CHOICE_FILE = "choice.json"
+LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A grid setting that was not run, and why (invalid for that torch, pointless, known upstream bug)."""
+
+    conf: str
+    reason: str
+    env_id: str | None = None
+
+
+@dataclass
+class SweepInfo:
+    """What a sweep asked for: the frozen spec, kept apart from the samples."""
+
+    workload_name: str
+    workload_hash: str
+    workload: dict[str, Any]          # WorkloadSpec.to_dict()
+    grid: list[str]                   # canonical settings that were run ('' = default)
+    skipped: list[Skipped] = field(default_factory=list)
+    envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
+    repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
+    auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
+    time_budget_s: float | None = None
+    budget_bytes: Budget | None = None
+    budget_fraction: float | None = None
+    backend: str = "cuda"             # 'cuda', 'sim' or 'hybrid'
+    trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
+    search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
+    finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
+    max_slowdown: float = 0.02
+    command: str = ""
+    created_at: str = ""
+    alloctune_version: str = ""
+    schema: int = RESULTS_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def skip_reason(self, conf: str, env_id: str) -> str | None:
+        """Why this sweep did not run `conf` (canonical) for `env_id`, or None."""
+        for skipped in self.skipped:
+            if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
+                return skipped.reason
+        return None
+
+    @classmethod
+    def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
+        info = from_json(cls, data, where)
+        if not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
+            raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
+                               f"got {info.max_slowdown!r}")
+        return info
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    conf: str
+    why: str            # what it costs against the winner, or why it may not be recommended
+
+
+@dataclass(frozen=True)
+class ChoiceRecord:
+    """One decision in choice.json (select.Choice.record()), per (environment, backend, budget), as consumers
+    read it: export, compare, report. Only the identity and the setting are required; the rest default so that
+    older files still read."""
+
+    env_id: str
+    backend: str                      # 'cuda' or 'sim'
+    conf: Conf | None                 # the chosen setting, canonical ('' = the default); None: nothing fits
+    workload: str = ""
+    workload_hash: str = ""
+    budget_bytes: Budget | None = None
+    fits: bool = True
+    label: str = ""
+    baseline: str = ""                # the setting compared against: always the default ('')
+    is_default: bool = False
+    simulated: bool = False
+    torch_version: str | None = None  # the torch the choice is for (a replay: the one simulated)
+    env: dict[str, Any] = field(default_factory=dict)
+    decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
+    reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
+    runners_up: tuple[RunnerUp, ...] = ()
+    peak_reserved_bytes: Bytes | None = None
+    memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
+    memory_bytes: Bytes | None = None
+    device_peak_used_bytes: Bytes | None = None
+    baseline_memory_bytes: Bytes | None = None
+    peak_allocated_bytes: Bytes | None = None
+    reserved_ratio: float | None = None
+    num_alloc_retries: Count | None = None
+    baseline_state: str | None = None
+    baseline_peak_reserved_bytes: Bytes | None = None
+    baseline_reserved_ratio: float | None = None
+    throughput_median: Rate | None = None
+    baseline_throughput_median: Rate | None = None
+    throughput_unit: str | None = None
+    throughput_ratio: Rate | None = None
+    throughput_p_value: float | None = None
+    throughput_ratio_ci: tuple[float, float] | None = None
+    paired_rounds: Count | None = None
+    detectable_slowdown: float | None = None
+    precision: str = ""
+    verdict: str = ""
+    max_slowdown: float = 0.02
+    tie: float = 0.01
+    repeats: Count = 0
+    complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
+    trials_recorded: Count = 0
+    trials_planned: Count | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChoiceFile:
+    """choice.json as a whole."""
+
+    choices: tuple[ChoiceRecord, ...]
+    schema: int = RESULTS_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # atomic: a reader never sees half a file
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = load_json(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no {what} here") from None
+    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+        version = data.get("schema") if isinstance(data, dict) else None
+        raise ResultsError(f"{path}: {what} schema version {version!r}; this alloctune reads {RESULTS_SCHEMA}")
+    return data
+
+
+class ResultsFolder:
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.store = TrialStore(self.path / TRIALS_FILE)
+        self._lock_fd: int | None = None
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's writer lock (`flock` on LOCK_FILE): one sweep or report writes a folder at a time.
+        Re-entrant on this object; another holder (another sweep, in any process) is a ResultsError at once:
+        two sweeps into one folder would record every trial twice."""
+        if self._lock_fd is not None:
+            yield
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise ResultsError(f"{self.path} is being written by another alloctune sweep"
+                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish, or "
+                               f"choose another folder with --out or --fresh") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+        try:
+            yield
+        finally:
+            self._lock_fd = None
+            os.close(fd)  # releases the lock
+
+    @classmethod
+    def create(cls, path: str | os.PathLike, info: SweepInfo) -> "ResultsFolder":
+        folder = cls(path)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        folder.write_info(info)
+        return folder
+
+    def write_info(self, info: SweepInfo) -> None:
+        _write_json(self.path / SWEEP_FILE, info.to_json())
+
+    def info(self) -> SweepInfo:
+        if not self.path.is_dir():
+            raise ResultsError(f"{self.path}: not a results folder (no such directory)")
+        path = self.path / SWEEP_FILE
+        return SweepInfo.from_json(_read_json(path, "sweep description (sweep.json)"), str(path))
+
+    def trials(self) -> list[TrialRecord]:
+        return self.store.load()
+
+    def write_choice(self, choices: Iterable[ChoiceRecord]) -> None:
+        _write_json(self.path / CHOICE_FILE, ChoiceFile(tuple(choices)).to_json())
+
+    def has_choice(self) -> bool:
+        """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
+        return (self.path / CHOICE_FILE).exists()
+
+    def choices(self) -> list[ChoiceRecord]:
+        """The decisions (one per environment and backend); refuses a sweep that did not finish."""
+        path = self.path / CHOICE_FILE
+        if not self.has_choice():
+            raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
+                               f"run the sweep again to resume it")
+        return list(from_json(ChoiceFile, _read_json(path, "choice"), str(path)).choices)
+
+
+def find_results(path: str | os.PathLike) -> list[ResultsFolder]:
+    """A results folder itself, or every results folder directly below `path` (sorted by name)."""
+    path = Path(path)
+    if (path / SWEEP_FILE).exists():
+        return [ResultsFolder(path)]
+    found = sorted(p for p in path.iterdir() if (p / SWEEP_FILE).exists()) if path.is_dir() else []
+    if not found:
+        raise ResultsError(f"{path}: no results folder here (expected {SWEEP_FILE})")
+    return [ResultsFolder(p) for p in found]

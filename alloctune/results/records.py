@@ -1,0 +1,162 @@
+"""The records a sweep produces: what one trial measured, and in which state it ended.
+
+Everything that crosses a process boundary or lands in a results file is one of these dataclasses, turned into
+JSON with `to_json()` and read back with `from_json()`. The trials file carries `schema` on every line and a
+reader refuses a version it does not know (`store.py`).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any
+
+from ..errors import ConfError
+from ..settings.conf import AllocConf
+from .typed import Check, at_least, from_json
+
+SCHEMA_VERSION = 1
+
+# What the typed reader checks beyond the type (the writer never produces anything else: the rest is damage).
+Bytes = Annotated[int, at_least(0)]    # zero is possible: a process that set up CUDA and allocated nothing
+Count = Annotated[int, at_least(0)]
+Rate = Annotated[float, at_least(0)]
+Budget = Annotated[int, at_least(1)]   # a budget of no bytes fits nothing: no sweep writes one
+
+
+def _conf_problem(text: str) -> str | None:
+    try:
+        AllocConf.parse(text)
+    except ConfError as exc:
+        return str(exc)
+    return None
+
+
+Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses
+
+
+class TrialState(str, enum.Enum):
+    """How a trial ended. Only OK trials carry a complete measurement."""
+
+    OK = "ok"
+    OOM = "oom"            # the workload did not fit (device memory or budget): data, not an error
+    CRASHED = "crashed"    # non-zero exit, exception, signal, unreadable child output
+    TIMEOUT = "timeout"    # killed at the per-trial time limit
+    MISMATCH = "mismatch"  # the allocator settings that took effect differ from those asked for
+
+    @property
+    def fits(self) -> bool:
+        return self is TrialState.OK
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the machine did during a trial's measured pass: what explains an outlier (`steady.Observer`).
+    Pairs are [at the start, at the end]; None where the figure could not be read."""
+
+    device_allocs: int | None = None          # cudaMalloc calls inside the measured pass (0: the cache was warm)
+    reserved_growth_bytes: int | None = None
+    gc_collections: int | None = None         # Python GC collections inside the measured pass, and their time
+    gc_seconds: float | None = None
+    cpu_seconds: float | None = None          # this process's CPU time during the measured pass
+    load_avg: list[float] | None = None       # the host's 1-minute load average
+    cpu_count: int | None = None
+    gpu_clock_mhz: list[int] | None = None    # SM clock
+    gpu_temperature_c: list[int] | None = None
+    gpu_other_processes: int | None = None    # compute processes on this GPU besides the trial
+    gpu: str | None = None                    # which GPU: CUDA_VISIBLE_DEVICES and PCI bus id
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one trial measured. Names follow torch.cuda.memory_stats where one exists.
+
+    Peaks are over the whole process (warm-up included): that is what the job needs from the card.
+    Throughput is over the measured steps only, synchronized, after warm-up. Simulated trials have no
+    throughput and no driver-level figure.
+    """
+
+    peak_reserved_bytes: Bytes
+    peak_allocated_bytes: Bytes
+    peak_requested_bytes: Bytes | None = None
+    num_alloc_retries: Count = 0
+    num_ooms: Count = 0
+    num_device_alloc: Count | None = None
+    num_device_free: Count | None = None
+    device_peak_used_bytes: Bytes | None = None  # cudaMemGetInfo's view: includes the CUDA context
+    throughput: Rate | None = None             # workload units per second
+    unit: str | None = None
+    measured_seconds: Rate | None = None
+    measured_steps: Count | None = None
+    # Steady-state timing (absent in records from before it): `throughput` is over a second, timed pass over the
+    # measured steps; `warm_throughput` is their first run, in the warm pass (first-seen shapes, cache growth).
+    warm_throughput: Rate | None = None
+    block_seconds: list[float] | None = None   # the measured pass in CUDA-synchronised blocks of steps
+    block_units: list[float] | None = None
+    conditions: Conditions | None = None
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "measurement") -> "Measurement":
+        """Checked field by field; unknown keys are ignored and missing optional ones take their defaults."""
+        return from_json(cls, data, where)
+
+    @property
+    def reserved_ratio(self) -> float | None:
+        """peak reserved / peak allocated (1.0 = no waste)."""
+        return self.peak_reserved_bytes / self.peak_allocated_bytes if self.peak_allocated_bytes else None
+
+    @property
+    def fragmentation(self) -> float | None:
+        """1 - peak allocated / peak reserved."""
+        return 1 - self.peak_allocated_bytes / self.peak_reserved_bytes if self.peak_reserved_bytes else None
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial: one setting, one repeat, one environment, in a fresh process (or one replay)."""
+
+    workload: str                 # workload name
+    workload_hash: str            # digest of what defines the workload; rows with different hashes don't compare
+    conf: Conf                    # canonical PYTORCH_CUDA_ALLOC_CONF ('' = the default)
+    repeat: Count                 # 0-based repeat index
+    env_id: str                   # which interpreter/torch ran it, e.g. 'torch-2.11.0+cu130'
+    backend: str                  # 'cuda' (measured) or 'sim' (replayed trace)
+    state: TrialState
+    measurement: Measurement | None = None
+    budget_bytes: Budget | None = None
+    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM
+    effective_conf: str | None = None  # the settings the child read back after the allocator started
+    wall_seconds: float | None = None  # the whole process, start to exit
+    started_at: str | None = None      # ISO 8601, UTC
+    env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
+    node: str | None = None            # host that ran the trial child (absent in records before it was kept)
+    gpus: str | None = None            # CUDA_VISIBLE_DEVICES the child got: the GPU ids it ran on
+    retried: str | None = None         # why a first attempt was lost (its Ray worker or node died), if one was
+    # This trial recorded the allocation trace: a hybrid sweep's default, repeat 0. It counts as that repeat (same
+    # key): its peaks are the first pass's, which recording does not change (peak reserved byte-identical to an
+    # unrecorded default's in three H200 jobs), and its throughput is the timed pass, run after recording stopped.
+    # Provenance only, except in folders from before it counted, which also hold an unrecorded repeat 0
+    # (`select.counted`), and for a command, where recording covers the whole run (`extra`).
+    recording: bool = False
+    # A trial beside the planned repeats, with a key of its own, left out of statistics: a command's recording
+    # trial (its throughput is that of a recorded run: 8% low on the H200), the default being measured again.
+    extra: bool = False
+    # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
+    # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
+    processes: list | None = None
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple[str | int | None, ...]:
+        """Identity of a trial within a sweep: a resumed sweep skips keys already recorded."""
+        key = (self.workload_hash, self.conf, self.env_id, self.backend, self.budget_bytes, self.repeat)
+        return key + ("extra",) if self.extra else key
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
+        """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
+        return from_json(cls, data, where)

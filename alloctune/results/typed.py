@@ -1,0 +1,189 @@
+"""One checked path from JSON to a typed record, for every file alloctune reads back.
+
+`from_json(Record, data, where)` builds a dataclass from parsed JSON, checking each field against its annotation
+(int, float, str, bool, None, unions of them, list[...], tuple[..., ...], dict[str, ...], enums, nested
+records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure that cannot be
+negative). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
+free-form mappings. Keys the record does not know are ignored (a newer alloctune may add some); a missing key
+without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
+the field, e.g. `results/x/trials.jsonl:3: field 'measurement.peak_reserved_bytes': expected an integer, got 'a'`.
+
+`load_json(path)` reads a whole JSON file the same way: invalid UTF-8, invalid JSON and nesting too deep to
+read become one line. Standard library only: trial children import the records.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import os
+import sys
+import types
+import typing
+from typing import Annotated, Any, Callable, TypeVar, Union
+
+from ..errors import ResultsError
+
+T = TypeVar("T")
+MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A mark for `Annotated[T, Check(problem)]`: `problem(value)` says what is wrong with a T, or None."""
+
+    problem: Callable[[Any], "str | None"]
+
+
+def at_least(minimum: int) -> Check:
+    """Numbers no file may hold below `minimum` (a negative byte count, a throughput below zero)."""
+    return Check(lambda value: None if value >= minimum else f"expected at least {minimum}, got {_show(value)}")
+
+
+class FieldError(ValueError):
+    """A value that does not match its annotation; `path` says where inside the record."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+
+
+def from_json(cls: type[T], data: object, where: str, error: type[Exception] = ResultsError) -> T:
+    """`cls` built from `data`; `error(where: field ...: expected ...)` on any damage."""
+    try:
+        return _record(cls, data, "")
+    except FieldError as exc:
+        field = f"field {exc.path!r}: " if exc.path else ""
+        raise error(f"{where}: {field}{exc}") from None
+
+
+def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) -> Any:
+    """Parse JSON text (bytes must be UTF-8); one `error` line for anything wrong with it."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise error(f"{where}: not valid JSON (nested too deep)") from None
+    except ValueError as exc:  # JSONDecodeError, and ints of more than 4300 digits
+        raise error(f"{where}: not valid JSON ({exc})") from None
+
+
+def load_json(path: str | os.PathLike[str], error: type[Exception] = ResultsError) -> Any:
+    """A whole JSON file, read as `loads` reads text."""
+    with open(path, "rb") as f:
+        return loads(f.read(), os.fspath(path), error)
+
+
+def check_plain(value: object, path: str = "", depth: int = 0) -> None:
+    """A free-form JSON value: no non-finite float anywhere, nesting within MAX_DEPTH."""
+    if depth > MAX_DEPTH:
+        raise FieldError(path, f"nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FieldError(path, f"expected a finite number, got {value!r}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_plain(item, f"{path}.{key}" if path else str(key), depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_plain(item, f"{path}[{i}]", depth + 1)
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), include_extras=True)
+    return _HINTS[cls]
+
+
+def _record(cls: type[T], data: object, path: str) -> T:
+    if not isinstance(data, dict):
+        raise FieldError(path, f"expected a JSON object, got {_show(data)}")
+    hints = _hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        where = f"{path}.{f.name}" if path else f.name
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise FieldError(where, "missing")
+            continue
+        values[f.name] = _value(hints[f.name], data[f.name], where)
+    return cls(**values)
+
+
+def _value(hint: Any, value: object, path: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        value = _value(args[0], value, path)
+        for mark in args[1:]:
+            if isinstance(mark, Check) and (problem := mark.problem(value)):
+                raise FieldError(path, problem)
+        return value
+    if origin in (Union, types.UnionType):
+        for option in args:
+            if option is type(None) and value is None:
+                return None
+        concrete = [a for a in args if a is not type(None)]
+        if len(concrete) == 1:  # 'X | None': X's own message, with the inner field's path
+            return _value(concrete[0], value, path)
+        for option in concrete:
+            try:
+                return _value(option, value, path)
+            except FieldError:
+                pass
+        raise FieldError(path, f"expected {' or '.join(_name(a) for a in args)}, got {_show(value)}")
+    if hint is Any or hint is object:
+        check_plain(value, path)
+        return value
+    if dataclasses.is_dataclass(hint):
+        return _record(hint, value, path)  # type: ignore[arg-type]
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise FieldError(path, f"expected one of {', '.join(repr(m.value) for m in hint)}, "
+                                   f"got {_show(value)}") from None
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise FieldError(path, f"expected true or false, got {_show(value)}")
+        return value
+    if hint is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise FieldError(path, f"expected an integer, got {_show(value)}")
+        return value
+    if hint is float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise FieldError(path, f"expected a finite number, got {_show(value)}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise FieldError(path, f"expected a string, got {_show(value)}")
+        return value
+    if hint in (list, tuple) or origin in (list, tuple):
+        if not isinstance(value, list):
+            raise FieldError(path, f"expected a list, got {_show(value)}")
+        item = args[0] if args else Any
+        items = [_value(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (hint is tuple or origin is tuple) else items
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise FieldError(path, f"expected a JSON object, got {_show(value)}")
+        item = args[1] if args else Any
+        return {k: _value(item, v, f"{path}.{k}") for k, v in value.items()}
+    raise TypeError(f"typed.from_json cannot check {hint!r} ({path})")  # a programming error, not damage
+
+
+def _name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false", dict: "an object",
+            list: "a list"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

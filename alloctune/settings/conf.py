@@ -1,0 +1,212 @@
+"""PYTORCH_CUDA_ALLOC_CONF strings: parse them into an `AllocConf`, print them back canonically.
+
+Only syntax and value types are checked here. Which keys and ranges a given torch version accepts is
+version knowledge and lives in `versions.py`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..errors import ConfError
+
+# Divisions in list form, as PyTorch writes it: ((256, 1), (512, 2), ('>', 4)) for "[256:1,512:2,>:4]".
+DivisionList = tuple[tuple["int | str", int], ...]
+
+
+@dataclass(frozen=True)
+class AllocConf:
+    """One allocator setting. `None` means "key not given" (PyTorch's default applies).
+
+    Field order is the canonical key order of `str(conf)`.
+    """
+
+    backend: str | None = None
+    expandable_segments: bool | None = None
+    max_split_size_mb: int | None = None
+    roundup_power2_divisions: int | DivisionList | None = None
+    garbage_collection_threshold: float | None = None
+    max_non_split_rounding_mb: int | None = None
+    large_segment_size_mb: int | None = None
+    per_process_memory_fraction: float | None = None
+    # Keys that do not change the device memory layout (pinned_*, release_lock_on_cudamalloc, ...):
+    # kept verbatim so that they reach the child process, ignored by the simulator.
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str | None) -> "AllocConf":
+        """Parse 'expandable_segments:True,max_split_size_mb:128'. '' and 'default' give the default."""
+        text = (text or "").strip()
+        if text in ("", "default"):
+            return cls()
+        values: dict[str, Any] = {}  # each value of the type its _PARSERS entry gives its field
+        extra: list[tuple[str, str]] = []
+        for item in _split_top_level(text):
+            key, sep, raw = item.partition(":")
+            key, raw = key.strip(), raw.strip()
+            if not sep or not key or not raw:
+                raise ConfError(f"expected 'key:value' in allocator setting {text!r}, got {item!r}")
+            if key in values or any(k == key for k, _ in extra):
+                raise ConfError(f"key {key!r} given twice in {text!r}")
+            if key in _PARSERS:
+                values[key] = _PARSERS[key](key, raw)
+            else:
+                extra.append((key, raw))
+        return cls(**values, extra=tuple(extra))
+
+    def __str__(self) -> str:
+        """Canonical PyTorch form; '' for the default."""
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "extra" or value is None:
+                continue
+            parts.append(f"{f.name}:{_format_value(value)}")
+        parts.extend(f"{k}:{v}" for k, v in self.extra)
+        return ",".join(parts)
+
+    @property
+    def label(self) -> str:
+        """What tables show: 'default' for the empty setting."""
+        return str(self) or "default"
+
+    @property
+    def is_default(self) -> bool:
+        return str(self) == ""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys this setting gives, in canonical order."""
+        given = tuple(f.name for f in fields(self) if f.name != "extra" and getattr(self, f.name) is not None)
+        return given + tuple(k for k, _ in self.extra)
+
+    @property
+    def complexity(self) -> int:
+        """Number of keys given: ties in selection go to the setting with fewer."""
+        return len(self.keys)
+
+    @property
+    def is_async(self) -> bool:
+        return self.backend == "cudaMallocAsync"
+
+    def merged(self, other: "AllocConf") -> "AllocConf":
+        """This setting with every key that `other` gives overriding ours."""
+        changes = {f.name: getattr(other, f.name) for f in fields(other)
+                   if f.name != "extra" and getattr(other, f.name) is not None}
+        extra = dict(self.extra)
+        extra.update(other.extra)
+        return replace(self, **changes, extra=tuple(extra.items()))
+
+
+def canonical(text: str) -> str:
+    """The canonical form of a setting string; one that does not parse is kept as written (skipped settings)."""
+    try:
+        return str(AllocConf.parse(text))
+    except ConfError:
+        return text
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside [...]."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ConfError(f"unbalanced ']' in allocator setting {text!r}")
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ConfError(f"unbalanced '[' in allocator setting {text!r}")
+    items.append(text[start:])
+    return [item for item in (s.strip() for s in items) if item] or [""]
+
+
+def _bool(key: str, raw: str) -> bool:
+    # PyTorch accepts exactly 'True' / 'False' (allocator config tokenizer, all versions).
+    if raw not in ("True", "False"):
+        raise ConfError(f"{key} expects 'True' or 'False' (capitalised, as PyTorch requires), got {raw!r}")
+    return raw == "True"
+
+
+def _int(key: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfError(f"{key} expects a whole number of MiB, got {raw!r}") from None
+    if value <= 0:
+        raise ConfError(f"{key} must be positive, got {raw!r}")
+    return value
+
+
+def _fraction(key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfError(f"{key} expects a number, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfError(f"{key} expects a value in [0, 1], got {raw!r}")
+    return value
+
+
+def _backend(key: str, raw: str) -> str:
+    if raw not in ("native", "cudaMallocAsync"):
+        raise ConfError(f"backend expects 'native' or 'cudaMallocAsync', got {raw!r}")
+    return raw
+
+
+def _divisions(key: str, raw: str) -> int | DivisionList:
+    if not raw.startswith("["):
+        return _power_of_two(key, raw)
+    if not raw.endswith("]"):
+        raise ConfError(f"{key}: unterminated list {raw!r}")
+    entries: list[tuple[int | str, int]] = []
+    for item in raw[1:-1].split(","):
+        bound, sep, div = (s.strip() for s in item.partition(":"))
+        if not sep:
+            raise ConfError(f"{key}: expected 'size_mb:divisions' or '>:divisions' in list, got {item!r}")
+        if bound == ">":
+            entries.append((">", _power_of_two(key, div)))
+            continue
+        try:
+            size = int(bound)
+        except ValueError:
+            raise ConfError(f"{key}: list bound must be a size in MiB or '>', got {bound!r}") from None
+        if size <= 0 or size & (size - 1):
+            raise ConfError(f"{key}: list bound must be a power of two, got {bound!r}")
+        entries.append((size, _power_of_two(key, div)))
+    if not entries:
+        raise ConfError(f"{key}: empty list")
+    return tuple(entries)
+
+
+def _power_of_two(key: str, raw: str) -> int:
+    value = _int(key, raw)
+    if value & (value - 1):
+        raise ConfError(f"{key} expects a power of two, got {raw!r}")
+    return value
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, tuple):
+        return "[" + ",".join(f"{b}:{d}" for b, d in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+_PARSERS = {
+    "backend": _backend,
+    "expandable_segments": _bool,
+    "max_split_size_mb": _int,
+    "roundup_power2_divisions": _divisions,
+    "garbage_collection_threshold": _fraction,
+    "max_non_split_rounding_mb": _int,
+    "large_segment_size_mb": _int,
+    "per_process_memory_fraction": _fraction,
+}

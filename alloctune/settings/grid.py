@@ -1,0 +1,186 @@
+"""The grid of allocator settings a sweep tries: the default grid, expansion of grid entries, and the rules that
+drop invalid or pointless settings before any trial, each with a reason the user sees."""
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import ConfError
+from .conf import AllocConf
+from .versions import check_conf, did_you_mean, parse_version
+
+# '' (the default) first: it is the baseline every other setting is judged against. Each entry costs GPU trials.
+DEFAULT_GRID: list[str] = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:128",
+    "max_split_size_mb:512",
+    "garbage_collection_threshold:0.6",   # these two only run under a budget (they need a memory fraction < 1)
+    "garbage_collection_threshold:0.8",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",   # the example of PyTorch's documentation
+    "backend:cudaMallocAsync",
+]
+
+# Ignored by backend:cudaMallocAsync (the driver's pool has no blocks to split, round or collect).
+NATIVE_ONLY_KEYS = ("expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
+                    "garbage_collection_threshold", "max_non_split_rounding_mb", "large_segment_size_mb")
+
+
+@dataclass(frozen=True)
+class Skip:
+    conf: str
+    reason: str
+    rejected: bool = False   # the target torch refuses it (not merely pointless under the rules)
+
+    def to_json(self) -> dict:
+        return {"conf": self.conf, "reason": self.reason}
+
+
+def expand(entries) -> list[AllocConf]:
+    """Settings from grid entries: conf strings ('' or 'default' for the default, an `AllocConf`), and mappings of
+    key -> list of values whose cartesian product is taken (a value of None leaves the key out). The default is
+    always first; duplicates are removed, order kept."""
+    if isinstance(entries, (str, dict, AllocConf)):
+        entries = [entries]
+    try:
+        entries = list(entries)
+    except TypeError:
+        raise ConfError(f"a grid is a list of settings, got {entries!r}") from None
+    confs = [AllocConf()]
+    for entry in entries:
+        confs.extend(_expand_entry(entry))
+    seen, unique = set(), []
+    for conf in confs:
+        if str(conf) not in seen:
+            seen.add(str(conf))
+            unique.append(conf)
+    return unique
+
+
+def _expand_entry(entry) -> list[AllocConf]:
+    if entry is None:
+        return [AllocConf()]
+    if isinstance(entry, AllocConf):
+        return [entry]
+    if isinstance(entry, str):
+        return [AllocConf.parse(entry)]
+    if not isinstance(entry, dict):
+        raise ConfError(f"a grid entry is a setting string or a mapping of key -> list of values, got {entry!r}")
+    if not entry:
+        raise ConfError("empty mapping in grid: give key -> list of values, e.g. {max_split_size_mb: [128, 512]}")
+    keys, choices = [], []
+    for key, values in entry.items():
+        if not isinstance(key, str) or not key:
+            raise ConfError(f"grid key must be a setting name such as 'max_split_size_mb', got {key!r}")
+        values = values if isinstance(values, (list, tuple)) else [values]
+        if not values:
+            raise ConfError(f"grid key {key!r} has an empty list of values")
+        keys.append(key)
+        choices.append(values)
+    return [AllocConf.parse(",".join(f"{k}:{_format(v)}" for k, v in zip(keys, combo) if v is not None))
+            for combo in itertools.product(*choices)]
+
+
+def _format(value) -> str:
+    if isinstance(value, bool):   # YAML turns True into a bool; PyTorch wants exactly 'True' / 'False'
+        return "True" if value else "False"
+    if isinstance(value, (list, tuple)):
+        raise ConfError(f"write a divisions list as a string such as '[256:1,>:4]', got {value!r}")
+    return str(value)
+
+
+def apply_rules(confs, torch_version: str | None, *, has_budget: bool,
+                accepted: dict[str, str | None] | None = None) -> tuple[list[AllocConf], list[Skip]]:
+    """Split `confs` into those worth a trial and those skipped, with every reason that applies.
+
+    `accepted` holds the probed interpreter's verdicts (`probe.check_settings`): None = accepted, else why not;
+    settings it has no verdict for are checked against the version table. The default is never dropped: it is
+    the baseline.
+    """
+    if torch_version is not None:
+        parse_version(torch_version)   # a malformed version fails here, once, not per setting
+    kept, skipped = [], []
+    for conf in confs:
+        invalid = None if conf.is_default else _invalid(conf, torch_version, accepted or {})
+        reasons = [] if conf.is_default else _reasons(conf, has_budget)
+        if invalid or reasons:
+            skipped.append(Skip(str(conf), "; ".join(([invalid] if invalid else []) + reasons), bool(invalid)))
+        else:
+            kept.append(conf)
+    return kept, skipped
+
+
+def refuse_rejected(skips: list[Skip], torch_version: str | None) -> None:
+    """Settings the user named (--conf, --grid, a workload's grid:) that the target torch rejects stop the run:
+    a typo silently dropped would make the default win. Only default-grid entries may be dropped quietly."""
+    for skip in skips:
+        if skip.rejected:
+            hint = did_you_mean(AllocConf.parse(skip.conf), torch_version) if torch_version else None
+            raise ConfError(f"setting {skip.conf!r}: {skip.reason}{hint or ''}; fix or remove it")
+
+
+def _invalid(conf: AllocConf, torch_version: str | None, accepted: dict[str, str | None]) -> str | None:
+    """Why the target torch refuses `conf`, or None. The probed interpreter's verdict, where there is one, beats
+    the static table (it is torch's own parser)."""
+    if str(conf) in accepted:
+        return accepted[str(conf)]
+    return check_conf(conf, torch_version) if torch_version else None
+
+
+def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
+    """Why a setting torch accepts is still not worth a trial."""
+    reasons = []
+    if conf.per_process_memory_fraction is not None:
+        reasons.append("per_process_memory_fraction does not belong in a grid: use --budget, which puts every "
+                       "setting under the same limit so they compare fairly")
+    if conf.garbage_collection_threshold is not None and not has_budget:
+        reasons.append("garbage_collection_threshold does nothing without a memory fraction below 1: "
+                       "give --budget to try it")
+    if conf.expandable_segments and (conf.max_split_size_mb is not None
+                                     or conf.garbage_collection_threshold is not None):
+        reasons.append("max_split_size_mb or garbage_collection_threshold with expandable_segments has known "
+                       "upstream crashes and runaway reserved memory (pytorch issues #119452, #123548, "
+                       "PR #134338)")
+    if conf.is_async:
+        ignored = [key for key in NATIVE_ONLY_KEYS if getattr(conf, key) is not None]
+        if ignored:
+            reasons.append(f"backend:cudaMallocAsync ignores {', '.join(ignored)} (native allocator only): "
+                           "the trial would repeat plain cudaMallocAsync")
+    return reasons
+
+
+def load_grid_file(path) -> list:
+    """Grid entries from a YAML list (a mapping with a 'grid' list also works) or a plain text file with one
+    setting per line ('#' starts a comment); '-' reads stdin. Entries are checked here, so errors name the file."""
+    path = Path(path)
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
+    lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    if path.suffix in (".yaml", ".yml") or any(line.startswith(("-", "[", "{", "grid:")) for line in lines):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfError(f"grid file {path} is not valid YAML: {exc}") from None
+        if isinstance(data, dict) and set(data) == {"grid"}:
+            data = data["grid"]
+        if not isinstance(data, list) or not data:
+            raise ConfError(f"grid file {path} must hold a non-empty YAML list of settings "
+                            f"(or 'grid:' with one), got {type(data).__name__}")
+        entries = data
+    else:
+        if not lines:
+            raise ConfError(f"grid file {path} holds no settings")
+        entries = lines
+    try:
+        expand(entries)
+    except ConfError as exc:
+        raise ConfError(f"grid file {path}: {exc}") from None
+    return entries

@@ -1,0 +1,405 @@
+"""Search the valid allocator settings space of a target torch by replaying one trace, and keep the Pareto front
+of peak reserved memory against release-and-retry rounds and the number of keys set.
+
+The space, per torch version (`versions.py` says which keys exist and which values it accepts):
+`expandable_segments`, `max_split_size_mb`, `max_non_split_rounding_mb` (with max_split_size_mb only: without it
+the key changes nothing), `large_segment_size_mb` (2.11+), `garbage_collection_threshold` (under a budget only),
+and `roundup_power2_divisions`, as one value or one value per size interval. The grid's rules hold here too
+(`grid.apply_rules`: never max_split_size_mb or GC together with expandable segments). The whole space is far too
+large to replay (the list form alone has 6^12 members on a trace with requests in 12 size intervals), so:
+
+1. **Scan**: the default grid and every key alone at each of its values.
+2. **Refine**: best first: the best setting not yet expanded has its neighbours replayed: one key changed, added
+   or removed, and, for the divisions, one size interval's divisions changed. Until the budget of replays is
+   spent or the best `BEAM` settings have all been expanded.
+
+Every candidate is parsed by the target interpreter's own torch (`probe.check_settings`, one child process per
+batch) before it is replayed: a setting that torch rejects is never replayed, let alone proposed. Candidates that
+round every request size of this trace the same way as one already replayed (and agree on every other key) behave
+identically on it and are not replayed again: they are listed as equivalent to the first.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from ..settings.conf import AllocConf, DivisionList
+from ..settings.grid import DEFAULT_GRID, apply_rules
+from ..settings.versions import behaviour, parse_version
+from ..trial.probe import check_settings_detail
+from ..units import format_bytes
+from .blocks import DIVISION_INTERVALS, round_size
+from .config import division_table
+from .replay import ReplayOutcome, replay
+from .trace import ALLOC, Trace
+
+DIVISIONS = (1, 2, 4, 8, 16, 32)
+MAX_SPLIT_MB = (20, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+NON_SPLIT_ROUNDING_MB = (40, 64, 128, 256, 512, 1024)
+# Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages.
+LARGE_SEGMENT_MB = (12, 16, 32, 40, 64, 128)
+GC_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+DEFAULT_MAX_SETTINGS = 400
+BEAM = 8            # the search ends once the best BEAM settings have all been expanded
+CLOSE_RATIO = 1.05  # reserved / allocated at or below this is as good as the allocator gets
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One replayed setting. `equivalent`: settings not replayed because they behave identically on this trace."""
+
+    conf: str
+    outcome: ReplayOutcome
+    keys: int
+    round: int                               # 0 = scan, then the refinement round that proposed it
+    equivalent: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return self.outcome.fits
+
+    @property
+    def peak_reserved(self) -> int:
+        assert self.outcome.result is not None
+        return self.outcome.result.peak_reserved_bytes
+
+    @property
+    def retries(self) -> int:
+        assert self.outcome.result is not None
+        return self.outcome.result.num_alloc_retries
+
+    @property
+    def ratio(self) -> float | None:
+        r = self.outcome.result
+        return r.peak_reserved_bytes / r.peak_allocated_bytes if r and r.peak_allocated_bytes else None
+
+    def rank(self) -> tuple:
+        """What the search improves: fits, then peak reserved, then retries, then fewer keys."""
+        r = self.outcome.result
+        if r is None:
+            return (2, 0, 0, self.keys, self.conf)
+        return (int(r.num_ooms > 0), r.peak_reserved_bytes, r.num_alloc_retries, self.keys, self.conf)
+
+    def to_json(self) -> dict:
+        out = self.outcome.to_json()
+        out.update(conf=self.conf, keys=self.keys, round=self.round, equivalent=list(self.equivalent), reserved_ratio=self.ratio)
+        return out
+
+
+@dataclass(frozen=True)
+class FrontMember:
+    candidate: Candidate
+    reason: str
+
+    def to_json(self) -> dict:
+        return dict(self.candidate.to_json(), reason=self.reason)
+
+
+@dataclass
+class SearchResult:
+    trace: str
+    torch_version: str
+    validated_by: str                        # probe method: 'torch', 'torch+static' or 'static'
+    device_memory: int
+    budget_bytes: int | None
+    candidates: list[Candidate]              # every replayed setting, in the order replayed
+    front: list[FrontMember]
+    rejected: dict[str, str] = field(default_factory=dict)   # setting -> why its torch or the rules refuse it
+    equivalent: int = 0                      # settings not replayed: identical behaviour to one that was
+    rounds: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def default(self) -> Candidate | None:
+        return next((c for c in self.candidates if c.conf == ""), None)
+
+    def best(self, n: int) -> list[Candidate]:
+        """The `n` lowest-peak fitting settings of the front (the default excluded), best first."""
+        return [m.candidate for m in self.front if m.candidate.conf][:n]
+
+    def to_json(self) -> dict:
+        return {
+            "trace": self.trace, "torch_version": self.torch_version, "validated_by": self.validated_by,
+            "device_memory_bytes": self.device_memory, "budget_bytes": self.budget_bytes,
+            "replayed": len(self.candidates), "equivalent_not_replayed": self.equivalent,
+            "rejected": [{"conf": c, "reason": r} for c, r in self.rejected.items()],
+            "rounds": self.rounds, "seconds": round(self.seconds, 3), "notes": self.notes,
+            "front": [m.to_json() for m in self.front],
+            "candidates": [c.to_json() for c in self.candidates],
+        }
+
+
+# Called after every replayed batch: (replayed so far, the budget, the best candidate so far).
+ProgressFn = Callable[[int, int, "Candidate | None"], None]
+
+
+def search(trace: Trace, *, trace_name: str = "", python: str = sys.executable, device_memory: int,
+           budget_bytes: int | None = None, overhead_bytes: int | None = None,
+           max_settings: int = DEFAULT_MAX_SETTINGS, jobs: int | None = None,
+           progress: ProgressFn | None = None) -> SearchResult:
+    """Search the settings space of `python`'s torch on `trace`; see the module docstring."""
+    started = time.monotonic()
+    space = Space.for_trace(trace, _torch_version_of(python), budget_bytes is not None)
+    state = _State(space, python, max(1, max_settings))
+
+    def run_batch(confs: list[AllocConf], round_no: int) -> None:
+        todo = state.admit(confs)
+        if not todo:
+            return
+        confs_to_replay: list[AllocConf | str] = list(todo)
+        outcomes = replay(trace, confs_to_replay, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
+                          jobs=jobs, torch_version=space.torch_version)
+        for conf, outcome in zip(todo, outcomes):
+            state.add(Candidate(str(conf), outcome, conf.complexity, round_no))
+        if progress:
+            progress(len(state.replayed), state.max_settings, state.best())
+
+    run_batch(space.scan(), 0)
+    round_no = 0
+    while state.room() > 0:
+        seeds = state.next_seeds()
+        if not seeds:
+            break
+        round_no += 1
+        neighbours: list[AllocConf] = []
+        for seed in seeds:
+            state.expanded.add(seed.conf)
+            neighbours += space.neighbours(AllocConf.parse(seed.conf))
+        run_batch(neighbours, round_no)
+
+    candidates = state.finished()
+    notes = ["backend:cudaMallocAsync is not searched: the driver's pool cannot be simulated (measure it on the "
+             "GPU)"]
+    if state.room() <= 0 and state.next_seeds():
+        notes.append(f"stopped at the budget of {state.max_settings} replays (--max-settings) before the search "
+                     f"converged")
+    return SearchResult(trace_name, space.torch_version, state.method, device_memory, budget_bytes, candidates,
+                        pareto_front(candidates), state.rejected, state.equivalent_count, round_no,
+                        time.monotonic() - started, notes)
+
+
+def pareto_front(candidates: list[Candidate]) -> list[FrontMember]:
+    """Fitting candidates that no other beats on peak reserved, retries and keys at once (lower is better in all
+    three), by increasing peak reserved, each with the reason it is there. Candidates with the same three figures
+    are one point: the first replayed (the simpler, by construction of the search) stands for them."""
+    points: dict[tuple[int, int, int], Candidate] = {}
+    for c in sorted((c for c in candidates if c.fits), key=Candidate.rank):
+        points.setdefault((c.peak_reserved, c.retries, c.keys), c)
+    front = [c for key, c in points.items()
+             if not any(_dominates(other, key) for other in points if other != key)]
+    front.sort(key=Candidate.rank)
+    default = next((c for c in candidates if c.conf == ""), None)
+    return [FrontMember(c, _reason(c, front, default)) for c in front]
+
+
+def _dominates(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    return all(x <= y for x, y in zip(a, b)) and a != b
+
+
+def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> str:
+    parts = []
+    if c.conf == "":
+        parts.append("the default: no key to set")
+    elif c is front[0]:
+        parts.append("lowest peak reserved of all settings replayed")
+    else:
+        parts.append(f"lowest peak reserved with at most {c.keys} key{'s' if c.keys > 1 else ''}"
+                     + (f" and {c.retries} retries" if c.retries else ""))
+    if c.retries == 0 and any(o.retries for o in front if o.peak_reserved < c.peak_reserved):
+        parts.append("lowest peak without a release-and-retry")
+    simpler = [o for o in front if o.keys < c.keys and o.peak_reserved > c.peak_reserved]
+    if simpler:
+        nearest = min(simpler, key=lambda o: o.peak_reserved)
+        saved = nearest.peak_reserved - c.peak_reserved
+        parts.append(f"{format_bytes(saved)} ({saved / nearest.peak_reserved:.2%}) below the best with "
+                     f"{nearest.keys} key{'s' if nearest.keys != 1 else ''}")
+    if default is not None and c.conf and default.fits:
+        parts.append(f"{c.peak_reserved / default.peak_reserved - 1:+.1%} vs the default")
+    if c.ratio is not None and c.ratio <= CLOSE_RATIO:
+        parts.append(f"reserved/allocated {c.ratio:.3f} (<= {CLOSE_RATIO})")
+    if c.equivalent:
+        parts.append(f"{len(c.equivalent)} other setting(s) behave identically on this trace")
+    return "; ".join(parts)
+
+
+def _torch_version_of(python: str) -> str:
+    # The target is the interpreter's torch, not the one that recorded the trace.
+    return check_settings_detail(python, []).torch_version
+
+
+# ---- the space ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Space:
+    """The keys and values a target torch offers for this trace, and how to step between settings."""
+
+    torch_version: str
+    has_budget: bool
+    intervals: tuple[int, ...]     # size intervals (2^k MiB, k = 0..15) that hold at least one request
+    sizes: tuple[int, ...]         # the distinct request sizes: rounding them alike means behaving alike
+    axes: dict                     # key -> values (not None), for the keys this torch has
+
+    @classmethod
+    def for_trace(cls, trace: Trace, torch_version: str, has_budget: bool) -> "Space":
+        kinds, sizes = trace.kinds, trace.sizes
+        distinct = sorted({int(s) for k, s in zip(_as_list(kinds), _as_list(sizes)) if k == ALLOC})
+        intervals = sorted({_interval(s) for s in distinct})
+        v = parse_version(torch_version)
+        axes: dict = {"roundup_power2_divisions": DIVISIONS, "max_split_size_mb": MAX_SPLIT_MB}
+        if v >= (2, 1, 0):
+            axes["expandable_segments"] = (True,)
+        if v >= (2, 6, 0):
+            axes["max_non_split_rounding_mb"] = NON_SPLIT_ROUNDING_MB
+        if v >= (2, 11, 0):
+            axes["large_segment_size_mb"] = LARGE_SEGMENT_MB
+        if has_budget:
+            axes["garbage_collection_threshold"] = GC_THRESHOLDS
+        return cls(torch_version, has_budget, tuple(intervals), tuple(distinct), axes)
+
+    def scan(self) -> list[AllocConf]:
+        """The default grid and every key alone at each of its values (those that mean something alone)."""
+        confs = [AllocConf.parse(c) for c in DEFAULT_GRID]
+        for key, values in self.axes.items():
+            if key != "max_non_split_rounding_mb":
+                confs += [AllocConf(**{key: value}) for value in values]
+        return confs
+
+    def neighbours(self, conf: AllocConf) -> list[AllocConf]:
+        """Settings one step from `conf`: a key set to another value, added or removed; one size interval's
+        divisions changed. Pointless or forbidden pairs are left out here; torch's parse judges the rest."""
+        out = []
+        for key, values in self.axes.items():
+            current = getattr(conf, key)
+            if current is not None:
+                unset: dict[str, Any] = {key: None}
+                out.append(replace(conf, **unset))
+            out += [replace(conf, **{key: value}) for value in values if value != current]
+        table = self._table(conf)
+        for interval in self.intervals:
+            for d in DIVISIONS:
+                if table[interval] != d:
+                    changed = list(table)
+                    changed[interval] = d
+                    out.append(replace(conf, roundup_power2_divisions=self._encode(changed)))
+        return [c for c in out if _sensible(c)]
+
+    def signature(self, conf: AllocConf) -> tuple:
+        """Equal signatures behave identically on this trace: the same rounded size for every request size, and
+        the same value for every other key."""
+        b = behaviour(self.torch_version)
+        table = division_table(conf, b.gt_overwrites_last_entry)
+        rounded = tuple(round_size(s, table, b.divisions_one_rounds_512) for s in self.sizes)
+        return (rounded, str(replace(conf, roundup_power2_divisions=None)))
+
+    def _table(self, conf: AllocConf) -> list[int]:
+        table = division_table(conf, behaviour(self.torch_version).gt_overwrites_last_entry)
+        return [max(d, 1) for d in table]   # 0 (unset) and 1 both round to 512 bytes (2.4+)
+
+    def _encode(self, table: list[int]) -> int | DivisionList | None:
+        """The shortest setting for `table` on the intervals of this trace (the others do not matter): one
+        value when they agree, else the list form, with '>' for a run of equal values at the end."""
+        used = [table[i] for i in self.intervals]
+        if len(set(used)) == 1:
+            return None if used[0] == 1 else used[0]
+        entries: list[tuple[int | str, int]] = []
+        last = len(self.intervals) - 1
+        while last > 0 and table[self.intervals[last - 1]] == table[self.intervals[last]]:
+            last -= 1
+        run = table[self.intervals[last]]   # the value of the run of equal intervals at the end
+        explicit = self.intervals if run == 1 else self.intervals[:last + 1]
+        for n, i in enumerate(explicit):
+            # Gaps between explicit entries are unset (plain rounding): the first entry and divisions > 1 only.
+            if n == 0 or table[i] > 1:
+                entries.append((1 << i, table[i]))
+        if run > 1 and last < len(self.intervals) - 1:
+            # '>' covers the intervals after the run's first one (explicit above); before 2.10 it also
+            # overwrote that entry, with the same value: both versions read it alike.
+            entries.append((">", run))
+        return tuple(entries)
+
+
+def _sensible(conf: AllocConf) -> bool:
+    if conf.max_non_split_rounding_mb is not None and conf.max_split_size_mb is None:
+        return False   # only oversize blocks (>= max_split_size_mb) are ever judged by it
+    return not (conf.expandable_segments and (conf.max_split_size_mb is not None
+                                              or conf.garbage_collection_threshold is not None))
+
+
+def _interval(size: int) -> int:
+    return min(max(size.bit_length() - 1 - 20, 0), DIVISION_INTERVALS - 1)
+
+
+def _as_list(seq) -> list:
+    return seq.tolist() if hasattr(seq, "tolist") else list(seq)
+
+
+# ---- bookkeeping ----------------------------------------------------------------------------------------------
+
+
+class _State:
+    def __init__(self, space: Space, python: str, max_settings: int):
+        self.space, self.python, self.max_settings = space, python, max_settings
+        self.seen: set[str] = set()
+        self.replayed: dict[str, Candidate] = {}
+        self.by_signature: dict[tuple, str] = {}
+        self.equivalents: dict[str, list[str]] = {}
+        self.rejected: dict[str, str] = {}
+        self.expanded: set[str] = set()
+        self.method = "static"
+        self.equivalent_count = 0
+
+    def room(self) -> int:
+        return self.max_settings - len(self.replayed)
+
+    def admit(self, confs: list[AllocConf]) -> list[AllocConf]:
+        """The settings of `confs` to replay: new ones, valid for the target torch (its own parse, in one child
+        process for the batch) and the grid's rules, not behaving like one already replayed, within the budget."""
+        fresh: list[AllocConf] = []
+        for conf in confs:
+            if str(conf) not in self.seen:
+                self.seen.add(str(conf))
+                fresh.append(conf)
+        fresh = [c for c in fresh if not c.is_async]
+        if not fresh:
+            return []
+        check = check_settings_detail(self.python, fresh)
+        self.method = check.method
+        valid, skipped = apply_rules(fresh, check.torch_version, has_budget=self.space.has_budget,
+                                     accepted=check.verdicts)
+        self.rejected.update((s.conf, s.reason) for s in skipped)
+        todo: list[AllocConf] = []
+        batch_signatures: dict[tuple, str] = {}
+        for conf in valid:
+            signature = self.space.signature(conf)
+            first = self.by_signature.get(signature) or batch_signatures.get(signature)
+            if first is not None:
+                self.equivalents.setdefault(first, []).append(str(conf))
+                self.equivalent_count += 1
+            elif len(todo) < self.room():
+                batch_signatures[signature] = str(conf)
+                todo.append(conf)
+        self.by_signature.update(batch_signatures)
+        return todo
+
+    def add(self, candidate: Candidate) -> None:
+        self.replayed[candidate.conf] = candidate
+
+    def ranked(self) -> list[Candidate]:
+        return sorted(self.replayed.values(), key=Candidate.rank)
+
+    def best(self) -> Candidate | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+    def next_seeds(self, per_round: int = 2) -> list[Candidate]:
+        """The best fitting settings not yet expanded, among the best BEAM."""
+        top = [c for c in self.ranked() if c.outcome.simulated and c.fits][:BEAM]
+        return [c for c in top if c.conf not in self.expanded][:per_round]
+
+    def finished(self) -> list[Candidate]:
+        return [replace(c, equivalent=tuple(self.equivalents.get(c.conf, ()))) for c in self.replayed.values()]
+

@@ -1,0 +1,111 @@
+"""A sweep planned by replay: record the allocation trace during the default's first trial (a hybrid sweep without
+`--trace`), search the settings space on it (`--search`), and pick the finalists that a hybrid sweep measures on
+the GPU.
+
+The recording trial is the default's repeat 0 (its record is marked `recording`, and counts like any default
+trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the
+byte in three H200 jobs, and is switched off before the timed pass that gives its throughput (child.py). So with R
+repeats the default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials.
+A command's recording covers its whole run, so there the recording trial is an extra one, left out of statistics,
+and the default is measured with the sweep's repeats (TrialRecord.extra). The trace is kept in the results folder
+as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a resumed sweep
+neither records nor searches again.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from ..decide.choice import summarize_settings
+from ..errors import AlloctuneError, TraceError
+from ..results.folder import ResultsFolder
+from ..results.records import TrialRecord
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace, load_trace, save_trace
+from ..trial.probe import ProbeResult
+from ..trial.task import TrialTask
+
+TRACE_FILE = "trace.xz"
+SEARCH_FILE = "search.json"
+HYBRID_FINALISTS = 3
+TIE = 0.01   # as the sweep's choice: peaks within 1% tie, and the simpler setting wins (select.py)
+
+
+def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:
+    """The trace recorded by `task` (the default's first trial), run through `run` (the sweep's own way of
+    running and appending trials); the folder's `trace.xz` when an earlier run of this sweep recorded it."""
+    path = folder.path / TRACE_FILE
+    if path.exists():
+        return load_trace(path)
+    assert task.record_trace is not None and task.conf.is_default
+    run([task])
+    record = next((r for r in reversed(folder.trials()) if r.recording), None)
+    snapshot = Path(task.record_trace)
+    if record is None or record.state.value != "ok" or not snapshot.exists():
+        state = record.state.value if record else "not run"
+        error = (record.error or "").strip().splitlines()[-1:] if record else []
+        raise AlloctuneError(f"the default's first trial, which records the allocation trace for the hybrid "
+                             f"sweep, ended {state}{': ' + error[0] if error else ''}; nothing to replay (start "
+                             f"again with --fresh, or pass a trace recorded elsewhere with --trace)")
+    try:
+        trace = load_trace(snapshot)
+    except TraceError:
+        raise   # the snapshot stays in the folder: a loader problem costs no second GPU run
+    save_trace(trace, path)
+    os.unlink(snapshot)
+    return trace
+
+
+def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
+    """`task` (the default, repeat 0) recording its allocation history into the results folder; it has the key
+    of `task` (but for a command: TrialTask.extra), so the sweep does not run the default's repeat 0 again."""
+    return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
+
+
+def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, *, device_memory: int,
+                budget_bytes: int | None, max_settings: int, trace_name: str,
+                progress: Callable[[str, int, int, str], None] | None = None) -> dict[str, list[AllocConf]]:
+    """Per interpreter, the default and the Pareto front of a search of its torch's settings space on `trace`.
+    The search's account goes to `search.json` (every setting replayed, the front with reasons, what torch
+    refused); a resumed sweep reads the fronts back from it."""
+    from ..sim.search import search
+
+    path = folder.path / SEARCH_FILE
+    done: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    planned = {}
+    for p in probes:
+        if p.env_id not in done:
+            def report(n: int, total: int, best, env_id=p.env_id) -> None:
+                if progress:
+                    progress(env_id, n, total, best.conf if best is not None and best.fits else "")
+
+            result = search(trace, trace_name=trace_name, python=p.python, device_memory=device_memory,
+                            budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
+            done[p.env_id] = result.to_json()
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        front = [m["conf"] for m in done[p.env_id]["front"] if m["conf"]]
+        planned[p.env_id] = [AllocConf(), *map(AllocConf.parse, front)]   # the default: always, the baseline
+    return planned
+
+
+def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,
+              count: int = HYBRID_FINALISTS, tie: float = TIE) -> dict:
+    """Hybrid mode: the default plus the `count` best simulated settings go to the GPU (and what replay cannot
+    judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice ranks them: among the settings
+    within `tie` of the lowest predicted peak left, the one with fewest keys first (the one the choice would
+    take, so measuring it is what counts)."""
+    remaining = sorted((s for s in summarize_settings([r for r in records if r.backend == "sim"], max_slowdown)
+                        if s.state == "fits" and s.conf), key=lambda s: (s.peak_reserved_bytes or 0, s.complexity))
+    keep = {""}
+    while remaining and len(keep) <= count:
+        floor = remaining[0].peak_reserved_bytes or 0
+        pick = min((s for s in remaining if (s.peak_reserved_bytes or 0) <= floor * (1 + tie)),
+                   key=lambda s: (s.complexity, s.peak_reserved_bytes or 0))
+        keep.add(pick.conf)
+        remaining.remove(pick)
+    return {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}

@@ -1,0 +1,1 @@
+"""One trial in a fresh process: the task (`task`), running it (`launch`, `command`), the child that measures (`child`, `timing`), probing interpreters (`probe`, `provenance`), recording a trace (`recording`) and the start-up hook (`hook/`)."""

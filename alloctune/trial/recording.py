@@ -1,0 +1,109 @@
+"""Record a workload's allocation trace once (on a GPU), to replay it under any setting through the simulator.
+
+A workload file runs in a trial child with torch's allocation history on (no stack frames); a user's own command
+runs with the start-up hook (`hook/sitecustomize.py`) in every Python process, and each process that used CUDA
+leaves its own trace (one per rank of a torchrun job). Either way a trace is a PyTorch snapshot pickle with an
+`alloctune` key holding the measured peaks and the environment, plain values only; other file names get the
+compact format.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import AlloctuneError, ProbeError, TraceError
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace, load_trace, save_trace
+from ..workload.loader import load_workload
+from ..workload.spec import DEFAULT_TIMEOUT_S
+from .launch import run_trial
+from .probe import ProbeResult, probe
+from .task import TrialTask, child_environment
+
+
+def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, preset: str | None = None,
+                    conf: str = "", gpu: int = 0, python: str | None = None,
+                    timeout_s: float | None = None) -> Trace:
+    spec = load_workload(workload, preset)
+    target = _with_gpu(probe(python or sys.executable))
+    with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
+        snapshot = os.path.join(tmp, "snapshot.pickle")
+        task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(conf), 0, target.python, target.env_id,
+                         timeout_s=timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S, record_trace=snapshot)
+        record = run_trial(task, gpu)
+        if record.state.value != "ok" or not os.path.exists(snapshot):
+            raise AlloctuneError(f"recording {spec.name} under {task.conf.label} failed "
+                                 f"({record.state.value}): {record.error}")
+        return _keep(snapshot, output)
+
+
+def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, conf: str = "",
+                   timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
+    """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
+    per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank)."""
+    from ..workload.command import check_command, command_python
+    from .command import hook_environment, run_command
+
+    spec = check_command(command)
+    # Refused before the user's command runs (it may take hours) when its interpreter sees no GPU. A command
+    # whose interpreter cannot be told (a shell script) or probed (no torch there) runs, and says what it recorded.
+    if (python := command_python(spec)) is not None:
+        with contextlib.suppress(ProbeError):
+            _with_gpu(probe(python))
+    conf_ = AllocConf.parse(conf)
+    with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
+        env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True)
+        run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
+        if run.timed_out:
+            raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
+                                 f"not kept")
+        if run.returncode != 0:
+            raise AlloctuneError(f"{command[0]} exited with status {run.returncode}: a trace of a failed run is "
+                                 f"not kept")
+        found = []
+        for path in sorted(glob.glob(os.path.join(tmp, "procs", "trace-*.pickle"))):
+            pid = Path(path).stem.split("-", 1)[1]
+            with open(os.path.join(tmp, "procs", f"proc-{pid}.json"), encoding="utf-8") as f:
+                rank = json.load(f).get("rank")
+            found.append((rank, pid, path))
+        if not found:
+            raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
+                                 f"program that uses CUDA through torch?")
+        found.sort(key=lambda f: (f[0] is None, f[0] or 0, int(f[1])))
+        output = Path(output)
+        out, labels = [], set()
+        for rank, pid, path in found:
+            label = f"rank{rank}" if rank is not None else f"pid{pid}"
+            label = label if label not in labels else f"{label}.pid{pid}"   # e.g. a rank's own CUDA worker
+            labels.add(label)
+            target = output if len(found) == 1 else output.with_name(f"{output.stem}.{label}{output.suffix}")
+            out.append((target, _keep(path, target)))
+        return out
+
+
+def _with_gpu(target: ProbeResult) -> ProbeResult:
+    if not (target.cuda_available and target.device_count):
+        raise AlloctuneError(f"recording needs a CUDA GPU, and {target.python} sees none")
+    return target
+
+
+def _keep(snapshot: str, output) -> Trace:
+    """Write the snapshot where the user asked: as is for .pickle/.pkl, else in the compact format."""
+    output = Path(output)
+    try:
+        trace = load_trace(snapshot)
+    except TraceError:
+        # Keep what was recorded, so that a loader problem costs no second GPU run.
+        output.with_name(output.name + ".raw.pickle").write_bytes(Path(snapshot).read_bytes())
+        raise
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.suffix in (".pickle", ".pkl"):
+        output.write_bytes(Path(snapshot).read_bytes())
+    else:
+        save_trace(trace, output)
+    return trace

@@ -1,0 +1,151 @@
+"""The user's own command as a workload (`alloctune sweep -- CMD ARGS...`, workload files with `command:`): the
+checked `CommandSpec` (the program exists and is executable, the regex compiles), which interpreter's torch it
+uses, and its `WorkloadSpec`. Running one trial of it is `trial/command.py`."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import AlloctuneError, WorkloadError
+from ..settings.versions import ALLOC_CONF_VARS
+from .spec import NAME_PATTERN, WorkloadSpec
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """What a command trial runs and how its throughput is read. JSON-able via `to_dict`/`from_dict`."""
+
+    argv: tuple[str, ...]
+    cwd: str | None = None                 # absolute; None = where alloctune runs
+    env: dict = field(default_factory=dict)   # added to the inherited environment
+    metric_regex: str | None = None        # a number in the output, group 1 (or the whole match)
+    isolate_cwd: bool = False              # each trial in its own empty working directory
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CommandSpec":
+        return cls(**{**data, "argv": tuple(data["argv"])})
+
+
+def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False,
+                  folder: str | os.PathLike | None = None) -> CommandSpec:
+    """A validated CommandSpec: the program exists and is executable, `env` does not set the allocator
+    variables, the regex compiles. WorkloadError (exit 2) saying what is wrong, before any trial runs.
+    A relative `cwd` is relative to `folder` (the workload file's), else to the current directory."""
+    if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) and a for a in argv):
+        raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {argv!r}")
+    base = Path(folder or os.getcwd())
+    if cwd is not None:
+        if not isinstance(cwd, str) or not (base / cwd).is_dir():
+            raise WorkloadError(f"command cwd: expected an existing folder, got {cwd!r}")
+        cwd = str((base / cwd).resolve())
+    env = env or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise WorkloadError(f"command env: expected a mapping of names to strings, got {env!r}")
+    if set(env) & set(ALLOC_CONF_VARS):
+        raise WorkloadError(f"command env sets {', '.join(sorted(set(env) & set(ALLOC_CONF_VARS)))}: the sweep sets "
+                            f"the allocator variable itself, one setting per trial")
+    if metric_regex is not None:
+        try:
+            re.compile(metric_regex)
+        except re.error as exc:
+            raise WorkloadError(f"--metric-regex {metric_regex!r}: {exc}") from None
+    argv = list(argv)
+    argv[0] = resolve_program(argv[0], cwd, env)
+    if isolate_cwd:  # the trial runs elsewhere: arguments naming files here must still find them
+        where = Path(cwd or os.getcwd())
+        argv[1:] = [str((where / a).resolve()) if not a.startswith("-") and (where / a).exists() else a
+                    for a in argv[1:]]
+    return CommandSpec(tuple(argv), cwd, dict(env), metric_regex, bool(isolate_cwd))
+
+
+def resolve_program(program: str, cwd: str | None = None, env: dict | None = None) -> str:
+    """The absolute path of the program to run; WorkloadError when it is not there or not executable."""
+    if os.sep in program:
+        path = Path(cwd or os.getcwd()) / program
+        if not path.exists():
+            raise WorkloadError(f"command not found: {program}")
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise WorkloadError(f"command is not an executable file: {program}")
+        # Absolute, links kept: a virtual environment's python is a link whose target lacks the environment.
+        return os.path.abspath(path)
+    search = {**os.environ, **(env or {})}.get("PATH", os.defpath)
+    found = shutil.which(program, path=search)
+    if found is None:
+        raise WorkloadError(f"command not found: {program} (not on PATH)")
+    return found
+
+
+def is_python(program: str) -> bool:
+    return bool(_PYTHON.match(os.path.basename(program)))
+
+
+def command_python(command: CommandSpec) -> str | None:
+    """The interpreter whose torch the command uses: the program itself when it is Python, else the one its
+    `#!` line names (torchrun, accelerate, a console script); None when neither says (a shell script, a binary)."""
+    program = command.argv[0]
+    if is_python(program):
+        return program
+    try:
+        with open(program, "rb") as f:
+            first = f.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if first.startswith("#!"):
+        words = first[2:].split()
+        if words and os.path.basename(words[0]) == "env":
+            words = [w for w in words[1:] if not w.startswith("-")]
+            words[:1] = [shutil.which(words[0]) or words[0]] if words else []
+        if words and is_python(words[0]) and os.path.exists(words[0]):
+            return words[0]
+    return None
+
+
+def target_python(command: CommandSpec) -> str:
+    """`command_python`, else this one."""
+    return command_python(command) or sys.executable
+
+
+def command_name(argv) -> str:
+    """A results-folder name for a command: its script's name (train.py -> cmd-train), else its program's."""
+    script = next((a for a in argv[1:] if a.endswith(".py")), None)
+    stem = Path(script or argv[0]).stem
+    if stem == "-m" or not stem:
+        stem = "command"
+    return "cmd-" + (re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-") or "command")
+
+
+def command_workload(command: CommandSpec, *, name: str | None = None, unit: str | None = None,
+                     warmup_steps: int = 2, timeout_s: float | None = None, description: str = "",
+                     source: str | None = None, grid: tuple[str, ...] | None = None) -> WorkloadSpec:
+    """The WorkloadSpec of a command. `steps` is 0: the command decides how much work a run does."""
+    if name is not None and not NAME_PATTERN.match(name):
+        raise WorkloadError(f"--name {name!r}: expected letters, digits, '.', '_', '-'")
+    return WorkloadSpec(name=name or command_name(command.argv), description=description or " ".join(command.argv),
+                        source=source, kind=None, entry=None, params={}, preset=None, warmup_steps=warmup_steps,
+                        steps=0, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,
+                        timeout_s=timeout_s, grid=grid, trace=None, command=command.to_dict())
+
+
+def command_pythons(spec, pythons: list[str] | None, backend: str) -> tuple[list[str], str]:
+    """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend:
+    a command is measured on the GPU (cuda), or planned by replay and its finalists measured (hybrid)."""
+    command = CommandSpec.from_dict(spec.command)
+    if backend not in ("auto", "cuda", "hybrid"):
+        raise AlloctuneError(f"--backend {backend}: a command is measured on the GPU (--backend cuda or hybrid); to "
+                             f"judge it by replay alone, record it first (alloctune record -o t.pickle -- ...) and "
+                             f"replay that")
+    if pythons and not is_python(command.argv[0]):
+        raise AlloctuneError(f"--python applies to a command that starts with a Python interpreter, and "
+                             f"{os.path.basename(command.argv[0])} is not one")
+    return list(pythons or [target_python(command)]), "hybrid" if backend == "hybrid" else "cuda"

@@ -1,0 +1,60 @@
+"""`--json` on the commands that print results: report and compare on committed H200 folders (copied), and a
+sim sweep of a shipped workload and its committed trace."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from clirun import cli
+
+from alloctune.cli.main import main
+from alloctune.results.folder import ResultsFolder
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")
+
+
+def _copies(tmp_path: Path) -> list[Path]:
+    return [Path(shutil.copytree(RESULTS / name, tmp_path / name)) for name in PACKED]
+
+
+def test_report_json_is_what_choice_json_holds(tmp_path, capsys):
+    folder, _ = _copies(tmp_path)
+    assert main(["report", str(folder), "--json"]) == 0
+    (decided,) = json.loads(capsys.readouterr().out)
+    assert decided["folder"] == str(folder)
+    written = json.loads(json.dumps([c.to_json() for c in ResultsFolder(folder).choices()]))
+    assert decided["choices"] == written and written[0]["conf"] == "expandable_segments:True"
+
+
+def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, capsys):
+    a, b = _copies(tmp_path)
+    assert main(["compare", str(a), str(b), "-o", str(tmp_path / "cmp"), "--json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)   # stdout is the JSON alone; the files written are said on stderr
+    assert "compare.md" in captured.err and (tmp_path / "cmp" / "compare.png").exists()
+    assert len(data["columns"]) == 2 and data["best_changed"] == [False, False]
+    rows = {r["conf"]: r for r in data["rows"]}
+    both = [r for r in rows.values() if all(r["cells"])]
+    assert {r["conf"] for r in both} == {"", "expandable_segments:True"}
+    for row in both:   # the second sweep repeated the first: memory identical, throughput within noise
+        assert row["deltas"][1]["reserved"] == 0.0
+        assert row["deltas"][1]["mark"] == "no significant change"
+
+
+def test_sweep_json_is_the_folder_its_decisions_as_report_prints_them_and_the_skips(tmp_path):
+    out = tmp_path / "s"
+    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out, "--json",
+            timeout=600)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)   # stdout is the JSON alone; progress stays on stderr
+    assert "ok expandable_segments:True #1" in r.stderr
+    (reported,) = json.loads(cli("report", out, "--json").stdout)
+    assert {"folder": data["folder"], "choices": data["choices"]} == reported
+    assert data["folder"] == str(out) and data["choices"][0]["conf"] == "expandable_segments:True"
+    skipped = {s["conf"]: s for s in data["skipped"]}
+    assert set(skipped) == {"backend:cudaMallocAsync", "garbage_collection_threshold:0.6",
+                            "garbage_collection_threshold:0.8"}
+    assert skipped["backend:cudaMallocAsync"]["env_id"].startswith("sim:torch-")
+    assert skipped["backend:cudaMallocAsync"]["reason"].endswith("measure it on the GPU")

@@ -1,0 +1,59 @@
+"""`alloctune replay` as a user runs it: a GPU measurement stands only beside a prediction made under the same
+conditions, and rows that hit OOM are marked under a title that says what the mark means."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VARLEN_TRACE = ROOT / "workloads" / "traces" / "transformer-varlen-h200.xz"
+GRID = ["--conf", "expandable_segments:True", "--conf", "max_split_size_mb:128"]
+
+
+def replay(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-m", "alloctune", "replay", str(VARLEN_TRACE), *GRID, *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_measured_figures_stand_only_beside_predictions_under_the_same_conditions():
+    rows = {r["conf"]: r for r in json.loads(replay("--json"))["results"]}
+    # The H200 sweep, unbudgeted on the recording card: 139.04 GiB measured for max_split_size_mb:128.
+    assert rows["max_split_size_mb:128"]["measured_peak_reserved_bytes"] == 149294153728
+    budgeted = json.loads(replay("--json", "--budget", "30GiB"))["results"]
+    assert budgeted and not any("measured_peak_reserved_bytes" in r for r in budgeted)
+    smaller = json.loads(replay("--json", "--device-memory", "80GiB"))["results"]
+    assert not any("measured_peak_reserved_bytes" in r for r in smaller)
+    text = replay("--budget", "30GiB")
+    assert "GPU =" not in text and "GPU =" in replay()   # the caption of the measured column
+    assert "3 GPU measurement(s) of these settings in the trace are not shown" in text
+
+
+def test_rows_with_ooms_are_marked_and_the_title_says_so():
+    text = replay("--budget", "30GiB", "--conf", "default")
+    assert "OOM = does not fit under this budget" in text
+    default_row = next(line for line in text.splitlines() if " default " in line)
+    assert default_row.split()[0] == "OOM"        # the default overflows 30 GiB; expandable segments fits
+    fitting = next(line for line in text.splitlines() if "expandable_segments:True" in line)
+    assert fitting.split()[0] == "1"
+
+
+def test_the_readme_replay_example_is_what_the_command_prints():
+    """README's replay example is a run of the current code, as a 100-column terminal (or a log) shows it."""
+    block = (ROOT / "README.md").read_text().split("## Replay and capacity planning", 1)[1].split("```")[1]
+    lines = block.strip("\n").split("\n")
+    n = next(i for i, line in enumerate(lines) if not line.endswith("\\")) + 1   # the command's lines
+    args = shlex.split(" ".join(line.rstrip("\\") for line in lines[:n]).removeprefix("$ "))
+    assert args[:2] == ["alloctune", "replay"], lines[:n]
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run([sys.executable, "-m", "alloctune", *args[1:]], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600, env={**env, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert [line.rstrip() for line in proc.stdout.splitlines()] == lines[n:], proc.stdout
+    assert max(map(len, lines)) <= 100

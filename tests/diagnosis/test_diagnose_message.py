@@ -1,0 +1,158 @@
+"""`alloctune diagnose` on OOM messages: every layout torch has printed (real messages from public reports,
+tests/fixtures/oom/public/SOURCES.md), the verdict each gets, and the command's conventions (stdin, --json,
+one line and exit 2 for bad input)."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alloctune.diagnosis import diagnose
+from alloctune.diagnosis.message import parse_message
+from alloctune.errors import DiagnoseError
+from alloctune.results.records import TrialRecord, TrialState
+from alloctune.results.trials import TrialStore
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLIC = ROOT / "tests" / "fixtures" / "oom" / "public"
+MiB, GiB = 2**20, 2**30
+
+
+def run_cli(*args, stdin: bytes | None = None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "alloctune", "diagnose", *map(str, args)], input=stdin,
+                          capture_output=True, env=env, cwd=ROOT, timeout=120)
+
+
+# file, layout (start of OomMessage.format), cause, sure
+CASES = [
+    ("v1early-cached.txt", "early torch 1.x", "fragmentation", True),
+    ("v1-allowed-shortage.txt", "torch 1.x-2.0", "shortage", True),
+    ("v1-allowed-budget.txt", "torch 1.x-2.0", "budget", False),     # the request equals the budget: at the limit
+    ("v1_13-others.txt", "torch 1.x-2.0", "other-processes", True),
+    ("v2_1-pid-frag.txt", "torch 2.1", "fragmentation", True),
+    ("v2_1-shortage.txt", "torch 2.1", "shortage", True),
+    ("v2_2-wrapped-frag.txt", "torch 2.2+", "fragmentation", True),
+    ("v2_x-private-pools.txt", "torch 2.2+", "fragmentation", True),
+    ("v2_x-budget.txt", "torch 2.2+", "budget", True),
+    ("v2_11-h200-budget-frag.txt", "torch 2.2+", "fragmentation", True),
+]
+
+
+@pytest.mark.parametrize("name,layout,cause,sure", CASES)
+def test_every_layout_is_read_and_judged(name, layout, cause, sure):
+    d = diagnose(PUBLIC / name)
+    assert d.message is not None and d.message.format.startswith(layout)
+    assert d.verdict is not None and (d.verdict.cause, d.verdict.sure) == (cause, sure)
+    assert d.verdict.next_steps and d.verdict.reasons
+
+
+def test_figures_of_the_2_1_layout():
+    m = parse_message((PUBLIC / "v2_1-shortage.txt").read_text())
+    assert m.requested == 32 * GiB and m.gpu == 0
+    assert m.device_total == round(23.69 * GiB) and m.device_free == round(14.12 * GiB)
+    assert m.allocated == 9 * GiB and m.reserved == 9 * GiB + round(982.50 * 1024)
+    assert m.this_process == round(9.30 * GiB) and m.processes == ((2006998, 256 * MiB),)
+    assert m.hint == "max_split_size_mb" and m.precision == round(0.005 * GiB)
+
+
+def test_figures_of_the_1_x_layouts():
+    early = parse_message((PUBLIC / "v1early-cached.txt").read_text())
+    # 'cached' was the cache beyond the allocated memory: reserved = allocated + cached
+    assert early.reserved == round(10.38 * GiB) + round(2.99 * GiB)
+    late = parse_message((PUBLIC / "v1-allowed-shortage.txt").read_text())
+    assert (late.allowed, late.reserved, late.allocated) == (round(2.37 * GiB), round(5.05 * GiB),
+                                                             round(192.29 * MiB))
+    assert late.processes == () and late.this_process is None
+
+
+def test_private_pools_budget_and_the_issue_example():
+    pools = parse_message((PUBLIC / "v2_x-private-pools.txt").read_text())
+    assert pools.private_pools == round(1.38 * MiB) and pools.gpu == 4
+    assert pools.hint == "expandable_segments:True"
+    h200 = diagnose(PUBLIC / "v2_11-h200-budget-frag.txt")
+    assert h200.facts is not None and h200.facts.allowed == 28 * GiB
+    assert h200.facts.processes == ((1904, 518 * MiB),)
+    # live 19.75 GiB + 3.44 GiB fit the 28 GiB budget: 5.03 GiB of cache was stuck in pieces
+    assert "expandable_segments:True" in " ".join(h200.verdict.next_steps)
+
+
+def test_this_process_is_told_from_the_others_when_nvml_lists_it_by_pid():
+    d = diagnose(PUBLIC / "v2_1-pid-frag.txt")
+    assert d.facts.processes == () and d.facts.this_process == round(14.73 * GiB)
+    assert any("process 3258" in w for w in d.warnings)
+
+
+def test_wrapped_and_repeated_messages(tmp_path):
+    flat = parse_message(" ".join((PUBLIC / "v2_2-wrapped-frag.txt").read_text().split()))
+    assert parse_message((PUBLIC / "v2_2-wrapped-frag.txt").read_text()) == flat
+    log = tmp_path / "job.log"
+    log.write_text("step 1\n" + (PUBLIC / "v2_1-shortage.txt").read_text() + "retrying\n"
+                   + (PUBLIC / "v2_x-budget.txt").read_text() + "Traceback (most recent call last):\n  ...\n")
+    assert diagnose(log).verdict.cause == "budget"  # the last message of the log
+
+
+def test_the_cudamallocasync_message():
+    text = ("torch.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+            "Currently allocated     : 10.00 GiB\nRequested               : 2.00 GiB\n"
+            "Device limit            : 79.15 GiB\nFree (according to CUDA): 1.00 GiB\n"
+            "PyTorch limit (set by user-supplied memory fraction)\n                        : 79.15 GiB")
+    m = parse_message(text)
+    assert (m.requested, m.allocated, m.device_free, m.gpu) == (2 * GiB, 10 * GiB, GiB, 0)
+
+
+def test_cli_text_json_and_stdin():
+    text = run_cli(PUBLIC / "v2_x-budget.txt")
+    assert text.returncode == 0, text.stderr
+    out = text.stdout.decode()
+    assert "Verdict (budget)" in out and "Next steps:" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    piped = run_cli("-", "--json", stdin=(PUBLIC / "v1_13-others.txt").read_bytes())
+    assert piped.returncode == 0, piped.stderr
+    data = json.loads(piped.stdout)
+    assert data["cause"] == "other-processes" and data["message"]["requested_bytes"] == 20 * MiB
+    assert data["verdict"]["numbers"]["other_processes"] > 10 * GiB - 1024 * MiB
+
+
+def test_a_results_folder_is_diagnosed_from_its_failed_trial(tmp_path):
+    store = TrialStore(tmp_path / "trials.jsonl")
+    message = (PUBLIC / "v2_11-h200-budget-frag.txt").read_text()
+    store.append(TrialRecord("w", "h", "", 0, "torch-2.11.0", "cuda", TrialState.OOM, budget_bytes=28 * GiB,
+                             error=message))
+    assert diagnose(tmp_path).verdict.cause == "fragmentation"
+    empty = tmp_path / "ok"
+    TrialStore(empty / "trials.jsonl").append(
+        TrialRecord("w", "h", "", 0, "torch-2.11.0", "cuda", TrialState.CRASHED, error="boom"))
+    result = run_cli(empty)
+    assert result.returncode == 2 and b"no trial that ended in an OOM" in result.stderr
+
+
+def bad_inputs(tmp: Path) -> list[tuple[Path, str]]:
+    (tmp / "empty.txt").write_text("")
+    (tmp / "other.txt").write_text("RuntimeError: shape mismatch\n")
+    (tmp / "noreq.txt").write_text("CUDA out of memory. GPU 0 has a total capacity of 1.00 GiB")
+    (tmp / "hostile.pickle").write_bytes(pickle.dumps({"device_traces": [], "x": os.system}, protocol=4))
+    (tmp / "folder").mkdir()
+    return [(tmp / "empty.txt", "is empty"),
+            (tmp / "other.txt", "no CUDA out-of-memory message"),
+            (tmp / "noreq.txt", "Tried to allocate"),
+            (tmp / "hostile.pickle", "refused"),
+            (tmp / "folder", "not a results folder"),
+            (tmp / "missing.txt", "cannot read"),
+            (ROOT / "workloads" / "traces" / "llm-decode-h200.xz", "compact alloctune trace")]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    for path, says in bad_inputs(tmp_path):
+        result = run_cli(path)
+        err = result.stderr.decode()
+        assert result.returncode == 2, (path, err)
+        assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, (path, err)
+
+
+def test_a_message_without_the_allocated_figures_is_refused():
+    with pytest.raises(DiagnoseError):
+        parse_message("CUDA out of memory. Tried to allocate 2.00 MiB. and nothing else")

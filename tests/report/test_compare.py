@@ -1,0 +1,179 @@
+"""compare: real results folders covering every mark, the best setting per environment, and the outputs."""
+import pytest
+from folders import choice, make_folder, repeats, trial
+from rich.console import Console
+
+from alloctune.cli.main import main
+from alloctune.errors import ResultsError
+from alloctune.report.compare import Mark, compare, plot_comparison, render_table, write_compare_md
+from alloctune.results.folder import find_results
+from alloctune.results.records import TrialState
+from alloctune.units import GiB
+
+OLD, NEW = dict(env_id="torch-2.10.0", torch="2.10.0+cu128"), dict(env_id="torch-2.11.0", torch="2.11.0+cu130")
+SAME_TPUT = (100.0, 101.0, 99.0)
+# conf: (records in A, records in B, expected mark of B against A)
+CASES = {
+    "": (repeats("", **OLD), repeats("", tputs=(100.5, 99.0, 100.0), **NEW), Mark.SAME),
+    "expandable_segments:True": (repeats("expandable_segments:True", reserved=11.0, **OLD),
+                                 repeats("expandable_segments:True", reserved=13.2, **NEW), Mark.REGRESSION),
+    "roundup_power2_divisions:4": (repeats("roundup_power2_divisions:4", **OLD),
+                                   repeats("roundup_power2_divisions:4", reserved=12.0, **NEW), Mark.IMPROVEMENT),
+    "max_split_size_mb:256": (repeats("max_split_size_mb:256", **OLD),
+                              repeats("max_split_size_mb:256", tputs=(80.0, 81.0, 79.0), **NEW), Mark.REGRESSION),
+    "max_split_size_mb:512": (repeats("max_split_size_mb:512", **OLD),
+                              repeats("max_split_size_mb:512", tputs=(120.0, 121.0, 119.0), **NEW),
+                              Mark.IMPROVEMENT),
+    # 3% slower, clearly beyond noise but within the 5% factor
+    "max_split_size_mb:1024": (repeats("max_split_size_mb:1024", tputs=(100.0, 100.2, 99.8), **OLD),
+                               repeats("max_split_size_mb:1024", tputs=(97.0, 97.2, 96.8), **NEW),
+                               Mark.WITHIN_FACTOR),
+    # memory +4% is within the factor; throughput noise only
+    "max_split_size_mb:2048": (repeats("max_split_size_mb:2048", reserved=15.0, **OLD),
+                               repeats("max_split_size_mb:2048", reserved=15.6, tputs=(104.0, 96.0, 101.0), **NEW),
+                               Mark.SAME),
+    "max_split_size_mb:128": (repeats("max_split_size_mb:128", **OLD),
+                              [trial("max_split_size_mb:128", i, state=TrialState.OOM, **NEW) for i in range(3)],
+                              Mark.NEW_FAILURE),
+    "max_split_size_mb:64": ([trial("max_split_size_mb:64", 0, state=TrialState.CRASHED, **OLD)]
+                             + repeats("max_split_size_mb:64", **OLD)[1:],
+                             repeats("max_split_size_mb:64", **NEW), Mark.FIXED_FAILURE),
+    "max_split_size_mb:32": ([trial("max_split_size_mb:32", state=TrialState.OOM, **OLD)],
+                             [trial("max_split_size_mb:32", state=TrialState.TIMEOUT, **NEW)], Mark.BOTH_FAIL),
+    "large_segment_size_mb:40": ([], repeats("large_segment_size_mb:40", **NEW), Mark.INCOMPARABLE),
+    "backend:cudaMallocAsync": (repeats("backend:cudaMallocAsync", **OLD), [], Mark.INCOMPARABLE),
+    "expandable_segments:False": (repeats("expandable_segments:False", **OLD),
+                                  repeats("expandable_segments:False", budget=24 * GiB, **NEW), Mark.INCOMPARABLE),
+}
+SKIP_REASON = "large_segment_size_mb needs torch >= 2.11 (torch 2.10 does not know it)"
+
+
+@pytest.fixture
+def folders(tmp_path):
+    a = make_folder(tmp_path / "a", [r for old, _, _ in CASES.values() for r in old],
+                    [choice("roundup_power2_divisions:4", **OLD)],
+                    skipped=[("large_segment_size_mb:40", SKIP_REASON, "torch-2.10.0")])
+    b = make_folder(tmp_path / "b", [r for _, new, _ in CASES.values() for r in new],
+                    [choice("expandable_segments:True", **NEW)])
+    return a, b
+
+
+def by_conf(comparison):
+    return {row.conf: row for row in comparison.rows}
+
+
+def test_every_mark(folders):
+    comparison = compare(list(folders))
+    assert [c.label for c in comparison.columns] == ["torch-2.10.0", "torch-2.11.0"]
+    rows = by_conf(comparison)
+    assert set(rows) == set(CASES)
+    for conf, (_, _, mark) in CASES.items():
+        assert rows[conf].deltas[0].mark is Mark.BASELINE
+        assert rows[conf].deltas[1].mark is mark, (conf, rows[conf].deltas[1])
+
+
+def test_deltas_and_notes(folders):
+    rows = by_conf(compare(list(folders)))
+    es = rows["expandable_segments:True"].deltas[1]
+    assert es.reserved == pytest.approx(0.2, abs=1e-6) and es.throughput == pytest.approx(0.0)
+    slow = rows["max_split_size_mb:256"].deltas[1]
+    assert slow.reserved == 0 and slow.throughput == pytest.approx(-0.2) and slow.p_value < 0.05
+    assert rows[""].deltas[1].p_value > 0.05
+    assert rows["large_segment_size_mb:40"].deltas[1].note == f"skipped: {SKIP_REASON} in torch-2.10.0"
+    assert rows["backend:cudaMallocAsync"].deltas[1].note == "not in its grid in torch-2.11.0"
+    assert "budget differs" in rows["expandable_segments:False"].deltas[1].note
+    assert rows["max_split_size_mb:128"].deltas[1].note == "oom in 3 of 3 trials"
+    assert rows["max_split_size_mb:64"].deltas[1].note == "was crashed in 1 of 3 trials"
+    cell = rows["expandable_segments:True"].cells[1]
+    assert cell.peak_reserved == int(13.2 * GiB) and cell.ratio == pytest.approx(1.32)
+    assert cell.throughput.median == 100.0 and cell.unit == "tokens"
+
+
+def test_best_setting_per_environment_and_whether_it_changed(folders, tmp_path):
+    comparison = compare(list(folders))
+    assert [c.best for c in comparison.columns] == ["roundup_power2_divisions:4", "expandable_segments:True"]
+    assert comparison.best_changed(1) is True
+    # a third folder: same env_id as b (so columns are named by folder), no choice yet, another workload definition
+    c = make_folder(tmp_path / "c", repeats("", whash="h2", **NEW), whash="h2")
+    comparison = compare([*folders, c])
+    assert [col.label for col in comparison.columns] == ["torch-2.10.0", "b", "c"]
+    assert comparison.columns[2].best is None and "not finished" in comparison.columns[2].best_note
+    assert comparison.best_changed(2) is None
+    row = by_conf(comparison)[""]
+    assert row.deltas[2].mark is Mark.INCOMPARABLE and "workload definition differs" in row.deltas[2].note
+
+
+def test_two_identical_sweeps_show_no_change(tmp_path):
+    folders = [make_folder(tmp_path / name, repeats("", tputs=tp) + repeats("expandable_segments:True",
+                                                                            reserved=11.0, tputs=tp),
+                           [choice("expandable_segments:True")])
+               for name, tp in (("run1", (100.0, 101.0, 99.0)), ("run2", (99.5, 100.8, 101.2)))]
+    comparison = compare(folders)
+    assert [c.label for c in comparison.columns] == ["run1", "run2"]   # same env_id twice: named by folder
+    assert {row.deltas[1].mark for row in comparison.rows} == {Mark.SAME}
+    assert comparison.best_changed(1) is False
+
+
+def test_one_folder_with_two_environments_and_replays(tmp_path):
+    records = (repeats("", **OLD) + repeats("", reserved=16.5, **NEW)
+               + [trial("", tput=None, backend="sim", **NEW)])
+    comparison = compare([make_folder(tmp_path / "multi", records)])
+    assert [c.label for c in comparison.columns] == ["torch-2.10.0", "torch-2.11.0", "torch-2.11.0 (sim)"]
+    row = comparison.rows[0]
+    assert row.deltas[1].mark is Mark.REGRESSION
+    # a replay has no throughput: judged on memory alone, and says nothing about throughput
+    assert row.deltas[2].mark is Mark.SAME and row.deltas[2].throughput is None
+
+
+def test_too_few_repeats_cannot_show_a_throughput_change(tmp_path):
+    a = make_folder(tmp_path / "a", [trial("", tput=100.0, **OLD)])
+    b = make_folder(tmp_path / "b", [trial("", tput=80.0, **NEW)])
+    delta = compare([a, b]).rows[0].deltas[1]
+    assert delta.mark is Mark.SAME and delta.throughput == pytest.approx(-0.2)
+    assert delta.note == "too few repeats to test throughput"
+
+
+def test_refusals(tmp_path, folders):
+    with pytest.raises(ResultsError, match="compare needs at least two"):
+        compare([folders[0]])
+    with pytest.raises(ValueError, match="factor"):
+        compare(list(folders), factor=1.5)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sweep.json").write_text('{"schema": 99}')
+    with pytest.raises(ResultsError, match="schema version 99"):
+        compare([folders[0], *find_results(broken)])
+
+
+def test_factor_changes_the_marks(folders):
+    rows = by_conf(compare(list(folders), factor=0.25))
+    assert rows["expandable_segments:True"].deltas[1].mark is Mark.SAME       # +20% < 25%
+    assert rows["max_split_size_mb:256"].deltas[1].mark is Mark.WITHIN_FACTOR  # -20% significant, < 25%
+
+
+def test_outputs(folders, tmp_path):
+    comparison = compare(list(folders))
+    console = Console(record=True, width=250)
+    console.print(render_table(comparison))
+    text = console.export_text()
+    for word in ("regression", "improvement", "new failure", "fixed failure", "incomparable", "best setting",
+                 "OOM (3/3)", "mem +20.0%"):
+        assert word in text, word
+    md = write_compare_md(comparison, tmp_path / "compare.md").read_text()
+    assert SKIP_REASON in md and "changed from `roundup_power2_divisions:4`" in md
+    assert "- ▲ regression: 2" in md and "- ✗ new failure: 1" in md and "- ? incomparable: 3" in md
+    png = plot_comparison(comparison, tmp_path / "compare.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_cli(folders, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["compare", str(folders[0].path), str(folders[1].path), "--factor", "0.05", "-o", str(out)]) == 0
+    assert "regression" in capsys.readouterr().out
+    assert (out / "compare.md").exists() and (out / "compare.png").exists()
+    # the parent of both folders is read as both, in name order
+    assert main(["compare", str(tmp_path), "-o", str(out)]) == 0
+    with pytest.raises(SystemExit):
+        main(["compare", str(folders[0].path), "--factor", "5"])
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    assert "no results folder" in capsys.readouterr().err

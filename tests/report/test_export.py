@@ -1,0 +1,218 @@
+"""export: every format read back by the consumer it is for (a real shell, python-dotenv, docker's env-file
+rules, a YAML parser, a JSON parser), and every refusal."""
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+from folders import choice, make_folder, repeats, trial
+
+from alloctune.cli.main import main
+from alloctune.errors import AlloctuneError, ConfError, ResultsError
+from alloctune.report.export import DEFAULT_NOTE, FORMATS, export_results, render
+from alloctune.results.records import TrialState
+
+dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
+
+BOTH = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+VALUES = [
+    "expandable_segments:True",
+    "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:4]",   # commas, colons, brackets, '>'
+    "garbage_collection_threshold:0.6,per_process_memory_fraction:0.9",
+    "backend:cudaMallocAsync",
+]
+# torch 2.8 reads only PYTORCH_CUDA_ALLOC_CONF; 2.11 reads it, then PYTORCH_ALLOC_CONF (both are written).
+TORCHES = [("2.8.0+cu128", BOTH[:1]), ("2.11.0+cu130", BOTH)]
+
+
+def docker_env_file(text: str) -> dict:
+    """docker's documented --env-file rules (opts/envfile.go): leading whitespace trimmed, empty and '#' lines
+    skipped, split at the first '=', the value taken literally (no quotes, no escapes, '#' inside is data)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.lstrip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep and key == key.strip() and " " not in key, f"not KEY=VALUE: {line!r}"
+        env[key] = value
+    return env
+
+
+def shell_read(path, shell: str, names) -> list[str]:
+    """Source the file in a real shell (in the file's folder, where a stray redirection would land) and print
+    each variable and whether it is set at all."""
+    script = ". " + shlex.quote(str(path)) + "".join(
+        f'; printf "%s|%s\\n" "${{{n}+set}}" "${n}"' for n in names)
+    out = subprocess.run([shell, "-c", script], capture_output=True, text=True, check=True, env={},
+                         cwd=path.parent).stdout
+    return out.splitlines()
+
+
+@pytest.fixture
+def sample(tmp_path):
+    """A finished sweep on torch 2.11 that chose expandable segments; a larger setting OOMed, one was skipped."""
+    records = (repeats("") + repeats("expandable_segments:True", reserved=11.0)
+               + [trial("max_split_size_mb:128", i, state=TrialState.OOM) for i in range(3)])
+    skipped = [("expandable_segments:True,max_split_size_mb:128", "upstream bug #119452", None)]
+    return make_folder(tmp_path / "w-20260102-030405", records, [choice("expandable_segments:True")], skipped)
+
+
+@pytest.mark.parametrize("torch,names", TORCHES)
+@pytest.mark.parametrize("value", VALUES)
+def test_every_reader_gets_the_value_back(tmp_path, value, torch, names):
+    provenance = "workload 'w' on torch-x (NVIDIA H200, torch 2.11); results results/w-1"
+    c = choice(value, torch=torch)
+
+    env = render(c, "env", provenance)
+    (tmp_path / "best.env").write_text(env)
+    assert docker_env_file(env) == {n: value for n in names}
+    assert dotenv_values(tmp_path / "best.env") == {n: value for n in names}
+    assert env.splitlines()[0] == f"# {provenance}"
+
+    shell = render(c, "shell", provenance)
+    (tmp_path / "best.sh").write_text(shell)
+    for sh in ("bash", "sh"):
+        assert shell_read(tmp_path / "best.sh", sh, names) == [f"set|{value}"] * len(names)
+    assert not list(tmp_path.glob(":*")), "a '>' in the value was taken as a redirection"
+
+    data = json.loads(render(c, "json", provenance))
+    assert data["env"] == {n: value for n in names} and data["conf"] == value and data["is_default"] is False
+    assert data["source"] == provenance and data["torch_version"] == torch
+
+    k8s = yaml.safe_load(render(c, "k8s", provenance))
+    assert k8s == {"env": [{"name": n, "value": value} for n in names]}
+
+    docker = render(c, "docker", provenance)
+    env_lines = [line for line in docker.splitlines() if line.startswith("ENV ")]
+    # Dockerfile ENV splits words and removes quotes like a shell does.
+    assert dict(w.split("=", 1) for line in env_lines for w in shlex.split(line[4:])) == {n: value for n in names}
+    assert docker.startswith("# ")
+
+
+def test_default_exports_an_empty_value_that_clears_an_inherited_one(tmp_path):
+    c = choice("", torch="2.11.0+cu130")
+    for fmt in ("env", "shell", "docker", "k8s"):
+        assert DEFAULT_NOTE in render(c, fmt, "p"), fmt
+    env = render(c, "env", "p")
+    (tmp_path / "best.env").write_text(env)
+    assert docker_env_file(env) == dotenv_values(tmp_path / "best.env") == {n: "" for n in BOTH}
+    (tmp_path / "best.sh").write_text(render(c, "shell", "p"))
+    # Sourced over an inherited value, the variable is set and empty: PyTorch reads that as "no options".
+    script = f"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; . {tmp_path / 'best.sh'}; " \
+             'printf "%s|%s" "${PYTORCH_CUDA_ALLOC_CONF+set}" "$PYTORCH_CUDA_ALLOC_CONF"'
+    assert subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout == "set|"
+    assert yaml.safe_load(render(c, "k8s", "p"))["env"][0] == {"name": BOTH[0], "value": ""}
+    assert json.loads(render(c, "json", "p"))["is_default"] is True
+
+
+def test_provenance_is_one_comment_line_even_with_newlines():
+    text = render(choice("expandable_segments:True", torch="2.8.0"), "env", "workload 'a\nb'\r\n on x")
+    assert text.splitlines()[0] == "# workload 'a b' on x" and len(text.splitlines()) == 2
+
+
+def test_unknown_torch_version_writes_the_variable_every_torch_reads():
+    assert docker_env_file(render(choice("expandable_segments:True", torch=None), "env", "p")) == {
+        BOTH[0]: "expandable_segments:True"}
+
+
+def test_values_that_a_reader_would_change_are_refused():
+    for bad in ("pinned_num_register_threads:a b", "foo:$HOME", "foo:'x'", "foo:a#b"):
+        with pytest.raises(ConfError, match="literally"):
+            render(choice(bad), "env", "p")
+    with pytest.raises(ConfError):
+        render(choice("expandable_segments:true"), "env", "p")   # not a valid setting at all
+    with pytest.raises(AlloctuneError, match="unknown export format 'toml'"):
+        render(choice(""), "toml", "p")
+
+
+def test_export_results_from_a_folder(sample):
+    text = export_results(sample.path)
+    assert docker_env_file(text) == {n: "expandable_segments:True" for n in BOTH}
+    comment = text.splitlines()[0]
+    for fact in ("workload 'w'", "torch-2.11.0", "NVIDIA H200", "torch 2.11.0+cu130", "measured (cuda)",
+                 "2026-01-02T03:04:05Z", str(sample.path)):
+        assert fact in comment
+    # a parent folder holding exactly one results folder works the same
+    assert export_results(sample.path.parent, "json") == export_results(sample.path, "json")
+
+
+def test_conf_exports_another_setting_that_ran_and_fitted(sample):
+    data = json.loads(export_results(sample.path, "json", conf="default"))
+    assert data["conf"] == "" and data["is_default"] and "the sweep chose expandable_segments:True" in data["reasons"][0]
+    with pytest.raises(ResultsError, match=r"'max_split_size_mb:128' did not fit on torch-2.11.0: oom in 3 of 3"):
+        export_results(sample.path, conf="max_split_size_mb:128")
+    with pytest.raises(ResultsError, match="was skipped for torch-2.11.0: upstream bug #119452"):
+        export_results(sample.path, conf="max_split_size_mb:128,expandable_segments:True")   # any key order
+    with pytest.raises(ResultsError, match="was not run .*settings run: default, expandable_segments:True"):
+        export_results(sample.path, conf="roundup_power2_divisions:4")
+    with pytest.raises(ConfError):
+        export_results(sample.path, conf="max_split_size_mb")
+
+
+def test_refuses_a_sweep_that_did_not_finish(tmp_path):
+    folder = make_folder(tmp_path / "w-1", repeats(""))
+    with pytest.raises(ResultsError, match="has not finished a choice"):
+        export_results(folder.path)
+
+
+def test_refuses_when_nothing_fits(tmp_path):
+    folder = make_folder(tmp_path / "w-1", [trial("", state=TrialState.OOM)], [choice(None)])
+    with pytest.raises(ResultsError, match="no setting fits on torch-2.11.0"):
+        export_results(folder.path)
+
+
+def test_refuses_missing_and_unknown_folders(tmp_path):
+    with pytest.raises(ResultsError, match="no results folder"):
+        export_results(tmp_path / "nope")
+    with pytest.raises(ResultsError, match="no results folder"):
+        export_results(tmp_path)
+
+
+def test_selects_by_workload_and_refuses_ambiguity(tmp_path):
+    make_folder(tmp_path / "a-1", repeats(""), [choice("")], workload="alpha")
+    make_folder(tmp_path / "b-1", repeats("expandable_segments:True"), [choice("expandable_segments:True")],
+                workload="beta")
+    with pytest.raises(ResultsError, match=r"holds 2 results folders.*a-1 \(workload 'alpha'\).*'beta'"):
+        export_results(tmp_path)
+    assert "expandable_segments:True" in export_results(tmp_path, workload="beta")
+    with pytest.raises(ResultsError, match="no results for workload 'gamma'; workloads here: alpha, beta"):
+        export_results(tmp_path, workload="gamma")
+    make_folder(tmp_path / "b-2", repeats(""), [choice("")], workload="beta")   # the same workload swept twice
+    with pytest.raises(ResultsError, match="give the folder itself"):
+        export_results(tmp_path, workload="beta")
+
+
+def test_selects_by_environment_and_prefers_measured(tmp_path):
+    records = repeats("") + repeats("", env_id="torch-2.8.0", torch="2.8.0+cu128")
+    folder = make_folder(tmp_path / "w-1", records, [
+        choice("expandable_segments:True"),
+        choice("max_split_size_mb:256", env_id="torch-2.8.0", torch="2.8.0+cu128"),
+        choice("roundup_power2_divisions:4", env_id="torch-2.8.0", backend="sim", torch="2.8.0+cu128")])
+    with pytest.raises(ResultsError, match="holds 2 choices; choose one: --env torch-2.11.0.*--env torch-2.8.0"):
+        export_results(folder.path)
+    # the 2.8 environment has a replayed and a measured choice: the measured one wins; 2.8 reads one variable
+    assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0")) == {BOTH[0]: "max_split_size_mb:256"}
+    with pytest.raises(ResultsError, match="no choice for environment 'torch-3.0'; environments: torch-2.11.0, "
+                                           "torch-2.8.0"):
+        export_results(folder.path, env_id="torch-3.0")
+
+
+def test_cli_writes_the_file_and_exits_2_on_errors(sample, tmp_path):
+    out = tmp_path / "best.sh"
+    run = subprocess.run([sys.executable, "-m", "alloctune", "export", str(sample.path), "--format", "shell",
+                          "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert shell_read(out, "bash", BOTH) == ["set|expandable_segments:True"] * 2
+    run = subprocess.run([sys.executable, "-m", "alloctune", "export", str(sample.path), "--conf",
+                          "max_split_size_mb:128"], capture_output=True, text=True)
+    assert run.returncode == 2 and "did not fit" in run.stderr and run.stdout == ""
+
+def test_cli_prints_every_format(sample, capsys):
+    for fmt in FORMATS:
+        assert main(["export", str(sample.path), "-f", fmt]) == 0
+        assert capsys.readouterr().out == export_results(sample.path, fmt)
+    assert main(["export", str(sample.path), "--env", "nope"]) == 2
+    assert "no choice for environment 'nope'" in capsys.readouterr().err

@@ -1,0 +1,60 @@
+"""`alloctune report` on an interrupted sweep says so (summary, choice.json, terminal), `export` refuses such a
+choice unless told --allow-incomplete (and no best.env holds it), and `report --max-slowdown` leaves sweep.json
+(what was asked) alone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clirun import cli
+
+import alloctune
+from alloctune.decide.planned import planned_trials, recorded_trials
+from alloctune.results.folder import ResultsFolder
+
+ROOT = Path(__file__).resolve().parents[2]
+HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
+# Committed H200 sweeps that ran to the end.
+FINISHED = ["hpsearch-h200-20261129-235903", "transformer-varlen-h200-20261129-234646",
+            "torch-2.1-vs-2.13-sim/transformer-varlen-h200"]
+
+no_gpu = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+
+
+@pytest.mark.parametrize("name", FINISHED)
+def test_finished_sweeps_recorded_every_planned_trial(name):
+    folder = ResultsFolder(ROOT / "results" / name)
+    info, records = folder.info(), folder.trials()
+    groups = {(r.env_id, r.backend) for r in records}
+    assert groups and all(recorded_trials(records, *g) == planned_trials(info, *g) for g in groups)
+
+
+@no_gpu
+def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses_it(tmp_path):
+    grid = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]
+    outcome = alloctune.sweep(HPSEARCH, preset="h200", grid=grid, results_root=tmp_path)
+    folder = outcome.folder.path
+    assert json.loads((folder / "choice.json").read_text())["choices"][0]["complete"] is True
+    # Interrupted after 2 of its 4 trials: no choice yet.
+    lines = (folder / "trials.jsonl").read_text().splitlines(keepends=True)
+    (folder / "trials.jsonl").write_text("".join(lines[:2]))
+    (folder / "choice.json").unlink()
+    asked = (folder / "sweep.json").read_bytes()
+
+    proc = cli("report", folder, "--max-slowdown", "0.10")
+    assert proc.returncode == 0, proc.stderr
+    assert "INCOMPLETE: 2 of 4 planned trials recorded" in proc.stdout
+    [choice] = json.loads((folder / "choice.json").read_text())["choices"]
+    assert (choice["complete"], choice["trials_recorded"], choice["trials_planned"]) == (False, 2, 4)
+    assert choice["max_slowdown"] == 0.10                          # the override lives with the decision
+    assert (folder / "sweep.json").read_bytes() == asked            # what was asked is untouched
+    summary = (folder / "summary.md").read_text()
+    assert "INCOMPLETE: 2 of 4 planned trials recorded" in summary and "max slowdown (10%" in summary
+    assert not (folder / "best.env").exists()   # the finished sweep's is gone: an env file is never incomplete
+
+    refused = cli("export", folder)
+    assert refused.returncode == 2 and "--allow-incomplete" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    allowed = cli("export", folder, "--allow-incomplete")
+    assert allowed.returncode == 0 and "INCOMPLETE sweep (2 of 4 planned trials)" in allowed.stdout

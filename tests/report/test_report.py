@@ -1,0 +1,133 @@
+import struct
+
+from rich.console import Console
+from test_select import ES, MS, RP, rec, setting
+
+from alloctune.decide.choice import choose, summarize_settings
+from alloctune.report.plot import plot_pareto
+from alloctune.report.summary import SUMMARY_FILE, markdown_table, ranked_table, write_summary
+from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
+from alloctune.results.records import TrialState
+from alloctune.units import GiB
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def measured_records(**kw):
+    return (setting("", **kw) + setting(ES, reserved=10.5, tputs=(99.0, 100.0, 101.0), **kw)
+            + setting(MS, reserved=20.0, tputs=(120.0, 121.0, 119.0), **kw)
+            + [rec(RP, 0, state=TrialState.OOM, error="CUDA out of memory", **kw),
+               rec(RP, 1, reserved=9.0, **kw)])
+
+
+def info(**kw):
+    base = dict(workload_name="w", workload_hash="h1", workload={}, grid=["", ES, MS, RP], repeats=3,
+                command="alloctune sweep workloads/w.yaml --repeats 3", budget_bytes=24 * GiB,
+                skipped=[Skipped("garbage_collection_threshold:0.6,expandable_segments:True",
+                                 "known upstream bug (#123548)", "torch-2.11.0")],
+                envs={"torch-2.11.0": {"python": "3.11.7", "driver": "580.1", "cuda": "13.0",
+                                       "gpu_memory_bytes": 143771 * 2**20, "accepted": {"x": 1}}})
+    base.update(kw)
+    return SweepInfo(**base)
+
+
+def render(table) -> str:
+    console = Console(record=True, width=300)
+    console.print(table)
+    return console.export_text()
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    return struct.unpack(">II", data[16:24])
+
+
+def test_ranked_table_renders_ranked_rows():
+    settings = summarize_settings(measured_records())
+    [choice] = choose(settings)
+    text = render(ranked_table(settings, choice))
+    for column in ("setting", "state", "reserved", "res/", "tokens", "vs"):
+        assert column in text
+    lines = [line for line in text.splitlines() if "GiB" in line or "oom" in line]
+    order = [next(c for c in (ES, "default", MS, RP) if c in line) for line in lines]
+    assert order == [ES, "default", MS, RP]
+    assert f"{ES} " in lines[0] and " best " in lines[0]
+    assert "baseline" in text and "oom 1/2" in text and "10.50 GiB" in text and "1.05" in text
+    assert "1.00x ±" in text and " n.s." in text and "n.s. = no significant difference" in text
+
+
+def test_summary_written_with_every_section(tmp_path):
+    records = measured_records()
+    for i, r in enumerate(records):
+        object.__setattr__(r, "started_at", f"2025-01-01T00:00:0{i % 10}Z")
+    settings = summarize_settings(records)
+    choices = choose(settings)
+    folder = ResultsFolder.create(tmp_path / "w-20250101-000000", info())
+    path = write_summary(folder, info(), settings, choices)
+    assert path == folder.path / SUMMARY_FILE
+    text = path.read_text()
+    assert text.startswith("# alloctune: w")
+    assert f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={ES}`" in text
+    assert "saves 4.50 GiB" in text                                   # the reasons
+    assert "| setting | state | peak reserved |" in text               # the Markdown table
+    assert "Runners-up and what they cost" in text and f"- `{MS}`: raises peak reserved" in text
+    assert "known upstream bug (#123548)" in text                      # skipped settings
+    assert "gpu: NVIDIA H200" in text and "torch: 2.11.0+cu130" in text and "driver: 580.1" in text
+    assert "gpu_memory_bytes: 140.40 GiB" in text and "accepted" not in text
+    assert "2025-01-01T00:00:00Z to 2025-01-01T00:00:09Z" in text
+    assert "`alloctune sweep workloads/w.yaml --repeats 3`" in text
+    assert "repeats per setting: 3" in text and "memory budget: 24.00 GiB" in text
+    assert "Welch" in text and "alpha = 0.05" in text and "max slowdown (2%" in text and "t-interval" in text
+
+
+def test_summary_simulated_and_nothing_fits(tmp_path):
+    sim = setting("", backend="sim") + setting(ES, reserved=10.0, backend="sim")
+    nothing = [rec("", state=TrialState.OOM, env_id="torch-2.9.1", torch="2.9.1"),
+               rec(ES, state=TrialState.CRASHED, env_id="torch-2.9.1", torch="2.9.1", error="Segmentation fault")]
+    settings = summarize_settings(sim + nothing)
+    choices = choose(settings)
+    folder = ResultsFolder(tmp_path / "r")
+    text = write_summary(folder, info(backend="sim", budget_bytes=None, skipped=[]), settings, choices).read_text()
+    assert "Simulated from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in text
+    assert "**Nothing fits**" in text and "Segmentation fault" in text
+    assert "### torch-2.9.1" in text and "### torch-2.11.0" in text
+    assert "Skipped settings" not in text and "memory budget: none" in text
+
+
+def test_markdown_table_escapes_pipes():
+    text = markdown_table(("a", "b"), [("x|y", "z\nw")])
+    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | z w |"]
+
+
+def test_plot_measured_simulated_and_several_envs(tmp_path):
+    settings = summarize_settings(measured_records())
+    one = plot_pareto(settings, choose(settings), tmp_path / "one.png")
+    w1, _ = png_size(one)
+
+    two_envs = measured_records() + measured_records(env_id="torch-2.9.1", torch="2.9.1")
+    settings = summarize_settings(two_envs)
+    w2, _ = png_size(plot_pareto(settings, choose(settings), tmp_path / "sub" / "two.png"))
+    assert w2 > 1.5 * w1  # one panel per environment
+
+    sim = summarize_settings(setting("", backend="sim") + setting(ES, reserved=10.0, backend="sim")
+                             + [rec(MS, state=TrialState.OOM, backend="sim")])
+    png_size(plot_pareto(sim, choose(sim), tmp_path / "sim.png"))
+
+    nothing = summarize_settings([rec("", state=TrialState.OOM)])
+    png_size(plot_pareto(nothing, choose(nothing), tmp_path / "none.png"))
+    png_size(plot_pareto([], [], tmp_path / "empty.png"))
+
+
+def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
+    predicted = setting("", reserved=15.3, backend="sim", env_id="sim:torch-2.11.0") + setting(
+        ES, reserved=10.0, backend="sim", env_id="sim:torch-2.11.0")
+    measured = setting("", reserved=15.0) + setting(ES, reserved=10.0)
+    settings = summarize_settings(predicted + measured)
+    folder = ResultsFolder(tmp_path / "r")
+    text = write_summary(folder, info(backend="hybrid", skipped=[]), settings, choose(settings)).read_text()
+    assert "## Predicted (replay) against measured (GPU)" in text
+    assert "| default | 15.30 GiB | 15.00 GiB | +2.00% |" in text
+    assert f"| {ES} | 10.00 GiB | 10.00 GiB | +0.00% |" in text
+    only_measured = summarize_settings(measured)
+    assert "Predicted" not in write_summary(folder, info(skipped=[]), only_measured, choose(only_measured)).read_text()

@@ -1,0 +1,83 @@
+"""The compiled simulator core (alloctune/sim/_core.cpp) against the Python reference (allocator.py): every field
+of every result identical, on every shipped trace, under the default grid and the settings around it, on the
+recording GPU, under budgets where GC acts, and on devices small enough to force retries and OOMs."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.grid import DEFAULT_GRID
+from alloctune.sim.simulate import compiled_core_available, pack, simulate
+from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
+
+pytestmark = pytest.mark.skipif(not compiled_core_available(),
+                                reason="the compiled core is not built (pip install -e . or setup.py build_ext)")
+
+TRACES = sorted((Path(__file__).resolve().parents[2] / "workloads" / "traces").glob("*.xz"))
+GRID = [c for c in DEFAULT_GRID if not AllocConf.parse(c).is_async]
+MORE = ["max_split_size_mb:128,max_non_split_rounding_mb:64", "large_segment_size_mb:40"]
+
+
+def cases(trace: Trace):
+    """(setting, device memory, budget, torch version, stop_at_retry): what each trace is replayed under."""
+    device, overhead = trace.meta["device_total_bytes"], trace.meta["overhead_bytes"]
+    allocated = next(m for m in trace.meta["measured"] if m["conf"] == "")["peak_allocated_bytes"]
+    tight = overhead + allocated * 11 // 10   # a little above what is live at the peak: retries, some OOMs
+    small = overhead + allocated * 7 // 10    # less than is live at the peak: an OOM, always
+    budget = allocated * 12 // 10             # GC at 0.6 or 0.8 of it acts
+    for conf in GRID + MORE:
+        yield conf, device, budget if "garbage_collection" in conf else None, "2.11", False
+    for conf in ("", "expandable_segments:True", "max_split_size_mb:128"):
+        yield conf, tight, None, "2.11", False
+        yield conf, tight, None, "2.11", True
+        yield conf, small, None, "2.11", False
+    # older allocators: a fraction of the whole device switches GC on (2.7), divisions of 1 did not round (2.3)
+    yield "garbage_collection_threshold:0.6", device, device, "2.7", False
+    yield "roundup_power2_divisions:1", device, None, "2.3", False
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
+def test_compiled_core_matches_python_on_shipped_traces(path):
+    trace = load_trace(path)
+    packed = pack(trace)
+    for conf, device, budget, version, stop in cases(trace):
+        kw = dict(budget_bytes=budget, overhead_bytes=trace.meta["overhead_bytes"], torch_version=version,
+                  stop_at_retry=stop)
+        want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
+        got = simulate(packed, AllocConf.parse(conf), device, core="compiled", **kw)
+        assert got == want, f"{path.name} {conf or 'default'} device={device} budget={budget} {version} {stop}"
+
+
+def random_trace(events: int, seed: int) -> Trace:
+    """Sizes from 1 byte to 300 MiB over 3 streams, lifetimes at random, frees of unknown addresses."""
+    rng = random.Random(seed)
+    kinds, addrs, sizes, streams, live = [], [], [], [], {}
+    for i in range(events):
+        if live and rng.random() < 0.45:
+            addr = rng.choice(list(live)) if rng.random() < 0.97 else 10**9 + i
+            size, stream = live.pop(addr, (0, 0))
+            kinds.append(FREE)
+        else:
+            addr, stream = i * 7, rng.randrange(3)
+            size = rng.choice([rng.randrange(1, 1 << 20), rng.randrange(1 << 20, 12 << 20),
+                               rng.randrange(12 << 20, 300 << 20)])
+            live[addr] = (size, stream)
+            kinds.append(ALLOC)
+        addrs.append(addr), sizes.append(size), streams.append(stream)
+    return Trace(kinds, addrs, sizes, streams)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_core_matches_python_on_random_traces(seed):
+    trace = random_trace(4000, seed)
+    for conf in GRID + MORE + ["max_split_size_mb:40,garbage_collection_threshold:0.5",
+                               "roundup_power2_divisions:[64:8,128:2,>:1]",
+                               "expandable_segments:True,large_segment_size_mb:40"]:
+        for device, budget in ((1 << 40, None), (3 << 30, None), (4 << 30, 2 << 30), (1 << 30, None)):
+            kw = dict(budget_bytes=budget, overhead_bytes=300 << 20)
+            want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
+            got = simulate(trace, AllocConf.parse(conf), device, core="compiled", **kw)
+            assert got == want, f"seed {seed} {conf or 'default'} device={device} budget={budget}"

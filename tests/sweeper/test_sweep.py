@@ -1,0 +1,157 @@
+"""`alloctune.sweep` end to end on this GPU-less machine: the shipped H200 trace replayed through the simulator,
+real files written, resumed after an interruption, and the CLI as a user runs it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import alloctune
+from alloctune.errors import WorkloadError
+from alloctune.results.folder import ResultsFolder
+
+ROOT = Path(__file__).resolve().parents[2]
+VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
+GRID = ["default", "expandable_segments:True", "max_split_size_mb:128", "backend:cudaMallocAsync"]
+
+pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+
+
+def run_sweep(tmp_path, **kw):
+    notices = []
+    outcome = alloctune.sweep(VARLEN, preset="h200", grid=GRID, results_root=tmp_path, notice=notices.append, **kw)
+    return outcome, notices
+
+
+def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
+    outcome, notices = run_sweep(tmp_path)
+    assert outcome.backend == "sim"
+    assert any("No CUDA GPU is visible" in n for n in notices)
+    assert [s.reason for s in outcome.skipped if s.conf == "backend:cudaMallocAsync"] == [
+        "cannot be simulated: the CUDA driver's pool holds its memory, which the simulator does not model block "
+        "by block: measure it on the GPU"]
+    folder = outcome.folder.path
+    assert folder.parent == tmp_path and folder.name.startswith("transformer-varlen-h200-")
+    for name in ("sweep.json", "trials.jsonl", "choice.json", "summary.md", "best.env", "plot.png"):
+        assert (folder / name).is_file(), name
+    [choice] = outcome.choices
+    assert choice.best.conf == "expandable_segments:True" and choice.backend == "sim"
+    summary = (folder / "summary.md").read_text()
+    assert "simulated" in summary.lower() and "cudaMallocAsync" in summary
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in (folder / "best.env").read_text()
+    records = outcome.folder.trials()
+    assert {r.conf for r in records} == {"", "expandable_segments:True", "max_split_size_mb:128"}
+    assert all(r.backend == "sim" and r.measurement.throughput is None for r in records)
+    # The simulated peaks are the GPU's: 37.60 GiB default, 26.87 GiB with expandable segments (results/).
+    peaks = {r.conf: r.measurement.peak_reserved_bytes for r in records}
+    assert peaks[""] == 38504 * 2**20 and peaks["expandable_segments:True"] == 27518 * 2**20
+
+
+def test_same_sweep_resumes_and_skips_finished_trials(tmp_path):
+    first, _ = run_sweep(tmp_path)
+    trials = first.folder.path / "trials.jsonl"
+    lines = trials.read_text().splitlines()
+    # Interrupted: the last trial's line torn mid-write, no choice made yet.
+    trials.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
+    (first.folder.path / "choice.json").unlink()
+    with pytest.warns(UserWarning, match="truncated"):
+        assert len(ResultsFolder(first.folder.path).trials()) == 2  # the torn trial does not count as finished
+    second, notices = run_sweep(tmp_path)
+    assert second.folder.path == first.folder.path
+    assert any("Resuming" in n for n in notices)
+    records = [json.loads(line) for line in trials.read_text().splitlines()]  # torn line gone, trial ran again
+    assert sorted(r["conf"] for r in records) == ["", "expandable_segments:True", "max_split_size_mb:128"]
+    assert records[:2] == [json.loads(line) for line in lines[:2]]  # finished trials untouched
+    assert (first.folder.path / "choice.json").is_file()
+    third, _ = run_sweep(tmp_path, fresh=True)
+    assert third.folder.path != first.folder.path
+
+
+def test_a_bad_workload_file_stops_before_anything_runs(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VARLEN.read_text().replace("steps: 80", "steps: ten"))
+    with pytest.raises(WorkloadError, match=r"bad.yaml: key 'steps': expected a positive integer, got 'ten'"):
+        alloctune.sweep(bad, results_root=tmp_path / "results")
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_sweep_then_export(tmp_path):
+    def cli(*args):
+        env = dict(os.environ, PYTHONPATH=str(ROOT))  # works whether or not the package is installed
+        return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=300, env=env)
+
+    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--results", "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "No CUDA GPU is visible" in proc.stderr and "Next: alloctune export" in proc.stdout
+    [folder] = (tmp_path / "out").iterdir()
+    exported = cli("export", folder, "--format", "shell")
+    assert exported.returncode == 0 and "export PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True'" in exported.stdout
+    missing = cli("sweep", tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
+    from alloctune.results.records import Measurement, TrialRecord, TrialState
+    from alloctune.settings.conf import AllocConf
+    from alloctune.sweeper.hybrid import HYBRID_FINALISTS, finalists
+
+    peaks = {"": 40, "expandable_segments:True": 27, "max_split_size_mb:128": 139, "max_split_size_mb:512": 139,
+             "roundup_power2_divisions:4": 35, "roundup_power2_divisions:8": 36}
+    records = [TrialRecord(workload="w", workload_hash="h", conf=c, repeat=0, env_id="sim:torch-2.11.0",
+                           backend="sim", state=TrialState.OK,
+                           measurement=Measurement(peak_reserved_bytes=p * 2**30, peak_allocated_bytes=27 * 2**30))
+               for c, p in peaks.items()]
+    planned = {"torch-2.11.0": [AllocConf.parse(c) for c in [*peaks, "backend:cudaMallocAsync"]]}
+    [chosen] = finalists(records, planned, 0.02).values()
+    # The three lowest simulated peaks, the baseline, and what replay cannot judge (measured only on the GPU).
+    assert HYBRID_FINALISTS == 3
+    assert [str(c) for c in chosen] == ["", "expandable_segments:True", "roundup_power2_divisions:4",
+                                        "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
+
+
+def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_path):
+    first, _ = run_sweep(tmp_path)
+    again, _ = run_sweep(tmp_path)
+    assert again.folder.path == first.folder.path
+    skipped = [s.conf for s in again.folder.info().skipped]
+    assert skipped.count("backend:cudaMallocAsync") == 1  # recorded once however often the sweep resumes
+    elsewhere, notices = run_sweep(tmp_path, trace=str(foreign_snapshot(tmp_path)))
+    assert elsewhere.folder.path != first.folder.path  # same workload and grid, other trace: never resumed into
+    assert any("carries no alloctune metadata" in n for n in notices)   # accepted, with a notice
+
+
+def foreign_snapshot(tmp_path) -> Path:
+    """A torch snapshot as `torch.cuda.memory._dump_snapshot` writes it, with no alloctune metadata."""
+    import pickle
+
+    entries = []
+    for i in range(1, 40):
+        e = {"addr": i * 2**24, "size": i * 2**20, "stream": 0, "frames": []}
+        entries += [dict(e, action="alloc"), dict(e, action="free_requested"), dict(e, action="free_completed")]
+    path = tmp_path / "foreign.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [entries], "allocator_settings": {}}))
+    return path
+
+
+def test_a_trace_of_another_workload_is_refused_before_a_folder_exists(tmp_path):
+    from alloctune.errors import AlloctuneError
+
+    other = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
+    with pytest.raises(AlloctuneError, match="recorded from workload 'transformer-packed', not 'transformer-varlen'"):
+        run_sweep(tmp_path, trace=str(other))
+    assert not any(tmp_path.iterdir())
+
+
+def test_nonsense_budgets_and_missing_traces_stop_before_a_folder_exists(tmp_path):
+    from alloctune.errors import AlloctuneError, SizeError
+
+    with pytest.raises(SizeError, match="fraction"):
+        alloctune.sweep(VARLEN, preset="h200", budget="2", results_root=tmp_path)
+    with pytest.raises(AlloctuneError, match="no recorded allocation trace"):
+        alloctune.sweep(VARLEN, results_root=tmp_path)  # the 24gib preset ships no trace
+    assert not any(tmp_path.iterdir())

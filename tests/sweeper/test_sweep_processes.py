@@ -1,0 +1,112 @@
+"""`alloctune sweep` as a process: SIGTERM, SIGKILL, a second sweep into a running folder. Real CLI processes on
+a stand-in interpreter that answers the probe as a one-GPU machine and runs trials that start a grandchild and
+hang, so every test has real children to lose."""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from pids import running
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """(command, environment, pid folder, temp folder): a sweep whose trials hang, each writing its pids."""
+    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
+    pids.mkdir()
+    tmp.mkdir()
+    python = tmp_path / "gpu-python"
+    python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(f"""
+        import json, os, subprocess, sys, time
+        if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
+            sys.stdin.read()
+            print("ALLOCTUNE-PROBE " + json.dumps(dict(
+                python=sys.argv[0], python_version="3", torch_version="2.13.0", torch_git=None, cuda_version="12",
+                cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=2**34)],
+                driver="1", host="h", env_id="torch-2.13.0")))
+        elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
+            os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])
+        else:  # a trial: start a data-loader-like grandchild, then hang
+            g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            open(os.path.join({str(pids)!r}, str(os.getpid())), "w").write(f"{{os.getpid()}} {{g.pid}}")
+            time.sleep(600)
+    """))
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    workload = tmp_path / "w.yaml"
+    workload.write_text("name: w\nkind: hpsearch\nunit: tokens\nsteps: 1\n")
+    command = [sys.executable, "-m", "alloctune", "sweep", str(workload), "--python", str(python), "--conf",
+               "expandable_segments:True", "--repeats", "1", "--backend", "cuda", "--results",
+               str(tmp_path / "results")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
+    return command, env, pids, tmp
+
+
+def start(command, env, pids: Path) -> tuple[subprocess.Popen, list[int]]:
+    sweep = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not any(pids.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    family = [int(p) for f in pids.iterdir() for p in f.read_text().split()]
+    assert len(family) == 2, family
+    return sweep, family
+
+
+def gone(pids: list[int], tmp: Path, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(map(running, pids)) and not list(tmp.glob("alloctune-trial-*")):
+            return True
+        time.sleep(0.05)
+    for pid in pids:  # leave nothing behind when the test fails
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+    return False
+
+
+def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
+    command, env, pids, tmp = setup
+    sweep, family = start(command, env, pids)
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=30)
+    assert sweep.returncode == 143
+    assert b"terminated; finished trials are saved" in stderr and b"Traceback" not in stderr
+    assert gone(family, tmp)
+
+
+def test_sigkill_of_the_sweep_takes_its_trials_and_their_children_along(setup):
+    command, env, pids, tmp = setup
+    sweep, family = start(command, env, pids)
+    sweep.kill()
+    sweep.wait()
+    assert gone(family, tmp)
+
+
+def test_a_second_sweep_into_a_running_folder_is_refused(setup, tmp_path):
+    command, env, pids, tmp = setup
+    sweep, family = start(command, env, pids)
+    try:
+        [folder] = (tmp_path / "results").iterdir()
+        for second in (command, command + ["--out", str(folder)]):  # resuming the newest, or named
+            done = subprocess.run(second, env=env, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 2, done.stderr
+            assert "is being written by another alloctune sweep" in done.stderr
+            assert "Traceback" not in done.stderr and done.stderr.count("alloctune: error:") == 1
+        report = subprocess.run([sys.executable, "-m", "alloctune", "report", str(folder)], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert report.returncode == 2 and "is being written by another" in report.stderr
+        assert not (folder / "choice.json").exists()
+        assert len(os.listdir(pids)) == 1  # no second trial started
+    finally:
+        sweep.kill()
+        sweep.wait()
+        gone(family, tmp)
