@@ -1,0 +1,71 @@
+"""The example user jobs of examples/ run to their end on the CPU at tiny sizes, each in a fresh interpreter the way
+a user starts it (`python3 examples/X.py ...`, the DDP one under torchrun with gloo), and print their closing line.
+Those that need lightning, transformers or torch_geometric skip where that library is missing (CI has only torch);
+the plain-PyTorch ones (ddp_train.py, long_train.py) always run."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+
+import pytest
+
+from clirun import ROOT
+
+TINY_LM = ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "200"]
+
+
+def run(*argv: str, timeout: float = 120) -> str:
+    """`python3 ARGV` from the checkout's root; its stdout, after asserting it exited 0."""
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def test_long_train_runs_and_repeats_itself():
+    argv = ["examples/long_train.py", "--steps", "6", *TINY_LM, "--max-len", "32", "--bucket", "8",
+            "--tokens", "64", "--log-every", "3"]
+    first, second = run(*argv), run(*argv)
+    assert "done, 6 steps" in first
+    losses = re.findall(r"loss (\S+)", first)
+    assert len(losses) == 2 and losses == re.findall(r"loss (\S+)", second)   # seeded: the same run twice
+
+
+def test_ddp_train_under_torchrun_with_gloo():
+    out = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/ddp_train.py",
+              "--steps", "3", *TINY_LM, "--batch", "1", "3", "--seq-len", "4", "16", "--log-every", "1")
+    assert "2 ranks on cpu" in out
+    assert "rank 0: done, 3 steps" in out and "rank 1: done, 3 steps" in out
+
+
+def test_hf_trainer_gpt2():
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")   # transformers' Trainer requires it
+    out = run("examples/hf_trainer_gpt2.py", "--steps", "3", "--batch", "2", *TINY_LM, "--seq-len", "4", "32",
+              "--median-len", "8", "--log-every", "1")
+    assert "done, 3 steps" in out
+
+
+def test_lightning_bert():
+    pytest.importorskip("transformers")
+    if importlib.util.find_spec("lightning") is None:
+        pytest.importorskip("pytorch_lightning")
+    out = run("examples/lightning_bert.py", "--steps", "3", *TINY_LM, "--batch", "2", "3", "--seq-len", "4", "16",
+              "--log-every", "1")
+    assert "step 3/3 loss" in out and "done, 3 steps" in out
+
+
+def test_generate_varlen():
+    pytest.importorskip("transformers")
+    out = run("examples/generate_varlen.py", "--steps", "2", *TINY_LM, "--batch", "3", "3", "--prompt-len", "2",
+              "8", "--new-tokens", "4", "4", "--log-every", "1")
+    assert "done, 2 batches, 24 new tokens" in out   # no end-of-sequence token: every prompt gets all 4
+
+
+def test_pyg_graphs():
+    pytest.importorskip("torch_geometric")
+    out = run("examples/pyg_graphs.py", "--steps", "5", "--graphs", "20", "--nodes", "3", "12", "--degree", "1",
+              "4", "--hidden", "8", "--layers", "2", "--batch", "8")
+    assert "epoch 2 step 5/5" in out and "done, 5 steps" in out   # 20 graphs in batches of 8: 3 steps an epoch
