@@ -189,9 +189,9 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
 
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
              max_slowdown: float, tie: float) -> Reason:
-    rejected = _rejection(s, base, max_slowdown)
-    if rejected or best is None:
-        return rejected or Reason(Code.NOT_CHOSEN)
+    if rejected := _rejection(s, base, max_slowdown):
+        return rejected
+    assert best is not None   # with nothing to recommend, every setting has a rejection
     c = _comparison(s, base, max_slowdown)
     if within(s.peak, best.peak, tie):
         return Reason(Code.LOSES_TIE, AgainstWinner(s.memory_measure, s.peak, best.peak, c, _tie_break(best, s)))

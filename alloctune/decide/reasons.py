@@ -49,7 +49,6 @@ class Code(str, enum.Enum):
     # a runner-up that may be recommended, against the winner
     LOSES_TIE = "loses_tie"
     COSTS_MORE = "costs_more"
-    NOT_CHOSEN = "not_chosen"
     # how precise the throughput comparison got
     PRECISION_UNKNOWN = "precision_unknown"   # no interval: fewer than 2 rounds with both sides
     PRECISION_REACHED = "precision_reached"
@@ -224,7 +223,7 @@ FIGURES: dict[Code, type] = {
     Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
     Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.TIES: Ties, Code.UNSTABLE: Unstable,
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
-    Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner, Code.NOT_CHOSEN: NoFigures,
+    Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,
 }
 

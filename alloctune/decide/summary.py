@@ -242,7 +242,8 @@ def counted(records: Iterable[TrialRecord]) -> list[TrialRecord]:
     return [r for r in records if not r.extra and not (r.recording and r.key in unrecorded)]
 
 
-def summarize_settings(records: Iterable[TrialRecord], max_slowdown: float = DEFAULT_MAX_SLOWDOWN) -> list[SettingResult]:
+def summarize_settings(records: Iterable[TrialRecord],
+                       max_slowdown: float = DEFAULT_MAX_SLOWDOWN) -> list[SettingResult]:
     """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
 
     Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the

@@ -117,7 +117,8 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
     setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
     group = _in_group(settings, choice)
     unit = next((s.unit for s in group if s.unit), None) or "units"
-    memory = "peak\ndevice" if choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE else "peak\nreserved"
+    device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
+    memory = "peak\ndevice" if device else "peak\nreserved"
     headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
     rows = [_terminal_row(s, choice) for s in group]
     # A baseline alone, or no retries anywhere, says nothing.

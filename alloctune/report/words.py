@@ -216,7 +216,7 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
                                f"'reserved' is the driver pool's, not comparable with the native allocator's"),
     Code.TIES: _ties, Code.UNSTABLE: _unstable,
     Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
-    Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner, Code.NOT_CHOSEN: _fixed("not chosen"),
+    Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
                                    "the default and the setting): no slowdown could be detected"),
     Code.PRECISION_REACHED: _precision, Code.PRECISION_SHORT: _precision,

@@ -159,7 +159,8 @@ def test_default_kept_and_says_lower_settings_were_refused():
     assert choice.best.is_default
     assert codes(choice) == [Code.KEEP_DEFAULT, Code.REFUSED_LOWER]
     assert reason(choice, Code.REFUSED_LOWER).refused == (ES,) and choice.decision.figures.closest is None
-    assert why(choice, ES).code is Code.TOO_SLOW and why(choice, ES).figures.vs_default.ratio == pytest.approx(0.8, abs=0.01)
+    assert why(choice, ES).code is Code.TOO_SLOW
+    assert why(choice, ES).figures.vs_default.ratio == pytest.approx(0.8, abs=0.01)
 
 
 def test_default_oom_under_budget():
