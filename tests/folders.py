@@ -27,7 +27,7 @@ def repeats(conf, tputs=(100.0, 101.0, 99.0), **kw) -> list[TrialRecord]:
 
 
 def choice(conf, env_id="torch-2.11.0", backend="cuda", torch="2.11.0+cu130", budget=None) -> ChoiceRecord:
-    """A choice.json entry as select.py makes it (conf None = nothing fits)."""
+    """A choice.json entry as report.analysis writes it, sentences only (conf None = nothing fits)."""
     reason = f"{conf or 'default'} has the lowest peak reserved"
     return ChoiceRecord(workload="w", env_id=env_id, backend=backend, budget_bytes=budget, fits=conf is not None,
                         conf=conf, is_default=conf == "", simulated=backend == "sim", torch_version=torch,

@@ -23,13 +23,16 @@ def register(subparsers) -> None:
 
 def decisions(folder, choices) -> dict:
     """A results folder's decisions as `--json` prints them (report, sweep): as choice.json holds them."""
-    return {"folder": str(folder.path), "choices": [c.record().to_json() for c in choices]}
+    from ..report.analysis import choice_record
+
+    return {"folder": str(folder.path), "choices": [choice_record(c).to_json() for c in choices]}
 
 
 def run(args) -> int:
+    from ..report.analysis import analyze
     from ..report.summary import incomplete_note, ranked_table
+    from ..report.words import reason_lines
     from ..results.folder import find_results
-    from ..sweeper.sweep import analyze
     from .args import console as wide_console
 
     console = wide_console()
@@ -44,7 +47,7 @@ def run(args) -> int:
             console.print(ranked_table(settings, choice))
             if note := incomplete_note(choice):
                 console.print(f"[bold red]{note}[/]")
-            for reason in choice.reasons:
+            for reason in reason_lines(choice):
                 console.print(f"  {reason}")
     if args.json:
         print(json.dumps(decided, indent=2))

@@ -97,6 +97,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..report.summary import ranked_table
+    from ..report.words import reason_lines
     from ..settings.grid import load_grid_file
     from ..sweeper.sweep import sweep
 
@@ -131,7 +132,7 @@ def run(args) -> int:
         out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
     for choice in outcome.choices:
         out.print(ranked_table(outcome.settings, choice))
-        for reason in choice.reasons:
+        for reason in reason_lines(choice):
             out.print(f"  {reason}")
     folder = outcome.folder.path
     # Commands to copy: one line each, never folded at the terminal's width.

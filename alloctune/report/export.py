@@ -64,7 +64,7 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
 
 def _value(choice: ChoiceRecord) -> str:
     """The canonical setting string, checked to survive every format unchanged."""
-    if choice.conf is None:  # select.py writes conf None (and fits False) when no setting fitted
+    if choice.conf is None:  # the choice writes conf None (and fits False) when no setting fitted
         raise ResultsError(f"no setting fits on {choice.env_id} ({choice.backend}): every trial "
                            f"failed there, so there is nothing to export")
     value = str(AllocConf.parse(choice.conf))

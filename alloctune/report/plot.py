@@ -14,7 +14,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from ..decide.choice import Choice, SettingResult, pareto_front, ranked
+from ..decide.choice import Choice
+from ..decide.order import ranked
+from ..decide.summary import SettingResult, pareto_front
 from ..results.records import decision_group
 from ..units import GiB
 

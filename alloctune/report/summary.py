@@ -9,12 +9,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..decide.choice import DEVICE, Choice, SettingResult, format_rate, ranked
+from ..decide.choice import Choice
+from ..decide.order import ranked
 from ..decide.stats import ALPHA, OUTLIER_Z
+from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number
 from .tables import add_setting_column, keep_columns
+from .words import format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -55,7 +58,7 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
     return [
         s.label + (" (best)" if s is choice.best else ""),
         s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
-        format_bytes(s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes),
+        format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
         format_bytes(s.peak_allocated_bytes),
         "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
         "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
@@ -74,8 +77,8 @@ def _title(choice: Choice) -> str:
 
 def columns(choice: Choice) -> tuple[str, ...]:
     """The table's headers: where backends differ, the memory column is the driver-level peak the choice used."""
-    if choice.best is not None and choice.best.memory_measure == DEVICE:
-        return tuple(DEVICE if c == "peak reserved" else c for c in COLUMNS)
+    if choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE:
+        return tuple(str(MemoryMeasure.DEVICE) if c == MemoryMeasure.RESERVED else c for c in COLUMNS)
     return COLUMNS
 
 
@@ -102,7 +105,7 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     else:
         width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
         vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
-    memory = s.memory if s.memory_measure == DEVICE else s.peak_reserved_bytes
+    memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
     return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
@@ -114,7 +117,8 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
     setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
     group = _in_group(settings, choice)
     unit = next((s.unit for s in group if s.unit), None) or "units"
-    memory = "peak\ndevice" if choice.best is not None and choice.best.memory_measure == DEVICE else "peak\nreserved"
+    device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
+    memory = "peak\ndevice" if device else "peak\nreserved"
     headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
     rows = [_terminal_row(s, choice) for s in group]
     # A baseline alone, or no retries anywhere, says nothing.
@@ -200,20 +204,20 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
         lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
                   f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
-    lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
-    if choice.precision:
-        lines += [f"Precision: {choice.precision}.", ""]
+    lines += ["Why:", ""] + [f"- {r}" for r in reason_lines(choice)] + [""]
+    if precision := precision_line(choice):
+        lines += [f"Precision: {precision}.", ""]
     keep, rows = _shown(group, choice)
     headers = columns(choice)
     lines += [markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows)), ""]
     if choice.runners_up:
         lines += ["Runners-up and what they cost:", ""]
-        lines += [f"- `{s.label}`: {why}" for s, why in choice.runners_up] + [""]
+        lines += [f"- `{s.label}`: {why}" for s, why in runner_up_lines(choice)] + [""]
     return lines
 
 
 def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
-    """`recording`: a trial that recorded the allocation trace is among those counted (select.counted)."""
+    """`recording`: a trial that recorded the allocation trace is among those counted (summary.counted)."""
     tie = choices[0].tie if choices else DEFAULT_TIE
     max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "

@@ -84,16 +84,32 @@ class SweepInfo:
 
 
 @dataclass(frozen=True)
+class ReasonRecord:
+    """A reason as data: its code and the figures it quotes (`decide.reasons` defines both, and reads one back
+    typed with `Reason.from_record`; `report.words` says it)."""
+
+    code: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunnerUp:
     conf: str
     why: str            # what it costs against the winner, or why it may not be recommended
+    why_data: ReasonRecord | None = None   # `why` as data (None in files from before reasons were data)
 
 
 @dataclass(frozen=True)
 class ChoiceRecord:
-    """One decision in choice.json (decide.choice.Choice.record()), per (environment, backend, budget), as consumers
-    read it: export, compare, report. Only the identity and the setting are required; the rest default so that
-    older files still read."""
+    """One decision in choice.json (`report.analysis.choice_record`), per (environment, backend, budget), as
+    consumers read it: export, compare, report. Only the identity and the setting are required; the rest default so
+    that older files still read.
+
+    The reasons come twice: as the sentences the reports print (`decision`, `reasons`, `runners_up[].why`,
+    `precision`), which every reader has always read, and as data (`decision_data`, `reasons_data`,
+    `runners_up[].why_data`, `precision_data`), one record per sentence, from which those sentences were written.
+    Files from before the data existed lack it: there it reads as empty (None, ()), and the sentences are all
+    there is. The schema number stays: an older alloctune ignores the keys it does not know."""
 
     env_id: str
     backend: Backend                  # CUDA or SIM
@@ -131,6 +147,9 @@ class ChoiceRecord:
     paired_rounds: Count | None = None
     detectable_slowdown: float | None = None
     precision: str = ""
+    decision_data: ReasonRecord | None = None
+    reasons_data: tuple[ReasonRecord, ...] = ()
+    precision_data: ReasonRecord | None = None
     verdict: str = ""
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     tie: float = DEFAULT_TIE

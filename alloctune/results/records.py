@@ -192,7 +192,7 @@ class TrialRecord:
     # key): its peaks are the first pass's, which recording does not change (peak reserved byte-identical to an
     # unrecorded default's in three H200 jobs), and its throughput is the timed pass, run after recording stopped.
     # Provenance only, except in folders from before it counted, which also hold an unrecorded repeat 0
-    # (`select.counted`), and for a command, where recording covers the whole run (`extra`).
+    # (`decide.summary.counted`), and for a command, where recording covers the whole run (`extra`).
     recording: bool = False
     # A trial beside the planned repeats, with a key of its own, left out of statistics: a command's recording
     # trial (its throughput is that of a recorded run: 8% low on the H200), the default being measured again.

@@ -75,7 +75,12 @@ class Candidate:
         return r.peak_reserved_bytes / r.peak_allocated_bytes if r and r.peak_allocated_bytes else None
 
     def rank(self) -> tuple:
-        """What the search improves: fits, then peak reserved, then retries, then fewer keys."""
+        """What the search improves: fits, then peak reserved, then retries, then fewer keys.
+
+        Not the choice's preference (decide/order.py), on purpose: the beam needs a total order, and the tie margin
+        is not transitive; retries are a criterion of their own here, where the choice refuses more retries than
+        the default's outright; and sim/ sits beside decide/, not above it. What the search finds is judged by the
+        preference anyway: a sweep of its front is chosen from, and a hybrid sweep's finalists picked, by it."""
         r = self.outcome.result
         if r is None:
             return (2, 0, 0, self.keys, self.conf)

@@ -20,7 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable
 
-from ..decide.choice import summarize_settings
+from ..decide.order import by_preference
+from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError, TraceError
 from ..results.folder import ResultsFolder
 from ..results.records import DEFAULT_TIE, Backend, TrialRecord
@@ -97,16 +98,13 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
 def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,
               count: int = HYBRID_FINALISTS, tie: float = DEFAULT_TIE) -> dict:
     """Hybrid mode: the default plus the `count` best simulated settings go to the GPU (and what replay cannot
-    judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice ranks them: among the settings
-    within `tie` of the lowest predicted peak left, the one with fewest keys first (the one the choice would
-    take, so measuring it is what counts)."""
-    remaining = sorted((s for s in summarize_settings([r for r in records if r.backend == Backend.SIM], max_slowdown)
-                        if s.state == "fits" and s.conf), key=lambda s: (s.peak_reserved_bytes or 0, s.complexity))
+    judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice prefers them (`decide.order`): the
+    one the choice would take first, so measuring it is what counts, then the one it would take without it, ..."""
+    simulated = [s for s in summarize_settings([r for r in records if r.backend == Backend.SIM], max_slowdown)
+                 if s.conf]
     keep = {""}
-    while remaining and len(keep) <= count:
-        floor = remaining[0].peak_reserved_bytes or 0
-        pick = min((s for s in remaining if (s.peak_reserved_bytes or 0) <= floor * (1 + tie)),
-                   key=lambda s: (s.complexity, s.peak_reserved_bytes or 0))
-        keep.add(pick.conf)
-        remaining.remove(pick)
+    for s in by_preference(simulated, tie):
+        if len(keep) > count or not s.fits:
+            break
+        keep.add(s.conf)
     return {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}

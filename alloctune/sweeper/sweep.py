@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
-from ..decide.choice import Choice, SettingResult, choose, summarize_settings
-from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
+from ..decide.choice import Choice
+from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders
+from ..decide.summary import SettingResult, summarize_settings
 from ..errors import AlloctuneError
+from ..report.analysis import analyze
 from ..results.folder import ResultsFolder, Skipped, SweepInfo
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord, TrialState, sim_env_id
 from ..settings.conf import AllocConf
@@ -177,54 +179,6 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, *, preset: str | None = No
         phase("choosing and writing the reports", None)
         settings, choices = analyze(folder, max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, backend)
-
-
-def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
-    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
-    sweep) best.env.
-
-    A sweep ends with this; `alloctune report` calls it again, e.g. with another --max-slowdown, without
-    measuring anything."""
-    with folder.lock():  # not while a sweep writes the folder
-        return _analyze(folder, max_slowdown)
-
-
-def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
-    from ..decide.planned import planned_trials, recorded_trials
-    from ..report.export import provenance, render
-    from ..report.plot import plot_pareto
-    from ..report.summary import write_summary
-
-    info = folder.info()   # what was asked stays as asked: an override lives with the decision (choice.json)
-    max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
-    trials = folder.trials()
-    settings = summarize_settings(trials, max_slowdown)
-    choices = [_with_precision(replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
-                                       trials_planned=planned_trials(info, c.env_id, c.backend)), info)
-               for c in choose(settings, max_slowdown)]
-    records = [c.record() for c in choices]
-    folder.write_choice(records)
-    write_summary(folder, info, settings, choices)
-    plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c for c in records if c.conf is not None), None)
-    # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
-    # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
-    if best is not None and best.complete:
-        (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
-    else:
-        (folder.path / "best.env").unlink(missing_ok=True)
-    return settings, choices
-
-
-def _with_precision(choice: Choice, info: SweepInfo) -> Choice:
-    """The choice with its sentence on how precise the throughput comparison got (measured groups only)."""
-    if choice.simulated or not choice.compared:
-        return choice
-    best = choice.best
-    shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
-    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
-    return replace(choice, precision=precision_note(choice.detectable, rounds, choice.max_slowdown,
-                                                    auto=info.auto_repeats, max_repeats=info.repeats))
 
 
 def gpu_slots(gpus: list[int], per_trial: int) -> list:

@@ -11,8 +11,11 @@ import textwrap
 
 import pytest
 
-from alloctune.decide.choice import summarize_settings
-from alloctune.decide.rounds import MIN_ROUNDS, contenders, precision_note, standings
+from alloctune.decide.summary import summarize_settings
+from alloctune.decide.precision import precision_of
+from alloctune.decide.reasons import Code, Stop
+from alloctune.decide.rounds import MIN_ROUNDS, Contention, contenders, standings
+from alloctune.decide.summary import SettingState
 from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
@@ -40,12 +43,13 @@ def test_first_rounds_run_everything_that_fits():
     g = group({"": ([100.0], 20.0), ES: ([99.0], 15.0), MS: ([101.0], 60.0)})
     g += summarize_settings([rec(RP, 0, None, state=TrialState.OOM)])
     by = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], 1, 0.02)}
-    assert by[ES].open and by[GC].open and by[GC].why == "not measured yet"
+    assert by[ES].open and by[ES].why is Contention.TOO_FEW_ROUNDS
+    assert by[GC].open and by[GC].why is Contention.NOT_MEASURED
     assert by[MS].open                     # more memory: it still gets MIN_ROUNDS rounds for a throughput verdict
-    assert not by[RP].open and by[RP].why == "out: oom"
+    assert not by[RP].open and (by[RP].why, by[RP].state) == (Contention.FAILED, SettingState.OOM)
     assert contenders(g, ["", ES, MS, RP, GC], 1, 0.02) == [ES, MS, GC]
     late = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], MIN_ROUNDS, 0.02)}
-    assert not late[MS].open and "more peak reserved than the default" in late[MS].why
+    assert not late[MS].open and late[MS].why is Contention.MORE_MEMORY
 
 
 def test_answered_refused_and_cannot_win():
@@ -55,9 +59,9 @@ def test_answered_refused_and_cannot_win():
                RP: ([b * f for b, f in zip(base, (0.80, 0.81, 0.79, 0.80))], 12.0),      # 20% slower: refused
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 18.0)})       # noisy, more memory than ES
     by = {s.conf: s for s in standings(g, ["", ES, RP, GC], 4, 0.02)}
-    assert not by[ES].open and by[ES].why.startswith("answered: interval ±")
-    assert not by[RP].open and "significantly slower" in by[RP].why
-    assert not by[GC].open and by[GC].why == f"cannot win: {ES} needs less memory and is answered"
+    assert not by[ES].open and by[ES].why is Contention.ANSWERED and by[ES].half_width <= 0.02
+    assert not by[RP].open and by[RP].why is Contention.TOO_SLOW
+    assert not by[GC].open and (by[GC].why, by[GC].winner) == (Contention.CANNOT_WIN, ES)
     assert contenders(g, ["", ES, RP, GC], 4, 0.02) == []
     # before MIN_ROUNDS nothing is settled by throughput
     assert all(st.open for st in standings(g, ["", ES, RP, GC], MIN_ROUNDS - 1, 0.02))
@@ -68,25 +72,40 @@ def test_a_noisy_setting_stays_open_while_a_lower_one_is_not_answered():
     g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 15.0),
                GC: ([b * f for b, f in zip(base, (1.1, 0.92, 1.05, 0.95))], 18.0)})
     by = {s.conf: s for s in standings(g, ["", ES, GC], 4, 0.02)}
-    assert by[ES].open and by[GC].open and "wider than ±2%" in by[ES].why
+    assert by[ES].open and by[GC].open and by[ES].why is Contention.TOO_WIDE and by[ES].half_width > 0.02
 
 
 def test_the_default_failing_ends_the_rounds():
     g = summarize_settings([rec("", 0, None, state=TrialState.CRASHED), rec(ES, 0, 100.0)])
     assert contenders(g, ["", ES], 1, 0.02) == []
+    assert [st.why for st in standings(g, ["", ES], 1, 0.02)] == [Contention.NO_BASELINE]
 
 
-def test_precision_note_degenerate_and_each_reason():
-    assert "no slowdown could be detected" in precision_note(None, 1, 0.02, auto=True, max_repeats=10)
-    reached = precision_note(0.015, 4, 0.02, auto=True, max_repeats=10)
-    assert "1.5%" in reached and "within the ±2% goal" in reached and "after 4 rounds" in reached
-    capped = precision_note(0.04, 10, 0.02, auto=True, max_repeats=10)
+def test_a_lower_setting_within_the_tie_does_not_end_the_contention():
+    """'Cannot win' needs less memory beyond the tie (decide.order): within it the tie rules could still pick
+    this one."""
+    base = [100.0, 90.0, 110.0, 95.0]
+    g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.0, 1.005, 0.995, 1.0))], 15.0),
+               GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 15.1)})
+    assert {st.conf: st.why for st in standings(g, ["", ES, GC], 4, 0.02)} == {ES: Contention.ANSWERED,
+                                                                                GC: Contention.TOO_WIDE}
+
+
+def test_precision_degenerate_and_each_reason():
+    assert precision_of(None, 1, 0.02, auto=True, max_repeats=10).code is Code.PRECISION_UNKNOWN
+    reached = precision_of(0.015, 4, 0.02, auto=True, max_repeats=10)
+    assert reached.code is Code.PRECISION_REACHED
+    assert (reached.figures.detectable, reached.figures.rounds, reached.figures.goal) == (0.015, 4, 0.02)
+    capped = precision_of(0.04, 10, 0.02, auto=True, max_repeats=10)
     # sd of the log ratios = ln(1.04) * sqrt(10) / t(0.975, 9) = 0.0548; t(0.975, n-1) * 0.0548 / sqrt(n) <= ln(1.02)
     # first holds at n = 32
-    assert "stopped at --max-repeats 10" in capped and "needs about 32 rounds" in capped
-    assert "time budget ran out" in precision_note(0.04, 5, 0.02, auto=True, max_repeats=10)
-    assert "--repeats fixed 3 rounds" in precision_note(0.04, 3, 0.02, auto=False, max_repeats=3)
-    assert "0.0%" in precision_note(0.0, 3, 0.02, auto=True, max_repeats=10)
+    assert capped.code is Code.PRECISION_SHORT
+    assert (capped.figures.stop, capped.figures.max_repeats, capped.figures.rounds_needed) == (Stop.MAX_REPEATS, 10, 32)
+    assert precision_of(0.04, 5, 0.02, auto=True, max_repeats=10).figures.stop is Stop.TIME_BUDGET
+    fixed = precision_of(0.04, 3, 0.02, auto=False, max_repeats=3).figures
+    assert (fixed.stop, fixed.rounds) == (Stop.FIXED_REPEATS, 3)
+    assert precision_of(0.04, 1, 0.02, auto=True, max_repeats=10).figures.rounds_needed is None   # no spread yet
+    assert precision_of(0.0, 3, 0.02, auto=True, max_repeats=10).code is Code.PRECISION_REACHED
 
 
 # A stand-in for `python -m alloctune.child SPEC`: logs which setting ran, and answers with a throughput from
@@ -159,7 +178,7 @@ def test_rounds_stop_at_the_time_budget(tmp_path):
 
 
 def test_bracket_pairs_interpolate_the_default_between_its_runs():
-    from alloctune.decide.choice import bracket_pairs
+    from alloctune.decide.summary import bracket_pairs
 
     d0, c, d1 = rec("", 0, 100.0), rec(ES, 0, 110.0), rec("", 1, 121.0)
     pairs = bracket_pairs([d0, d1], [c], {id(d0): 0, id(c): 1, id(d1): 2})

@@ -8,7 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from alloctune.decide.choice import choose, summarize_settings
+from alloctune.decide.choice import choose
+from alloctune.decide.summary import summarize_settings
 from alloctune.report.plot import _bars, _scatter
 from alloctune.results.folder import ResultsFolder
 from alloctune.units import GiB

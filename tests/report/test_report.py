@@ -3,7 +3,8 @@ import struct
 from rich.console import Console
 from test_select import ES, MS, RP, rec, setting
 
-from alloctune.decide.choice import choose, summarize_settings
+from alloctune.decide.choice import choose
+from alloctune.decide.summary import summarize_settings
 from alloctune.report.plot import plot_pareto
 from alloctune.report.summary import SUMMARY_FILE, markdown_table, ranked_table, write_summary
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo

@@ -7,7 +7,9 @@ import pytest
 from folders import choice, make_folder, repeats
 
 from alloctune.cli.main import main
-from alloctune.decide.choice import choose, summarize_settings
+from alloctune.decide.choice import choose
+from alloctune.decide.summary import summarize_settings
+from alloctune.report.analysis import choice_record
 from alloctune.results.folder import ResultsFolder
 
 
@@ -33,6 +35,7 @@ SWEEP_DAMAGE = [
 CHOICE_DAMAGE = [
     (lambda d: d["choices"][0].update(conf=5), "choices[0].conf"),
     (lambda d: d["choices"][0].update(reasons="one"), "choices[0].reasons"),
+    (lambda d: d["choices"][0].update(reasons_data=[{"figures": {}}]), "choices[0].reasons_data[0].code"),
     (lambda d: d["choices"][0].update(budget_bytes=float("inf")), "choices[0].budget_bytes"),
     (lambda d: d["choices"][0].pop("env_id"), "choices[0].env_id"),
     (lambda d: d.update(choices={}), "choices"),
@@ -90,7 +93,7 @@ def test_the_choice_record_says_what_decided_apart_from_its_caveats(tmp_path):
     records = [trial("", reserved=15.0, tput=None, backend="sim"),
                trial("expandable_segments:True", reserved=10.0, tput=None, backend="sim")]
     [decided] = choose(summarize_settings(records))
-    record = decided.record()
+    record = choice_record(decided)
     assert record.reasons[0].startswith("simulated:") and record.decision == record.reasons[1]
     folder = ResultsFolder(tmp_path)
     folder.path.mkdir(exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import alloctune
-from alloctune.decide.choice import summarize_settings
+from alloctune.decide.summary import summarize_settings
 from alloctune.errors import AlloctuneError
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.records import Measurement, TrialRecord, TrialState

@@ -19,7 +19,8 @@ from pids import running
 from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
-from alloctune.sweeper.sweep import analyze, gpu_slots
+from alloctune.report.analysis import analyze
+from alloctune.sweeper.sweep import gpu_slots
 from alloctune.trial.command import (
     NOTHING_TO_MEASURE,
     check_measurable,

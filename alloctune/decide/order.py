@@ -1,0 +1,89 @@
+"""The one ordering of settings: the choice's preference, which the choice, the hybrid sweep's finalists, the rounds
+of `--repeats auto` and the tables all use.
+
+Settings that fit come first, then the failures, worst first (`SettingState`). Among those that fit the lowest
+memory (the group's measure) is preferred, but memories within `tie` of each other tie (`within`), and a tie goes,
+in this order, to a native-allocator setting over a backend switch, to a setting whose peak repeated exactly over
+one whose peak moved between repeats of the seeded workload, to fewer keys (the default has none), to the lower
+peak, then by name (`tie_rank`). Because "within a tie" is not transitive, the order is built by taking the
+preferred setting, then the preferred of the rest, and so on (`by_preference`). With no margin (`tie=0`, what the
+tables use) it is plainly by memory, equal memories by the tie rules.
+
+Light on purpose (no statistics): the CLI imports `rounds` at start-up.
+"""
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Iterable
+
+from ..results.records import DEFAULT_TIE
+
+if TYPE_CHECKING:
+    from .summary import SettingResult
+
+
+def within(a: int, b: int, tie: float = DEFAULT_TIE) -> bool:
+    """a and b tie: they differ by at most `tie` of the larger."""
+    return abs(a - b) <= tie * max(a, b)
+
+
+def tie_rank(s: SettingResult) -> tuple:
+    """Among settings whose memory ties, the smallest wins (see the module)."""
+    return (s.switches_backend, s.unstable, s.complexity, s.peak, s.conf)
+
+
+def lower_beyond_tie(a: SettingResult, b: SettingResult, tie: float = DEFAULT_TIE) -> bool:
+    """`a` comes before `b` on memory alone, whatever the tie rules say: it needs less, by more than a tie."""
+    return a.peak < b.peak and not within(a.peak, b.peak, tie)
+
+
+def preferred(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
+    """The setting the preference takes first among those of `settings` that fit: the lowest memory, and among
+    the memories within `tie` of it the first by `tie_rank`. None when none fits."""
+    fitting = [s for s in settings if s.fits]
+    if not fitting:
+        return None
+    low = min(s.peak for s in fitting)
+    return min((s for s in fitting if within(s.peak, low, tie)), key=tie_rank)
+
+
+def by_preference(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[SettingResult]:
+    """`settings` in the preference's order: those that fit, each the preferred of the ones left, then the
+    failures, worst first, fewer keys first."""
+    settings = list(settings)
+    left, ordered = [s for s in settings if s.fits], []
+    while (pick := preferred(left, tie)) is not None:
+        ordered.append(pick)
+        left = [s for s in left if s is not pick]
+    failures = sorted((s for s in settings if not s.fits), key=lambda s: (s.state.rank, s.complexity, s.conf))
+    return ordered + failures
+
+
+def ranked(settings: Iterable[SettingResult]) -> list[SettingResult]:
+    """The order tables and runners-up list settings in: the preference without a margin (by the memory they show,
+    equal memories by the tie rules), then the failures."""
+    return by_preference(settings, tie=0.0)
+
+
+class TieRule(str, enum.Enum):
+    """The rule of `tie_rank` that decided a tie."""
+
+    NATIVE = "native"            # the winner keeps the native allocator, the other switches the backend
+    STABLE = "stable"            # the winner's peak repeated exactly, the other's moved between repeats
+    SIMPLER = "simpler"          # the winner sets fewer keys
+    LOWER_PEAK = "lower_peak"
+    NAME = "name"                # equal in every rule
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def tie_rule(winner: SettingResult, loser: SettingResult) -> TieRule:
+    """The first rule of `tie_rank` that tells the two apart, as the winner's advantage."""
+    if loser.switches_backend and not winner.switches_backend:
+        return TieRule.NATIVE
+    if loser.unstable and not winner.unstable:
+        return TieRule.STABLE
+    if loser.complexity != winner.complexity:
+        return TieRule.SIMPLER
+    return TieRule.LOWER_PEAK if loser.peak != winner.peak else TieRule.NAME

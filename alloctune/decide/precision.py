@@ -1,0 +1,43 @@
+"""How precise a choice's throughput comparison got: the smallest slowdown the sweep could detect and, when that
+missed the goal (±max_slowdown, what `--repeats auto` aims for), why the rounds stopped and about how many would
+have reached it. A reason (`reasons.py`); `report/words.py` says it.
+"""
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+from .choice import Choice
+from .reasons import Code, Precision, Reason, Stop
+
+
+def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
+    """For a measured group with a throughput comparison (else None): the winner's comparison, or when the default
+    won the settings compared with it. `auto` and `max_repeats` are what the sweep asked (sweep.json)."""
+    if choice.simulated or not choice.compared:
+        return None
+    best = choice.best
+    shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
+    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
+    return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats)
+
+
+def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bool, max_repeats: int) -> Reason:
+    """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on."""
+    if detectable is None:
+        return Reason(Code.PRECISION_UNKNOWN)
+    if detectable <= goal:
+        return Reason(Code.PRECISION_REACHED, Precision(detectable, rounds, goal))
+    stop = Stop.FIXED_REPEATS if not auto else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET
+    needed = rounds_needed(detectable, rounds, goal) if rounds >= 2 else None
+    return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
+
+
+def rounds_needed(detectable: float, rounds: int, goal: float) -> int:
+    """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`."""
+    sd = math.log1p(detectable) * math.sqrt(rounds) / float(stats.t.ppf(0.975, rounds - 1))
+    n = 2
+    while n < 10_000 and float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
+        n += 1
+    return n

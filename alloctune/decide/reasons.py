@@ -1,0 +1,267 @@
+"""Reasons as data: why a setting won, why another did not, how precise the answer got. A reason is a code and its
+figures (the numbers and settings it quotes), no words: `report/words.py` says them.
+
+Settings are named by their canonical conf ('' = the default). choice.json keeps each reason beside its sentence
+as `{"code": ..., "figures": {...}}` (`Reason.record`, `results.folder.ReasonRecord`); `Reason.from_record` reads
+one back through the typed reader, the figures checked against the code's class.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Union
+
+from ..errors import ResultsError
+from ..results.folder import ReasonRecord
+from ..results.typed import from_json
+from .order import TieRule
+from .stats import Comparison
+from .summary import MemoryMeasure, SettingState
+
+
+class Code(str, enum.Enum):
+    """Every reason there is. The choice's reasons, in the order they are given: a caveat, the decision, then what
+    supports or qualifies it; a runner-up's reason; the precision of the throughput comparison."""
+
+    # the choice
+    SIMULATED = "simulated"                   # caveat: decided by replay, on memory alone
+    NOTHING_FITS = "nothing_fits"
+    NO_DEFAULT = "no_default"                 # the default was not run in the group
+    DEFAULT_FAILED = "default_failed"
+    KEEP_DEFAULT = "keep_default"
+    REFUSED_LOWER = "refused_lower"           # settings with less memory than the kept default were refused
+    SAVES_MEMORY = "saves_memory"
+    SIM_RETRIES = "sim_retries"               # a replay's winner needs no more retries than the default
+    THROUGHPUT_UNCOMPARED = "throughput_uncompared"
+    THROUGHPUT_UNTESTED = "throughput_untested"       # one repeat: no test
+    THROUGHPUT_SAME = "throughput_same"               # no significant difference
+    THROUGHPUT_NEGLIGIBLE = "throughput_negligible"   # detectable, but under NEGLIGIBLE
+    THROUGHPUT_DIFFERS = "throughput_differs"
+    DEVICE_MEMORY = "device_memory"           # memory compared as the driver's figure: backends differ
+    TIES = "ties"                             # settings that tied with the winner, and the rule that decided
+    UNSTABLE = "unstable"                     # caution: the winner's peak moved between repeats
+    # a setting that may not be recommended (a runner-up's reason, or one of REFUSED_LOWER's)
+    FAILED = "failed"
+    MORE_MEMORY = "more_memory"
+    MORE_RETRIES = "more_retries"
+    TOO_SLOW = "too_slow"
+    # a runner-up that may be recommended, against the winner
+    LOSES_TIE = "loses_tie"
+    COSTS_MORE = "costs_more"
+    # how precise the throughput comparison got
+    PRECISION_UNKNOWN = "precision_unknown"   # no interval: fewer than 2 rounds with both sides
+    PRECISION_REACHED = "precision_reached"
+    PRECISION_SHORT = "precision_short"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Stop(str, enum.Enum):
+    """Why the rounds stopped before their interval reached the goal."""
+
+    FIXED_REPEATS = "fixed_repeats"   # --repeats N
+    MAX_REPEATS = "max_repeats"
+    TIME_BUDGET = "time_budget"       # or an interrupted sweep
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class NoFigures:
+    """A reason that quotes nothing."""
+
+
+@dataclass(frozen=True)
+class StateCount:
+    state: SettingState
+    count: int
+
+
+@dataclass(frozen=True)
+class NothingFits:
+    budget_bytes: int | None
+    settings: int
+    states: tuple[StateCount, ...]   # by state name
+
+
+@dataclass(frozen=True)
+class Measure:
+    measure: MemoryMeasure
+
+
+@dataclass(frozen=True)
+class Failed:
+    state: SettingState
+    failed: int                      # repeats that failed, of `repeats`
+    repeats: int
+    budget_bytes: int | None = None
+    error: str | None = None         # the first failed repeat's error, last line
+
+
+@dataclass(frozen=True)
+class DefaultFailed:
+    default: Failed
+    winner: str
+    measure: MemoryMeasure
+    peak_bytes: int                  # the winner's
+    fitting: int                     # settings that fit
+
+
+@dataclass(frozen=True)
+class KeepDefault:
+    measure: MemoryMeasure
+    tie: float
+    default_bytes: int
+    closest: str | None = None       # the lowest other setting allowed, if any
+    closest_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class RefusedLower:
+    refused: tuple[str, ...]         # each one's reason is its runner-up's
+
+
+@dataclass(frozen=True)
+class SavesMemory:
+    measure: MemoryMeasure
+    peak_bytes: int
+    default_bytes: int
+    reserved_ratio: float | None
+    default_reserved_ratio: float | None
+    small_gain: float | None = None  # the saving is under this fraction of the default's: keeping it is sound too
+
+
+@dataclass(frozen=True)
+class Retries:
+    retries: int | None
+    default_retries: int | None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    vs_default: Comparison
+    median: float
+    default_median: float
+    unit: str | None
+    default_unit: str | None
+    max_slowdown: float
+    negligible: float                # a difference under this is no practical difference
+
+
+@dataclass(frozen=True)
+class TieBreak:
+    rule: TieRule
+    winner_keys: int
+    loser_keys: int
+    loser_spread: float | None       # the loser's memory spread across repeats (None: not finite)
+
+
+@dataclass(frozen=True)
+class Tied:
+    conf: str
+    peak_bytes: int
+    tie_break: TieBreak
+
+
+@dataclass(frozen=True)
+class Ties:
+    winner: str
+    measure: MemoryMeasure
+    winner_bytes: int
+    tie: float
+    tied: tuple[Tied, ...]
+
+
+@dataclass(frozen=True)
+class Unstable:
+    spread: float | None             # max / min - 1 of peak reserved over the repeats (None: not finite)
+
+
+@dataclass(frozen=True)
+class MoreMemory:
+    measure: MemoryMeasure
+    peak_bytes: int
+    default_bytes: int
+
+
+@dataclass(frozen=True)
+class TooSlow:
+    saved_bytes: int
+    vs_default: Comparison
+    max_slowdown: float
+
+
+@dataclass(frozen=True)
+class AgainstWinner:
+    measure: MemoryMeasure
+    peak_bytes: int
+    winner_bytes: int
+    vs_default: Comparison | None
+    tie_break: TieBreak | None = None   # LOSES_TIE: the rule it lost on
+
+
+@dataclass(frozen=True)
+class Precision:
+    detectable: float | None          # the smallest slowdown the comparison could detect (interval half-width)
+    rounds: int
+    goal: float                       # the max slowdown: the half-width the rounds aim for
+    stop: Stop | None = None          # PRECISION_SHORT: why the rounds stopped
+    max_repeats: int | None = None
+    rounds_needed: int | None = None  # PRECISION_SHORT from 2 rounds on: about how many would reach the goal
+
+
+Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
+                Retries, Throughput, Ties, Unstable, MoreMemory, TooSlow, AgainstWinner, Precision]
+
+FIGURES: dict[Code, type] = {
+    Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
+    Code.DEFAULT_FAILED: DefaultFailed, Code.KEEP_DEFAULT: KeepDefault, Code.REFUSED_LOWER: RefusedLower,
+    Code.SAVES_MEMORY: SavesMemory, Code.SIM_RETRIES: Retries, Code.THROUGHPUT_UNCOMPARED: NoFigures,
+    Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
+    Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.TIES: Ties, Code.UNSTABLE: Unstable,
+    Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
+    Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
+    Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,
+}
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: Code
+    figures: Figures = NoFigures()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.figures, FIGURES[self.code]):   # a programming error, never the data's
+            raise TypeError(f"reason {self.code}: figures {type(self.figures).__name__}, expected "
+                            f"{FIGURES[self.code].__name__}")
+
+    def record(self) -> ReasonRecord:
+        """As choice.json keeps it."""
+        return ReasonRecord(self.code.value, _plain(asdict(self.figures)))
+
+    @classmethod
+    def from_record(cls, record: ReasonRecord, where: str = "reason") -> "Reason":
+        try:
+            code = Code(record.code)
+        except ValueError:
+            raise ResultsError(f"{where}: field 'code': expected a reason code, got {record.code!r}") from None
+        return cls(code, from_json(FIGURES[code], record.figures, f"{where}.figures"))
+
+
+def _plain(value: Any) -> Any:
+    """JSON's own types: enums by value, tuples as lists (so that a record read back equals the one written)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def finite(value: float) -> float | None:
+    """A figure as the figures classes hold it: None where it is not finite."""
+    return value if math.isfinite(value) else None

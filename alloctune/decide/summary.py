@@ -1,0 +1,294 @@
+"""Per-setting results: the trial records of one setting in one decision group, reduced to what the choice compares
+(medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group.
+
+Memory is peak reserved while every setting of a group uses the native allocator; once `backend:cudaMallocAsync`
+is among them it is the peak device memory in use as the driver reports it, for all (the async backend's
+"reserved" is the driver pool's, not comparable block for block): `memory_measure`.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ..errors import ResultsError
+from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord, TrialState, decision_group
+from ..settings.conf import AllocConf
+from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
+
+
+class SettingState(str, enum.Enum):
+    """How the repeats of one setting ended, as one word. The failures are declared worst first: repeats that ended
+    differently are explained by the worst (an OOM means "does not fit", a mismatch means the numbers are not about
+    the setting asked for), and tables list failures in this order."""
+
+    FITS = "fits"            # every repeat ran to the end with a measurement
+    OOM = "oom"
+    MISMATCH = "mismatch"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        """0 for FITS, then the failures worst first."""
+        return list(SettingState).index(self)
+
+
+class MemoryMeasure(str, enum.Enum):
+    """What a group's settings are compared on."""
+
+    RESERVED = "peak reserved"
+    DEVICE = "peak device memory"   # cudaMemGetInfo's used memory, sampled after every step (CUDA context included)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def setting_key(record: TrialRecord) -> tuple:
+    """The repeats of one setting within a group (`records.decision_group`)."""
+    return decision_group(record) + (record.conf,)
+
+
+def _order(key: tuple) -> tuple:
+    env_id, backend, budget, conf = key
+    return (env_id, backend, -1 if budget is None else budget, conf != "", conf)
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    """The repeats of one setting in one group, reduced: medians of memory over OK repeats, throughput summary."""
+
+    conf: str
+    env_id: str
+    backend: Backend
+    budget_bytes: int | None
+    trials: tuple[TrialRecord, ...]
+    state: SettingState
+    peak_reserved_bytes: int | None
+    peak_allocated_bytes: int | None
+    peak_requested_bytes: int | None
+    reserved_ratio: float | None
+    fragmentation: float | None
+    num_alloc_retries: int | None    # max over OK repeats: one retry is already a device-wide sync
+    device_peak_used_bytes: int | None
+    throughput: Summary | None
+    vs_default: Comparison | None    # None for the default itself and where either side has no throughput
+    pairs: tuple[tuple[float, float], ...]   # (default, this) throughput per round, see bracket_pairs
+    memory_spread: float             # > 0: peak reserved disagreed across repeats of a seeded workload
+    unit: str | None = None
+    error: str | None = None         # the first failed repeat's error, last line
+    memory_measure: MemoryMeasure = MemoryMeasure.RESERVED   # what its group compares (see the module)
+    memory: int | None = None        # this setting's figure under `memory_measure`
+
+    @property
+    def group(self) -> tuple:
+        return decision_group(self)
+
+    @property
+    def label(self) -> str:
+        return self.conf or "default"
+
+    @property
+    def is_default(self) -> bool:
+        return self.conf == ""
+
+    @property
+    def fits(self) -> bool:
+        return self.state is SettingState.FITS
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend == Backend.SIM
+
+    @property
+    def complexity(self) -> int:
+        return AllocConf.parse(self.conf).complexity
+
+    @property
+    def switches_backend(self) -> bool:
+        return AllocConf.parse(self.conf).is_async
+
+    @property
+    def unstable(self) -> bool:
+        """Its peak moved between repeats of a seeded workload (the native allocator's repeats to the byte)."""
+        return self.memory_spread > 0
+
+    @property
+    def peak(self) -> int:
+        """`memory` as the rules compare it: a setting that does not fit has none and is never compared (0)."""
+        return self.memory or 0
+
+    @property
+    def throughputs(self) -> list[float]:
+        return _throughputs(self.trials)
+
+    @property
+    def failed_repeats(self) -> int:
+        return sum(map(_failed, self.trials))
+
+
+def _throughputs(trials: Iterable[TrialRecord]) -> list[float]:
+    return [tput for _, tput in _timed(trials)]
+
+
+def _timed(trials: Iterable[TrialRecord]) -> list[tuple[TrialRecord, float]]:
+    """The OK repeats that measured a (positive) throughput, with it."""
+    return [(r, r.measurement.throughput) for r in trials if r.state is TrialState.OK and r.measurement is not None
+            and r.measurement.throughput is not None and r.measurement.throughput > 0]
+
+
+def bracket_pairs(baseline: Iterable[TrialRecord], trials: Iterable[TrialRecord],
+                  position: dict[int, int]) -> list[tuple[float, float]]:
+    """(baseline, candidate) throughput per round. Rounds run the default first (repeat r), then the others, and
+    the next round's default (repeat r + 1) right after them: a candidate run between the two gets as baseline
+    the default's throughput interpolated (log-linearly, by its place in the run order, `position[id(record)]`)
+    between the two, so that a machine drifting steadily during the round favours no one. Without a following
+    default run it is paired with its round's default alone."""
+    base = {r.repeat: (r, tput) for r, tput in _timed(baseline)}
+    pairs = []
+    for c, tput in _timed(trials):
+        if c.repeat not in base:
+            continue
+        before, value = base[c.repeat]
+        p0, pc = position.get(id(before)), position.get(id(c))
+        if c.repeat + 1 in base and p0 is not None and pc is not None:
+            after, next_value = base[c.repeat + 1]
+            p1 = position.get(id(after))
+            if p1 is not None and p0 < pc < p1:
+                w = (pc - p0) / (p1 - p0)
+                value = math.exp((1 - w) * math.log(value) + w * math.log(next_value))
+        pairs.append((value, tput))
+    return pairs
+
+
+def versus(pairs: list[tuple[float, float]], baseline: list[float], candidate: list[float],
+           tolerance: float) -> Comparison | None:
+    """The candidate against the default: paired (`bracket_pairs`) where two or more rounds have both; otherwise
+    Welch's test on the two samples. None when either side has no throughput."""
+    if len(pairs) >= 2:
+        return compare_paired(pairs, tolerance)
+    if not baseline or not candidate:
+        return None
+    return compare(baseline, candidate, tolerance)
+
+
+def _median_int(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return int(round(statistics.median(known))) if known else None
+
+
+def _failed(r: TrialRecord) -> bool:
+    return r.state is not TrialState.OK or r.measurement is None
+
+
+def _error(r: TrialRecord) -> str | None:
+    """The last line of a failed repeat's error."""
+    if not _failed(r):
+        return None
+    if r.state is TrialState.OK:
+        return "reported OK without a measurement"
+    text = (r.error or "").strip()
+    return text.splitlines()[-1] if text else None
+
+
+def _state(trials: tuple[TrialRecord, ...]) -> SettingState:
+    # An OK record without a measurement is a broken child report, not a fit.
+    states = {SettingState.CRASHED if r.state is TrialState.OK else SettingState(r.state.value)
+              for r in trials if _failed(r)}
+    return min(states, key=lambda s: s.rank, default=SettingState.FITS)
+
+
+def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[TrialRecord],
+                   max_slowdown: float, position: dict[int, int]) -> SettingResult:
+    env_id, backend, budget, conf = key
+    ok = [r.measurement for r in trials if r.state is TrialState.OK and r.measurement is not None]  # not _failed(r)
+    reserved = _median_int([m.peak_reserved_bytes for m in ok])
+    allocated = _median_int([m.peak_allocated_bytes for m in ok])
+    tput = _throughputs(trials)
+    pairs = bracket_pairs(baseline, trials, position) if conf else []
+    errors = [e for e in map(_error, trials) if e]
+    return SettingResult(
+        conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
+        peak_reserved_bytes=reserved, peak_allocated_bytes=allocated,
+        peak_requested_bytes=_median_int([m.peak_requested_bytes for m in ok]),
+        reserved_ratio=reserved / allocated if reserved is not None and allocated else None,
+        fragmentation=1 - allocated / reserved if allocated is not None and reserved else None,
+        num_alloc_retries=max((m.num_alloc_retries for m in ok), default=None),
+        device_peak_used_bytes=_median_int([m.device_peak_used_bytes for m in ok]),
+        throughput=summarize(tput) if tput else None,
+        vs_default=versus(pairs, _throughputs(baseline), tput, max_slowdown) if conf else None, pairs=tuple(pairs),
+        memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
+        unit=next((m.unit for m in ok if m.unit), None),
+        error=errors[0] if errors else None,
+    )
+
+
+def counted(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """The trials statistics rest on: all but extra ones (TrialRecord.extra) and a recording trial beside an
+    unrecorded trial of the same key (a folder from before it counted: there, as that folder's reports always
+    said, the unrecorded one is repeat 0).
+
+    A counted recording trial is the default's repeat 0 like any other. Should its throughput stray, the outlier
+    rule treats it as any default run: left out of the default's interval and of Welch's test from 3 default runs
+    on, and its round left out of a paired comparison from PAIRED_OUTLIER_MIN (6) rounds on (stats.py). With fewer
+    runs it stays in, as any default run would."""
+    records = list(records)
+    unrecorded = {r.key for r in records if not r.recording}
+    return [r for r in records if not r.extra and not (r.recording and r.key in unrecorded)]
+
+
+def summarize_settings(records: Iterable[TrialRecord],
+                       max_slowdown: float = DEFAULT_MAX_SLOWDOWN) -> list[SettingResult]:
+    """One `SettingResult` per (env_id, backend, budget_bytes, conf), ordered by group, default first.
+
+    Records of different workload definitions do not compare: mixing them is refused. A trial that recorded the
+    allocation trace counts as the default's repeat 0 (`counted`)."""
+    records = counted(records)
+    hashes = sorted({r.workload_hash for r in records})
+    if len(hashes) > 1:
+        raise ResultsError(f"trial records of {len(hashes)} different workload definitions ({', '.join(hashes)}) "
+                           f"cannot be compared in one selection; select one workload hash")
+    by_setting: dict[tuple, list[TrialRecord]] = {}
+    for record in records:
+        by_setting.setdefault(setting_key(record), []).append(record)
+    # The order measured trials ran in (the trials file's). Replays use no GPU time and do not count: a hybrid
+    # sweep's replays come after its recording trial, the default's repeat 0, and before the settings it brackets.
+    position = {id(r): i for i, r in enumerate(r for r in records if r.backend != Backend.SIM)}
+    settings = [_summarize_one(key, tuple(sorted(by_setting[key], key=lambda r: r.repeat)),
+                               by_setting.get(key[:3] + ("",), []), max_slowdown, position)
+                for key in sorted(by_setting, key=_order)]
+    groups: dict[tuple, list[SettingResult]] = {}
+    for one in settings:
+        groups.setdefault(one.group, []).append(one)
+    measures = {group: memory_measure(members) for group, members in groups.items()}
+    return [replace(one, memory_measure=measures[one.group],
+                    memory=one.device_peak_used_bytes if measures[one.group] is MemoryMeasure.DEVICE
+                    else one.peak_reserved_bytes)
+            for one in settings]
+
+
+def memory_measure(members: list[SettingResult]) -> MemoryMeasure:
+    """DEVICE when the group's fitting settings use different backends and all have a driver-level peak,
+    else RESERVED."""
+    fitting = [s for s in members if s.fits]
+    if len({s.switches_backend for s in fitting}) > 1 and all(s.device_peak_used_bytes for s in fitting):
+        return MemoryMeasure.DEVICE
+    return MemoryMeasure.RESERVED
+
+
+def pareto_front(settings: Iterable[SettingResult]) -> list[SettingResult]:
+    """Fitting settings with a throughput that no other beats on both memory (lower) and throughput (higher),
+    by increasing peak reserved. Not a preference (`order.py`): a front has no tie margin and weighs throughput."""
+    points = [(s.peak_reserved_bytes, s.throughput.median, s) for s in settings
+              if s.fits and s.throughput is not None and s.peak_reserved_bytes is not None]
+    front, best_tput = [], float("-inf")
+    for _, tput, s in sorted(points, key=lambda p: (p[0], -p[1])):
+        if tput > best_tput:
+            front.append(s)
+            best_tput = tput
+    return front

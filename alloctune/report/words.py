@@ -1,0 +1,252 @@
+"""The reasons in words: each reason of the choice (`decide/reasons.py`) said as the one sentence summary.md, the
+terminal and choice.json give, from its figures alone (a setting that was refused with less memory than the kept
+default is said in that setting's own runner-up reason).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..decide.choice import Choice
+from ..decide.order import TieRule
+from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDefault, Measure, MoreMemory,
+                              NothingFits, Precision, Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput,
+                              TieBreak, Ties, TooSlow, Unstable)
+from ..decide.stats import Comparison
+from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..units import format_bytes
+
+Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
+
+
+def format_rate(value: float | None, unit: str | None = None) -> str:
+    """'12,345 tokens/s', '3.21 samples/s'; '-' for None."""
+    if value is None:
+        return "-"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {unit or 'units'}/s"
+
+
+def label(conf: str) -> str:
+    return conf or "default"
+
+
+def _retries(count: int | None) -> str:
+    return f"{count} alloc retr{'y' if count == 1 else 'ies'}" if count else "no alloc retries"
+
+
+def _pct(a: float, b: float) -> str:
+    """a against b as a signed percentage: '-33.3%'."""
+    return f"{(a / b - 1) * 100:+.1f}%" if b else "n/a"
+
+
+def _spread(value: float | None) -> float:
+    return float("inf") if value is None else value   # None: not finite (reasons.finite)
+
+
+def _test(c: Comparison) -> str:
+    return f"paired t-test over {c.pairs} rounds," if c.pairs else "Welch"
+
+
+def _interval(c: Comparison) -> str:
+    """'; 95% interval 0.981-1.004, ±1.1%': the half-width is the smallest difference the sweep could detect."""
+    if c.ci_low is None or c.half_width is None:
+        return ""
+    return f"; 95% interval {c.ci_low:.3f}-{c.ci_high:.3f}x, ±{c.half_width:.1%}"
+
+
+_FAILURES = {SettingState.OOM: "does not fit: out of memory", SettingState.CRASHED: "crashed",
+             SettingState.TIMEOUT: "timed out",
+             SettingState.MISMATCH: "the allocator settings that took effect differ from those asked for"}
+
+
+def _failed(f: Failed, _: Refusals | None = None) -> str:
+    oom = f.state is SettingState.OOM
+    budget = f" under the {format_bytes(f.budget_bytes)} budget" if oom and f.budget_bytes else ""
+    detail = f" ({f.error})" if f.error and not oom else ""
+    return f"{_FAILURES[f.state]}{budget} in {f.failed} of {f.repeats} repeat{'s' if f.repeats != 1 else ''}{detail}"
+
+
+def _more_memory(f: MoreMemory, _: Refusals) -> str:
+    return (f"raises {f.measure} to {format_bytes(f.peak_bytes)} "
+            f"({_pct(f.peak_bytes, f.default_bytes)} against the default's {format_bytes(f.default_bytes)})")
+
+
+def _more_retries(f: Retries, _: Refusals) -> str:
+    return (f"needs {_retries(f.retries)} where the default needs {_retries(f.default_retries)}: "
+            f"each retry frees the cache and synchronises the device, a slowdown the replay cannot time")
+
+
+def _too_slow(f: TooSlow, _: Refusals) -> str:
+    c = f.vs_default
+    return (f"saves {format_bytes(f.saved_bytes)} but is {(1 - c.ratio) * 100:.1f}% slower than the default, "
+            f"significantly beyond the {f.max_slowdown:.0%} allowance (one-sided {_test(c)} p = {c.p_slower:.2g})")
+
+
+def _throughput(code: Code) -> Callable[[Throughput, Refusals], str]:
+    def say(f: Throughput, _: Refusals) -> str:
+        c = f.vs_default
+        head = (f"throughput {c.ratio:.3f}x the default's (median {format_rate(f.median, f.unit)} against "
+                f"{format_rate(f.default_median, f.default_unit)}): ")
+        if code is Code.THROUGHPUT_UNTESTED:
+            return head + ("NOT TESTED, one repeat cannot tell a difference from noise (fresh processes vary by "
+                           "several percent); confirm with --repeats 3 or more")
+        test = f"({_test(c)} p = {c.p_value:.2g}{_interval(c)})"
+        if code is Code.THROUGHPUT_SAME:
+            return head + f"no significant difference {test}"
+        if code is Code.THROUGHPUT_NEGLIGIBLE:
+            return head + f"statistically detectable {test} but under {f.negligible:.0%}: no practical difference"
+        allowance = f", inside the {f.max_slowdown:.0%} allowance" if c.ratio < 1 else ""
+        return head + f"significantly {c.verdict} {test}{allowance}"
+    return say
+
+
+def _saves_memory(f: SavesMemory, _: Refusals) -> str:
+    text = (f"{f.measure} {format_bytes(f.peak_bytes)} against the default's {format_bytes(f.default_bytes)} "
+            f"({_pct(f.peak_bytes, f.default_bytes)}, saves {format_bytes(f.default_bytes - f.peak_bytes)})")
+    if f.reserved_ratio is not None and f.default_reserved_ratio is not None:
+        text += f"; reserved/allocated {f.reserved_ratio:.2f} against {f.default_reserved_ratio:.2f}"
+    if f.small_gain is not None:
+        text += (f". A small gain: the default is within {f.small_gain:.0%} of it, so keeping the default is "
+                 f"sound too")
+    return text
+
+
+def _nothing_fits(f: NothingFits, _: Refusals) -> str:
+    budget = f" under the {format_bytes(f.budget_bytes)} budget" if f.budget_bytes else ""
+    return (f"nothing fits{budget}: all {f.settings} settings failed ("
+            + ", ".join(f"{s.state}: {s.count}" for s in f.states) + ")")
+
+
+def _no_default(f: Measure, _: Refusals) -> str:
+    return f"the default was not run in this group: chosen on {f.measure} alone"
+
+
+def _default_failed(f: DefaultFailed, _: Refusals) -> str:
+    return (f"the default {_failed(f.default)}; {label(f.winner)} is the lowest {f.measure} "
+            f"({format_bytes(f.peak_bytes)}) of the {f.fitting} settings that fit")
+
+
+def _keep_default(f: KeepDefault, _: Refusals) -> str:
+    text = (f"no setting lowers {f.measure} by more than {f.tie:.0%} below the default's "
+            f"{format_bytes(f.default_bytes)} and meets the rules: keep the default")
+    if f.closest is not None and f.closest_bytes is not None:
+        text += (f" (closest: {label(f.closest)} at {format_bytes(f.closest_bytes)}, "
+                 f"{_pct(f.closest_bytes, f.default_bytes)})")
+    return text
+
+
+def _refused_lower(f: RefusedLower, refusals: Refusals) -> str:
+    return (f"{len(f.refused)} setting(s) with less memory were refused: "
+            + "; ".join(f"{label(conf)} {sentence(refusals[conf])}" for conf in f.refused))
+
+
+def _sim_retries(f: Retries, _: Refusals) -> str:
+    same = (f.retries or 0) == (f.default_retries or 0)
+    return f"needs {_retries(f.retries)}, " + ("like the default" if same
+                                               else f"fewer than the default's {f.default_retries}")
+
+
+def _won(t: TieBreak) -> str:
+    """Why the winner beat another on a tie, said of the winner."""
+    return {TieRule.NATIVE: "as a native-allocator setting over a backend switch",
+            TieRule.STABLE: "as its peak repeated exactly while the other's moved between repeats",
+            TieRule.SIMPLER: f"as the simpler setting ({t.winner_keys} key(s) against {t.loser_keys})",
+            TieRule.LOWER_PEAK: "with the lower peak", TieRule.NAME: "(equal in every rule; by name)"}[t.rule]
+
+
+def _lost(t: TieBreak) -> str:
+    """The same, said of the loser."""
+    return {TieRule.NATIVE: "it switches the allocator backend, the winner keeps the native allocator",
+            TieRule.STABLE: f"its peak moved between repeats (+{_spread(t.loser_spread):.1%}), the winner's "
+                            f"repeated exactly",
+            TieRule.SIMPLER: f"it sets {t.loser_keys} key(s) against {t.winner_keys}",
+            TieRule.LOWER_PEAK: "the winner's peak is lower", TieRule.NAME: "the same peak; decided by name"}[t.rule]
+
+
+def _ties(f: Ties, _: Refusals) -> str:
+    return "; ".join(f"{label(t.conf)} came within {f.tie:.0%} of its {f.measure} ({format_bytes(t.peak_bytes)}, "
+                     f"{_pct(t.peak_bytes, f.winner_bytes)}); {label(f.winner)} wins the tie {_won(t.tie_break)}"
+                     for t in f.tied)
+
+
+def _unstable(f: Unstable, _: Refusals) -> str:
+    return (f"caution: its peak reserved disagreed across repeats by {_spread(f.spread):.1%} "
+            f"(the table shows the median)")
+
+
+def _against_winner(f: AgainstWinner, _: Refusals) -> str:
+    c = f.vs_default
+    diff = f"; throughput {c.ratio:.3f}x the default's ({c.verdict})" if c is not None else ""
+    pct = _pct(f.peak_bytes, f.winner_bytes)
+    if f.tie_break is not None:
+        return (f"ties with the winner on {f.measure} ({format_bytes(f.peak_bytes)}, {pct}) but loses the tie: "
+                f"{_lost(f.tie_break)}{diff}")
+    return f"costs {format_bytes(f.peak_bytes - f.winner_bytes)} more {f.measure} than the winner ({pct}){diff}"
+
+
+def _precision(f: Precision, _: Refusals) -> str:
+    assert f.detectable is not None
+    got = f"the smallest slowdown this sweep could detect is {f.detectable:.1%} (95% interval ±{f.detectable:.1%}"
+    if f.stop is None:
+        return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
+    why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
+           Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
+           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after {f.rounds} rounds"}[f.stop]
+    need = (f"; at this spread between rounds ±{f.goal:.0%} needs about {f.rounds_needed} rounds"
+            if f.rounds_needed is not None else "")
+    return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
+
+
+def _fixed(text: str) -> Callable[[Any, Refusals], str]:
+    return lambda f, _: text
+
+
+_SAY: dict[Code, Callable[[Any, Refusals], str]] = {
+    Code.SIMULATED: _fixed("simulated: decided by replaying a recorded allocation trace, on memory alone "
+                           "(no throughput measured)"),
+    Code.NOTHING_FITS: _nothing_fits,
+    Code.NO_DEFAULT: _no_default,
+    Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default, Code.REFUSED_LOWER: _refused_lower,
+    Code.SAVES_MEMORY: _saves_memory, Code.SIM_RETRIES: _sim_retries,
+    Code.THROUGHPUT_UNCOMPARED: _fixed("throughput was not compared (no throughput measured on one side)"),
+    **{code: _throughput(code) for code in (Code.THROUGHPUT_UNTESTED, Code.THROUGHPUT_SAME,
+                                            Code.THROUGHPUT_NEGLIGIBLE, Code.THROUGHPUT_DIFFERS)},
+    Code.DEVICE_MEMORY: _fixed(f"memory compared as {MemoryMeasure.DEVICE} (what the driver reports in use, CUDA "
+                               f"context included) for every setting: backends differ, and cudaMallocAsync's "
+                               f"'reserved' is the driver pool's, not comparable with the native allocator's"),
+    Code.TIES: _ties, Code.UNSTABLE: _unstable,
+    Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
+    Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,
+    Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
+                                   "the default and the setting): no slowdown could be detected"),
+    Code.PRECISION_REACHED: _precision, Code.PRECISION_SHORT: _precision,
+}
+
+
+def sentence(reason: Reason, refusals: Refusals = {}) -> str:
+    """`reason` in words; `refusals`: the runners-up's reasons, for REFUSED_LOWER."""
+    return _SAY[reason.code](reason.figures, refusals)
+
+
+def _refusals(choice: Choice) -> dict[str, Reason]:
+    return {s.conf: why for s, why in choice.runners_up}
+
+
+def reason_lines(choice: Choice) -> list[str]:
+    """Everything the reports say of the choice, caveats included, in order."""
+    refusals = _refusals(choice)
+    return [sentence(r, refusals) for r in choice.reasons]
+
+
+def decision_line(choice: Choice) -> str:
+    return sentence(choice.decision, _refusals(choice))
+
+
+def runner_up_lines(choice: Choice) -> list[tuple[SettingResult, str]]:
+    """Each runner-up with what it costs against the winner, or why it may not be recommended."""
+    return [(s, sentence(why)) for s, why in choice.runners_up]
+
+
+def precision_line(choice: Choice) -> str:
+    """The sentence on how precise the throughput comparison got; '' where there is none (a replay)."""
+    return sentence(choice.precision) if choice.precision is not None else ""

@@ -1,0 +1,86 @@
+"""The one ordering of settings (decide/order.py), and that the choice, the hybrid sweep's finalists, the rounds and
+the tables all follow it."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from alloctune.decide.choice import choose
+from alloctune.decide.order import (TieRule, by_preference, lower_beyond_tie, preferred, ranked, tie_rank, tie_rule,
+                                    within)
+from alloctune.decide.summary import summarize_settings
+from alloctune.results.records import DEFAULT_TIE, Measurement, TrialRecord, TrialState
+from alloctune.settings.conf import AllocConf
+from alloctune.sweeper.hybrid import finalists
+from alloctune.units import GiB
+
+ES, MS, RP = "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"
+ES_RP = f"{ES},{RP}"
+
+
+def replay(conf, reserved, state=TrialState.OK, retries=0):
+    m = Measurement(peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=8 * GiB,
+                    num_alloc_retries=retries) if state is TrialState.OK else None
+    return TrialRecord("w", "h", conf, 0, "sim:torch-2.11.0", "sim", state, m)
+
+
+def settings(peaks: dict):
+    return summarize_settings([replay(c, r) for c, r in peaks.items()])
+
+
+def test_within_is_a_fraction_of_the_larger():
+    assert within(100, 101, 0.01) and within(101, 100, 0.01) and not within(100, 102, 0.01)
+    assert within(0, 0, 0.0) and not within(1, 2, 0.0)
+    assert within(99, 100) == within(99, 100, DEFAULT_TIE)
+
+
+def test_the_preference_takes_the_lowest_memory_then_the_tie_rules():
+    group = settings({"": 15.0, ES: 10.5, ES_RP: 10.45, MS: 12.0})
+    by = {s.conf: s for s in group}
+    # ES_RP is lower, but within the tie of ES, which sets fewer keys
+    assert preferred(group).conf == ES and tie_rule(by[ES], by[ES_RP]) is TieRule.SIMPLER
+    assert [s.conf for s in by_preference(group)] == [ES, ES_RP, MS, ""]
+    # without a margin (the tables) it is plainly by memory
+    assert [s.conf for s in ranked(group)] == [ES_RP, ES, MS, ""]
+    assert lower_beyond_tie(by[ES], by[MS]) and not lower_beyond_tie(by[ES_RP], by[ES])
+    assert tie_rank(by[ES]) < tie_rank(by[ES_RP])
+
+
+def test_ties_are_not_transitive_so_the_order_is_built_pick_by_pick():
+    """10.0 ties 10.09, which ties 10.18, but 10.0 does not tie 10.18: after the first pick the next is decided among
+    what ties with the lowest of the rest."""
+    group = settings({ES_RP: 10.0, MS: 10.09, ES: 10.18})
+    # MS (1 key) beats ES_RP (2 keys) in the first tie; then ES_RP is the lowest left, and ES does not tie with it
+    assert [s.conf for s in by_preference(group)] == [MS, ES_RP, ES]
+    assert preferred([s for s in group if s.conf != MS]).conf == ES_RP   # 10.0 and 10.18 do not tie
+
+
+def test_failures_come_last_worst_first():
+    group = summarize_settings([replay(ES, 10.0), replay(MS, 0, TrialState.CRASHED), replay(RP, 0, TrialState.OOM),
+                                replay("", 12.0)])
+    assert [s.conf for s in by_preference(group)] == [ES, "", RP, MS]
+    assert preferred([s for s in group if not s.fits]) is None
+
+
+def random_group(rng):
+    confs = ["", ES, MS, RP, ES_RP, f"{MS},{RP}", "roundup_power2_divisions:8", "max_split_size_mb:256"]
+    chosen = [""] + rng.sample(confs[1:], rng.randint(1, 7))
+    return {c: round(rng.choice((10.0, 10.5, 12.0)) * (1 + rng.uniform(-0.012, 0.012)), 4) for c in chosen}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_choice_and_the_finalists_follow_the_preference(seed):
+    """A replayed group: the choice takes the preferred setting of those that may be recommended, and the hybrid
+    sweep measures the ones the preference puts first."""
+    peaks = random_group(random.Random(seed))
+    records = [replay(c, r) for c, r in peaks.items()]
+    group = summarize_settings(records)
+    [choice] = choose(group)
+    allowed = [s for s in group if s.peak <= next(d for d in group if d.is_default).peak]
+    assert choice.best is preferred(allowed)
+    planned = {"torch-2.11.0": [AllocConf.parse(c) for c in peaks]}
+    picked = {str(c) for c in finalists(records, planned, 0.02, count=2)["torch-2.11.0"]}
+    assert picked == {""} | {s.conf for s in by_preference(s for s in group if s.conf)[:2]}
+    # the runners-up and the tables list the group in the order without a margin
+    assert [s for s, _ in choice.runners_up] == [s for s in ranked(group) if s is not choice.best]

@@ -1,0 +1,411 @@
+"""The reasons in words: every sentence the reports print today, pinned whole (the scenarios reach every reason
+code), said from the reasons' figures alone, also once they have been through choice.json."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from alloctune.decide.choice import choose
+from alloctune.decide.precision import precision_of
+from alloctune.decide.reasons import Code, Reason
+from alloctune.decide.summary import summarize_settings
+from alloctune.report.words import reason_lines, runner_up_lines, sentence
+from alloctune.results.folder import ReasonRecord
+from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.units import GiB
+
+ES = "expandable_segments:True"
+MS = "max_split_size_mb:128"
+RP = "roundup_power2_divisions:4"
+GC = "garbage_collection_threshold:0.6"
+ASYNC = "backend:cudaMallocAsync"
+BASE = (100.0, 100.5, 99.5)
+
+
+def rec(conf="", repeat=0, reserved=15.0, tput=100.0, state=TrialState.OK, backend="cuda", budget=None, retries=0,
+        error=None, device=None, ratio=True):
+    m = None
+    if state is TrialState.OK:
+        m = Measurement(peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=int(10 * GiB) if ratio else 0,
+                        device_peak_used_bytes=None if device is None else int(device * GiB),
+                        num_alloc_retries=retries, throughput=None if backend == "sim" else tput, unit="tokens")
+    return TrialRecord(workload="w", workload_hash="h1", conf=conf, repeat=repeat, env_id="torch-2.11.0",
+                       backend=backend, state=state, measurement=m, budget_bytes=budget, error=error,
+                       env={"torch": "2.11.0+cu130"})
+
+
+def setting(conf, tputs=BASE, **kw):
+    return [rec(conf, i, tput=t, **kw) for i, t in enumerate(tputs)]
+
+
+def moving(conf, peaks, **kw):
+    return [rec(conf, i, reserved=r, tput=t, **kw) for i, (r, t) in enumerate(zip(peaks, BASE))]
+
+
+SCENARIOS = {
+    "saves memory, runners-up cost more or raise it": (
+        setting("") + setting(ES, reserved=10.5) + setting(MS, reserved=20.0, tputs=(120, 121, 119))
+        + setting(RP, reserved=12.0), 0.02),
+    "a small gain, the simpler wins a tie, a lower peak and a name decide others": (
+        setting("") + setting(ES, reserved=14.0) + setting(f"{ES},{RP}", reserved=13.95)
+        + setting(MS, reserved=14.02) + setting(RP, reserved=14.04), 0.02),
+    "equal in every rule": (setting("") + setting(MS, reserved=12.0) + setting(RP, reserved=12.0), 0.02),
+    "too slow, and one repeat is not tested": (
+        [rec(""), rec(ES, reserved=10.0, tput=90.0), rec(RP, reserved=12.0, tput=99.0)], 0.02),
+    "refused as too slow": (setting("") + setting(ES, reserved=8.0, tputs=(90.0, 90.5, 89.5))
+                            + setting(RP, reserved=12.0), 0.02),
+    "significantly slower, inside the allowance": (
+        setting("") + setting(ES, reserved=8.0, tputs=(90.0, 90.5, 89.5)), 0.15),
+    "significantly faster": (setting("") + setting(ES, reserved=8.0, tputs=(110.0, 110.6, 109.4)), 0.02),
+    "a negligible difference": (setting("") + setting(ES, reserved=8.0, tputs=(99.5, 100.0, 99.0)), 0.02),
+    "keep the default, lower ones refused": (
+        setting("") + setting(ES, reserved=8.0, tputs=(80.0, 80.5, 79.5)) + setting(MS, reserved=14.95)
+        + setting(RP, reserved=18.0), 0.02),
+    "keep the default alone": (setting("") + setting(MS, reserved=18.0), 0.02),
+    "failures of every kind": (
+        setting("") + setting(ES, reserved=12.0)
+        + [rec(MS, 0, reserved=5.0), rec(MS, 1, state=TrialState.OOM, error="CUDA out of memory", budget=None)]
+        + [rec(RP, 0, state=TrialState.CRASHED, error="Traceback\nRuntimeError: boom\n")]
+        + [rec(GC, 0, state=TrialState.TIMEOUT, error="killed after 60 s"),
+           rec(GC, 1, state=TrialState.MISMATCH, error="effective: expandable_segments:False")], 0.02),
+    "the default does not fit under the budget": (
+        [rec("", i, state=TrialState.OOM, budget=16 * GiB, error="CUDA out of memory") for i in range(2)]
+        + setting(ES, reserved=12.0, budget=16 * GiB, tputs=(100.0, 101.0))
+        + setting(RP, reserved=14.0, budget=16 * GiB, tputs=(100.0, 101.0)), 0.02),
+    "nothing fits": (
+        [rec("", state=TrialState.OOM, budget=GiB), rec(ES, state=TrialState.OOM, budget=GiB),
+         rec(MS, state=TrialState.TIMEOUT, budget=GiB, error="killed after 60 s")], 0.02),
+    "simulated, more retries refused": (
+        setting("", backend="sim") + setting(ES, reserved=9.0, retries=3, backend="sim")
+        + setting(RP, reserved=11.0, backend="sim") + setting(MS, reserved=10.0, retries=1, backend="sim"), 0.02),
+    "simulated, fewer retries": (
+        setting("", backend="sim", retries=2) + setting(ES, reserved=9.0, retries=1, backend="sim"), 0.02),
+    "backends differ: device memory, a native setting wins the tie": (
+        setting("", reserved=40.0, device=41.0) + setting(ES, reserved=32.68, device=33.50)
+        + setting(ASYNC, reserved=32.59, device=33.40), 0.02),
+    "a moving peak loses the tie": (
+        setting("") + setting(ES, reserved=10.50) + moving(RP, (10.40, 10.45, 10.40)), 0.02),
+    "a moving peak alone wins, with a caution": (setting("") + moving(RP, (10.40, 10.45, 10.40)), 0.02),
+    "no default in the group": (setting(ES, reserved=10.0) + setting(MS, reserved=12.0), 0.02),
+    "no throughput on the default's side": (
+        setting("", tputs=(None, None, None)) + setting(ES, reserved=10.0), 0.02),
+    "no reserved/allocated figure": (setting("", ratio=False) + setting(ES, reserved=10.0, ratio=False), 0.02),
+}
+
+
+EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 10.50 GiB against the default's 15.00 GiB "
+                                                     '(-30.0%, saves 4.50 GiB); reserved/allocated 1.05 against '
+                                                     '1.50',
+                                                     "throughput 1.000x the default's (median 100 tokens/s against "
+                                                     '100 tokens/s): no significant difference (paired t-test over '
+                                                     '3 rounds, p = 1; 95% interval 1.000-1.000x, ±0.0%)'],
+                                                    [('roundup_power2_divisions:4',
+                                                      'costs 1.50 GiB more peak reserved than the winner (+14.3%); '
+                                                      "throughput 1.000x the default's (no significant "
+                                                      'difference)'),
+                                                     ('',
+                                                      'costs 4.50 GiB more peak reserved than the winner (+42.9%)'),
+                                                     ('max_split_size_mb:128',
+                                                      'raises peak reserved to 20.00 GiB (+33.3% against the '
+                                                      "default's 15.00 GiB)")]),
+ 'a small gain, the simpler wins a tie, a lower peak and a name decide others': (['peak reserved 14.00 GiB against '
+                                                                                  "the default's 15.00 GiB (-6.7%, "
+                                                                                  'saves 1.00 GiB); '
+                                                                                  'reserved/allocated 1.40 against '
+                                                                                  '1.50. A small gain: the default '
+                                                                                  'is within 10% of it, so keeping '
+                                                                                  'the default is sound too',
+                                                                                  "throughput 1.000x the default's "
+                                                                                  '(median 100 tokens/s against '
+                                                                                  '100 tokens/s): no significant '
+                                                                                  'difference (paired t-test over '
+                                                                                  '3 rounds, p = 1; 95% interval '
+                                                                                  '1.000-1.000x, ±0.0%)',
+                                                                                  'expandable_segments:True,roundup_power2_divisions:4 '
+                                                                                  'came within 1% of its peak '
+                                                                                  'reserved (13.95 GiB, -0.4%); '
+                                                                                  'expandable_segments:True wins '
+                                                                                  'the tie as the simpler setting '
+                                                                                  '(1 key(s) against 2); '
+                                                                                  'max_split_size_mb:128 came '
+                                                                                  'within 1% of its peak reserved '
+                                                                                  '(14.02 GiB, +0.1%); '
+                                                                                  'expandable_segments:True wins '
+                                                                                  'the tie with the lower peak; '
+                                                                                  'roundup_power2_divisions:4 came '
+                                                                                  'within 1% of its peak reserved '
+                                                                                  '(14.04 GiB, +0.3%); '
+                                                                                  'expandable_segments:True wins '
+                                                                                  'the tie with the lower peak'],
+                                                                                 [('expandable_segments:True,roundup_power2_divisions:4',
+                                                                                   'ties with the winner on peak '
+                                                                                   'reserved (13.95 GiB, -0.4%) '
+                                                                                   'but loses the tie: it sets 2 '
+                                                                                   'key(s) against 1; throughput '
+                                                                                   "1.000x the default's (no "
+                                                                                   'significant difference)'),
+                                                                                  ('max_split_size_mb:128',
+                                                                                   'ties with the winner on peak '
+                                                                                   'reserved (14.02 GiB, +0.1%) '
+                                                                                   'but loses the tie: the '
+                                                                                   "winner's peak is lower; "
+                                                                                   'throughput 1.000x the '
+                                                                                   "default's (no significant "
+                                                                                   'difference)'),
+                                                                                  ('roundup_power2_divisions:4',
+                                                                                   'ties with the winner on peak '
+                                                                                   'reserved (14.04 GiB, +0.3%) '
+                                                                                   'but loses the tie: the '
+                                                                                   "winner's peak is lower; "
+                                                                                   'throughput 1.000x the '
+                                                                                   "default's (no significant "
+                                                                                   'difference)'),
+                                                                                  ('',
+                                                                                   'costs 1.00 GiB more peak '
+                                                                                   'reserved than the winner '
+                                                                                   '(+7.1%)')]),
+ 'equal in every rule': (["peak reserved 12.00 GiB against the default's 15.00 GiB (-20.0%, saves 3.00 GiB); "
+                          'reserved/allocated 1.20 against 1.50',
+                          "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
+                          'significant difference (paired t-test over 3 rounds, p = 1; 95% interval 1.000-1.000x, '
+                          '±0.0%)',
+                          'roundup_power2_divisions:4 came within 1% of its peak reserved (12.00 GiB, +0.0%); '
+                          'max_split_size_mb:128 wins the tie (equal in every rule; by name)'],
+                         [('roundup_power2_divisions:4',
+                           'ties with the winner on peak reserved (12.00 GiB, +0.0%) but loses the tie: the same '
+                           "peak; decided by name; throughput 1.000x the default's (no significant difference)"),
+                          ('', 'costs 3.00 GiB more peak reserved than the winner (+25.0%)')]),
+ 'too slow, and one repeat is not tested': (["peak reserved 10.00 GiB against the default's 15.00 GiB (-33.3%, "
+                                             'saves 5.00 GiB); reserved/allocated 1.00 against 1.50',
+                                             "throughput 0.900x the default's (median 90 tokens/s against 100 "
+                                             'tokens/s): NOT TESTED, one repeat cannot tell a difference from '
+                                             'noise (fresh processes vary by several percent); confirm with '
+                                             '--repeats 3 or more'],
+                                            [('roundup_power2_divisions:4',
+                                              'costs 2.00 GiB more peak reserved than the winner (+20.0%); '
+                                              "throughput 0.990x the default's (not tested (too few repeats))"),
+                                             ('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')]),
+ 'refused as too slow': (["peak reserved 12.00 GiB against the default's 15.00 GiB (-20.0%, saves 3.00 GiB); "
+                          'reserved/allocated 1.20 against 1.50',
+                          "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
+                          'significant difference (paired t-test over 3 rounds, p = 1; 95% interval 1.000-1.000x, '
+                          '±0.0%)'],
+                         [('expandable_segments:True',
+                           'saves 7.00 GiB but is 10.0% slower than the default, significantly beyond the 2% '
+                           'allowance (one-sided paired t-test over 3 rounds, p = 7.1e-06)'),
+                          ('', 'costs 3.00 GiB more peak reserved than the winner (+25.0%)')]),
+ 'significantly slower, inside the allowance': (["peak reserved 8.00 GiB against the default's 15.00 GiB (-46.7%, "
+                                                 'saves 7.00 GiB); reserved/allocated 0.80 against 1.50',
+                                                 "throughput 0.900x the default's (median 90 tokens/s against 100 "
+                                                 'tokens/s): significantly slower (paired t-test over 3 rounds, p '
+                                                 '= 9.3e-06; 95% interval 0.899-0.901x, ±0.1%), inside the 15% '
+                                                 'allowance'],
+                                                [('',
+                                                  'costs 7.00 GiB more peak reserved than the winner (+87.5%)')]),
+ 'significantly faster': (["peak reserved 8.00 GiB against the default's 15.00 GiB (-46.7%, saves 7.00 GiB); "
+                           'reserved/allocated 0.80 against 1.50',
+                           "throughput 1.100x the default's (median 110 tokens/s against 100 tokens/s): "
+                           'significantly faster (paired t-test over 3 rounds, p = 7.6e-06; 95% interval '
+                           '1.099-1.101x, ±0.1%)'],
+                          [('', 'costs 7.00 GiB more peak reserved than the winner (+87.5%)')]),
+ 'a negligible difference': (["peak reserved 8.00 GiB against the default's 15.00 GiB (-46.7%, saves 7.00 GiB); "
+                              'reserved/allocated 0.80 against 1.50',
+                              "throughput 0.995x the default's (median 99.5 tokens/s against 100 tokens/s): "
+                              'statistically detectable (paired t-test over 3 rounds, p = 8.4e-06; 95% interval '
+                              '0.995-0.995x, ±0.0%) but under 1%: no practical difference'],
+                             [('', 'costs 7.00 GiB more peak reserved than the winner (+87.5%)')]),
+ 'keep the default, lower ones refused': (["no setting lowers peak reserved by more than 1% below the default's "
+                                           '15.00 GiB and meets the rules: keep the default (closest: '
+                                           'max_split_size_mb:128 at 14.95 GiB, -0.3%)',
+                                           '1 setting(s) with less memory were refused: expandable_segments:True '
+                                           'saves 7.00 GiB but is 20.0% slower than the default, significantly '
+                                           'beyond the 2% allowance (one-sided paired t-test over 3 rounds, p = '
+                                           '6.3e-06)'],
+                                          [('expandable_segments:True',
+                                            'saves 7.00 GiB but is 20.0% slower than the default, significantly '
+                                            'beyond the 2% allowance (one-sided paired t-test over 3 rounds, p = '
+                                            '6.3e-06)'),
+                                           ('max_split_size_mb:128',
+                                            'ties with the winner on peak reserved (14.95 GiB, -0.3%) but loses '
+                                            "the tie: it sets 1 key(s) against 0; throughput 1.000x the default's "
+                                            '(no significant difference)'),
+                                           ('roundup_power2_divisions:4',
+                                            "raises peak reserved to 18.00 GiB (+20.0% against the default's 15.00 "
+                                            'GiB)')]),
+ 'keep the default alone': (["no setting lowers peak reserved by more than 1% below the default's 15.00 GiB and "
+                             'meets the rules: keep the default'],
+                            [('max_split_size_mb:128',
+                              "raises peak reserved to 18.00 GiB (+20.0% against the default's 15.00 GiB)")]),
+ 'failures of every kind': (["peak reserved 12.00 GiB against the default's 15.00 GiB (-20.0%, saves 3.00 GiB); "
+                             'reserved/allocated 1.20 against 1.50',
+                             "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
+                             'significant difference (paired t-test over 3 rounds, p = 1; 95% interval '
+                             '1.000-1.000x, ±0.0%)'],
+                            [('', 'costs 3.00 GiB more peak reserved than the winner (+25.0%)'),
+                             ('max_split_size_mb:128', 'does not fit: out of memory in 1 of 2 repeats'),
+                             ('garbage_collection_threshold:0.6',
+                              'the allocator settings that took effect differ from those asked for in 2 of 2 '
+                              'repeats (killed after 60 s)'),
+                             ('roundup_power2_divisions:4', 'crashed in 1 of 1 repeat (RuntimeError: boom)')]),
+ 'the default does not fit under the budget': (['the default does not fit: out of memory under the 16.00 GiB '
+                                                'budget in 2 of 2 repeats; expandable_segments:True is the lowest '
+                                                'peak reserved (12.00 GiB) of the 2 settings that fit'],
+                                               [('roundup_power2_divisions:4',
+                                                 'costs 2.00 GiB more peak reserved than the winner (+16.7%)'),
+                                                ('',
+                                                 'does not fit: out of memory under the 16.00 GiB budget in 2 of 2 '
+                                                 'repeats')]),
+ 'nothing fits': (['nothing fits under the 1.00 GiB budget: all 3 settings failed (oom: 2, timeout: 1)'],
+                  [('', 'does not fit: out of memory under the 1.00 GiB budget in 1 of 1 repeat'),
+                   ('expandable_segments:True',
+                    'does not fit: out of memory under the 1.00 GiB budget in 1 of 1 repeat'),
+                   ('max_split_size_mb:128', 'timed out in 1 of 1 repeat (killed after 60 s)')]),
+ 'simulated, more retries refused': (['simulated: decided by replaying a recorded allocation trace, on memory '
+                                      'alone (no throughput measured)',
+                                      "peak reserved 11.00 GiB against the default's 15.00 GiB (-26.7%, saves 4.00 "
+                                      'GiB); reserved/allocated 1.10 against 1.50',
+                                      'needs no alloc retries, like the default'],
+                                     [('expandable_segments:True',
+                                       'needs 3 alloc retries where the default needs no alloc retries: each retry '
+                                       'frees the cache and synchronises the device, a slowdown the replay cannot '
+                                       'time'),
+                                      ('max_split_size_mb:128',
+                                       'needs 1 alloc retry where the default needs no alloc retries: each retry '
+                                       'frees the cache and synchronises the device, a slowdown the replay cannot '
+                                       'time'),
+                                      ('', 'costs 4.00 GiB more peak reserved than the winner (+36.4%)')]),
+ 'simulated, fewer retries': (['simulated: decided by replaying a recorded allocation trace, on memory alone (no '
+                               'throughput measured)',
+                               "peak reserved 9.00 GiB against the default's 15.00 GiB (-40.0%, saves 6.00 GiB); "
+                               'reserved/allocated 0.90 against 1.50',
+                               "needs 1 alloc retry, fewer than the default's 2"],
+                              [('', 'costs 6.00 GiB more peak reserved than the winner (+66.7%)')]),
+ 'backends differ: device memory, a native setting wins the tie': (['peak device memory 33.50 GiB against the '
+                                                                    "default's 41.00 GiB (-18.3%, saves 7.50 GiB); "
+                                                                    'reserved/allocated 3.27 against 4.00',
+                                                                    "throughput 1.000x the default's (median 100 "
+                                                                    'tokens/s against 100 tokens/s): no '
+                                                                    'significant difference (paired t-test over 3 '
+                                                                    'rounds, p = 1; 95% interval 1.000-1.000x, '
+                                                                    '±0.0%)',
+                                                                    'memory compared as peak device memory (what '
+                                                                    'the driver reports in use, CUDA context '
+                                                                    'included) for every setting: backends differ, '
+                                                                    "and cudaMallocAsync's 'reserved' is the "
+                                                                    "driver pool's, not comparable with the native "
+                                                                    "allocator's",
+                                                                    'backend:cudaMallocAsync came within 1% of its '
+                                                                    'peak device memory (33.40 GiB, -0.3%); '
+                                                                    'expandable_segments:True wins the tie as a '
+                                                                    'native-allocator setting over a backend '
+                                                                    'switch'],
+                                                                   [('backend:cudaMallocAsync',
+                                                                     'ties with the winner on peak device memory '
+                                                                     '(33.40 GiB, -0.3%) but loses the tie: it '
+                                                                     'switches the allocator backend, the winner '
+                                                                     'keeps the native allocator; throughput '
+                                                                     "1.000x the default's (no significant "
+                                                                     'difference)'),
+                                                                    ('',
+                                                                     'costs 7.50 GiB more peak device memory than '
+                                                                     'the winner (+22.4%)')]),
+ 'a moving peak loses the tie': (["peak reserved 10.50 GiB against the default's 15.00 GiB (-30.0%, saves 4.50 "
+                                  'GiB); reserved/allocated 1.05 against 1.50',
+                                  "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
+                                  'significant difference (paired t-test over 3 rounds, p = 1; 95% interval '
+                                  '1.000-1.000x, ±0.0%)',
+                                  'roundup_power2_divisions:4 came within 1% of its peak reserved (10.40 GiB, '
+                                  '-1.0%); expandable_segments:True wins the tie as its peak repeated exactly '
+                                  "while the other's moved between repeats"],
+                                 [('roundup_power2_divisions:4',
+                                   'ties with the winner on peak reserved (10.40 GiB, -1.0%) but loses the tie: '
+                                   "its peak moved between repeats (+0.5%), the winner's repeated exactly; "
+                                   "throughput 1.000x the default's (no significant difference)"),
+                                  ('', 'costs 4.50 GiB more peak reserved than the winner (+42.9%)')]),
+ 'a moving peak alone wins, with a caution': (["peak reserved 10.40 GiB against the default's 15.00 GiB (-30.7%, "
+                                               'saves 4.60 GiB); reserved/allocated 1.04 against 1.50',
+                                               "throughput 1.000x the default's (median 100 tokens/s against 100 "
+                                               'tokens/s): no significant difference (paired t-test over 3 rounds, '
+                                               'p = 1; 95% interval 1.000-1.000x, ±0.0%)',
+                                               'caution: its peak reserved disagreed across repeats by 0.5% (the '
+                                               'table shows the median)'],
+                                              [('', 'costs 4.60 GiB more peak reserved than the winner (+44.2%)')]),
+ 'no default in the group': (['the default was not run in this group: chosen on peak reserved alone'],
+                             [('max_split_size_mb:128',
+                               'costs 2.00 GiB more peak reserved than the winner (+20.0%)')]),
+ "no throughput on the default's side": (["peak reserved 10.00 GiB against the default's 15.00 GiB (-33.3%, saves "
+                                          '5.00 GiB); reserved/allocated 1.00 against 1.50',
+                                          'throughput was not compared (no throughput measured on one side)'],
+                                         [('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')]),
+ 'no reserved/allocated figure': (["peak reserved 10.00 GiB against the default's 15.00 GiB (-33.3%, saves 5.00 "
+                                   'GiB)',
+                                   "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
+                                   'significant difference (paired t-test over 3 rounds, p = 1; 95% interval '
+                                   '1.000-1.000x, ±0.0%)'],
+                                  [('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')])}
+
+PRECISION = [((None, 1, 0.02, True, 10),
+  'throughput was not compared with an interval (fewer than 2 rounds with both the default and the setting): no '
+  'slowdown could be detected'),
+ ((0.015, 4, 0.02, True, 10),
+  'the smallest slowdown this sweep could detect is 1.5% (95% interval ±1.5% after 4 rounds, within the ±2% goal)'),
+ ((0.04, 10, 0.02, True, 10),
+  'the smallest slowdown this sweep could detect is 4.0% (95% interval ±4.0%): wider than the ±2% goal because the '
+  'sweep stopped at --max-repeats 10; at this spread between rounds ±2% needs about 32 rounds'),
+ ((0.04, 5, 0.02, True, 10),
+  'the smallest slowdown this sweep could detect is 4.0% (95% interval ±4.0%): wider than the ±2% goal because the '
+  'time budget ran out (or the sweep was interrupted) after 5 rounds; at this spread between rounds ±2% needs '
+  'about 13 rounds'),
+ ((0.04, 3, 0.02, False, 3),
+  'the smallest slowdown this sweep could detect is 4.0% (95% interval ±4.0%): wider than the ±2% goal because '
+  '--repeats fixed 3 rounds; at this spread between rounds ±2% needs about 5 rounds'),
+ ((0.04, 1, 0.02, True, 10),
+  'the smallest slowdown this sweep could detect is 4.0% (95% interval ±4.0%): wider than the ±2% goal because the '
+  'time budget ran out (or the sweep was interrupted) after 1 rounds'),
+ ((0.0, 3, 0.02, True, 10),
+  'the smallest slowdown this sweep could detect is 0.0% (95% interval ±0.0% after 3 rounds, within the ±2% goal)')]
+
+
+def decided(name):
+    records, max_slowdown = SCENARIOS[name]
+    [choice] = choose(summarize_settings(records, max_slowdown), max_slowdown)
+    return choice
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_sentence_as_the_reports_print_it(name):
+    choice = decided(name)
+    reasons, runners_up = EXPECTED[name]
+    assert reason_lines(choice) == reasons
+    assert [(s.conf, why) for s, why in runner_up_lines(choice)] == runners_up
+
+
+def test_the_scenarios_reach_every_reason_code():
+    used = set()
+    for name in SCENARIOS:
+        choice = decided(name)
+        used |= {r.code for r in choice.reasons} | {why.code for _, why in choice.runners_up}
+    used |= {precision_of(*args[:3], auto=args[3], max_repeats=args[4]).code for args, _ in PRECISION}
+    assert used == set(Code)
+
+
+def read_back(reason: Reason) -> Reason:
+    """Through JSON as choice.json holds it, and the typed reader."""
+    data = json.loads(json.dumps(reason.record().figures, allow_nan=False))
+    return Reason.from_record(ReasonRecord(reason.code.value, data))
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_a_reason_read_back_from_its_record_says_the_same(name):
+    choice = decided(name)
+    refusals = {s.conf: read_back(why) for s, why in choice.runners_up}
+    for reason, text in zip(choice.reasons, EXPECTED[name][0]):
+        assert read_back(reason) == reason and sentence(read_back(reason), refusals) == text
+
+
+@pytest.mark.parametrize("args, text", PRECISION)
+def test_precision_sentences(args, text):
+    detectable, rounds, goal, auto, max_repeats = args
+    reason = precision_of(detectable, rounds, goal, auto=auto, max_repeats=max_repeats)
+    assert sentence(reason) == text and sentence(read_back(reason)) == text
