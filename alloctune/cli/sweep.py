@@ -36,6 +36,15 @@ def register(subparsers) -> None:
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
+    _what(p)
+    _command(p.add_argument_group("your own command (sweep -- COMMAND ...)"))
+    _how(p)
+    _output(p)
+    p.set_defaults(func=run, flags=FLAGS)
+
+
+def _what(p) -> None:
+    """The workload, its settings and how often each runs, on which GPUs."""
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND ...",
                    help="workload file (YAML, see workloads/README.md; - reads it from standard input, and its "
                         "relative paths (entry, trace, cwd) are then relative to the current folder), or after "
@@ -58,7 +67,10 @@ def register(subparsers) -> None:
     p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
                    help="GPUs each trial gets (CUDA_VISIBLE_DEVICES), disjoint across trials running at once, e.g. "
                         "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: 1)")
-    command = p.add_argument_group("your own command (sweep -- COMMAND ...)")
+
+
+def _command(command) -> None:
+    """How the user's own command is run and measured (workload/command.py)."""
     command.add_argument("--metric-regex", metavar="REGEX",
                          help="read throughput from the command's output: the number in group 1 (or group "
                               "'value'), averaged over the matches after the first (default: alloctune.step() "
@@ -70,11 +82,16 @@ def register(subparsers) -> None:
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
+
+
+def _how(p) -> None:
+    """How settings are judged: limits, interpreters, backend and executor, replay and search."""
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=fraction, default=DEFAULT_MAX_SLOWDOWN,
                    help="reject settings significantly slower than the default by more than this fraction "
                         f"(default: {DEFAULT_MAX_SLOWDOWN})")
-    p.add_argument("--timeout", type=seconds, metavar="TIMEOUT", dest="timeout_s", help="per-trial time limit in seconds (default: the workload's, or 600)")
+    p.add_argument("--timeout", type=seconds, metavar="TIMEOUT", dest="timeout_s",
+                   help="per-trial time limit in seconds (default: the workload's, or 600)")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
@@ -99,14 +116,18 @@ def register(subparsers) -> None:
     p.add_argument("--finalists", type=positive_int, default=3, metavar="N",
                    help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
                         "the default (default: 3)")
-    p.add_argument("--results", default="results", metavar="RESULTS", dest="results_root", help="folder under which results folders are created (default: results)")
+
+
+def _output(p) -> None:
+    """Where the results go, and what is printed."""
+    p.add_argument("--results", default="results", metavar="RESULTS", dest="results_root",
+                   help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document instead of the tables: the results folder, its decisions (as "
                         "'report --json' prints them) and the settings skipped, with why; progress stays on "
                         "standard error")
-    p.set_defaults(func=run, flags=FLAGS)
 
 
 def run(args) -> int:

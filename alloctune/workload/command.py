@@ -59,7 +59,8 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
         try:
             re.compile(metric_regex)
         except re.error as exc:
-            raise WorkloadError(OptionText("{metric_regex} {regex!r}: {error}", regex=metric_regex, error=exc)) from None
+            raise WorkloadError(OptionText("{metric_regex} {regex!r}: {error}", regex=metric_regex,
+                                           error=exc)) from None
     argv = list(argv)
     argv[0] = resolve_program(argv[0], cwd, env)
     if isolate_cwd:  # the trial runs elsewhere: arguments naming files here must still find them

@@ -77,6 +77,13 @@ def test_every_option_but_the_recorded_command_line_is_a_flag_whose_dest_is_the_
     dests = {s: a.dest for a in sweep_parser._actions for s in a.option_strings}
     assert {f.name for f in fields(SweepOptions)} - set(FLAGS) == {"command"}
     assert all(dests[flag] == field for field, flag in FLAGS.items()), {f: dests.get(g) for f, g in FLAGS.items()}
+    # the CLI's defaults and choices are the library's
+    defaults = sweep_parser.parse_args([])
+    names = {f.name for f in fields(SweepOptions)} - {"command"}
+    assert SweepOptions(**{name: getattr(defaults, name) for name in names}) == SweepOptions()
+    choices = {a.dest: a.choices for a in sweep_parser._actions if a.choices}
+    assert list(choices["backend"]) == [b.value for b in Backend]
+    assert list(choices["executor"]) == [k.value for k in ExecutorKind]
 
 
 def test_option_text_values_are_never_placeholders():
@@ -90,9 +97,9 @@ def test_option_text_values_are_never_placeholders():
 
 
 def test_sweep_refuses_an_unknown_keyword_before_anything_runs(tmp_path):
-    with pytest.raises(OptionError, match="sweep\\(\\) has no option 'max_repeat'; its options: .*max_repeats") as caught:
+    with pytest.raises(OptionError, match=r"sweep\(\) has no option 'max_repeat'; its options: .*max_repeats,") as e:
         alloctune.sweep(VARLEN, preset="h200", max_repeat=5, results_root=tmp_path)
-    assert caught.value.field == "max_repeat" and not any(tmp_path.iterdir())
+    assert e.value.field == "max_repeat" and not any(tmp_path.iterdir())
 
 
 def standin(tmp_path, gpus: int):
@@ -113,7 +120,7 @@ def standin(tmp_path, gpus: int):
 
 def test_an_options_object_and_callbacks_with_what_the_probe_saw(tmp_path):
     phases = []
-    options = SweepOptions(preset="h200", backend=Backend.CUDA, pythons=[standin(tmp_path, 0)],
+    options = alloctune.SweepOptions(preset="h200", backend=Backend.CUDA, pythons=[standin(tmp_path, 0)],
                            results_root=tmp_path / "results")
     with pytest.raises(OptionError, match="^backend cuda needs a CUDA GPU, but none is visible to .*; use backend "
                                           "sim$") as caught:
