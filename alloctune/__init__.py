@@ -4,6 +4,7 @@ The Python API, loaded on first use (trial children import this package too, and
 matplotlib or rich):
 
     alloctune.sweep(workload, ...)        measure or replay a grid, choose, write a results folder
+    alloctune.SweepOptions(...)           a sweep's options, checked (sweep() also takes them as keywords)
     alloctune.analyze(folder, ...)        choose again from a folder's recorded trials
     alloctune.load_workload(path, ...)    a validated workload file
     alloctune.load_trace(path)            a PyTorch snapshot or compact trace
@@ -20,7 +21,7 @@ __version__ = "0.1.0"
 _API = {
     "sweep": "sweeper.sweep", "analyze": "report.analysis", "load_workload": "workload.loader",
     "load_trace": "sim.trace", "replay": "sim.replay", "export_results": "report.export", "diagnose": "diagnosis",
-    "dump_on_oom": "runtime.oomdump", "step": "runtime.steps",
+    "dump_on_oom": "runtime.oomdump", "step": "runtime.steps", "SweepOptions": "sweeper.options",
 }
 
 

@@ -1,10 +1,70 @@
-"""One error hierarchy for everything the user can get wrong; `cli.main` catches it once."""
+"""One error hierarchy for everything the user can get wrong; `cli.main` catches it once.
+
+Messages that name options (a `sweep()` option, an `export_results()` parameter...) are `OptionText`: a Python
+caller reads the option's name, a CLI user its flag (each subcommand maps names to its flags)."""
+from __future__ import annotations
+
+from string import Formatter
+from typing import Any, Callable
+
+# How a front end names an option: (name, the value it is set to in the message or None) -> text.
+Naming = Callable[[str, "str | None"], str]
+_CONVERSIONS: dict[str, Callable[[Any], str]] = {"r": repr, "s": str, "a": ascii}
+
+
+class OptionText(str):
+    """A message whose template names options as `{max_repeats}`, or `{fresh=True}` for an option set so; every
+    other `{name}` (with its conversion and format spec) is one of `values`, so that user text in a value is never
+    read as a placeholder. As a str it names options as Python callers write them (`max_repeats`, `fresh=True`);
+    `render` names them another way, e.g. the CLI by its flags (`--max-repeats`, `--fresh`)."""
+
+    template: str
+    values: dict[str, Any]
+
+    def __new__(cls, template: str, **values: Any) -> OptionText:
+        text = super().__new__(cls, _fill(template, values, python_name))
+        text.template, text.values = template, values
+        return text
+
+    def render(self, naming: Naming) -> str:
+        return _fill(self.template, self.values, naming)
+
+
+def python_name(name: str, value: str | None) -> str:
+    """An option as Python callers write it."""
+    return name if value is None else f"{name}={value}"
+
+
+def _fill(template: str, values: dict[str, Any], naming: Naming) -> str:
+    out = []
+    for literal, name, spec, conversion in Formatter().parse(template):
+        out.append(literal)
+        if name is None:
+            continue
+        if name in values:
+            value = values[name]
+            if conversion:
+                value = _CONVERSIONS[conversion](value)
+            out.append(format(value, spec or ""))
+        else:
+            option, _, setting = name.partition("=")
+            out.append(naming(option, setting or None))
+    return "".join(out)
 
 
 class AlloctuneError(Exception):
     """Base class: the message is shown to the user as is, and the CLI exits with `exit_code`."""
 
     exit_code = 2
+
+
+class OptionError(AlloctuneError):
+    """An option whose value cannot work, alone or with the others given: `field` names it; the message is an
+    `OptionText` (`max_repeats must be at least 3, got 1`; from the CLI: `--max-repeats must be ...`)."""
+
+    def __init__(self, field: str, template: str, **values: Any) -> None:
+        super().__init__(OptionText(template, **values))
+        self.field = field
 
 
 class ConfError(AlloctuneError):

@@ -1,4 +1,5 @@
-"""Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, the console, replay limits."""
+"""Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, library messages as flags,
+the console, replay limits."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +8,7 @@ import math
 import os
 import sys
 
+from ..errors import OptionText, python_name
 from ..workload.spec import MAX_TIMEOUT_S
 
 
@@ -44,6 +46,23 @@ def _number(valid, expected: str):
 fraction = _number(lambda v: 0 <= v < 1, "a fraction in [0, 1) such as 0.02")   # --max-slowdown
 seconds = _number(lambda v: 0 < v <= MAX_TIMEOUT_S,                             # --timeout
                   f"a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
+
+
+def flagged(message: object, flags: dict[str, str]) -> str:
+    """A library message as a CLI user reads it: each option an `OptionText` names, as the subcommand's flag
+    (`flags`: field -> flag): `--max-repeats`, `--fresh` for fresh=True, `--backend sim` for backend=sim. An
+    exception's message is its one argument."""
+    if isinstance(message, BaseException) and len(message.args) == 1:
+        message = message.args[0]
+    if not isinstance(message, OptionText):
+        return str(message)
+
+    def flag(name: str, value: str | None) -> str:
+        if name not in flags:
+            return python_name(name, value)
+        return flags[name] if value in (None, "True") else f"{flags[name]} {value}"
+
+    return message.render(flag)
 
 
 def console(stderr: bool = False):

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from ..report.export import FORMATS, export_results
 
+# export_results()'s parameters as this command's flags: a library message that names one shows the flag.
+FLAGS = {"workload": "--workload", "conf": "--conf", "env_id": "--env", "allow_incomplete": "--allow-incomplete"}
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,7 +24,7 @@ def register(subparsers) -> None:
     p.add_argument("--env", dest="env_id", metavar="ENV", help="the environment (env_id), when the sweep had several")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="export a choice that `alloctune report` took from an interrupted sweep")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
 def run(args) -> int:

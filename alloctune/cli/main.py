@@ -12,6 +12,7 @@ from types import FrameType
 
 from .. import __version__
 from ..errors import AlloctuneError
+from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
 SUBCOMMANDS = ("sweep", "record", "replay", "search", "export", "compare", "report", "diagnose")
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except AlloctuneError as exc:
-        print(f"alloctune: error: {exc}", file=sys.stderr)
+        # Options named as this subcommand's flags (its `flags` table: field -> flag).
+        print(f"alloctune: error: {flagged(exc, getattr(args, 'flags', {}))}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
         print(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)

@@ -4,14 +4,28 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
-from .args import console, fraction, gpu_list, positive_int, seconds
+from .args import console, flagged, fraction, gpu_list, positive_int, seconds
 from .report import decisions
+
+# The options this command passes on, as its flags: SweepOptions fields, then those of a command
+# (workload/command.py). Each flag's dest is its field's name, so the options are built from this table; and a
+# library message that names a field shows its flag here.
+FLAGS = {
+    "preset": "--preset", "grid": "--conf", "repeats": "--repeats", "max_repeats": "--max-repeats",
+    "time_budget_s": "--time-budget", "gpus": "--gpus", "gpus_per_trial": "--gpus-per-trial", "budget": "--budget",
+    "max_slowdown": "--max-slowdown", "timeout_s": "--timeout", "pythons": "--python", "backend": "--backend",
+    "executor": "--executor", "ray_address": "--ray-address", "ray_accelerator": "--ray-accelerator",
+    "trace": "--trace", "search": "--search", "finalists": "--finalists", "results_root": "--results",
+    "out": "--out", "fresh": "--fresh",
+    "metric_regex": "--metric-regex", "unit": "--unit", "warmup_steps": "--warmup-steps", "name": "--name",
+    "cwd": "--cwd", "isolate_cwd": "--isolate-cwd",
+}
 
 
 def register(subparsers) -> None:
@@ -22,6 +36,15 @@ def register(subparsers) -> None:
                     "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
+    _what(p)
+    _command(p.add_argument_group("your own command (sweep -- COMMAND ...)"))
+    _how(p)
+    _output(p)
+    p.set_defaults(func=run, flags=FLAGS)
+
+
+def _what(p) -> None:
+    """The workload, its settings and how often each runs, on which GPUs."""
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND ...",
                    help="workload file (YAML, see workloads/README.md; - reads it from standard input, and its "
                         "relative paths (entry, trace, cwd) are then relative to the current folder), or after "
@@ -37,14 +60,17 @@ def register(subparsers) -> None:
                         "its throughput ratio to the default is within --max-slowdown")
     p.add_argument("--max-repeats", type=_repeats_limit, default=DEFAULT_MAX_REPEATS,
                    help=f"with --repeats auto: at most this many rounds (default: {DEFAULT_MAX_REPEATS})")
-    p.add_argument("--time-budget", type=seconds, metavar="S",
+    p.add_argument("--time-budget", type=seconds, metavar="S", dest="time_budget_s",
                    help="with --repeats auto: start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
                    help="GPUs each trial gets (CUDA_VISIBLE_DEVICES), disjoint across trials running at once, e.g. "
                         "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: 1)")
-    command = p.add_argument_group("your own command (sweep -- COMMAND ...)")
+
+
+def _command(command) -> None:
+    """How the user's own command is run and measured (workload/command.py)."""
     command.add_argument("--metric-regex", metavar="REGEX",
                          help="read throughput from the command's output: the number in group 1 (or group "
                               "'value'), averaged over the matches after the first (default: alloctune.step() "
@@ -56,11 +82,16 @@ def register(subparsers) -> None:
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
+
+
+def _how(p) -> None:
+    """How settings are judged: limits, interpreters, backend and executor, replay and search."""
     p.add_argument("--budget", help="memory budget per trial: a size (24GiB) or a fraction of the device (0.5)")
     p.add_argument("--max-slowdown", type=fraction, default=DEFAULT_MAX_SLOWDOWN,
                    help="reject settings significantly slower than the default by more than this fraction "
                         f"(default: {DEFAULT_MAX_SLOWDOWN})")
-    p.add_argument("--timeout", type=seconds, help="per-trial time limit in seconds (default: the workload's, or 600)")
+    p.add_argument("--timeout", type=seconds, metavar="TIMEOUT", dest="timeout_s",
+                   help="per-trial time limit in seconds (default: the workload's, or 600)")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
@@ -85,20 +116,25 @@ def register(subparsers) -> None:
     p.add_argument("--finalists", type=positive_int, default=3, metavar="N",
                    help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
                         "the default (default: 3)")
-    p.add_argument("--results", default="results", help="folder under which results folders are created (default: results)")
+
+
+def _output(p) -> None:
+    """Where the results go, and what is printed."""
+    p.add_argument("--results", default="results", metavar="RESULTS", dest="results_root",
+                   help="folder under which results folders are created (default: results)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document instead of the tables: the results folder, its decisions (as "
                         "'report --json' prints them) and the settings skipped, with why; progress stays on "
                         "standard error")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..report.summary import ranked_table
     from ..report.words import reason_lines
     from ..settings.grid import load_grid_file
+    from ..sweeper.options import SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
 
     err = console(stderr=True)
@@ -106,6 +142,8 @@ def run(args) -> int:
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
+    options = SweepOptions(**{field.name: getattr(args, field.name) for field in fields(SweepOptions)
+                              if field.name in FLAGS and field.name != "grid"}, grid=grid or None)
     with Phases(err) as shown:
         def progress(record: TrialRecord, done: int, total: int) -> None:
             shown.advance(done, total)
@@ -114,15 +152,9 @@ def run(args) -> int:
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
             shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
 
-        outcome = sweep(workload, preset=args.preset, grid=grid or None, repeats=args.repeats,
-                        max_repeats=args.max_repeats, time_budget_s=args.time_budget, gpus=args.gpus,
-                        budget=args.budget, pythons=args.pythons, backend=args.backend, results_root=args.results,
-                        out=args.out, fresh=args.fresh, max_slowdown=args.max_slowdown, timeout_s=args.timeout,
-                        trace=args.trace, executor=args.executor, ray_address=args.ray_address,
-                        ray_accelerator=args.ray_accelerator, search=args.search, finalists_count=args.finalists,
-                        gpus_per_trial=args.gpus_per_trial,
-                        progress=progress, search_progress=search_progress,
-                        notice=lambda text: shown.print(f"[yellow]notice:[/] {text}"), phase=shown.phase)
+        outcome = sweep(workload, options, callbacks=SweepCallbacks(
+            progress=progress, search_progress=search_progress,
+            notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase))
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
@@ -161,8 +193,7 @@ def _workload(args):
     from ..errors import AlloctuneError
     from ..workload.command import check_command, command_workload
 
-    options = [f"--{name.replace('_', '-')}" for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd")
-               if getattr(args, name)]
+    options = [FLAGS[name] for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd") if getattr(args, name)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
     if len(args.target) == 1 and (args.target[0] == "-" or args.target[0].endswith((".yaml", ".yml"))):
@@ -175,7 +206,7 @@ def _workload(args):
         raise AlloctuneError("--preset and --trace apply to a workload file, not to '-- COMMAND'")
     spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd)
     return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps,
-                            timeout_s=args.timeout)
+                            timeout_s=args.timeout_s)
 
 
 def _on_gpu(command: str) -> str:

@@ -30,7 +30,7 @@ import re
 from dataclasses import replace
 
 from .. import __version__
-from ..errors import AlloctuneError, ConfError, ResultsError
+from ..errors import AlloctuneError, ConfError, OptionText, ResultsError
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
@@ -150,9 +150,10 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
     choice = _select_choice(folder, env_id)
     _check_setting(folder, choice)
     if not choice.complete and not allow_incomplete:
-        raise ResultsError(f"{folder.path}: the sweep is incomplete ({choice.trials_recorded} of "
-                           f"{choice.trials_planned} planned trials recorded); run it again to resume, or "
-                           f"pass --allow-incomplete to export this choice anyway")
+        raise ResultsError(OptionText("{path}: the sweep is incomplete ({recorded} of {planned} planned trials "
+                                      "recorded); run it again to resume, or pass {allow_incomplete=True} to export "
+                                      "this choice anyway", path=folder.path, recorded=choice.trials_recorded,
+                                      planned=choice.trials_planned))
     if conf is not None:
         choice = _with_conf(folder, info, choice, conf)
     return render(choice, fmt, provenance(folder, info, choice))
@@ -167,8 +168,8 @@ def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo
             raise ResultsError(f"{path}: no results for workload {workload!r}; workloads here: {', '.join(names)}")
     if len(found) > 1:
         options = "; ".join(f"{f.path} (workload {i.workload_name!r})" for f, i in found)
-        raise ResultsError(f"{path} holds {len(found)} results folders; choose one with --workload or give the "
-                           f"folder itself: {options}")
+        raise ResultsError(OptionText("{path} holds {count} results folders; choose one with {workload} or give "
+                                      "the folder itself: {options}", path=path, count=len(found), options=options))
     return found[0]
 
 
@@ -186,9 +187,12 @@ def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
     measured = [c for c in choices if not c.simulated]
     choices = measured or choices
     if len(choices) > 1:
-        options = "; ".join(f"--env {c.env_id} (backend {c.backend}, budget "
-                            f"{format_bytes(c.budget_bytes)})" for c in choices)
-        raise ResultsError(f"{folder.path} holds {len(choices)} choices; choose one: {options}")
+        # one `{env_id} <id>` per choice, the ids as values (never read as placeholders)
+        ids = {f"id{i}": c.env_id for i, c in enumerate(choices)}
+        options = "; ".join(f"{{env_id}} {{id{i}}} (backend {c.backend}, budget {format_bytes(c.budget_bytes)})"
+                            for i, c in enumerate(choices))
+        raise ResultsError(OptionText("{path} holds {count} choices; choose one: " + options, path=folder.path,
+                                      count=len(choices), **ids))
     return choices[0]
 
 
@@ -212,14 +216,17 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, con
     if not trials:
         reason = info.skip_reason(wanted, env_id)
         if reason:
-            raise ResultsError(f"{folder.path}: --conf {label!r} was skipped for {env_id}: {reason}")
+            raise ResultsError(OptionText("{path}: {conf} {label!r} was skipped for {env}: {reason}",
+                                          path=folder.path, label=label, env=env_id, reason=reason))
         ran = sorted({r.conf or "default" for r in folder.trials() if r.env_id == env_id and r.backend == backend})
-        raise ResultsError(f"{folder.path}: --conf {label!r} was not run for {env_id} ({backend}); settings run: "
-                           f"{', '.join(ran) or 'none'}")
+        raise ResultsError(OptionText("{path}: {conf} {label!r} was not run for {env} ({backend}); settings run: "
+                                      "{ran}", path=folder.path, label=label, env=env_id, backend=backend,
+                                      ran=", ".join(ran) or "none"))
     failed = [r for r in trials if r.state is not TrialState.OK]
     if failed:
-        raise ResultsError(f"{folder.path}: --conf {label!r} did not fit on {env_id}: {failed[0].state.value} in "
-                           f"{len(failed)} of {len(trials)} trials")
+        raise ResultsError(OptionText("{path}: {conf} {label!r} did not fit on {env}: {state} in {failed} of "
+                                      "{trials} trials", path=folder.path, label=label, env=env_id,
+                                      state=failed[0].state.value, failed=len(failed), trials=len(trials)))
     return replace(choice, conf=wanted, is_default=wanted == "",
-                   reasons=(f"set with --conf; the sweep chose {choice.conf or 'default'}",))
+                   reasons=(f"set by hand; the sweep chose {choice.conf or 'default'}",))
 

@@ -215,8 +215,7 @@ class ResultsFolder:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
             raise ResultsError(f"{self.path} is being written by another alloctune sweep"
-                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish, or "
-                               f"choose another folder with --out or --fresh") from None
+                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd

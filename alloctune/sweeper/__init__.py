@@ -1,1 +1,11 @@
-"""The orchestrator: `sweep()` (`sweep`), hybrid planning by replay (`hybrid`), and where trials run (`executors/`)."""
+"""The orchestrator, in the order a sweep runs:
+
+    options.py  SweepOptions (what a sweep is asked, every check of it) and SweepCallbacks (what it reports)
+    plan.py     what will run: the executor, the interpreters probed, the backend resolved, the settings each
+                torch accepts, the trace to replay; the SweepInfo that identifies the sweep
+    resume.py   the results folder: the one given, the same sweep's (resumed), or a new one; locked
+    execute.py  the trials run and appended to the trials file; rounds for `repeats` 'auto'
+    hybrid.py   planning by replay: recording the trace, searching, the finalists measured on the GPU
+    sweep.py    `sweep()`, the top-level flow; `analyze()`, deciding again from a folder
+    executors/  where trials run: local child processes, simulator replays, a Ray cluster
+"""

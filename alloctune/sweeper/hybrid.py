@@ -22,7 +22,7 @@ from typing import Callable
 
 from ..decide.order import by_preference
 from ..decide.summary import summarize_settings
-from ..errors import AlloctuneError, TraceError
+from ..errors import AlloctuneError, OptionText, TraceError
 from ..results.folder import ResultsFolder
 from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..settings.conf import AllocConf
@@ -48,9 +48,10 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
     if record is None or record.state.value != "ok" or not snapshot.exists():
         state = record.state.value if record else "not run"
         error = (record.error or "").strip().splitlines()[-1:] if record else []
-        raise AlloctuneError(f"the default's first trial, which records the allocation trace for the hybrid "
-                             f"sweep, ended {state}{': ' + error[0] if error else ''}; nothing to replay (start "
-                             f"again with --fresh, or pass a trace recorded elsewhere with --trace)")
+        raise AlloctuneError(OptionText("the default's first trial, which records the allocation trace for the "
+                                        "hybrid sweep, ended {state}{error}; nothing to replay (start again with "
+                                        "{fresh=True}, or pass a trace recorded elsewhere with {trace})",
+                                        state=state, error=": " + error[0] if error else ""))
     try:
         trace = load_trace(snapshot)
     except TraceError:

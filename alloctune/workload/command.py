@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import WorkloadError
+from ..errors import OptionText, WorkloadError
 from ..settings.versions import ALLOC_CONF_VARS
 from .spec import NAME_PATTERN, WorkloadSpec
 
@@ -59,7 +59,8 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
         try:
             re.compile(metric_regex)
         except re.error as exc:
-            raise WorkloadError(f"--metric-regex {metric_regex!r}: {exc}") from None
+            raise WorkloadError(OptionText("{metric_regex} {regex!r}: {error}", regex=metric_regex,
+                                           error=exc)) from None
     argv = list(argv)
     argv[0] = resolve_program(argv[0], cwd, env)
     if isolate_cwd:  # the trial runs elsewhere: arguments naming files here must still find them
@@ -130,7 +131,7 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
                      source: str | None = None, grid: tuple[str, ...] | None = None) -> WorkloadSpec:
     """The WorkloadSpec of a command. `steps` is 0: the command decides how much work a run does."""
     if name is not None and not NAME_PATTERN.match(name):
-        raise WorkloadError(f"--name {name!r}: expected letters, digits, '.', '_', '-'")
+        raise WorkloadError(OptionText("{name} {given!r}: expected letters, digits, '.', '_', '-'", given=name))
     return WorkloadSpec(name=name or command_name(command.argv), description=description or " ".join(command.argv),
                         source=source, kind=None, entry=None, params={}, preset=None, warmup_steps=warmup_steps,
                         steps=0, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,

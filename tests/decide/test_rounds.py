@@ -20,7 +20,7 @@ from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sweeper.executors import LocalExecutor
-from alloctune.sweeper.sweep import _run_rounds
+from alloctune.sweeper import execute
 from alloctune.trial.task import TrialTask
 
 ES, MS, RP, GC = ("expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4",
@@ -144,7 +144,7 @@ def run_rounds(tmp_path, plan, max_rounds=8, budget=None):
 
     notices = []
     with LocalExecutor([None]) as executor:
-        _run_rounds(folder, executor, {"env": confs}, task, max_rounds, budget, 0.02, 1, None, notices.append)
+        execute.run_rounds(folder, executor, {"env": confs}, task, max_rounds, budget, 0.02, 1, None, notices.append)
     ran = (tmp_path / "ran.log").read_text().splitlines()
     return folder, ran, notices
 

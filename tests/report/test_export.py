@@ -191,7 +191,7 @@ def test_selects_by_environment_and_prefers_measured(tmp_path):
         choice("expandable_segments:True"),
         choice("max_split_size_mb:256", env_id="torch-2.8.0", torch="2.8.0+cu128"),
         choice("roundup_power2_divisions:4", env_id="torch-2.8.0", backend="sim", torch="2.8.0+cu128")])
-    with pytest.raises(ResultsError, match="holds 2 choices; choose one: --env torch-2.11.0.*--env torch-2.8.0"):
+    with pytest.raises(ResultsError, match="holds 2 choices; choose one: env_id torch-2.11.0.*env_id torch-2.8.0"):
         export_results(folder.path)
     # the 2.8 environment has a replayed and a measured choice: the measured one wins; 2.8 reads one variable
     assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0")) == {BOTH[0]: "max_split_size_mb:256"}

@@ -11,6 +11,7 @@ from clirun import cli
 
 import alloctune
 from alloctune.decide.planned import planned_trials, recorded_trials
+from alloctune.errors import ResultsError
 from alloctune.results.folder import ResultsFolder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +55,9 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
     assert not (folder / "best.env").exists()   # the finished sweep's is gone: an env file is never incomplete
 
     refused = cli("export", folder)
-    assert refused.returncode == 2 and "--allow-incomplete" in refused.stderr
+    assert refused.returncode == 2 and "or pass --allow-incomplete to export" in refused.stderr
+    with pytest.raises(ResultsError, match="or pass allow_incomplete=True to export"):   # a Python caller's name
+        alloctune.export_results(folder)
     assert len(refused.stderr.strip().splitlines()) == 1
     allowed = cli("export", folder, "--allow-incomplete")
     assert allowed.returncode == 0 and "INCOMPLETE sweep (2 of 4 planned trials)" in allowed.stdout

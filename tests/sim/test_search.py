@@ -178,7 +178,7 @@ def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_pa
     # with one finalist, the setting the choice would take: within 1% of the lowest peak, the fewest keys
     [one] = finalists(outcome.folder.trials(), planned, 0.02, count=1).values()
     assert {str(c) for c in one} == {"", "expandable_segments:True"}
-    with pytest.raises(AlloctuneError, match="--search replays a trace"):
+    with pytest.raises(AlloctuneError, match="search replays a trace: use it with backend sim or hybrid"):
         alloctune.sweep(VARLEN, preset="h200", backend="cuda", search=10, results_root=tmp_path)
 
 

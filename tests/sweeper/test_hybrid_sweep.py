@@ -57,7 +57,7 @@ def hybrid(tmp_path: Path, repeats: int | str, **kw) -> tuple[alloctune.SweepOut
     workload = tmp_path / "w.yaml"
     workload.write_text("name: w\nkind: hpsearch\nunit: tokens\nsteps: 1\n")
     outcome = alloctune.sweep(workload, grid=[ES], pythons=[str(python)], backend="hybrid", repeats=repeats,
-                              finalists_count=1, out=tmp_path / "out", timeout_s=60, **kw)
+                              finalists=1, out=tmp_path / "out", timeout_s=60, **kw)
     return outcome, log.read_text().splitlines()
 
 

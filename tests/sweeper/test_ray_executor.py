@@ -257,6 +257,6 @@ def test_a_trial_on_another_gpu_model_does_not_count(standin, tmp_path):
 
 def test_a_gpu_model_the_cluster_lacks_is_refused_before_anything_runs(cluster, standin, tmp_path):
     python, _ = standin
-    with pytest.raises(AlloctuneError, match="--ray-accelerator A100: the Ray cluster has H200"):
+    with pytest.raises(AlloctuneError, match="ray_accelerator A100: the Ray cluster has H200"):
         run(tmp_path, "ray", python, executor="ray", ray_accelerator="A100")
     assert not (tmp_path / "ray").exists()

@@ -62,7 +62,7 @@ def test_same_sweep_resumes_and_skips_finished_trials(tmp_path):
         assert len(ResultsFolder(first.folder.path).trials()) == 2  # the torn trial does not count as finished
     second, notices = run_sweep(tmp_path)
     assert second.folder.path == first.folder.path
-    assert any("Resuming" in n for n in notices)
+    assert f"Resuming the sweep in {first.folder.path} (use fresh=True to start a new one)" in notices
     records = [json.loads(line) for line in trials.read_text().splitlines()]  # torn line gone, trial ran again
     assert sorted(r["conf"] for r in records) == ["", "expandable_segments:True", "max_split_size_mb:128"]
     assert records[:2] == [json.loads(line) for line in lines[:2]]  # finished trials untouched

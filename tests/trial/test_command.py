@@ -20,7 +20,8 @@ from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.report.analysis import analyze
-from alloctune.sweeper.sweep import gpu_slots
+from alloctune.sweeper.options import SweepOptions
+from alloctune.sweeper.plan import gpu_slots
 from alloctune.trial.command import (
     NOTHING_TO_MEASURE,
     check_measurable,
@@ -166,7 +167,7 @@ def test_isolate_cwd_gives_each_trial_its_own_folder(tmp_path, monkeypatch):
 def test_command_checks(tmp_path):
     with pytest.raises(WorkloadError, match="sets PYTORCH_CUDA_ALLOC_CONF"):
         check_command([sys.executable], env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
-    with pytest.raises(WorkloadError, match="metric-regex"):
+    with pytest.raises(WorkloadError, match="metric_regex '\\(\\[': "):
         check_command([sys.executable], metric_regex="([")
     spec = check_command(["python3", "train.py"])
     assert os.path.isabs(spec.argv[0]) and target_python(spec) == spec.argv[0]
@@ -224,8 +225,8 @@ def test_records_before_processes_existed_still_read():
 
 def test_gpu_slots():
     assert gpu_slots([0, 1, 2, 3], 2) == [(0, 1), (2, 3)] and gpu_slots([0, 1], 1) == [0, 1]
-    with pytest.raises(AlloctuneError, match="divisor"):
-        gpu_slots([0, 1, 2], 2)
+    with pytest.raises(AlloctuneError, match=r"gpus_per_trial 2: expected a positive divisor of the number of gpus"):
+        SweepOptions(gpus=[0, 1, 2], gpus_per_trial=2)
 
 
 def test_summary_says_which_rank_peaked(tmp_path):

@@ -123,7 +123,7 @@ def test_record_a_multi_process_command_then_replay_every_rank(tmp_path):
 
 def test_hybrid_sweep_of_a_command_records_the_rank_that_peaked_and_measures_its_finalist(tmp_path):
     job = _script(tmp_path, RANKS)
-    outcome = _sweep(tmp_path, [sys.executable, str(job)], None, backend="hybrid", search=30, finalists_count=1)
+    outcome = _sweep(tmp_path, [sys.executable, str(job)], None, backend="hybrid", search=30, finalists=1)
     trials = outcome.folder.trials()
     recording = [t for t in trials if t.recording]
     assert len(recording) == 1 and recording[0].state is TrialState.OK

@@ -1,7 +1,7 @@
 """Where trials run. The sweeper plans `TrialTask`s; an executor runs them and hands back one `TrialRecord` each.
 
     base.py   the `Executor` interface the sweeper plans against
-    local.py  `LocalExecutor`: fresh child processes on this machine, one trial per GPU (`runner.py`)
+    local.py  `LocalExecutor`: fresh child processes on this machine, one trial per GPU (trial/launch.py)
     sim.py    `SimExecutor`: replays of a recorded allocation trace through the simulator (`sim/`)
     ray.py    `RayExecutor`: the local runner's child processes as Ray tasks across a cluster (imported on use:
               Ray is an optional extra)

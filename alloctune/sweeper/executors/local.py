@@ -1,4 +1,4 @@
-"""Trials as fresh child processes on this machine, one at a time per GPU (see `runner.py`)."""
+"""Trials as fresh child processes on this machine, one at a time per GPU (see trial/launch.py)."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...errors import AlloctuneError
+from ...errors import AlloctuneError, OptionError, OptionText
 from ...results.records import TrialRecord
 from ...trial.launch import lost_trial, run_trial, stop_children
 from ...trial.task import TrialTask
@@ -44,8 +44,8 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError:
-            raise AlloctuneError("--executor ray needs Ray on this machine and on the cluster's nodes: "
-                                 "pip install 'alloctune[ray]'") from None
+            raise OptionError("executor", "{executor} ray needs Ray on this machine and on the cluster's nodes: "
+                              "pip install 'alloctune[ray]'") from None
         self._ray, self.gpus_per_trial, self.notice = ray, gpus_per_trial, notice
         self._owned = not ray.is_initialized()
         if self._owned:
@@ -62,8 +62,9 @@ class RayExecutor(Executor):
             problem = (f"the Ray cluster has {resources.get('GPU', 0):g} GPU(s) and each trial asks for "
                        f"{gpus_per_trial}: start its GPU nodes with 'ray start --address ...'")
         elif accelerator and accelerator not in models:
-            problem = (f"--ray-accelerator {accelerator}: the Ray cluster has "
-                       f"{', '.join(models) if models else 'no GPU model it can name'}")
+            problem = OptionText("{ray_accelerator} {accelerator}: the Ray cluster has {models}",
+                                 accelerator=accelerator,
+                                 models=", ".join(models) if models else "no GPU model it can name")
         if problem:  # said now: Ray would keep such tasks waiting forever
             self.close()
             raise AlloctuneError(problem)

@@ -1,0 +1,210 @@
+"""What a sweep is asked to do (`SweepOptions`, every check of it in this module) and what it tells its caller as
+it goes (`SweepCallbacks`). A bad option is an `OptionError` naming its field: `max_repeats must be at least 3,
+got 1`; the CLI names the flag instead (cli/sweep.py maps fields to flags)."""
+from __future__ import annotations
+
+import enum
+import math
+import os
+import sys
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Sequence
+
+from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS
+from ..errors import OptionError
+from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..units import parse_budget
+from ..workload.command import CommandSpec, is_python, target_python
+from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
+from .hybrid import HYBRID_FINALISTS
+
+AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
+
+
+class ExecutorKind(str, enum.Enum):
+    """Where measured trials run, and interpreters are probed."""
+
+    LOCAL = "local"   # child processes on this machine's GPUs
+    RAY = "ray"       # one Ray task per trial across a cluster (executors/ray.py)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Everything a sweep is asked, checked as a whole when made. Only what needs the workload (`targets`) or the
+    probed interpreters (plan.py) is checked later. Sequences are held as tuples; names as their enums."""
+
+    preset: str | None = None               # the workload's preset (default: the file's default_preset)
+    grid: Sequence | None = None            # grid entries to sweep instead of the workload's grid or the default
+    repeats: int | str = AUTO_REPEATS       # trials per setting, or 'auto'
+    max_repeats: int = DEFAULT_MAX_REPEATS  # with 'auto': the most rounds
+    time_budget_s: float | None = None      # with 'auto': start no round that would end after this much measuring
+    gpus: Sequence[int] | None = None       # this machine's GPUs (default: 0)
+    gpus_per_trial: int = 1                 # a disjoint set of this many GPUs for each trial running at once
+    budget: str | None = None               # memory budget per trial: a size ('24GiB') or a fraction ('0.5')
+    pythons: Sequence[str] | None = None    # interpreters to run trials with (default: this one, or the command's)
+    backend: Backend = Backend.AUTO
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    ray_address: str | None = None          # with executor ray: the cluster (default: Ray's own rules)
+    ray_accelerator: str | None = None      # with executor ray: the GPU model (default: the probed node's)
+    trace: str | None = None                # the trace to replay (default: the workload's; hybrid: recorded)
+    search: int | None = None               # search this many settings by replay instead of sweeping the grid
+    finalists: int = HYBRID_FINALISTS       # hybrid: the best simulated settings measured beside the default
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    timeout_s: float | None = None          # per trial (default: the workload's, else DEFAULT_TIMEOUT_S)
+    results_root: str | os.PathLike = "results"
+    out: str | os.PathLike | None = None    # this exact results folder, resumed when it holds the same sweep
+    fresh: bool = False                     # a new results folder even where one holds the same sweep
+    command: str | None = None              # how the sweep was started, for sweep.json (default: this process's)
+
+    def __post_init__(self) -> None:
+        for name, kind in (("backend", Backend), ("executor", ExecutorKind)):
+            object.__setattr__(self, name, _member(name, kind, getattr(self, name)))
+        for name in ("grid", "gpus", "pythons"):
+            if (value := getattr(self, name)) is not None:
+                object.__setattr__(self, name, tuple(value) if isinstance(value, (list, tuple)) else (value,))
+        self._check_rounds()
+        self._check_limits()
+        self._check_where()
+        if self.budget is not None:
+            parse_budget(self.budget)   # a SizeError saying what a budget is
+
+    @property
+    def auto(self) -> bool:
+        return self.repeats == AUTO_REPEATS
+
+    @property
+    def rounds(self) -> int:
+        """Fixed repeats, or with 'auto' the most rounds."""
+        return self.max_repeats if self.auto else int(self.repeats)
+
+    @property
+    def budget_limit(self) -> tuple[int | None, float | None]:
+        """(bytes, None) or (None, fraction of the device); (None, None) without a budget."""
+        return parse_budget(self.budget) if self.budget else (None, None)
+
+    def targets(self, spec: WorkloadSpec) -> tuple[list[str], Backend]:
+        """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend
+        asked for: a command is measured on the GPU (cuda), or planned by replay and its finalists measured
+        (hybrid)."""
+        if spec.command is None:
+            return list(self.pythons or [sys.executable]), self.backend
+        command = CommandSpec.from_dict(spec.command)
+        if self.backend == Backend.SIM:
+            raise OptionError("backend", "{backend} {got}: a command is measured on the GPU ({backend} {cuda} or "
+                              "{hybrid}); to judge it by replay alone, record it first (alloctune record -o "
+                              "t.pickle -- ...) and replay that", got=self.backend, cuda=Backend.CUDA,
+                              hybrid=Backend.HYBRID)
+        if self.pythons and not is_python(command.argv[0]):
+            raise OptionError("pythons", "{pythons} applies to a command that starts with a Python interpreter, "
+                              "and {program} is not one", program=os.path.basename(command.argv[0]))
+        return (list(self.pythons or [target_python(command)]),
+                Backend.HYBRID if self.backend == Backend.HYBRID else Backend.CUDA)
+
+    def _check_rounds(self) -> None:
+        if not self.auto and (not _whole(self.repeats) or int(self.repeats) < 1):
+            raise OptionError("repeats", "{repeats} must be 'auto' or at least 1, got {got!r}", got=self.repeats)
+        if self.auto:
+            _at_least("max_repeats", self.max_repeats, MIN_ROUNDS)
+        if self.time_budget_s is not None and not (_finite(self.time_budget_s) and self.time_budget_s > 0):
+            raise OptionError("time_budget_s", "{time_budget_s} must be positive, got {got}", got=self.time_budget_s)
+
+    def _check_limits(self) -> None:
+        if not (_finite(self.max_slowdown) and 0 <= self.max_slowdown < 1):
+            raise OptionError("max_slowdown", "{max_slowdown} must be a fraction in [0, 1) such as 0.02, got "
+                              "{got!r}", got=self.max_slowdown)
+        if self.timeout_s is not None and not (_finite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
+                              "got {got!r}", most=MAX_TIMEOUT_S, got=self.timeout_s)
+        for name in ("search", "finalists"):
+            if getattr(self, name) is not None:
+                _at_least(name, getattr(self, name), 1)
+        if self.gpus is not None and (not self.gpus or not all(_whole(g) and g >= 0 for g in self.gpus)
+                                      or len(set(self.gpus)) != len(self.gpus)):
+            raise OptionError("gpus", "{gpus} must be distinct GPU indices >= 0, got {got!r}", got=self.gpus)
+
+    def _check_where(self) -> None:
+        """Which backend and executor go with which other options."""
+        if self.search is not None and self.backend == Backend.CUDA:
+            raise OptionError("search", "{search} replays a trace: use it with {backend} {sim} or {hybrid}",
+                              sim=Backend.SIM, hybrid=Backend.HYBRID)
+        ray = ExecutorKind.RAY
+        if self.executor == ExecutorKind.LOCAL:
+            if self.ray_address or self.ray_accelerator:
+                raise OptionError("ray_address" if self.ray_address else "ray_accelerator",
+                                  "{ray_address} and {ray_accelerator} go with {executor} {ray}", ray=ray)
+            count = len(self.gpus or (0,))
+            if not _whole(self.gpus_per_trial) or self.gpus_per_trial < 1 or count % self.gpus_per_trial:
+                raise OptionError("gpus_per_trial", "{gpus_per_trial} {got}: expected a positive divisor of the "
+                                  "number of {gpus} ({count})", got=self.gpus_per_trial, count=count)
+            return
+        if self.backend == Backend.SIM:
+            raise OptionError("executor", "{executor} {ray} runs measured trials; {backend} {sim} replays here, "
+                              "without a cluster", ray=ray, sim=Backend.SIM)
+        if self.gpus:
+            raise OptionError("gpus", "{gpus} picks GPUs of this machine; with {executor} {ray}, Ray assigns each "
+                              "trial its GPUs", ray=ray)
+        if not _whole(self.gpus_per_trial) or self.gpus_per_trial < 1:
+            raise OptionError("gpus_per_trial", "{gpus_per_trial} {got}: expected at least 1",
+                              got=self.gpus_per_trial)
+
+
+# Called after every finished trial with (record, trials done, trials planned).
+ProgressFn = Callable[[TrialRecord, int, int], None]
+# Called during a search with (env_id, settings replayed, settings to replay, the best setting so far or '').
+SearchProgressFn = Callable[[str, int, int, str], None]
+# Called as each phase starts, with its name and, where the phase counts trials, (done, total) known up front.
+PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
+
+
+def _ignore(*_: Any) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class SweepCallbacks:
+    """What a sweep tells its caller as it goes; none changes what it does, so none is an option."""
+
+    progress: ProgressFn = _ignore
+    search_progress: SearchProgressFn = _ignore
+    notice: Callable[[str], None] = _ignore   # a line for the user (an OptionText where it names options)
+    phase: PhaseFn = _ignore
+
+
+def from_arguments(options: SweepOptions | None, callbacks: SweepCallbacks | None,
+                   given: dict[str, Any]) -> tuple[SweepOptions, SweepCallbacks]:
+    """`sweep()`'s keyword arguments, each an option or a callback (None: none), over `options` and `callbacks`
+    when given; any other name is an OptionError naming it."""
+    names, hooks = {f.name for f in fields(SweepOptions)}, {f.name for f in fields(SweepCallbacks)}
+    if unknown := sorted(set(given) - names - hooks):
+        raise OptionError(unknown[0], "sweep() has no option {given!r}; its options: {known}; its callbacks: "
+                          "{hooks}", given=unknown[0], known=", ".join(sorted(names)), hooks=", ".join(sorted(hooks)))
+    chosen = {k: v for k, v in given.items() if k in names}
+    told = {k: v for k, v in given.items() if k in hooks and v is not None}
+    return (replace(options, **chosen) if options else SweepOptions(**chosen),
+            replace(callbacks, **told) if callbacks else SweepCallbacks(**told))
+
+
+def _member(name: str, kind: type[enum.Enum], value: object) -> Any:
+    """`value` as a member of `kind`, else an OptionError listing the names it takes."""
+    try:
+        return kind(value)
+    except ValueError:
+        names = [str(m.value) for m in kind]
+        raise OptionError(name, "{%s} expects {names}, got {got!r}" % name, got=value,
+                          names=", ".join(names[:-1]) + " or " + names[-1]) from None
+
+
+def _at_least(name: str, value: object, least: int) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+        raise OptionError(name, "{%s} must be at least {least}, got {got!r}" % name, least=least, got=value)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

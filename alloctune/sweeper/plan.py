@@ -1,0 +1,205 @@
+"""What a sweep will run, settled before any results folder exists: where trials run, the interpreters probed, the
+backend resolved, the settings each torch accepts and the trace to replay; and the `SweepInfo` that identifies the
+sweep in its folder."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import sys
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import __version__
+from ..errors import AlloctuneError, OptionError, OptionText
+from ..results.folder import Skipped, SweepInfo
+from ..results.records import Backend, sim_env_id
+from ..settings.conf import AllocConf
+from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+from ..sim.trace import Trace, load_trace
+from ..trial.probe import ProbeResult, check_settings, probe
+from ..workload.spec import WorkloadSpec
+from .executors import Executor, LocalExecutor
+from .hybrid import TRACE_FILE
+from .options import ExecutorKind, SweepCallbacks, SweepOptions
+
+
+@dataclass
+class Plan:
+    runner: Executor                     # where measured trials run and interpreters are probed
+    probes: list[ProbeResult]
+    backend: Backend                     # resolved: CUDA, SIM or HYBRID
+    confs: list[AllocConf]               # the grid (for a search: the default alone)
+    planned: dict[str, list[AllocConf]]  # env_id -> the settings its torch accepts
+    skipped: list[Skipped]
+    replayed: tuple[Trace, dict] | None  # the trace to replay and its identity (a recording sweep: None)
+    recording: bool                      # hybrid without a trace: recorded during the default's first trial
+
+
+def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
+    # A search replaces the grid: its candidates are judged by each torch as the search goes.
+    confs = [AllocConf()] if options.search is not None else expand(list(options.grid or spec.grid or DEFAULT_GRID))
+    pythons, backend = options.targets(spec)
+    runner = make_executor(options, callbacks.notice)
+    callbacks.phase(f"probing {len(pythons)} Python interpreter(s)", None)
+    probes = _probe_all(pythons, runner)
+    if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
+        raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
+    backend = _resolve_backend(backend, probes, callbacks.notice)
+    if options.search is not None and backend == Backend.CUDA:   # auto on a GPU: search, then measure the best
+        backend = Backend.HYBRID
+    recording = backend == Backend.HYBRID and not options.trace   # records its own trace in the default's first trial
+    _check_machines(options, backend, probes, recording)
+    callbacks.phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
+    planned, skipped = _settings(confs, probes, runner, options, spec, backend, callbacks.notice)
+    replayed = None
+    if backend == Backend.SIM or (backend == Backend.HYBRID and options.trace):
+        callbacks.phase("loading the allocation trace", None)
+        replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
+    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording)
+
+
+def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepInfo:
+    """What the sweep asked for, as sweep.json keeps it (resume.py: the same sweep asked again resumes)."""
+    budget_bytes, budget_fraction = options.budget_limit
+    measured = plan.backend != Backend.SIM
+    trace = plan.replayed[1] if plan.replayed else (
+        {"path": TRACE_FILE, "recorded_in": "the default's first trial"} if plan.recording else None)
+    return SweepInfo(
+        workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
+        grid=[str(c) for c in plan.confs], skipped=plan.skipped, envs={p.env_id: p.to_json() for p in plan.probes},
+        repeats=options.rounds if measured else 1, auto_repeats=options.auto and measured,
+        time_budget_s=options.time_budget_s if options.auto else None, budget_bytes=budget_bytes,
+        budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown, trace=trace,
+        search=options.search, finalists=options.finalists if plan.backend == Backend.HYBRID else None,
+        command=options.command or _command_line(),
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
+
+
+def make_executor(options: SweepOptions, notice: Callable[[str], None]) -> Executor:
+    """Where measured trials run (and interpreters are probed): this machine, or a Ray cluster."""
+    if options.executor == ExecutorKind.LOCAL:
+        return LocalExecutor(gpu_slots(list(options.gpus or [0]), options.gpus_per_trial))
+    from .executors.ray import RayExecutor
+
+    return RayExecutor(options.ray_address, gpus_per_trial=options.gpus_per_trial,
+                       accelerator=options.ray_accelerator, notice=notice)
+
+
+def gpu_slots(gpus: list[int], per_trial: int) -> list:
+    """What each concurrently running trial gets: one GPU index, or with per_trial > 1 a disjoint tuple
+    (`per_trial` divides the number of GPUs: SweepOptions checks it)."""
+    if per_trial == 1:
+        return list(gpus)
+    return [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus), per_trial)]
+
+
+def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
+    """Probe each interpreter; make environment ids unique when two run the same torch."""
+    probes, seen = [], set()
+    for python in pythons:
+        p = runner.call(probe, python)
+        if p.env_id in seen:
+            p = replace(p, env_id=f"{p.env_id}@{p.python}")
+        seen.add(p.env_id)
+        probes.append(p)
+    return probes
+
+
+def _resolve_backend(backend: Backend, probes: list[ProbeResult], notice: Callable[[str], None]) -> Backend:
+    has_gpu = all(p.cuda_available and p.device_count > 0 for p in probes)
+    if backend == Backend.AUTO:
+        if has_gpu:
+            return Backend.CUDA
+        notice(OptionText("No CUDA GPU is visible: judging the grid by replaying a recorded allocation trace through "
+                          "the simulator. Results are simulated (peak memory only, no throughput); confirm on a GPU "
+                          "with {backend} {cuda}.", cuda=Backend.CUDA))
+        return Backend.SIM
+    if backend in (Backend.CUDA, Backend.HYBRID) and not has_gpu:
+        missing = [p.python for p in probes if not (p.cuda_available and p.device_count)]
+        raise OptionError("backend", "{backend} {got} needs a CUDA GPU, but none is visible to {missing}; use "
+                          "{backend} {sim}", got=backend, missing=", ".join(missing), sim=Backend.SIM)
+    return backend
+
+
+def _check_machines(options: SweepOptions, backend: Backend, probes: list[ProbeResult], recording: bool) -> None:
+    """What the probed interpreters' machines must offer for the options given."""
+    if recording and options.executor != ExecutorKind.LOCAL:
+        raise OptionError("executor", "a hybrid sweep records its trace on this machine's GPU: with {executor} "
+                          "{ray}, record one first ('alloctune record') and pass it with {trace}",
+                          ray=ExecutorKind.RAY)
+    visible = min(p.device_count for p in probes)
+    if backend != Backend.SIM and (bad := [g for g in options.gpus or (0,) if not 0 <= g < visible]):
+        raise OptionError("gpus", "{gpus} {bad}: only {visible} GPU(s) visible", bad=",".join(map(str, bad)),
+                          visible=visible)
+
+
+def _settings(confs: list[AllocConf], probes: list[ProbeResult], runner: Executor, options: SweepOptions,
+              spec: WorkloadSpec, backend: Backend,
+              notice: Callable[[str], None]) -> tuple[dict[str, list[AllocConf]], list[Skipped]]:
+    """Per interpreter, the settings its torch accepts (it parses them itself, also for replay: its version's
+    rules), and those skipped, with why. A setting the user named that the torch rejects stops the sweep."""
+    named = bool(options.grid or spec.grid)   # settings the user chose, not the default grid
+    planned, skipped = {}, []
+    for p in probes:
+        valid, skips = apply_rules(confs, p.torch_version, has_budget=options.budget is not None,
+                                   accepted=runner.call(check_settings, p.python, confs))
+        if named:
+            refuse_rejected(skips, p.torch_version)
+            for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
+                notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
+        planned[p.env_id] = valid
+        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id)
+                    for s in skips]
+    return planned, skipped
+
+
+def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
+                       notice: Callable[[str], None]) -> tuple[Trace, dict[str, Any]]:
+    """The trace to replay (the `trace` option, else the workload's), checked before any results folder exists;
+    with its identity for sweep.json, so that a sweep of another trace never resumes this one."""
+    path = trace_path or spec.trace
+    if not path:
+        raise AlloctuneError(_no_trace_hint(spec))
+    trace = load_trace(path)
+    recorded_from = trace.meta.get("workload")
+    if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
+        notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "
+               f"replaying it as {spec.name}'s")
+    elif recorded_from != spec.name:
+        raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
+                             f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
+    elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
+        notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
+               f"preset); replaying it anyway")
+    for warning in trace.warnings:
+        notice(f"trace: {warning}")
+    sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    return trace, {"path": str(path), "sha256": sha256}
+
+
+def _no_trace_hint(spec: WorkloadSpec) -> OptionText:
+    """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
+    from ..workload.loader import presets_with_trace
+
+    where = shlex.quote(os.path.relpath(spec.source) if spec.source else spec.name)
+    preset = f" --preset {spec.preset}" if spec.preset else ""
+    what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
+    shipped = presets_with_trace(spec.source) if spec.source else []
+    if shipped:
+        return OptionText("{what} has no recorded allocation trace to replay; preset {shipped!r} ships one: "
+                          "alloctune sweep {where} --preset {shipped} (or record this one on a GPU machine: "
+                          "alloctune record {where}{preset} -o trace.xz, then pass {trace=trace.xz})",
+                          what=what, shipped=shipped[0], where=where, preset=preset)
+    return OptionText("{what} has no recorded allocation trace to replay: record one on a GPU machine with "
+                      "'alloctune record {where}{preset} -o trace.xz', then pass it with {trace=trace.xz}",
+                      what=what, where=where, preset=preset)
+
+
+def _command_line() -> str:
+    """How this sweep was started, as the user would type it again."""
+    program = Path(sys.argv[0]).name
+    program = "alloctune" if program in ("__main__.py", "alloctune") else program
+    return shlex.join([program, *sys.argv[1:]])

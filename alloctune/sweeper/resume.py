@@ -1,0 +1,71 @@
+"""Which results folder a sweep writes: the one it is told (`out`), else the newest folder of the same sweep
+(resumed, unless `fresh`), else a new timestamped one; locked before it is read or written."""
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from ..errors import AlloctuneError, OptionText, ResultsError
+from ..results.folder import ResultsFolder, SweepInfo
+from .options import SweepOptions
+
+
+def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], None],
+                held: contextlib.ExitStack) -> ResultsFolder:
+    """The folder for the sweep `info` describes, its lock held in `held`: a folder another sweep is writing is
+    refused."""
+    if options.out is not None:
+        folder = _locked(ResultsFolder(options.out), held)
+        if (folder.path / "sweep.json").exists():
+            if _identity(folder.info()) != _identity(info):
+                raise AlloctuneError(OptionText(
+                    "{path} holds a different sweep (workload, grid, repeats, budget, backend or interpreters "
+                    "differ); choose another {out}", path=folder.path))
+            notice(f"Resuming the sweep in {folder.path}")
+            return folder
+        folder.write_info(info)
+        return folder
+    root = Path(options.results_root)
+    if not options.fresh and root.is_dir():
+        for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
+            try:
+                same = _identity(ResultsFolder(path).info()) == _identity(info)
+            except AlloctuneError:
+                continue
+            if same:
+                folder = _locked(ResultsFolder(path), held)
+                notice(OptionText("Resuming the sweep in {path} (use {fresh=True} to start a new one)", path=path))
+                return folder
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    if folder.path.resolve().parent != root.resolve():  # a name is never a path (the loader checks; so do we)
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
+    _locked(folder, held)
+    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    return folder
+
+
+def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
+    """`folder`, its writer lock held until `held` closes."""
+    try:
+        held.enter_context(folder.lock())
+    except ResultsError as busy:   # the lock's only error: another sweep writes the folder; this one can go elsewhere
+        raise ResultsError(OptionText("{busy}, or choose another folder with {out} or {fresh=True}",
+                                      busy=str(busy))) from None
+    return folder
+
+
+def _identity(info: SweepInfo) -> tuple:
+    """What makes two sweeps the same sweep (so the second resumes the first)."""
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
+
+
+def _label(info: SweepInfo) -> str:
+    """Folder name stem: the workload and its preset (two presets of one workload are different sweeps)."""
+    preset = info.workload.get("preset")
+    return f"{info.workload_name}-{preset}" if preset else info.workload_name
