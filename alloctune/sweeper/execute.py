@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from ..decide.choice import summarize_settings
+from ..decide.summary import summarize_settings
 from ..decide.rounds import contenders
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, TrialState
