@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from functools import partial
 
 from .args import console, positive_int, replay_limits, replay_warnings
 
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..sim.search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
-    from ..trial.probe import check_settings_detail
+    from ..trial.probe import SettingsJudge
     from ..units import format_bytes
 
     trace = load_trace(args.trace, device=args.device)
@@ -59,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
         bar.update(tasks[0], completed=done, total=total, description=text[:60])
 
     try:
-        result = search(trace, validate=partial(check_settings_detail, args.python), trace_name=args.trace,
-                        device_memory=device_memory,
-                        budget_bytes=budget_bytes, overhead_bytes=overhead,
-                        max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
+        with SettingsJudge(args.python) as validate:   # one child of --python judges every batch
+            result = search(trace, validate=validate, trace_name=args.trace, device_memory=device_memory,
+                            budget_bytes=budget_bytes, overhead_bytes=overhead,
+                            max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs,
+                            progress=progress)
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()

@@ -13,8 +13,9 @@ large to replay (the list form alone has 6^12 members on a trace with requests i
    or removed, and, for the divisions, one size interval's divisions changed. Until the budget of replays is
    spent or the best `BEAM` settings have all been expanded.
 
-Every candidate is parsed by the target interpreter's own torch (the `validate` the caller passes; `trial.probe`
-asks that interpreter) before it is replayed: a setting that torch rejects is never replayed, let alone proposed.
+Every candidate is parsed by the target interpreter's own torch (the `validate` the caller passes, called once per
+batch; `trial.probe.SettingsJudge` asks one child of that interpreter for the whole search) before it is replayed:
+a setting that torch rejects is never replayed, let alone proposed.
 Candidates that round every request size of this trace the same way as one already replayed (and agree on every other key) behave
 identically on it and are not replayed again: they are listed as equivalent to the first.
 """
@@ -352,8 +353,8 @@ class _State:
         return self.max_settings - len(self.replayed)
 
     def admit(self, confs: list[AllocConf]) -> list[AllocConf]:
-        """The settings of `confs` to replay: new ones, valid for the target torch (its own parse, in one child
-        process for the batch) and the grid's rules, not behaving like one already replayed, within the budget."""
+        """The settings of `confs` to replay: new ones, valid for the target torch (its own parse, one `validate`
+        call for the batch) and the grid's rules, not behaving like one already replayed, within the budget."""
         fresh: list[AllocConf] = []
         for conf in confs:
             if str(conf) not in self.seen:
