@@ -35,7 +35,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..report.compare import compare, plot_comparison, print_comparison, write_compare_md
+    from ..report.compare import compare
+    from ..report.compare_output import plot_comparison, print_comparison, write_compare_md
     from ..results.folder import find_results
 
     folders = [folder for path in args.folders for folder in find_results(path)]

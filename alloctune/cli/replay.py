@@ -6,7 +6,7 @@ import json
 from typing import Callable
 
 from ..errors import AlloctuneError
-from .args import positive_int
+from .args import console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -42,6 +42,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..report.replay import maximum, print_maximum
     from ..settings.grid import load_grid_file
 
     if (args.trace + [args.grid]).count("-") > 1:
@@ -52,62 +53,12 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(replayed[0], indent=2))
         return 0
-    maximum = _maximum(replayed)
+    highest = maximum(replayed)
     if args.json:
-        print(json.dumps({"traces": replayed, "maximum": maximum}, indent=2))
+        print(json.dumps({"traces": replayed, "maximum": highest}, indent=2))
     else:
-        _print_maximum(maximum, len(replayed))
+        print_maximum(console(), highest, len(replayed))
     return 0
-
-
-def _maximum(replayed: list[dict]) -> list[dict]:
-    """Per setting, the trace (rank) with the highest simulated peak reserved: what the job needs per GPU."""
-    best: dict[str, dict] = {}
-    for one in replayed:
-        path = one["trace"]
-        for row in one["results"]:
-            if row.get("skipped") or row.get("peak_reserved_bytes") is None:
-                continue
-            if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
-                best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
-                                     "num_ooms": row.get("num_ooms"), "trace": path,
-                                     "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
-    return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
-
-
-def _print_maximum(maximum: list[dict], count: int) -> None:
-    from rich import box
-    from rich.table import Table
-
-    from ..report.tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
-    from .args import console
-
-    unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
-    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
-    rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
-             row["trace"], in_unit(row["measured_peak_reserved_bytes"], unit)] for row in maximum]
-    keep = keep_columns(headers, rows, always=headers[:4])
-
-    def table_of(labels: list[str]) -> Table:
-        table = Table(title=f"Maximum over the {count} traces (the process that needs the most, per setting)",
-                      caption="res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else ""),
-                      box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for j in keep:
-            if j == 0:
-                add_setting_column(table, labels)
-            elif j == 3:   # a path folds within 24 columns: the settings and figures come first
-                table.add_column(headers[j], overflow="fold", max_width=24)
-            else:
-                table.add_column(headers[j], justify="right", no_wrap=True)
-        for row, label in zip(rows, labels):
-            table.add_row(label, *(row[j] for j in keep[1:]))
-        return table
-
-    out = console()
-    table, below = whole_settings(table_of, [row[0] for row in rows], out.width)
-    out.print(table)
-    for line in below:
-        out.print(line, soft_wrap=True)
 
 
 def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
@@ -115,12 +66,12 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..report.progress import Phases
+    from ..report.replay import TraceReplay, print_trace
     from ..settings.conf import AllocConf
     from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
-    from ..sim.replay import measured_runs, measured_under, min_memory_many, replay
+    from ..sim.replay import min_memory_many, replay
     from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
-    from .args import console, replay_limits, replay_warnings
 
     with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
         shown.phase(f"loading {path}")
@@ -149,112 +100,8 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
         capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs,
                                       progress=progress_of("smallest device (--min-memory)"))
                       if args.min_memory else [None] * len(confs))
-    rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
-
-    measured = measured_under(trace, device_memory, budget_bytes)
-    # Settings measured on the GPU under other conditions: not comparable, so not shown, but said.
-    elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
-    warnings = replay_warnings(trace, memory_from, torch_version)
+    replayed = TraceReplay.ranked(path, trace, outcomes, list(capacities), skipped, device_memory, memory_from,
+                                  budget_bytes, replay_warnings(trace, memory_from, torch_version))
     if not args.json:
-        _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes, elsewhere,
-                     warnings)
-    return {"trace": path, "warnings": warnings,
-            "results": ([_json_row(o, c, measured.get(o.conf)) for o, c in rows]
-                        + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
-                           for s in skipped])}
-
-
-def _json_row(outcome, capacity, measured) -> dict:
-    row = outcome.to_json()
-    if measured and measured.get("peak_reserved_bytes") is not None:
-        row["measured_peak_reserved_bytes"] = measured["peak_reserved_bytes"]
-    if capacity is not None:
-        row.update(min_memory_bytes=capacity.fits_bytes, min_memory_no_retry_bytes=capacity.no_retry_bytes,
-                   min_memory_granularity_bytes=capacity.granularity, min_memory_monotone=capacity.monotone)
-    return row
-
-
-def _print_table(path, trace, rows, skipped, measured, device_memory, memory_from, budget_bytes,
-                 elsewhere: int, warnings: list[str]) -> None:
-    from rich import box
-    from rich.table import Table
-
-    from ..report.tables import add_setting_column, in_unit, keep_columns, size_unit, whole_settings
-    from ..units import format_bytes
-    from .args import console as wide_console
-
-    console = wide_console()
-    console.print(f"[bold]{path}[/]: {len(trace):,} events, {trace.num_allocs:,} allocations on device "
-                  f"{trace.device}; device memory {format_bytes(device_memory)} ({memory_from})"
-                  + (f", budget {format_bytes(budget_bytes)}" if budget_bytes else ""))
-    for warning in warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
-    with_capacity = rows and rows[0][1] is not None
-    results = [o.result for o, _ in rows if o.result is not None]
-    unit = size_unit([r.peak_reserved_bytes for r in results] + [r.peak_allocated_bytes for r in results]
-                     + [m.get("peak_reserved_bytes") for m in measured.values()]
-                     + [c.no_retry_bytes for _, c in rows if c is not None])
-    # Short headers (no word over 6 letters) keep the table within 100 columns; the caption spells them out.
-    headers = ["#", "setting", f"peak\nres.\n{unit[0]}", f"peak\nalloc.\n{unit[0]}", "res/\nalloc",
-               "retry", "OOMs"]
-    if measured:
-        headers.append(f"GPU\nres.\n{unit[0]}")
-    if with_capacity:
-        headers += [f"fits\nfrom\n{unit[0]}", f"no\nretry\nfrom\n{unit[0]}"]
-    body = []
-    for rank, (outcome, capacity) in enumerate(rows, 1):
-        r = outcome.result
-        mark = "-" if r is None else "[bold red]OOM[/]" if r.num_ooms else str(rank)
-        if r is None:
-            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", ""]
-        else:
-            ratio = f"{r.peak_reserved_bytes / r.peak_allocated_bytes:.3f}" if r.peak_allocated_bytes else "-"
-            cells = [mark, outcome.conf, in_unit(r.peak_reserved_bytes, unit),
-                     in_unit(r.peak_allocated_bytes, unit), ratio, str(r.num_alloc_retries),
-                     f"[red]{r.num_ooms}[/]" if r.num_ooms else "0"]
-        if measured:
-            cells.append(in_unit(measured.get(outcome.conf, {}).get("peak_reserved_bytes"), unit))
-        if with_capacity:
-            cells += [in_unit(capacity.fits_bytes, unit) if capacity else "-",
-                      in_unit(capacity.no_retry_bytes, unit) if capacity else "-"]
-        body.append(cells)
-    # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
-    said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
-    keep = keep_columns(headers, said, always=headers[:4])
-
-    def table_of(labels: list[str]) -> Table:
-        table = Table(title="Simulated (replay): settings that fit, ranked by peak reserved"
-                            + ("; OOM = does not fit under this budget" if budget_bytes else
-                               "; OOM = does not fit on this device"), box=box.SIMPLE_HEAD, pad_edge=False,
-                      collapse_padding=True,
-                      caption="res. = peak reserved, alloc. = peak allocated"
-                              + (", GPU = measured on the GPU under these conditions" if measured else "")
-                              + ("; fits from / no retry from: the smallest device memory" if with_capacity
-                                 else ""))
-        for j in keep:
-            if headers[j] == "setting":
-                add_setting_column(table, labels)
-            else:
-                table.add_column(headers[j], justify="right", overflow="fold")
-        for row, label in zip(body, labels):
-            table.add_row(*(label if headers[j] == "setting" else row[j] for j in keep))
-        return table
-
-    table, below = whole_settings(table_of, [row[1] for row in body], console.width)
-    console.print(table)
-    for line in below:
-        console.print(line, soft_wrap=True)
-    for outcome, _ in rows:
-        if outcome.result is None:
-            console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")
-    for skip in skipped:
-        console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
-    quiet = [name for name in ("retry", "OOMs") if headers.index(name) not in keep and results]
-    if quiet:
-        console.print(f"[dim]no setting had {' or '.join(quiet).replace('OOMs', 'an OOM').replace('retry', 'an alloc retry')}[/]")
-    if elsewhere:
-        console.print(f"[dim]{elsewhere} GPU measurement(s) of these settings in the trace are not shown: they were "
-                      f"taken under other conditions (device memory or budget) than this replay's[/]")
-    if with_capacity:
-        console.print(f"Capacity is exact to {format_bytes(rows[0][1].granularity)} and includes the memory the "
-                      "CUDA context holds outside the allocator, when the trace recorded it.")
+        print_trace(console(), replayed)
+    return replayed.to_json()

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from functools import partial
 
 from .args import console, positive_int, replay_limits, replay_warnings
 
@@ -38,9 +37,10 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+    from ..report.search import print_front
     from ..sim.search import DEFAULT_MAX_SETTINGS, search
     from ..sim.trace import load_trace
-    from ..trial.probe import check_settings_detail
+    from ..trial.probe import SettingsJudge
     from ..units import format_bytes
 
     trace = load_trace(args.trace, device=args.device)
@@ -59,10 +59,11 @@ def run(args: argparse.Namespace) -> int:
         bar.update(tasks[0], completed=done, total=total, description=text[:60])
 
     try:
-        result = search(trace, validate=partial(check_settings_detail, args.python), trace_name=args.trace,
-                        device_memory=device_memory,
-                        budget_bytes=budget_bytes, overhead_bytes=overhead,
-                        max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs, progress=progress)
+        with SettingsJudge(args.python) as validate:   # one child of --python judges every batch
+            result = search(trace, validate=validate, trace_name=args.trace, device_memory=device_memory,
+                            budget_bytes=budget_bytes, overhead_bytes=overhead,
+                            max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs,
+                            progress=progress)
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
@@ -71,60 +72,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:
-        print_front(result, warnings)
+        print_front(console(), result, warnings)
     return 0
-
-
-def print_front(result, warnings: list[str]) -> None:
-    from ..report.tables import natural_width
-    from ..units import format_bytes
-
-    narrow = console()
-    narrow.width = min(narrow.width, 100)
-    narrow.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
-                 f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
-                 f"{'' if result.rounds == 1 else 's'}); "
-                 f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
-                 f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
-                 + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
-    for warning in warnings:
-        narrow.print(f"[yellow]warning:[/] {warning}")
-    # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
-    # the settings go whole on the numbered lines below the table instead.
-    table = _front_table(result, with_setting=True)
-    whole = natural_width(table) <= narrow.width
-    narrow.print(table if whole else _front_table(result, with_setting=False))
-    for n, member in enumerate(result.front, 1):
-        if whole:
-            narrow.print(f"  {n}. {member.reason}")
-        else:   # a setting longer than the line runs past it rather than break
-            narrow.print(f"  {n}. {member.candidate.conf or 'default'}", soft_wrap=True)
-            narrow.print(f"     {member.reason}")
-    if not result.front:
-        narrow.print("[red]No setting replayed without running out of memory.[/]")
-    for note in result.notes:
-        narrow.print(f"[dim]note: {note}[/]")
-
-
-def _front_table(result, with_setting: bool):
-    from rich import box
-    from rich.table import Table
-
-    from ..report.tables import add_setting_column
-    from ..units import format_bytes
-
-    default = result.default
-    table = Table(title="Pareto front: peak reserved, retries, keys", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
-    table.add_column("#", justify="right")
-    if with_setting:
-        add_setting_column(table, (m.candidate.conf or "default" for m in result.front))
-    for name in ("peak\nreserved", "res/\nalloc", "retries", "keys", "vs\ndefault"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for n, member in enumerate(result.front, 1):
-        c = member.candidate
-        vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
-              else "-")
-        table.add_row(str(n), *([c.conf or "default"] if with_setting else []), format_bytes(c.peak_reserved),
-                      f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs)
-    return table

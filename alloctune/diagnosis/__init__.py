@@ -116,7 +116,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
 
 def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
-    from ..sim.trace import _unpickle_snapshot
+    from ..sim.pickles import unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
         return _results_message(name), None
@@ -127,7 +127,7 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     if not data:
         raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results folder")
     if data[:1] == _PICKLE:
-        return _unpickle_snapshot(data, name), None if name == "-" else name
+        return unpickle_snapshot(data, name), None if name == "-" else name
     if data.startswith(b"\xfd7zXZ\x00"):
         raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
                             "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")

@@ -16,6 +16,8 @@ against the baseline cell of its row:
                         than `factor`, and no regression
   change within factor  neither, but throughput differs significantly (by less than `factor`)
   no significant change memory within `factor` and throughput within noise (or too few repeats to tell)
+
+`compare_output.py` shows a comparison: the terminal table, compare.md and compare.png.
 """
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical
-from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
 
 
@@ -45,14 +46,6 @@ class Mark(str, enum.Enum):
     FIXED_FAILURE = "fixed failure"
     BOTH_FAIL = "fails in both"
     INCOMPARABLE = "incomparable"
-
-
-# Terminal colour and plot symbol per mark.
-STYLE = {
-    Mark.BASELINE: ("", ""), Mark.REGRESSION: ("bold red", "▲"), Mark.IMPROVEMENT: ("bold green", "▼"),
-    Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
-    Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
-}
 
 
 def row_key(record: TrialRecord) -> tuple[str, str]:
@@ -241,7 +234,7 @@ def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
     return "not run" if conf in {canonical(c) for c in info.grid} else "not in its grid"
 
 
-def _budget(n: int | None) -> str:
+def budget_label(n: int | None) -> str:
     return "none" if n is None else format_bytes(n)
 
 
@@ -259,7 +252,7 @@ def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> De
         return Delta(Mark.INCOMPARABLE, note=f"workload definition differs ({a.workload_hash[:12]} vs "
                                              f"{b.workload_hash[:12]})")
     budgets = "" if a.budget_bytes == b.budget_bytes else \
-        f"budget differs ({_budget(a.budget_bytes)} vs {_budget(b.budget_bytes)})"
+        f"budget differs ({budget_label(a.budget_bytes)} vs {budget_label(b.budget_bytes)})"
     if not a.fits and not b.fits:
         return Delta(Mark.BOTH_FAIL, note=_join(f"{a.failure} / {b.failure}", budgets))
     if not b.fits:
@@ -287,187 +280,3 @@ def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> De
     else:
         mark = Mark.SAME
     return Delta(mark, reserved, throughput, p_value, note)
-
-
-# ---- output: terminal table, markdown, plot ------------------------------------------------------------------
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:+.1f}%"
-
-
-def _rate(throughput: stats.Summary, unit: str | None) -> str:
-    return f"{throughput.median:,.0f} {unit or 'units'}/s"
-
-
-def cell_lines(row: Row, j: int) -> list[str]:
-    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark."""
-    cell, delta = row.cells[j], row.deltas[j]
-    if cell is None:
-        lines = [row.missing[j]]
-    elif cell.failure is not None:  # not cell.fits
-        lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
-    else:
-        ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
-        # A replay measures no throughput: its cells show memory only.
-        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
-    if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
-        lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
-                               + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
-    if j:
-        lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
-        if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
-            lines.append(delta.note)
-    return lines
-
-
-def _header(column: Column) -> str:
-    lines = [column.label]
-    if column.torch_version:
-        lines.append(f"torch {column.torch_version}" + (" (simulated)" if column.trace_torch else ""))
-    if column.trace_torch:
-        lines.append(f"trace from torch {column.trace_torch}")
-    if column.budget_bytes is not None:
-        lines.append(f"budget {format_bytes(column.budget_bytes)}")
-    return "\n".join(lines)
-
-
-def _best_text(comparison: Comparison, j: int) -> str:
-    column = comparison.columns[j]
-    if column.best is None:
-        return column.best_note
-    text = column.best or "default"
-    changed = comparison.best_changed(j)
-    if j and changed is not None:
-        text += " (changed)" if changed else " (same)"
-    return text
-
-
-def render_table(comparison: Comparison):
-    """A rich Table: one row per workload and setting, one column per environment, plus the best setting."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from .tables import add_setting_column
-
-    # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
-    workloads = sorted({row.workload for row in comparison.rows})
-    one = len(workloads) == 1
-    table = Table(title=f"alloctune compare{' ' + workloads[0] if one else ''} (factor {comparison.factor:.0%}; "
-                        f"peak reserved ×reserved/allocated, throughput median)", show_lines=True)
-    if not one:
-        table.add_column("workload", overflow="fold")
-    add_setting_column(table, [row.label for row in comparison.rows] + ["best setting"])
-    for column in comparison.columns:
-        table.add_column(_header(column), overflow="fold")
-    for row in comparison.rows:
-        cells = []
-        for j in range(len(comparison.columns)):
-            text = Text("\n".join(cell_lines(row, j)))
-            if j:
-                text.stylize(STYLE[row.deltas[j].mark][0])
-            cells.append(text)
-        table.add_row(*([] if one else [row.workload]), row.label, *cells)
-    table.add_row(*([] if one else [""]), Text("best setting", style="bold"),
-                  *[Text(_best_text(comparison, j), style="bold") for j in range(len(comparison.columns))])
-    return table
-
-
-def print_comparison(comparison: Comparison, console=None) -> None:
-    from rich.console import Console
-
-    (console or Console()).print(render_table(comparison))
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
-    """compare.md: environments, the table, the best setting per environment, and the counts of each mark."""
-    path = Path(path)
-    cols = comparison.columns
-    out = ["# alloctune compare\n",
-           f"Baseline: **{cols[0].label}**. Every other column is judged against it; factor "
-           f"{comparison.factor:.0%} (see the marks below).\n",
-           "## Environments\n",
-           "| column | folder | env_id | backend | torch | trace recorded with | budget | best setting |",
-           "|---|---|---|---|---|---|---|---|"]
-    out += [f"| {_md(c.label)} | {_md(str(c.folder))} | {_md(c.env_id)} | {c.backend} | {c.torch_version or '-'} | "
-            f"{c.trace_torch or '-'} | {_budget(c.budget_bytes)} | {_md(_best_text(comparison, j))} |"
-            for j, c in enumerate(cols)]
-    out += ["", "## Settings\n",
-            "Cells: peak reserved ×(reserved ÷ allocated), throughput median; then the change against the baseline "
-            "and the mark.\n",
-            "| workload | setting | " + " | ".join(_md(c.label) for c in cols) + " |",
-            "|---|---|" + "---|" * len(cols)]
-    for row in comparison.rows:
-        cells = ["<br>".join(_md(x) for x in cell_lines(row, j)) for j in range(len(cols))]
-        out.append(f"| {_md(row.workload)} | `{row.label}` | " + " | ".join(cells) + " |")
-    out += ["", "## Best setting per environment\n"]
-    for j, c in enumerate(cols):
-        out.append(f"- **{_md(c.label)}**: `{c.best or 'default'}`" + (f" ({_md(c.best_note)})" if c.best_note else "")
-                   if c.best is not None else f"- **{_md(c.label)}**: {c.best_note}")
-        if j and comparison.best_changed(j):
-            out[-1] += f" — changed from `{cols[0].best or 'default'}`"
-    out += _changes_md(cols)
-    counts = comparison.marks()
-    out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return path
-
-
-def _changes_md(cols: list[Column]) -> list[str]:
-    """The allocator changes (versions.BEHAVIOUR_CHANGES) between the baseline's torch and each other column's."""
-    out = []
-    base = cols[0].torch_version
-    for version in dict.fromkeys(c.torch_version for c in cols[1:]):
-        if not (base and version) or parse_version(base) == parse_version(version):
-            continue
-        changes = changes_between(base, version)
-        out += ["", f"## Allocator changes between torch {base} and {version}\n"]
-        out += [f"- {ver}: {_md(text)}" for ver, text in changes] or ["- none that alloctune knows of"]
-    return out
-
-
-_PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL: "darkred",
-                 Mark.IMPROVEMENT: "green", Mark.FIXED_FAILURE: "green", Mark.INCOMPARABLE: "purple",
-                 Mark.WITHIN_FACTOR: "goldenrod", Mark.SAME: "grey", Mark.BASELINE: "black"}
-
-
-def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
-    """Grouped bars: peak reserved per setting (x) per environment (bar); the mark above each non-baseline bar,
-    a setting not run or failed as its state in words where its bar would stand."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    rows, cols = comparison.rows, comparison.columns
-    width = 0.8 / len(cols)
-    top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=1) / 2**30
-    fig, ax = plt.subplots(figsize=(min(30, max(6, 0.5 * len(rows) * len(cols) + 2)), 5))
-    for j, column in enumerate(cols):
-        xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))]
-        heights = [(c.peak_reserved or 0) / 2**30 if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
-        bars = ax.bar(xs, heights, width, label=column.label)
-        for x, row, bar in zip(xs, rows, bars):
-            cell, mark = row.cells[j], row.deltas[j].mark
-            if cell is None or not cell.fits:
-                # Text only, in the bar's colour: a drawn stub would read as a small bar (a small peak).
-                ax.text(x, top * 0.01, "n/a" if cell is None else (cell.failure or "failed"), ha="center",
-                        va="bottom", rotation=90, fontsize=7, fontstyle="italic", color=bar.get_facecolor())
-            if j:  # above the bar, or above a failure's rotated label
-                y = top * 0.2 if cell is None or not cell.fits else bar.get_height() + top * 0.01
-                ax.text(x, y, STYLE[mark][1], ha="center", va="bottom", color=_PLOT_COLOURS[mark], fontsize=10)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([f"{r.label}" if len({x.workload for x in rows}) == 1 else f"{r.workload}\n{r.label}"
-                        for r in rows], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("peak reserved (GiB)")
-    ax.set_ylim(0, top * 1.25)
-    legend = " ".join(f"{STYLE[m][1]} {m.value}" for m in Mark if m is not Mark.BASELINE)
-    ax.set_title(f"peak reserved per setting and environment (vs {cols[0].label})\n{legend}", fontsize=8)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path

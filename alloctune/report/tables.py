@@ -1,5 +1,6 @@
-"""Terminal tables that fit 100 columns: a setting name never breaks (its column is as wide as the longest name and
-the other columns give way), and columns with nothing to say are left out."""
+"""Tables, built once for every format: terminal tables that fit 100 columns (a setting name never breaks: its
+column is as wide as the longest name and the other columns give way; columns with nothing to say are left out) and
+the same rows as Markdown."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -8,6 +9,41 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 EMPTY = ("", "-")
+FIGURE = {"justify": "right", "no_wrap": True}   # a column of figures: right-aligned, never broken
+
+
+def figures_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, caption: str | None = None,
+                  setting: int | None = None, column: dict[int, dict] | None = None) -> Table:
+    """The plain table of replay, search and the like: rows of figures under a rule, no outer padding. Column
+    `setting` holds setting names (never broken); the others are FIGURE unless `column` gives them other rich
+    column options."""
+    from rich import box
+    from rich.table import Table
+
+    rows = list(rows)
+    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for j, header in enumerate(headers):
+        if j == setting:
+            add_setting_column(table, (row[j] for row in rows), header)
+        else:
+            table.add_column(header, **(column or {}).get(j, FIGURE))
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def markdown_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    """The rows as a Markdown table; a '|' in a cell is escaped, a line break becomes a space."""
+    headers = list(headers)
+    return "\n".join([_md_row(headers), "|" + "---|" * len(headers)] + [_md_row(row) for row in rows])
+
+
+def _md_row(cells: Iterable[str]) -> str:
+    return "|" + "".join(f" {_md_cell(str(c))} |" for c in cells)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def add_setting_column(table, labels: Iterable[str], header: str = "setting", **kw) -> None:

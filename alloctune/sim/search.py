@@ -1,45 +1,35 @@
 """Search the valid allocator settings space of a target torch by replaying one trace, and keep the Pareto front
 of peak reserved memory against release-and-retry rounds and the number of keys set.
 
-The space, per torch version (`versions.py` says which keys exist and which values it accepts):
-`expandable_segments`, `max_split_size_mb`, `max_non_split_rounding_mb` (with max_split_size_mb only: without it
-the key changes nothing), `large_segment_size_mb` (2.11+), `garbage_collection_threshold` (under a budget only),
-and `roundup_power2_divisions`, as one value or one value per size interval. The grid's rules hold here too
-(`grid.apply_rules`: never max_split_size_mb or GC together with expandable segments). The whole space is far too
-large to replay (the list form alone has 6^12 members on a trace with requests in 12 size intervals), so:
+The space (`space.py`): every key the target torch has, at the values worth trying, and the divisions per size
+interval. The grid's rules hold here too (`grid.apply_rules`: never max_split_size_mb or GC together with
+expandable segments). The whole space is far too large to replay, so:
 
 1. **Scan**: the default grid and every key alone at each of its values.
 2. **Refine**: best first: the best setting not yet expanded has its neighbours replayed: one key changed, added
    or removed, and, for the divisions, one size interval's divisions changed. Until the budget of replays is
    spent or the best `BEAM` settings have all been expanded.
 
-Every candidate is parsed by the target interpreter's own torch (the `validate` the caller passes; `trial.probe`
-asks that interpreter) before it is replayed: a setting that torch rejects is never replayed, let alone proposed.
-Candidates that round every request size of this trace the same way as one already replayed (and agree on every other key) behave
-identically on it and are not replayed again: they are listed as equivalent to the first.
+Every candidate is parsed by the target interpreter's own torch (the `validate` the caller passes, called once per
+batch; `trial.probe.SettingsJudge` asks one child of that interpreter for the whole search) before it is replayed:
+a setting that torch rejects is never replayed, let alone proposed. Candidates that round every request size of
+this trace the same way as one already replayed (and agree on every other key) behave identically on it and are
+not replayed again: they are listed as equivalent to the first.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Callable
 
-from ..settings.conf import AllocConf, DivisionList
-from ..settings.grid import DEFAULT_GRID, apply_rules
+from ..settings.conf import AllocConf
+from ..settings.grid import apply_rules
 from ..settings.validation import Validator
-from ..settings.versions import behaviour, parse_version
 from ..units import format_bytes
-from .blocks import DIVISION_INTERVALS, round_size
-from .config import division_table
 from .replay import ReplayOutcome, replay
-from .trace import ALLOC, Trace
+from .space import Space
+from .trace import Trace
 
-DIVISIONS = (1, 2, 4, 8, 16, 32)
-MAX_SPLIT_MB = (20, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-NON_SPLIT_ROUNDING_MB = (40, 64, 128, 256, 512, 1024)
-# Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages.
-LARGE_SEGMENT_MB = (12, 16, 32, 40, 64, 128)
-GC_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 DEFAULT_MAX_SETTINGS = 400
 BEAM = 8            # the search ends once the best BEAM settings have all been expanded
 CLOSE_RATIO = 1.05  # reserved / allocated at or below this is as good as the allocator gets
@@ -231,113 +221,6 @@ def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> 
     return "; ".join(parts)
 
 
-# ---- the space ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Space:
-    """The keys and values a target torch offers for this trace, and how to step between settings."""
-
-    torch_version: str
-    has_budget: bool
-    intervals: tuple[int, ...]     # size intervals (2^k MiB, k = 0..15) that hold at least one request
-    sizes: tuple[int, ...]         # the distinct request sizes: rounding them alike means behaving alike
-    axes: dict                     # key -> values (not None), for the keys this torch has
-
-    @classmethod
-    def for_trace(cls, trace: Trace, torch_version: str, has_budget: bool) -> "Space":
-        kinds, sizes = trace.kinds, trace.sizes
-        distinct = sorted({int(s) for k, s in zip(_as_list(kinds), _as_list(sizes)) if k == ALLOC})
-        intervals = sorted({_interval(s) for s in distinct})
-        v = parse_version(torch_version)
-        axes: dict = {"roundup_power2_divisions": DIVISIONS, "max_split_size_mb": MAX_SPLIT_MB}
-        if v >= (2, 1, 0):
-            axes["expandable_segments"] = (True,)
-        if v >= (2, 6, 0):
-            axes["max_non_split_rounding_mb"] = NON_SPLIT_ROUNDING_MB
-        if v >= (2, 11, 0):
-            axes["large_segment_size_mb"] = LARGE_SEGMENT_MB
-        if has_budget:
-            axes["garbage_collection_threshold"] = GC_THRESHOLDS
-        return cls(torch_version, has_budget, tuple(intervals), tuple(distinct), axes)
-
-    def scan(self) -> list[AllocConf]:
-        """The default grid and every key alone at each of its values (those that mean something alone)."""
-        confs = [AllocConf.parse(c) for c in DEFAULT_GRID]
-        for key, values in self.axes.items():
-            if key != "max_non_split_rounding_mb":
-                confs += [AllocConf(**{key: value}) for value in values]
-        return confs
-
-    def neighbours(self, conf: AllocConf) -> list[AllocConf]:
-        """Settings one step from `conf`: a key set to another value, added or removed; one size interval's
-        divisions changed. Pointless or forbidden pairs are left out here; torch's parse judges the rest."""
-        out = []
-        for key, values in self.axes.items():
-            current = getattr(conf, key)
-            if current is not None:
-                unset: dict[str, Any] = {key: None}
-                out.append(replace(conf, **unset))
-            out += [replace(conf, **{key: value}) for value in values if value != current]
-        table = self._table(conf)
-        for interval in self.intervals:
-            for d in DIVISIONS:
-                if table[interval] != d:
-                    changed = list(table)
-                    changed[interval] = d
-                    out.append(replace(conf, roundup_power2_divisions=self._encode(changed)))
-        return [c for c in out if _sensible(c)]
-
-    def signature(self, conf: AllocConf) -> tuple:
-        """Equal signatures behave identically on this trace: the same rounded size for every request size, and
-        the same value for every other key."""
-        b = behaviour(self.torch_version)
-        table = division_table(conf, b.gt_overwrites_last_entry)
-        rounded = tuple(round_size(s, table, b.divisions_one_rounds_512) for s in self.sizes)
-        return (rounded, str(replace(conf, roundup_power2_divisions=None)))
-
-    def _table(self, conf: AllocConf) -> list[int]:
-        table = division_table(conf, behaviour(self.torch_version).gt_overwrites_last_entry)
-        return [max(d, 1) for d in table]   # 0 (unset) and 1 both round to 512 bytes (2.4+)
-
-    def _encode(self, table: list[int]) -> int | DivisionList | None:
-        """The shortest setting for `table` on the intervals of this trace (the others do not matter): one
-        value when they agree, else the list form, with '>' for a run of equal values at the end."""
-        used = [table[i] for i in self.intervals]
-        if len(set(used)) == 1:
-            return None if used[0] == 1 else used[0]
-        entries: list[tuple[int | str, int]] = []
-        last = len(self.intervals) - 1
-        while last > 0 and table[self.intervals[last - 1]] == table[self.intervals[last]]:
-            last -= 1
-        run = table[self.intervals[last]]   # the value of the run of equal intervals at the end
-        explicit = self.intervals if run == 1 else self.intervals[:last + 1]
-        for n, i in enumerate(explicit):
-            # Gaps between explicit entries are unset (plain rounding): the first entry and divisions > 1 only.
-            if n == 0 or table[i] > 1:
-                entries.append((1 << i, table[i]))
-        if run > 1 and last < len(self.intervals) - 1:
-            # '>' covers the intervals after the run's first one (explicit above); before 2.10 it also
-            # overwrote that entry, with the same value: both versions read it alike.
-            entries.append((">", run))
-        return tuple(entries)
-
-
-def _sensible(conf: AllocConf) -> bool:
-    if conf.max_non_split_rounding_mb is not None and conf.max_split_size_mb is None:
-        return False   # only oversize blocks (>= max_split_size_mb) are ever judged by it
-    return not (conf.expandable_segments and (conf.max_split_size_mb is not None
-                                              or conf.garbage_collection_threshold is not None))
-
-
-def _interval(size: int) -> int:
-    return min(max(size.bit_length() - 1 - 20, 0), DIVISION_INTERVALS - 1)
-
-
-def _as_list(seq) -> list:
-    return seq.tolist() if hasattr(seq, "tolist") else list(seq)
-
-
 # ---- bookkeeping ----------------------------------------------------------------------------------------------
 
 
@@ -357,8 +240,8 @@ class _State:
         return self.max_settings - len(self.replayed)
 
     def admit(self, confs: list[AllocConf]) -> list[AllocConf]:
-        """The settings of `confs` to replay: new ones, valid for the target torch (its own parse, in one child
-        process for the batch) and the grid's rules, not behaving like one already replayed, within the budget."""
+        """The settings of `confs` to replay: new ones, valid for the target torch (its own parse, one `validate`
+        call for the batch) and the grid's rules, not behaving like one already replayed, within the budget."""
         fresh: list[AllocConf] = []
         for conf in confs:
             if str(conf) not in self.seen:

@@ -24,15 +24,12 @@ Two file formats, told apart by content, not by name:
 
 1. **PyTorch snapshot pickles** as `torch.cuda.memory._dump_snapshot` writes them (torch >= 2.1): a dict with
    `device_traces` (one list of entries per device), `segments` and, on recent versions,
-   `allocator_settings`. A pickle runs code when loaded, so it is read with an unpickler that admits no
-   global at all: only dicts, lists, tuples, strings, numbers, booleans and None get through, and anything
-   else is refused with `TraceError` before it can run. `alloctune record` adds an `alloctune` dict
-   (ignored by pytorch.org/memory_viz); its keys go into `Trace.meta`.
-2. **The compact format** (`save_trace`): an xz stream holding one JSON header line (format name, version,
-   device, meta, array layout) followed by little-endian arrays: event kinds, the sizes and stream indexes of
-   the allocations, and for each free how many allocations back its block was made. The int64 arrays are
-   byte-shuffled (all low bytes, then the next...), which lets xz shrink them several times further: a
-   million events take a few MB. An unknown format name or version is refused.
+   `allocator_settings`, read without running anything (`pickles.py`). `alloctune record` adds an `alloctune`
+   dict (ignored by pytorch.org/memory_viz); its keys go into `Trace.meta`.
+2. **The compact format** (`save_trace`; the bytes are `compact.py`'s): an xz stream holding one JSON header
+   line followed by little-endian arrays: event kinds, the sizes and stream indexes of the allocations, and for
+   each free how many allocations back its block was made; a million events take a few MB. An unknown format
+   name or version is refused.
 
 What loading does with the awkward parts of real traces, on purpose:
 
@@ -56,11 +53,7 @@ What loading does with the awkward parts of real traces, on purpose:
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-import lzma
 import os
-import pickle
 import sys
 from dataclasses import dataclass, field
 
@@ -68,13 +61,11 @@ import numpy as np
 
 from ..errors import TraceError
 from ..units import format_bytes
+from .compact import XZ_MAGIC, read_compact, write_compact
+from .pickles import PICKLE_PROTO, unpickle_snapshot
 
 ALLOC, FREE = 0, 1
 
-FORMAT = "alloctune-trace"
-FORMAT_VERSION = 1
-_XZ_MAGIC = b"\xfd7zXZ\x00"
-_PICKLE_PROTO = 0x80  # every pickle protocol >= 2 starts with PROTO; torch writes protocol >= 2
 
 
 @dataclass
@@ -123,11 +114,11 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
     if not data:
         raise TraceError(f"{os.fspath(path)!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
                          f"alloctune trace (xz)")
-    if data.startswith(_XZ_MAGIC):
+    if data.startswith(XZ_MAGIC):
         trace = _load_compact(data, path)
         if device is not None and device != trace.device:
             raise TraceError(f"{os.fspath(path)!r} holds device {trace.device} only, not device {device}")
-    elif data[:1] == bytes([_PICKLE_PROTO]):
+    elif data[:1] == bytes([PICKLE_PROTO]):
         trace = _load_snapshot(data, path, device)
     else:
         raise TraceError(f"{os.fspath(path)!r} is neither a PyTorch memory snapshot (pickle) nor an "
@@ -138,49 +129,9 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
 
 # ---- PyTorch snapshot pickles ----
 
-class _PlainUnpickler(pickle.Unpickler):
-    """Admits no global but one: with no class or function to name, a pickle can build only plain containers
-    and scalars, and REDUCE/BUILD have nothing to call. The exception is torch's `TorchVersion`, a str subclass
-    that scripts put in snapshot metadata as `torch.__version__`: it is read as a plain str (whose construction
-    runs nothing)."""
-
-    def find_class(self, module, name):
-        if (module, name) == ("torch.torch_version", "TorchVersion"):
-            return str
-        raise TraceError(f"refused: the pickle asks for {module}.{name}; a memory snapshot holds only plain "
-                         f"containers and scalars, so nothing in this file was run")
-
-
-def read_snapshot(path: str | os.PathLike) -> dict:
-    """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
-    anything; `TraceError` for anything else."""
-    where = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise TraceError(f"cannot read snapshot {where!r}: {exc.strerror or exc}") from None
-    if data[:1] != bytes([_PICKLE_PROTO]):
-        raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with {data[:8]!r}")
-    return _unpickle_snapshot(data, where)
-
-
-def _unpickle_snapshot(data: bytes, where: str) -> dict:
-    try:
-        snapshot = _PlainUnpickler(io.BytesIO(data)).load()
-    except TraceError:
-        raise
-    except Exception as exc:  # the unpickler raises many types on corrupt input; all mean the same here
-        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {exc})") from None
-    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
-        raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
-                         f"(written by torch.cuda.memory._dump_snapshot)")
-    return snapshot
-
-
 def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     where = os.fspath(path)
-    snapshot = _unpickle_snapshot(data, where)
+    snapshot = unpickle_snapshot(data, where)
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -309,113 +260,20 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
             if ident is None:
                 raise TraceError(f"trace event {i} frees {addr}, which is not live")
             back.append(len(alloc_sizes) - 1 - ident)
-    arrays = {"kinds": kinds, "sizes": np.asarray(alloc_sizes, dtype="<i8"),
-              "streams": np.asarray(alloc_streams, dtype="<i8"), "frees": np.asarray(back, dtype="<i8")}
-    header = {"format": FORMAT, "version": FORMAT_VERSION, "device": trace.device, "meta": trace.meta,
-              "arrays": {name: [a.dtype.str, int(a.size)] for name, a in arrays.items()}}
-    try:
-        head = json.dumps(header, sort_keys=True).encode()
-    except TypeError as exc:
-        raise TraceError(f"trace meta must hold only JSON values: {exc}") from None
-    body = b"".join(_shuffle(a) for a in arrays.values())
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(lzma.compress(head + b"\n" + body, preset=6))
-    os.replace(tmp, path)
-
-
-def _shuffle(a: np.ndarray) -> bytes:
-    return a.view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
-
-
-def _unshuffle(raw: bytes, dtype: str, n: int) -> np.ndarray:
-    itemsize = np.dtype(dtype).itemsize
-    return np.frombuffer(raw, np.uint8).reshape(itemsize, n).T.copy().view(dtype).reshape(n)
+    write_compact(path, trace.device, trace.meta, {"kinds": kinds, "sizes": np.asarray(alloc_sizes, dtype="<i8"),
+                                                   "streams": np.asarray(alloc_streams, dtype="<i8"),
+                                                   "frees": np.asarray(back, dtype="<i8")})
 
 
 def _load_compact(data: bytes, path) -> Trace:
     where = os.fspath(path)
-    stream = _Inflater(data, where)
+    header, arrays = read_compact(data, where)
     try:
-        head = stream.read_line(MAX_HEADER_BYTES)
-        header = json.loads(head)
-    except (ValueError, RecursionError) as exc:
-        raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
-    if header.get("version") != FORMAT_VERSION:
-        raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
-                         f"reads version {FORMAT_VERSION} only")
-    try:
-        layout = [(name, *header["arrays"][name]) for name in ("kinds", "sizes", "streams", "frees")]
-        if not all(dtype == _DTYPES[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                   for name, dtype, n in layout):
-            raise ValueError(f"array layout {header['arrays']!r:.200} is not {_DTYPES}")
-        body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
-        arrays, offset = {}, 0
-        for name, dtype, n in layout:
-            length = np.dtype(dtype).itemsize * n
-            if offset + length > len(body):
-                raise ValueError(f"array {name!r} runs past the end of the data")
-            arrays[name] = _unshuffle(body[offset:offset + length], dtype, n)
-            offset += length
-        if offset != len(body):
-            raise ValueError(f"{len(body) - offset} bytes left over after the arrays")
         if not isinstance(header["meta"], dict) or not isinstance(header["device"], int):
             raise ValueError("'meta' must be an object and 'device' an integer")
         return _decode(arrays, header["device"], _checked_meta(header["meta"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"{where!r} is corrupt: {exc}") from None
-
-
-MAX_HEADER_BYTES = 64 * 2**20
-MAX_BODY_BYTES = 16 * 2**30  # ~600 million events: far beyond any recording; more is an xz bomb, not a trace
-_DTYPES = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}
-_CHUNK = 1 << 20
-
-
-class _Inflater:
-    """Stream-decompresses xz in bounded pieces, so a bomb is refused when it passes a limit, not after it has
-    filled memory."""
-
-    def __init__(self, data: bytes, where: str):
-        self._xz = lzma.LZMADecompressor()
-        self._input: bytes | None = data
-        self._buffer = bytearray()
-        self._where = where
-
-    def _more(self) -> bool:
-        if self._xz.eof:
-            return False
-        if self._xz.needs_input and self._input is None:
-            raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
-        try:
-            self._buffer += self._xz.decompress(self._input or b"", _CHUNK)
-        except lzma.LZMAError as exc:
-            raise TraceError(f"{self._where!r} is truncated or corrupt ({exc})") from None
-        self._input = None
-        return True
-
-    def read_line(self, limit: int) -> bytes:
-        while (end := self._buffer.find(b"\n")) < 0:
-            if len(self._buffer) > limit:
-                raise TraceError(f"{self._where!r}: header longer than {format_bytes(limit)}: not an alloctune trace")
-            if not self._more():
-                raise TraceError(f"{self._where!r} is an xz file but not an alloctune trace (no header line)")
-        line = bytes(self._buffer[:end])
-        del self._buffer[:end + 1]
-        return line
-
-    def read_rest(self, expected: int) -> bytes:
-        """Everything after the header, which must be exactly `expected` bytes (the header's array layout)."""
-        if expected > MAX_BODY_BYTES:
-            raise TraceError(f"{self._where!r}: the header announces {format_bytes(expected)} of arrays, more than "
-                             f"the {format_bytes(MAX_BODY_BYTES)} alloctune reads")
-        while self._more():
-            if len(self._buffer) > expected:
-                raise TraceError(f"{self._where!r} is corrupt: it inflates to more than the "
-                                 f"{format_bytes(expected)} its header announces")
-        return bytes(self._buffer)
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {

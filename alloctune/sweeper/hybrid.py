@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +26,7 @@ from ..results.folder import ResultsFolder
 from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
-from ..trial.probe import ProbeResult, check_settings_detail
+from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 
 TRACE_FILE = "trace.xz"
@@ -84,9 +83,9 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
                 if progress:
                     progress(env_id, n, total, best.conf if best is not None and best.fits else "")
 
-            result = search(trace, validate=partial(check_settings_detail, p.python), trace_name=trace_name,
-                            device_memory=device_memory,
-                            budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
+            with SettingsJudge(p.python) as judge:   # one child of the target torch for the whole search
+                result = search(trace, validate=judge, trace_name=trace_name, device_memory=device_memory,
+                                budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")

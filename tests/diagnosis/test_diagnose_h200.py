@@ -17,7 +17,7 @@ import pytest
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.window import reconstruct
-from alloctune.sim.trace import read_snapshot
+from alloctune.sim.pickles import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "oom" / "h200"

@@ -5,7 +5,8 @@ from rich.console import Console
 
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
-from alloctune.report.compare import Mark, compare, plot_comparison, render_table, write_compare_md
+from alloctune.report.compare import Mark, compare
+from alloctune.report.compare_output import plot_comparison, render_table, write_compare_md
 from alloctune.results.folder import find_results
 from alloctune.results.records import TrialState
 from alloctune.units import GiB

@@ -27,7 +27,8 @@ from test_export import docker_env_file, shell_read
 import alloctune
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
-from alloctune.report.compare import Mark, compare, write_compare_md
+from alloctune.report.compare import Mark, compare
+from alloctune.report.compare_output import write_compare_md
 from alloctune.report.export import FORMATS, export_results
 from alloctune.results.folder import ResultsFolder
 from alloctune.workload.spec import WorkloadSpec

@@ -21,7 +21,8 @@ from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.config import division_table
 from alloctune.sim.replay import replay
-from alloctune.sim.search import CLOSE_RATIO, Space, _State, pareto_front, search
+from alloctune.sim.search import CLOSE_RATIO, _State, pareto_front, search
+from alloctune.sim.space import Space
 from alloctune.sim.trace import load_trace
 from alloctune.sweeper.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default, recording_task
 from alloctune.trial.launch import lost_trial, run_trial

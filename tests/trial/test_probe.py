@@ -2,7 +2,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 
+import pids
 import pytest
 import torch
 
@@ -10,7 +12,8 @@ from alloctune.errors import ProbeError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.settings.versions import check_conf, parse_version
-from alloctune.trial.probe import ProbeResult, _run_child, check_settings, check_settings_detail, probe
+from alloctune.trial import probe as probe_module
+from alloctune.trial.probe import ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe
 from alloctune.trial.provenance import collect_env
 
 LOCAL_VERSION = parse_version(torch.__version__)
@@ -118,10 +121,68 @@ def test_raw_child_ignores_users_alloc_conf_and_rejects_lowercase_bool(monkeypat
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "nonsense")
     monkeypatch.setenv("PYTORCH_ALLOC_CONF", "nonsense")
     # conf.py refuses 'true' before it gets this far; this shows the real parser agrees.
-    data = _run_child(sys.executable, "check", ["", "expandable_segments:true", "expandable_segments:True"], 120)
-    assert data["parser"]
-    assert data["errors"][""] is None and data["errors"]["expandable_segments:True"] is None
-    assert "true" in data["errors"]["expandable_segments:true"]
+    with SettingsJudge(sys.executable) as judge:
+        assert judge.hello()["parser"]
+        errors = judge.parse_errors(["", "expandable_segments:true", "expandable_segments:True"])
+    assert errors[""] is None and errors["expandable_segments:True"] is None
+    assert "true" in errors["expandable_segments:true"]
+
+
+# Settings that leave something behind in torch's config (large_segment_size_mb, expandable_segments), each
+# followed by those whose verdict it would change, valid and not: what parsing in place must not get wrong.
+LEAKERS = ["large_segment_size_mb:64", "max_split_size_mb:20,large_segment_size_mb:32", "large_segment_size_mb:10",
+           "large_segment_size_mb:12,expandable_segments:True", "expandable_segments:True,max_split_size_mb:10"]
+FOLLOWERS = ["max_split_size_mb:20", "max_split_size_mb:10", "max_non_split_rounding_mb:40",
+             "expandable_segments:True,max_split_size_mb:10", "large_segment_size_mb:64,max_split_size_mb:32",
+             "garbage_collection_threshold:0.6", "roundup_power2_divisions:[1:2,64:8,>:4]", "pinned_num_register_threads:8"]
+
+
+@pytest.mark.skipif(not HAS_PARSER, reason="this torch has no run-time settings parser without CUDA")
+def test_one_child_judges_every_batch_as_a_fresh_torch_would():
+    texts = [t for leaker in LEAKERS for t in [leaker, *FOLLOWERS]]
+    parse = probe_module._settings_parser(torch)
+    fresh = {t: probe_module._parse_isolated(parse, t) for t in texts}   # each in a fork of this process
+    with SettingsJudge(sys.executable) as judge:
+        pid = judge._proc.pid
+        together = judge.parse_errors(texts)
+        apart = {t: e for leaker in LEAKERS for t, e in judge.parse_errors([leaker]).items()}
+        apart |= judge.parse_errors(FOLLOWERS)   # a batch after the leakers' batches
+        assert judge._proc.pid == pid and pids.running(pid)   # the same child all along
+    assert not pids.running(pid)
+    assert together == fresh and apart == {t: fresh[t] for t in apart}
+    if LOCAL_VERSION >= (2, 11, 0):   # what the care is for: parsed one after the other, the verdict changes
+        assert fresh["max_split_size_mb:20"] is None
+        assert _after("large_segment_size_mb:64", "max_split_size_mb:20") is not None
+
+
+def _after(first: str, then: str) -> str | None:
+    """The verdict on `then` parsed right after `first`, in a fork of this process (which stays as it was)."""
+    read_fd, write_fd = os.pipe()
+    if (pid := os.fork()) == 0:
+        parse = probe_module._settings_parser(torch)
+        parse_first = probe_module._parse(parse, first)
+        os.write(write_fd, json.dumps([parse_first, probe_module._parse(parse, then)]).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        answer = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    return answer[1]
+
+
+def test_the_judging_child_dies_with_its_parent(tmp_path):
+    script = ("import sys\nfrom alloctune.trial.probe import SettingsJudge\n"
+              "judge = SettingsJudge(sys.executable).open()\njudge.hello()\n"
+              "print(judge._proc.pid, flush=True)\nimport time; time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert pids.running(child)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while pids.running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pids.running(child)
 
 
 def _fake_torch(tmp_path, body):
@@ -154,9 +215,10 @@ def test_interpreter_without_torch(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    with pytest.raises(ProbeError, match="cannot import torch") as info:
-        probe(python)
-    assert python in str(info.value) and "ModuleNotFoundError" in str(info.value)
+    for ask in (probe, lambda python: check_settings(python, [AllocConf()])):
+        with pytest.raises(ProbeError, match="cannot import torch") as info:
+            ask(python)
+        assert python in str(info.value) and "ModuleNotFoundError" in str(info.value)
 
 
 def test_broken_torch_install(tmp_path, monkeypatch):
@@ -172,17 +234,22 @@ def _script(tmp_path, body):
     return str(path)
 
 
-def test_interpreter_that_crashes(tmp_path):
+@pytest.mark.parametrize("ask", [probe, lambda python: check_settings(python, [AllocConf()])])
+def test_interpreter_that_crashes(tmp_path, ask):
     python = _script(tmp_path, "echo 'Fatal Python error: init failed' >&2\nexit 1\n")
     with pytest.raises(ProbeError, match="exit code 1") as info:
-        probe(python)
+        ask(python)
     assert "Fatal Python error" in str(info.value) and python in str(info.value)
+    silent = _script(tmp_path, "exit 0\n")
+    with pytest.raises(ProbeError, match=r"exit code 0\): it printed nothing"):
+        ask(silent)
 
 
-def test_interpreter_that_hangs(tmp_path):
+@pytest.mark.parametrize("ask", [probe, lambda python, timeout: check_settings(python, [], timeout)])
+def test_interpreter_that_hangs(tmp_path, ask):
     python = _script(tmp_path, "exec sleep 30\n")
     with pytest.raises(ProbeError, match="longer than 0.5 s"):
-        probe(python, timeout=0.5)
+        ask(python, timeout=0.5)
 
 
 @pytest.mark.gpu

@@ -11,7 +11,8 @@ import pytest
 
 import alloctune
 from alloctune.errors import AlloctuneError, TraceError, WorkloadError
-from alloctune.sim.trace import FORMAT, FORMAT_VERSION, load_trace
+from alloctune.sim.compact import FORMAT, FORMAT_VERSION
+from alloctune.sim.trace import load_trace
 from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,198 @@
+"""A comparison (`compare.py`) shown: the terminal table, compare.md and compare.png. The table cells are built once
+(`cell_lines`) for the terminal and for Markdown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..decide import stats
+from ..settings.versions import changes_between, parse_version
+from ..units import format_bytes
+from .compare import Column, Comparison, Mark, Row, budget_label
+from .tables import add_setting_column, markdown_table
+
+# Terminal colour and plot symbol per mark.
+STYLE = {
+    Mark.BASELINE: ("", ""), Mark.REGRESSION: ("bold red", "▲"), Mark.IMPROVEMENT: ("bold green", "▼"),
+    Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
+    Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
+}
+
+
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def _rate(throughput: stats.Summary, unit: str | None) -> str:
+    return f"{throughput.median:,.0f} {unit or 'units'}/s"
+
+
+def cell_lines(row: Row, j: int) -> list[str]:
+    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark."""
+    cell, delta = row.cells[j], row.deltas[j]
+    if cell is None:
+        lines = [row.missing[j]]
+    elif cell.failure is not None:  # not cell.fits
+        lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
+    else:
+        ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
+        # A replay measures no throughput: its cells show memory only.
+        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
+    if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
+        lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
+                               + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
+    if j:
+        lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
+        if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
+            lines.append(delta.note)
+    return lines
+
+
+def _header(column: Column) -> str:
+    lines = [column.label]
+    if column.torch_version:
+        lines.append(f"torch {column.torch_version}" + (" (simulated)" if column.trace_torch else ""))
+    if column.trace_torch:
+        lines.append(f"trace from torch {column.trace_torch}")
+    if column.budget_bytes is not None:
+        lines.append(f"budget {format_bytes(column.budget_bytes)}")
+    return "\n".join(lines)
+
+
+def _best_text(comparison: Comparison, j: int) -> str:
+    column = comparison.columns[j]
+    if column.best is None:
+        return column.best_note
+    text = column.best or "default"
+    changed = comparison.best_changed(j)
+    if j and changed is not None:
+        text += " (changed)" if changed else " (same)"
+    return text
+
+
+def render_table(comparison: Comparison):
+    """A rich Table: one row per workload and setting, one column per environment, plus the best setting."""
+    from rich.table import Table
+    from rich.text import Text
+
+
+    # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
+    workloads = sorted({row.workload for row in comparison.rows})
+    one = len(workloads) == 1
+    table = Table(title=f"alloctune compare{' ' + workloads[0] if one else ''} (factor {comparison.factor:.0%}; "
+                        f"peak reserved ×reserved/allocated, throughput median)", show_lines=True)
+    if not one:
+        table.add_column("workload", overflow="fold")
+    add_setting_column(table, [row.label for row in comparison.rows] + ["best setting"])
+    for column in comparison.columns:
+        table.add_column(_header(column), overflow="fold")
+    for row in comparison.rows:
+        cells = []
+        for j in range(len(comparison.columns)):
+            text = Text("\n".join(cell_lines(row, j)))
+            if j:
+                text.stylize(STYLE[row.deltas[j].mark][0])
+            cells.append(text)
+        table.add_row(*([] if one else [row.workload]), row.label, *cells)
+    table.add_row(*([] if one else [""]), Text("best setting", style="bold"),
+                  *[Text(_best_text(comparison, j), style="bold") for j in range(len(comparison.columns))])
+    return table
+
+
+def print_comparison(comparison: Comparison, console=None) -> None:
+    from rich.console import Console
+
+    (console or Console()).print(render_table(comparison))
+
+
+def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
+    """compare.md: environments, the table, the best setting per environment, and the counts of each mark."""
+    path = Path(path)
+    cols = comparison.columns
+    environments = [[c.label, str(c.folder), c.env_id, c.backend, c.torch_version or "-", c.trace_torch or "-",
+                     budget_label(c.budget_bytes), _best_text(comparison, j)] for j, c in enumerate(cols)]
+    settings = [[row.workload, f"`{row.label}`", *("<br>".join(cell_lines(row, j)) for j in range(len(cols)))]
+                for row in comparison.rows]
+    out = ["# alloctune compare\n",
+           f"Baseline: **{cols[0].label}**. Every other column is judged against it; factor "
+           f"{comparison.factor:.0%} (see the marks below).\n",
+           "## Environments\n",
+           markdown_table(("column", "folder", "env_id", "backend", "torch", "trace recorded with", "budget",
+                           "best setting"), environments),
+           "", "## Settings\n",
+           "Cells: peak reserved ×(reserved ÷ allocated), throughput median; then the change against the baseline "
+           "and the mark.\n",
+           markdown_table(["workload", "setting", *(c.label for c in cols)], settings),
+           "", "## Best setting per environment\n"]
+    for j, c in enumerate(cols):
+        out.append(f"- **{_md(c.label)}**: `{c.best or 'default'}`" + (f" ({_md(c.best_note)})" if c.best_note else "")
+                   if c.best is not None else f"- **{_md(c.label)}**: {c.best_note}")
+        if j and comparison.best_changed(j):
+            out[-1] += f" — changed from `{cols[0].best or 'default'}`"
+    out += _changes_md(cols)
+    counts = comparison.marks()
+    out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _changes_md(cols: list[Column]) -> list[str]:
+    """The allocator changes (versions.BEHAVIOUR_CHANGES) between the baseline's torch and each other column's."""
+    out = []
+    base = cols[0].torch_version
+    for version in dict.fromkeys(c.torch_version for c in cols[1:]):
+        if not (base and version) or parse_version(base) == parse_version(version):
+            continue
+        changes = changes_between(base, version)
+        out += ["", f"## Allocator changes between torch {base} and {version}\n"]
+        out += [f"- {ver}: {_md(text)}" for ver, text in changes] or ["- none that alloctune knows of"]
+    return out
+
+
+_PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL: "darkred",
+                 Mark.IMPROVEMENT: "green", Mark.FIXED_FAILURE: "green", Mark.INCOMPARABLE: "purple",
+                 Mark.WITHIN_FACTOR: "goldenrod", Mark.SAME: "grey", Mark.BASELINE: "black"}
+
+
+def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
+    """Grouped bars: peak reserved per setting (x) per environment (bar); the mark above each non-baseline bar,
+    a setting not run or failed as its state in words where its bar would stand."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    rows, cols = comparison.rows, comparison.columns
+    width = 0.8 / len(cols)
+    top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=1) / 2**30
+    fig, ax = plt.subplots(figsize=(min(30, max(6, 0.5 * len(rows) * len(cols) + 2)), 5))
+    for j, column in enumerate(cols):
+        xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))]
+        heights = [(c.peak_reserved or 0) / 2**30 if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
+        bars = ax.bar(xs, heights, width, label=column.label)
+        for x, row, bar in zip(xs, rows, bars):
+            cell, mark = row.cells[j], row.deltas[j].mark
+            if cell is None or not cell.fits:
+                # Text only, in the bar's colour: a drawn stub would read as a small bar (a small peak).
+                ax.text(x, top * 0.01, "n/a" if cell is None else (cell.failure or "failed"), ha="center",
+                        va="bottom", rotation=90, fontsize=7, fontstyle="italic", color=bar.get_facecolor())
+            if j:  # above the bar, or above a failure's rotated label
+                y = top * 0.2 if cell is None or not cell.fits else bar.get_height() + top * 0.01
+                ax.text(x, y, STYLE[mark][1], ha="center", va="bottom", color=_PLOT_COLOURS[mark], fontsize=10)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r.label}" if len({x.workload for x in rows}) == 1 else f"{r.workload}\n{r.label}"
+                        for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("peak reserved (GiB)")
+    ax.set_ylim(0, top * 1.25)
+    legend = " ".join(f"{STYLE[m][1]} {m.value}" for m in Mark if m is not Mark.BASELINE)
+    ax.set_title(f"peak reserved per setting and environment (vs {cols[0].label})\n{legend}", fontsize=8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,184 @@
+"""What `alloctune replay` shows: one trace's settings ranked by simulated peak reserved (beside what the GPU
+measured under the same conditions, and the smallest device each fits on), and the maximum over several traces
+(one per rank: what the job needs per GPU); the same figures as JSON."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..settings.grid import Skip
+from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
+from ..sim.trace import Trace
+from ..units import format_bytes
+from .tables import figures_table, in_unit, keep_columns, size_unit, whole_settings
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@dataclass(frozen=True)
+class TraceReplay:
+    """One trace replayed under many settings, and what its report rests on."""
+
+    path: str
+    trace: Trace
+    rows: list[tuple[ReplayOutcome, Capacity | None]]   # ranked (ReplayOutcome.sort_key); capacity: --min-memory
+    skipped: list[Skip]
+    measured: dict[str, dict]     # GPU measurements the trace holds, taken under this replay's conditions
+    elsewhere: int                # GPU measurements of these settings taken under other conditions: not shown
+    device_memory: int
+    memory_from: str              # where the device memory came from, in words
+    budget_bytes: int | None
+    warnings: list[str]
+
+    @classmethod
+    def ranked(cls, path: str, trace: Trace, outcomes: list[ReplayOutcome], capacities: list[Capacity | None],
+               skipped: list[Skip], device_memory: int, memory_from: str, budget_bytes: int | None,
+               warnings: list[str]) -> "TraceReplay":
+        rows = sorted(zip(outcomes, capacities), key=lambda row: row[0].sort_key())
+        measured = measured_under(trace, device_memory, budget_bytes)
+        elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
+        return cls(path, trace, rows, skipped, measured, elsewhere, device_memory, memory_from, budget_bytes,
+                   warnings)
+
+    def to_json(self) -> dict:
+        """The trace, its warnings, and results: one object per setting, the skipped ones last."""
+        return {"trace": self.path, "warnings": self.warnings,
+                "results": ([_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows]
+                            + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
+                               for s in self.skipped])}
+
+
+def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict | None) -> dict:
+    row = outcome.to_json()
+    if measured and measured.get("peak_reserved_bytes") is not None:
+        row["measured_peak_reserved_bytes"] = measured["peak_reserved_bytes"]
+    if capacity is not None:
+        row.update(min_memory_bytes=capacity.fits_bytes, min_memory_no_retry_bytes=capacity.no_retry_bytes,
+                   min_memory_granularity_bytes=capacity.granularity, min_memory_monotone=capacity.monotone)
+    return row
+
+
+def print_trace(console: Console, replayed: TraceReplay) -> None:
+    """The trace's line, its warnings, the ranked table, and what the table leaves unsaid."""
+    r = replayed
+    console.print(f"[bold]{r.path}[/]: {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on device "
+                  f"{r.trace.device}; device memory {format_bytes(r.device_memory)} ({r.memory_from})"
+                  + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else ""))
+    for warning in r.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    headers, body = _trace_cells(r)
+    # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
+    said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
+    keep = keep_columns(headers, said, always=headers[:4])
+    setting = headers.index("setting")
+    with_capacity = bool(r.rows) and r.rows[0][1] is not None
+    caption = ("res. = peak reserved, alloc. = peak allocated"
+               + (", GPU = measured on the GPU under these conditions" if r.measured else "")
+               + ("; fits from / no retry from: the smallest device memory" if with_capacity else ""))
+    title = ("Simulated (replay): settings that fit, ranked by peak reserved"
+             + ("; OOM = does not fit under this budget" if r.budget_bytes else "; OOM = does not fit on this device"))
+
+    def table_of(labels: list[str]):
+        rows = [[label if j == setting else row[j] for j in keep] for row, label in zip(body, labels)]
+        return figures_table([headers[j] for j in keep], rows, title=title, caption=caption,
+                             setting=keep.index(setting), column={k: _FOLD for k in range(len(keep))})
+
+    table, below = whole_settings(table_of, [row[setting] for row in body], console.width)
+    console.print(table)
+    for line in below:
+        console.print(line, soft_wrap=True)
+    _print_notes(console, r, quiet=[name for name in ("retry", "OOMs") if headers.index(name) not in keep])
+
+
+_FOLD = {"justify": "right", "overflow": "fold"}   # replay's figure columns fold rather than stay whole
+
+
+def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the ranked table, every column (the caller leaves out those with nothing to say)."""
+    with_capacity = bool(r.rows) and r.rows[0][1] is not None
+    results = [o.result for o, _ in r.rows if o.result is not None]
+    unit = size_unit([x.peak_reserved_bytes for x in results] + [x.peak_allocated_bytes for x in results]
+                     + [m.get("peak_reserved_bytes") for m in r.measured.values()]
+                     + [c.no_retry_bytes for _, c in r.rows if c is not None])
+    # Short headers (no word over 6 letters) keep the table within 100 columns; the caption spells them out.
+    headers = ["#", "setting", f"peak\nres.\n{unit[0]}", f"peak\nalloc.\n{unit[0]}", "res/\nalloc", "retry", "OOMs"]
+    if r.measured:
+        headers.append(f"GPU\nres.\n{unit[0]}")
+    if with_capacity:
+        headers += [f"fits\nfrom\n{unit[0]}", f"no\nretry\nfrom\n{unit[0]}"]
+    body = []
+    for rank, (outcome, capacity) in enumerate(r.rows, 1):
+        x = outcome.result
+        mark = "-" if x is None else "[bold red]OOM[/]" if x.num_ooms else str(rank)
+        if x is None:
+            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", ""]
+        else:
+            ratio = f"{x.peak_reserved_bytes / x.peak_allocated_bytes:.3f}" if x.peak_allocated_bytes else "-"
+            cells = [mark, outcome.conf, in_unit(x.peak_reserved_bytes, unit), in_unit(x.peak_allocated_bytes, unit),
+                     ratio, str(x.num_alloc_retries), f"[red]{x.num_ooms}[/]" if x.num_ooms else "0"]
+        if r.measured:
+            cells.append(in_unit(r.measured.get(outcome.conf, {}).get("peak_reserved_bytes"), unit))
+        if with_capacity:
+            cells += [in_unit(capacity.fits_bytes, unit) if capacity else "-",
+                      in_unit(capacity.no_retry_bytes, unit) if capacity else "-"]
+        body.append(cells)
+    return headers, body
+
+
+def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
+    """Below the table: settings not simulated or skipped, the columns left out, measurements not shown, and how
+    exact the capacities are."""
+    for outcome, _ in r.rows:
+        if outcome.result is None:
+            console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")
+    for skip in r.skipped:
+        console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
+    if quiet and any(o.result is not None for o, _ in r.rows):
+        quiet = [{"retry": "an alloc retry", "OOMs": "an OOM"}[name] for name in quiet]
+        console.print(f"[dim]no setting had {' or '.join(quiet)}[/]")
+    if r.elsewhere:
+        console.print(f"[dim]{r.elsewhere} GPU measurement(s) of these settings in the trace are not shown: they were "
+                      f"taken under other conditions (device memory or budget) than this replay's[/]")
+    if r.rows and (capacity := r.rows[0][1]) is not None:
+        console.print(f"Capacity is exact to {format_bytes(capacity.granularity)} and includes the memory the "
+                      "CUDA context holds outside the allocator, when the trace recorded it.")
+
+
+def maximum(replayed: list[dict]) -> list[dict]:
+    """Per setting, the trace (rank) with the highest simulated peak reserved, from each trace's JSON: what the job
+    needs per GPU. Fitting settings first, by that peak."""
+    best: dict[str, dict] = {}
+    for one in replayed:
+        path = one["trace"]
+        for row in one["results"]:
+            if row.get("skipped") or row.get("peak_reserved_bytes") is None:
+                continue
+            if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
+                best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
+                                     "num_ooms": row.get("num_ooms"), "trace": path,
+                                     "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
+    return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
+
+
+def print_maximum(console: Console, maximum: list[dict], count: int) -> None:
+    """The table of `maximum` over `count` traces."""
+    unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
+    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
+    rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
+             row["trace"], in_unit(row["measured_peak_reserved_bytes"], unit)] for row in maximum]
+    keep = keep_columns(headers, rows, always=headers[:4])
+    title = f"Maximum over the {count} traces (the process that needs the most, per setting)"
+    caption = "res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else "")
+    # A path folds within 24 columns: the settings and figures come first.
+    path_column = {keep.index(3): {"overflow": "fold", "max_width": 24}}
+
+    def table_of(labels: list[str]):
+        shown = [[label, *(row[j] for j in keep[1:])] for row, label in zip(rows, labels)]
+        return figures_table([headers[j] for j in keep], shown, title=title, caption=caption, setting=0,
+                             column=path_column)
+
+    table, below = whole_settings(table_of, [row[0] for row in rows], console.width)
+    console.print(table)
+    for line in below:
+        console.print(line, soft_wrap=True)

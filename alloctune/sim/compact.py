@@ -1,0 +1,127 @@
+"""The bytes of alloctune's compact trace format (`trace.save_trace` and `trace.load_trace` put a `Trace` in and
+out of it): an xz stream holding one JSON header line (format name, version, device, meta, array layout) followed by
+little-endian arrays, each byte-shuffled (all low bytes, then the next...), which lets xz shrink the int64 arrays
+several times further. Reading inflates in bounded pieces, so that an xz bomb is refused when it passes a limit,
+not after it has filled memory.
+"""
+from __future__ import annotations
+
+import json
+import lzma
+import os
+
+import numpy as np
+
+from ..errors import TraceError
+from ..units import format_bytes
+
+FORMAT = "alloctune-trace"
+FORMAT_VERSION = 1
+XZ_MAGIC = b"\xfd7zXZ\x00"
+MAX_HEADER_BYTES = 64 * 2**20
+MAX_BODY_BYTES = 16 * 2**30  # ~600 million events: far beyond any recording; more is an xz bomb, not a trace
+ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}   # in file order
+_CHUNK = 1 << 20
+
+
+def write_compact(path: str | os.PathLike, device: int, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` (ARRAYS' names, in its order) with the header, atomically: a half-written file never takes
+    the name."""
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "device": device, "meta": meta,
+              "arrays": {name: [a.dtype.str, int(a.size)] for name, a in arrays.items()}}
+    try:
+        head = json.dumps(header, sort_keys=True).encode()
+    except TypeError as exc:
+        raise TraceError(f"trace meta must hold only JSON values: {exc}") from None
+    body = b"".join(_shuffle(a) for a in arrays.values())
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(lzma.compress(head + b"\n" + body, preset=6))
+    os.replace(tmp, path)
+
+
+def read_compact(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and the arrays of the compact trace `data` (read from `where`); `TraceError` when it is not
+    one, or is truncated or corrupt. The header's device and meta are the caller's to check."""
+    stream = _Inflater(data, where)
+    try:
+        head = stream.read_line(MAX_HEADER_BYTES)
+        header = json.loads(head)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
+    if header.get("version") != FORMAT_VERSION:
+        raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
+                         f"reads version {FORMAT_VERSION} only")
+    try:
+        layout = [(name, *header["arrays"][name]) for name in ARRAYS]
+        if not all(dtype == ARRAYS[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                   for name, dtype, n in layout):
+            raise ValueError(f"array layout {header['arrays']!r:.200} is not {ARRAYS}")
+        body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
+        arrays, offset = {}, 0
+        for name, dtype, n in layout:
+            length = np.dtype(dtype).itemsize * n
+            if offset + length > len(body):
+                raise ValueError(f"array {name!r} runs past the end of the data")
+            arrays[name] = _unshuffle(body[offset:offset + length], dtype, n)
+            offset += length
+        if offset != len(body):
+            raise ValueError(f"{len(body) - offset} bytes left over after the arrays")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"{where!r} is corrupt: {exc}") from None
+    return header, arrays
+
+
+class _Inflater:
+    """Stream-decompresses xz in bounded pieces, so a bomb is refused when it passes a limit, not after it has
+    filled memory."""
+
+    def __init__(self, data: bytes, where: str):
+        self._xz = lzma.LZMADecompressor()
+        self._input: bytes | None = data
+        self._buffer = bytearray()
+        self._where = where
+
+    def _more(self) -> bool:
+        if self._xz.eof:
+            return False
+        if self._xz.needs_input and self._input is None:
+            raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
+        try:
+            self._buffer += self._xz.decompress(self._input or b"", _CHUNK)
+        except lzma.LZMAError as exc:
+            raise TraceError(f"{self._where!r} is truncated or corrupt ({exc})") from None
+        self._input = None
+        return True
+
+    def read_line(self, limit: int) -> bytes:
+        while (end := self._buffer.find(b"\n")) < 0:
+            if len(self._buffer) > limit:
+                raise TraceError(f"{self._where!r}: header longer than {format_bytes(limit)}: not an alloctune trace")
+            if not self._more():
+                raise TraceError(f"{self._where!r} is an xz file but not an alloctune trace (no header line)")
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end + 1]
+        return line
+
+    def read_rest(self, expected: int) -> bytes:
+        """Everything after the header, which must be exactly `expected` bytes (the header's array layout)."""
+        if expected > MAX_BODY_BYTES:
+            raise TraceError(f"{self._where!r}: the header announces {format_bytes(expected)} of arrays, more than "
+                             f"the {format_bytes(MAX_BODY_BYTES)} alloctune reads")
+        while self._more():
+            if len(self._buffer) > expected:
+                raise TraceError(f"{self._where!r} is corrupt: it inflates to more than the "
+                                 f"{format_bytes(expected)} its header announces")
+        return bytes(self._buffer)
+
+
+def _shuffle(a: np.ndarray) -> bytes:
+    return a.view(np.uint8).reshape(-1, a.itemsize).T.tobytes()
+
+
+def _unshuffle(raw: bytes, dtype: str, n: int) -> np.ndarray:
+    itemsize = np.dtype(dtype).itemsize
+    return np.frombuffer(raw, np.uint8).reshape(itemsize, n).T.copy().view(dtype).reshape(n)
