@@ -76,7 +76,6 @@ def render_table(comparison: Comparison):
     from rich.table import Table
     from rich.text import Text
 
-
     # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
     workloads = sorted({row.workload for row in comparison.rows})
     one = len(workloads) == 1
