@@ -123,6 +123,31 @@ class Conditions:
     gpu: str | None = None                    # which GPU: CUDA_VISIBLE_DEVICES and PCI bus id
 
 
+class ThroughputSource(str, enum.Enum):
+    """Where a trial's throughput comes from (a command's, in order of precedence; a workload's is its timed pass)."""
+
+    TIMED_PASS = "timed_pass"            # a workload: the measured steps run again and timed (trial/timing.py)
+    METRIC_REGEX = "metric_regex"        # numbers the command printed
+    STEP_MARKS = "step_marks"            # alloctune.step() in the user's code
+    STEP_CALLS = "step_calls"            # returns of a named callable, or top-level forward calls (--step-on)
+    OPTIMIZER_STEPS = "optimizer_steps"  # optimizer.step() calls, counted by the start-up hook
+    WALL_TIME = "wall_time"              # the whole run's wall time: one run = one unit
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class DeviceMemorySource(str, enum.Enum):
+    """What `device_peak_used_bytes` counts."""
+
+    NVML = "nvml"            # the driver's figure for the trial's own processes
+    BASELINE = "baseline"    # the device's total - free, less what it held just before the trial's process started
+    DEVICE = "device"        # the device's total - free: every process on the GPU (records before 2026-12-01)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Measurement:
     """What one trial measured. Names follow torch.cuda.memory_stats where one exists.
@@ -150,6 +175,13 @@ class Measurement:
     block_seconds: list[float] | None = None   # the measured pass in CUDA-synchronised blocks of steps
     block_units: list[float] | None = None
     conditions: Conditions | None = None
+    # Absent in older records (their device figure is DEVICE, their throughput a timed pass or, for a command, as
+    # its record's unit says).
+    device_memory_source: DeviceMemorySource | None = None
+    overhead_bytes: Bytes | None = None          # device memory held outside the allocator (CUDA context, libraries)
+    throughput_source: ThroughputSource | None = None
+    ended_by_window: bool = False                # a command stopped by the hook after its --steps window
+    peak_rising: bool | None = None              # peak reserved still rose in the window's last fifth
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":
@@ -200,6 +232,9 @@ class TrialRecord:
     # A command trial's figures per process that used CUDA (one row per process and device: pid, rank, device,
     # peaks, retries, OOMs); the measurement holds the maximum over them. None for workload trials.
     processes: list | None = None
+    # The allocator-sensitive features any process of the trial used (settings/known.py's Feature values), as the
+    # start-up hook observed them; None where nothing observed (workload trials, records before it was kept).
+    features: list[str] | None = None
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
