@@ -2,8 +2,11 @@
 accepts.
 
 The parent runs `PYTHON -m alloctune.trial.probe probe|check` with our package on PYTHONPATH and reads one JSON line
-from its stdout. The child part (everything under "child side") imports only the standard library and torch, and
-this module imports nothing at load time that an older interpreter could not run (`versions`, `errors` are plain).
+from its stdout. The child part (everything under "child side") uses only the standard library and torch. At load
+time this module imports, besides the standard library, only light alloctune modules, which that interpreter can
+run without pyyaml, scipy or torch: errors, settings (conf, versions, validation), provenance, and task (for
+`child_environment`, the environment every child gets), which brings results.records, workload.spec and the
+built-in kinds' table (workload.builtin). tests/test_layers.py checks that the probe child loads no orchestrator.
 """
 from __future__ import annotations
 
