@@ -198,13 +198,13 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     return TrialRecord(state=TrialState.OK, measurement=measurement, **common)
 
 
-ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
+_ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
                "device_peak_used_bytes", "overhead_bytes")
 
 
 def process_rows(processes: list[ProcessReport]) -> list[dict]:
     """One row per (process, device it allocated on): what TrialRecord.processes keeps."""
-    return [{"pid": p.pid, "rank": p.rank, "device": d.device, **{k: getattr(d, k) for k in ROW_FIGURES}}
+    return [{"pid": p.pid, "rank": p.rank, "device": d.device, **{k: getattr(d, k) for k in _ROW_FIGURES}}
             for p in processes for d in p.devices]
 
 
