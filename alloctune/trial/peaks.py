@@ -78,17 +78,18 @@ Mark = Annotated[tuple[float, float], Check(_mark_problem)]   # one alloctune.st
 @dataclass(frozen=True)
 class ProcessReport:
     """One Python process of a command, as the start-up hook saw it at exit (`proc-<pid>.json`). Only a process
-    that initialised CUDA or marked steps writes one; the CUDA figures are there only when `cuda` is true."""
+    that initialised CUDA or marked steps writes one; the CUDA figures are there only when `cuda` is true. The
+    hook writes every field; a default is what a process that showed nothing of the kind would have."""
 
     pid: int
-    ppid: int
-    rank: int | None              # RANK, else LOCAL_RANK; None when neither is set
-    argv: list[str]
     cuda: bool                    # the process initialised CUDA through torch
-    steps: list[Mark]             # its alloctune.step() marks, in order
-    oom_message: str | None       # an uncaught out-of-memory error's message
-    torch_version: str | None     # None: the process never imported torch
-    exit_time: float              # time.time() when the hook wrote this
+    ppid: int | None = None
+    rank: int | None = None       # RANK, else LOCAL_RANK; None when neither is set
+    argv: list[str] = field(default_factory=list)
+    steps: list[Mark] = field(default_factory=list)   # its alloctune.step() marks, in order
+    oom_message: str | None = None    # an uncaught out-of-memory error's message
+    torch_version: str | None = None  # None: the process never imported torch
+    exit_time: float | None = None    # time.time() when the hook wrote this
     devices: list[DevicePeaks] = field(default_factory=list)   # each device it allocated on
     effective_conf: str | None = None    # the settings in force as torch reports them
     mismatch: str | None = None          # why they differ from those asked for; None when they agree

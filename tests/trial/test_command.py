@@ -267,9 +267,7 @@ def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_pat
     for pid in (11, 12, 13):
         (procs / f"trace-{pid}.pickle").write_bytes(str(pid).encode())
     def process(pid, *reserved):
-        return ProcessReport(pid=pid, ppid=1, rank=None, argv=[], cuda=True, steps=[], oom_message=None,
-                             torch_version=None, exit_time=0.0,
-                             devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
+        return ProcessReport(pid=pid, cuda=True, devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
 
     processes = [process(11, 5), process(12, 2, 9), process(13, 7),
                  process(14, 99)]   # peaked, but left no trace

@@ -73,6 +73,7 @@ def _report(pid: int, **changes) -> dict:
     ({"devices": [{"device": 0, "peak_reserved_bytes": -1, "peak_allocated_bytes": 0}]},
      "devices[0].peak_reserved_bytes: expected at least 0, got -1"),
     ({"cuda": "yes"}, "cuda: expected true or false, got 'yes'"),
+    ({"cuda": None}, "cuda: expected true or false, got None"),
 ])
 def test_a_damaged_report_is_one_line_naming_the_file_and_the_field(tmp_path, changes, field):
     Path(report_path(str(tmp_path), 7)).write_text(json.dumps(_report(7)))
