@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from alloctune.results.records import TrialState
 from alloctune.runtime import oomdump
 from alloctune.runtime.oom import is_oom, is_oom_text, oom_line
-from alloctune.results.records import TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.command import run_command_trial
 from alloctune.trial.task import TrialTask
