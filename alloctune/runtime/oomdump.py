@@ -17,13 +17,17 @@ also writes its message to `FOLDER/oom-rank{R}.txt`; a program that catches the 
 `save_oom_message(exc)` itself. `diagnose` reads the text file beside the snapshot when it is there.
 
 Everything written is plain data (dicts, lists, strings, numbers): the loader that reads it admits nothing else.
-This module imports only the standard library and torch: it runs inside the user's job.
+This module imports only the standard library and torch (and `oom.py`, the OOM rule: standard library too): it runs
+inside the user's job.
 """
 from __future__ import annotations
 
 import os
 import pickle
 import sys
+from types import TracebackType
+
+from .oom import is_oom
 
 DEFAULT_MAX_ENTRIES = 100_000  # ~12 MB of pickle: ~120 bytes an event with context=None (torch 2.11)
 
@@ -48,7 +52,7 @@ def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENT
     stem = os.path.join(os.fspath(folder), f"oom-rank{rank()}")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
     if not _state:  # attach once: a second call only moves the files
-        torch._C._cuda_attach_out_of_memory_observer(_observer)  # type: ignore[attr-defined]
+        torch._C._cuda_attach_out_of_memory_observer(_observer)
         _state["previous_hook"] = sys.excepthook
         sys.excepthook = _excepthook
     _state.update(stem=stem, max_entries=max_entries)
@@ -91,8 +95,8 @@ def _observer(device: int, requested: int, limit: int, device_free: int) -> None
         print(f"alloctune: could not write the OOM snapshot: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def _excepthook(kind, value, tb) -> None:
-    if type(value).__name__ == "OutOfMemoryError" or "CUDA out of memory" in str(value):
+def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    if is_oom(value):
         save_oom_message(value)
     _state["previous_hook"](kind, value, tb)
 

@@ -5,8 +5,9 @@
 The parent (`launch.py`) has already put the setting in this process's environment (PYTORCH_CUDA_ALLOC_CONF),
 so the allocator reads it when it starts. This module writes one JSON object to the spec's `result` path and
 exits 0, whatever happened to the workload: a failure is data. Besides torch and the standard library it imports
-only alloctune modules that need nothing else (conf, records, builtin, probe): the child may run under another
-interpreter than alloctune's (`--python`), which gets the package through PYTHONPATH and may lack pyyaml or scipy.
+only alloctune modules that need nothing else (records, readback, the OOM rule, peaks, timing, provenance, the
+built-in kinds; tests/test_layers.py pins the list): the child may run under another interpreter than alloctune's
+(`--python`), which gets the package through PYTHONPATH and may lack pyyaml or scipy.
 """
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ import os
 import random
 import sys
 import traceback
+from dataclasses import asdict
+from types import ModuleType
+from typing import Any
 
-from ..results.records import Measurement, TrialState
+from ..results.records import TrialState
+from ..runtime.oom import is_oom
 from ..settings.readback import conf_from_settings, mismatch
+from .peaks import device_peaks
 from .timing import Observer, timed_pass
 
 
@@ -36,69 +42,85 @@ def run(spec: dict) -> dict:
     """Run the trial described by `spec` and return the result dict (state, measurement, env, ...)."""
     import torch
 
-    from ..workload.builtin import resolve_factory
     from .provenance import collect_env
 
-    workload = spec["workload"]
     out: dict = {"state": TrialState.CRASHED.value, "measurement": None, "error": None, "effective_conf": None}
     out["env"] = collect_env()
     if not torch.cuda.is_available():
         out["error"] = "no CUDA device is visible to this process (torch.cuda.is_available() is False)"
         return out
     device = torch.device("cuda", 0)
+    total = _prepare(torch, spec, device, out)
+    sampler = _DevicePeak(torch, device)
+    try:
+        _measure(torch, spec, out, sampler, total)
+    except Exception as exc:  # the workload's failure is the trial's result
+        _failed(torch, spec, out, sampler, total, exc)
+    return out
+
+
+def _prepare(torch: ModuleType, spec: dict, device: Any, out: dict) -> int:
+    """The process before the workload starts: its device, the memory budget, allocation history when recording,
+    the seeds. Returns the device's memory."""
     torch.cuda.set_device(device)
-    total = torch.cuda.get_device_properties(device).total_memory
-    fraction = _budget_fraction(spec, total)
+    total = int(torch.cuda.get_device_properties(device).total_memory)
+    out["budget_fraction"] = fraction = _budget_fraction(spec, total)
     if fraction is not None:
         torch.cuda.set_per_process_memory_fraction(fraction, device)
     if spec.get("record_trace"):
         # context=None: no stack frames, so a trace of a million events stays small.
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=spec.get("max_entries", 10_000_000))
-    seed = int(workload["seed"])
+    seed = int(spec["workload"]["seed"])
     random.seed(seed)
     torch.manual_seed(seed)
-    sampler = _DevicePeak(device)
-    try:
-        step = resolve_factory(workload)(dict(workload["params"]), device, seed)
-        out["effective_conf"], readable = effective_settings()
-        problem = mismatch(spec["conf"], out["effective_conf"], readable)
-        if problem:
-            out.update(state=TrialState.MISMATCH.value, error=problem)
-            return out
-        warmup, steps = int(workload["warmup_steps"]), int(workload["steps"])
-        measured = list(range(warmup, warmup + steps))
-        sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
-        # The warm pass: every step once, as the job runs them; the memory peaks are this pass's.
-        for i in range(warmup):
-            step(i)
-            sampler.sample()
-        warm = timed_pass(step, measured, sync, after_step=sampler.sample)
-        memory = _measurement(torch, sampler, workload["unit"])
-        if spec.get("record_trace"):  # the trace covers what the peaks cover
-            _dump_trace(torch, spec, out, memory, TrialState.OK.value, total, sampler)
-        # The measured pass: the same steps again, so the same shapes, now warm (see steady.py).
-        with Observer(torch, device) as seen:
-            timing = timed_pass(step, measured, sync)
-        out["state"] = TrialState.OK.value
-        out["measurement"] = dict(
-            memory, throughput=timing.throughput, measured_seconds=timing.seconds, measured_steps=steps,
-            warm_throughput=warm.throughput, block_seconds=list(timing.block_seconds),
-            block_units=list(timing.block_units), conditions=seen.conditions)
-    except Exception as exc:  # the workload's failure is the trial's result
-        out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
-        if _is_oom(exc):
-            out["state"] = TrialState.OOM.value
-            out["measurement"] = _measurement(torch, sampler, workload["unit"])
-        else:
-            out["error"] = traceback.format_exc()[-4000:]
-        if spec.get("record_trace") and not os.path.exists(spec["record_trace"]):
-            _dump_trace(torch, spec, out, out["measurement"], out["state"], total, sampler)
-    out["budget_fraction"] = fraction
-    return out
+    return total
 
 
-def _dump_trace(torch, spec: dict, out: dict, measured: dict | None, state: str, total: int,
+def _measure(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, total: int) -> None:
+    """The workload built, the settings in force checked, then the warm pass (the memory peaks are this pass's)
+    and the measured pass (the same steps again, so the same shapes, now warm: see timing.py)."""
+    from ..workload.builtin import resolve_factory
+
+    workload, device = spec["workload"], sampler.device
+    step = resolve_factory(workload)(dict(workload["params"]), device, int(workload["seed"]))
+    out["effective_conf"], readable = effective_settings()
+    problem = mismatch(spec["conf"], out["effective_conf"], readable)
+    if problem:
+        out.update(state=TrialState.MISMATCH.value, error=problem)
+        return
+    warmup, steps = int(workload["warmup_steps"]), int(workload["steps"])
+    measured = list(range(warmup, warmup + steps))
+    sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+    for i in range(warmup):   # every step once, as the job runs them
+        step(i)
+        sampler.sample()
+    warm = timed_pass(step, measured, sync, after_step=sampler.sample)
+    memory = _memory(torch, sampler, workload["unit"])
+    if spec.get("record_trace"):  # the trace covers what the peaks cover
+        _dump_trace(torch, spec, out, memory, TrialState.OK.value, total, sampler)
+    with Observer(torch, device) as seen:
+        timing = timed_pass(step, measured, sync)
+    out["state"] = TrialState.OK.value
+    out["measurement"] = dict(
+        memory, throughput=timing.throughput, measured_seconds=timing.seconds, measured_steps=steps,
+        warm_throughput=warm.throughput, block_seconds=list(timing.block_seconds),
+        block_units=list(timing.block_units), conditions=seen.conditions)
+
+
+def _failed(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, total: int, exc: Exception) -> None:
+    """The workload raised: an OOM is data (the memory figures so far), anything else a crash with its traceback."""
+    out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
+    if is_oom(exc):
+        out["state"] = TrialState.OOM.value
+        out["measurement"] = _memory(torch, sampler, spec["workload"]["unit"])
+    else:
+        out["error"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
+    if spec.get("record_trace") and not os.path.exists(spec["record_trace"]):
+        _dump_trace(torch, spec, out, out["measurement"], out["state"], total, sampler)
+
+
+def _dump_trace(torch: ModuleType, spec: dict, out: dict, measured: dict | None, state: str, total: int,
                 sampler: _DevicePeak) -> None:
     """The snapshot as torch.cuda.memory._dump_snapshot writes it, plus an 'alloctune' key (memory_viz ignores
     it) holding what this run measured and where: the simulator is checked against these figures."""
@@ -119,7 +141,7 @@ def _dump_trace(torch, spec: dict, out: dict, measured: dict | None, state: str,
         pickle.dump(snapshot, f)
 
 
-def _plain(value):
+def _plain(value: object) -> Any:
     """Only plain containers and scalars: the snapshot is read back with a restricted unpickler."""
     return json.loads(json.dumps(value, default=str))
 
@@ -138,45 +160,21 @@ class _DevicePeak:
     device held outside the allocator (context, lazily loaded kernels, libraries): the simulator needs it to know
     when cudaMalloc would fail on a full card."""
 
-    def __init__(self, device):
-        import torch
-
-        self._torch, self._device = torch, device
+    def __init__(self, torch: ModuleType, device: Any):
+        self._torch, self.device = torch, device
         self.peak = self.overhead = 0
 
     def sample(self) -> None:
-        free, total = self._torch.cuda.mem_get_info(self._device)
+        free, total = self._torch.cuda.mem_get_info(self.device)
         self.peak = max(self.peak, total - free)
-        self.overhead = max(self.overhead, total - free - self._torch.cuda.memory_reserved(self._device))
+        self.overhead = max(self.overhead, total - free - self._torch.cuda.memory_reserved(self.device))
 
 
-def _measurement(torch, sampler: _DevicePeak, unit) -> dict:
-    """The memory figures so far (throughput is added by the caller once it is timed)."""
+def _memory(torch: ModuleType, sampler: _DevicePeak, unit: str) -> dict:
+    """The memory figures so far, as the measurement's fields (throughput is added by the caller once timed)."""
     sampler.sample()
-    stats = torch.cuda.memory_stats()
-    m = Measurement(
-        peak_reserved_bytes=int(stats.get("reserved_bytes.all.peak", torch.cuda.max_memory_reserved())),
-        peak_allocated_bytes=int(stats.get("allocated_bytes.all.peak", torch.cuda.max_memory_allocated())),
-        peak_requested_bytes=stats.get("requested_bytes.all.peak"),
-        num_alloc_retries=int(stats.get("num_alloc_retries", 0)),
-        num_ooms=int(stats.get("num_ooms", 0)),
-        num_device_alloc=stats.get("num_device_alloc"),
-        num_device_free=stats.get("num_device_free"),
-        device_peak_used_bytes=sampler.peak,
-        unit=unit,
-    )
-    return m.__dict__.copy()
-
-
-def _is_oom(exc: BaseException) -> bool:
-    import torch
-
-    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
-    if oom_type is not None and isinstance(exc, oom_type):
-        return True
-    # Out-of-memory raised outside the caching allocator (cuBLAS workspaces, cudaMallocAsync pools).
-    text = str(exc)
-    return "out of memory" in text.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in text
+    peaks = device_peaks(torch.cuda.memory_stats(sampler.device), sampler.device.index, sampler.peak)
+    return asdict(peaks.measurement(unit))
 
 
 def effective_settings() -> tuple[str, frozenset]:

@@ -7,8 +7,9 @@ A command workload is a `WorkloadSpec` whose `command` holds a `CommandSpec.to_d
   see `versions.env_var_names`; any allocator variable inherited from the shell is removed), set before anything
   starts, so every process of the command, whatever it spawns, reads it;
 - the start-up hook (`hook/sitecustomize.py`) first on PYTHONPATH: every Python process of the trial that
-  initialises CUDA writes its own peaks to a per-process file, which this module reads back. The trial's peak is
-  the maximum over processes; the per-process figures stay in `TrialRecord.processes`;
+  initialises CUDA writes its own peaks to a per-process file (`peaks.ProcessReport`), which this module reads
+  back. The trial's peak is the maximum over processes (`peaks.job_measurement`); the per-process figures stay in
+  `TrialRecord.processes`;
 - its own GPUs (CUDA_VISIBLE_DEVICES) when the sweep gives each trial a set (--gpus-per-trial).
 
 Throughput, in order of precedence: a --metric-regex over the command's output; the step marks of
@@ -17,8 +18,6 @@ one run = one unit (as hyperfine measures a command).
 """
 from __future__ import annotations
 
-import glob
-import json
 import os
 import re
 import shutil
@@ -29,12 +28,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Sequence
 
-from ..errors import AlloctuneError
+from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group
-from ..results.records import Measurement, TrialRecord, TrialState
+from ..results.records import TrialRecord, TrialState
+from ..runtime.oom import is_oom_text, oom_line
 from ..workload.command import CommandSpec, is_python
 from .hook import HOOK_DIR
+from .peaks import ProcessReport, job_measurement, read_reports, trace_path
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"
@@ -68,7 +70,8 @@ class Run:
     wall_seconds: float
     stdout: str
     stderr: str
-    processes: list[dict]
+    processes: list[ProcessReport]
+    damage: str | None = None   # a hook file that could not be read (one line): the figures would be incomplete
 
 
 def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | None, workdir: str,
@@ -81,24 +84,33 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     out_path, err_path = os.path.join(workdir, "stdout"), os.path.join(workdir, "stderr")
     env = dict(env, ALLOCTUNE_HOOK_OUT=procs)
     t0 = time.monotonic()
-    timed_out = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        # A guarded group (procs.py): it dies with alloctune even on SIGKILL, and Ctrl-C stops it.
+        # A guarded group (processes.py): it dies with alloctune even on SIGKILL, and Ctrl-C stops it.
         with spawn_group(argv, env=env, cwd=cwd, stdout=out if capture else None,
                          stderr=err if capture else None) as proc:
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _signal_group(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=TERM_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    pass
+            timed_out = _wait(proc, timeout_s)
             kill_group(proc)   # whatever is left of the group (hung ranks, children)
             proc.wait()
     wall = time.monotonic() - t0
-    return Run(proc.returncode, timed_out, wall, out_path, err_path, read_processes(procs))
+    try:
+        processes, damage = read_reports(procs), None
+    except ResultsError as exc:
+        processes, damage = [], str(exc)
+    return Run(proc.returncode, timed_out, wall, out_path, err_path, processes, damage)
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float | None) -> bool:
+    """Wait for the command; at the time limit, SIGTERM to its group and a grace period. True if it timed out."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    return True
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -108,43 +120,22 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def read_processes(folder: str) -> list[dict]:
-    """The hook's per-process files, by pid; a torn or unreadable one is left out."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(folder, "proc-*.json"))):
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("devices"), list):
-            out.append(data)
-    return sorted(out, key=lambda p: (p.get("rank") is None, p.get("rank") or 0, p.get("pid") or 0))
-
-
-def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
+def run_command_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialRecord:
     """One trial of a command workload; never raises for anything the command does."""
     command = CommandSpec.from_dict(task.workload["command"])
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     argv = list(command.argv)
     if is_python(argv[0]):
         argv[0] = task.python   # the sweep's interpreter (--python), which is the command's own by default
-    base = {**os.environ, **command.env}
     with tempfile.TemporaryDirectory(prefix="alloctune-cmd-") as tmp:
-        cwd = command.cwd
-        env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
-                               task.budget_fraction, record=task.record_trace is not None)
-        if command.isolate_cwd:   # `python -m pkg.mod` still finds the modules of the folder it was started in
-            env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], cwd or os.getcwd()])
-            cwd = os.path.join(tmp, "cwd")
-            os.makedirs(cwd)
+        env, cwd = _trial_environment(task, command, gpu, tmp)
         try:
             run = run_command(argv, env, cwd, task.timeout_s, tmp)
         except OSError as exc:   # vanished or lost its permission since the sweep checked it
             run = Run(None, False, 0.0, "", "", [])
             error: str | None = f"cannot run {argv[0]}: {exc.strerror or exc}"
         else:
-            error = None
+            error = run.damage
         fields = dict(identity_fields(task), wall_seconds=round(run.wall_seconds, 3), started_at=started,
                       node=socket.gethostname(), gpus=env.get("CUDA_VISIBLE_DEVICES"))
         record = _judge(run, command, task, error, fields)
@@ -153,49 +144,68 @@ def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
     return record
 
 
-def keep_peak_trace(procs: str, processes: list[dict], target: str) -> None:
+def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequence[int] | None,
+                       tmp: str) -> tuple[dict, str | None]:
+    """The command's environment (its setting, GPUs and the hook) and working folder: its own, or a new empty
+    one in `tmp` with --isolate-cwd."""
+    base = {**os.environ, **command.env}
+    env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
+                           task.budget_fraction, record=task.record_trace is not None)
+    if not command.isolate_cwd:
+        return env, command.cwd
+    # `python -m pkg.mod` still finds the modules of the folder it was started in
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], command.cwd or os.getcwd()])
+    cwd = os.path.join(tmp, "cwd")
+    os.makedirs(cwd)
+    return env, cwd
+
+
+def keep_peak_trace(procs: str, processes: list[ProcessReport], target: str) -> None:
     """Move the trace of the process that peaked (highest peak reserved) to `target`: a hybrid sweep searches
     on it. Ranks of one job are alike as a rule, and the finalists are measured on the GPU over every process."""
-    traced = [p for p in processes if os.path.exists(os.path.join(procs, f"trace-{p.get('pid')}.pickle"))]
+    traced = [p for p in processes if os.path.exists(trace_path(procs, p.pid))]
     if (peak := peak_row(process_rows(traced))) is not None:
-        shutil.move(os.path.join(procs, f"trace-{peak['pid']}.pickle"), target)
+        shutil.move(trace_path(procs, peak["pid"]), target)
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
     tail = _tail(run.stderr)
     rows = process_rows(run.processes)
-    cuda = [p for p in run.processes if p.get("cuda")]
-    env = _env(run.processes)
-    effective = next((p["effective_conf"] for p in cuda if p.get("effective_conf") is not None), None)
-    common = dict(fields, env=env, effective_conf=effective, processes=rows or None)
+    devices = [d for p in run.processes for d in p.devices]
+    cuda = [p for p in run.processes if p.cuda]
+    effective = next((p.effective_conf for p in cuda if p.effective_conf is not None), None)
+    common = dict(fields, env=_env(run.processes), effective_conf=effective, processes=rows or None)
     if error:
         return TrialRecord(state=TrialState.CRASHED, error=error, **common)
-    measurement = _measurement(rows, run, command, task) if rows else None
-    oom = next((p["oom_message"] for p in run.processes if p.get("oom_message")), None)
-    if oom is None and (any(r["num_ooms"] for r in rows) or (run.returncode and _looks_oom(tail))):
-        oom = _oom_line(tail) or "out of memory (torch counted an OOM)"
+    measurement = job_measurement(devices, *_throughput(run, command, task)) if devices else None
+    oom = next((p.oom_message for p in run.processes if p.oom_message), None)
+    if oom is None and (any(d.num_ooms for d in devices) or (run.returncode and is_oom_text(tail))):
+        oom = oom_line(tail) or "out of memory (torch counted an OOM)"
     if run.timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, measurement=None, error=f"killed after the "
                            f"{task.timeout_s:g} s time limit (the whole process group)" + _with(tail), **common)
     if oom:
         return TrialRecord(state=TrialState.OOM, measurement=measurement, error=oom, **common)
-    mismatch = next((p["mismatch"] for p in cuda if p.get("mismatch")), None)
+    mismatch = next((p.mismatch for p in cuda if p.mismatch), None)
     if mismatch:
         return TrialRecord(state=TrialState.MISMATCH, error=mismatch, **common)
     if run.returncode != 0:
-        return TrialRecord(state=TrialState.CRASHED, error=exit_reason(run.returncode, "the command") + _with(tail), **common)
+        return TrialRecord(state=TrialState.CRASHED, error=exit_reason(run.returncode, "the command") + _with(tail),
+                           **common)
     if not cuda:
         return TrialRecord(state=TrialState.CRASHED, error=f"{NOTHING_TO_MEASURE}: the command ran and exited 0, "
                            f"but no Python process of it initialised CUDA through torch", **common)
     return TrialRecord(state=TrialState.OK, measurement=measurement, **common)
 
 
-def process_rows(processes: list[dict]) -> list[dict]:
+_ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
+               "device_peak_used_bytes", "overhead_bytes")
+
+
+def process_rows(processes: list[ProcessReport]) -> list[dict]:
     """One row per (process, device it allocated on): what TrialRecord.processes keeps."""
-    keep = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
-            "device_peak_used_bytes", "overhead_bytes")
-    return [{"pid": p.get("pid"), "rank": p.get("rank"), "device": d.get("device"),
-             **{k: d.get(k) for k in keep}} for p in processes for d in p.get("devices", [])]
+    return [{"pid": p.pid, "rank": p.rank, "device": d.device, **{k: getattr(d, k) for k in _ROW_FIGURES}}
+            for p in processes for d in p.devices]
 
 
 def peak_row(rows: list[dict]) -> dict | None:
@@ -203,22 +213,8 @@ def peak_row(rows: list[dict]) -> dict | None:
     return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)
 
 
-def _measurement(rows: list[dict], run: Run, command: CommandSpec, task: TrialTask) -> Measurement:
-    throughput, unit, seconds, steps = _throughput(run, command, task)
-
-    def most(key):
-        values = [r[key] for r in rows if r.get(key) is not None]
-        return max(values) if values else None
-
-    return Measurement(
-        peak_reserved_bytes=most("peak_reserved_bytes") or 0, peak_allocated_bytes=most("peak_allocated_bytes") or 0,
-        peak_requested_bytes=most("peak_requested_bytes"),
-        num_alloc_retries=sum(r.get("num_alloc_retries") or 0 for r in rows),
-        num_ooms=sum(r.get("num_ooms") or 0 for r in rows), device_peak_used_bytes=most("device_peak_used_bytes"),
-        throughput=throughput, unit=unit, measured_seconds=seconds, measured_steps=steps)
-
-
-def _throughput(run: Run, command: CommandSpec, task: TrialTask):
+def _throughput(run: Run, command: CommandSpec,
+                task: TrialTask) -> tuple[float | None, str | None, float | None, int | None]:
     """(units per second, unit, seconds measured, steps measured)."""
     unit = task.workload["unit"]
     if command.metric_regex:
@@ -227,13 +223,14 @@ def _throughput(run: Run, command: CommandSpec, task: TrialTask):
             return None, unit, None, None
         kept = values[1:] if len(values) > 1 else values   # the first report includes the start-up
         return sum(kept) / len(kept), unit, None, len(kept)
-    rate = step_rate([p.get("steps") or [] for p in run.processes], int(task.workload["warmup_steps"]))
+    rate = step_rate([p.steps for p in run.processes], int(task.workload["warmup_steps"]))
     if rate is not None:
         return rate[0], unit if unit != "runs" else "units", rate[1], rate[2]
     return (1 / run.wall_seconds if run.wall_seconds > 0 else None), "runs", run.wall_seconds, 1
 
 
-def step_rate(marks_per_process: list[list], warmup: int) -> tuple[float, float, int] | None:
+def step_rate(marks_per_process: Sequence[Sequence[tuple[float, float]]],
+              warmup: int) -> tuple[float, float, int] | None:
     """(units/s summed over processes, longest window in seconds, steps in it) from `alloctune.step` marks:
     each process's window runs from the end of its last warm-up step to its last mark. None when no process
     marked more steps than its warm-up."""
@@ -269,14 +266,14 @@ def metric_values(path: str, pattern: str) -> list[float]:
     return out
 
 
-def _env(processes: list[dict]) -> dict:
+def _env(processes: list[ProcessReport]) -> dict:
     from .provenance import collect_env
 
     try:
         env = collect_env()
     except Exception:
         env = {}
-    torch = next((p.get("torch_version") for p in processes if p.get("torch_version")), None)
+    torch = next((p.torch_version for p in processes if p.torch_version), None)
     return {**env, **({"torch": torch} if torch else {})}
 
 
@@ -293,14 +290,6 @@ def _tail(path: str, lines: int = STDERR_LINES) -> str:
 
 def _with(tail: str) -> str:
     return f"\nlast lines of its stderr:\n{tail}" if tail else ""
-
-
-def _looks_oom(text: str) -> bool:
-    return "out of memory" in text.lower() or "OutOfMemoryError" in text
-
-
-def _oom_line(text: str) -> str | None:
-    return next((line.strip() for line in reversed(text.splitlines()) if _looks_oom(line)), None)
 
 
 def check_measurable(record: TrialRecord) -> None:

@@ -39,6 +39,7 @@ CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 # unless 0) and torch's allocator hook that registers every segment.
 NCCL_VARIABLES = ("NCCL_GRAPH_REGISTER", "TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK")
 ALLOCATOR_SETTERS = ("_accelerator_setAllocatorSettings", "_cuda_cudaCachingAllocator_set_allocator_settings")
+_WRAPPED = "__alloctune_wrapped__"   # marks our wrappers, so that a module patched twice is wrapped once
 
 
 def _alloc_conf_env():
@@ -196,7 +197,7 @@ def _wrap(owner, attr, before=None, after=None, aliases=()):
     """Replace `owner.attr` (and the same object re-exported under `aliases`, modules already imported) by a
     wrapper: `before(*args, **kwargs)`, the original call, `after(result, *args, **kwargs)`."""
     original = getattr(owner, attr)
-    if getattr(original, "__alloctune_wrapped__", False):
+    if getattr(original, _WRAPPED, False):
         return
 
     @functools.wraps(original)
@@ -208,7 +209,7 @@ def _wrap(owner, attr, before=None, after=None, aliases=()):
             _note(after, result, args, kwargs)
         return result
 
-    wrapper.__alloctune_wrapped__ = True
+    setattr(wrapper, _WRAPPED, True)
     setattr(owner, attr, wrapper)
     for alias in aliases:
         module = sys.modules.get(alias)
@@ -292,7 +293,7 @@ def _patch_reductions(reductions):
         from multiprocessing.reduction import ForkingPickler
 
         original, wrapper = wrapped
-        reducers = ForkingPickler._extra_reducers
+        reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]  # private: not in the stubs
         for kind, reducer in list(reducers.items()):
             if reducer is original:
                 reducers[kind] = wrapper

@@ -5,8 +5,11 @@ accepts.
 its stdout. A `SettingsJudge` keeps one `PYTHON -m alloctune.trial.probe serve` child for as long as it is open: the
 child imports torch once and answers every batch of settings sent to it, one JSON line each way (a search sends a
 batch per refinement round; starting an interpreter and importing torch costs more than all of its parses). The
-child part (everything under "child side") imports only the standard library and torch, and this module imports
-nothing at load time that an older interpreter could not run (`settings`, `errors`, `processes` are plain).
+child part (everything under "child side") uses only the standard library and torch. At load time this module
+imports, besides the standard library, only light alloctune modules, which that interpreter can run without pyyaml,
+scipy or torch: errors, processes, settings (conf, versions, validation), provenance, and task (for
+`child_environment`, the environment every child gets), which brings results.records, workload.spec and the
+built-in kinds' table (workload.builtin). tests/test_layers.py checks that the probe child loads no orchestrator.
 """
 from __future__ import annotations
 

@@ -9,12 +9,11 @@ compact format.
 from __future__ import annotations
 
 import contextlib
-import glob
-import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import AlloctuneError, ProbeError, TraceError
 from ..settings.conf import AllocConf
@@ -22,6 +21,7 @@ from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S
 from .launch import run_trial
+from .peaks import ProcessReport, trace_path
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment
 
@@ -42,8 +42,8 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
         return _keep(snapshot, output)
 
 
-def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, conf: str = "",
-                   timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
+def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
+                   conf: str = "", timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank)."""
     from ..workload.command import check_command, command_python
@@ -65,25 +65,27 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus=0, con
         if run.returncode != 0:
             raise AlloctuneError(f"{command[0]} exited with status {run.returncode}: a trace of a failed run is "
                                  f"not kept")
-        found = []
-        for path in sorted(glob.glob(os.path.join(tmp, "procs", "trace-*.pickle"))):
-            pid = Path(path).stem.split("-", 1)[1]
-            with open(os.path.join(tmp, "procs", f"proc-{pid}.json"), encoding="utf-8") as f:
-                rank = json.load(f).get("rank")
-            found.append((rank, pid, path))
-        if not found:
+        if run.damage:
+            raise AlloctuneError(f"cannot read what the start-up hook wrote: {run.damage}")
+        procs = os.path.join(tmp, "procs")
+        traced = [p for p in run.processes if os.path.exists(trace_path(procs, p.pid))]   # by rank, then pid
+        if not traced:
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        found.sort(key=lambda f: (f[0] is None, f[0] or 0, int(f[1])))
-        output = Path(output)
-        out, labels = [], set()
-        for rank, pid, path in found:
-            label = f"rank{rank}" if rank is not None else f"pid{pid}"
-            label = label if label not in labels else f"{label}.pid{pid}"   # e.g. a rank's own CUDA worker
-            labels.add(label)
-            target = output if len(found) == 1 else output.with_name(f"{output.stem}.{label}{output.suffix}")
-            out.append((target, _keep(path, target)))
-        return out
+        return [(target, _keep(trace_path(procs, pid), target)) for pid, target in _targets(traced, Path(output))]
+
+
+def _targets(traced: list[ProcessReport], output: Path) -> list[tuple[int, Path]]:
+    """Where each traced process's trace goes: `output` for one, else named by rank (or pid)."""
+    if len(traced) == 1:
+        return [(traced[0].pid, output)]
+    out, labels = [], set()
+    for p in traced:
+        label = f"rank{p.rank}" if p.rank is not None else f"pid{p.pid}"
+        label = label if label not in labels else f"{label}.pid{p.pid}"   # e.g. a rank's own CUDA worker
+        labels.add(label)
+        out.append((p.pid, output.with_name(f"{output.stem}.{label}{output.suffix}")))
+    return out
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:

@@ -175,14 +175,8 @@ def _load_yaml(text: str, source: str):
 def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:
     """Read and validate a workload file, apply `preset` (else the file's `default_preset`, else none)."""
     text, source, folder, resolved = _read(Path(path))
-    doc = _load_yaml(text, source)
-    if not isinstance(doc, dict):
-        raise WorkloadError(f"{source}: expected a mapping of keys (name, kind or entry, steps, unit, ...), "
-                            f"got {type(doc).__name__}")
     c = _Checker(source, folder)
-    unknown = [k for k in doc if k not in _TOP_KEYS]
-    if unknown:
-        raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
+    doc = _document(c, text)
     if "command" in doc:
         return _command_workload(c, doc, resolved)
     if extra := [k for k in _COMMAND_ONLY if k in doc]:
@@ -191,33 +185,74 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
         if required not in doc:
             raise c.fail(required, "missing (required)")
     name = c.text("name", doc["name"], NAME_PATTERN, "a name of letters, digits, '.', '_', '-'")
-    description = doc.get("description")
-    description = "" if description is None else c.expect("description", description, isinstance(description, str),
-                                                           "a string")
-    unit = (c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
-            if "unit" in doc else None)
+    description = _description(c, doc)
+    unit = _unit(c, doc)
     seed = c.integer("seed", doc.get("seed", 0), 0)
     run = {k: c.run_value(k, doc[k]) for k in _PRESET_RUN_KEYS if k in doc}
     run.setdefault("warmup_steps", DEFAULT_WARMUP_STEPS)
     run.setdefault("timeout_s", None)
     run.setdefault("trace", None)
-
-    if ("kind" in doc) == ("entry" in doc):
-        raise c.fail("kind", "give exactly one of 'kind' (a built-in workload) and 'entry' (your own code)")
-    kind = entry = None
-    if "kind" in doc:
-        kind = c.expect("kind", doc["kind"], doc["kind"] in KINDS, f"one of {', '.join(KINDS)}")
-        if unit is None:
-            unit = KINDS[kind].unit
-        c.expect("unit", unit, unit == KINDS[kind].unit, f"{KINDS[kind].unit!r} (what kind {kind!r} counts)")
-    else:
-        entry = _entry(c, doc["entry"])
-        if unit is None:   # a built-in kind has its own unit; user code must say what its steps count
-            raise c.fail("unit", "missing (required with 'entry': what a step's return value counts)")
-
+    kind, entry, unit = _kind_or_entry(c, doc, unit)
     base = c.mapping("params", doc.get("params") or {})
     _check_params(c, kind, "params", base)
     _resolve(c, kind, "params", base)
+    presets = _presets(c, doc, kind, base)
+    chosen = _chosen_preset(c, doc, presets, preset)
+    params = base
+    if chosen is not None:
+        overrides = presets[chosen]
+        run.update({k: v for k, v in overrides.items() if k in _PRESET_RUN_KEYS})
+        params = {**base, **{k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}}
+    params = _resolve(c, kind, f"presets.{chosen}" if chosen else "params", params)
+    return WorkloadSpec(name=name, description=description, source=resolved, kind=kind, entry=entry,
+                        params=params, preset=chosen, seed=seed, unit=unit, **run,
+                        grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+
+
+def _document(c: _Checker, text: str) -> dict:
+    """The file as a mapping of known top-level keys."""
+    doc = _load_yaml(text, c.source)
+    if not isinstance(doc, dict):
+        raise WorkloadError(f"{c.source}: expected a mapping of keys (name, kind or entry, steps, unit, ...), "
+                            f"got {type(doc).__name__}")
+    unknown = [k for k in doc if k not in _TOP_KEYS]
+    if unknown:
+        raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
+    return doc
+
+
+def _description(c: _Checker, doc: dict) -> str:
+    description = doc.get("description")
+    if description is None:
+        return ""
+    return c.expect("description", description, isinstance(description, str), "a string")
+
+
+def _unit(c: _Checker, doc: dict) -> str | None:
+    if "unit" not in doc:
+        return None
+    return c.text("unit", doc["unit"], expected="a unit of work such as 'tokens', 'samples', 'images'")
+
+
+def _kind_or_entry(c: _Checker, doc: dict, unit: str | None) -> tuple[str | None, str | None, str]:
+    """(kind, entry, unit): exactly one of a built-in kind (whose unit the file may only repeat) and the user's
+    entry (whose unit the file must give)."""
+    if ("kind" in doc) == ("entry" in doc):
+        raise c.fail("kind", "give exactly one of 'kind' (a built-in workload) and 'entry' (your own code)")
+    if "entry" in doc:
+        entry = _entry(c, doc["entry"])
+        if unit is None:   # a built-in kind has its own unit; user code must say what its steps count
+            raise c.fail("unit", "missing (required with 'entry': what a step's return value counts)")
+        return None, entry, unit
+    kind = c.expect("kind", doc["kind"], doc["kind"] in KINDS, f"one of {', '.join(KINDS)}")
+    if unit is None:
+        unit = KINDS[kind].unit
+    c.expect("unit", unit, unit == KINDS[kind].unit, f"{KINDS[kind].unit!r} (what kind {kind!r} counts)")
+    return kind, None, unit
+
+
+def _presets(c: _Checker, doc: dict, kind: str | None, base: dict) -> dict[str, dict]:
+    """Each preset checked on its own and over `base`: its run values and its parameters."""
     presets = {}
     for pname, overrides in c.mapping("presets", doc.get("presets") or {}).items():
         key = f"presets.{pname}"
@@ -227,24 +262,20 @@ def load_workload(path: str | os.PathLike, preset: str | None = None) -> Workloa
         params = {k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}
         _check_params(c, kind, key, params)
         _resolve(c, kind, key, {**base, **params})
+    return presets
+
+
+def _chosen_preset(c: _Checker, doc: dict, presets: dict[str, dict], preset: str | None) -> str | None:
+    """The preset asked for, else the file's default_preset, else None."""
     default_preset = doc.get("default_preset")
     if default_preset is not None:
         c.expect("default_preset", default_preset, isinstance(default_preset, str) and default_preset in presets,
                  f"the name of a preset ({', '.join(presets) or 'the file has none'})")
     chosen = preset if preset is not None else default_preset
-    params = base
-    if chosen is not None:
-        if chosen not in presets:
-            raise WorkloadError(f"{source}: unknown preset {chosen!r}; expected one of: "
-                                f"{', '.join(presets) or '(the file defines no presets)'}")
-        overrides = presets[chosen]
-        run.update({k: v for k, v in overrides.items() if k in _PRESET_RUN_KEYS})
-        params = {**base, **{k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}}
-    params = _resolve(c, kind, f"presets.{chosen}" if chosen else "params", params)
-
-    return WorkloadSpec(name=name, description=description, source=resolved, kind=kind, entry=entry,
-                        params=params, preset=chosen, seed=seed, unit=unit, **run,
-                        grid=_grid(c, doc["grid"]) if "grid" in doc else None)
+    if chosen is not None and chosen not in presets:
+        raise WorkloadError(f"{c.source}: unknown preset {chosen!r}; expected one of: "
+                            f"{', '.join(presets) or '(the file defines no presets)'}")
+    return chosen
 
 
 def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
@@ -267,13 +298,10 @@ def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
     unit = doc.get("unit")
     if unit is not None:
         c.text("unit", unit, expected="a unit of work such as 'tokens', 'samples', 'images'")
-    description = doc.get("description")
     return command_workload(
         command, name=c.text("name", doc["name"], NAME_PATTERN, "a name of letters, digits, '.', '_', '-'"), unit=unit,
         warmup_steps=c.run_value("warmup_steps", doc.get("warmup_steps", DEFAULT_WARMUP_STEPS)),
-        timeout_s=c.run_value("timeout_s", doc.get("timeout_s")),
-        description=c.expect("description", description, isinstance(description, str), "a string")
-        if description is not None else "",
+        timeout_s=c.run_value("timeout_s", doc.get("timeout_s")), description=_description(c, doc),
         source=source, grid=_grid(c, doc["grid"]) if "grid" in doc else None)
 
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ from alloctune.trial.command import (
     run_command_trial,
     step_rate,
 )
+from alloctune.trial.peaks import DevicePeaks, ProcessReport
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
 from alloctune.workload.loader import load_workload
@@ -129,10 +130,10 @@ def test_the_hook_chains_to_the_users_sitecustomize_writes_plain_json_and_leaves
     assert run.returncode == 0
     assert json.loads(report.read_text()) == {"theirs": "yes", "torch": False}
     (proc,) = run.processes
-    assert proc["cuda"] is False and proc["devices"] == [] and proc["rank"] is None
-    assert [units for _, units in proc["steps"]] == [8.0, 8.0, 8.0]
-    raw = (tmp_path / "work" / "procs" / f"proc-{proc['pid']}.json").read_text()
-    assert json.loads(raw) == proc   # plain JSON, read back as written
+    assert proc.cuda is False and proc.devices == [] and proc.rank is None and proc.pid != os.getpid()
+    assert [units for _, units in proc.steps] == [8.0, 8.0, 8.0]
+    raw = json.loads((tmp_path / "work" / "procs" / f"proc-{proc.pid}.json").read_text())
+    assert sorted(raw) == sorted(f.name for f in fields(ProcessReport))   # plain JSON, every field, nothing else
 
 
 def test_a_python_process_that_marks_nothing_and_never_uses_cuda_leaves_no_file(tmp_path):
@@ -258,8 +259,8 @@ def test_every_python_process_of_a_command_gets_the_hook(tmp_path):
     env = hook_environment(child_environment(AllocConf.parse(""), None), "")
     run = run_command([sys.executable, str(job)], env, None, 60, str(tmp_path / "work"))
     assert run.returncode == 0
-    assert [(p["rank"], len(p["steps"])) for p in run.processes] == [(0, 2), (1, 3)]
-    assert len({p["pid"] for p in run.processes}) == 2
+    assert [(p.rank, len(p.steps)) for p in run.processes] == [(0, 2), (1, 3)]
+    assert len({p.pid for p in run.processes}) == 2
 
 
 def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_path):
@@ -267,10 +268,11 @@ def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_pat
     procs.mkdir()
     for pid in (11, 12, 13):
         (procs / f"trace-{pid}.pickle").write_bytes(str(pid).encode())
-    processes = [{"pid": 11, "devices": [{"peak_reserved_bytes": 5 * MiB}]},
-                 {"pid": 12, "devices": [{"peak_reserved_bytes": 2 * MiB}, {"peak_reserved_bytes": 9 * MiB}]},
-                 {"pid": 13, "devices": [{"peak_reserved_bytes": 7 * MiB}]},
-                 {"pid": 14, "devices": [{"peak_reserved_bytes": 99 * MiB}]}]   # peaked, but left no trace
+    def process(pid, *reserved):
+        return ProcessReport(pid=pid, cuda=True, devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
+
+    processes = [process(11, 5), process(12, 2, 9), process(13, 7),
+                 process(14, 99)]   # peaked, but left no trace
     keep_peak_trace(str(procs), processes, str(tmp_path / "kept.pickle"))
     assert (tmp_path / "kept.pickle").read_bytes() == b"12"
 

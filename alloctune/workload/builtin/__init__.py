@@ -218,7 +218,7 @@ def resolve_factory(spec):
                 sys.path.insert(0, folder)
             module_spec = importlib.util.spec_from_file_location(
                 f"alloctune_entry_{os.path.splitext(os.path.basename(path))[0]}", path)
-            if module_spec is None:
+            if module_spec is None or module_spec.loader is None:
                 raise ImportError(f"cannot import {path}")
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)

@@ -1,0 +1,134 @@
+"""What a process's allocator measured, in one shape for every path that measures it.
+
+- `device_peaks`: one device's `torch.cuda.memory_stats()` and the device-level peak the caller sampled, as a
+  `DevicePeaks` (the trial child makes its `Measurement` from it; the start-up hook writes one per device);
+- `ProcessReport`: what the start-up hook writes for one process of a command (`proc-<pid>.json`), read back by
+  `read_reports` through the typed reader, so that a damaged file is one line naming it and the field;
+- `job_measurement`: a command's processes combined into the trial's `Measurement` (the highest peaks, the sum
+  of retries and OOMs).
+
+Standard library and light alloctune modules only: the start-up hook imports this inside the user's processes.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Annotated, Any, Mapping, Sequence
+
+from ..results.records import Bytes, Count, Measurement
+from ..results.typed import Check, from_json, load_json
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    """One device of one process, over the whole process. Names follow torch.cuda.memory_stats, as `Measurement`'s
+    do; a figure this torch does not count is None."""
+
+    device: int
+    peak_reserved_bytes: Bytes
+    peak_allocated_bytes: Bytes
+    peak_requested_bytes: Bytes | None = None
+    num_alloc_retries: Count = 0
+    num_ooms: Count = 0
+    num_device_alloc: Count | None = None
+    num_device_free: Count | None = None
+    device_peak_used_bytes: Bytes | None = None   # the driver's view (cudaMemGetInfo): includes the CUDA context
+    overhead_bytes: Bytes | None = None           # the most in use outside the allocator (context, libraries)
+
+    def measurement(self, unit: str | None) -> Measurement:
+        """These figures as one trial's memory measurement (throughput is added once it is timed)."""
+        return Measurement(**{name: getattr(self, name) for name in _MEASURED}, unit=unit)
+
+
+_MEASURED = [f.name for f in fields(DevicePeaks) if f.name in {m.name for m in fields(Measurement)}]
+
+
+def device_peaks(stats: Mapping[str, Any], device: int, used_peak: int | None = None,
+                 overhead: int | None = None) -> DevicePeaks:
+    """`stats` (torch.cuda.memory_stats(device)) as figures, with the device-level peak and overhead the caller
+    sampled. A peak or count missing from `stats` is 0, as torch's own max_memory_reserved() reads it; the
+    figures older versions lack (requested bytes, device allocations) are None."""
+    return DevicePeaks(
+        device=device,
+        peak_reserved_bytes=int(stats.get("reserved_bytes.all.peak", 0)),
+        peak_allocated_bytes=int(stats.get("allocated_bytes.all.peak", 0)),
+        peak_requested_bytes=_optional(stats, "requested_bytes.all.peak"),
+        num_alloc_retries=int(stats.get("num_alloc_retries", 0)),
+        num_ooms=int(stats.get("num_ooms", 0)),
+        num_device_alloc=_optional(stats, "num_device_alloc"),
+        num_device_free=_optional(stats, "num_device_free"),
+        device_peak_used_bytes=used_peak,
+        overhead_bytes=overhead,
+    )
+
+
+def _optional(stats: Mapping[str, Any], key: str) -> int | None:
+    value = stats.get(key)
+    return None if value is None else int(value)
+
+
+def _mark_problem(mark: tuple[float, ...]) -> str | None:
+    return None if len(mark) == 2 else f"expected [time, units], got {len(mark)} values"
+
+
+Mark = Annotated[tuple[float, float], Check(_mark_problem)]   # one alloctune.step(): (time.perf_counter(), units)
+
+
+@dataclass(frozen=True)
+class ProcessReport:
+    """One Python process of a command, as the start-up hook saw it at exit (`proc-<pid>.json`). Only a process
+    that initialised CUDA or marked steps writes one; the CUDA figures are there only when `cuda` is true. The
+    hook writes every field; a default is what a process that showed nothing of the kind would have."""
+
+    pid: int
+    cuda: bool                    # the process initialised CUDA through torch
+    ppid: int | None = None
+    rank: int | None = None       # RANK, else LOCAL_RANK; None when neither is set
+    argv: list[str] = field(default_factory=list)
+    steps: list[Mark] = field(default_factory=list)   # its alloctune.step() marks, in order
+    oom_message: str | None = None    # an uncaught out-of-memory error's message
+    torch_version: str | None = None  # None: the process never imported torch
+    exit_time: float | None = None    # time.time() when the hook wrote this
+    devices: list[DevicePeaks] = field(default_factory=list)   # each device it allocated on
+    effective_conf: str | None = None    # the settings in force as torch reports them
+    mismatch: str | None = None          # why they differ from those asked for; None when they agree
+    device_total_bytes: Bytes | None = None   # device 0's memory
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def report_path(folder: str, pid: int | str) -> str:
+    """Where the hook writes process `pid`'s report."""
+    return os.path.join(folder, f"proc-{pid}.json")
+
+
+def trace_path(folder: str, pid: int) -> str:
+    """Where the hook writes process `pid`'s allocation trace, when recording."""
+    return os.path.join(folder, f"trace-{pid}.pickle")
+
+
+def read_reports(folder: str) -> list[ProcessReport]:
+    """The hook's files in `folder`, by rank then pid. ResultsError (one line: the file and the field) for a file
+    that is not a report: the hook writes each one whole (a temporary file, then a rename), so that is damage."""
+    paths = glob.glob(report_path(glob.escape(folder), "*"))
+    reports = [from_json(ProcessReport, load_json(path), path) for path in paths]
+    return sorted(reports, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
+
+
+def job_measurement(devices: Sequence[DevicePeaks], throughput: float | None, unit: str | None,
+                    seconds: float | None, steps: int | None) -> Measurement:
+    """A command's trial: the highest of each peak over its processes and devices (the one that decides whether the
+    job fits), retries and OOMs summed, and the throughput measured for the whole command."""
+
+    def most(name: str) -> int | None:
+        values = [getattr(d, name) for d in devices if getattr(d, name) is not None]
+        return max(values) if values else None
+
+    return Measurement(
+        peak_reserved_bytes=most("peak_reserved_bytes") or 0, peak_allocated_bytes=most("peak_allocated_bytes") or 0,
+        peak_requested_bytes=most("peak_requested_bytes"),
+        num_alloc_retries=sum(d.num_alloc_retries for d in devices), num_ooms=sum(d.num_ooms for d in devices),
+        device_peak_used_bytes=most("device_peak_used_bytes"),
+        throughput=throughput, unit=unit, measured_seconds=seconds, measured_steps=steps)

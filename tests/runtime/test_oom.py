@@ -1,0 +1,88 @@
+"""The one OOM rule (alloctune/runtime/oom.py) over every OOM message the fixtures hold, torch's own exception
+class, and errors that are not OOMs; and the rule as each user of it applies it: `dump_on_oom`'s excepthook, and a
+command trial whose process dies of an uncaught OOM (the start-up hook's excepthook, then the trial's verdict)."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from alloctune.results.records import TrialState
+from alloctune.runtime import oomdump
+from alloctune.runtime.oom import is_oom, is_oom_text, oom_line
+from alloctune.settings.conf import AllocConf
+from alloctune.trial.command import run_command_trial
+from alloctune.trial.task import TrialTask
+from alloctune.workload.command import check_command, command_workload
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "oom"
+MESSAGES = sorted(FIXTURES.glob("public/*.txt")) + sorted(FIXTURES.glob("h200/*/oom-rank*.txt"))
+NOT_OOM = ["RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)",
+           "ValueError: memory_format must be a torch.memory_format", "CUDA error: device-side assert triggered",
+           "KeyboardInterrupt", ""]
+
+
+def test_the_fixtures_hold_messages():
+    assert len(MESSAGES) >= 20
+
+
+@pytest.mark.parametrize("path", MESSAGES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_message_is_an_oom_as_text_as_an_exception_and_as_a_line_of_output(path):
+    text = path.read_text(errors="replace")
+    assert is_oom_text(text)
+    assert is_oom(RuntimeError(text))
+    line = oom_line("starting\n" + text + "\n")
+    assert line is not None and is_oom_text(line) and line == line.strip()
+
+
+@pytest.mark.parametrize("text", NOT_OOM)
+def test_other_errors_are_not(text):
+    assert not is_oom_text(text) and not is_oom(RuntimeError(text)) and oom_line(text) is None
+
+
+def test_torchs_exception_class_counts_whatever_its_message_and_so_does_a_subclass():
+    assert is_oom(torch.OutOfMemoryError("")) and is_oom(torch.cuda.OutOfMemoryError("no text"))
+
+    class Retried(torch.OutOfMemoryError):
+        pass
+
+    assert is_oom(Retried("gave up"))
+    assert is_oom(RuntimeError("CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
+
+
+def test_the_last_oom_line_of_output_is_the_one_kept():
+    out = "epoch 1\nRuntimeError: CUDA out of memory. first\nretrying\n  torch.OutOfMemoryError: second  \nbye\n"
+    assert oom_line(out) == "torch.OutOfMemoryError: second"
+
+
+def test_dump_on_oom_saves_the_message_of_an_uncaught_oom_and_only_of_one(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(oomdump, "_state", {"stem": str(tmp_path / "oom-rank0"),
+                                            "previous_hook": lambda *args: seen.append(args[0])})
+    oomdump._excepthook(ValueError, ValueError("not memory"), None)
+    assert not (tmp_path / "oom-rank0.txt").exists()
+    message = "Allocation on device 0 would exceed allowed memory. (out of memory)"   # cudaMallocAsync's
+    oomdump._excepthook(torch.OutOfMemoryError, torch.OutOfMemoryError(message), None)
+    assert (tmp_path / "oom-rank0.txt").read_text() == message
+    assert seen == [ValueError, torch.OutOfMemoryError]   # the program's own hook still runs
+
+
+@pytest.mark.parametrize("raised, message", [
+    ("torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB.')",
+     "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+    ("RuntimeError('CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)')",
+     "RuntimeError: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)"),
+    ("RuntimeError('shapes cannot be multiplied')", None),
+])
+def test_a_command_that_dies_of_an_uncaught_oom_is_an_oom_trial(raised, message):
+    """The hook's excepthook applies the rule in the command's own process (which marked a step, so it reports);
+    the trial then takes the hook's message."""
+    program = f"import alloctune, torch\nalloctune.step()\nraise {raised}\n"
+    spec = command_workload(check_command([sys.executable, "-c", program]))
+    task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(""), 0, sys.executable, "torch-test",
+                     timeout_s=60)
+    record = run_command_trial(task)
+    if message is None:
+        assert record.state is TrialState.CRASHED and record.error.startswith("the command exited with status 1")
+    else:
+        assert (record.state, record.error) == (TrialState.OOM, message)
