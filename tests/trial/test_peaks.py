@@ -45,7 +45,7 @@ def test_as_a_trials_measurement_the_figures_keep_their_names_and_gain_the_unit(
                             peak_allocated_bytes=peaks.peak_allocated_bytes,
                             peak_requested_bytes=peaks.peak_requested_bytes, num_alloc_retries=1, num_ooms=1,
                             num_device_alloc=peaks.num_device_alloc, num_device_free=peaks.num_device_free,
-                            device_peak_used_bytes=7, unit="tokens")
+                            device_peak_used_bytes=7, overhead_bytes=5, unit="tokens")
 
 
 def test_what_a_torch_does_not_count_is_zero_for_peaks_and_none_for_the_rest():
