@@ -1,9 +1,9 @@
 """Inside each process of a trial's job: what it does that allocator settings are sensitive to.
 
 The start-up hook calls `install()` before the program runs; `observed()` at exit gives the process's record (a
-JSON-able dict of `trial/observation.py`'s `Observation`). Nothing here imports torch: `install()` puts a
-meta-path finder that wraps each watched torch module right after it executes (before the code that imported
-it continues, so `from torch.cuda import graph_pool_handle` gets the wrapper too), and queues a look at the
+JSON-able dict of `trial/observation.py`'s `Observation`). Nothing here imports torch: `install()` wraps each watched
+torch module right after it executes (`imports.after_import`: before the code that imported it continues, so
+`from torch.cuda import graph_pool_handle` gets the wrapper too), and queues a look at the
 environment for when CUDA initialises. Wrappers note, then call the original with the same arguments and
 return what it returns; its exceptions propagate. A wrapper that cannot be installed is noted in `failures`,
 never raised: the hook must not break the user's program.
@@ -32,6 +32,8 @@ import functools
 import os
 import sys
 import threading
+
+from .imports import after_import
 
 # Inductor modes that turn CUDA graphs on (torch._inductor.list_mode_options, the same from 2.1 to 2.13).
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -86,13 +88,7 @@ def install():
     _installed = True
     if hasattr(os, "register_at_fork"):   # POSIX
         os.register_at_fork(after_in_child=_forked)
-    pending = dict(PATCHES)
-    for name in list(pending):
-        module = sys.modules.get(name)
-        if module is not None:
-            _patch(name, pending.pop(name), module)
-    if pending:
-        sys.meta_path.insert(0, _ImportWatch(pending))
+    after_import(PATCHES.items(), _failed)
 
 
 def observed():
@@ -141,47 +137,9 @@ def _forked():
     _seen.env_at_start = env_at_start
 
 
-class _ImportWatch:
-    """A meta-path finder that wraps the loader of each pending module, so the module is patched right after
-    it executes. The spec comes from the finders after this one, which keep their turn (the hook's own
-    torch.cuda watch among them); it leaves sys.meta_path once every module is patched."""
-
-    def __init__(self, pending):
-        self.pending = pending
-
-    def find_spec(self, name, path=None, target=None):
-        patch = self.pending.get(name)
-        if patch is None:
-            return None
-        if self not in sys.meta_path:   # taken out by someone else: leave the import alone
-            return None
-        spec = None
-        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        del self.pending[name]
-        if not self.pending:
-            sys.meta_path.remove(self)
-        loader_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            loader_exec(module)
-            if module.__name__ == name:   # a loader shared between modules patches only this one
-                _patch(name, patch, module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def _patch(name, patch, module):
-    try:
-        patch(module)
-    except Exception as exc:  # an API this torch lacks or changed: note it, never break the program
-        _seen.failures.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
+def _failed(name, exc):
+    """A patch that could not be applied: an API this torch lacks or changed."""
+    _seen.failures.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
 
 
 def _note(what, *args):
