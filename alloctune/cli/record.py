@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from .args import console, gpu_list, seconds
+from ..workload.spec import DEFAULT_WARMUP_STEPS
+from .args import console, gpu_list, positive_int, seconds
 
 
 def register(subparsers) -> None:
@@ -25,6 +26,11 @@ def register(subparsers) -> None:
                    help="GPU index; for a command of several ranks, the GPUs it sees, e.g. 0,1")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
     p.add_argument("--timeout", type=seconds, help="time limit in seconds")
+    p.add_argument("--steps", type=positive_int, metavar="N",
+                   help="your own command: end it after N steps past --warmup-steps (optimizer steps, or "
+                        "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")
+    p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
+                   help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per trace written (path, events, what was measured)")
     p.set_defaults(func=run)
@@ -38,13 +44,16 @@ def run(args) -> int:
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
     if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+        if args.steps:
+            raise AlloctuneError("--steps applies to '-- COMMAND'; a workload file says its steps itself")
         traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf,
                                                 gpu=args.gpu[0], python=args.python, timeout_s=args.timeout))]
     else:
         if args.preset or args.python:
             raise AlloctuneError("--preset and --python apply to a workload file, not to '-- COMMAND'")
         traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
-                                conf=args.conf, timeout_s=args.timeout)
+                                conf=args.conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
+                                steps=args.steps or 0)
     if args.json:
         print(json.dumps([{"trace": str(path), "events": len(trace.kinds), "allocations": trace.num_allocs,
                            "measured": (trace.meta.get("measured") or [None])[0]} for path, trace in traces],

@@ -10,6 +10,7 @@ from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
+from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds
 from .report import decisions
 
@@ -23,8 +24,8 @@ FLAGS = {
     "executor": "--executor", "ray_address": "--ray-address", "ray_accelerator": "--ray-accelerator",
     "trace": "--trace", "search": "--search", "finalists": "--finalists", "results_root": "--results",
     "out": "--out", "fresh": "--fresh",
-    "metric_regex": "--metric-regex", "unit": "--unit", "warmup_steps": "--warmup-steps", "name": "--name",
-    "cwd": "--cwd", "isolate_cwd": "--isolate-cwd",
+    "metric_regex": "--metric-regex", "unit": "--unit", "warmup_steps": "--warmup-steps", "steps": "--steps",
+    "step_on": "--step-on", "name": "--name", "cwd": "--cwd", "isolate_cwd": "--isolate-cwd",
 }
 
 
@@ -74,10 +75,20 @@ def _command(command) -> None:
     command.add_argument("--metric-regex", metavar="REGEX",
                          help="read throughput from the command's output: the number in group 1 (or group "
                               "'value'), averaged over the matches after the first (default: alloctune.step() "
-                              "marks, else one run = one unit of wall time)")
-    command.add_argument("--unit", help="what the throughput counts (default: runs, or units)")
-    command.add_argument("--warmup-steps", type=int, default=2, metavar="N",
-                         help="alloctune.step() marks left out of the throughput as warm-up (default: 2)")
+                              "marks, else --step-on calls, else optimizer steps, else one run = one unit of wall "
+                              "time)")
+    command.add_argument("--unit", help="what the throughput counts, optionally with what one counted step is worth: "
+                                        "samples, or '32 samples' (default: runs, units or steps)")
+    command.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
+                         help="steps (marks, --step-on calls or optimizer steps) left out of the throughput as "
+                              f"warm-up (default: {DEFAULT_WARMUP_STEPS})")
+    command.add_argument("--steps", type=positive_int, default=0, metavar="N",
+                         help="end each trial after N steps past the warm-up, every process at the same step: a "
+                              "window of a long job (memory then covers the warm-up and the window)")
+    command.add_argument("--step-on", metavar="forward | MODULE:QUALNAME",
+                         help="for a job without an optimizer: count steps as calls of the top-level model "
+                              "(forward), or as returns of a named callable, e.g. "
+                              "transformers.generation.utils:GenerationMixin.generate")
     command.add_argument("--name", help="name of the results folder stem (default: cmd-<script name>)")
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
@@ -193,7 +204,8 @@ def _workload(args):
     from ..errors import AlloctuneError
     from ..workload.command import check_command, command_workload
 
-    options = [FLAGS[name] for name in ("metric_regex", "unit", "name", "cwd", "isolate_cwd") if getattr(args, name)]
+    options = [FLAGS[name] for name in ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd")
+               if getattr(args, name)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
     if len(args.target) == 1 and (args.target[0] == "-" or args.target[0].endswith((".yaml", ".yml"))):
@@ -204,8 +216,8 @@ def _workload(args):
         return args.target[0]
     if args.preset or args.trace:
         raise AlloctuneError("--preset and --trace apply to a workload file, not to '-- COMMAND'")
-    spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd)
-    return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps,
+    spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd, step_on=args.step_on)
+    return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps, steps=args.steps,
                             timeout_s=args.timeout_s)
 
 

@@ -1,6 +1,7 @@
 """Reports of a sweep: the ranked table (terminal and Markdown from the same rows) and `summary.md`."""
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
@@ -17,7 +18,7 @@ from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number
 from .tables import add_setting_column, keep_columns
-from .words import format_rate, precision_line, reason_lines, runner_up_lines
+from .words import TIME_SOURCES, format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -296,6 +297,28 @@ def _per_process(settings: list[SettingResult]) -> list[str]:
             markdown_table(("setting", "repeat", "state", "peaked", "peak reserved per process"), rows), ""]
 
 
+def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str]:
+    """Where the measured trials' throughput came from, and, for a command's --steps window, what their memory
+    covers and whether its peak was still rising at the end."""
+    measured = [(s.label, m) for s in settings if not s.simulated for r in s.trials if (m := r.measurement)]
+    sources = Counter(m.throughput_source for _, m in measured if m.throughput_source is not None)
+    lines = [f"- Where the time came from: {TIME_SOURCES[source]}"
+             + (f" ({count} of {len(measured)} trials)" if count < len(measured) else "")
+             for source, count in sources.most_common()]
+    window = int(info.workload.get("steps") or 0) if info.workload.get("command") else 0
+    if window and measured:
+        ended = sum(m.ended_by_window for _, m in measured)
+        lines.append(f"- Window: --steps {window} after {info.workload.get('warmup_steps')} warm-up steps; the "
+                     f"start-up hook ended {ended} of {len(measured)} trials there, every process at the same step "
+                     f"(the others ended first): memory covers the warm-up and the window, not the rest of the job.")
+        rising = sorted({name for name, m in measured if m.peak_rising})
+        if rising:
+            lines.append(f"- **Peak reserved was still rising in the window's last fifth** for {', '.join(rising)}: "
+                         f"later steps may need more memory than measured; a longer window shows whether it levels "
+                         f"off.")
+    return lines
+
+
 def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
                   choices: list[Choice]) -> Path:
     """Write `summary.md` in the results folder and return its path."""
@@ -323,6 +346,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Command: `{info.command or '(not recorded)'}`",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
+              *_time_and_window(info, settings),
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}",
               f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]

@@ -13,6 +13,7 @@ from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDe
                               TieBreak, Ties, TooSlow, Unstable)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..results.records import ThroughputSource
 from ..units import format_bytes
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -250,3 +251,19 @@ def runner_up_lines(choice: Choice) -> list[tuple[SettingResult, str]]:
 def precision_line(choice: Choice) -> str:
     """The sentence on how precise the throughput comparison got; '' where there is none (a replay)."""
     return sentence(choice.precision) if choice.precision is not None else ""
+
+
+# Where a trial's throughput came from (`Measurement.throughput_source`), as summary.md says it.
+TIME_SOURCES = {
+    ThroughputSource.TIMED_PASS: "the workload's measured steps, run a second time in the same process and timed",
+    ThroughputSource.METRIC_REGEX: "numbers the command printed (--metric-regex), averaged over the matches after "
+                                   "the first",
+    ThroughputSource.STEP_MARKS: "alloctune.step() marks in the program, over the steps after the warm-up, summed "
+                                 "over its processes",
+    ThroughputSource.STEP_CALLS: "the calls --step-on names, counted by alloctune's start-up hook over the steps "
+                                 "after the warm-up, summed over its processes",
+    ThroughputSource.OPTIMIZER_STEPS: "optimizer steps, counted by alloctune's start-up hook (no code change) over "
+                                      "the steps after the warm-up, summed over its processes",
+    ThroughputSource.WALL_TIME: "the whole run's wall time, start-up included (one run = one unit): no steps were "
+                                "seen",
+}

@@ -12,9 +12,17 @@ A command workload is a `WorkloadSpec` whose `command` holds a `CommandSpec.to_d
   `TrialRecord.processes`;
 - its own GPUs (CUDA_VISIBLE_DEVICES) when the sweep gives each trial a set (--gpus-per-trial).
 
-Throughput, in order of precedence: a --metric-regex over the command's output; the step marks of
-`alloctune.step()` (units per second after the warm-up steps, summed over processes); else the run's wall time,
-one run = one unit (as hyperfine measures a command).
+Throughput, in ThroughputSource's order of precedence (`timing`, the one place that decides): a --metric-regex
+over the command's output; the step marks of `alloctune.step()` (units per second after the warm-up steps, summed
+over processes); the calls --step-on names, then optimizer steps, both counted by the hook without code changes
+(`counting.py`: steps per second after the warm-up, times --unit's count per step, summed over processes); else
+the run's wall time, one run = one unit (as hyperfine measures a command). The record says which
+(`Measurement.throughput_source`).
+
+With a --steps window (the workload's `steps`), the hook ends every process that counts steps at the same step
+count, after writing its report: such a trial is `ok` when the command then exits 0 (`ended_by_window`), its
+memory covers the warm-up and the window, and `peak_rising` says whether peak reserved still rose in the window's
+last fifth.
 """
 from __future__ import annotations
 
@@ -26,17 +34,21 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group
-from ..results.records import TrialRecord, TrialState
+from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState
+from ..results.typed import from_json
 from ..runtime.oom import is_oom_text, oom_line
 from ..workload.command import CommandSpec, is_python
+from ..workload.spec import DEFAULT_WARMUP_STEPS
+from .counting import leader, rising
 from .hook import HOOK_DIR
-from .peaks import ProcessReport, job_measurement, read_reports, trace_path
+from .observation import Observation, used_by_job
+from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, trace_path
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"
@@ -45,12 +57,18 @@ STDERR_LINES = 25
 
 
 def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
-                     budget_fraction: float | None = None, record: bool = False) -> dict:
-    """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder)."""
+                     budget_fraction: float | None = None, record: bool = False,
+                     warmup_steps: int = DEFAULT_WARMUP_STEPS, window_steps: int = 0, step_on: str | None = None,
+                     growth_steps: int | None = None) -> dict:
+    """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder):
+    the setting asked for, the budget, recording, the warm-up steps, the --steps window (0: none), what --step-on
+    counts, and the steps K at which (and at 2K) the growth check samples memory."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     env["ALLOCTUNE_HOOK_CONF"] = conf
-    for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD"):
+    env["ALLOCTUNE_HOOK_WARMUP_STEPS"] = str(warmup_steps)
+    for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD",
+                "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS"):
         env.pop(var, None)
     if budget_bytes:
         env["ALLOCTUNE_HOOK_BUDGET_BYTES"] = str(budget_bytes)
@@ -58,6 +76,12 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
         env["ALLOCTUNE_HOOK_BUDGET_FRACTION"] = repr(budget_fraction)
     if record:
         env["ALLOCTUNE_HOOK_RECORD"] = "1"
+    if window_steps:
+        env["ALLOCTUNE_HOOK_WINDOW_STEPS"] = str(window_steps)
+    if step_on:
+        env["ALLOCTUNE_HOOK_STEP_ON"] = step_on
+    if growth_steps:
+        env["ALLOCTUNE_HOOK_GROWTH_STEPS"] = str(growth_steps)
     return env
 
 
@@ -72,6 +96,7 @@ class Run:
     stderr: str
     processes: list[ProcessReport]
     damage: str | None = None   # a hook file that could not be read (one line): the figures would be incomplete
+    features: list[str] | None = None   # the allocator-sensitive features its processes used (None: none observed)
 
 
 def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | None, workdir: str,
@@ -94,9 +119,18 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     wall = time.monotonic() - t0
     try:
         processes, damage = read_reports(procs), None
+        features = job_features(procs, processes)
     except ResultsError as exc:
-        processes, damage = [], str(exc)
-    return Run(proc.returncode, timed_out, wall, out_path, err_path, processes, damage)
+        processes, damage, features = [], str(exc), None
+    return Run(proc.returncode, timed_out, wall, out_path, err_path, processes, damage, features)
+
+
+def job_features(procs: str, processes: list[ProcessReport]) -> list[str] | None:
+    """The features (`known.Feature` values, sorted) that any process used, as the hook observed them; None when
+    no process's observation was written. ResultsError naming the file for an observation that does not read."""
+    observations = [from_json(Observation, p.features, report_path(procs, p.pid) + ": features")
+                    for p in processes if p.features is not None]
+    return sorted(f.value for f in used_by_job(observations)) if observations else None
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float | None) -> bool:
@@ -150,7 +184,9 @@ def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequenc
     one in `tmp` with --isolate-cwd."""
     base = {**os.environ, **command.env}
     env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
-                           task.budget_fraction, record=task.record_trace is not None)
+                           task.budget_fraction, record=task.record_trace is not None,
+                           warmup_steps=int(task.workload["warmup_steps"]), window_steps=int(task.workload["steps"]),
+                           step_on=command.step_on)
     if not command.isolate_cwd:
         return env, command.cwd
     # `python -m pkg.mod` still finds the modules of the folder it was started in
@@ -174,10 +210,11 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     devices = [d for p in run.processes for d in p.devices]
     cuda = [p for p in run.processes if p.cuda]
     effective = next((p.effective_conf for p in cuda if p.effective_conf is not None), None)
-    common = dict(fields, env=_env(run.processes), effective_conf=effective, processes=rows or None)
+    common = dict(fields, env=_env(run.processes), effective_conf=effective, processes=rows or None,
+                  features=run.features)
     if error:
         return TrialRecord(state=TrialState.CRASHED, error=error, **common)
-    measurement = job_measurement(devices, *_throughput(run, command, task)) if devices else None
+    measurement = _measurement(devices, timing(run, command, task.workload), run.processes) if devices else None
     oom = next((p.oom_message for p in run.processes if p.oom_message), None)
     if oom is None and (any(d.num_ooms for d in devices) or (run.returncode and is_oom_text(tail))):
         oom = oom_line(tail) or "out of memory (torch counted an OOM)"
@@ -190,7 +227,8 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     if mismatch:
         return TrialRecord(state=TrialState.MISMATCH, error=mismatch, **common)
     if run.returncode != 0:
-        return TrialRecord(state=TrialState.CRASHED, error=exit_reason(run.returncode, "the command") + _with(tail),
+        return TrialRecord(state=TrialState.CRASHED, error=exit_reason(run.returncode, "the command",
+                                                                       _after_window(run.processes)) + _with(tail),
                            **common)
     if not cuda:
         return TrialRecord(state=TrialState.CRASHED, error=f"{NOTHING_TO_MEASURE}: the command ran and exited 0, "
@@ -198,8 +236,22 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     return TrialRecord(state=TrialState.OK, measurement=measurement, **common)
 
 
+def _after_window(processes: list[ProcessReport]) -> str:
+    ended = sum(p.window_ended for p in processes)
+    return (f", after its --steps window ended {ended} of its processes (a launcher that waits for results of the "
+            f"processes it started may fail when they stop early)") if ended else ""
+
+
+def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[ProcessReport]) -> Measurement:
+    """The trial's measurement: its processes' peaks, its throughput and where it came from, and its window."""
+    rises = [r for p in processes if p.window_ended and (r := rising(p.window_reserved)) is not None]
+    return replace(job_measurement(devices, timed.throughput, timed.unit, timed.seconds, timed.steps),
+                   throughput_source=timed.source, ended_by_window=any(p.window_ended for p in processes),
+                   peak_rising=any(rises) if rises else None)
+
+
 _ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
-               "device_peak_used_bytes", "overhead_bytes")
+               "device_peak_used_bytes", "overhead_bytes", "device_memory_source")
 
 
 def process_rows(processes: list[ProcessReport]) -> list[dict]:
@@ -213,20 +265,56 @@ def peak_row(rows: list[dict]) -> dict | None:
     return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)
 
 
-def _throughput(run: Run, command: CommandSpec,
-                task: TrialTask) -> tuple[float | None, str | None, float | None, int | None]:
-    """(units per second, unit, seconds measured, steps measured)."""
-    unit = task.workload["unit"]
+@dataclass(frozen=True)
+class Timing:
+    """A command trial's throughput, and where it came from."""
+
+    throughput: float | None   # units per second
+    unit: str | None
+    seconds: float | None      # the longest window measured
+    steps: int | None          # steps in it
+    source: ThroughputSource
+
+
+def timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
+    """The one place that decides where a command's throughput comes from: the first of ThroughputSource's
+    order that the run gives (a --metric-regex, when given, even if it matched nothing)."""
+    unit = workload["unit"]
+    named = unit if unit != "runs" else None   # "runs" is what a command without --unit counts
     if command.metric_regex:
         values = metric_values(run.stdout, command.metric_regex) + metric_values(run.stderr, command.metric_regex)
         if not values:
-            return None, unit, None, None
+            return Timing(None, unit, None, None, ThroughputSource.METRIC_REGEX)
         kept = values[1:] if len(values) > 1 else values   # the first report includes the start-up
-        return sum(kept) / len(kept), unit, None, len(kept)
-    rate = step_rate([p.steps for p in run.processes], int(task.workload["warmup_steps"]))
+        return Timing(sum(kept) / len(kept), unit, None, len(kept), ThroughputSource.METRIC_REGEX)
+    rate = step_rate([p.steps for p in run.processes], int(workload["warmup_steps"]))
     if rate is not None:
-        return rate[0], unit if unit != "runs" else "units", rate[1], rate[2]
-    return (1 / run.wall_seconds if run.wall_seconds > 0 else None), "runs", run.wall_seconds, 1
+        return Timing(rate[0], named or "units", rate[1], rate[2], ThroughputSource.STEP_MARKS)
+    for source in (ThroughputSource.STEP_CALLS, ThroughputSource.OPTIMIZER_STEPS):
+        if (rate := counted_rate(run.processes, source)) is not None:
+            return Timing(rate[0] * (command.units_per_step or 1), named or "steps", rate[1], rate[2], source)
+    return Timing(1 / run.wall_seconds if run.wall_seconds > 0 else None, "runs", run.wall_seconds, 1,
+                  ThroughputSource.WALL_TIME)
+
+
+def counted_rate(processes: Sequence[ProcessReport],
+                 source: ThroughputSource) -> tuple[float, float, int] | None:
+    """(steps/s summed over processes, longest window in seconds, steps in it) from the steps of `source` the
+    hook counted, in each process the source that stepped most (`counting.leader`). A process's window runs from
+    the end of its warm-up step to the end of its --steps window, both synchronised; without a window, to the
+    host's time at its last step (the work still queued then is at most a few steps', against the whole window).
+    None when no process counted more steps than its warm-up."""
+    total, longest, steps = 0.0, 0.0, 0
+    for p in processes:
+        counted = leader(c for c in p.counted if c.source is source)
+        if counted is None or counted.start is None or counted.count <= counted.warmup:
+            continue
+        end = counted.end if p.window_ended and counted.end is not None else counted.last
+        if end is None or end <= counted.start:
+            continue
+        total += (counted.count - counted.warmup) / (end - counted.start)
+        longest, steps = max(longest, end - counted.start), max(steps, counted.count - counted.warmup)
+    return (total, longest, steps) if steps else None
 
 
 def step_rate(marks_per_process: Sequence[Sequence[tuple[float, float]]],

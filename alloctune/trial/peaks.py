@@ -4,8 +4,9 @@
   `DevicePeaks` (the trial child makes its `Measurement` from it; the start-up hook writes one per device);
 - `ProcessReport`: what the start-up hook writes for one process of a command (`proc-<pid>.json`), read back by
   `read_reports` through the typed reader, so that a damaged file is one line naming it and the field;
+- `StepCount`, `DeviceBudget`: the steps the hook counted in a process, and the budget it set on each device;
 - `job_measurement`: a command's processes combined into the trial's `Measurement` (the highest peaks, the sum
-  of retries and OOMs).
+  of retries and OOMs, the least exact source of the device-level figure).
 
 Standard library and light alloctune modules only: the start-up hook imports this inside the user's processes.
 """
@@ -16,7 +17,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any, Mapping, Sequence
 
-from ..results.records import Bytes, Count, Measurement
+from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource
 from ..results.typed import Check, from_json, load_json
 
 
@@ -33,8 +34,9 @@ class DevicePeaks:
     num_ooms: Count = 0
     num_device_alloc: Count | None = None
     num_device_free: Count | None = None
-    device_peak_used_bytes: Bytes | None = None   # the driver's view (cudaMemGetInfo): includes the CUDA context
+    device_peak_used_bytes: Bytes | None = None   # the driver's view: includes the CUDA context
     overhead_bytes: Bytes | None = None           # the most in use outside the allocator (context, libraries)
+    device_memory_source: DeviceMemorySource | None = None   # what device_peak_used_bytes counts
 
     def measurement(self, unit: str | None) -> Measurement:
         """These figures as one trial's memory measurement (throughput is added once it is timed)."""
@@ -45,9 +47,9 @@ _MEASURED = [f.name for f in fields(DevicePeaks) if f.name in {m.name for m in f
 
 
 def device_peaks(stats: Mapping[str, Any], device: int, used_peak: int | None = None,
-                 overhead: int | None = None) -> DevicePeaks:
+                 overhead: int | None = None, source: DeviceMemorySource | None = None) -> DevicePeaks:
     """`stats` (torch.cuda.memory_stats(device)) as figures, with the device-level peak and overhead the caller
-    sampled. A peak or count missing from `stats` is 0, as torch's own max_memory_reserved() reads it; the
+    sampled, and what that peak counts. A peak or count missing from `stats` is 0, as torch's own max_memory_reserved() reads it; the
     figures older versions lack (requested bytes, device allocations) are None."""
     return DevicePeaks(
         device=device,
@@ -60,6 +62,7 @@ def device_peaks(stats: Mapping[str, Any], device: int, used_peak: int | None = 
         num_device_free=_optional(stats, "num_device_free"),
         device_peak_used_bytes=used_peak,
         overhead_bytes=overhead,
+        device_memory_source=source if used_peak is not None else None,
     )
 
 
@@ -73,6 +76,43 @@ def _mark_problem(mark: tuple[float, ...]) -> str | None:
 
 
 Mark = Annotated[tuple[float, float], Check(_mark_problem)]   # one alloctune.step(): (time.perf_counter(), units)
+
+
+def _counted_problem(source: ThroughputSource) -> str | None:
+    counted = (ThroughputSource.STEP_CALLS, ThroughputSource.OPTIMIZER_STEPS)
+    return None if source in counted else f"expected {' or '.join(repr(str(c)) for c in counted)}, got {str(source)!r}"
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """Steps of one kind that the start-up hook counted in one process (`trial/counting.py`): one optimizer's
+    steps, or the calls that --step-on names. Times are the process's time.perf_counter()."""
+
+    source: Annotated[ThroughputSource, Check(_counted_problem)]   # OPTIMIZER_STEPS or STEP_CALLS
+    name: str                     # the optimizer's class, or what --step-on names
+    count: Count
+    warmup: Count                 # the timed window starts at the end of this step (--warmup-steps, at least 1)
+    start: float | None = None    # then, after synchronising the device; None: never got that far
+    last: float | None = None     # the host's time at the end of the last step counted
+    end: float | None = None      # synchronised: at the end of the --steps window, or at exit; None without CUDA
+
+
+@dataclass(frozen=True)
+class DeviceBudget:
+    """The memory budget as the hook set it on one device, when the process first used that device."""
+
+    device: int
+    fraction: float               # asked: torch.cuda.set_per_process_memory_fraction(fraction, device)
+    read_back: float | None       # torch.cuda.get_per_process_memory_fraction(device); None: this torch lacks it
+
+
+def _window_problem(figures: list[int]) -> str | None:
+    return None if len(figures) == 2 else f"expected [at 80% of the window, at its end], got {len(figures)} values"
+
+
+def _growth_problem(rows: list[list[int]]) -> str | None:
+    bad = next((row for row in rows if len(row) != 3 or min(row) < 0), None)
+    return None if bad is None else f"expected [step, reserved, allocated] of non-negative integers, got {bad!r}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +134,17 @@ class ProcessReport:
     effective_conf: str | None = None    # the settings in force as torch reports them
     mismatch: str | None = None          # why they differ from those asked for; None when they agree
     device_total_bytes: Bytes | None = None   # device 0's memory
+    counted: list[StepCount] = field(default_factory=list)   # steps the hook counted, first seen first
+    optimizer_hook: bool | None = None   # torch has the global optimizer step hook; None: torch.optim never loaded
+    window_ended: bool = False           # the hook ended the process at the end of its --steps window
+    # Peak reserved (the most over its devices) at 80% of the window and at its end; None without a window or CUDA.
+    window_reserved: Annotated[list[Bytes], Check(_window_problem)] | None = None
+    # ALLOCTUNE_HOOK_GROWTH_STEPS=K: [step, reserved, allocated] (summed over its devices) at steps K and 2K.
+    growth_samples: Annotated[list[list[int]], Check(_growth_problem)] = field(default_factory=list)
+    budgets: list[DeviceBudget] = field(default_factory=list)   # each device the budget was set on
+    # What it did that allocator settings are sensitive to: features.observed(), an `observation.Observation`
+    # (read as one by trial/command.py: this module stays light for the trial child).
+    features: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,9 +177,25 @@ def job_measurement(devices: Sequence[DevicePeaks], throughput: float | None, un
         values = [getattr(d, name) for d in devices if getattr(d, name) is not None]
         return max(values) if values else None
 
+    sources = {d.device_memory_source for d in devices if d.device_peak_used_bytes is not None}
     return Measurement(
         peak_reserved_bytes=most("peak_reserved_bytes") or 0, peak_allocated_bytes=most("peak_allocated_bytes") or 0,
         peak_requested_bytes=most("peak_requested_bytes"),
         num_alloc_retries=sum(d.num_alloc_retries for d in devices), num_ooms=sum(d.num_ooms for d in devices),
-        device_peak_used_bytes=most("device_peak_used_bytes"),
+        device_peak_used_bytes=most("device_peak_used_bytes"), overhead_bytes=most("overhead_bytes"),
+        device_memory_source=least_exact(sources),
         throughput=throughput, unit=unit, measured_seconds=seconds, measured_steps=steps)
+
+
+# Most exact first: the driver's figure for the process, the device's less what it held before, the whole device.
+_EXACTNESS = (DeviceMemorySource.NVML, DeviceMemorySource.BASELINE, DeviceMemorySource.DEVICE)
+
+
+def least_exact(sources: set[DeviceMemorySource | None]) -> DeviceMemorySource | None:
+    """What a maximum over figures of these sources counts: the least exact of them (a figure of unknown source
+    counts as the whole device's, as records from before sources were kept)."""
+    if not sources:
+        return None
+    if None in sources:
+        return DeviceMemorySource.DEVICE
+    return max(sources, key=_EXACTNESS.index)

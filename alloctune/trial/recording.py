@@ -19,7 +19,7 @@ from ..errors import AlloctuneError, ProbeError, TraceError
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
-from ..workload.spec import DEFAULT_TIMEOUT_S
+from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .launch import run_trial
 from .peaks import ProcessReport, trace_path
 from .probe import ProbeResult, probe
@@ -43,9 +43,12 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 
 
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
-                   conf: str = "", timeout_s: float | None = None) -> list[tuple[Path, Trace]]:
+                   conf: str = "", timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS,
+                   steps: int = 0) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
-    per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank)."""
+    per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
+    `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
+    recording covers the window a sweep measures (0: the whole run)."""
     from ..workload.command import check_command, command_python
     from .command import hook_environment, run_command
 
@@ -57,7 +60,8 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
             _with_gpu(probe(python))
     conf_ = AllocConf.parse(conf)
     with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
-        env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True)
+        env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True, warmup_steps=warmup_steps,
+                               window_steps=steps)
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
         if run.timed_out:
             raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "

@@ -1,20 +1,29 @@
 """The user's own command as a workload (`alloctune sweep -- CMD ARGS...`, workload files with `command:`): the
-checked `CommandSpec` (the program exists and is executable, the regex compiles), which interpreter's torch it
-uses, and its `WorkloadSpec`. Running one trial of it is `trial/command.py`."""
+checked `CommandSpec` (the program exists and is executable, the regex compiles, --step-on names a callable),
+which interpreter's torch it uses, and its `WorkloadSpec`: its `steps` is the --steps window (0: the whole run),
+its unit what a step counts (`--unit "32 samples"`: 32 per counted step). Running one trial of it is
+`trial/command.py`."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import OptionText, WorkloadError
 from ..settings.versions import ALLOC_CONF_VARS
-from .spec import NAME_PATTERN, WorkloadSpec
+from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+_DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
+_CALLABLE = re.compile(f"{_DOTTED}:{_DOTTED}")   # --step-on module:qualname
+STEP_ON_FORWARD = "forward"                       # --step-on forward: calls of a top-level nn.Module
+_UNIT = re.compile(r"\s*(?:(?P<count>\d+(?:\.\d*)?|\.\d+)\s+)?(?P<name>\S.*?)\s*")   # '[COUNT ]NAME'
+# Fields added since command workloads were first hashed: left out of to_dict() while unset, so that the digest of
+# a command that does not use them (and resuming its results folder) stays what it was.
+_ADDED = {"step_on": None, "units_per_step": None}
 
 
 @dataclass(frozen=True)
@@ -26,11 +35,13 @@ class CommandSpec:
     env: dict = field(default_factory=dict)   # added to the inherited environment
     metric_regex: str | None = None        # a number in the output, group 1 (or the whole match)
     isolate_cwd: bool = False              # each trial in its own empty working directory
+    step_on: str | None = None             # count steps as returns of 'module:qualname', or 'forward' calls
+    units_per_step: float | None = None    # what one counted step is worth in the workload's unit (None: 1)
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["argv"] = list(self.argv)
-        return data
+        return {k: v for k, v in data.items() if k not in _ADDED or v != _ADDED[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "CommandSpec":
@@ -38,10 +49,11 @@ class CommandSpec:
 
 
 def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False,
-                  folder: str | os.PathLike | None = None) -> CommandSpec:
+                  folder: str | os.PathLike | None = None, step_on: str | None = None) -> CommandSpec:
     """A validated CommandSpec: the program exists and is executable, `env` does not set the allocator
-    variables, the regex compiles. WorkloadError (exit 2) saying what is wrong, before any trial runs.
-    A relative `cwd` is relative to `folder` (the workload file's), else to the current directory."""
+    variables, the regex compiles, `step_on` is 'forward' or 'module:qualname'. WorkloadError (exit 2) saying
+    what is wrong, before any trial runs. A relative `cwd` is relative to `folder` (the workload file's), else to
+    the current directory."""
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) and a for a in argv):
         raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {argv!r}")
     base = Path(folder or os.getcwd())
@@ -61,13 +73,18 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
         except re.error as exc:
             raise WorkloadError(OptionText("{metric_regex} {regex!r}: {error}", regex=metric_regex,
                                            error=exc)) from None
+    if step_on is not None and not (step_on == STEP_ON_FORWARD or isinstance(step_on, str)
+                                    and _CALLABLE.fullmatch(step_on)):
+        raise WorkloadError(OptionText("{step_on} {given!r}: expected 'forward' (calls of the top-level model) or "
+                                       "module:qualname of a callable in a module the job imports, e.g. "
+                                       "transformers.generation.utils:GenerationMixin.generate", given=step_on))
     argv = list(argv)
     argv[0] = resolve_program(argv[0], cwd, env)
     if isolate_cwd:  # the trial runs elsewhere: arguments naming files here must still find them
         where = Path(cwd or os.getcwd())
         argv[1:] = [str((where / a).resolve()) if not a.startswith("-") and (where / a).exists() else a
                     for a in argv[1:]]
-    return CommandSpec(tuple(argv), cwd, dict(env), metric_regex, bool(isolate_cwd))
+    return CommandSpec(tuple(argv), cwd, dict(env), metric_regex, bool(isolate_cwd), step_on)
 
 
 def resolve_program(program: str, cwd: str | None = None, env: dict | None = None) -> str:
@@ -127,12 +144,40 @@ def command_name(argv) -> str:
 
 
 def command_workload(command: CommandSpec, *, name: str | None = None, unit: str | None = None,
-                     warmup_steps: int = 2, timeout_s: float | None = None, description: str = "",
-                     source: str | None = None, grid: tuple[str, ...] | None = None) -> WorkloadSpec:
-    """The WorkloadSpec of a command. `steps` is 0: the command decides how much work a run does."""
+                     warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0, timeout_s: float | None = None,
+                     description: str = "", source: str | None = None,
+                     grid: tuple[str, ...] | None = None) -> WorkloadSpec:
+    """The WorkloadSpec of a command. `steps`: end each trial after this many steps past the warm-up (the --steps
+    window); 0: the command decides how much work a run does. `unit`: what the throughput counts, optionally
+    with what one counted step is worth ('32 samples')."""
     if name is not None and not NAME_PATTERN.match(name):
         raise WorkloadError(OptionText("{name} {given!r}: expected letters, digits, '.', '_', '-'", given=name))
+    for option, value, least in (("warmup_steps", warmup_steps, 0), ("steps", steps, 0)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            raise WorkloadError(OptionText("{%s} must be a whole number of steps >= %d, got {given!r}"
+                                           % (option, least), given=value))
+    count, unit = _unit(unit)
+    if count is not None:
+        if command.metric_regex is not None:
+            raise WorkloadError(OptionText("{unit} {count:g} {name}: a count per step applies to the steps alloctune "
+                                           "counts; {metric_regex} reads the throughput from the output",
+                                           count=count, name=unit))
+        command = replace(command, units_per_step=count)
     return WorkloadSpec(name=name or command_name(command.argv), description=description or " ".join(command.argv),
                         source=source, kind=None, entry=None, params={}, preset=None, warmup_steps=warmup_steps,
-                        steps=0, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,
+                        steps=steps, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,
                         timeout_s=timeout_s, grid=grid, trace=None, command=command.to_dict())
+
+
+def _unit(text: str | None) -> tuple[float | None, str | None]:
+    """'32 samples' -> (32.0, 'samples'); 'samples' -> (None, 'samples')."""
+    if not text:
+        return None, None
+    match = _UNIT.fullmatch(text)
+    if match is None:
+        raise WorkloadError(OptionText("{unit} {given!r}: expected a unit such as 'samples', or what one step is "
+                                       "worth such as '32 samples'", given=text))
+    count = float(match["count"]) if match["count"] else None
+    if count is not None and count <= 0:
+        raise WorkloadError(OptionText("{unit} {given!r}: a step is worth more than 0", given=text))
+    return count, match["name"]

@@ -25,7 +25,9 @@ A command workload (your own program, run as is: see `command.py`) gives instead
     cwd: ../jobs                    # optional working folder (relative to this file)
     env: {HF_HUB_OFFLINE: "1"}      # optional variables added to the environment
     metric_regex: '([0-9.]+) tok/s' # optional: throughput read from the output (else alloctune.step marks,
-                                    #   else one run = one unit); `steps` is not used and `unit` is optional
+                                    #   else counted steps, else one run = one unit); `unit` is optional
+    step_on: forward                # optional: count steps as top-level model calls, or module:qualname returns
+    steps: 200                      # optional: end each trial after this many steps past the warm-up (a window)
     isolate_cwd: true               # optional: each trial in its own empty working folder
 
 The path `-` reads the file from standard input; its relative paths are then relative to the current folder.
@@ -49,9 +51,10 @@ from .command import check_command, command_workload
 from .spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, NAME_PATTERN, WorkloadSpec
 
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
-             "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex", "isolate_cwd")
-_COMMAND_ONLY = ("cwd", "env", "metric_regex", "isolate_cwd")
-_NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "steps", "seed", "trace")
+             "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex", "isolate_cwd",
+             "step_on")
+_COMMAND_ONLY = ("cwd", "env", "metric_regex", "isolate_cwd", "step_on")
+_NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "seed", "trace")
 # What a preset may set besides params. A trace belongs to the parameters it was recorded with: a preset that
 # changes them should name its own trace.
 _PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
@@ -292,7 +295,7 @@ def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
         isolate = c.expect("isolate_cwd", doc.get("isolate_cwd", False), isinstance(doc.get("isolate_cwd", False),
                                                                               bool), "true or false")
         command = check_command([str(a) for a in argv], doc.get("cwd"), doc.get("env"), doc.get("metric_regex"),
-                                isolate, folder=c.folder)
+                                isolate, folder=c.folder, step_on=doc.get("step_on"))
     except WorkloadError as exc:
         raise c.fail("command", str(exc)) from None
     unit = doc.get("unit")
@@ -301,6 +304,7 @@ def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
     return command_workload(
         command, name=c.text("name", doc["name"], NAME_PATTERN, "a name of letters, digits, '.', '_', '-'"), unit=unit,
         warmup_steps=c.run_value("warmup_steps", doc.get("warmup_steps", DEFAULT_WARMUP_STEPS)),
+        steps=c.run_value("steps", doc["steps"]) if "steps" in doc else 0,
         timeout_s=c.run_value("timeout_s", doc.get("timeout_s")), description=_description(c, doc),
         source=source, grid=_grid(c, doc["grid"]) if "grid" in doc else None)
 

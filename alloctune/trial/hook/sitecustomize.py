@@ -36,11 +36,12 @@ import time
 
 TYPE_CHECKING = False   # typing is not imported at start-up: every Python process of the command pays for it
 if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
     from types import FrameType, ModuleType, TracebackType
-    from typing import Any, Callable, Sequence
+    from typing import Any, Callable
 
-    from alloctune.trial.peaks import DevicePeaks, ProcessReport
+    from alloctune.trial.counting import Counter
+    from alloctune.trial.devices import DeviceMemory
+    from alloctune.trial.peaks import DeviceBudget, DevicePeaks, ProcessReport
 
 SAMPLE_INTERVAL_S = 0.05
 
@@ -61,13 +62,19 @@ def _chain_user_sitecustomize() -> None:
 
 
 class _State:
-    """What this process has seen since CUDA started."""
+    """What this process has seen since start-up (CUDA, steps, the window)."""
 
     def __init__(self, out: str):
         self.out = out                        # ALLOCTUNE_HOOK_OUT; empty: the hook does nothing
         self.started = False
-        self.device_peak: dict[int, int] = {}  # device index -> most memory in use on the device (driver's view)
+        self.memory: DeviceMemory | None = None   # this process's share of each device (trial/devices.py)
+        self.device_peak: dict[int, int] = {}  # device index -> most memory in use by this process (driver's view)
         self.overhead: dict[int, int] = {}     # device index -> most in use outside the allocator (context, libraries)
+        self.used: set[int] = set()            # devices this process has used (its budget is set on these)
+        self.budgets: list[DeviceBudget] = []
+        self.counter: Counter | None = None    # made at the first step (trial/counting.py)
+        self.optimizer_hook: bool | None = None
+        self.window_ended = False
         self.oom_message: str | None = None
         self.written = False
         self.stop = threading.Event()
@@ -86,21 +93,33 @@ def _rank() -> int | None:
     return None
 
 
-def _sample(torch: ModuleType) -> None:
-    """Device-level memory in use on every device this process allocated on.
+def _number(var: str) -> int | None:
+    value = os.environ.get(var, "")
+    return int(value) if value.isdigit() else None
 
-    Only devices that hold an allocation (so a context) are touched, and the calling thread is first moved onto
-    the device it reads: a device guard that switched back would otherwise make a context on the thread's
-    previous device, which may be a GPU this process never used (another rank's)."""
-    for i in range(torch.cuda.device_count()):
-        reserved = torch.cuda.memory_reserved(i)
-        if reserved <= 0:
-            continue
+
+def _devices(torch: ModuleType) -> list[int]:
+    """The devices this process allocated on: only these are touched (another would get a CUDA context)."""
+    return [i for i in range(torch.cuda.device_count()) if torch.cuda.memory_reserved(i) > 0]
+
+
+def _sample(torch: ModuleType) -> None:
+    """This process's memory on every device it allocated on, and its budget there if not yet set.
+
+    The calling thread is first moved onto the device it reads: a device guard that switched back would
+    otherwise make a context on the thread's previous device, which may be a GPU this process never used
+    (another rank's)."""
+    memory = _state.memory
+    for i in _devices(torch):
         torch.cuda.set_device(i)
-        free, total = torch.cuda.mem_get_info(i)
+        _use_device(torch, i)
+        figure = memory.used(i) if memory is not None else None
+        if figure is None:
+            continue
+        reserved = torch.cuda.memory_reserved(i)
         with _state.lock:
-            _state.device_peak[i] = max(_state.device_peak.get(i, 0), total - free)
-            _state.overhead[i] = max(_state.overhead.get(i, 0), total - free - reserved)
+            _state.device_peak[i] = max(_state.device_peak.get(i, 0), figure[0])
+            _state.overhead[i] = max(_state.overhead.get(i, 0), figure[0] - reserved)
 
 
 def _sampler(torch: ModuleType) -> None:
@@ -117,8 +136,12 @@ def _on_cuda_init() -> None:
     """Runs inside torch.cuda's lazy initialisation, before the program's first allocation."""
     import torch
 
+    from alloctune.trial.devices import DeviceMemory
+
     _state.started = True
-    _set_budget(torch)
+    _state.memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
+    if torch.cuda.device_count() == 1:
+        _use_device(torch, 0)   # the one device it can use: its budget before the first allocation
     if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
         # context=None: no stack frames, so a trace of a million events stays small.
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
@@ -127,18 +150,168 @@ def _on_cuda_init() -> None:
     _install_sigterm()
 
 
-def _set_budget(torch: ModuleType) -> None:
-    """The memory budget as a per-process fraction on every device: a byte budget is a share of device 0's memory."""
-    budget_bytes = os.environ.get("ALLOCTUNE_HOOK_BUDGET_BYTES")
-    fraction = os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION")
-    if budget_bytes:
-        share = min(1.0, int(budget_bytes) / torch.cuda.get_device_properties(0).total_memory)
-    elif fraction:
-        share = float(fraction)
-    else:
+def _use_device(torch: ModuleType, device: int) -> None:
+    """The process uses `device` (it set it as its device, or allocated there): set the budget on it, once.
+    Only on such devices: setting a budget makes a CUDA context on its device."""
+    with _state.lock:
+        if device in _state.used:
+            return
+        _state.used.add(device)
+    from alloctune.trial.devices import budget_share, set_budget
+
+    share = budget_share(torch.cuda, device, _number("ALLOCTUNE_HOOK_BUDGET_BYTES"),
+                         float(os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION") or 0))
+    if share is not None:
+        budget = set_budget(torch.cuda, device, share)
+        with _state.lock:
+            _state.budgets.append(budget)
+
+
+def _watch_cuda(cuda: ModuleType) -> None:
+    """torch.cuda has loaded: queue what CUDA initialisation must do, and, with a budget, catch the devices the
+    program picks (torch.cuda.set_device: each rank of a job that sees every GPU), before it allocates there."""
+    cuda._lazy_call(_safely(_on_cuda_init))
+    if not (os.environ.get("ALLOCTUNE_HOOK_BUDGET_BYTES") or os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION")):
         return
-    for i in range(torch.cuda.device_count()):
-        torch.cuda.set_per_process_memory_fraction(share, i)
+    import functools
+
+    original = cuda.set_device
+
+    @functools.wraps(original)
+    def set_device(device: Any) -> None:
+        original(device)
+        if cuda.is_initialized():
+            _safely(_use_device)(sys.modules["torch"], cuda.current_device())
+
+    setattr(cuda, "set_device", set_device)
+
+
+class _Job:
+    """What the step counter asks of this process (`counting.Job`)."""
+
+    def synced(self) -> float:
+        torch = _cuda_torch()
+        if torch is not None:
+            for i in _devices(torch):
+                torch.cuda.synchronize(i)
+        return time.perf_counter()
+
+    def reserved_peak(self) -> int | None:
+        torch = _cuda_torch()
+        return None if torch is None else max((torch.cuda.max_memory_reserved(i) for i in _devices(torch)),
+                                              default=0)
+
+    def memory(self) -> tuple[int, int] | None:
+        torch = _cuda_torch()
+        if torch is None:
+            return None
+        devices = _devices(torch)
+        return (sum(torch.cuda.memory_reserved(i) for i in devices),
+                sum(torch.cuda.memory_allocated(i) for i in devices))
+
+    def finish(self) -> None:
+        """The --steps window is over: write this process's report, flush its output, end it here (exit status
+        0, no exception into the program, no atexit handlers: the report is written)."""
+        _state.window_ended = True
+        _safely(_write)()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(0)
+
+
+def _counter() -> Counter:
+    if _state.counter is None:
+        from alloctune.trial.counting import Counter
+
+        with _state.lock:
+            if _state.counter is None:
+                _state.counter = Counter(_Job(), _number("ALLOCTUNE_HOOK_WARMUP_STEPS") or 0,
+                                         _number("ALLOCTUNE_HOOK_WINDOW_STEPS"),
+                                         _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
+                                         os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""))
+    return _state.counter
+
+
+def _capturing() -> bool:
+    """A CUDA graph is being captured on this thread's stream: its steps do no work now, and a synchronisation
+    would break the capture."""
+    torch = _cuda_torch()
+    return torch is not None and bool(torch.cuda.is_current_stream_capturing())
+
+
+def _counted(count: Callable[[Counter], None]) -> None:
+    """One step seen by a hook or wrapper inside the program's call: never raises into it."""
+    try:
+        if not _capturing():
+            count(_counter())
+    except Exception:
+        pass
+
+
+def _count_optimizer_steps(optimizer_module: ModuleType) -> None:
+    """Every optimizer's step() (torch >= 2.0 has the global post-hook; without it, no zero-code steps)."""
+    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    _state.optimizer_hook = register is not None
+    if register is not None:
+        register(lambda optimizer, args, kwargs: _counted(lambda c: c.optimizer_step(optimizer)))
+
+
+def _count_marks(steps_module: ModuleType) -> None:
+    steps_module.listen(lambda: _counted(lambda counter: counter.mark()))
+
+
+def _count_calls(module: ModuleType, qualname: str) -> None:
+    """--step-on module:qualname: count the returns of that callable (outermost calls only), wrapped in place; a
+    static or class method stays one."""
+    import functools
+
+    *path, attr = qualname.split(".")
+    owner: Any = module
+    for name in path:
+        owner = getattr(owner, name)
+    raw = next((vars(k)[attr] for k in owner.__mro__ if attr in vars(k)), None) if isinstance(owner, type) else None
+    kind: Any = None
+    if isinstance(raw, (staticmethod, classmethod)):
+        kind, original = type(raw), raw.__func__
+    else:
+        original = getattr(owner, attr)
+    local = threading.local()
+
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        local.depth = getattr(local, "depth", 0) + 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            local.depth -= 1
+        if local.depth == 0:
+            _counted(lambda counter: counter.call())
+        return result
+
+    setattr(owner, attr, kind(counted) if kind is not None else counted)
+
+
+def _count_forward(module_module: ModuleType) -> None:
+    """--step-on forward: calls of a top-level module (a module called while no other module's call is under way),
+    through the global forward hooks (which every module call then runs: slower, so only when asked)."""
+    local = threading.local()
+
+    def before(module: Any, args: Any) -> None:
+        local.depth = getattr(local, "depth", 0) + 1
+
+    def after(module: Any, args: Any, output: Any) -> None:
+        local.depth = getattr(local, "depth", 1) - 1
+        if local.depth == 0:
+            _counted(lambda counter: counter.call())
+
+    module_module.register_module_forward_pre_hook(before)
+    try:
+        module_module.register_module_forward_hook(after, always_call=True)   # also when forward raises
+    except TypeError:   # a torch without always_call
+        module_module.register_module_forward_hook(after)
 
 
 def _safely(fn: Callable[..., object]) -> Callable[..., None]:
@@ -160,7 +333,7 @@ def _install_sigterm() -> None:
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
-        _safely(_write)()
+        _safely(_write)(False)   # no synchronisation: a device that hangs must not cost the report
         if callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
@@ -181,11 +354,13 @@ def _steps() -> list[tuple[float, float]]:
     return list(steps.marks()) if steps is not None else []
 
 
-def _write() -> None:
-    """This process's report, once; only for a process that initialised CUDA or marked steps."""
-    cuda, marks = _cuda_torch(), _steps()
+def _write(sync: bool = True) -> None:
+    """This process's report, once; only for a process that initialised CUDA, marked steps or had its steps
+    counted (a CPU-only process: its steps and features, no devices). `sync`: synchronise the devices first,
+    for the end of the counted steps' window (at a normal exit)."""
+    cuda, marks, counter = _cuda_torch(), _steps(), _state.counter
     with _state.lock:
-        if _state.written or not (cuda is not None or marks):
+        if _state.written or not (cuda is not None or marks or (counter is not None and counter.sources)):
             return
         _state.written = True
     _state.stop.set()
@@ -195,12 +370,40 @@ def _write() -> None:
     report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=_rank(), argv=[str(a) for a in sys.argv],
                            cuda=cuda is not None, steps=marks, oom_message=_state.oom_message,
                            torch_version=str(torch.__version__) if torch is not None else None,
-                           exit_time=time.time())
+                           exit_time=time.time(), optimizer_hook=_state.optimizer_hook,
+                           window_ended=_state.window_ended, budgets=list(_state.budgets), features=_features())
+    if counter is not None:
+        report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
         report = _with_cuda(cuda, report)
         if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
             _dump_trace(cuda, report)
     _replace(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
+
+
+def _features() -> dict[str, Any] | None:
+    try:
+        from alloctune.trial import features
+
+        return features.observed()
+    except Exception as exc:   # the figures still count without it
+        print(f"alloctune hook: features: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
+def _with_steps(counter: Counter, report: ProcessReport, sync: bool) -> ProcessReport:
+    """`report` with the counted steps; `sync`: the end of their window after synchronising (the last step's
+    host time is kept too, and is what the rate uses without a --steps window)."""
+    from dataclasses import replace
+
+    synced = None
+    if sync:
+        try:
+            synced = _Job().synced()
+        except Exception:   # a device in error: the host times still stand
+            pass
+    return replace(report, counted=counter.at_exit(synced), window_reserved=counter.window_reserved,
+                   growth_samples=list(counter.growth_samples))
 
 
 def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
@@ -226,11 +429,13 @@ def _peaks(torch: ModuleType) -> list[DevicePeaks]:
     """Each device this process allocated on (a reserved peak above zero)."""
     from alloctune.trial.peaks import device_peaks
 
+    sources = _state.memory.sources if _state.memory is not None else {}
     devices = []
     for i in range(torch.cuda.device_count()):
         stats = torch.cuda.memory_stats(i)
         if stats.get("reserved_bytes.all.peak"):
-            devices.append(device_peaks(stats, i, _state.device_peak.get(i), _state.overhead.get(i)))
+            devices.append(device_peaks(stats, i, _state.device_peak.get(i), _state.overhead.get(i),
+                                        sources.get(i)))
     return devices
 
 
@@ -278,36 +483,38 @@ def _note_oom(kind: type[BaseException], value: BaseException) -> None:
         _state.oom_message = f"{kind.__name__}: {value}"[-2000:]
 
 
-class _TorchCudaWatch:
-    """A meta-path finder that only waits for `torch.cuda` to be imported, then queues `_on_cuda_init`."""
+def _watch_failed(name: str, exc: Exception) -> None:
+    print(f"alloctune hook: cannot watch {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-    def find_spec(self, name: str, path: Sequence[str] | None = None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
-        if name != "torch.cuda":
-            return None
-        sys.meta_path.remove(self)
-        from importlib.machinery import PathFinder
 
-        spec = PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        loader_exec = spec.loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            loader_exec(module)
-            module._lazy_call(_safely(_on_cuda_init))
-
-        setattr(spec.loader, "exec_module", exec_module)   # this loader instance only: it loads torch.cuda alone
-        return spec
+def _forked() -> None:
+    """A forked child counts its own steps, not those its parent had counted."""
+    _state.counter = None
 
 
 def _start() -> None:
+    """Watch the imports that matter (without importing them), the features, uncaught OOMs, and exit."""
     if not _state.out:
         return
-    sys.meta_path.insert(0, _TorchCudaWatch())
+    from alloctune.trial import features
+    from alloctune.trial.imports import after_import
+
+    features.install()
+    watches: list[tuple[str, Callable[[ModuleType], None]]] = [
+        ("torch.cuda", _watch_cuda), ("torch.optim.optimizer", _count_optimizer_steps),
+        ("alloctune.runtime.steps", _count_marks)]
+    step_on = os.environ.get("ALLOCTUNE_HOOK_STEP_ON", "")
+    if step_on == "forward":
+        watches.append(("torch.nn.modules.module", _count_forward))
+    elif step_on:
+        module, _, qualname = step_on.partition(":")
+        watches.append((module, lambda m: _count_calls(m, qualname)))
+    after_import(watches, _watch_failed)
+    if hasattr(os, "register_at_fork"):   # POSIX
+        os.register_at_fork(after_in_child=_forked)
     _watch_excepthook()
     atexit.register(_safely(_write))
 
 
 _chain_user_sitecustomize()
-_start()
+_safely(_start)()

@@ -1,0 +1,95 @@
+"""Inside one process of a user's job, from CUDA initialisation on (the start-up hook calls these with the
+process's `torch.cuda`; nothing here imports torch): how much of each device belongs to this process, and its
+memory budget on each device it uses.
+
+Device memory of the process (`DeviceMemory.used`), the most exact figure the machine gives:
+- NVML: the driver's used memory for this process's pid on the device (`nvmlDeviceGetComputeRunningProcesses`,
+  through torch's own NVML handle, which maps CUDA_VISIBLE_DEVICES). Other processes on the GPU do not count.
+- BASELINE: where the driver does not list this pid (a PID namespace: a container sees other pids than the
+  driver) or gives no figure for it, the device's used memory less what it held at this process's CUDA
+  initialisation, before its first allocation (read through NVML, which makes no CUDA context). What other
+  processes allocate meanwhile still counts.
+- DEVICE: without NVML (nvidia-ml-py not installed), the device's total - free (cudaMemGetInfo), as before
+  sources were kept: every process on the GPU counts.
+A device's source is decided at its first reading and kept, so that its peak is one kind of figure.
+
+The budget (`budget_share`, `set_budget`) is set on each device as the process first uses it: setting it asks the
+device for its memory, which makes a CUDA context there, so setting it on every visible device would put a
+context (hundreds of MiB) on GPUs that other ranks use.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..results.records import DeviceMemorySource
+from .peaks import DeviceBudget
+
+
+class DeviceMemory:
+    """What each device holds for this process. `cuda` is torch.cuda, initialised; made at CUDA initialisation,
+    before the process's first allocation, where it reads the baselines."""
+
+    def __init__(self, cuda: Any, pid: int | None = None):
+        self.cuda = cuda
+        self.pid = os.getpid() if pid is None else pid
+        self.nvml: Any = getattr(cuda, "pynvml", None)   # torch.cuda imports nvidia-ml-py's pynvml when installed
+        self.handles: dict[int, Any] = {}
+        self.baseline: dict[int, int] = {}
+        self.sources: dict[int, DeviceMemorySource] = {}
+        handler = getattr(cuda, "_get_pynvml_handler", None)
+        if self.nvml is None or handler is None:
+            return
+        for device in range(cuda.device_count()):
+            try:
+                handle = handler(device)
+                self.baseline[device] = int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used)
+            except Exception:   # not readable through NVML: this device's figure is the device's own
+                continue
+            self.handles[device] = handle
+
+    def used(self, device: int) -> tuple[int, DeviceMemorySource] | None:
+        """This process's memory on `device` and what the figure counts; None when the source of its earlier
+        readings gives no figure this time. The device-wide fallback asks CUDA: the calling thread must be on
+        `device` (torch.cuda.set_device), or a device guard switching back could make a context elsewhere."""
+        handle = self.handles.get(device)
+        if handle is None:
+            free, total = self.cuda.mem_get_info(device)
+            self.sources[device] = DeviceMemorySource.DEVICE
+            return total - free, DeviceMemorySource.DEVICE
+        source = self.sources.get(device)
+        if source in (None, DeviceMemorySource.NVML):
+            mine = process_memory(self.nvml, handle, self.pid)
+            if mine is not None:
+                self.sources[device] = DeviceMemorySource.NVML
+                return mine, DeviceMemorySource.NVML
+            if source is DeviceMemorySource.NVML:
+                return None
+            self.sources[device] = DeviceMemorySource.BASELINE
+        now = int(self.nvml.nvmlDeviceGetMemoryInfo(handle).used)
+        return max(0, now - self.baseline[device]), DeviceMemorySource.BASELINE
+
+
+def process_memory(nvml: Any, handle: Any, pid: int) -> int | None:
+    """The driver's used memory of process `pid` on the device, or None: not listed, or no figure (nvidia-ml-py
+    gives None where the driver reports none)."""
+    try:
+        processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+    except Exception:
+        return None
+    used = next((p.usedGpuMemory for p in processes if p.pid == pid), None)
+    return None if used is None else int(used)
+
+
+def budget_share(cuda: Any, device: int, budget_bytes: int | None, fraction: float | None) -> float | None:
+    """The budget as a fraction of `device`'s memory (a byte budget as a share of that device's), or None."""
+    if budget_bytes:
+        return min(1.0, budget_bytes / cuda.get_device_properties(device).total_memory)
+    return fraction or None
+
+
+def set_budget(cuda: Any, device: int, share: float) -> DeviceBudget:
+    """Set the budget on `device` and read it back where this torch can."""
+    cuda.set_per_process_memory_fraction(share, device)
+    read = getattr(cuda, "get_per_process_memory_fraction", None)
+    return DeviceBudget(device, share, float(read(device)) if read is not None else None)
