@@ -4,9 +4,9 @@ does with each optimizer step, each call that --step-on names and each `alloctun
 Per process, `Counter` counts each source: every optimizer (by object), the --step-on calls, the marks. At the
 end of step `warmup` of each counted source it synchronises the devices the process used and takes the timed
 window's start; every step keeps the host's time of its end (`last`). The source it follows, for the --steps
-window and the growth samples, is the first of ThroughputSource's order that has steps: the marks, the --step-on
-calls, then the optimizer that stepped most (`leader`: ties go to the first seen; a GAN's two optimizers step
-alike and the first is followed). On the followed source's steps:
+window and the growth samples, is the first of ThroughputSource's order that has steps: the marks, then the calls when
+--step-on names some, else the optimizer that stepped most (`leader`: ties go to the first seen; a GAN's two
+optimizers step alike and the first is followed). On the followed source's steps:
 
 - at steps K and 2K (growth samples, `--check-growth K`): [step, reserved, allocated] of the process now;
 - at step warmup + 4N/5 (80% of a window of N steps): the peak reserved so far;
@@ -128,7 +128,7 @@ class Counter:
         """The source the window and the growth samples follow, in ThroughputSource's order."""
         if self.marks:
             return ThroughputSource.STEP_MARKS.value
-        return self.calls if self.calls is not None else leader(self.optimizers.values())
+        return self.calls if self.call_name else leader(self.optimizers.values())
 
     def _progress(self, step: int, source: _Source | None) -> None:
         if self.growth is not None and step in (self.growth, 2 * self.growth):

@@ -192,10 +192,10 @@ _EXACTNESS = (DeviceMemorySource.NVML, DeviceMemorySource.BASELINE, DeviceMemory
 
 
 def least_exact(sources: set[DeviceMemorySource | None]) -> DeviceMemorySource | None:
-    """What a maximum over figures of these sources counts: the least exact of them (a figure of unknown source
-    counts as the whole device's, as records from before sources were kept)."""
-    if not sources:
+    """What a maximum over figures of these sources counts: the least exact of them. None when none says; a
+    figure of unknown source beside known ones counts as the whole device's, as in records from before sources
+    were kept."""
+    known = {s for s in sources if s is not None}
+    if not known:
         return None
-    if None in sources:
-        return DeviceMemorySource.DEVICE
-    return max(sources, key=_EXACTNESS.index)
+    return DeviceMemorySource.DEVICE if None in sources else max(known, key=_EXACTNESS.index)

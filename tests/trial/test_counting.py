@@ -1,0 +1,168 @@
+"""The step counter the start-up hook runs inside a job (`trial/counting.py`), with a stand-in for the process:
+which source it follows, where the timed window starts, the growth samples, the --steps window's 80% and end
+readings, and the end itself. The same counter in real processes is tests/trial/test_window.py."""
+from __future__ import annotations
+
+import pytest
+
+from alloctune.results.records import ThroughputSource
+from alloctune.trial.counting import Counter, leader, rising
+from alloctune.trial.peaks import StepCount
+
+
+class Job:
+    """A stand-in process: each synchronisation and reading is logged with the step count at that moment;
+    `finish` ends the 'process' by raising, as os._exit would stop the step."""
+
+    def __init__(self, reserved=(), memory=(5, 3)):
+        self.log: list[str] = []
+        self.reserved = list(reserved)
+        self.mem = memory
+        self.clock = 100.0
+
+    def synced(self) -> float:
+        self.clock += 1
+        self.log.append("sync")
+        return self.clock
+
+    def reserved_peak(self):
+        self.log.append("peak")
+        return self.reserved.pop(0) if self.reserved else None
+
+    def memory(self):
+        self.log.append("memory")
+        return self.mem
+
+    def finish(self) -> None:
+        self.log.append("finish")
+        raise Finished
+
+
+class Finished(Exception):
+    pass
+
+
+class Adam:
+    pass
+
+
+class SGD:
+    pass
+
+
+def test_the_window_starts_at_the_end_of_the_warm_up_step_after_a_synchronisation():
+    job = Job()
+    counter = Counter(job, warmup=3)
+    opt = SGD()
+    for _ in range(5):
+        counter.optimizer_step(opt)
+    assert job.log == ["sync"]   # once, at step 3; nothing else without a window or growth check
+    (count,) = counter.at_exit(synced=250.0)
+    assert count == StepCount(ThroughputSource.OPTIMIZER_STEPS, "SGD", 5, 3, start=101.0, last=count.last,
+                              end=250.0)
+    assert count.last is not None and count.last > 0
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_the_warm_up_is_at_least_one_step(warmup):
+    counter = Counter(Job(), warmup=warmup)
+    counter.optimizer_step(SGD())
+    assert counter.at_exit(None)[0].start is not None and counter.at_exit(None)[0].warmup == 1
+
+
+def test_the_window_follows_the_optimizer_that_steps_most_and_ties_go_to_the_first_seen():
+    """A GAN: the discriminator steps twice per generator step; then one that steps in turn with another."""
+    job = Job(reserved=[10, 12])
+    counter = Counter(job, warmup=1, window=5)
+    d, g = Adam(), SGD()
+    with pytest.raises(Finished):
+        while True:
+            counter.optimizer_step(d)
+            counter.optimizer_step(d)
+            counter.optimizer_step(g)
+    counts = {c.name: c.count for c in counter.at_exit(None)}
+    assert counts == {"Adam": 6, "SGD": 2}   # ended at the discriminator's step 1 + 5
+    assert counter.window_reserved == [10, 12] and rising(counter.window_reserved) is True
+
+    job = Job()
+    counter = Counter(job, warmup=1, window=3)
+    first, second = SGD(), Adam()
+    with pytest.raises(Finished):
+        while True:
+            counter.optimizer_step(first)
+            counter.optimizer_step(second)
+    assert [(c.name, c.count) for c in counter.at_exit(None)] == [("SGD", 4), ("Adam", 3)]
+
+
+def test_the_80_percent_reading_and_the_end_of_a_window():
+    job = Job(reserved=[7, 7])
+    counter = Counter(job, warmup=2, window=10)
+    opt = SGD()
+    steps = 0
+    with pytest.raises(Finished):
+        while True:
+            counter.optimizer_step(opt)
+            steps += 1
+            job.log.append(f"step {steps}")
+    # warm-up sync after step 2; 80% of 10 steps at step 2 + 8; then the end at step 12: sync, peak, finish
+    assert job.log[:4] == ["step 1", "sync", "step 2", "step 3"]
+    assert job.log[job.log.index("step 9"):] == ["step 9", "peak", "step 10", "step 11", "sync", "peak", "finish"]
+    (count,) = counter.at_exit(synced=None)
+    assert count.count == 12 and count.end is not None and count.end > count.start
+    assert counter.window_reserved == [7, 7] and rising(counter.window_reserved) is False
+
+
+def test_a_one_step_window_reads_its_80_percent_at_the_warm_up_step():
+    job = Job(reserved=[1, 2])
+    counter = Counter(job, warmup=2, window=1)
+    opt = SGD()
+    with pytest.raises(Finished):
+        for _ in range(5):
+            counter.optimizer_step(opt)
+    assert job.log == ["sync", "peak", "sync", "peak", "finish"]
+
+
+def test_without_cuda_a_window_still_ends_and_reads_no_peaks():
+    job = Job(reserved=[])   # reserved_peak: None, as without CUDA
+    counter = Counter(job, warmup=1, window=2)
+    with pytest.raises(Finished):
+        for _ in range(10):
+            counter.optimizer_step(SGD)
+    assert counter.window_reserved is None and rising(None) is None
+
+
+def test_growth_samples_at_k_and_2k_of_the_followed_source():
+    job = Job(memory=(300, 200))
+    counter = Counter(job, warmup=1, growth=4)
+    opt = SGD()
+    for _ in range(10):
+        counter.optimizer_step(opt)
+    assert counter.growth_samples == [[4, 300, 200], [8, 300, 200]]
+
+
+def test_marks_come_first_then_step_on_calls_then_optimizers():
+    job = Job()
+    counter = Counter(job, warmup=1, window=2, call_name="pkg.mod:run")
+    opt = SGD()
+    for _ in range(5):   # --step-on asked: the calls are followed, even before the first one
+        counter.optimizer_step(opt)
+    counter.call()
+    counter.call()
+    with pytest.raises(Finished):
+        counter.call()
+    assert [(c.source, c.name, c.count) for c in counter.at_exit(None)] == [
+        (ThroughputSource.OPTIMIZER_STEPS, "SGD", 5), (ThroughputSource.STEP_CALLS, "pkg.mod:run", 3)]
+
+    counter = Counter(Job(), warmup=1, window=2)
+    counter.mark()
+    for _ in range(5):   # marks seen: they are followed
+        counter.optimizer_step(opt)
+        counter.call()
+    counter.mark()
+    with pytest.raises(Finished):
+        counter.mark()
+
+
+def test_leader():
+    counts = [StepCount(ThroughputSource.OPTIMIZER_STEPS, name, n, 1) for name, n in (("a", 3), ("b", 5), ("c", 5))]
+    assert leader(counts).name == "b" and leader([]) is None

@@ -1,0 +1,146 @@
+"""What of a device belongs to a process, and the budget per device (`trial/devices.py`), against stand-ins for
+torch.cuda and nvidia-ml-py: which figure is used when NVML lists the process, when it does not (a PID namespace),
+when it gives no figure, and without NVML; and how the trial's measurement says which. The real NVML is
+tests/trial/test_window_gpu.py's."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from alloctune.results.records import DeviceMemorySource
+from alloctune.trial.devices import DeviceMemory, budget_share, process_memory, set_budget
+from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
+
+GiB = 2**30
+ME = 4242
+
+
+class FakeNvml:
+    """Two GPUs; `used` is each device's used memory, `procs` the compute processes NVML lists on each."""
+
+    def __init__(self, used, procs):
+        self.used = used
+        self.procs = procs
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(used=self.used[handle], total=80 * GiB, free=80 * GiB - self.used[handle])
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in self.procs.get(handle, [])]
+
+
+class FakeCuda:
+    def __init__(self, nvml=None, count=2, handler=True, total=80 * GiB):
+        self.pynvml = nvml
+        if handler:
+            self._get_pynvml_handler = lambda device: f"gpu{device}"
+        self.count = count
+        self.total = total
+        self.free = {i: total - 3 * GiB for i in range(count)}
+        self.fractions: dict[int, float] = {}
+
+    def device_count(self):
+        return self.count
+
+    def mem_get_info(self, device):
+        return self.free[device], self.total
+
+    def get_device_properties(self, device):
+        return SimpleNamespace(total_memory=self.total)
+
+    def set_per_process_memory_fraction(self, fraction, device):
+        self.fractions[device] = fraction
+
+    def get_per_process_memory_fraction(self, device):
+        return self.fractions[device]
+
+
+def _memory(used, procs, **kw):
+    nvml = FakeNvml(used, procs)
+    return DeviceMemory(FakeCuda(nvml, **kw), pid=ME), nvml
+
+
+def test_nvml_counts_this_process_alone():
+    memory, nvml = _memory({"gpu0": 10 * GiB, "gpu1": 1 * GiB}, {"gpu0": [(7, 8 * GiB), (ME, 2 * GiB)]})
+    assert memory.baseline == {0: 10 * GiB, 1: 1 * GiB}   # read when it was made: at CUDA init
+    nvml.used["gpu0"] += 30 * GiB                          # a neighbour grows: not ours
+    nvml.procs["gpu0"] = [(7, 38 * GiB), (ME, 3 * GiB)]
+    assert memory.used(0) == (3 * GiB, DeviceMemorySource.NVML)
+
+
+def test_a_pid_the_driver_does_not_list_falls_back_to_the_baseline_for_good():
+    """In a container the driver lists host pids: ours is not found, so the device's growth since CUDA init."""
+    memory, nvml = _memory({"gpu0": 10 * GiB, "gpu1": 0}, {"gpu0": [(99999, 5 * GiB)]})
+    nvml.used["gpu0"] = 15 * GiB
+    assert memory.used(0) == (5 * GiB, DeviceMemorySource.BASELINE)
+    nvml.procs["gpu0"] = [(ME, 1 * GiB)]   # listed later: the device keeps the one source its peak began with
+    assert memory.used(0) == (5 * GiB, DeviceMemorySource.BASELINE)
+    nvml.used["gpu0"] = 9 * GiB            # less than at start (a neighbour left): never below zero
+    assert memory.used(0) == (0, DeviceMemorySource.BASELINE)
+
+
+def test_no_figure_for_the_pid_is_the_baseline_and_a_lost_listing_is_no_sample():
+    memory, nvml = _memory({"gpu0": 1 * GiB, "gpu1": 0}, {"gpu0": [(ME, None)]})   # nvidia-ml-py: N/A -> None
+    nvml.used["gpu0"] = 4 * GiB
+    assert memory.used(0) == (3 * GiB, DeviceMemorySource.BASELINE)
+    nvml.procs["gpu1"] = [(ME, 2 * GiB)]
+    assert memory.used(1) == (2 * GiB, DeviceMemorySource.NVML)
+    nvml.procs["gpu1"] = []
+    assert memory.used(1) is None   # not a figure of another kind in an NVML peak
+
+
+def test_without_nvml_the_figure_is_the_whole_device():
+    cuda = FakeCuda(nvml=None)
+    memory = DeviceMemory(cuda, pid=ME)
+    assert memory.used(1) == (3 * GiB, DeviceMemorySource.DEVICE) and memory.sources == {1: DeviceMemorySource.DEVICE}
+    without_handler = DeviceMemory(FakeCuda(FakeNvml({}, {}), handler=False), pid=ME)   # an older torch
+    assert without_handler.used(0) == (3 * GiB, DeviceMemorySource.DEVICE)
+
+
+def test_a_device_nvml_cannot_read_is_the_whole_device():
+    class Broken(FakeNvml):
+        def nvmlDeviceGetMemoryInfo(self, handle):
+            if handle == "gpu1":
+                raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+            return super().nvmlDeviceGetMemoryInfo(handle)
+
+    memory = DeviceMemory(FakeCuda(Broken({"gpu0": 0}, {"gpu0": [(ME, GiB)]})), pid=ME)
+    assert memory.used(0) == (GiB, DeviceMemorySource.NVML)
+    assert memory.used(1) == (3 * GiB, DeviceMemorySource.DEVICE)
+
+
+def test_process_memory_survives_an_nvml_error():
+    class Failing(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+
+    assert process_memory(Failing({}, {}), "gpu0", ME) is None
+
+
+def test_the_budget_per_device_and_its_read_back():
+    cuda = FakeCuda(total=80 * GiB)
+    assert budget_share(cuda, 1, 20 * GiB, None) == 0.25
+    assert budget_share(cuda, 1, 200 * GiB, None) == 1.0   # more than the device: all of it
+    assert budget_share(cuda, 0, None, 0.5) == 0.5 and budget_share(cuda, 0, None, None) is None
+    assert set_budget(cuda, 1, 0.25) == DeviceBudget(1, 0.25, 0.25) and cuda.fractions == {1: 0.25}
+
+    class NoReadBack(FakeCuda):   # a torch without get_per_process_memory_fraction
+        get_per_process_memory_fraction = None
+
+    assert set_budget(NoReadBack(), 0, 0.5) == DeviceBudget(0, 0.5, None)
+
+
+def test_a_trials_device_figure_is_as_exact_as_its_least_exact_process():
+    def peaks(source, used=GiB):
+        return DevicePeaks(0, 1, 1, device_peak_used_bytes=used, overhead_bytes=used and used // 2,
+                           device_memory_source=source)
+
+    def source(*devices):
+        return job_measurement(list(devices), None, None, None, None).device_memory_source
+
+    nvml, baseline, device = DeviceMemorySource.NVML, DeviceMemorySource.BASELINE, DeviceMemorySource.DEVICE
+    assert source(peaks(nvml), peaks(nvml)) is nvml
+    assert source(peaks(nvml), peaks(baseline)) is baseline
+    assert source(peaks(baseline), peaks(device)) is device
+    assert source(peaks(nvml), peaks(None)) is device     # a figure of unknown source: the whole device's
+    assert source(peaks(None)) is None and source(peaks(nvml, used=None)) is None
+    assert job_measurement([peaks(nvml, 3 * GiB), peaks(nvml)], None, None, None, None).overhead_bytes == 3 * GiB // 2
