@@ -13,13 +13,14 @@ Device memory of the process (`DeviceMemory.used`), the most exact figure the ma
   sources were kept: every process on the GPU counts.
 A device's source is decided at its first reading and kept, so that its peak is one kind of figure.
 
-The budget (`budget_share`, `set_budget`) is set on each device as the process first uses it: setting it asks the
-device for its memory, which makes a CUDA context there, so setting it on every visible device would put a
-context (hundreds of MiB) on GPUs that other ranks use.
+The budget (`Budget`) is set on each device as the process first uses it: setting it asks the device for its
+memory, which makes a CUDA context there, so setting it on every visible device would put a context (hundreds of
+MiB) on GPUs that other ranks use.
 """
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from ..results.records import DeviceMemorySource
@@ -79,6 +80,30 @@ def process_memory(nvml: Any, handle: Any, pid: int) -> int | None:
         return None
     used = next((p.usedGpuMemory for p in processes if p.pid == pid), None)
     return None if used is None else int(used)
+
+
+class Budget:
+    """The memory budget of a process: a byte budget (a share of each device's memory) or a fraction."""
+
+    def __init__(self, cuda: Any, budget_bytes: int | None, fraction: float | None):
+        self.cuda = cuda
+        self.budget_bytes = budget_bytes
+        self.fraction = fraction
+        self.used: set[int] = set()
+        self.set: list[DeviceBudget] = []   # in the order the devices were first used
+        self.lock = threading.Lock()
+
+    def use(self, device: int) -> None:
+        """The process uses `device` (made it its device, or allocated there): the budget there, once."""
+        with self.lock:
+            if device in self.used:
+                return
+            self.used.add(device)
+        share = budget_share(self.cuda, device, self.budget_bytes, self.fraction)
+        if share is not None:
+            budget = set_budget(self.cuda, device, share)
+            with self.lock:
+                self.set.append(budget)
 
 
 def budget_share(cuda: Any, device: int, budget_bytes: int | None, fraction: float | None) -> float | None:

@@ -49,8 +49,9 @@ _MEASURED = [f.name for f in fields(DevicePeaks) if f.name in {m.name for m in f
 def device_peaks(stats: Mapping[str, Any], device: int, used_peak: int | None = None,
                  overhead: int | None = None, source: DeviceMemorySource | None = None) -> DevicePeaks:
     """`stats` (torch.cuda.memory_stats(device)) as figures, with the device-level peak and overhead the caller
-    sampled, and what that peak counts. A peak or count missing from `stats` is 0, as torch's own max_memory_reserved() reads it; the
-    figures older versions lack (requested bytes, device allocations) are None."""
+    sampled, and what that peak counts. A peak or count missing from `stats` is 0, as torch's own
+    max_memory_reserved() reads it; the figures older versions lack (requested bytes, device allocations) are
+    None."""
     return DevicePeaks(
         device=device,
         peak_reserved_bytes=int(stats.get("reserved_bytes.all.peak", 0)),

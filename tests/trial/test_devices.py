@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
-from alloctune.trial.devices import DeviceMemory, budget_share, process_memory, set_budget
+from alloctune.trial.devices import Budget, DeviceMemory, budget_share, process_memory, set_budget
 from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
 
 GiB = 2**30
@@ -127,6 +127,21 @@ def test_the_budget_per_device_and_its_read_back():
         get_per_process_memory_fraction = None
 
     assert set_budget(NoReadBack(), 0, 0.5) == DeviceBudget(0, 0.5, None)
+
+
+def test_the_budget_goes_on_each_device_the_process_uses_once_and_nowhere_else():
+    """Two GPUs visible, the process uses GPU 1 (another rank's job is on GPU 0): GPU 0 gets no budget, so no
+    context from it; a second use of GPU 1 (the sampler seeing it again) sets nothing."""
+    cuda = FakeCuda(total=80 * GiB)
+    budget = Budget(cuda, 40 * GiB, None)
+    budget.use(1)
+    budget.use(1)
+    assert cuda.fractions == {1: 0.5} and budget.set == [DeviceBudget(1, 0.5, 0.5)]
+    budget.use(0)
+    assert budget.set == [DeviceBudget(1, 0.5, 0.5), DeviceBudget(0, 0.5, 0.5)]
+    fraction = Budget(FakeCuda(), None, 0.25)
+    fraction.use(0)
+    assert fraction.set == [DeviceBudget(0, 0.25, 0.25)]
 
 
 def test_a_trials_device_figure_is_as_exact_as_its_least_exact_process():

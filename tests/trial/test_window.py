@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from alloctune.errors import WorkloadError
 from alloctune.report.analysis import analyze
 from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
@@ -26,6 +27,7 @@ from alloctune.trial.command import Run, hook_environment, run_command, run_comm
 from alloctune.trial.peaks import DevicePeaks, ProcessReport, StepCount, report_path
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_workload
+from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -291,6 +293,14 @@ def test_the_window_and_step_options_in_the_workload_and_its_digest(tmp_path):
     assert command_workload(on).digest() != base.digest()
     assert CommandSpec.from_dict(command_workload(on, unit="8 tokens").command) == replace(on, units_per_step=8.0)
     assert command_workload(command, unit="8 tokens").digest() != command_workload(command, unit="tokens").digest()
+    path = tmp_path / "job.yaml"   # a workload file that names a command says the same
+    path.write_text(f"name: job\ncommand: [{sys.executable}, -c, pass]\nsteps: 200\nstep_on: forward\n"
+                    f"unit: 8 tokens\n")
+    spec = load_workload(path)
+    assert spec.steps == 200 and CommandSpec.from_dict(spec.command) == replace(on, units_per_step=8.0)
+    path.write_text(f"name: job\ncommand: [{sys.executable}, -c, pass]\nstep_on: 3\n")
+    with pytest.raises(WorkloadError, match="step_on 3: expected 'forward'"):
+        load_workload(path)
 
 
 def _cli(*args, cwd):

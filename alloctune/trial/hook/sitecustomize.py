@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from alloctune.trial.counting import Counter
-    from alloctune.trial.devices import DeviceMemory
-    from alloctune.trial.peaks import DeviceBudget, DevicePeaks, ProcessReport
+    from alloctune.trial.devices import Budget, DeviceMemory
+    from alloctune.trial.peaks import DevicePeaks, ProcessReport
 
 SAMPLE_INTERVAL_S = 0.05
 
@@ -70,8 +70,7 @@ class _State:
         self.memory: DeviceMemory | None = None   # this process's share of each device (trial/devices.py)
         self.device_peak: dict[int, int] = {}  # device index -> most memory in use by this process (driver's view)
         self.overhead: dict[int, int] = {}     # device index -> most in use outside the allocator (context, libraries)
-        self.used: set[int] = set()            # devices this process has used (its budget is set on these)
-        self.budgets: list[DeviceBudget] = []
+        self.budget: Budget | None = None       # with a budget: set on each device as the process first uses it
         self.counter: Counter | None = None    # made at the first step (trial/counting.py)
         self.optimizer_hook: bool | None = None
         self.window_ended = False
@@ -112,7 +111,8 @@ def _sample(torch: ModuleType) -> None:
     memory = _state.memory
     for i in _devices(torch):
         torch.cuda.set_device(i)
-        _use_device(torch, i)
+        if _state.budget is not None:
+            _state.budget.use(i)
         figure = memory.used(i) if memory is not None else None
         if figure is None:
             continue
@@ -136,35 +136,21 @@ def _on_cuda_init() -> None:
     """Runs inside torch.cuda's lazy initialisation, before the program's first allocation."""
     import torch
 
-    from alloctune.trial.devices import DeviceMemory
+    from alloctune.trial.devices import Budget, DeviceMemory
 
     _state.started = True
     _state.memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
-    if torch.cuda.device_count() == 1:
-        _use_device(torch, 0)   # the one device it can use: its budget before the first allocation
+    budget_bytes, fraction = _number("ALLOCTUNE_HOOK_BUDGET_BYTES"), os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION")
+    if budget_bytes or fraction:
+        _state.budget = Budget(torch.cuda, budget_bytes, float(fraction) if fraction else None)
+        if torch.cuda.device_count() == 1:
+            _state.budget.use(0)   # the one device it can use: its budget before the first allocation
     if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
         # context=None: no stack frames, so a trace of a million events stays small.
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=10_000_000)
     threading.Thread(target=_sampler, args=(torch,), name="alloctune-sampler", daemon=True).start()
     _install_sigterm()
-
-
-def _use_device(torch: ModuleType, device: int) -> None:
-    """The process uses `device` (it set it as its device, or allocated there): set the budget on it, once.
-    Only on such devices: setting a budget makes a CUDA context on its device."""
-    with _state.lock:
-        if device in _state.used:
-            return
-        _state.used.add(device)
-    from alloctune.trial.devices import budget_share, set_budget
-
-    share = budget_share(torch.cuda, device, _number("ALLOCTUNE_HOOK_BUDGET_BYTES"),
-                         float(os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION") or 0))
-    if share is not None:
-        budget = set_budget(torch.cuda, device, share)
-        with _state.lock:
-            _state.budgets.append(budget)
 
 
 def _watch_cuda(cuda: ModuleType) -> None:
@@ -180,8 +166,8 @@ def _watch_cuda(cuda: ModuleType) -> None:
     @functools.wraps(original)
     def set_device(device: Any) -> None:
         original(device)
-        if cuda.is_initialized():
-            _safely(_use_device)(sys.modules["torch"], cuda.current_device())
+        if _state.budget is not None and cuda.is_initialized():
+            _safely(_state.budget.use)(cuda.current_device())
 
     setattr(cuda, "set_device", set_device)
 
@@ -371,7 +357,8 @@ def _write(sync: bool = True) -> None:
                            cuda=cuda is not None, steps=marks, oom_message=_state.oom_message,
                            torch_version=str(torch.__version__) if torch is not None else None,
                            exit_time=time.time(), optimizer_hook=_state.optimizer_hook,
-                           window_ended=_state.window_ended, budgets=list(_state.budgets), features=_features())
+                           window_ended=_state.window_ended, features=_features(),
+                           budgets=list(_state.budget.set) if _state.budget is not None else [])
     if counter is not None:
         report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
