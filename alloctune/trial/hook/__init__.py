@@ -2,8 +2,8 @@
 CMD`): this folder goes first on PYTHONPATH, so Python imports `sitecustomize.py` from it at start-up.
 
 What the hook does is driven by environment variables that `alloctune.trial.command.hook_environment` sets (listed
-in `sitecustomize.py`'s docstring); it writes one JSON file per process that initialised CUDA or marked steps (a
-`ProcessReport`, `alloctune/trial/peaks.py`) and, when recording, one snapshot pickle, which
+in `sitecustomize.py`'s docstring); it writes one JSON file per process that initialised CUDA or marked or counted
+steps (a `ProcessReport`, `alloctune/trial/peaks.py`) and, when recording, one snapshot pickle, which
 `alloctune.trial.command` reads back. Nothing else may go in this folder: being first on the command's PYTHONPATH,
 any module here would shadow the user's own of that name.
 """

@@ -4,26 +4,38 @@ This folder is first on the command's PYTHONPATH, so each Python process (every 
 forked workers that start an interpreter) imports this module at start-up. It chains to the user's own
 sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 
-- registers, without importing torch, a watch for the import of `torch.cuda`; when that module exists, it queues
-  (torch.cuda._lazy_call) what must happen when the process initialises CUDA: the memory budget, allocation
-  history when recording, a sampler of device-level memory in use, the SIGTERM handler. A process that never
-  initialises CUDA pays for one import-system lookup;
+- installs the feature watch (`alloctune.trial.features`) and, without importing torch, watches imports
+  (`alloctune.trial.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
+  process initialises CUDA: each device's memory baseline (`trial/devices.py`), the budget where there is one GPU,
+  allocation history when recording, a sampler of the process's device memory (which also sets the budget on
+  each device it sees the process allocate on), the SIGTERM handler; with a budget it wraps
+  `torch.cuda.set_device`, so that a process that sees several GPUs gets the budget on the one it picks, before
+  it allocates there, and on no other. When `torch.optim` loads it registers the global optimizer step hook;
+  `alloctune.step()` marks and what --step-on names (a callable, or top-level module calls) are counted too: the
+  counter (`trial/counting.py`) times the steps after the warm-up and ends the process at the end of a --steps
+  window;
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
-- at exit (normal end, uncaught exception, or SIGTERM from a time limit), in a process that initialised CUDA or
-  marked steps (`alloctune.step`), writes `proc-<pid>.json` to that folder: a `ProcessReport`
+- at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
+  that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
   (`alloctune/trial/peaks.py`), which `alloctune.trial.command` reads back with the same record: the allocator
-  peaks per device used, retries, OOMs, device-level peak, the settings in force as torch reports them
-  (`child.effective_settings`), the process's rank, its step marks and an uncaught OOM's message; when recording,
-  also `trace-<pid>.pickle` (a snapshot holding only plain values: alloctune's loader admits nothing else).
+  peaks per device used, retries, OOMs, the process's device memory and what it counts, the settings in force as
+  torch reports them (`child.effective_settings`), the budget read back per device, the process's rank, its step
+  marks and counted steps, the window's peak readings, growth samples, the features it used and an uncaught
+  OOM's message; when recording, also `trace-<pid>.pickle` (a snapshot holding only plain values: alloctune's
+  loader admits nothing else). A process that never initialised CUDA has no device figures in it.
 
-Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed.
-It runs as the top-level module `sitecustomize`, possibly under another interpreter than alloctune's: at import
-time it uses the standard library only; alloctune's own modules are imported, by absolute name, inside the
-functions that need them (the command's PYTHONPATH has the package too).
+Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
+nothing it does inside the program's calls (an optimizer step, a counted call) raises into them. It runs as the
+top-level module `sitecustomize`, possibly under another interpreter than alloctune's: at import time it uses the
+standard library only; alloctune's own modules are imported, by absolute name, inside the functions that need them
+(the command's PYTHONPATH has the package too): the light import watch and feature watch at start-up, the rest
+when torch loads or at exit.
 
 Environment (set by `alloctune.trial.command.hook_environment`): ALLOCTUNE_HOOK_OUT (the folder), ALLOCTUNE_HOOK_CONF
 (the setting asked for, checked against the one in force), ALLOCTUNE_HOOK_BUDGET_BYTES or
-ALLOCTUNE_HOOK_BUDGET_FRACTION (the memory budget), ALLOCTUNE_HOOK_RECORD=1 (record the allocation trace).
+ALLOCTUNE_HOOK_BUDGET_FRACTION (the memory budget), ALLOCTUNE_HOOK_RECORD=1 (record the allocation trace),
+ALLOCTUNE_HOOK_WARMUP_STEPS (steps before the timed window), ALLOCTUNE_HOOK_WINDOW_STEPS (the --steps window),
+ALLOCTUNE_HOOK_STEP_ON (what --step-on counts), ALLOCTUNE_HOOK_GROWTH_STEPS=K (memory samples at steps K and 2K).
 """
 from __future__ import annotations
 
