@@ -51,6 +51,8 @@ def run(args) -> int:
     else:
         if args.preset or args.python:
             raise AlloctuneError("--preset and --python apply to a workload file, not to '-- COMMAND'")
+        if args.warmup_steps < 0:
+            raise AlloctuneError(f"--warmup-steps must be a whole number of steps >= 0, got {args.warmup_steps}")
         traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
                                 conf=args.conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
                                 steps=args.steps or 0)
