@@ -106,11 +106,11 @@ def backend_skip(native: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> S
 
     Why that settles it: every allocator must back each live tensor with device memory, so whatever the driver's
     pool does, cudaMallocAsync holds at least the program's peak requested bytes (docs/ALLOCATOR.md: requested
-    counts what the program asked for), and its device figure adds its own CUDA context on top (0.81-0.83 GiB on the
-    H200, against the native allocator's 0.76-0.78 GiB; results/). A native setting that reserves within the tie of
-    those bytes therefore holds at most a tie more than the backend switch could, so the switch can at best tie,
-    and a tie goes to the native allocator (`order.tie_rank`). Seen on the H200 too: in every committed sweep with
-    both, cudaMallocAsync's pool held more than the program's peak requested bytes."""
+    counts what the program asked for), and its device figure adds a context at least the native allocator's (on
+    the H200 0.81-0.83 GiB beyond its pool, against at most 0.77 GiB beyond native reserved; results/). A native
+    setting that reserves within the tie of those bytes therefore holds at most a tie more than the backend switch
+    could, so the switch can at best tie, and a tie goes to the native allocator (`order.tie_rank`). Seen on the
+    H200 too: in all seven committed sweeps with both, the pool held 3-13% more than the peak requested bytes."""
     return next((s for s in native if s.fits and not s.switches_backend and s.peak_reserved_bytes
                  and s.peak_requested_bytes and within(s.peak_reserved_bytes, s.peak_requested_bytes, tie)), None)
 
