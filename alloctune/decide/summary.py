@@ -15,6 +15,7 @@ outside the allocator is marked contaminated and not used (`Contamination`).
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -152,11 +153,11 @@ class SettingResult:
     def simulated(self) -> bool:
         return self.backend == Backend.SIM
 
-    @property
+    @functools.cached_property   # parsed once: the ordering compares settings pair by pair
     def complexity(self) -> int:
         return AllocConf.parse(self.conf).complexity
 
-    @property
+    @functools.cached_property
     def switches_backend(self) -> bool:
         return AllocConf.parse(self.conf).is_async
 
