@@ -7,7 +7,7 @@ import shlex
 from dataclasses import asdict, fields
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS
-from ..report.progress import Phases
+from ..report.progress import Phases, estimate_text
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_WARMUP_STEPS
@@ -106,8 +106,10 @@ def _how(p) -> None:
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
-                   help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: simulate all, measure the "
-                        "best few; auto (default): cuda when a GPU is visible, else sim")
+                   help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: record the trace (in a "
+                        "command's extra first trial, or a workload's first default trial), replay every setting, "
+                        "measure the best few; auto (default): with a GPU, hybrid for '-- COMMAND' and cuda for a "
+                        "workload file; else sim")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where measured trials run: local (default) child processes on this machine's GPUs, or ray: "
                         "one Ray task per trial across a cluster (pip install 'alloctune[ray]')")
@@ -145,7 +147,7 @@ def run(args) -> int:
     from ..report.summary import ranked_table
     from ..report.words import reason_lines
     from ..settings.grid import load_grid_file
-    from ..sweeper.options import SweepCallbacks, SweepOptions
+    from ..sweeper.options import Estimate, SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
 
     err = console(stderr=True)
@@ -163,9 +165,20 @@ def run(args) -> int:
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
             shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
 
+        said: set[bool] = set()   # printed once untimed, once with a time (after the first trial)
+
+        def estimate(e: Estimate) -> None:
+            timed = e.seconds_left is not None
+            if timed not in said:
+                said.update({False, timed})
+                whole = (e.seconds_done or 0) + (e.seconds_left or 0) if timed else None
+                shown.print(f"estimate: {estimate_text(e.trials, whole)}")
+            shown.note(estimate_text(e.trials, e.seconds_left, left=True))
+
         outcome = sweep(workload, options, callbacks=SweepCallbacks(
             progress=progress, search_progress=search_progress,
-            notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase))
+            notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase,
+            estimate=estimate))
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
@@ -177,6 +190,8 @@ def run(args) -> int:
         out.print(ranked_table(outcome.settings, choice))
         for reason in reason_lines(choice):
             out.print(f"  {reason}")
+    for line in _gpu_lines(outcome):
+        out.print(line)
     folder = outcome.folder.path
     # Commands to copy: one line each, never folded at the terminal's width.
     out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
@@ -184,6 +199,22 @@ def run(args) -> int:
     if outcome.backend == Backend.SIM:
         out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
     return 0
+
+
+def _gpu_lines(outcome) -> list[str]:
+    """What the sweep spent on the GPU; for a hybrid sweep, how it got there."""
+    trials = [r for r in outcome.folder.trials() if r.backend != Backend.SIM]
+    if not trials:
+        return []
+    minutes = sum(r.wall_seconds or 0 for r in trials) / 60
+    lines = [f"\nGPU trials: {len(trials)}, {minutes:.1f} min in all"]
+    if outcome.backend == Backend.HYBRID:
+        replayed = {r.conf for r in outcome.folder.trials() if r.backend == Backend.SIM}
+        measured = {r.conf for r in trials if not r.extra}
+        recorded = sum(r.recording for r in trials)
+        lines.append(f"hybrid: {recorded} recorded the trace, {len(replayed)} settings replayed, "
+                     f"{len(measured)} measured on the GPU")
+    return lines
 
 
 def _repeats(text: str) -> int | str:

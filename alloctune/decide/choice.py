@@ -4,23 +4,25 @@
 Rules (issue 2 §6, issue 8): the winner is the preferred setting (`order.py`: the lowest memory, ties to a native
 allocator, a peak that repeats, fewer keys) among those that may be recommended: that fit and are not significantly
 slower than the default by more than `max_slowdown`. A setting that raises memory over the default's is never
-recommended, so the default stays unless something beats it by more than the tie. Replayed traces ('sim') have no
+recommended, so the default stays unless something beats it by more than the tie. Two settings' memories are
+always the pair's own comparison (`SettingResult.compared_with`: peak reserved within a backend, device memory
+across backends), and so are the figures the reasons quote. Replayed traces ('sim') have no
 throughput: they are judged on memory, and a setting that needs more release-and-retry rounds than the default
 (each one synchronises the device) is refused.
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, TypeGuard
 
 from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend
 from .order import preferred, ranked, tie_rule, within
-from .reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDefault, Measure, MoreMemory, NothingFits,
-                      Reason, RefusedLower, Retries, SavesMemory, StateCount, Throughput, TieBreak, Tied, Ties,
-                      TooSlow, Unstable, finite)
+from .reasons import (AgainstWinner, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread, Failed,
+                      KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries, SavesMemory,
+                      Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, finite)
 from .stats import Comparison
-from .summary import MemoryMeasure, SettingResult, versus
+from .summary import DEVICE_AGREEMENT, MemoryMeasure, SettingResult, versus
 
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good
 NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible even when a test can detect it
@@ -109,13 +111,14 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
         return Reason(Code.FAILED, _failed(s))
     if s.is_default or base is None or not base.fits:
         return None
-    if s.peak > base.peak:
-        return Reason(Code.MORE_MEMORY, MoreMemory(s.memory_measure, s.peak, base.peak))
+    measure, mine, default = s.compared_with(base)
+    if mine > default:
+        return Reason(Code.MORE_MEMORY, MoreMemory(measure, mine, default))
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
         return Reason(Code.MORE_RETRIES, Retries(s.num_alloc_retries, base.num_alloc_retries))
     c = _comparison(s, base, max_slowdown)
     if _too_slow(c):
-        return Reason(Code.TOO_SLOW, TooSlow(base.peak - s.peak, c, max_slowdown))
+        return Reason(Code.TOO_SLOW, TooSlow(default - mine, c, max_slowdown))
     return None
 
 
@@ -135,9 +138,15 @@ def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: f
 
 
 def _memory_reason(best: SettingResult, base: SettingResult) -> Reason:
-    small = SMALL_GAIN if base.peak - best.peak < SMALL_GAIN * base.peak else None
-    return Reason(Code.SAVES_MEMORY, SavesMemory(best.memory_measure, best.peak, base.peak, best.reserved_ratio,
-                                                 base.reserved_ratio, small))
+    measure, mine, default = best.compared_with(base)
+    small = SMALL_GAIN if default - mine < SMALL_GAIN * default else None
+    return Reason(Code.SAVES_MEMORY, SavesMemory(measure, mine, default, best.reserved_ratio, base.reserved_ratio,
+                                                 small))
+
+
+def _lower(s: SettingResult, base: SettingResult) -> bool:
+    _, mine, default = s.compared_with(base)
+    return mine < default
 
 
 def _tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
@@ -147,13 +156,13 @@ def _tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
 def _kept(base: SettingResult, members: list[SettingResult], eligible: list[SettingResult],
           tie: float) -> list[Reason]:
     """The default won: nothing else lowers memory by more than the tie, and which lower settings were refused."""
-    others = [s for s in eligible if not s.is_default]
+    others = [s.compared_with(base) + (s,) for s in eligible if not s.is_default]
     kept = KeepDefault(base.memory_measure, tie, base.peak)
-    if others:
-        low = min(others, key=lambda s: s.peak)
-        kept = replace(kept, closest=low.conf, closest_bytes=low.peak)
+    if others:   # the closest: the least memory against the default's, each pair on its own measure
+        measure, mine, default, low = min(others, key=lambda o: (o[1] / o[2] if o[2] else 1.0, o[3].conf))
+        kept = KeepDefault(measure, tie, default, low.conf, mine)
     reasons = [Reason(Code.KEEP_DEFAULT, kept)]
-    lower_rejected = [s for s in members if s.fits and s.peak < base.peak and all(s is not e for e in eligible)]
+    lower_rejected = [s for s in members if s.fits and _lower(s, base) and all(s is not e for e in eligible)]
     if lower_rejected:
         reasons.append(Reason(Code.REFUSED_LOWER, RefusedLower(tuple(s.conf for s in lower_rejected))))
     return reasons
@@ -178,12 +187,29 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
                    if best.simulated else _throughput_reason(best, base, max_slowdown)]
     if best.memory_measure is MemoryMeasure.DEVICE:
         reasons.append(Reason(Code.DEVICE_MEMORY))
-    tied = [s for s in eligible if s is not best and within(s.peak, best.peak, tie)]
+    reasons += _device_caveats(members, best.memory_measure)
+    pairs = [(s, best.compared_with(s)) for s in eligible if s is not best]
+    tied = [(s, measure, theirs, mine) for s, (measure, mine, theirs) in pairs if within(theirs, mine, tie)]
     if tied and not best.is_default:
-        reasons.append(Reason(Code.TIES, Ties(best.conf, best.memory_measure, best.peak, tie,
-                                              tuple(Tied(s.conf, s.peak, _tie_break(best, s)) for s in tied))))
+        reasons.append(Reason(Code.TIES, Ties(best.conf, best.memory_measure, best.peak, tie, tuple(
+            Tied(s.conf, theirs, _tie_break(best, s), measure, mine) for s, measure, theirs, mine in tied))))
     if best.unstable:
         reasons.append(Reason(Code.UNSTABLE, Unstable(finite(best.memory_spread))))
+    return reasons
+
+
+def _device_caveats(members: list[SettingResult], measure: MemoryMeasure) -> list[Reason]:
+    """Device figures not used because they were contaminated; where the group compares device memory, figures
+    that moved between repeats (the lowest is used)."""
+    reasons = []
+    if bad := [s for s in members if s.contaminated]:
+        reasons.append(Reason(Code.DEVICE_CONTAMINATED, Contaminated(tuple(
+            ContaminatedSetting(s.conf, s.contaminated, s.device_peak_used_bytes) for s in bad))))
+    moved = [s for s in members if s.device_disagrees and s.device_peak_used_bytes is not None]
+    if moved and measure is MemoryMeasure.DEVICE:
+        reasons.append(Reason(Code.DEVICE_SPREAD, DeviceSpread(tuple(
+            Spread(s.conf, finite(s.device_spread), s.device_peak_used_bytes or 0) for s in moved),
+            DEVICE_AGREEMENT)))
     return reasons
 
 
@@ -193,9 +219,10 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
         return rejected
     assert best is not None   # with nothing to recommend, every setting has a rejection
     c = _comparison(s, base, max_slowdown)
-    if within(s.peak, best.peak, tie):
-        return Reason(Code.LOSES_TIE, AgainstWinner(s.memory_measure, s.peak, best.peak, c, _tie_break(best, s)))
-    return Reason(Code.COSTS_MORE, AgainstWinner(s.memory_measure, s.peak, best.peak, c))
+    measure, mine, winner = s.compared_with(best)
+    if within(mine, winner, tie):
+        return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, _tie_break(best, s)))
+    return Reason(Code.COSTS_MORE, AgainstWinner(measure, mine, winner, c))
 
 
 def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float) -> Choice:

@@ -2,7 +2,8 @@
 of `--repeats auto` and the tables all use.
 
 Settings that fit come first, then the failures, worst first (`SettingState`). Among those that fit the lowest
-memory (the group's measure) is preferred, but memories within `tie` of each other tie (`within`), and a tie goes,
+memory is preferred, two settings compared as `SettingResult.compared_with` says (peak reserved within a backend,
+device memory across backends), but memories within `tie` of each other tie (`within`), and a tie goes,
 in this order, to a native-allocator setting over a backend switch, to a setting whose peak repeated exactly over
 one whose peak moved between repeats of the seeded workload, to fewer keys (the default has none), to the lower
 peak, then by name (`tie_rank`). Because "within a tie" is not transitive, the order is built by taking the
@@ -28,23 +29,26 @@ def within(a: int, b: int, tie: float = DEFAULT_TIE) -> bool:
 
 
 def tie_rank(s: SettingResult) -> tuple:
-    """Among settings whose memory ties, the smallest wins (see the module)."""
-    return (s.switches_backend, s.unstable, s.complexity, s.peak, s.conf)
+    """Among settings whose memory ties, the smallest wins (see the module). Settings of one backend that tie are
+    told apart by peak reserved: the backend comes first, so the peak only decides within one."""
+    return (s.switches_backend, s.unstable, s.complexity, s.peak_reserved_bytes or 0, s.conf)
 
 
 def lower_beyond_tie(a: SettingResult, b: SettingResult, tie: float = DEFAULT_TIE) -> bool:
     """`a` comes before `b` on memory alone, whatever the tie rules say: it needs less, by more than a tie."""
-    return a.peak < b.peak and not within(a.peak, b.peak, tie)
+    _, mine, theirs = a.compared_with(b)
+    return mine < theirs and not within(mine, theirs, tie)
 
 
 def preferred(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
-    """The setting the preference takes first among those of `settings` that fit: the lowest memory, and among
-    the memories within `tie` of it the first by `tie_rank`. None when none fits."""
+    """The setting the preference takes first among those of `settings` that fit: of those that no other needs
+    less memory than beyond `tie` (on one measure: those within `tie` of the lowest), the first by `tie_rank`.
+    None when none fits. (Were the two measures ever to disagree so that every setting is beaten, all take part.)"""
     fitting = [s for s in settings if s.fits]
     if not fitting:
         return None
-    low = min(s.peak for s in fitting)
-    return min((s for s in fitting if within(s.peak, low, tie)), key=tie_rank)
+    front = [s for s in fitting if not any(lower_beyond_tie(t, s, tie) for t in fitting)]
+    return min(front or fitting, key=tie_rank)
 
 
 def by_preference(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[SettingResult]:
@@ -86,4 +90,5 @@ def tie_rule(winner: SettingResult, loser: SettingResult) -> TieRule:
         return TieRule.STABLE
     if loser.complexity != winner.complexity:
         return TieRule.SIMPLER
-    return TieRule.LOWER_PEAK if loser.peak != winner.peak else TieRule.NAME
+    _, won, lost = winner.compared_with(loser)
+    return TieRule.LOWER_PEAK if won != lost else TieRule.NAME

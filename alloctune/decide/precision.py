@@ -10,6 +10,7 @@ from scipy import stats
 
 from .choice import Choice
 from .reasons import Code, Precision, Reason, Stop
+from .rounds import settles
 
 
 def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
@@ -19,17 +20,23 @@ def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
         return None
     best = choice.best
     shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
-    rounds = max((s.vs_default.pairs or len(s.trials) for s in shown if s.vs_default is not None), default=0)
-    return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats)
+    compared = [s.vs_default for s in shown if s.vs_default is not None]
+    rounds = max((c.pairs or len(s.trials) for s in shown if (c := s.vs_default) is not None), default=0)
+    settled = bool(compared) and all(settles(c, choice.max_slowdown) for c in compared)
+    return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats,
+                        settled=settled)
 
 
-def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bool, max_repeats: int) -> Reason:
-    """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on."""
+def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bool, max_repeats: int,
+                 settled: bool = False) -> Reason:
+    """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on; `settled`: the
+    comparisons shown answer the max-slowdown question already (`rounds.settles`), which ends rounds early."""
     if detectable is None:
         return Reason(Code.PRECISION_UNKNOWN)
     if detectable <= goal:
         return Reason(Code.PRECISION_REACHED, Precision(detectable, rounds, goal))
-    stop = Stop.FIXED_REPEATS if not auto else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET
+    stop = (Stop.FIXED_REPEATS if not auto else Stop.SETTLED if settled
+            else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET)
     needed = rounds_needed(detectable, rounds, goal) if rounds >= 2 else None
     return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
 

@@ -17,7 +17,7 @@ from ..results.folder import ReasonRecord
 from ..results.typed import from_json
 from .order import TieRule
 from .stats import Comparison
-from .summary import MemoryMeasure, SettingState
+from .summary import Contamination, MemoryMeasure, SettingState
 
 
 class Code(str, enum.Enum):
@@ -39,6 +39,8 @@ class Code(str, enum.Enum):
     THROUGHPUT_NEGLIGIBLE = "throughput_negligible"   # detectable, but under NEGLIGIBLE
     THROUGHPUT_DIFFERS = "throughput_differs"
     DEVICE_MEMORY = "device_memory"           # memory compared as the driver's figure: backends differ
+    DEVICE_CONTAMINATED = "device_contaminated"   # device figures far above what the trial holds: not used
+    DEVICE_SPREAD = "device_spread"           # device figures moved between repeats: the lowest is used
     TIES = "ties"                             # settings that tied with the winner, and the rule that decided
     UNSTABLE = "unstable"                     # caution: the winner's peak moved between repeats
     # a setting that may not be recommended (a runner-up's reason, or one of REFUSED_LOWER's)
@@ -49,6 +51,9 @@ class Code(str, enum.Enum):
     # a runner-up that may be recommended, against the winner
     LOSES_TIE = "loses_tie"
     COSTS_MORE = "costs_more"
+    # why the rounds of a sweep did not measure a setting on the GPU (sweep.json's skipped list says it)
+    LOSES_ON_MEMORY = "loses_on_memory"       # a candidate that was not refused needs less memory, beyond the tie
+    BACKEND_SKIPPED = "backend_skipped"       # a backend switch cannot need less memory than the native winner
     # how precise the throughput comparison got
     PRECISION_UNKNOWN = "precision_unknown"   # no interval: fewer than 2 rounds with both sides
     PRECISION_REACHED = "precision_reached"
@@ -64,6 +69,7 @@ class Stop(str, enum.Enum):
     FIXED_REPEATS = "fixed_repeats"   # --repeats N
     MAX_REPEATS = "max_repeats"
     TIME_BUDGET = "time_budget"       # or an interrupted sweep
+    SETTLED = "settled"               # the interval already ruled out a slowdown beyond the allowance
 
     def __str__(self) -> str:
         return self.value
@@ -164,6 +170,10 @@ class Tied:
     conf: str
     peak_bytes: int
     tie_break: TieBreak
+    # What this pair compared (settings of one backend by peak reserved, of two by device memory); None in
+    # choice.json written before pairs were compared so: the Ties' own.
+    measure: MemoryMeasure | None = None
+    winner_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +188,55 @@ class Ties:
 @dataclass(frozen=True)
 class Unstable:
     spread: float | None             # max / min - 1 of peak reserved over the repeats (None: not finite)
+
+
+@dataclass(frozen=True)
+class ContaminatedSetting:
+    conf: str
+    repeats: tuple[Contamination, ...]
+    used_bytes: int | None           # the lowest plausible figure of its other repeats (None: none left)
+
+
+@dataclass(frozen=True)
+class Contaminated:
+    settings: tuple[ContaminatedSetting, ...]
+
+
+@dataclass(frozen=True)
+class Spread:
+    conf: str
+    spread: float | None             # max / min - 1 of its device figures (None: not finite)
+    used_bytes: int                  # the lowest, the one used
+
+
+@dataclass(frozen=True)
+class DeviceSpread:
+    settings: tuple[Spread, ...]
+    agreement: float                 # repeats further apart than this are flagged
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    """A setting the rounds left unmeasured because `winner`, not refused, needs less memory beyond the tie."""
+
+    measure: MemoryMeasure
+    peak_bytes: int
+    winner: str
+    winner_bytes: int
+    tie: float
+    predicted: bool                  # the figures are the replay's prediction (else measured once)
+
+
+@dataclass(frozen=True)
+class BackendSkipped:
+    """A backend switch left unmeasured: `winner`'s peak reserved is within the tie of the program's peak requested
+    bytes, which no allocator can hold less than."""
+
+    winner: str
+    winner_bytes: int
+    requested_bytes: int
+    tie: float
+    predicted: bool
 
 
 @dataclass(frozen=True)
@@ -214,14 +273,17 @@ class Precision:
 
 
 Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
-                Retries, Throughput, Ties, Unstable, MoreMemory, TooSlow, AgainstWinner, Precision]
+                Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
+                MoreMemory, TooSlow, AgainstWinner, Precision]
 
 FIGURES: dict[Code, type] = {
     Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
     Code.DEFAULT_FAILED: DefaultFailed, Code.KEEP_DEFAULT: KeepDefault, Code.REFUSED_LOWER: RefusedLower,
     Code.SAVES_MEMORY: SavesMemory, Code.SIM_RETRIES: Retries, Code.THROUGHPUT_UNCOMPARED: NoFigures,
     Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
-    Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.TIES: Ties, Code.UNSTABLE: Unstable,
+    Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.DEVICE_CONTAMINATED: Contaminated,
+    Code.DEVICE_SPREAD: DeviceSpread, Code.TIES: Ties, Code.UNSTABLE: Unstable,
+    Code.LOSES_ON_MEMORY: Unmeasured, Code.BACKEND_SKIPPED: BackendSkipped,
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
     Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,

@@ -1,33 +1,44 @@
-"""Repeats until the answer is known (`--repeats auto`): which settings the next round measures. Pure functions
-over the settings measured so far; the sweeper runs the rounds, and `precision.py` says how precise the answer got.
+"""Repeats until the answer is known (`--repeats auto`): which settings the next round measures, and about how many
+trials are still to come. Pure functions over the settings measured so far (and, in a hybrid sweep, the replay's
+predictions); the sweeper runs the rounds, and `precision.py` says how precise the answer got.
 
-A round runs the default and then every setting still in contention once each, back to back; the next round's
-default (or, after the last round, one closing run of the default) follows at once, so each setting ran between
-two runs of the default (who is in contention is decided after a round's default ran, from bracketed rounds), and
-its throughput is compared round by round with the default's interpolated between them (`summary.bracket_pairs`,
-`stats.compare_paired`): a machine drifting during the round favours no one. Between fresh processes throughput
-moves by several percent, so a fixed number of repeats either wastes GPU time or cannot tell a 2% slowdown from
-noise; instead a setting leaves contention at once when it failed (OOM, crash, time-out, mismatch), and after at
-least MIN_ROUNDS rounds (so that every setting in the table has a tested throughput figure) when
+A round runs the default and then every setting still in contention once each, back to back, lowest memory first
+(`order.by_preference`); the next round's default (or, after the last round, one closing run of the default)
+follows at once, so each setting ran between two runs of the default (who is in contention is decided after a
+round's default ran, from bracketed rounds), and its throughput is compared round by round with the default's
+interpolated between them (`summary.bracket_pairs`, `stats.compare_paired`): a machine drifting during the round
+favours no one.
 
-- it uses more memory than the default (never recommended), or
-- its throughput is significantly slower than the default beyond `max_slowdown` (refused), or
-- the 95% interval of its ratio to the default is no wider than ±`max_slowdown` (the question is answered), or
-- it cannot win: a setting needing less memory (beyond a tie) has already been answered and is not refused,
+Memory first. A seeded job's peak reserved repeats to the byte, and replay predicts the native allocator's exactly,
+so memory needs one trial or none, while throughput needs rounds. A setting leaves contention as soon as its memory
+is known (predicted by replay, or measured once) and
 
-or when `max_repeats` rounds or the time budget are spent (pyperf and asv also bound a benchmark by a count and
-a time). Memory needs no repeats: a seeded workload's peaks repeat to the byte.
+- it needs more than the default (never recommended), or
+- a candidate that is not refused (it fits, is not above the default, not too slow) needs less beyond the tie: it
+  cannot win, so it gets no throughput rounds while that candidate stands; should every candidate with less memory
+  be refused, it is measured then;
+
+a backend switch whose memory is not known leaves it when a native candidate's peak reserved is within the tie of
+the program's peak requested bytes (`backend_skip`). A setting still in contention leaves it when it failed (OOM,
+crash, time-out, mismatch) and, after at least MIN_ROUNDS rounds of its own, when its throughput settles the
+question: significantly slower than the default beyond `max_slowdown` (refused), or its 95% interval within
+±`max_slowdown` (the goal), or above 1 - `max_slowdown` (not slower than allowed, however many more rounds ran).
+Rounds stop when no setting is in contention, or `max_repeats` rounds or the time budget are spent (pyperf and asv
+also bound a benchmark by a count and a time).
 """
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .order import lower_beyond_tie
+from ..results.records import DEFAULT_TIE
+from ..settings.conf import AllocConf
+from .order import by_preference, lower_beyond_tie, within
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy (under summary) is wanted
-    from .summary import SettingResult, SettingState
+    from .stats import Comparison
+    from .summary import MemoryMeasure, SettingResult, SettingState
 
 MIN_ROUNDS = 3          # a t-interval from two pairs is too wide to mean much, and a lucky one too narrow
 DEFAULT_MAX_REPEATS = 10
@@ -37,15 +48,17 @@ class Contention(str, enum.Enum):
     """Where one setting stands after the rounds so far. The first three keep it in contention."""
 
     NOT_MEASURED = "not_measured"
-    TOO_FEW_ROUNDS = "too_few_rounds"   # fewer than MIN_ROUNDS
-    TOO_WIDE = "too_wide"               # its interval is wider than ±max_slowdown
+    TOO_FEW_ROUNDS = "too_few_rounds"   # fewer than MIN_ROUNDS of its own
+    TOO_WIDE = "too_wide"               # its interval neither meets the goal nor settles the question yet
     FAILED = "failed"
     NO_BASELINE = "no_baseline"         # the default did not run to the end: no throughput to compare with
     NO_THROUGHPUT = "no_throughput"
     MORE_MEMORY = "more_memory"         # than the default: never recommended
+    LOSES_ON_MEMORY = "loses_on_memory"   # a candidate not refused needs less memory beyond the tie (`winner`)
+    BACKEND_SKIPPED = "backend_skipped"   # a backend switch that cannot need less than `winner` (`backend_skip`)
     TOO_SLOW = "too_slow"               # significantly slower than the default beyond max_slowdown
     ANSWERED = "answered"               # its interval is within ±max_slowdown
-    CANNOT_WIN = "cannot_win"           # a setting needing less memory (beyond a tie) is answered and not refused
+    CLEARED = "cleared"                 # its interval lies above 1 - max_slowdown: not slower than allowed
 
     def __str__(self) -> str:
         return self.value
@@ -60,58 +73,151 @@ class Standing:
 
     conf: str
     why: Contention
+    rounds: int = 0                     # rounds it was measured in
+    memory_known: bool = False          # measured once, or predicted by replay
     state: SettingState | None = None   # FAILED: how
-    half_width: float | None = None     # ANSWERED, TOO_WIDE: the interval's (None: no interval yet)
-    winner: str | None = None           # CANNOT_WIN: the setting that needs less memory and is answered
+    half_width: float | None = None     # ANSWERED, CLEARED, TOO_WIDE: the interval's (None: no interval yet)
+    winner: str | None = None           # LOSES_ON_MEMORY, BACKEND_SKIPPED: the candidate it cannot beat
+    # MORE_MEMORY, LOSES_ON_MEMORY: the pair's measure and figures (this one's, the other's); BACKEND_SKIPPED: the
+    # winner's peak reserved and the program's peak requested bytes
+    measure: MemoryMeasure | None = None
+    memory_bytes: int | None = None
+    other_bytes: int | None = None
+    predicted: bool = False             # the memory figures are the replay's
 
     @property
     def open(self) -> bool:
         return self.why in _OPEN
 
 
-def _answered(s: SettingResult, max_slowdown: float) -> bool:
-    c = s.vs_default
+def settles(c: Comparison, max_slowdown: float) -> bool:
+    """The comparison answers the max-slowdown question whatever more rounds add: significantly slower beyond it,
+    or the 95% interval above 1 - max_slowdown."""
+    return c.slower_beyond_tolerance or (c.ci_low is not None and c.ci_low >= 1 - max_slowdown)
+
+
+def _answered(c: Comparison | None, max_slowdown: float) -> bool:
     return c is not None and c.half_width is not None and c.half_width <= max_slowdown
 
 
-def _refused_slow(s: SettingResult) -> bool:
-    return s.vs_default is not None and s.vs_default.slower_beyond_tolerance
+def backend_skip(native: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
+    """The native candidate that makes a backend switch's trial needless, if one does: its peak reserved is within
+    the tie of the program's peak requested bytes.
+
+    Why that settles it: every allocator must back each live tensor with device memory, so whatever the driver's
+    pool does, cudaMallocAsync holds at least the program's peak requested bytes (docs/ALLOCATOR.md: requested
+    counts what the program asked for), and its device figure adds a context at least the native allocator's (on
+    the H200 0.81-0.83 GiB beyond its pool, against at most 0.77 GiB beyond native reserved; results/). A native
+    setting that reserves within the tie of those bytes therefore holds at most a tie more than the backend switch
+    could, so the switch can at best tie, and a tie goes to the native allocator (`order.tie_rank`). Seen on the
+    H200 too: in all seven committed sweeps with both, the pool held 3-13% more than the peak requested bytes."""
+    return next((s for s in native if s.fits and not s.switches_backend and s.peak_reserved_bytes
+                 and s.peak_requested_bytes and within(s.peak_reserved_bytes, s.peak_requested_bytes, tie)), None)
 
 
-def _standing(s: SettingResult, group: list[SettingResult], base: SettingResult | None, rounds_done: int,
-              max_slowdown: float) -> Standing:
-    if not s.fits:
-        return Standing(s.conf, Contention.FAILED, state=s.state)
-    if base is None or not base.fits:
-        return Standing(s.conf, Contention.NO_BASELINE)
-    if s.vs_default is None:
-        return Standing(s.conf, Contention.NO_THROUGHPUT)
-    if rounds_done < MIN_ROUNDS:
-        return Standing(s.conf, Contention.TOO_FEW_ROUNDS)
-    if s.peak > base.peak:
-        return Standing(s.conf, Contention.MORE_MEMORY)
-    if _refused_slow(s):
-        return Standing(s.conf, Contention.TOO_SLOW)
-    if _answered(s, max_slowdown):
-        return Standing(s.conf, Contention.ANSWERED, half_width=s.vs_default.half_width)
-    winner = next((t for t in group if t.conf not in ("", s.conf) and t.fits and _answered(t, max_slowdown)
-                   and not _refused_slow(t) and lower_beyond_tie(t, s)), None)
-    if winner is not None:
-        return Standing(s.conf, Contention.CANNOT_WIN, winner=winner.conf)
-    return Standing(s.conf, Contention.TOO_WIDE, half_width=s.vs_default.half_width)
-
-
-def standings(group: list[SettingResult], planned: list[str], rounds_done: int, max_slowdown: float) -> list[Standing]:
+def standings(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
+              predicted: Mapping[str, SettingResult] | None = None) -> list[Standing]:
     """Each planned non-default setting of one group (one environment, backend and budget), in planned order.
-    `group` holds what was measured so far (any order; settings not yet run may be missing)."""
+    `group` holds what was measured so far (any order; settings not yet run may be missing); `predicted` the
+    replay's result per setting, where there is one (a hybrid sweep's native settings)."""
     by_conf = {s.conf: s for s in group}
     base = by_conf.get("")
-    return [Standing(conf, Contention.NOT_MEASURED) if conf not in by_conf
-            else _standing(by_conf[conf], group, base, rounds_done, max_slowdown)
+    # What each planned setting is known to need: measured, else predicted.
+    views = {c: v for c in planned if (v := by_conf.get(c) or (predicted or {}).get(c)) is not None}
+    candidates = [v for c, v in views.items() if v.fits and not _refused(v, by_conf.get(c), base, max_slowdown)]
+    return [_standing(conf, by_conf.get(conf), views.get(conf), base, candidates, max_slowdown, tie)
             for conf in planned if conf != ""]
 
 
-def contenders(group: list[SettingResult], planned: list[str], round_index: int, max_slowdown: float) -> list[str]:
-    """The settings that round `round_index` runs after its default, in planned order; [] when none is open.
+def _refused(view: SettingResult, measured: SettingResult | None, base: SettingResult | None,
+             max_slowdown: float) -> bool:
+    """May not be recommended, on what is known so far (the default never is)."""
+    if view.is_default:
+        return False
+    if base is not None and base.fits and _more_than(view, base):
+        return True
+    c = measured.vs_default if measured is not None else None
+    return (measured is not None and len(measured.trials) >= MIN_ROUNDS and c is not None
+            and c.slower_beyond_tolerance)
+
+
+def _more_than(view: SettingResult, base: SettingResult) -> bool:
+    _, mine, default = view.compared_with(base)
+    return mine > default
+
+
+def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, base: SettingResult | None,
+              candidates: list[SettingResult], max_slowdown: float, tie: float) -> Standing:
+    at = Standing(conf, Contention.NOT_MEASURED, len(s.trials) if s is not None else 0, view is not None,
+                  predicted=s is None and view is not None)
+    if view is not None and not view.fits:
+        return replace(at, why=Contention.FAILED, state=view.state)
+    if view is not None and base is not None and base.fits:
+        measure, mine, default = view.compared_with(base)
+        if mine > default:
+            return replace(at, why=Contention.MORE_MEMORY, measure=measure, memory_bytes=mine, other_bytes=default)
+    if view is not None:
+        rival = next((t for t in by_preference(candidates, tie) if t.conf != conf and lower_beyond_tie(t, view, tie)),
+                     None)
+        if rival is not None:
+            measure, mine, theirs = view.compared_with(rival)
+            return replace(at, why=Contention.LOSES_ON_MEMORY, winner=rival.conf, measure=measure, memory_bytes=mine,
+                           other_bytes=theirs)
+    elif AllocConf.parse(conf).is_async and (native := backend_skip(by_preference(candidates, tie), tie)):
+        return replace(at, why=Contention.BACKEND_SKIPPED, winner=native.conf, memory_bytes=native.peak_reserved_bytes,
+                       other_bytes=native.peak_requested_bytes, predicted=native.simulated)
+    if s is None:
+        return at
+    if base is None or not base.fits:
+        return replace(at, why=Contention.NO_BASELINE)
+    c = s.vs_default
+    if c is None:
+        return replace(at, why=Contention.NO_THROUGHPUT)
+    if at.rounds < MIN_ROUNDS:
+        why = Contention.TOO_FEW_ROUNDS
+    elif c.slower_beyond_tolerance:
+        why = Contention.TOO_SLOW
+    elif _answered(c, max_slowdown):
+        why = Contention.ANSWERED
+    else:
+        why = Contention.CLEARED if settles(c, max_slowdown) else Contention.TOO_WIDE
+    return replace(at, why=why, half_width=c.half_width)
+
+
+def contenders(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
+               predicted: Mapping[str, SettingResult] | None = None) -> list[str]:
+    """The settings that the next round runs after its default: those in contention, lowest memory first (the
+    preference's order), then those whose memory nobody knows yet, in planned order; [] when none is open.
     (The next round's default, or a closing run, follows them: `summary.bracket_pairs`.)"""
-    return [st.conf for st in standings(group, planned, round_index, max_slowdown) if st.open]
+    open_ = {st.conf for st in standings(group, planned, max_slowdown, tie, predicted) if st.open}
+    by_conf = {s.conf: s for s in group}
+    views = [v for c in planned if c in open_ and (v := by_conf.get(c) or (predicted or {}).get(c)) is not None]
+    known = [v.conf for v in by_preference(views, tie)]
+    return known + [c for c in planned if c in open_ and c not in known]
+
+
+def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> int:
+    """About how many trials the rounds still run, from the standings after a round's default ran: the open
+    settings' trials (one to learn a memory nobody knows; a leader MIN_ROUNDS of its own; an interval too wide,
+    the rounds its spread implies, `precision.rounds_needed`), each capped at `rounds_left` (this round included),
+    and one default run per round after this one plus the closing one. Where no open setting's memory is known,
+    one of those measured for it is taken to lead."""
+    per: list[int] = []
+    unknown = 0
+    for st in standings:
+        if not st.open:
+            continue
+        if st.why is Contention.NOT_MEASURED and not st.memory_known:
+            unknown += 1
+            continue
+        need = MIN_ROUNDS - st.rounds
+        if st.why is Contention.TOO_WIDE and st.half_width is not None:
+            from .precision import rounds_needed
+
+            need = rounds_needed(st.half_width, st.rounds, goal) - st.rounds
+        per.append(max(1, min(need, rounds_left)))
+    if unknown and not per:
+        per.append(max(1, min(MIN_ROUNDS, rounds_left)))
+        unknown -= 1
+    rounds = max(per, default=1 if unknown else 0)
+    return sum(per) + unknown + rounds

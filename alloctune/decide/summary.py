@@ -1,22 +1,41 @@
 """Per-setting results: the trial records of one setting in one decision group, reduced to what the choice compares
 (medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group.
 
-Memory is peak reserved while every setting of a group uses the native allocator; once `backend:cudaMallocAsync`
-is among them it is the peak device memory in use as the driver reports it, for all (the async backend's
-"reserved" is the driver pool's, not comparable block for block): `memory_measure`.
+Two settings of one backend compare by peak reserved, which is exact (the native allocator's peaks repeat to the
+byte, and replay predicts them). Device memory, what the driver reports in use (CUDA context included), compares
+settings of different backends only, where both have a usable figure: cudaMallocAsync's "reserved" is the driver
+pool's, not comparable block for block (`SettingResult.compared_with`). A group whose fitting settings use both
+backends shows device memory in its tables (`memory_measure`).
+
+A device figure counts other processes' memory too where it is the device's total - free (a trial still exiting, a
+neighbour's job): contamination only adds, so a setting's figure is the lowest over its repeats, repeats further
+apart than DEVICE_AGREEMENT are flagged, and a reading far above the trial's peak reserved plus what a trial holds
+outside the allocator is marked contaminated and not used (`Contamination`).
 """
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import statistics
 from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ..errors import ResultsError
-from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord, TrialState, decision_group
+from ..results.records import (DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Measurement, TrialRecord, TrialState,
+                               decision_group)
 from ..settings.conf import AllocConf
+from ..units import GiB
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
+
+# Device memory a clean trial holds beyond its peak reserved (CUDA context, kernels, libraries' own buffers), where
+# its record has no figure of its own (`Measurement.overhead_bytes`). In the committed H200 results (results/,
+# torch 2.11, 2026-11-29 to 2026-12-01) device_peak_used_bytes - peak_reserved_bytes of an OK trial was 0.20-0.77
+# GiB for one process under the native allocator (least where reserved filled the card), 0.81-0.83 GiB under
+# cudaMallocAsync and 1.58 GiB for each rank of a two-rank torchrun job (NCCL's buffers): 2 GiB covers them all.
+CONTEXT_ALLOWANCE = 2 * GiB
+# Repeats whose device figures are further apart than this are flagged (cudaMallocAsync's moved 0.1-0.2%, H200).
+DEVICE_AGREEMENT = 0.01
 
 
 class SettingState(str, enum.Enum):
@@ -60,6 +79,33 @@ def _order(key: tuple) -> tuple:
 
 
 @dataclass(frozen=True)
+class Contamination:
+    """A repeat whose device figure is far above what the trial itself can hold: its peak reserved plus what it holds
+    outside the allocator (`context_bytes`: the record's overhead figure where it has one, else CONTEXT_ALLOWANCE),
+    by more than the tie. Another process's memory was counted with it; the figure is not used."""
+
+    repeat: int
+    device_bytes: int
+    reserved_bytes: int
+    context_bytes: int
+    context_measured: bool   # context_bytes is the trial's own overhead figure, not the allowance
+    tie: float
+
+
+def contamination(record: TrialRecord, tie: float = DEFAULT_TIE) -> Contamination | None:
+    """`record`'s device figure judged against its own peak reserved (None: plausible, or no figure)."""
+    m = record.measurement
+    if m is None or m.device_peak_used_bytes is None:
+        return None
+    measured = m.overhead_bytes is not None
+    context = m.overhead_bytes if m.overhead_bytes is not None else CONTEXT_ALLOWANCE
+    # "Far above": beyond the tie, the margin within which two memories count as equal anyway.
+    if m.device_peak_used_bytes <= (m.peak_reserved_bytes + context) * (1 + tie):
+        return None
+    return Contamination(record.repeat, m.device_peak_used_bytes, m.peak_reserved_bytes, context, measured, tie)
+
+
+@dataclass(frozen=True)
 class SettingResult:
     """The repeats of one setting in one group, reduced: medians of memory over OK repeats, throughput summary."""
 
@@ -75,7 +121,7 @@ class SettingResult:
     reserved_ratio: float | None
     fragmentation: float | None
     num_alloc_retries: int | None    # max over OK repeats: one retry is already a device-wide sync
-    device_peak_used_bytes: int | None
+    device_peak_used_bytes: int | None   # the lowest plausible reading over OK repeats (see the module)
     throughput: Summary | None
     vs_default: Comparison | None    # None for the default itself and where either side has no throughput
     pairs: tuple[tuple[float, float], ...]   # (default, this) throughput per round, see bracket_pairs
@@ -84,6 +130,8 @@ class SettingResult:
     error: str | None = None         # the first failed repeat's error, last line
     memory_measure: MemoryMeasure = MemoryMeasure.RESERVED   # what its group compares (see the module)
     memory: int | None = None        # this setting's figure under `memory_measure`
+    device_spread: float = 0.0       # max / min - 1 of the plausible device figures over repeats
+    contaminated: tuple[Contamination, ...] = ()   # repeats whose device figure was not used
 
     @property
     def group(self) -> tuple:
@@ -105,11 +153,11 @@ class SettingResult:
     def simulated(self) -> bool:
         return self.backend == Backend.SIM
 
-    @property
+    @functools.cached_property   # parsed once: the ordering compares settings pair by pair
     def complexity(self) -> int:
         return AllocConf.parse(self.conf).complexity
 
-    @property
+    @functools.cached_property
     def switches_backend(self) -> bool:
         return AllocConf.parse(self.conf).is_async
 
@@ -120,8 +168,24 @@ class SettingResult:
 
     @property
     def peak(self) -> int:
-        """`memory` as the rules compare it: a setting that does not fit has none and is never compared (0)."""
+        """`memory` as the tables show it: a setting that does not fit has none (0)."""
         return self.memory or 0
+
+    @property
+    def device_disagrees(self) -> bool:
+        """Its device figures moved between repeats by more than DEVICE_AGREEMENT (the lowest is used)."""
+        return self.device_spread > DEVICE_AGREEMENT
+
+    def compared_with(self, other: "SettingResult") -> tuple[MemoryMeasure, int, int]:
+        """This setting's memory and `other`'s as the rules compare them (see the module): peak reserved within a
+        backend, device memory across backends where both have a usable figure (else peak reserved). A setting that
+        does not fit has none (0) and is never compared."""
+        if (self.switches_backend != other.switches_backend and self.device_peak_used_bytes
+                and other.device_peak_used_bytes):
+            return (MemoryMeasure.DEVICE, _fitting(self, self.device_peak_used_bytes),
+                    _fitting(other, other.device_peak_used_bytes))
+        return (MemoryMeasure.RESERVED, _fitting(self, self.peak_reserved_bytes),
+                _fitting(other, other.peak_reserved_bytes))
 
     @property
     def throughputs(self) -> list[float]:
@@ -130,6 +194,10 @@ class SettingResult:
     @property
     def failed_repeats(self) -> int:
         return sum(map(_failed, self.trials))
+
+
+def _fitting(s: SettingResult, value: int | None) -> int:
+    return (value or 0) if s.fits else 0
 
 
 def _throughputs(trials: Iterable[TrialRecord]) -> list[float]:
@@ -203,15 +271,28 @@ def _state(trials: tuple[TrialRecord, ...]) -> SettingState:
     return min(states, key=lambda s: s.rank, default=SettingState.FITS)
 
 
+def _device(trials: Iterable[TrialRecord]) -> tuple[int | None, float, tuple[Contamination, ...]]:
+    """(the lowest plausible device figure, their spread, the contaminated repeats) over the OK repeats."""
+    judged = [(m.device_peak_used_bytes, contamination(r)) for r in trials
+              if r.state is TrialState.OK and (m := r.measurement) is not None and m.device_peak_used_bytes is not None]
+    clean = [device for device, bad in judged if bad is None]
+    return (min(clean) if clean else None), relative_spread([float(d) for d in clean]), tuple(b for _, b in judged if b)
+
+
+def _measurements(trials: Iterable[TrialRecord]) -> list[Measurement]:
+    return [r.measurement for r in trials if r.state is TrialState.OK and r.measurement is not None]
+
+
 def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[TrialRecord],
                    max_slowdown: float, position: dict[int, int]) -> SettingResult:
     env_id, backend, budget, conf = key
-    ok = [r.measurement for r in trials if r.state is TrialState.OK and r.measurement is not None]  # not _failed(r)
+    ok = _measurements(trials)  # not _failed(r)
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
     pairs = bracket_pairs(baseline, trials, position) if conf else []
     errors = [e for e in map(_error, trials) if e]
+    device, device_spread, contaminated = _device(trials)
     return SettingResult(
         conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
         peak_reserved_bytes=reserved, peak_allocated_bytes=allocated,
@@ -219,7 +300,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
         reserved_ratio=reserved / allocated if reserved is not None and allocated else None,
         fragmentation=1 - allocated / reserved if allocated is not None and reserved else None,
         num_alloc_retries=max((m.num_alloc_retries for m in ok), default=None),
-        device_peak_used_bytes=_median_int([m.device_peak_used_bytes for m in ok]),
+        device_peak_used_bytes=device, device_spread=device_spread, contaminated=contaminated,
         throughput=summarize(tput) if tput else None,
         vs_default=versus(pairs, _throughputs(baseline), tput, max_slowdown) if conf else None, pairs=tuple(pairs),
         memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),

@@ -1,6 +1,7 @@
 """What the terminal shows during long work: each phase by name as it starts (a spinner, gone when done), and a
-bar with a count and an ETA once a phase knows how many steps it has. Nothing is drawn before the first phase,
-so an error in the user's input (found before any work starts) prints alone."""
+bar with a count and an ETA once a phase knows how many steps it has, and a note beside the name (a sweep's trial
+estimate) kept current. Nothing is drawn before the first phase, so an error in the user's input (found before any
+work starts) prints alone."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -17,25 +18,48 @@ from rich.progress import (
 from rich.status import Status
 
 
+def estimate_text(trials: int, seconds: float | None = None, left: bool = False) -> str:
+    """'about 8 trials', or with a time 'about 8 trials, ~3 min' ('~3 min left' for what remains)."""
+    text = f"about {trials} trial{'s' if trials != 1 else ''}"
+    if seconds is None:
+        return text
+    minutes = round(seconds / 60)
+    return f"{text}, {'<1 min' if minutes < 1 else f'~{minutes} min'}{' left' if left else ''}"
+
+
 class Phases:
     def __init__(self, console: Console):
         self.console = console
         self._status: Status | None = None
         self._bar: tuple[Progress, TaskID] | None = None
         self._name = "working"
+        self._note = ""
+
+    def _described(self) -> str:
+        return f"{self._name} ({self._note})" if self._note else self._name
+
+    def note(self, text: str) -> None:
+        """A note beside the phase's name, until the next phase ('' removes it)."""
+        self._note = text
+        if self._bar is not None:
+            self._bar[0].update(self._bar[1], description=self._described())
+        elif self._status is not None:
+            self._status.update(self._described())
 
     def phase(self, name: str, count: tuple[int, int] | None = None) -> None:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
+        if name != self._name:
+            self._note = ""
         self._name = name
         if count is None:
             if self._bar is not None:   # the counted phase is over: its bar stays as it ended
                 self._bar[0].stop()
                 self._bar = None
             if self._status is None:
-                self._status = self.console.status(name)
+                self._status = self.console.status(self._described())
                 self._status.start()
             else:
-                self._status.update(name)
+                self._status.update(self._described())
             return
         self._stop_status()
         done, total = count
@@ -43,9 +67,9 @@ class Phases:
             bar = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
             bar.start()
-            self._bar = (bar, bar.add_task(name, total=total, completed=done))
+            self._bar = (bar, bar.add_task(self._described(), total=total, completed=done))
         else:
-            self._bar[0].update(self._bar[1], description=name, total=total, completed=done)
+            self._bar[0].update(self._bar[1], description=self._described(), total=total, completed=done)
 
     def advance(self, done: int, total: int) -> None:
         """A step done; a phase that could not count up front gets its bar now, under its own name."""

@@ -36,6 +36,10 @@ def _flags(s: SettingResult) -> str:
     flags = []
     if s.memory_spread > 0:
         flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
+    if s.contaminated:
+        flags.append(f"device memory contaminated in {len(s.contaminated)} repeat(s), not used")
+    if s.device_disagrees:
+        flags.append(f"device memory moved across repeats (+{s.device_spread:.1%}), the lowest used")
     if s.throughput is not None and s.throughput.outliers:
         flags.append(f"{len(s.throughput.outliers)} throughput outlier(s) left out of the tests")
     if s.error:

@@ -8,11 +8,11 @@ from typing import Any, Callable, Mapping
 
 from ..decide.choice import Choice
 from ..decide.order import TieRule
-from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDefault, Measure, MoreMemory,
-                              NothingFits, Precision, Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput,
-                              TieBreak, Ties, TooSlow, Unstable)
+from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
+                              KeepDefault, Measure, MoreMemory, NothingFits, Precision, Reason, RefusedLower,
+                              Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured, Unstable)
 from ..decide.stats import Comparison
-from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..decide.summary import Contamination, MemoryMeasure, SettingResult, SettingState
 from ..results.records import ThroughputSource
 from ..units import format_bytes
 
@@ -165,14 +165,54 @@ def _lost(t: TieBreak) -> str:
 
 
 def _ties(f: Ties, _: Refusals) -> str:
-    return "; ".join(f"{label(t.conf)} came within {f.tie:.0%} of its {f.measure} ({format_bytes(t.peak_bytes)}, "
-                     f"{_pct(t.peak_bytes, f.winner_bytes)}); {label(f.winner)} wins the tie {_won(t.tie_break)}"
-                     for t in f.tied)
+    return "; ".join(f"{label(t.conf)} came within {f.tie:.0%} of its {t.measure or f.measure} "
+                     f"({format_bytes(t.peak_bytes)}, {_pct(t.peak_bytes, t.winner_bytes or f.winner_bytes)}); "
+                     f"{label(f.winner)} wins the tie {_won(t.tie_break)}" for t in f.tied)
 
 
 def _unstable(f: Unstable, _: Refusals) -> str:
     return (f"caution: its peak reserved disagreed across repeats by {_spread(f.spread):.1%} "
             f"(the table shows the median)")
+
+
+def _contaminated(f: Contaminated, _: Refusals) -> str:
+    def one(conf: str, c: Contamination) -> str:
+        context = (f"its {format_bytes(c.context_bytes)} outside the allocator" if c.context_measured
+                   else f"{format_bytes(c.context_bytes)} allowed for the CUDA context and libraries")
+        return (f"{label(conf)} repeat {c.repeat + 1} read {format_bytes(c.device_bytes)} of device memory, more "
+                f"than {c.tie:.0%} above its peak reserved {format_bytes(c.reserved_bytes)} plus {context}")
+
+    parts = [one(s.conf, c) for s in f.settings for c in s.repeats]
+    used = "; ".join(f"{label(s.conf)} keeps {format_bytes(s.used_bytes)} from its other repeats"
+                     if s.used_bytes is not None else f"{label(s.conf)} has no device figure left"
+                     for s in f.settings)
+    return (f"device memory contaminated by other processes on the GPU, not used: {'; '.join(parts)} ({used})")
+
+
+def _device_spread(f: DeviceSpread, _: Refusals) -> str:
+    return ("device memory moved between repeats by more than "
+            f"{f.agreement:.0%}, the lowest is used (other processes only add to it): "
+            + "; ".join(f"{label(s.conf)} +{_spread(s.spread):.1%}, {format_bytes(s.used_bytes)} used"
+                        for s in f.settings))
+
+
+def _whose(predicted: bool) -> str:
+    return "predicted by replay" if predicted else "measured"
+
+
+def _loses_on_memory(f: Unmeasured, _: Refusals) -> str:
+    head = f"not measured on the GPU: its {f.measure} ({format_bytes(f.peak_bytes)}, {_whose(f.predicted)}) is"
+    if not f.winner:
+        return f"{head} above the default's ({format_bytes(f.winner_bytes)}), and raising memory is never recommended"
+    return (f"{head} more than {f.tie:.0%} above {label(f.winner)}'s ({format_bytes(f.winner_bytes)}), which was not "
+            f"refused")
+
+
+def _backend_skipped(f: BackendSkipped, _: Refusals) -> str:
+    return (f"not measured: {label(f.winner)}'s peak reserved ({format_bytes(f.winner_bytes)}, "
+            f"{_whose(f.predicted)}) is within {f.tie:.0%} of the program's peak requested bytes "
+            f"({format_bytes(f.requested_bytes)}), and no allocator holds less than the live bytes: a backend switch "
+            f"can at best tie, and a tie goes to the native allocator")
 
 
 def _against_winner(f: AgainstWinner, _: Refusals) -> str:
@@ -192,7 +232,9 @@ def _precision(f: Precision, _: Refusals) -> str:
         return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
     why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
-           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after {f.rounds} rounds"}[f.stop]
+           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after {f.rounds} rounds",
+           Stop.SETTLED: f"after {f.rounds} rounds the interval already ruled out a slowdown beyond "
+                         f"{f.goal:.0%}, which settles the choice"}[f.stop]
     need = (f"; at this spread between rounds ±{f.goal:.0%} needs about {f.rounds_needed} rounds"
             if f.rounds_needed is not None else "")
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
@@ -213,8 +255,11 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     **{code: _throughput(code) for code in (Code.THROUGHPUT_UNTESTED, Code.THROUGHPUT_SAME,
                                             Code.THROUGHPUT_NEGLIGIBLE, Code.THROUGHPUT_DIFFERS)},
     Code.DEVICE_MEMORY: _fixed(f"memory compared as {MemoryMeasure.DEVICE} (what the driver reports in use, CUDA "
-                               f"context included) for every setting: backends differ, and cudaMallocAsync's "
-                               f"'reserved' is the driver pool's, not comparable with the native allocator's"),
+                               f"context included) between settings of different backends, as cudaMallocAsync's "
+                               f"'reserved' is the driver pool's, not comparable with the native allocator's; "
+                               f"settings of one backend by {MemoryMeasure.RESERVED}, which is exact"),
+    Code.DEVICE_CONTAMINATED: _contaminated, Code.DEVICE_SPREAD: _device_spread,
+    Code.LOSES_ON_MEMORY: _loses_on_memory, Code.BACKEND_SKIPPED: _backend_skipped,
     Code.TIES: _ties, Code.UNSTABLE: _unstable,
     Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
     Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,

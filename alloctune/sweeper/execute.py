@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterable
 
-from ..decide.summary import summarize_settings
-from ..decide.rounds import contenders
+from ..decide.reasons import BackendSkipped, Code, Reason, Unmeasured
+from ..decide.rounds import Contention, Standing, contenders, standings, trials_to_come
+from ..decide.summary import SettingResult, summarize_settings
+from ..report.words import sentence
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import Backend, TrialRecord, TrialState
+from ..results.records import DEFAULT_TIE, Backend, TrialRecord, TrialState, measured_env_id
 from ..settings.conf import AllocConf
 from ..trial.task import TrialTask
 from .executors import Executor
-from .options import PhaseFn, ProgressFn
+from .options import Estimate, EstimateFn, PhaseFn, ProgressFn
 
 
 def execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], progress: ProgressFn | None,
@@ -58,28 +60,70 @@ def execute(folder: ResultsFolder, executor: Executor, tasks: list[TrialTask], p
     return done
 
 
+class Tally:
+    """The sweep's GPU trials as they finish, and the estimate of how many it runs in all (`expect`, from
+    `rounds.trials_to_come`), told through `estimate`. `slots`: trials the executor runs at once."""
+
+    def __init__(self, estimate: EstimateFn, slots: int, earlier: Iterable[TrialRecord] = ()):
+        self._estimate, self._slots = estimate, max(1, slots)
+        self.walls = [r.wall_seconds or 0.0 for r in earlier if r.backend != Backend.SIM]
+        self.expected = len(self.walls)
+
+    @property
+    def done(self) -> int:
+        return len(self.walls)
+
+    def expect(self, more: int) -> None:
+        """`more` trials to come after those done."""
+        self.expected = self.done + more
+        self._tell()
+
+    def count(self, record: TrialRecord) -> None:
+        if record.backend != Backend.SIM:
+            self.walls.append(record.wall_seconds or 0.0)
+            self._tell()
+
+    def _tell(self) -> None:
+        trials = max(self.expected, self.done)
+        if not self.done:
+            self._estimate(Estimate(trials, 0))
+            return
+        mean = sum(self.walls) / self.done
+        self._estimate(Estimate(trials, self.done, sum(self.walls) / self._slots,
+                                (trials - self.done) * mean / self._slots))
+
+
 def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, list[AllocConf]],
                task: Callable[[str, AllocConf, int], TrialTask], max_rounds: int, time_budget_s: float | None,
-               max_slowdown: float, slots: int, progress: ProgressFn | None, notice: Callable[[str], None]) -> None:
+               max_slowdown: float, slots: int, progress: ProgressFn | None, notice: Callable[[str], None],
+               tally: Tally | None = None) -> None:
     """`repeats` 'auto': round after round, the default and then the settings still in contention (rounds.py),
     until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
     round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
     round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
     sweep takes the same path (and in a hybrid sweep the trial that recorded the trace, having the key of the
-    default's repeat 0, is the first round's default). `slots`: trials the executor runs at once (for the time
-    estimate)."""
+    default's repeat 0, is the first round's default; the replays' peaks are the memory the rounds start from).
+    `slots`: trials the executor runs at once (for the time estimate). Settings the rounds never measured, and
+    why, join the sweep's skipped list at the end."""
     started, done, envs = time.monotonic(), 0, sorted(planned)
     default = AllocConf.parse("")
+    predicted = _predictions(folder.trials())
+    final: dict[str, list[Standing]] = {}
     for r in range(max_rounds + 1):
         done += execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, done)
         if r == max_rounds:
             break
         measured = summarize_settings([t for t in folder.trials() if t.backend == Backend.CUDA], max_slowdown)
-        tasks = []
+        tasks, to_come = [], 0
         for env_id in envs:
             by_conf = {str(c): c for c in planned[env_id]}
-            group = [s for s in measured if s.env_id == env_id]
-            tasks += [task(env_id, by_conf[conf], r) for conf in contenders(group, list(by_conf), r, max_slowdown)]
+            group, ahead = [s for s in measured if s.env_id == env_id], predicted.get(env_id, {})
+            final[env_id] = standings(group, list(by_conf), max_slowdown, DEFAULT_TIE, ahead)
+            to_come += trials_to_come(final[env_id], max_slowdown, max_rounds - r)
+            tasks += [task(env_id, by_conf[conf], r)
+                      for conf in contenders(group, list(by_conf), max_slowdown, DEFAULT_TIE, ahead)]
+        if tally is not None:
+            tally.expect(to_come)
         if not tasks:
             break
         walls = [t.wall_seconds for t in folder.trials() if t.backend == Backend.CUDA and t.wall_seconds]
@@ -90,7 +134,40 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
                    f"{r} rounds")
             break
         envs = sorted({t.env_id for t in tasks})
-        done += execute(folder, executor, tasks, progress, done, len(tasks) * (max_rounds - r - 1) + 1)
+        done += execute(folder, executor, tasks, progress, done, max(0, to_come - len(tasks)))
+    _unmeasured(folder, final)
+
+
+def _predictions(records: list[TrialRecord]) -> dict[str, dict[str, SettingResult]]:
+    """The replays' results (a hybrid sweep's), per measured environment and setting: the memory the rounds start
+    from. A replay's figure is a prediction for the native allocator only: the simulator does not run the rest."""
+    out: dict[str, dict[str, SettingResult]] = {}
+    for s in summarize_settings([r for r in records if r.backend == Backend.SIM]):
+        out.setdefault(measured_env_id(s.env_id), {})[s.conf] = s
+    return out
+
+
+def _unmeasured(folder: ResultsFolder, final: dict[str, list[Standing]]) -> None:
+    """Record in sweep.json why the rounds left a planned setting unmeasured (its memory was predicted)."""
+    ran = {(t.env_id, t.conf) for t in folder.trials() if t.backend == Backend.CUDA}
+    info = folder.info()
+    listed = {(s.env_id, s.conf) for s in info.skipped}
+    new = [Skipped(st.conf, sentence(why), env_id) for env_id, rows in final.items() for st in rows
+           if (env_id, st.conf) not in ran | listed and (why := unmeasured_reason(st)) is not None]
+    if new:
+        info.skipped.extend(new)
+        folder.write_info(info)
+
+
+def unmeasured_reason(st: Standing, tie: float = DEFAULT_TIE) -> Reason | None:
+    """Why memory first left a setting unmeasured, as a reason (None: it was not memory)."""
+    if st.why is Contention.BACKEND_SKIPPED and st.winner is not None:
+        return Reason(Code.BACKEND_SKIPPED, BackendSkipped(st.winner, st.memory_bytes or 0, st.other_bytes or 0, tie,
+                                                           st.predicted))
+    if st.why in (Contention.LOSES_ON_MEMORY, Contention.MORE_MEMORY) and st.measure is not None:
+        return Reason(Code.LOSES_ON_MEMORY, Unmeasured(st.measure, st.memory_bytes or 0, st.winner or "",
+                                                       st.other_bytes or 0, tie, st.predicted))
+    return None
 
 
 def _foreign(record: TrialRecord, probed: dict | None) -> str | None:

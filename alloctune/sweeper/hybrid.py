@@ -47,10 +47,13 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
     if record is None or record.state.value != "ok" or not snapshot.exists():
         state = record.state.value if record else "not run"
         error = (record.error or "").strip().splitlines()[-1:] if record else []
-        raise AlloctuneError(OptionText("the default's first trial, which records the allocation trace for the "
-                                        "hybrid sweep, ended {state}{error}; nothing to replay (start again with "
-                                        "{fresh=True}, or pass a trace recorded elsewhere with {trace})",
-                                        state=state, error=": " + error[0] if error else ""))
+        what = "the trial" if task.extra else "the default's first trial"   # a command's is an extra one
+        other = ("measure every setting on the GPU with {backend} {cuda}" if task.extra
+                 else "pass a trace recorded elsewhere with {trace}")
+        raise AlloctuneError(OptionText(what + ", which records the allocation trace for the hybrid sweep, ended "
+                                        "{state}{error}; nothing to replay (start again with {fresh=True}, or "
+                                        + other + ")", state=state, error=": " + error[0] if error else "",
+                                        cuda=Backend.CUDA))
     try:
         trace = load_trace(snapshot)
     except TraceError:

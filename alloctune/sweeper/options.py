@@ -88,7 +88,7 @@ class SweepOptions:
     def targets(self, spec: WorkloadSpec) -> tuple[list[str], Backend]:
         """The interpreters to probe (and, for a command that starts with Python, to run it with) and the backend
         asked for: a command is measured on the GPU (cuda), or planned by replay and its finalists measured
-        (hybrid)."""
+        (hybrid, what auto means for a command)."""
         if spec.command is None:
             return list(self.pythons or [sys.executable]), self.backend
         command = CommandSpec.from_dict(spec.command)
@@ -100,8 +100,15 @@ class SweepOptions:
         if self.pythons and not is_python(command.argv[0]):
             raise OptionError("pythons", "{pythons} applies to a command that starts with a Python interpreter, "
                               "and {program} is not one", program=os.path.basename(command.argv[0]))
-        return (list(self.pythons or [target_python(command)]),
-                Backend.HYBRID if self.backend == Backend.HYBRID else Backend.CUDA)
+        return list(self.pythons or [target_python(command)]), self._command_backend()
+
+    def _command_backend(self) -> Backend:
+        """cuda or hybrid as asked; auto: hybrid (one extra trial records the trace, replay predicts every native
+        setting's memory exactly, and memory-first rounds measure only what can win), except on a Ray cluster
+        without a trace, where the recording trial cannot run (it runs on this machine's GPU): cuda."""
+        if self.backend == Backend.AUTO:
+            return Backend.HYBRID if self.executor == ExecutorKind.LOCAL or self.trace else Backend.CUDA
+        return self.backend
 
     def _check_rounds(self) -> None:
         if not self.auto and (not _whole(self.repeats) or int(self.repeats) < 1):
@@ -159,6 +166,21 @@ SearchProgressFn = Callable[[str, int, int, str], None]
 PhaseFn = Callable[[str, "tuple[int, int] | None"], None]
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """About how many GPU trials the sweep runs in all (a recording trial included), how many are done, and, once
+    one has run, the GPU time they took and about how long the rest take, from the measured trials' lengths."""
+
+    trials: int
+    done: int
+    seconds_done: float | None = None
+    seconds_left: float | None = None
+
+
+# Called before the first GPU trial and after each one, with the estimate as it stands.
+EstimateFn = Callable[[Estimate], None]
+
+
 def _ignore(*_: Any) -> None:
     pass
 
@@ -171,6 +193,7 @@ class SweepCallbacks:
     search_progress: SearchProgressFn = _ignore
     notice: Callable[[str], None] = _ignore   # a line for the user (an OptionText where it names options)
     phase: PhaseFn = _ignore
+    estimate: EstimateFn = _ignore
 
 
 def from_arguments(options: SweepOptions | None, callbacks: SweepCallbacks | None,

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..decide.choice import Choice
+from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.summary import SettingResult
 from ..report.analysis import analyze
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import Backend, sim_env_id
+from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
-from .execute import execute, run_rounds
+from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
 from .hybrid import TRACE_FILE, finalists, record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions, from_arguments
@@ -68,18 +69,48 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
          callbacks: SweepCallbacks) -> None:
     """The plan's trials, each appended to the trials file as it finishes: the default's first trial recording
     the trace (hybrid without one), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
-    finalists)."""
+    finalists). The estimate of the GPU trials is told before the first and kept current after each."""
     replayed, planned = plan.replayed, plan.planned
+    tally = Tally(callbacks.estimate, len(options.gpus or (0,)), folder.trials())
+
+    def progress(record: TrialRecord, done: int, total: int) -> None:
+        tally.count(record)
+        callbacks.progress(record, done, total)
+
+    if plan.backend != Backend.SIM and not tally.done:
+        tally.expect(first_estimate(plan, options, command=spec.command is not None))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
-        replayed = (record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, callbacks.progress)),
+        replayed = (record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress)),
                     {"path": TRACE_FILE})
     if replayed:
         planned = _replay(folder, spec, options, plan, replayed, callbacks)
     if plan.backend == Backend.HYBRID:
         planned = finalists(folder.trials(), planned, options.max_slowdown, options.finalists)
     if plan.backend in (Backend.CUDA, Backend.HYBRID):
-        _measure(folder, spec, options, plan, planned, callbacks)
+        _measure(folder, spec, options, plan, planned, replace(callbacks, progress=progress), tally)
+
+
+def first_estimate(plan: Plan, options: SweepOptions, command: bool) -> int:
+    """About how many GPU trials the sweep runs, before any has: with fixed repeats, what it plans (a hybrid's
+    finalists, as many as asked, and a backend switch where the grid has one); with 'auto', the rounds' own
+    estimate (`rounds.trials_to_come`) when no setting's memory is known yet (cuda), or, for a hybrid before its
+    replay, for one leader whose memory the replay gives and each backend switch; plus each first default run and
+    a command's recording trial (an extra one)."""
+    hybrid = plan.backend == Backend.HYBRID
+    total = 1 if hybrid and plan.recording and command else 0
+    for confs in plan.planned.values():
+        switches = [c for c in confs if c.is_async]
+        natives = [c for c in confs if not c.is_default and not c.is_async]
+        if not options.auto:
+            total += (1 + (min(options.finalists, len(natives)) if hybrid else len(natives)) + len(switches)) \
+                * options.rounds
+            continue
+        rows = [Standing(str(c), Contention.NOT_MEASURED) for c in switches + ([] if hybrid else natives)]
+        if hybrid and (natives or options.search is not None):   # a search finds its own
+            rows.append(Standing("leader", Contention.NOT_MEASURED, memory_known=True))
+        total += 1 + trials_to_come(rows, options.max_slowdown, options.rounds)
+    return total
 
 
 def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan, replayed: tuple,
@@ -105,7 +136,7 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
 
 
 def _measure(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
-             planned: dict[str, list[AllocConf]], callbacks: SweepCallbacks) -> None:
+             planned: dict[str, list[AllocConf]], callbacks: SweepCallbacks, tally: Tally) -> None:
     """The measured trials: `repeats` of each planned setting, interleaved (A B C A B C), or with 'auto' in
     rounds."""
     probe_of = {p.env_id: p for p in plan.probes}
@@ -117,10 +148,12 @@ def _measure(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
         if options.auto:
             callbacks.phase("running trials in rounds", None)
             run_rounds(folder, plan.runner, planned, task, options.rounds, options.time_budget_s,
-                       options.max_slowdown, len(options.gpus or (0,)), callbacks.progress, callbacks.notice)
+                       options.max_slowdown, len(options.gpus or (0,)), callbacks.progress, callbacks.notice, tally)
         else:
             tasks = [task(p.env_id, conf, r)
                      for r in range(options.rounds) for p in plan.probes for conf in planned[p.env_id]]
+            finished = folder.store.finished_keys()
+            tally.expect(sum(t.key() not in finished for t in tasks))
             execute(folder, plan.runner, tasks, callbacks.progress, phase=callbacks.phase, what="running trials")
 
 

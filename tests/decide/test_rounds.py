@@ -14,7 +14,7 @@ import pytest
 from alloctune.decide.summary import summarize_settings
 from alloctune.decide.precision import precision_of
 from alloctune.decide.reasons import Code, Stop
-from alloctune.decide.rounds import MIN_ROUNDS, Contention, contenders, standings
+from alloctune.decide.rounds import MIN_ROUNDS, Contention, Standing, contenders, standings, trials_to_come
 from alloctune.decide.summary import SettingState
 from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
@@ -39,46 +39,56 @@ def group(rows):
     return summarize_settings([rec(c, i, t, r) for c, (tputs, r) in rows.items() for i, t in enumerate(tputs)])
 
 
-def test_first_rounds_run_everything_that_fits():
+def test_memory_first_after_the_first_round():
+    """One measurement settles memory: a setting above the default leaves at once (it is never recommended), one
+    that fits is measured again, one whose memory nobody knows yet is measured once; lowest memory first."""
     g = group({"": ([100.0], 20.0), ES: ([99.0], 15.0), MS: ([101.0], 60.0)})
     g += summarize_settings([rec(RP, 0, None, state=TrialState.OOM)])
-    by = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], 1, 0.02)}
-    assert by[ES].open and by[ES].why is Contention.TOO_FEW_ROUNDS
-    assert by[GC].open and by[GC].why is Contention.NOT_MEASURED
-    assert by[MS].open                     # more memory: it still gets MIN_ROUNDS rounds for a throughput verdict
+    by = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], 0.02)}
+    assert by[ES].open and (by[ES].why, by[ES].rounds) == (Contention.TOO_FEW_ROUNDS, 1)
+    assert by[GC].open and by[GC].why is Contention.NOT_MEASURED and not by[GC].memory_known
+    assert not by[MS].open and by[MS].why is Contention.MORE_MEMORY
+    assert (by[MS].memory_bytes, by[MS].other_bytes) == (60 * GiB, 20 * GiB)
     assert not by[RP].open and (by[RP].why, by[RP].state) == (Contention.FAILED, SettingState.OOM)
-    assert contenders(g, ["", ES, MS, RP, GC], 1, 0.02) == [ES, MS, GC]
-    late = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], MIN_ROUNDS, 0.02)}
-    assert not late[MS].open and late[MS].why is Contention.MORE_MEMORY
+    assert contenders(g, ["", ES, MS, RP, GC], 0.02) == [ES, GC]
 
 
-def test_answered_refused_and_cannot_win():
+def test_a_setting_beaten_on_memory_gets_no_rounds_while_the_lower_one_stands():
     base = [100.0, 90.0, 110.0, 95.0]
     g = group({"": (base, 20.0),
                ES: ([b * f for b, f in zip(base, (1.0, 1.005, 0.995, 1.0))], 15.0),      # tight: answered
                RP: ([b * f for b, f in zip(base, (0.80, 0.81, 0.79, 0.80))], 12.0),      # 20% slower: refused
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 18.0)})       # noisy, more memory than ES
-    by = {s.conf: s for s in standings(g, ["", ES, RP, GC], 4, 0.02)}
+    by = {s.conf: s for s in standings(g, ["", ES, RP, GC], 0.02)}
     assert not by[ES].open and by[ES].why is Contention.ANSWERED and by[ES].half_width <= 0.02
     assert not by[RP].open and by[RP].why is Contention.TOO_SLOW
-    assert not by[GC].open and (by[GC].why, by[GC].winner) == (Contention.CANNOT_WIN, ES)
-    assert contenders(g, ["", ES, RP, GC], 4, 0.02) == []
-    # before MIN_ROUNDS nothing is settled by throughput
-    assert all(st.open for st in standings(g, ["", ES, RP, GC], MIN_ROUNDS - 1, 0.02))
+    # RP needs less than ES but is refused, so ES stands; GC loses to ES beyond the tie
+    assert (by[GC].why, by[GC].winner, by[GC].memory_bytes, by[GC].other_bytes) == (
+        Contention.LOSES_ON_MEMORY, ES, 18 * GiB, 15 * GiB)
+    assert contenders(g, ["", ES, RP, GC], 0.02) == []
+    # before MIN_ROUNDS nothing is settled by throughput, but memory is: RP is not refused yet, so ES and GC wait
+    early = group({"": (base[:2], 20.0), ES: ([100.0, 90.5], 15.0), RP: ([80.0, 72.9], 12.0),
+                   GC: ([110.0, 81.0], 18.0)})
+    by = {s.conf: s for s in standings(early, ["", ES, RP, GC], 0.02)}
+    assert by[RP].why is Contention.TOO_FEW_ROUNDS
+    assert {(by[c].why, by[c].winner) for c in (ES, GC)} == {(Contention.LOSES_ON_MEMORY, RP)}
+    assert contenders(early, ["", ES, RP, GC], 0.02) == [RP]
 
 
-def test_a_noisy_setting_stays_open_while_a_lower_one_is_not_answered():
-    base = [100.0, 90.0, 110.0, 95.0]
-    g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 15.0),
-               GC: ([b * f for b, f in zip(base, (1.1, 0.92, 1.05, 0.95))], 18.0)})
-    by = {s.conf: s for s in standings(g, ["", ES, GC], 4, 0.02)}
-    assert by[ES].open and by[GC].open and by[ES].why is Contention.TOO_WIDE and by[ES].half_width > 0.02
+def test_settled_before_the_goal_ends_a_setting():
+    """An interval wider than ±max_slowdown that lies above 1 - max_slowdown already answers the question."""
+    base = [100.0, 90.0, 110.0]
+    g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.04, 1.08, 1.06))], 15.0)})
+    [st] = standings(g, ["", ES], 0.02)
+    assert st.why is Contention.CLEARED and st.half_width > 0.02 and not st.open
 
 
 def test_the_default_failing_ends_the_rounds():
     g = summarize_settings([rec("", 0, None, state=TrialState.CRASHED), rec(ES, 0, 100.0)])
-    assert contenders(g, ["", ES], 1, 0.02) == []
-    assert [st.why for st in standings(g, ["", ES], 1, 0.02)] == [Contention.NO_BASELINE]
+    assert contenders(g, ["", ES], 0.02) == []
+    assert [st.why for st in standings(g, ["", ES], 0.02)] == [Contention.NO_BASELINE]
+    # a setting not measured yet still is, once: without the default's figures its own memory decides
+    assert contenders(g, ["", ES, RP], 0.02) == [RP]
 
 
 def test_a_lower_setting_within_the_tie_does_not_end_the_contention():
@@ -87,8 +97,46 @@ def test_a_lower_setting_within_the_tie_does_not_end_the_contention():
     base = [100.0, 90.0, 110.0, 95.0]
     g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.0, 1.005, 0.995, 1.0))], 15.0),
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 15.1)})
-    assert {st.conf: st.why for st in standings(g, ["", ES, GC], 4, 0.02)} == {ES: Contention.ANSWERED,
-                                                                                GC: Contention.TOO_WIDE}
+    assert {st.conf: st.why for st in standings(g, ["", ES, GC], 0.02)} == {ES: Contention.ANSWERED,
+                                                                             GC: Contention.TOO_WIDE}
+
+
+ASYNC = "backend:cudaMallocAsync"
+
+
+def test_replayed_memory_plans_the_first_round_and_a_backend_switch_is_skipped_near_the_live_bytes():
+    """A hybrid sweep: the replay's peaks are the memory the rounds start from."""
+    measured = group({"": ([100.0], 9.91)})
+    sim = {s.conf: s for s in summarize_settings(
+        [TrialRecord("w", "h", c, 0, "sim:env", "sim", TrialState.OK,
+                     Measurement(peak_reserved_bytes=int(r * GiB), peak_allocated_bytes=int(9.32 * GiB),
+                                 peak_requested_bytes=int(requested * GiB)))
+         for c, r, requested in (("", 9.91, 9.32), (ES, 9.37, 9.32), (RP, 10.04, 9.32), (MS, 9.60, 9.32))])}
+    planned = ["", ES, RP, MS, ASYNC]
+    by = {st.conf: st for st in standings(measured, planned, 0.02, predicted=sim)}
+    assert by[ES].why is Contention.NOT_MEASURED and by[ES].memory_known and by[ES].predicted
+    assert by[RP].why is Contention.MORE_MEMORY and by[RP].predicted
+    assert (by[MS].why, by[MS].winner) == (Contention.LOSES_ON_MEMORY, ES)
+    # ES reserves within 1% of the program's peak requested bytes: no allocator holds less than those
+    assert (by[ASYNC].why, by[ASYNC].winner, by[ASYNC].memory_bytes, by[ASYNC].other_bytes) == (
+        Contention.BACKEND_SKIPPED, ES, int(9.37 * GiB), int(9.32 * GiB))
+    assert contenders(measured, planned, 0.02, predicted=sim) == [ES]
+    # without a native setting that close to the live bytes, the switch is measured once for its memory
+    assert contenders(measured, ["", RP, MS, ASYNC], 0.02, predicted=sim) == [MS, ASYNC]
+
+
+def test_trials_to_come():
+    leader = Standing(ES, Contention.NOT_MEASURED, memory_known=True)
+    # one leader: its MIN_ROUNDS rounds, each after a default run, and the closing run
+    assert trials_to_come([leader], 0.02, 10) == 2 * MIN_ROUNDS
+    assert trials_to_come([Standing(ES, Contention.TOO_FEW_ROUNDS, rounds=2, memory_known=True)], 0.02, 10) == 2
+    # nobody's memory known yet: each measured once, one of them then taken to lead
+    unknown = [Standing(c, Contention.NOT_MEASURED) for c in (ES, MS, RP)]
+    assert trials_to_come(unknown, 0.02, 10) == MIN_ROUNDS + 2 + MIN_ROUNDS
+    # a wide interval: the rounds its spread implies (±4% over 3 rounds: ±2% needs about 5), capped by those left
+    wide = Standing(ES, Contention.TOO_WIDE, rounds=3, memory_known=True, half_width=0.04)
+    assert trials_to_come([wide], 0.02, 10) == 2 * 2 and trials_to_come([wide], 0.02, 1) == 2
+    assert trials_to_come([Standing(ES, Contention.ANSWERED, rounds=3)], 0.02, 10) == 0
 
 
 def test_precision_degenerate_and_each_reason():
@@ -153,15 +201,16 @@ def test_rounds_stop_each_setting_when_its_answer_is_known(tmp_path):
     rng = random.Random(0)
     plan = {"": {"gib": 20, "ratios": [1.0]},
             ES: {"gib": 15, "ratios": [1.0, 1.001, 0.9995, 1.0005]},                  # answered after 3 rounds
-            MS: {"gib": 60, "ratios": [1.0]},                                         # more memory: out after 3
+            MS: {"gib": 60, "ratios": [1.0]},                                         # more memory: out after 1
             RP: "oom",                                                                # out after 1
-            GC: {"gib": 12, "ratios": [1 + rng.uniform(-0.15, 0.15) for _ in range(8)]}}  # noisy: to the cap
+            GC: {"gib": 17, "ratios": [1 + rng.uniform(-0.15, 0.15) for _ in range(8)]}}  # noisy, beaten by ES
     folder, ran, _ = run_rounds(tmp_path, plan)
     counts = {c: ran.count(c) for c in plan}
-    assert counts == {"": 8 + 1, ES: MIN_ROUNDS, MS: MIN_ROUNDS, RP: 1, GC: 8}   # + the default closing the last
-    assert ran[:5] == ["", ES, MS, RP, GC] and ran[5:9] == ["", ES, MS, GC] and ran[-3:] == ["", GC, ""]
+    # the first round measures every setting's memory; then only ES can win, and it is answered in MIN_ROUNDS
+    assert counts == {"": MIN_ROUNDS + 1, ES: MIN_ROUNDS, MS: 1, RP: 1, GC: 1}   # + the default closing the last
+    assert ran[:5] == ["", ES, MS, RP, GC] and ran[5:] == ["", ES, "", ES, ""]
     trials = folder.trials()
-    assert sorted(t.repeat for t in trials if t.conf == "") == list(range(9))
+    assert sorted(t.repeat for t in trials if t.conf == "") == list(range(MIN_ROUNDS + 1))
     es = next(s for s in summarize_settings(trials) if s.conf == ES)
     # the machine sped up by 5% per trial, yet with the default on both sides of every round ES reads within
     # ±1% of the default, its interval narrower than ±2%
@@ -169,6 +218,17 @@ def test_rounds_stop_each_setting_when_its_answer_is_known(tmp_path):
     assert es.vs_default.ratio == pytest.approx(1.0, abs=0.01)
     # paired with its round's default alone it would have read ~5% faster
     assert sum(c / b for b, c in es.pairs) / len(es.pairs) < 1.01
+
+
+def test_a_setting_beaten_on_memory_is_measured_once_the_lower_one_is_refused(tmp_path):
+    plan = {"": {"gib": 20, "ratios": [1.0]},
+            ES: {"gib": 12, "ratios": [0.9, 0.901, 0.8995]},       # least memory, 10% slower: refused after 3
+            GC: {"gib": 15, "ratios": [1.0, 1.001, 0.9995]}}       # beaten by ES until then
+    folder, ran, _ = run_rounds(tmp_path, plan)
+    assert ran == ["", ES, GC, "", ES, "", ES, "", GC, "", GC, ""]
+    by = {s.conf: s for s in summarize_settings(folder.trials())}
+    assert [t.repeat for t in by[GC].trials] == [0, 3, 4]    # its rounds: the first, then once ES was refused
+    assert by[ES].vs_default.slower_beyond_tolerance and by[GC].vs_default.half_width < 0.02
 
 
 def test_rounds_stop_at_the_time_budget(tmp_path):

@@ -1,5 +1,7 @@
 """The choice, asserted as decisions: the winner, and each reason's code and figures (tests/report/test_words.py
 pins the sentences they are said in)."""
+from dataclasses import replace
+
 import pytest
 
 from alloctune.decide.choice import choose
@@ -261,7 +263,8 @@ ASYNC = "backend:cudaMallocAsync"
 
 def test_backends_compared_by_device_memory_and_a_native_setting_wins_the_tie():
     """The Mask R-CNN case: cudaMallocAsync's pool read 32.59 GiB 'reserved', expandable segments 32.68 GiB; the
-    driver saw both within 1%. The native setting wins, and the reasons say so, naming the winner."""
+    driver saw both within 1%. The native setting wins, and the reasons say so, naming the winner. Against the
+    default, also native, it is compared by peak reserved."""
     records = (setting("", reserved=40.0, device=41.0) + setting(ES, reserved=32.68, device=33.50)
                + setting(ASYNC, reserved=32.59, device=33.40))
     settings, [choice] = decide(records)
@@ -270,22 +273,67 @@ def test_backends_compared_by_device_memory_and_a_native_setting_wins_the_tie():
     assert by_conf(settings)[ES].memory == int(33.5 * GiB)
     assert codes(choice) == [Code.SAVES_MEMORY, Code.THROUGHPUT_SAME, Code.DEVICE_MEMORY, Code.TIES]
     saved = choice.decision.figures
-    assert (saved.measure, saved.peak_bytes, saved.default_bytes) == (MemoryMeasure.DEVICE, gib(33.5), gib(41))
+    assert (saved.measure, saved.peak_bytes, saved.default_bytes) == (MemoryMeasure.RESERVED, gib(32.68), gib(40))
     ties = reason(choice, Code.TIES)
-    assert ties.winner == ES and [(t.conf, t.tie_break.rule) for t in ties.tied] == [(ASYNC, TieRule.NATIVE)]
+    assert ties.winner == ES and [(t.conf, t.tie_break.rule, t.measure, t.peak_bytes, t.winner_bytes)
+                                  for t in ties.tied] == [(ASYNC, TieRule.NATIVE, MemoryMeasure.DEVICE, gib(33.4),
+                                                           gib(33.5))]
     assert why(choice, ASYNC).code is Code.LOSES_TIE and why(choice, ASYNC).figures.tie_break.rule is TieRule.NATIVE
+    default = why(choice, "").figures
+    assert (default.measure, default.peak_bytes, default.winner_bytes) == (MemoryMeasure.RESERVED, gib(40), gib(32.68))
     assert choice.best.memory_measure is MemoryMeasure.DEVICE and choice.best.memory == gib(33.5)
     assert choice.best.peak_reserved_bytes == gib(32.68)
 
 
 def test_async_pool_reading_low_does_not_beat_a_lower_device_peak():
-    records = (setting("", reserved=40.0, device=41.0) + setting(ES, reserved=32.0, device=33.0)
-               + setting(ASYNC, reserved=20.0, device=36.0))
+    records = (setting("", reserved=40.0, device=41.0) + setting(ES, reserved=35.0, device=35.8)
+               + setting(ASYNC, reserved=34.5, device=36.4))
     settings, [choice] = decide(records)
     assert choice.best.conf == ES and [s.conf for s in ranked(settings)] == [ES, ASYNC, ""]
     costs = why(choice, ASYNC)
     assert costs.code is Code.COSTS_MORE and costs.figures.measure is MemoryMeasure.DEVICE
-    assert costs.figures.peak_bytes - costs.figures.winner_bytes == gib(36) - gib(33)
+    assert costs.figures.peak_bytes - costs.figures.winner_bytes == gib(36.4) - gib(35.8)
+
+
+def test_settings_of_one_backend_compare_by_peak_reserved_where_backends_differ():
+    """The issue-17 case: device memory counts other processes too, and comparing two native settings by it chose
+    one with 16% more peak reserved. Within a backend peak reserved decides; the lowest device reading is used
+    across backends, and one far above the trial's own reserved plus its context is not used at all."""
+    records = (setting("", reserved=40.0, device=41.0)
+               + [rec(ES, i, reserved=28.0, device=d, tput=t) for i, (d, t) in enumerate(zip((64.0, 28.8, 28.9),
+                                                                                             BASE_TPUT))]
+               + setting(RP, reserved=32.5, device=33.3) + setting(ASYNC, reserved=31.0, device=31.8))
+    settings, [choice] = decide(records)
+    es = by_conf(settings)[ES]
+    assert es.device_peak_used_bytes == gib(28.8) and not es.device_disagrees
+    [bad] = es.contaminated
+    assert (bad.repeat, bad.device_bytes, bad.reserved_bytes, bad.context_bytes, bad.context_measured) == (
+        0, gib(64), gib(28), 2 * GiB, False)
+    assert choice.best.conf == ES
+    contaminated = reason(choice, Code.DEVICE_CONTAMINATED)
+    assert [(s.conf, s.used_bytes, [c.repeat for c in s.repeats]) for s in contaminated.settings] == [
+        (ES, gib(28.8), [0])]
+    assert why(choice, RP).figures.measure is MemoryMeasure.RESERVED
+    assert why(choice, ASYNC).figures.measure is MemoryMeasure.DEVICE
+
+
+def test_device_figures_that_move_are_flagged_and_the_lowest_is_used():
+    records = (setting("", reserved=40.0, device=41.0)
+               + [rec(ES, i, reserved=30.0, device=d, tput=t) for i, (d, t) in enumerate(zip((30.8, 31.6, 31.0),
+                                                                                             BASE_TPUT))]
+               + setting(ASYNC, reserved=33.0, device=33.9))
+    settings, [choice] = decide(records)
+    es = by_conf(settings)[ES]
+    assert es.device_peak_used_bytes == gib(30.8) and es.device_disagrees and not es.contaminated
+    spread = reason(choice, Code.DEVICE_SPREAD)
+    assert [(s.conf, s.used_bytes) for s in spread.settings] == [(ES, gib(30.8))]
+    assert spread.settings[0].spread == pytest.approx(31.6 / 30.8 - 1, rel=1e-6) and spread.agreement == 0.01
+    # an overhead figure of the trial's own replaces the allowance
+    own = [replace(r, measurement=replace(r.measurement, overhead_bytes=GiB // 2)) for r in setting(
+        ES, reserved=30.0, device=31.0)]
+    [judged] = [s for s in summarize_settings(setting("", reserved=40.0, device=41.0) + own) if s.conf == ES]
+    assert [(c.context_bytes, c.context_measured) for c in judged.contaminated] == [(GiB // 2, True)] * 3
+    assert judged.device_peak_used_bytes is None
 
 
 def test_native_only_groups_still_compare_peak_reserved():

@@ -8,8 +8,8 @@ import pytest
 
 from alloctune.decide.choice import choose
 from alloctune.decide.precision import precision_of
-from alloctune.decide.reasons import Code, Reason
-from alloctune.decide.summary import summarize_settings
+from alloctune.decide.reasons import BackendSkipped, Code, Reason, Stop, Unmeasured
+from alloctune.decide.summary import MemoryMeasure, summarize_settings
 from alloctune.report.words import reason_lines, runner_up_lines, sentence
 from alloctune.results.folder import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
@@ -84,6 +84,10 @@ SCENARIOS = {
     "backends differ: device memory, a native setting wins the tie": (
         setting("", reserved=40.0, device=41.0) + setting(ES, reserved=32.68, device=33.50)
         + setting(ASYNC, reserved=32.59, device=33.40), 0.02),
+    "device memory contaminated in one repeat, moved in another": (
+        setting("", reserved=40.0, device=41.0)
+        + [rec(ES, i, reserved=28.0, device=d, tput=t) for i, (d, t) in enumerate(zip((64.0, 28.8, 29.4), BASE))]
+        + setting(ASYNC, reserved=31.0, device=31.8), 0.02),
     "a moving peak loses the tie": (
         setting("") + setting(ES, reserved=10.50) + moving(RP, (10.40, 10.45, 10.40)), 0.02),
     "a moving peak alone wins, with a caution": (setting("") + moving(RP, (10.40, 10.45, 10.40)), 0.02),
@@ -281,35 +285,65 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                'reserved/allocated 0.90 against 1.50',
                                "needs 1 alloc retry, fewer than the default's 2"],
                               [('', 'costs 6.00 GiB more peak reserved than the winner (+66.7%)')]),
- 'backends differ: device memory, a native setting wins the tie': (['peak device memory 33.50 GiB against the '
-                                                                    "default's 41.00 GiB (-18.3%, saves 7.50 GiB); "
+ 'backends differ: device memory, a native setting wins the tie': (["peak reserved 32.68 GiB against the default's "
+                                                                    '40.00 GiB (-18.3%, saves 7.32 GiB); '
                                                                     'reserved/allocated 3.27 against 4.00',
                                                                     "throughput 1.000x the default's (median 100 "
-                                                                    'tokens/s against 100 tokens/s): no '
-                                                                    'significant difference (paired t-test over 3 '
-                                                                    'rounds, p = 1; 95% interval 1.000-1.000x, '
-                                                                    '±0.0%)',
-                                                                    'memory compared as peak device memory (what '
-                                                                    'the driver reports in use, CUDA context '
-                                                                    'included) for every setting: backends differ, '
-                                                                    "and cudaMallocAsync's 'reserved' is the "
-                                                                    "driver pool's, not comparable with the native "
-                                                                    "allocator's",
+                                                                    'tokens/s against 100 tokens/s): no significant '
+                                                                    'difference (paired t-test over 3 rounds, p = 1; '
+                                                                    '95% interval 1.000-1.000x, ±0.0%)',
+                                                                    'memory compared as peak device memory (what the '
+                                                                    'driver reports in use, CUDA context included) '
+                                                                    'between settings of different backends, as '
+                                                                    "cudaMallocAsync's 'reserved' is the driver "
+                                                                    "pool's, not comparable with the native "
+                                                                    "allocator's; settings of one backend by peak "
+                                                                    'reserved, which is exact',
                                                                     'backend:cudaMallocAsync came within 1% of its '
                                                                     'peak device memory (33.40 GiB, -0.3%); '
                                                                     'expandable_segments:True wins the tie as a '
-                                                                    'native-allocator setting over a backend '
-                                                                    'switch'],
+                                                                    'native-allocator setting over a backend switch'],
                                                                    [('backend:cudaMallocAsync',
                                                                      'ties with the winner on peak device memory '
                                                                      '(33.40 GiB, -0.3%) but loses the tie: it '
                                                                      'switches the allocator backend, the winner '
-                                                                     'keeps the native allocator; throughput '
-                                                                     "1.000x the default's (no significant "
-                                                                     'difference)'),
+                                                                     'keeps the native allocator; throughput 1.000x '
+                                                                     "the default's (no significant difference)"),
                                                                     ('',
-                                                                     'costs 7.50 GiB more peak device memory than '
-                                                                     'the winner (+22.4%)')]),
+                                                                     'costs 7.32 GiB more peak reserved than the '
+                                                                     'winner (+22.4%)')]),
+ 'device memory contaminated in one repeat, moved in another': (["peak reserved 28.00 GiB against the default's "
+                                                                 '40.00 GiB (-30.0%, saves 12.00 GiB); '
+                                                                 'reserved/allocated 2.80 against 4.00',
+                                                                 "throughput 1.000x the default's (median 100 "
+                                                                 'tokens/s against 100 tokens/s): no significant '
+                                                                 'difference (paired t-test over 3 rounds, p = 1; '
+                                                                 '95% interval 1.000-1.000x, ±0.0%)',
+                                                                 'memory compared as peak device memory (what the '
+                                                                 'driver reports in use, CUDA context included) '
+                                                                 'between settings of different backends, as '
+                                                                 "cudaMallocAsync's 'reserved' is the driver pool's, "
+                                                                 "not comparable with the native allocator's; "
+                                                                 'settings of one backend by peak reserved, which is '
+                                                                 'exact',
+                                                                 'device memory contaminated by other processes on '
+                                                                 'the GPU, not used: expandable_segments:True repeat '
+                                                                 '1 read 64.00 GiB of device memory, more than 1% '
+                                                                 'above its peak reserved 28.00 GiB plus 2.00 GiB '
+                                                                 'allowed for the CUDA context and libraries '
+                                                                 '(expandable_segments:True keeps 28.80 GiB from its '
+                                                                 'other repeats)',
+                                                                 'device memory moved between repeats by more than '
+                                                                 '1%, the lowest is used (other processes only add '
+                                                                 'to it): expandable_segments:True +2.1%, 28.80 GiB '
+                                                                 'used'],
+                                                                [('backend:cudaMallocAsync',
+                                                                  'costs 3.00 GiB more peak device memory than the '
+                                                                  "winner (+10.4%); throughput 1.000x the default's "
+                                                                  '(no significant difference)'),
+                                                                 ('',
+                                                                  'costs 12.00 GiB more peak reserved than the '
+                                                                  'winner (+42.9%)')]),
  'a moving peak loses the tie': (["peak reserved 10.50 GiB against the default's 15.00 GiB (-30.0%, saves 4.50 "
                                   'GiB); reserved/allocated 1.05 against 1.50',
                                   "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
@@ -367,6 +401,21 @@ PRECISION = [((None, 1, 0.02, True, 10),
   'the smallest slowdown this sweep could detect is 0.0% (95% interval ±0.0% after 3 rounds, within the ±2% goal)')]
 
 
+# Why memory first left a setting unmeasured (sweep.json's skipped list says it).
+UNMEASURED = [
+    (Reason(Code.LOSES_ON_MEMORY, Unmeasured(MemoryMeasure.RESERVED, 34 * GiB, ES, 27 * GiB, 0.01, True)),
+     "not measured on the GPU: its peak reserved (34.00 GiB, predicted by replay) is more than 1% above "
+     "expandable_segments:True's (27.00 GiB), which was not refused"),
+    (Reason(Code.LOSES_ON_MEMORY, Unmeasured(MemoryMeasure.RESERVED, 41 * GiB, "", 40 * GiB, 0.01, True)),
+     "not measured on the GPU: its peak reserved (41.00 GiB, predicted by replay) is above the default's "
+     "(40.00 GiB), and raising memory is never recommended"),
+    (Reason(Code.BACKEND_SKIPPED, BackendSkipped(ES, int(9.37 * GiB), int(9.32 * GiB), 0.01, False)),
+     "not measured: expandable_segments:True's peak reserved (9.37 GiB, measured) is within 1% of the program's "
+     "peak requested bytes (9.32 GiB), and no allocator holds less than the live bytes: a backend switch can at "
+     "best tie, and a tie goes to the native allocator"),
+]
+
+
 def decided(name):
     records, max_slowdown = SCENARIOS[name]
     [choice] = choose(summarize_settings(records, max_slowdown), max_slowdown)
@@ -387,7 +436,22 @@ def test_the_scenarios_reach_every_reason_code():
         choice = decided(name)
         used |= {r.code for r in choice.reasons} | {why.code for _, why in choice.runners_up}
     used |= {precision_of(*args[:3], auto=args[3], max_repeats=args[4]).code for args, _ in PRECISION}
+    used |= {reason.code for reason, _ in UNMEASURED}
     assert used == set(Code)
+
+
+@pytest.mark.parametrize("reason, text", UNMEASURED)
+def test_unmeasured_sentences(reason, text):
+    assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
+def test_a_settled_interval_says_why_the_rounds_stopped():
+    reason = precision_of(0.03, 3, 0.02, auto=True, max_repeats=10, settled=True)
+    assert reason.figures.stop is Stop.SETTLED
+    assert sentence(reason) == ("the smallest slowdown this sweep could detect is 3.0% (95% interval ±3.0%): wider "
+                                "than the ±2% goal because after 3 rounds the interval already ruled out a slowdown "
+                                "beyond 2%, which settles the choice; at this spread between rounds ±2% needs about "
+                                "4 rounds")
 
 
 def read_back(reason: Reason) -> Reason:

@@ -46,6 +46,7 @@ def _script(tmp_path, text: str, name: str = "job.py") -> Path:
 
 
 def _sweep(tmp_path, argv, grid, **kw):
+    kw.setdefault("backend", "cuda")   # these trials, not a hybrid's recording and replays (auto, for a command)
     metric = kw.pop("metric_regex", None)
     spec = command_workload(check_command(argv, metric_regex=metric))
     return sweep(spec, grid=grid, repeats=1, out=tmp_path / "results", **kw)

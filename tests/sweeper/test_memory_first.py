@@ -1,0 +1,200 @@
+"""Memory first, counted in GPU trials: `sweep -- CMD` as a user runs it on a GPU, and workload sweeps, without a
+GPU. A stand-in interpreter answers the probe as a one-GPU machine and runs each trial as the start-up hook (for a
+command) or the trial child (for a workload) would report it: peaks from the shipped transformer-packed H200 trace
+replayed under the trial's setting, a throughput at a chosen rate with ±0.5% noise, and the recorded trace where
+one is asked for. The sweep, its replays, its rounds and its statistics are the real ones.
+
+With the default grid on that trace, expandable segments wins on memory (9.37 GiB against the default's 9.91 GiB;
+every other setting reserves more than the default) and reserves within 1% of the program's 9.32 GiB of live
+bytes, so cudaMallocAsync cannot beat it. Before memory first, auto repeats ran 22 GPU trials on this command (17
+with --backend hybrid)."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+
+import alloctune
+from alloctune.decide.reasons import Code
+from alloctune.decide.rounds import MIN_ROUNDS
+from alloctune.results.records import Backend
+from alloctune.workload.command import check_command, command_workload
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
+ES = "expandable_segments:True"
+ASYNC = "backend:cudaMallocAsync"
+MiB = 2**20
+
+# The stand-in Python. Probe calls: one GPU (parsing settings goes to the real torch). Anything else is the user's
+# command: it logs the setting it got ('R' marks a recording run) and writes what the hook would, for one process.
+# cudaMallocAsync's pool is taken as 6% above the program's live bytes and its context 70 MiB larger than the
+# native allocator's (both as on the H200, results/transformer-packed-h200-20261129-234801).
+PYTHON = """
+import importlib.metadata, json, os, random, shutil, sys, time
+if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
+    sys.stdin.read()
+    print("ALLOCTUNE-PROBE " + json.dumps(dict(
+        python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
+        cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=143 * 2**30)],
+        driver="1", host="h", env_id="torch-gpu")))
+    sys.exit(0)
+if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
+    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+from alloctune.sim.replay import replay
+from alloctune.sim.trace import load_trace
+conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.trial.child"] else None   # a workload's
+recording = bool(spec["record_trace"]) if spec else os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
+with open({log!r}, "a") as f:
+    f.write(("R" if recording else "") + conf + "\\n")
+runs = len(open({log!r}).read().splitlines())
+plan = json.loads({plan!r})
+trace = load_trace({trace!r})
+[outcome] = replay(trace, ["" if "cudaMallocAsync" in conf else conf], int(trace.meta["device_total_bytes"]),
+                   jobs=1, torch_version=importlib.metadata.version("torch"))
+m = outcome.measurement()
+reserved, context = m.peak_reserved_bytes, 782 * 2**20
+if "cudaMallocAsync" in conf:
+    reserved, context = int(m.peak_requested_bytes * 1.06), 852 * 2**20
+device = dict(device=0, peak_reserved_bytes=reserved, peak_allocated_bytes=m.peak_allocated_bytes,
+              peak_requested_bytes=m.peak_requested_bytes, num_alloc_retries=0, num_ooms=0,
+              device_peak_used_bytes=reserved + context)
+rate = plan["rate"] * plan["factors"].get(conf, 1.0) * (1 + random.Random(runs).uniform(-0.005, 0.005))
+if spec:
+    if recording:
+        shutil.copy({trace!r}, spec["record_trace"])
+    device.pop("device")
+    json.dump(dict(state="ok", env={{}}, measurement=dict(device, throughput=rate, unit="tokens")),
+              open(spec["result"], "w"))
+    sys.exit(0)
+out = os.environ["ALLOCTUNE_HOOK_OUT"]
+t0 = time.perf_counter()
+steps = [[t0 + i / rate, 1.0] for i in range(12)]
+if recording:
+    shutil.copy({trace!r}, os.path.join(out, f"trace-{{os.getpid()}}.pickle"))
+json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.metadata.version("torch"),
+               effective_conf=conf, devices=[device], steps=steps),
+          open(os.path.join(out, f"proc-{{os.getpid()}}.json"), "w"))
+"""
+
+
+def standin(tmp_path: Path, factors: dict | None = None) -> Path:
+    """The stand-in GPU interpreter, its trials logged to tmp_path/ran.log; `factors`: throughput per setting,
+    against the default's."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    python = tmp_path / "bin" / "python3"   # a name that says Python: a command starting with it runs under it
+    plan = json.dumps({"rate": 50.0, "factors": factors or {}})
+    python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
+        torch=torch.__version__, python=sys.executable, trace=str(TRACE), log=str(tmp_path / "ran.log"), plan=plan)))
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return python
+
+
+def ran(tmp_path: Path) -> list[str]:
+    return (tmp_path / "ran.log").read_text().splitlines()
+
+
+def command_sweep(tmp_path: Path, factors: dict | None = None, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+    """`sweep -- python3 job.py` of the default grid on the stand-in GPU; what ran, in order ('R': recording)."""
+    python = standin(tmp_path, factors)
+    job = tmp_path / "job.py"
+    job.write_text("# run by the stand-in\n")
+    spec = command_workload(check_command([str(python), str(job)]), name="job")
+    outcome = alloctune.sweep(spec, out=tmp_path / "out", timeout_s=120, **kw)
+    return outcome, ran(tmp_path)
+
+
+def workload_sweep(tmp_path: Path, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+    workload = tmp_path / "w.yaml"
+    workload.write_text("name: w\nkind: hpsearch\nunit: tokens\nsteps: 1\n")
+    outcome = alloctune.sweep(workload, pythons=[str(standin(tmp_path))], out=tmp_path / "out", timeout_s=120, **kw)
+    return outcome, ran(tmp_path)
+
+
+def gpu_trials(outcome) -> list:
+    return [t for t in outcome.folder.trials() if t.backend == Backend.CUDA]
+
+
+def measured_choice(outcome):
+    [choice] = [c for c in outcome.choices if c.backend == Backend.CUDA]
+    return choice
+
+
+def skipped(outcome) -> set[str]:
+    """Settings left unmeasured on the GPU, beside those the grid's rules skip (GC without a budget)."""
+    return {s.conf for s in outcome.skipped if s.env_id == "torch-gpu" and not s.conf.startswith("garbage")}
+
+
+OTHERS = {"max_split_size_mb:512", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"}   # the finalists beside ES
+
+
+def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path):
+    estimates = []
+    outcome, order = command_sweep(tmp_path, estimate=estimates.append)
+    assert outcome.backend == Backend.HYBRID   # auto, for a command on a GPU
+    # one extra trial records the trace; then only ES can win: the default and ES, MIN_ROUNDS rounds, closed
+    assert order == ["R"] + ["", ES] * MIN_ROUNDS + [""] and len(gpu_trials(outcome)) == 8
+    choice = measured_choice(outcome)
+    assert choice.best.conf == ES and choice.decision.code is Code.SAVES_MEMORY
+    assert choice.precision.code is Code.PRECISION_REACHED and choice.precision.figures.detectable <= 0.02
+    # the other finalists need more than the default (predicted), and the backend switch cannot beat ES
+    assert skipped(outcome) == OTHERS | {ASYNC}
+    # about 9 before anything ran (a leader and the backend switch), 8 once the replay said who leads
+    assert (estimates[0].trials, estimates[0].done, estimates[0].seconds_left) == (9, 0, None)
+    assert (estimates[-1].trials, estimates[-1].done, estimates[-1].seconds_left) == (8, 8, 0.0)
+    assert all(e.seconds_left is not None and e.seconds_done > 0 for e in estimates[1:])
+
+
+def test_the_next_candidate_is_measured_once_the_winner_is_refused(tmp_path):
+    """ES 10% slower: refused after its MIN_ROUNDS rounds. Then the default leads the native settings, and it
+    reserves 6% above the live bytes, so the backend switch is measured: once, as its device memory is above the
+    default's."""
+    outcome, order = command_sweep(tmp_path, factors={ES: 0.9})
+    assert order == ["R"] + ["", ES] * MIN_ROUNDS + ["", ASYNC, ""]
+    choice = measured_choice(outcome)
+    assert choice.best.conf == "" and choice.decision.code is Code.KEEP_DEFAULT
+    why = {s.conf: r for s, r in choice.runners_up}
+    assert why[ES].code is Code.TOO_SLOW
+    assert why[ASYNC].code is Code.MORE_MEMORY and why[ASYNC].figures.measure.value == "peak device memory"
+    assert skipped(outcome) == OTHERS
+
+
+def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_win(tmp_path):
+    outcome, order = workload_sweep(tmp_path, backend="cuda")
+    grid = order[:7]
+    assert grid[0] == "" and len(set(grid)) == 7 and ASYNC in grid      # the first round: every setting
+    assert order[7:] == ["", ES] * (MIN_ROUNDS - 1) + [""]              # 12 trials (22 before memory first)
+    choice = measured_choice(outcome)
+    assert choice.best.conf == ES and choice.precision.code is Code.PRECISION_REACHED
+    runners = {s.conf: r.code for s, r in choice.runners_up}
+    assert runners.pop("") is Code.COSTS_MORE and set(runners.values()) == {Code.MORE_MEMORY} and ASYNC in runners
+
+
+def test_a_hybrid_workload_sweep_counts_its_recording_as_the_first_default(tmp_path):
+    outcome, order = workload_sweep(tmp_path, backend="hybrid")
+    assert order == ["R", ES] + ["", ES] * (MIN_ROUNDS - 1) + [""] and len(gpu_trials(outcome)) == 7
+    assert measured_choice(outcome).best.conf == ES and skipped(outcome) == OTHERS | {ASYNC}
+
+
+def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path):
+    python = standin(tmp_path)
+    job = tmp_path / "job.py"
+    job.write_text("# run by the stand-in\n")
+    done = subprocess.run([sys.executable, "-m", "alloctune", "sweep", "--results", str(tmp_path / "r"), "--",
+                           str(python), str(job)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    told = [line for line in done.stderr.splitlines() if line.startswith("estimate: ")]
+    assert told[0] == "estimate: about 9 trials" and told[1].startswith("estimate: about 9 trials, ")
+    said = " ".join(done.stdout.split())
+    assert "GPU trials: 8, " in said and "hybrid: 1 recorded the trace, 6 settings replayed, 2 measured" in said
+    help_text = " ".join(subprocess.run([sys.executable, "-m", "alloctune", "sweep", "--help"], capture_output=True,
+                                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout.split())
+    assert "hybrid for '-- COMMAND'" in help_text
