@@ -66,17 +66,17 @@ def flagged(message: object, flags: dict[str, str]) -> str:
 
 
 def console(stderr: bool = False):
-    """A rich console: the terminal's width (or COLUMNS); when the output is not a terminal (a log, CI) and
-    COLUMNS is unset, 100 columns, which every table fits."""
+    """A rich console for standard output (or error), as wide as the one width rule says (report/layout.py)."""
     from rich.console import Console
+
+    from ..report.layout import output_width
 
     class PipeConsole(Console):
         def on_broken_pipe(self) -> None:
             # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-    stream = sys.stderr if stderr else sys.stdout
-    return PipeConsole(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+    return PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout))
 
 
 ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says

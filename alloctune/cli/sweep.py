@@ -131,8 +131,10 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
-    from ..report.summary import ranked_table
-    from ..report.words import reason_lines
+    from rich.text import Text
+
+    from ..report.layout import command, say
+    from ..report.summary import print_choice
     from ..settings.grid import load_grid_file
     from ..sweeper.options import SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
@@ -161,17 +163,19 @@ def run(args) -> int:
         return 0
     out = console()
     for skip in outcome.skipped:
-        out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
+        say(out, Text(f"skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}", style="dim"))
     for choice in outcome.choices:
-        out.print(ranked_table(outcome.settings, choice))
-        for reason in reason_lines(choice):
-            out.print(f"  {reason}")
+        print_choice(out, outcome.settings, choice)
     folder = outcome.folder.path
-    # Commands to copy: one line each, never folded at the terminal's width.
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
+    # The folder is one word (never broken); the commands are to copy: broken between words only, with '\'.
+    out.print()
+    say(out, Text(f"Results: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)"))
+    closing = [("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"])]
     if outcome.backend == Backend.SIM:
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
+        closing.append(("Confirm on a GPU:", _on_gpu(outcome.folder.info().command)))
+    for label, words in closing:
+        for line in command(label, words, out.width):
+            out.print(Text(line), soft_wrap=True)
     return 0
 
 
@@ -209,7 +213,7 @@ def _workload(args):
                             timeout_s=args.timeout_s)
 
 
-def _on_gpu(command: str) -> str:
+def _on_gpu(command: str) -> list[str]:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
     dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
     on the GPU, hybrid records one."""
@@ -222,7 +226,7 @@ def _on_gpu(command: str) -> str:
         elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
     searching = any(word == "--search" or word.startswith("--search=") for word in words)
-    return shlex.join(out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)])
+    return out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)]
 
 
 def _where(record: TrialRecord) -> str:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
 from .compare import Column, Comparison, Mark, Row, budget_label
+from .layout import INDENT, say
 from .tables import add_setting_column, markdown_table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # Terminal colour and plot symbol per mark.
 STYLE = {
@@ -16,8 +21,6 @@ STYLE = {
     Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
     Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
 }
-
-
 
 
 def _pct(x: float | None) -> str:
@@ -28,11 +31,13 @@ def _rate(throughput: stats.Summary, unit: str | None) -> str:
     return f"{throughput.median:,.0f} {unit or 'units'}/s"
 
 
-def cell_lines(row: Row, j: int) -> list[str]:
-    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark."""
+def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
+    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark.
+    `note(text)` gives what a cell shows of a reason (missing, or a note on the delta): the text itself in
+    compare.md, a reference to a note below the table on the terminal."""
     cell, delta = row.cells[j], row.deltas[j]
     if cell is None:
-        lines = [row.missing[j]]
+        lines = [note(row.missing[j])]
     elif cell.failure is not None:  # not cell.fits
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
@@ -45,7 +50,7 @@ def cell_lines(row: Row, j: int) -> list[str]:
     if j:
         lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
         if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
-            lines.append(delta.note)
+            lines.append(note(delta.note))
     return lines
 
 
@@ -71,38 +76,93 @@ def _best_text(comparison: Comparison, j: int) -> str:
     return text
 
 
-def render_table(comparison: Comparison):
-    """A rich Table: one row per workload and setting, one column per environment, plus the best setting."""
+INLINE_NOTE = 16   # a reason this short stays in its cell on the terminal; a longer one is a note below the table
+
+
+class _Notes:
+    """Reasons too long for a cell, numbered in the order they are met; the same reason keeps its number."""
+
+    def __init__(self) -> None:
+        self.numbered: dict[str, int] = {}
+
+    def __call__(self, text: str) -> str:
+        if len(text) <= INLINE_NOTE:
+            return text
+        number = self.numbered.setdefault(text, len(self.numbered) + 1)
+        head, colon, _ = text.partition(": ")   # 'skipped: torch ... rejects it' -> 'skipped [1]'
+        return f"{head} [{number}]" if colon and len(head) <= INLINE_NOTE else f"[{number}]"
+
+    def lines(self) -> list[str]:
+        return [f"[{n}] {text}" for text, n in self.numbered.items()]
+
+
+def render_table(comparison: Comparison, width: int = 100) -> tuple[Table, list[str], list[str]]:
+    """The terminal table in `width` columns, no cell broken inside a word: one row per workload and setting, one
+    column per environment, plus the best setting; and the lines to print above it (what each lettered column
+    stands for) and below it (settings given whole where the table numbers them, the notes its cells refer to).
+    Tried in turn until one fits: as it is; settings numbered; settings numbered and columns lettered."""
     from rich.table import Table
     from rich.text import Text
 
-    # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
-    workloads = sorted({row.workload for row in comparison.rows})
-    one = len(workloads) == 1
-    table = Table(title=f"alloctune compare{' ' + workloads[0] if one else ''} (factor {comparison.factor:.0%}; "
-                        f"peak reserved ×reserved/allocated, throughput median)", show_lines=True)
-    if not one:
-        table.add_column("workload", overflow="fold")
-    add_setting_column(table, [row.label for row in comparison.rows] + ["best setting"])
-    for column in comparison.columns:
-        table.add_column(_header(column), overflow="fold")
-    for row in comparison.rows:
-        cells = []
-        for j in range(len(comparison.columns)):
-            text = Text("\n".join(cell_lines(row, j)))
-            if j:
-                text.stylize(STYLE[row.deltas[j].mark][0])
-            cells.append(text)
-        table.add_row(*([] if one else [row.workload]), row.label, *cells)
-    table.add_row(*([] if one else [""]), Text("best setting", style="bold"),
-                  *[Text(_best_text(comparison, j), style="bold") for j in range(len(comparison.columns))])
-    return table
+    rows, cols = comparison.rows, comparison.columns
+    one = len({row.workload for row in rows}) == 1   # one workload: named in the title, not in a column
+    notes = _Notes()
+    cells = [[cell_lines(row, j, notes) for j in range(len(cols))] for row in rows]
+    best = [_best_text(comparison, j) for j in range(len(cols))]
+    labels = [row.label for row in rows] + ["best setting"]
+    title = (f"alloctune compare{' ' + rows[0].workload if one else ''} (factor {comparison.factor:.0%}; peak "
+             f"reserved ×reserved/allocated, throughput median)")
+
+    def table_of(numbered: bool, lettered: bool) -> Table:
+        table = Table(title=title, show_lines=True)
+        if not one:
+            table.add_column("workload", min_width=_longest_word(row.workload for row in rows))
+        names = [f"({n})" for n in range(1, len(rows) + 1)] + ["best"] if numbered else labels
+        add_setting_column(table, names)
+        for j, column in enumerate(cols):
+            header = _letter(j) if lettered else _header(column)
+            texts = [header, best[j], *("\n".join(c[j]) for c in cells)]
+            table.add_column(header, overflow="fold", min_width=_longest_word(texts))
+        for row, name, row_cells in zip(rows, names, cells):
+            styled = [Text("\n".join(lines), style=STYLE[row.deltas[j].mark][0] if j else "")
+                      for j, lines in enumerate(row_cells)]
+            table.add_row(*([] if one else [row.workload]), name, *styled)
+        table.add_row(*([] if one else [""]), Text(names[-1], style="bold"), *[Text(b, style="bold") for b in best])
+        return table
+
+    for numbered, lettered in ((False, False), (True, False), (True, True)):
+        table = table_of(numbered, lettered)
+        if _narrowest(table) <= width:
+            break
+    above = [f"{_letter(j)}: " + ", ".join(_header(c).split("\n")) for j, c in enumerate(cols)] if lettered else []
+    below = [f"({n}) {label}" for n, label in enumerate(labels[:-1], 1)] if numbered else []
+    return table, above, below + notes.lines()
 
 
-def print_comparison(comparison: Comparison, console=None) -> None:
+def _letter(j: int) -> str:
+    return chr(ord("A") + j) if j < 26 else f"A{j}"
+
+
+def _longest_word(texts: Iterable[str]) -> int:
+    return max((len(word) for text in texts for word in text.split()), default=1)
+
+
+def _narrowest(table) -> int:
+    """The fewest columns `table` takes with no word broken (each column's min_width is its longest word)."""
     from rich.console import Console
 
-    (console or Console()).print(render_table(comparison))
+    return Console(width=10_000).measure(table).minimum
+
+
+def print_comparison(comparison: Comparison, console) -> None:
+    from rich.text import Text
+
+    table, above, below = render_table(comparison, console.width)
+    for line in above:
+        say(console, Text(INDENT + line), rest=INDENT * 3)
+    console.print(table)
+    for line in below:
+        say(console, Text(INDENT + line), rest=INDENT * 3)
 
 
 def write_compare_md(comparison: Comparison, path: str | Path) -> Path:

@@ -1,6 +1,8 @@
 """What the terminal shows during long work: each phase by name as it starts (a spinner, gone when done), and a
 bar with a count and an ETA once a phase knows how many steps it has. Nothing is drawn before the first phase,
-so an error in the user's input (found before any work starts) prints alone."""
+so an error in the user's input (found before any work starts) prints alone. When the output is not a terminal
+(a log, a pipe, CI) nothing is drawn at all: only the lines given to `print`, wrapped to the width
+(report/layout.py)."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -16,6 +18,8 @@ from rich.progress import (
 )
 from rich.status import Status
 
+from .layout import say
+
 
 class Phases:
     def __init__(self, console: Console):
@@ -27,6 +31,8 @@ class Phases:
     def phase(self, name: str, count: tuple[int, int] | None = None) -> None:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
         self._name = name
+        if not self.console.is_terminal:   # a log gets no spinner or bar, not even their last frame
+            return
         if count is None:
             if self._bar is not None:   # the counted phase is over: its bar stays as it ended
                 self._bar[0].stop()
@@ -49,14 +55,16 @@ class Phases:
 
     def advance(self, done: int, total: int) -> None:
         """A step done; a phase that could not count up front gets its bar now, under its own name."""
+        if not self.console.is_terminal:
+            return
         if self._bar is None:
             self.phase(self._name, (done, total))
         else:
             self._bar[0].update(self._bar[1], completed=done, total=total)
 
     def print(self, text: str) -> None:
-        """A line above the live display."""
-        self.console.print(text)
+        """A line above the live display (rich markup), wrapped to the width."""
+        say(self.console, text)
 
     def _stop_status(self) -> None:
         if self._status is not None:

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Iterable
 
 from rich import box
-from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -16,7 +15,8 @@ from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number
-from .tables import add_setting_column, keep_columns
+from .layout import INDENT, say
+from .tables import add_setting_column, keep_columns, natural_width, whole_settings
 from .words import format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
@@ -112,9 +112,10 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
             "-" if t is None else format_number(t.median), vs]
 
 
-def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
-    """The settings of `choice`'s group, fitting ones by peak reserved, then failures; within 100 columns (a
-    setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
+def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures, in `width` columns: no cell
+    breaks, empty columns are left out, and settings too long for the table are numbered in it and given whole in
+    the lines returned beside it (tables.whole_settings)."""
     group = _in_group(settings, choice)
     unit = next((s.unit for s in group if s.unit), None) or "units"
     device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
@@ -125,21 +126,41 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
     said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
             for row in rows]
     keep = keep_columns(headers, said, always=headers[:3])
-    table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for j in keep:
-        if j == 0:
-            add_setting_column(table, (row[0] for row in rows))
-        else:
-            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", overflow="fold")
-    for s, row in zip(group, rows):
-        style = "bold green" if s is choice.best else ("red" if not s.fits else None)
-        table.add_row(*(row[j] for j in keep), style=style)
-    notes = [Text(f"  {s.label}: {_flags(s)}", style="yellow") for s in group if _flags(s)]
-    if 4 not in keep:
-        notes.append(Text("  no setting needed an alloc retry", style="dim"))
-    notes += [Text(f"  {text}", style="dim") for mark, text in _LEGEND.items()
-              if any(row[-1].endswith(f" {mark}") for row in rows)]
-    return Group(table, *notes)
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        add_setting_column(table, labels)
+        for j in keep[1:]:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", no_wrap=True)
+        for s, row, label in zip(group, rows, labels):
+            style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+            table.add_row(label, *(row[j] for j in keep[1:]), style=style)
+        return table
+
+    return whole_settings(table_of, [row[0] for row in rows], width)
+
+
+def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> None:
+    """What sweep and report show of one choice: the ranked table, what it leaves unsaid (flags, abbreviations,
+    an interrupted sweep) and the reasons, within the console's width."""
+    group = _in_group(settings, choice)
+    table, below = ranked_table(group, choice, console.width)
+    if len(str(table.title)) > natural_width(table):   # a title wider than its table goes above it, whole
+        say(console, Text(str(table.title), style="bold"))
+        table.title = None
+    console.print(table)
+    for line in below:
+        console.print(Text(line), soft_wrap=True)
+    notes = [(f"{s.label}: {_flags(s)}", "yellow") for s in group if _flags(s)]
+    if not any(s.num_alloc_retries for s in group):
+        notes.append(("no setting needed an alloc retry", "dim"))
+    verdicts = {_terminal_row(s, choice)[-1] for s in group}
+    notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if note := incomplete_note(choice):
+        notes.append((note, "bold red"))
+    notes += [(reason, "") for reason in reason_lines(choice)]
+    for text, style in notes:
+        say(console, Text(INDENT + text, style=style))
 
 
 def _md_cell(text: str) -> str:
