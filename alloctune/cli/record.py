@@ -14,7 +14,7 @@ def register(subparsers) -> None:
                     "with the peaks measured in that run and its environment. Or record your own command: "
                     "alloctune record -o trace.pickle -- python train.py ... (each process that uses CUDA "
                     "leaves its own trace: trace.rank0.pickle, trace.rank1.pickle, ... when there are several)")
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND",
                    help="a workload file, or after '--' your own command")
     p.add_argument("-o", "--output", required=True,
                    help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"traces": replayed, "maximum": highest}, indent=2))
     else:
-        print_maximum(console(), highest, len(replayed))
+        print_maximum(console(), highest, [one["trace"] for one in replayed])
     return 0
 
 

@@ -45,7 +45,7 @@ def register(subparsers) -> None:
 
 def _what(p) -> None:
     """The workload, its settings and how often each runs, on which GPUs."""
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND ...",
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND",
                    help="workload file (YAML, see workloads/README.md; - reads it from standard input, and its "
                         "relative paths (entry, trace, cwd) are then relative to the current folder), or after "
                         "'--' your own command")

@@ -33,7 +33,7 @@ from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical
-from ..units import format_bytes
+from ..units import format_bytes, plural
 
 
 class Mark(str, enum.Enum):
@@ -149,7 +149,7 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
             groups.setdefault(column_key(index, record), {}).setdefault(row_key(record), []).append(record)
     if len(groups) < 2:
         raise ResultsError(f"nothing to compare: {', '.join(str(f.path) for f in folders)} hold "
-                           f"{len(groups)} environment(s) with trials; compare needs at least two")
+                           f"{plural(len(groups), 'environment')} with trials; compare needs at least two")
     keys = list(groups)
     labels = _labels(keys, folders)
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]

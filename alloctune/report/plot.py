@@ -18,7 +18,7 @@ from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.summary import SettingResult, pareto_front
 from ..results.records import decision_group
-from ..units import GiB
+from ..units import GiB, plural
 
 PLOT_FILE = "plot.png"
 
@@ -111,7 +111,7 @@ def _memory_lines(ax, fitting: list[SettingResult], choice: Choice) -> None:
 
 def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
     # Retries are why a smaller simulated setting can lose: show them beside the name.
-    labels = [_role(s, choice) + (f" ({s.num_alloc_retries} retries)" if s.num_alloc_retries else "")
+    labels = [_role(s, choice) + (f" ({plural(s.num_alloc_retries, 'retry', 'retries')})" if s.num_alloc_retries else "")
               for s in fitting]
     colors = ["tab:green" if s is choice.best else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
     ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)

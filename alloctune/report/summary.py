@@ -14,9 +14,9 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
-from ..units import format_bytes, format_number
+from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
-from .tables import add_setting_column, keep_columns, natural_width, whole_settings
+from .tables import add_setting_column, keep_columns, print_table, whole_settings
 from .words import format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
@@ -36,7 +36,7 @@ def _flags(s: SettingResult) -> str:
     if s.memory_spread > 0:
         flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
     if s.throughput is not None and s.throughput.outliers:
-        flags.append(f"{len(s.throughput.outliers)} throughput outlier(s) left out of the tests")
+        flags.append(f"{plural(len(s.throughput.outliers), 'throughput outlier')} left out of the tests")
     if s.error:
         flags.append(s.error if len(s.error) <= 80 else s.error[:77] + "...")
     return "; ".join(flags)
@@ -145,10 +145,7 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     an interrupted sweep) and the reasons, within the console's width."""
     group = _in_group(settings, choice)
     table, below = ranked_table(group, choice, console.width)
-    if len(str(table.title)) > natural_width(table):   # a title wider than its table goes above it, whole
-        say(console, Text(str(table.title), style="bold"))
-        table.title = None
-    console.print(table)
+    print_table(console, table)
     for line in below:
         console.print(Text(line), soft_wrap=True)
     notes = [(f"{s.label}: {_flags(s)}", "yellow") for s in group if _flags(s)]

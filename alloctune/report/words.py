@@ -13,7 +13,7 @@ from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDe
                               TieBreak, Ties, TooSlow, Unstable)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
-from ..units import format_bytes
+from ..units import format_bytes, plural
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
 
@@ -136,7 +136,7 @@ def _keep_default(f: KeepDefault, _: Refusals) -> str:
 
 
 def _refused_lower(f: RefusedLower, refusals: Refusals) -> str:
-    return (f"{len(f.refused)} setting(s) with less memory were refused: "
+    return (f"{plural(len(f.refused), 'setting')} with less memory {'was' if len(f.refused) == 1 else 'were'} refused: "
             + "; ".join(f"{label(conf)} {sentence(refusals[conf])}" for conf in f.refused))
 
 
@@ -150,7 +150,7 @@ def _won(t: TieBreak) -> str:
     """Why the winner beat another on a tie, said of the winner."""
     return {TieRule.NATIVE: "as a native-allocator setting over a backend switch",
             TieRule.STABLE: "as its peak repeated exactly while the other's moved between repeats",
-            TieRule.SIMPLER: f"as the simpler setting ({t.winner_keys} key(s) against {t.loser_keys})",
+            TieRule.SIMPLER: f"as the simpler setting ({plural(t.winner_keys, 'key')} against {t.loser_keys})",
             TieRule.LOWER_PEAK: "with the lower peak", TieRule.NAME: "(equal in every rule; by name)"}[t.rule]
 
 
@@ -159,7 +159,7 @@ def _lost(t: TieBreak) -> str:
     return {TieRule.NATIVE: "it switches the allocator backend, the winner keeps the native allocator",
             TieRule.STABLE: f"its peak moved between repeats (+{_spread(t.loser_spread):.1%}), the winner's "
                             f"repeated exactly",
-            TieRule.SIMPLER: f"it sets {t.loser_keys} key(s) against {t.winner_keys}",
+            TieRule.SIMPLER: f"it sets {plural(t.loser_keys, 'key')} against {t.winner_keys}",
             TieRule.LOWER_PEAK: "the winner's peak is lower", TieRule.NAME: "the same peak; decided by name"}[t.rule]
 
 
