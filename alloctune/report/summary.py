@@ -42,6 +42,14 @@ def _flags(s: SettingResult) -> str:
     return "; ".join(flags)
 
 
+def _state(s: SettingResult) -> str:
+    """How its repeats ended, in the table's words: a setting that fits by taking (nearly) the whole card is called
+    so (the choice's WHOLE_CARD reason says it in full)."""
+    if not s.fits:
+        return f"{s.state} {s.failed_repeats}/{len(s.trials)}"
+    return "whole card" if s.whole_card else str(s.state)
+
+
 def _row(s: SettingResult, choice: Choice) -> list[str]:
     t = s.throughput
     throughput = "-" if t is None else format_rate(t.median, s.unit)
@@ -57,7 +65,7 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         vs = "-"
     return [
         s.label + (" (best)" if s is choice.best else ""),
-        s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+        _state(s),
         format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
         format_bytes(s.peak_allocated_bytes),
         "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
@@ -106,7 +114,7 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
         width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
         vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
     memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
-    return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+    return [s.label, "best" if s is choice.best else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
             "-" if t is None else format_number(t.median), vs]

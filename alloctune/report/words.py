@@ -10,7 +10,7 @@ from ..decide.choice import Choice
 from ..decide.order import TieRule
 from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDefault, Measure, MoreMemory,
                               NothingFits, Precision, Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput,
-                              TieBreak, Ties, TooSlow, Unstable)
+                              TieBreak, Ties, TooSlow, Unstable, WholeCard)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
 from ..units import format_bytes, plural
@@ -197,6 +197,16 @@ def _precision(f: Precision, _: Refusals) -> str:
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
 
 
+def _whole_card(f: WholeCard, _: Refusals) -> str:
+    def joined(items: list[str]) -> str:
+        return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else items[0]
+
+    one = len(f.settings) == 1
+    return (f"{joined([label(s.conf) for s in f.settings])} took (nearly) the whole card: {f.measure} "
+            f"{joined([format_bytes(s.peak_bytes) for s in f.settings])} of its {format_bytes(f.device_bytes)}, so "
+            f"{'it fits' if one else 'they fit'} only because nothing else runs on the card")
+
+
 def _fixed(text: str) -> Callable[[Any, Refusals], str]:
     return lambda f, _: text
 
@@ -220,6 +230,7 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
                                    "the default and the setting): no slowdown could be detected"),
     Code.PRECISION_REACHED: _precision, Code.PRECISION_SHORT: _precision,
+    Code.WHOLE_CARD: _whole_card,
 }
 
 
