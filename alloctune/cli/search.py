@@ -35,6 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..report.search import print_front
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
             bar.start()
             tasks.append(bar.add_task("", total=total))
         text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
-        bar.update(tasks[0], completed=done, total=total, description=text[:60])
+        # A setting is never cut: one too long for the bar is left out, its figure stays.
+        text = text if len(text) <= 60 else text.partition(":")[0]
+        bar.update(tasks[0], completed=done, total=total, description=escape(text))
 
     try:
         with SettingsJudge(args.python) as validate:   # one child of --python judges every batch

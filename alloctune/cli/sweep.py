@@ -152,7 +152,8 @@ def run(args) -> int:
             shown.print(_trial_line(record, where=args.executor == "ray"))
 
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
-            shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
+            # the best so far when it is short: a setting is never cut
+            shown.phase(f"search {env_id}" + (f" (best: {best})" if best and len(best) <= 40 else ""), (done, total))
 
         outcome = sweep(workload, options, callbacks=SweepCallbacks(
             progress=progress, search_progress=search_progress,

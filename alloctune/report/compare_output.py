@@ -2,6 +2,7 @@
 (`cell_lines`) for the terminal and for Markdown."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -127,7 +128,7 @@ def render_table(comparison: Comparison, width: int = 100) -> tuple[Table, list[
         names = [f"({n})" for n in range(1, len(rows) + 1)] + ["best"] if numbered else \
             [row.label for row in rows] + ["best setting"]
         add_setting_column(table, names)
-        best = [_best_text(comparison, j, (lambda conf, j=j: number(j, conf)) if numbered else None, notes)
+        best = [_best_text(comparison, j, functools.partial(number, j) if numbered else None, notes)
                 for j in range(len(cols))]
         for j, column in enumerate(cols):
             header = _letter(j) if lettered else _header(column)

@@ -191,7 +191,8 @@ def _precision(f: Precision, _: Refusals) -> str:
         return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
     why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
-           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after {f.rounds} rounds"}[f.stop]
+           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after "
+                             f"{plural(f.rounds, 'round')}"}[f.stop]
     need = (f"; at this spread between rounds ±{f.goal:.0%} needs about {f.rounds_needed} rounds"
             if f.rounds_needed is not None else "")
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
