@@ -82,11 +82,12 @@ def console(stderr: bool = False):
 ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says
 
 
-def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[str]:
+def replay_warnings(trace, memory_from: str, torch_version: str | None, device_memory: int,
+                    budget_bytes: int | None) -> list[str]:
     """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
     blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
-    does not say it or the simulator does not know it, and an assumed device memory. The text output prints them
-    as `warning:` lines and --json lists them under "warnings", the same list."""
+    does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
+    hold. The text output prints them as `warning:` lines and --json lists them under "warnings", the same list."""
     from ..settings.versions import replay_note
     from ..sim.replay import DEFAULT_DEVICE_MEMORY
     from ..units import format_bytes
@@ -97,6 +98,10 @@ def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[
     if memory_from == ASSUMED_MEMORY:
         warnings.append(f"the trace does not say how much memory its GPU had: replayed on an H200's "
                         f"{format_bytes(DEFAULT_DEVICE_MEMORY)}; set --device-memory for another card")
+    if budget_bytes is not None and budget_bytes > device_memory:
+        warnings.append(f"--budget {format_bytes(budget_bytes)} is more than the device's "
+                        f"{format_bytes(device_memory)} ({memory_from}): the device runs out first, so the budget "
+                        f"limits nothing; give --device-memory for a larger card")
     return warnings
 
 

@@ -5,6 +5,8 @@ import json
 
 from rich.text import Text
 
+from ..errors import FolderBusy
+
 from .args import fraction
 
 
@@ -39,7 +41,11 @@ def run(args) -> int:
     console = wide_console()
     decided = []
     for folder in find_results(args.results):
-        settings, choices = analyze(folder, args.max_slowdown)
+        try:
+            settings, choices = analyze(folder, args.max_slowdown)
+        except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
+            raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
+                             f"{folder.path}` decides again (with --max-slowdown for another allowance)") from None
         if args.json:
             decided.append(decisions(folder, choices))
             continue

@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
     # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
+    err = console(stderr=True)
     bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), console=console(stderr=True), transient=True)
+                   TextColumn("{task.description}"), console=err, transient=True, disable=not err.is_terminal)
     tasks: list[TaskID] = []
 
     def progress(done: int, total: int, best) -> None:
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
     # The simulator follows --python's torch, not the recording's: only a version it does not know is worth a word.
-    warnings = replay_warnings(trace, memory_from, result.torch_version)
+    warnings = replay_warnings(trace, memory_from, result.torch_version, device_memory, budget_bytes)
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:

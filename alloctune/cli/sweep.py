@@ -8,6 +8,7 @@ from dataclasses import asdict, fields
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases
+from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds
@@ -28,19 +29,23 @@ FLAGS = {
 }
 
 
+RESUME = "finished trials are saved, run the same command again to resume"   # what an interrupted sweep leaves
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
-                    "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
-                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
+                    "its recorded allocation trace through the simulator), and write "
+                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with trials.jsonl, summary.md, best.env and "
+                    "plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
     _what(p)
     _command(p.add_argument_group("your own command (sweep -- COMMAND ...)"))
     _how(p)
     _output(p)
-    p.set_defaults(func=run, flags=FLAGS)
+    p.set_defaults(func=run, flags=FLAGS, interrupted=RESUME)
 
 
 def _what(p) -> None:
@@ -120,8 +125,9 @@ def _how(p) -> None:
 
 def _output(p) -> None:
     """Where the results go, and what is printed."""
-    p.add_argument("--results", default="results", metavar="RESULTS", dest="results_root",
-                   help="folder under which results folders are created (default: results)")
+    p.add_argument("--results", default=DEFAULT_RESULTS_ROOT, metavar="RESULTS", dest="results_root",
+                   help=f"folder under which results folders are created (default: {DEFAULT_RESULTS_ROOT}, in the "
+                        f"current folder)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.add_argument("--json", action="store_true",
@@ -158,6 +164,9 @@ def run(args) -> int:
         outcome = sweep(workload, options, callbacks=SweepCallbacks(
             progress=progress, search_progress=search_progress,
             notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase))
+    # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
+    args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
+                        f"plot.png, trials.jsonl)")
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))

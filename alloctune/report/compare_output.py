@@ -232,9 +232,17 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
+    """compare.png (`comparison_figure`)."""
+    path = Path(path)
+    comparison_figure(comparison).savefig(path, dpi=120)
+    return path
+
+
+def comparison_figure(comparison: Comparison):
     """Grouped bars: peak reserved per setting (x) per environment (bar), each labelled with its figure and, beside
     the baseline, its mark; a setting not run or failed as its state in words where its bar would stand; hatched
-    where it took (nearly) the whole card; lines for the columns' budgets and device memory; the legend outside."""
+    where it took (nearly) the whole card; lines for the columns' budgets and device memory; the legend outside.
+    Drawn on a bare Figure (no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
@@ -242,7 +250,6 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     from ..units import GiB
     from .plot import BUDGET_STYLE, DEVICE_STYLE, WHOLE_CARD, limit_lines
 
-    path = Path(path)
     rows, cols = comparison.rows, comparison.columns
     width = 0.8 / len(cols)
     top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=GiB) / GiB
@@ -287,5 +294,4 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
         handles.append(Patch(facecolor="white", edgecolor=WHOLE_CARD["color"], hatch="//"))
         labels.append(WHOLE_CARD["label"])
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
-    fig.savefig(path, dpi=120)
-    return path
+    return fig
