@@ -251,6 +251,8 @@ def _where(record: TrialRecord) -> str:
 
 
 def _trial_line(record: TrialRecord, where: bool = False) -> str:
+    from rich.markup import escape
+
     m = record.measurement
     what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
                                                                   else "")
@@ -258,6 +260,6 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {format_number(m.throughput)} {m.unit}/s" if m.throughput else ""
-        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
+        return f"  [green]ok[/] {escape(what)}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
-    return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"
+    return f"  [red]{record.state.value}[/] {escape(what)}: {escape(last[-1]) if last else ''}"   # a job's words
