@@ -137,6 +137,7 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
+    from rich.markup import escape
     from rich.text import Text
 
     from ..report.layout import command, say
@@ -163,7 +164,7 @@ def run(args) -> int:
 
         outcome = sweep(workload, options, callbacks=SweepCallbacks(
             progress=progress, search_progress=search_progress,
-            notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase))
+            notice=lambda text: shown.print(f"[yellow]notice:[/] {escape(flagged(text, FLAGS))}"), phase=shown.phase))
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
                         f"plot.png, trials.jsonl)")
