@@ -87,6 +87,11 @@ class ResultsError(AlloctuneError):
     """A results folder or trials file that cannot be read (missing, unknown schema version, no choice made)."""
 
 
+class FolderBusy(ResultsError):
+    """A results folder another alloctune process is writing (its writer lock is held): each command that meets
+    one says what to do instead, in its own options."""
+
+
 class ProbeError(AlloctuneError):
     """The target Python interpreter could not be probed (missing, no torch, crashed)."""
 

@@ -65,6 +65,11 @@ def format_bytes(n: int | float | None, digits: int = 2) -> str:
     return f"{int(n)} B"
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 key', '2 keys', '0 keys' ('nouns' where the plural is not noun + 's')."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def format_number(value: float) -> str:
     """A throughput as a person reads it: whole units from 100 up, else three significant digits (0.0336)."""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"

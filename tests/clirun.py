@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,3 +22,18 @@ def cli(*args, cwd: str | Path = ROOT, timeout: float = 300, stdin: str | None =
     return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], text=True, cwd=cwd,
                           timeout=timeout, env=env, input=stdin,
                           stdin=subprocess.DEVNULL if stdin is None else None, **streams)
+
+
+def suggested(text: str, label: str) -> list[str]:
+    """The words of the command printed after `label` ('Next:'), as a shell reads it: on the label's line, or on
+    the indented lines below it, continued by a trailing backslash (report/layout.py's `command`)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(label))
+    rest, command = lines[at][len(label):].strip(), []
+    if rest:
+        return shlex.split(rest)
+    for line in lines[at + 1:]:
+        command.append(line.strip().removesuffix("\\"))
+        if not line.endswith("\\"):
+            break
+    return shlex.split(" ".join(command))

@@ -66,27 +66,28 @@ def flagged(message: object, flags: dict[str, str]) -> str:
 
 
 def console(stderr: bool = False):
-    """A rich console: the terminal's width (or COLUMNS); when the output is not a terminal (a log, CI) and
-    COLUMNS is unset, 100 columns, which every table fits."""
+    """A rich console for standard output (or error), as wide as the one width rule says (report/layout.py)."""
     from rich.console import Console
+
+    from ..report.layout import output_width
 
     class PipeConsole(Console):
         def on_broken_pipe(self) -> None:
             # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-    stream = sys.stderr if stderr else sys.stdout
-    return PipeConsole(stderr=stderr, width=None if stream.isatty() or "COLUMNS" in os.environ else 100)
+    return PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout))
 
 
 ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says
 
 
-def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[str]:
+def replay_warnings(trace, memory_from: str, torch_version: str | None, device_memory: int,
+                    budget_bytes: int | None) -> list[str]:
     """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
     blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
-    does not say it or the simulator does not know it, and an assumed device memory. The text output prints them
-    as `warning:` lines and --json lists them under "warnings", the same list."""
+    does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
+    hold. The text output prints them as `warning:` lines and --json lists them under "warnings", the same list."""
     from ..settings.versions import replay_note
     from ..sim.replay import DEFAULT_DEVICE_MEMORY
     from ..units import format_bytes
@@ -97,6 +98,10 @@ def replay_warnings(trace, memory_from: str, torch_version: str | None) -> list[
     if memory_from == ASSUMED_MEMORY:
         warnings.append(f"the trace does not say how much memory its GPU had: replayed on an H200's "
                         f"{format_bytes(DEFAULT_DEVICE_MEMORY)}; set --device-memory for another card")
+    if budget_bytes is not None and budget_bytes > device_memory:
+        warnings.append(f"--budget {format_bytes(budget_bytes)} is more than the device's "
+                        f"{format_bytes(device_memory)} ({memory_from}): the device runs out first, so the budget "
+                        f"limits nothing; give --device-memory for a larger card")
     return warnings
 
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
+from rich.text import Text
+
+from ..report.layout import say
 from .args import console
 
 
@@ -29,7 +31,8 @@ def register(subparsers) -> None:
                    help="results folders (or folders of them); the first environment is the baseline")
     p.add_argument("--factor", type=_factor, default=0.05,
                    help="relative change beyond which memory or throughput counts as changed (default 0.05)")
-    p.add_argument("-o", "--output", metavar="DIR", default=".", help="where to write compare.md and compare.png")
+    p.add_argument("-o", "--output", metavar="DIR", default=".",
+                   help="where to write compare.md and compare.png (default: the current folder)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")
     p.set_defaults(func=run)
 
@@ -49,5 +52,11 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     md = write_compare_md(comparison, out / "compare.md")
     png = plot_comparison(comparison, out / "compare.png")
-    print(f"wrote {md} and {png}", file=sys.stderr if args.json else sys.stdout)
+    # Where the files went, said even when it is here: a bare 'compare.md' reads as a name, not a place.
+    here = " (the current folder; -o DIR writes elsewhere)" if args.output == "." else ""
+    say(console(stderr=args.json), Text(f"wrote {_shown(md)} and {_shown(png)}{here}"))
     return 0
+
+
+def _shown(path: Path) -> str:
+    return str(path) if path.parent != Path(".") else f"./{path}"

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import textwrap
+import sys
+
+from ..report import layout
 
 from .args import positive_int
 
@@ -31,66 +33,85 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..diagnosis import diagnose
+    from ..report.layout import output_width
 
     result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print("\n".join(_lines(result)))
+        print("\n".join(_lines(result, output_width(sys.stdout))))
     return 0
 
 
-def _lines(d) -> list[str]:
+def _lines(d, width: int) -> list[str]:
+    """The diagnosis in `width` columns (report/layout.py's rule: breaks between words and items only)."""
     from ..units import format_bytes as fb
 
-    out = _items("source: ", d.sources)
+    def items(prefix: str, values: list[str]) -> list[str]:
+        return _items(prefix, values, width)
+
+    def wrap(text: str, prefix: str) -> list[str]:
+        return layout.wrap(text, width, prefix)
+
+    out = items("source: ", d.sources)
     if d.message:
-        out.append(f"message: {d.message.format}")
-    out += [line for w in d.warnings for line in _wrap(w, "warning: ")]
+        out += wrap(f"message: {d.message.format}", "")
+    out += [line for w in d.warnings for line in wrap(w, "warning: ")]
     v, f = d.verdict, d.facts
     if v and f:
         where = f"GPU {f.gpu}" if f.gpu is not None else "the GPU"
-        out += ["", f"OOM on {where}: tried to allocate {fb(f.requested)}",
-                *_wrap(f"Verdict ({v.cause}{'' if v.sure else ', within the rounding of the figures'}): "
-                       f"{v.summary}", "")]
-        out += [line for r in v.reasons for line in _wrap(r, "  - ")]
-        out += [line for n in v.notes for line in _wrap(n, "  note: ")]
-        out += _items("  figures: ", [f"{k.replace('_', ' ')} {fb(n)}" for k, n in v.numbers.items()
-                                       if n is not None])
+        out += ["", *wrap(f"OOM on {where}: tried to allocate {fb(f.requested)}", ""),
+                *wrap(f"Verdict ({v.cause}{'' if v.sure else ', within the rounding of the figures'}): "
+                      f"{v.summary}", "")]
+        out += [line for r in v.reasons for line in wrap(r, "  - ")]
+        out += [line for n in v.notes for line in wrap(n, "  note: ")]
+        out += items("  figures: ", [f"{k.replace('_', ' ')} {fb(n)}" for k, n in v.numbers.items()
+                                      if n is not None])
     picture = d.picture()
     if picture:
-        out += ["", "Fragmentation picture (snapshot):"] + [f"  {line}" for line in picture]
+        indents = ["  " + p[:len(p) - len(p.lstrip())] for p in picture]
+        out += ["", "Fragmentation picture (snapshot):"]
+        out += [line for p, ind in zip(picture, indents) for line in layout.wrap(p.lstrip(), width, ind, ind + "  ")]
     if d.replay:
-        r = d.replay
-        out += ["", f"Replay of the trace (confidence {r.confidence}):"] + _wrap(r.confidence_reason, "  ")
-        out.append(f"  {'setting':<48} {'would fit':>9} {'peak reserved':>14} {'retries':>8}")
-        for o in r.outcomes:
-            res = o.result
-            label = o.conf + (" (recorded)" if o.conf == r.recorded_conf else "")
-            if res is None:
-                out.append(f"  {label:<48} {'-':>9} {'not simulated':>14}")
-            else:
-                out.append(f"  {label:<48} {'yes' if o.fits else 'no':>9} "
-                           f"{fb(res.peak_reserved_bytes):>14} {res.num_alloc_retries:>8}")
+        out += ["", f"Replay of the trace (confidence {d.replay.confidence}):"]
+        out += wrap(d.replay.confidence_reason, "  ") + _replay_table(d.replay, width)
     if v:
         out += ["", "Next steps:"]
         for i, step in enumerate(d.next_steps, 1):
-            out += _wrap(step, f"  {i}. ")
+            out += wrap(step, f"  {i}. ")
     return out
 
 
-def _items(prefix: str, items: list[str]) -> list[str]:
-    """Items joined by commas, wrapped at 100 columns between items only."""
+def _replay_table(r, width: int) -> list[str]:
+    """The replayed settings, one a line; settings too long for the line numbered, and given whole below."""
+    from ..units import format_bytes as fb
+
+    labels = [o.conf + (" (recorded)" if o.conf == r.recorded_conf else "") for o in r.outcomes]
+    figures = f" {'fits':>4} {'peak reserved':>13} {'retries':>7}"
+    if 2 + max(map(len, labels + ["setting"])) + len(figures) > width:
+        below = [f"  ({n}) {label}" for n, label in enumerate(labels, 1)]
+        labels = [f"({n})" for n in range(1, len(labels) + 1)]
+    else:
+        below = []
+    column = max(map(len, labels + ["setting"]))
+    out = [f"  {'setting':<{column}}{figures}"]
+    for label, o in zip(labels, r.outcomes):
+        res = o.result
+        if res is None:
+            out.append(f"  {label:<{column}} {'-':>4} {'not simulated':>13}")
+        else:
+            out.append(f"  {label:<{column}} {'yes' if o.fits else 'no':>4} "
+                       f"{fb(res.peak_reserved_bytes):>13} {res.num_alloc_retries:>7}")
+    return out + below
+
+
+def _items(prefix: str, items: list[str], width: int) -> list[str]:
+    """Items joined by commas, wrapped at `width` columns between items only."""
     lines, line = [], prefix
     for i, item in enumerate(items):
         piece = item + ("," if i < len(items) - 1 else "")
-        if len(line) + len(piece) + 1 > 100 and line.strip():
+        if len(line) + len(piece) > width and line.strip():
             lines.append(line.rstrip())
             line = " " * len(prefix)
         line += piece + " "
     return lines + [line.rstrip()]
-
-
-def _wrap(text: str, prefix: str) -> list[str]:
-    return textwrap.wrap(text, 100, initial_indent=prefix, subsequent_indent=" " * len(prefix),
-                         break_on_hyphens=False) or [prefix]

@@ -72,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
+        # What the interrupted command leaves behind, as it says it (`interrupted` on args; sweep updates it once
+        # every file is written).
         how = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        print(f"alloctune: {how}; finished trials are saved, run the same command again to resume",
-              file=sys.stderr)
+        left = getattr(args, "interrupted", "")
+        print(f"alloctune: {how}" + (f"; {left}" if left else ""), file=sys.stderr)
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     finally:
         if in_main_thread:

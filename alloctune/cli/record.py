@@ -15,7 +15,7 @@ def register(subparsers) -> None:
                     "with the peaks measured in that run and its environment. Or record your own command: "
                     "alloctune record -o trace.pickle -- python train.py ... (each process that uses CUDA "
                     "leaves its own trace: trace.rank0.pickle, trace.rank1.pickle, ... when there are several)")
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND ...",
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND",
                    help="a workload file, or after '--' your own command")
     p.add_argument("-o", "--output", required=True,
                    help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
@@ -37,7 +37,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from rich.text import Text
+
     from ..errors import AlloctuneError
+    from ..report.layout import command, say
     from ..trial.recording import record_command, record_workload
     from ..units import format_bytes
 
@@ -61,12 +64,14 @@ def run(args) -> int:
                            "measured": (trace.meta.get("measured") or [None])[0]} for path, trace in traces],
                          indent=2))
         return 0
+    out = console()
     for path, trace in traces:
         measured = (trace.meta.get("measured") or [{}])[0]
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
                  f"{measured.get('measured_seconds'):.2f} s (recording slows it)" if measured.get("throughput") else "")
-        console().print(f"Recorded {len(trace.kinds):,} allocation events to {path}; measured peak reserved "
-                        f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
-                        f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.")
-    console().print(f"Next: alloctune replay {' '.join(str(p) for p, _ in traces)}")
+        say(out, Text(f"Recorded {len(trace.kinds):,} allocation events to {path}; measured peak reserved "
+                      f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
+                      f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}."))
+    for line in command("Next:", ["alloctune", "replay", *(str(p) for p, _ in traces)], out.width):
+        out.print(Text(line), soft_wrap=True)
     return 0

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"traces": replayed, "maximum": highest}, indent=2))
     else:
-        print_maximum(console(), highest, len(replayed))
+        print_maximum(console(), highest, [one["trace"] for one in replayed])
     return 0
 
 
@@ -90,7 +90,7 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
     if path == args.trace[0] and (note := core_notice()):   # once, not per trace
         err.print(f"[yellow]notice:[/] {note}")
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+                  console=err, transient=True, disable=not err.is_terminal) as bar:   # a log: no bar
         def progress_of(description: str) -> Callable[[int, int], None]:
             task = bar.add_task(description, total=len(confs))
             return lambda done, total: bar.update(task, completed=done, total=total)
@@ -101,7 +101,8 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
                                       progress=progress_of("smallest device (--min-memory)"))
                       if args.min_memory else [None] * len(confs))
     replayed = TraceReplay.ranked(path, trace, outcomes, list(capacities), skipped, device_memory, memory_from,
-                                  budget_bytes, replay_warnings(trace, memory_from, torch_version))
+                                  budget_bytes, replay_warnings(trace, memory_from, torch_version,
+                                                                  device_memory, budget_bytes))
     if not args.json:
         print_trace(console(), replayed)
     return replayed.to_json()

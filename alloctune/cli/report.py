@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import json
 
+from rich.text import Text
+
+from ..errors import FolderBusy
+
 from .args import fraction
 
 
@@ -30,25 +34,24 @@ def decisions(folder, choices) -> dict:
 
 def run(args) -> int:
     from ..report.analysis import analyze
-    from ..report.summary import incomplete_note, ranked_table
-    from ..report.words import reason_lines
+    from ..report.summary import print_choice
     from ..results.folder import find_results
     from .args import console as wide_console
 
     console = wide_console()
     decided = []
     for folder in find_results(args.results):
-        settings, choices = analyze(folder, args.max_slowdown)
+        try:
+            settings, choices = analyze(folder, args.max_slowdown)
+        except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
+            raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
+                             f"{folder.path}` decides again (with --max-slowdown for another allowance)") from None
         if args.json:
             decided.append(decisions(folder, choices))
             continue
-        console.print(f"[bold]{folder.path}[/]")
+        console.print(Text(str(folder.path), style="bold"), soft_wrap=True)
         for choice in choices:
-            console.print(ranked_table(settings, choice))
-            if note := incomplete_note(choice):
-                console.print(f"[bold red]{note}[/]")
-            for reason in reason_lines(choice):
-                console.print(f"  {reason}")
+            print_choice(console, settings, choice)
     if args.json:
         print(json.dumps(decided, indent=2))
     return 0

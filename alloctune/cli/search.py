@@ -35,6 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..report.search import print_front
@@ -47,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
     # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
+    err = console(stderr=True)
     bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), console=console(stderr=True), transient=True)
+                   TextColumn("{task.description}"), console=err, transient=True, disable=not err.is_terminal)
     tasks: list[TaskID] = []
 
     def progress(done: int, total: int, best) -> None:
@@ -56,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
             bar.start()
             tasks.append(bar.add_task("", total=total))
         text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
-        bar.update(tasks[0], completed=done, total=total, description=text[:60])
+        # A setting is never cut: one too long for the bar is left out, its figure stays.
+        text = text if len(text) <= 60 else text.partition(":")[0]
+        bar.update(tasks[0], completed=done, total=total, description=escape(text))
 
     try:
         with SettingsJudge(args.python) as validate:   # one child of --python judges every batch
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
     # The simulator follows --python's torch, not the recording's: only a version it does not know is worth a word.
-    warnings = replay_warnings(trace, memory_from, result.torch_version)
+    warnings = replay_warnings(trace, memory_from, result.torch_version, device_memory, budget_bytes)
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:

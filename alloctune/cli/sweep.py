@@ -8,6 +8,7 @@ from dataclasses import asdict, fields
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
+from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_WARMUP_STEPS
@@ -29,24 +30,28 @@ FLAGS = {
 }
 
 
+RESUME = "finished trials are saved, run the same command again to resume"   # what an interrupted sweep leaves
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
-                    "its recorded allocation trace through the simulator), and write results/<workload>-<preset>-<time>/ "
-                    "with trials.jsonl, summary.md, best.env and plot.png. Running the same sweep again resumes it. "
+                    "its recorded allocation trace through the simulator), and write "
+                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with trials.jsonl, summary.md, best.env and "
+                    "plot.png. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
     _what(p)
     _command(p.add_argument_group("your own command (sweep -- COMMAND ...)"))
     _how(p)
     _output(p)
-    p.set_defaults(func=run, flags=FLAGS)
+    p.set_defaults(func=run, flags=FLAGS, interrupted=RESUME)
 
 
 def _what(p) -> None:
     """The workload, its settings and how often each runs, on which GPUs."""
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND ...",
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND",
                    help="workload file (YAML, see workloads/README.md; - reads it from standard input, and its "
                         "relative paths (entry, trace, cwd) are then relative to the current folder), or after "
                         "'--' your own command")
@@ -133,8 +138,9 @@ def _how(p) -> None:
 
 def _output(p) -> None:
     """Where the results go, and what is printed."""
-    p.add_argument("--results", default="results", metavar="RESULTS", dest="results_root",
-                   help="folder under which results folders are created (default: results)")
+    p.add_argument("--results", default=DEFAULT_RESULTS_ROOT, metavar="RESULTS", dest="results_root",
+                   help=f"folder under which results folders are created (default: {DEFAULT_RESULTS_ROOT}, in the "
+                        f"current folder)")
     p.add_argument("--out", help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.add_argument("--json", action="store_true",
@@ -144,8 +150,11 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
-    from ..report.summary import ranked_table
-    from ..report.words import reason_lines
+    from rich.markup import escape
+    from rich.text import Text
+
+    from ..report.layout import command, say
+    from ..report.summary import print_choice
     from ..settings.grid import load_grid_file
     from ..sweeper.options import Estimate, SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
@@ -163,7 +172,8 @@ def run(args) -> int:
             shown.print(_trial_line(record, where=args.executor == "ray"))
 
         def search_progress(env_id: str, done: int, total: int, best: str) -> None:
-            shown.phase(f"search {env_id}" + (f" (best: {best[:40]})" if best else ""), (done, total))
+            # the best so far when it is short: a setting is never cut
+            shown.phase(f"search {env_id}" + (f" (best: {best})" if best and len(best) <= 40 else ""), (done, total))
 
         said: set[bool] = set()   # printed once untimed, once with a time (after the first trial)
 
@@ -177,27 +187,34 @@ def run(args) -> int:
 
         outcome = sweep(workload, options, callbacks=SweepCallbacks(
             progress=progress, search_progress=search_progress,
-            notice=lambda text: shown.print(f"[yellow]notice:[/] {flagged(text, FLAGS)}"), phase=shown.phase,
+            notice=lambda text: shown.print(f"[yellow]notice:[/] {escape(flagged(text, FLAGS))}"), phase=shown.phase,
             estimate=estimate))
+    # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
+    args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
+                        f"plot.png, trials.jsonl)")
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
         return 0
     out = console()
     for skip in outcome.skipped:
-        out.print(f"[dim]skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}[/]")
+        say(out, Text(f"skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}", style="dim"))
     for choice in outcome.choices:
-        out.print(ranked_table(outcome.settings, choice))
-        for reason in reason_lines(choice):
-            out.print(f"  {reason}")
-    for line in _gpu_lines(outcome):
-        out.print(line)
+        print_choice(out, outcome.settings, choice)
+    if gpu := _gpu_lines(outcome):
+        out.print()
+        for line in gpu:
+            say(out, Text(line))
     folder = outcome.folder.path
-    # Commands to copy: one line each, never folded at the terminal's width.
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
+    # The folder is one word (never broken); the commands are to copy: broken between words only, with '\'.
+    out.print()
+    say(out, Text(f"Results: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)"))
+    closing = [("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"])]
     if outcome.backend == Backend.SIM:
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
+        closing.append(("Confirm on a GPU:", _on_gpu(outcome.folder.info().command)))
+    for label, words in closing:
+        for line in command(label, words, out.width):
+            out.print(Text(line), soft_wrap=True)
     return 0
 
 
@@ -207,7 +224,7 @@ def _gpu_lines(outcome) -> list[str]:
     if not trials:
         return []
     minutes = sum(r.wall_seconds or 0 for r in trials) / 60
-    lines = [f"\nGPU trials: {len(trials)}, {minutes:.1f} min in all"]
+    lines = [f"GPU trials: {len(trials)}, {minutes:.1f} min in all"]
     if outcome.backend == Backend.HYBRID:
         replayed = {r.conf for r in outcome.folder.trials() if r.backend == Backend.SIM}
         measured = {r.conf for r in trials if not r.extra}
@@ -252,7 +269,7 @@ def _workload(args):
                             timeout_s=args.timeout_s)
 
 
-def _on_gpu(command: str) -> str:
+def _on_gpu(command: str) -> list[str]:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
     dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
     on the GPU, hybrid records one."""
@@ -265,7 +282,7 @@ def _on_gpu(command: str) -> str:
         elif not word.startswith(("--backend=", "--trace=", "--out=")):
             out.append(word)
     searching = any(word == "--search" or word.startswith("--search=") for word in words)
-    return shlex.join(out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)])
+    return out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)]
 
 
 def _where(record: TrialRecord) -> str:
@@ -280,6 +297,8 @@ def _where(record: TrialRecord) -> str:
 
 
 def _trial_line(record: TrialRecord, where: bool = False) -> str:
+    from rich.markup import escape
+
     m = record.measurement
     what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
                                                                   else "")
@@ -287,6 +306,6 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {format_number(m.throughput)} {m.unit}/s" if m.throughput else ""
-        return f"  [green]ok[/] {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
+        return f"  [green]ok[/] {escape(what)}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
-    return f"  [red]{record.state.value}[/] {what}: {last[-1] if last else ''}"
+    return f"  [red]{record.state.value}[/] {escape(what)}: {escape(last[-1]) if last else ''}"   # a job's words

@@ -18,9 +18,10 @@ from typing import Iterable, TypeGuard
 
 from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend
 from .order import preferred, ranked, tie_rule, within
-from .reasons import (AgainstWinner, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread, Failed,
-                      KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries, SavesMemory,
-                      Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, finite)
+from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
+                      Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
+                      SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard,
+                      finite)
 from .stats import Comparison
 from .summary import DEVICE_AGREEMENT, MemoryMeasure, SettingResult, versus
 
@@ -213,6 +214,16 @@ def _device_caveats(members: list[SettingResult], measure: MemoryMeasure) -> lis
     return reasons
 
 
+def _whole_card(members: list[SettingResult]) -> list[Reason]:
+    """The caveat on the settings that fit only by taking (nearly) the whole card, if any (summary.WHOLE_CARD_*)."""
+    full = sorted((s for s in members if s.whole_card), key=lambda s: s.peak)
+    if not full:
+        return []
+    device = max(s.device_bytes or 0 for s in full)
+    return [Reason(Code.WHOLE_CARD, WholeCard(full[0].memory_measure, device,
+                                              tuple(CardPeak(s.conf, s.peak) for s in full)))]
+
+
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
              max_slowdown: float, tie: float) -> Reason:
     if rejected := _rejection(s, base, max_slowdown):
@@ -234,7 +245,7 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
     caveats = [Reason(Code.SIMULATED)] if best is not None and best.simulated else []
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
-        reasons=tuple(caveats + reasons), decision=reasons[0],
+        reasons=tuple(caveats + reasons + _whole_card(members)), decision=reasons[0],
         runners_up=tuple((s, _why_not(s, best, base, max_slowdown, tie)) for s in ranked(members) if s is not best),
         max_slowdown=max_slowdown, tie=tie, env=dict((best or base or members[0]).trials[0].env),
         workload=first.workload, workload_hash=first.workload_hash,

@@ -43,6 +43,7 @@ class Code(str, enum.Enum):
     DEVICE_SPREAD = "device_spread"           # device figures moved between repeats: the lowest is used
     TIES = "ties"                             # settings that tied with the winner, and the rule that decided
     UNSTABLE = "unstable"                     # caution: the winner's peak moved between repeats
+    WHOLE_CARD = "whole_card"                 # caveat: settings that fit only by taking (nearly) the whole card
     # a setting that may not be recommended (a runner-up's reason, or one of REFUSED_LOWER's)
     FAILED = "failed"
     MORE_MEMORY = "more_memory"
@@ -272,9 +273,22 @@ class Precision:
     rounds_needed: int | None = None  # PRECISION_SHORT from 2 rounds on: about how many would reach the goal
 
 
+@dataclass(frozen=True)
+class CardPeak:
+    conf: str
+    peak_bytes: int
+
+
+@dataclass(frozen=True)
+class WholeCard:
+    measure: MemoryMeasure
+    device_bytes: int
+    settings: tuple[CardPeak, ...]   # by peak, lowest first
+
+
 Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
                 Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
-                MoreMemory, TooSlow, AgainstWinner, Precision]
+                MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard]
 
 FIGURES: dict[Code, type] = {
     Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
@@ -287,6 +301,7 @@ FIGURES: dict[Code, type] = {
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
     Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,
+    Code.WHOLE_CARD: WholeCard,
 }
 
 

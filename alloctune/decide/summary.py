@@ -68,6 +68,26 @@ class MemoryMeasure(str, enum.Enum):
         return self.value
 
 
+# A setting takes (nearly) the whole card when its peak comes within the larger of these of the device's memory: it
+# fits only because nothing else runs there. 1 GiB covers what the CUDA context holds outside the allocator (0.76 GiB
+# on the H200: overhead_bytes of workloads/traces/*-h200.xz), so that reserving all the rest counts; 1% scales it.
+WHOLE_CARD_BYTES = GiB
+WHOLE_CARD_FRACTION = 0.01
+
+
+def takes_whole_card(peak_bytes: int | float | None, device_bytes: int | None) -> bool:
+    """Whether a peak of `peak_bytes` took (nearly) all of a device of `device_bytes` (the rule above)."""
+    if peak_bytes is None or not device_bytes:
+        return False
+    return device_bytes - peak_bytes <= max(WHOLE_CARD_BYTES, WHOLE_CARD_FRACTION * device_bytes)
+
+
+def device_memory(records: Iterable[TrialRecord]) -> int | None:
+    """The memory of the device the records ran on (a replay's: the simulated one's), as their provenance says."""
+    known = [r.env["gpu_memory"] for r in records if isinstance(r.env.get("gpu_memory"), int)]
+    return max(known) if known else None
+
+
 def setting_key(record: TrialRecord) -> tuple:
     """The repeats of one setting within a group (`records.decision_group`)."""
     return decision_group(record) + (record.conf,)
@@ -132,6 +152,7 @@ class SettingResult:
     memory: int | None = None        # this setting's figure under `memory_measure`
     device_spread: float = 0.0       # max / min - 1 of the plausible device figures over repeats
     contaminated: tuple[Contamination, ...] = ()   # repeats whose device figure was not used
+    device_bytes: int | None = None  # the memory of the device it ran on (a replay's: the simulated one's)
 
     @property
     def group(self) -> tuple:
@@ -186,6 +207,11 @@ class SettingResult:
                     _fitting(other, other.device_peak_used_bytes))
         return (MemoryMeasure.RESERVED, _fitting(self, self.peak_reserved_bytes),
                 _fitting(other, other.peak_reserved_bytes))
+
+    @property
+    def whole_card(self) -> bool:
+        """It fits, but took (nearly) all of the device's memory (`takes_whole_card`)."""
+        return self.fits and takes_whole_card(self.memory, self.device_bytes)
 
     @property
     def throughputs(self) -> list[float]:
@@ -306,6 +332,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
         memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
         unit=next((m.unit for m in ok if m.unit), None),
         error=errors[0] if errors else None,
+        device_bytes=device_memory(trials),
     )
 
 

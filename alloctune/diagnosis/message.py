@@ -145,8 +145,8 @@ def parse_message(text: str) -> OomMessage:
         this_process = size(*self_m.groups()) if self_m else None
         processes = tuple((int(p), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
         expandable_hint = "expandable_segments:True" in msg
-        fmt = ("torch 2.1 (GPU g has a total capacty of ...)" if spelling == "capacty"
-               else "torch 2.2+ (GPU g has a total capacity of ...)")
+        fmt = (f"torch 2.1 ('GPU {gpu} has a total capacty of ...', spelt so)" if spelling == "capacty"
+               else f"torch 2.2+ ('GPU {gpu} has a total capacity of ...')")
         hint = ("expandable_segments:True" if expandable_hint
                 else "max_split_size_mb" if "max_split_size_mb" in msg else None)
         # NVML sometimes reports nonsense per process (17179869184.00 GiB, seen under WSL): drop what cannot be

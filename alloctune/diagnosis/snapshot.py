@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TraceError
-from ..units import MiB, format_bytes
+from ..units import MiB, format_bytes, plural
 from .verdict import OomFacts
 
 SMALL_SIZE = MiB  # requests up to 1 MiB (after rounding to 512 B) come from the small pool
@@ -160,9 +160,9 @@ def picture_lines(view: SnapshotView) -> list[str]:
     fb = format_bytes
     lines = []
     for p in view.pools:
-        lines += [f"{p.pool}{' (expandable)' if p.expandable else ''}: {p.segments} segment(s), "
+        lines += [f"{p.pool}{' (expandable)' if p.expandable else ''}: {plural(p.segments, 'segment')}, "
                   f"{fb(p.reserved)} reserved, {fb(p.allocated)} allocated,",
-                  f"  {fb(p.free)} free in {p.free_blocks} block(s), the largest {fb(p.largest_free)}"]
+                  f"  {fb(p.free)} free in {plural(p.free_blocks, 'block')}, the largest {fb(p.largest_free)}"]
     wasteful = [s for s in view.wasteful if s.free]
     if wasteful:
         lines.append("the segments with the most free memory:")

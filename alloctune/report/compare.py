@@ -29,11 +29,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..decide import stats
+from ..decide.summary import device_memory, takes_whole_card
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical
-from ..units import format_bytes
+from ..units import format_bytes, plural
 
 
 class Mark(str, enum.Enum):
@@ -72,10 +73,16 @@ class Cell:
     throughput: stats.Summary | None
     samples: tuple[float, ...] = ()   # throughput of each OK trial
     unit: str | None = None
+    device_bytes: int | None = None   # the memory of the device it ran on (a replay's: the simulated one's)
 
     @property
     def fits(self) -> bool:
         return self.failure is None
+
+    @property
+    def whole_card(self) -> bool:
+        """It fits, but took (nearly) all of the device's memory (decide.summary.takes_whole_card)."""
+        return self.fits and takes_whole_card(self.peak_reserved, self.device_bytes)
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,7 @@ def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
             groups.setdefault(column_key(index, record), {}).setdefault(row_key(record), []).append(record)
     if len(groups) < 2:
         raise ResultsError(f"nothing to compare: {', '.join(str(f.path) for f in folders)} hold "
-                           f"{len(groups)} environment(s) with trials; compare needs at least two")
+                           f"{plural(len(groups), 'environment')} with trials; compare needs at least two")
     keys = list(groups)
     labels = _labels(keys, folders)
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]
@@ -222,6 +229,7 @@ def _cell(records: list[TrialRecord]) -> Cell:
         throughput=stats.summarize(list(samples)) if samples else None,
         samples=samples,
         unit=next((m.unit for m in ms if m.unit), None),
+        device_bytes=device_memory(records),
     )
 
 

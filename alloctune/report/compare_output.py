@@ -2,13 +2,19 @@
 (`cell_lines`) for the terminal and for Markdown."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
 from .compare import Column, Comparison, Mark, Row, budget_label
-from .tables import add_setting_column, markdown_table
+from .layout import INDENT, say
+from .tables import add_setting_column, markdown_table, print_table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # Terminal colour and plot symbol per mark.
 STYLE = {
@@ -16,8 +22,6 @@ STYLE = {
     Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
     Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
 }
-
-
 
 
 def _pct(x: float | None) -> str:
@@ -28,24 +32,28 @@ def _rate(throughput: stats.Summary, unit: str | None) -> str:
     return f"{throughput.median:,.0f} {unit or 'units'}/s"
 
 
-def cell_lines(row: Row, j: int) -> list[str]:
-    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark."""
+def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
+    """What a table shows for column `j` of `row`: figures, then (for non-baseline columns) deltas and mark.
+    `note(text)` gives what a cell shows of a reason (missing, or a note on the delta): the text itself in
+    compare.md, a reference to a note below the table on the terminal."""
     cell, delta = row.cells[j], row.deltas[j]
     if cell is None:
-        lines = [row.missing[j]]
+        lines = [note(row.missing[j])]
     elif cell.failure is not None:  # not cell.fits
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
         ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
         # A replay measures no throughput: its cells show memory only.
         lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
+        if cell.whole_card:
+            lines.append("whole card")
     if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
         lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
                                + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
     if j:
         lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
         if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
-            lines.append(delta.note)
+            lines.append(note(delta.note))
     return lines
 
 
@@ -60,49 +68,114 @@ def _header(column: Column) -> str:
     return "\n".join(lines)
 
 
-def _best_text(comparison: Comparison, j: int) -> str:
+def _best_text(comparison: Comparison, j: int, name: Callable[[str], str] | None = None,
+               note: Callable[[str], str] = str) -> str:
+    """Column `j`'s best setting (`name(conf)` shows it, default: by its label), and whether it changed."""
     column = comparison.columns[j]
     if column.best is None:
-        return column.best_note
-    text = column.best or "default"
+        return note(column.best_note)
+    text = name(column.best) if name else column.best or "default"
     changed = comparison.best_changed(j)
     if j and changed is not None:
         text += " (changed)" if changed else " (same)"
     return text
 
 
-def render_table(comparison: Comparison):
-    """A rich Table: one row per workload and setting, one column per environment, plus the best setting."""
+INLINE_NOTE = 16   # a reason this short stays in its cell on the terminal; a longer one is a note below the table
+
+
+class _Notes:
+    """Reasons too long for a cell, numbered in the order they are met; the same reason keeps its number."""
+
+    def __init__(self) -> None:
+        self.numbered: dict[str, int] = {}
+
+    def __call__(self, text: str) -> str:
+        if len(text) <= INLINE_NOTE:
+            return text
+        number = self.numbered.setdefault(text, len(self.numbered) + 1)
+        head, colon, _ = text.partition(": ")   # 'skipped: torch ... rejects it' -> 'skipped [1]'
+        return f"{head} [{number}]" if colon and len(head) <= INLINE_NOTE else f"[{number}]"
+
+    def lines(self) -> list[str]:
+        return [f"[{n}] {text}" for text, n in self.numbered.items()]
+
+
+def render_table(comparison: Comparison, width: int = 100) -> tuple[Table, list[str], list[str]]:
+    """The terminal table in `width` columns, no cell broken inside a word: one row per workload and setting, one
+    column per environment, plus the best setting; and the lines to print above it (what each lettered column
+    stands for) and below it (the settings where the table numbers them, the notes its cells refer to). Tried in
+    turn until one fits: as it is; settings numbered (a workload with them); and columns lettered."""
     from rich.table import Table
     from rich.text import Text
 
-    # One workload: named in the title, not repeated in a column (the table must fit 100 columns).
-    workloads = sorted({row.workload for row in comparison.rows})
-    one = len(workloads) == 1
-    table = Table(title=f"alloctune compare{' ' + workloads[0] if one else ''} (factor {comparison.factor:.0%}; "
-                        f"peak reserved ×reserved/allocated, throughput median)", show_lines=True)
-    if not one:
-        table.add_column("workload", overflow="fold")
-    add_setting_column(table, [row.label for row in comparison.rows] + ["best setting"])
-    for column in comparison.columns:
-        table.add_column(_header(column), overflow="fold")
-    for row in comparison.rows:
-        cells = []
-        for j in range(len(comparison.columns)):
-            text = Text("\n".join(cell_lines(row, j)))
-            if j:
-                text.stylize(STYLE[row.deltas[j].mark][0])
-            cells.append(text)
-        table.add_row(*([] if one else [row.workload]), row.label, *cells)
-    table.add_row(*([] if one else [""]), Text("best setting", style="bold"),
-                  *[Text(_best_text(comparison, j), style="bold") for j in range(len(comparison.columns))])
-    return table
+    rows, cols = comparison.rows, comparison.columns
+    one = len({row.workload for row in rows}) == 1   # one workload: named in the title, not in a column
+    notes = _Notes()
+    cells = [[cell_lines(row, j, notes) for j in range(len(cols))] for row in rows]
+    title = (f"alloctune compare{' ' + rows[0].workload if one else ''} (factor {comparison.factor:.0%}; peak "
+             f"reserved ×reserved/allocated, throughput median)")
+
+    def number(j: int, conf: str) -> str:
+        """The best setting of column j as the number of its row."""
+        n = next((i for i, row in enumerate(rows, 1) if row.conf == conf and row.cells[j] is not None), None)
+        return f"({n})" if n else conf or "default"
+
+    def table_of(numbered: bool, lettered: bool) -> Table:
+        table = Table(title=title, show_lines=True)
+        if not (one or numbered):
+            table.add_column("workload", min_width=_longest_word(row.workload for row in rows))
+        names = [f"({n})" for n in range(1, len(rows) + 1)] + ["best"] if numbered else \
+            [row.label for row in rows] + ["best setting"]
+        add_setting_column(table, names)
+        best = [_best_text(comparison, j, functools.partial(number, j) if numbered else None, notes)
+                for j in range(len(cols))]
+        for j, column in enumerate(cols):
+            header = _letter(j) if lettered else _header(column)
+            texts = [header, best[j], *("\n".join(c[j]) for c in cells)]
+            table.add_column(header, overflow="fold", min_width=_longest_word(texts))
+        for row, name, row_cells in zip(rows, names, cells):
+            styled = [Text("\n".join(lines), style=STYLE[row.deltas[j].mark][0] if j else "")
+                      for j, lines in enumerate(row_cells)]
+            table.add_row(*([] if one or numbered else [row.workload]), name, *styled)
+        table.add_row(*([] if one or numbered else [""]), Text(names[-1], style="bold"),
+                      *[Text(b, style="bold") for b in best])
+        return table
+
+    for numbered, lettered in ((False, False), (True, False), (True, True)):
+        table = table_of(numbered, lettered)
+        if _narrowest(table) <= width:
+            break
+    above = [f"{_letter(j)}: " + ", ".join(_header(c).split("\n")) for j, c in enumerate(cols)] if lettered else []
+    below = [f"({n}) {row.label if one else f'{row.workload} · {row.label}'}" for n, row in enumerate(rows, 1)] \
+        if numbered else []
+    return table, above, below + notes.lines()
 
 
-def print_comparison(comparison: Comparison, console=None) -> None:
+def _letter(j: int) -> str:
+    return chr(ord("A") + j) if j < 26 else f"A{j}"
+
+
+def _longest_word(texts: Iterable[str]) -> int:
+    return max((len(word) for text in texts for word in text.split()), default=1)
+
+
+def _narrowest(table) -> int:
+    """The fewest columns `table` takes with no word broken (each column's min_width is its longest word)."""
     from rich.console import Console
 
-    (console or Console()).print(render_table(comparison))
+    return Console(width=10_000).measure(table).minimum
+
+
+def print_comparison(comparison: Comparison, console) -> None:
+    from rich.text import Text
+
+    table, above, below = render_table(comparison, console.width)
+    for line in above:
+        say(console, Text(INDENT + line), rest=INDENT * 3)
+    print_table(console, table)
+    for line in below:
+        say(console, Text(INDENT + line), rest=INDENT * 3)
 
 
 def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
@@ -159,39 +232,66 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
-    """Grouped bars: peak reserved per setting (x) per environment (bar); the mark above each non-baseline bar,
-    a setting not run or failed as its state in words where its bar would stand."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """compare.png (`comparison_figure`)."""
     path = Path(path)
+    comparison_figure(comparison).savefig(path, dpi=120)
+    return path
+
+
+def comparison_figure(comparison: Comparison):
+    """Grouped bars: peak reserved per setting (x) per environment (bar), each labelled with its figure and, beside
+    the baseline, its mark; a setting not run or failed as its state in words where its bar would stand; hatched
+    where it took (nearly) the whole card; lines for the columns' budgets and device memory; the legend outside.
+    Drawn on a bare Figure (no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from ..units import GiB
+    from .plot import BUDGET_STYLE, DEVICE_STYLE, WHOLE_CARD, limit_lines
+
     rows, cols = comparison.rows, comparison.columns
     width = 0.8 / len(cols)
-    top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=1) / 2**30
-    fig, ax = plt.subplots(figsize=(min(30, max(6, 0.5 * len(rows) * len(cols) + 2)), 5))
+    top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=GiB) / GiB
+    fig = Figure(figsize=(min(30, max(8, 0.5 * len(rows) * len(cols) + 4)), 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for j, column in enumerate(cols):
         xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))]
-        heights = [(c.peak_reserved or 0) / 2**30 if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
+        heights = [(c.peak_reserved or 0) / GiB if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
         bars = ax.bar(xs, heights, width, label=column.label)
         for x, row, bar in zip(xs, rows, bars):
             cell, mark = row.cells[j], row.deltas[j].mark
+            symbol = f" {STYLE[mark][1]}" if j else ""
             if cell is None or not cell.fits:
                 # Text only, in the bar's colour: a drawn stub would read as a small bar (a small peak).
-                ax.text(x, top * 0.01, "n/a" if cell is None else (cell.failure or "failed"), ha="center",
-                        va="bottom", rotation=90, fontsize=7, fontstyle="italic", color=bar.get_facecolor())
-            if j:  # above the bar, or above a failure's rotated label
-                y = top * 0.2 if cell is None or not cell.fits else bar.get_height() + top * 0.01
-                ax.text(x, y, STYLE[mark][1], ha="center", va="bottom", color=_PLOT_COLOURS[mark], fontsize=10)
+                ax.text(x, top * 0.01, ("n/a" if cell is None else (cell.failure or "failed")) + symbol,
+                        ha="center", va="bottom", rotation=90, fontsize=7, fontstyle="italic",
+                        color=_PLOT_COLOURS[mark] if j else bar.get_facecolor())
+                continue
+            if cell.whole_card:
+                bar.set_hatch("//")
+                bar.set_edgecolor(WHOLE_CARD["color"])
+            ax.annotate(f"{bar.get_height():.1f}{symbol}", (x, bar.get_height()), textcoords="offset points",
+                        xytext=(0, 2), ha="center", va="bottom", rotation=90, fontsize=7,
+                        color=_PLOT_COLOURS[mark] if j else "black")
+    limits = [(b, f"budget ({c.label})" if len({x.budget_bytes for x in cols}) > 1 else "budget", BUDGET_STYLE)
+              for b, c in {c.budget_bytes: c for c in cols if c.budget_bytes}.items()]
+    devices = {cell.device_bytes: column for row in rows for cell, column in zip(row.cells, cols)
+               if cell is not None and cell.device_bytes}
+    limits += [(d, f"device memory ({c.label})" if len(devices) > 1 else "device memory", DEVICE_STYLE)
+               for d, c in devices.items()]
+    extent = limit_lines(ax, limits, top, ax.axhline)
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([f"{r.label}" if len({x.workload for x in rows}) == 1 else f"{r.workload}\n{r.label}"
                         for r in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("peak reserved (GiB)")
-    ax.set_ylim(0, top * 1.25)
-    legend = " ".join(f"{STYLE[m][1]} {m.value}" for m in Mark if m is not Mark.BASELINE)
-    ax.set_title(f"peak reserved per setting and environment (vs {cols[0].label})\n{legend}", fontsize=8)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    ax.set_ylim(0, extent * 1.3)   # room for the rotated labels above the bars
+    marks = " ".join(f"{STYLE[m][1]} {m.value}" for m in Mark if m is not Mark.BASELINE)
+    ax.set_title(f"peak reserved per setting and environment (vs {cols[0].label})\n{marks}", fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    if any(c is not None and c.whole_card for r in rows for c in r.cells):
+        handles.append(Patch(facecolor="white", edgecolor=WHOLE_CARD["color"], hatch="//"))
+        labels.append(WHOLE_CARD["label"])
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    return fig

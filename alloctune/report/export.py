@@ -167,9 +167,16 @@ def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo
         if not found:
             raise ResultsError(f"{path}: no results for workload {workload!r}; workloads here: {', '.join(names)}")
     if len(found) > 1:
-        options = "; ".join(f"{f.path} (workload {i.workload_name!r})" for f, i in found)
+        # One folder a line: a path is copied whole, and a long list stays readable.
+        options = "".join(f"\n  {f.path}" + ("" if workload else f" (workload {i.workload_name!r})")
+                          for f, i in found)
+        if workload is not None:
+            raise ResultsError(OptionText("{path} holds {count} results folders of workload {name!r}; give the "
+                                          "folder itself, one of:{options}", path=path, count=len(found),
+                                          name=workload, options=options))
         raise ResultsError(OptionText("{path} holds {count} results folders; choose one with {workload} or give "
-                                      "the folder itself: {options}", path=path, count=len(found), options=options))
+                                      "the folder itself, one of:{options}", path=path, count=len(found),
+                                      options=options))
     return found[0]
 
 

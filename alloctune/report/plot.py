@@ -12,13 +12,15 @@ from typing import Iterable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.summary import SettingResult, pareto_front
 from ..results.records import decision_group
-from ..units import GiB
+from ..units import GiB, plural
 
 PLOT_FILE = "plot.png"
 
@@ -40,11 +42,19 @@ def _gib(value: int | None) -> float:
     return (value or 0) / GiB
 
 
+def _value(s: SettingResult) -> str:
+    """A point's or bar's figure, and what it means: its peak reserved; 'whole card' where it took (nearly) all."""
+    return f"{_gib(s.peak_reserved_bytes):.2f} GiB" + (" · whole card" if s.whole_card else "")
+
+
+WHOLE_CARD = {"color": "tab:red", "label": "took (nearly) the whole card"}
+
+
 def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
     # The chosen setting and the default are labelled first, so that others give way to them (_unoverlap).
     points = sorted(((s, s.throughput) for s in fitting if s.throughput is not None),
                     key=lambda p: (p[0] is not choice.best, not p[0].is_default))
-    labels = []
+    labels, ringed = [], False
     for s, t in points:
         err = None
         if t.ci_low is not None and t.ci_high is not None:
@@ -53,40 +63,62 @@ def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
                                                                       else ("o", "tab:blue"))
         ax.errorbar(_gib(s.peak_reserved_bytes), t.median, yerr=err, fmt=marker, color=color,
                     markersize=12 if s is choice.best else 6, capsize=3)
+        if s.whole_card:   # a ring in the card's colour, named once in the legend
+            ax.plot(_gib(s.peak_reserved_bytes), t.median, "o", markersize=13, markerfacecolor="none",
+                    markeredgecolor=WHOLE_CARD["color"], markeredgewidth=1.5,
+                    label=None if ringed else WHOLE_CARD["label"])
+            ringed = True
         important = s is choice.best or s.is_default
         # Right of the marker, centred on it: the error bar is vertical, so the label never crosses it.
-        labels.append(ax.annotate(
-            _role(s, choice), (_gib(s.peak_reserved_bytes), t.median), textcoords="offset points", xytext=(12, 0),
-            ha="left", va="center", fontsize=8 if important else 6, fontweight="bold" if important else "normal",
+        label = ax.annotate(
+            f"{_role(s, choice)} · {_value(s)}", (_gib(s.peak_reserved_bytes), t.median),
+            textcoords="offset points", xytext=(12, 0), ha="left", va="center", fontsize=8 if important else 6,
+            fontweight="bold" if important else "normal",
             bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
-            arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 4}))
+            arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 4})
+        label.set_in_layout(False)   # the layout makes room for the legend; the data's labels stay where they point
+        labels.append(label)
     front = pareto_front([s for s, _ in points])
     if front:
         ax.step([_gib(s.peak_reserved_bytes) for s in front], [s.throughput.median for s in front if s.throughput],
                 where="post", color="tab:orange", linestyle="--", marker="o", markersize=15, markerfacecolor="none",
                 label="Pareto front (less memory, more throughput)")
-    _memory_lines(ax, fitting, choice)
+    top = _limit_lines(ax, fitting, choice, ax.axvline)
+    ax.set_xlim(0, top * 1.45)   # room right of the last point for its label
     with_ci = any(t.ci_low is not None for _, t in points)
     if not with_ci:
         # One repeat: no interval to show, and an axis cut near the data would make small differences look large.
         ax.set_ylim(bottom=0, top=max(t.median for _, t in points) * 1.1)
-    ax.legend(fontsize=7, loc="lower right")
-    _unoverlap(ax, labels)
+    _legend(ax)
+    _unoverlap(ax, labels, [(_gib(s.peak_reserved_bytes), t.median) for s, t in points])
     unit = next((s.unit for s, _ in points if s.unit), "units")
     ax.set_xlabel("peak reserved (GiB)")
     ax.set_ylabel(f"throughput ({unit}/s), " + ("median and 95% CI" if with_ci else "one repeat"))
 
 
-def _unoverlap(ax, labels: list) -> None:
-    """Move a label down, step by step, while it overlaps one placed before it (a thin line keeps it tied to its
-    point). Points of close settings sit close together; their names must not print over each other."""
+def _legend(ax, extra: list | None = None) -> None:
+    """The legend outside the data, under the panel's axis label (the figure's layout makes room for it); `extra`:
+    handles drawn for the legend alone."""
+    handles, texts = ax.get_legend_handles_labels()
+    handles += extra or []
+    ax.legend(handles=handles, labels=texts + [h.get_label() for h in extra or []], fontsize=7, loc="upper left",
+              bbox_to_anchor=(0, -0.12), borderaxespad=0, ncols=2, frameon=False)
+
+
+def _unoverlap(ax, labels: list, markers: list[tuple[float, float]]) -> None:
+    """Move a label down, step by step, while it overlaps one placed before it or another setting's marker (a thin
+    line keeps it tied to its point). Points of close settings sit close together; their names must not print over
+    each other, nor hide a point."""
+    ax.figure.draw_without_rendering()   # the layout first: it moves the axes, and with them every label
     renderer = ax.figure.canvas.get_renderer()
 
     def text_box(label):   # the text alone: an Annotation's own extent also covers its (growing) line
         label.update_positions(renderer)   # an offset moved since the last draw takes effect here
         return Text.get_window_extent(label, renderer)
 
-    placed: list = []
+    size = 6 * ax.figure.dpi / 72   # a marker's half-width, in pixels
+    placed: list = [Bbox.from_extents(x - size, y - size, x + size, y + size)
+                    for x, y in (ax.transData.transform(point) for point in markers)]
     for label in labels:
         step = text_box(label).height * 72 / ax.figure.dpi + 1   # one line, in points
         for _ in range(8):
@@ -97,28 +129,59 @@ def _unoverlap(ax, labels: list) -> None:
         placed.append(text_box(label))
 
 
-def _memory_lines(ax, fitting: list[SettingResult], choice: Choice) -> None:
-    """Vertical lines on the peak-reserved axis: the memory the tensors needed (no setting reserves less) and the
-    budget every trial ran under."""
+# A limit further than this times the largest peak is named in the legend, not drawn: the data would shrink to a sliver.
+OFF_SCALE = 2.0
+BUDGET_STYLE = {"color": "tab:red", "linestyle": "-."}
+DEVICE_STYLE = {"color": "dimgray", "linestyle": "-"}
+
+
+def limit_lines(ax, limits: list[tuple[int, str, dict]], top: float, line) -> float:
+    """Lines across the memory axis (`line`: ax.axvline or ax.axhline) at each (bytes, name, style) of `limits`,
+    labelled with the figure; one beyond OFF_SCALE times `top` (GiB, the largest peak) is named in the legend only.
+    Returns the axis' extent in GiB: `top`, or a limit drawn beyond it."""
+    extent = top
+    for value, name, style in limits:
+        label = f"{name} {value / GiB:.2f} GiB"
+        if value / GiB > OFF_SCALE * top:
+            ax.plot([], [], linewidth=1.5, label=f"{label} (off the scale)", **style)
+        else:
+            line(value / GiB, linewidth=1.5, label=label, **style)
+            extent = max(extent, value / GiB)
+    return extent
+
+
+def _limit_lines(ax, fitting: list[SettingResult], choice: Choice, line) -> float:
+    """The memory the tensors needed (no setting reserves less), the budget every trial ran under and the device's
+    memory (a replay's: the simulated card's), as lines (`limit_lines`); returns the axis' extent in GiB."""
+    top = max((_gib(s.peak_reserved_bytes) for s in fitting), default=0.0) or 1.0
     floor = min((s.peak_allocated_bytes for s in fitting if s.peak_allocated_bytes), default=0)
     if floor:
-        ax.axvline(floor / GiB, color="black", linestyle=":", linewidth=1,
-                   label=f"peak allocated {floor / GiB:.2f} GiB (the floor)")
-    if choice.budget_bytes:
-        ax.axvline(choice.budget_bytes / GiB, color="tab:red", linestyle="-.", linewidth=1,
-                   label=f"budget {choice.budget_bytes / GiB:.2f} GiB")
+        line(floor / GiB, color="black", linestyle=":", linewidth=1,
+             label=f"peak allocated {floor / GiB:.2f} GiB (the floor)")
+    device = max((s.device_bytes or 0 for s in fitting), default=0)
+    limits = ([(choice.budget_bytes, "budget", BUDGET_STYLE)] if choice.budget_bytes else []) + \
+        ([(device, "device memory", DEVICE_STYLE)] if device else [])
+    return limit_lines(ax, limits, top, line)
 
 
 def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
     # Retries are why a smaller simulated setting can lose: show them beside the name.
-    labels = [_role(s, choice) + (f" ({s.num_alloc_retries} retries)" if s.num_alloc_retries else "")
+    labels = [_role(s, choice) + (f" ({plural(s.num_alloc_retries, 'retry', 'retries')})" if s.num_alloc_retries else "")
               for s in fitting]
     colors = ["tab:green" if s is choice.best else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
-    ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)
+    bars = ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)
+    for s, bar in zip(fitting, bars):
+        if s.whole_card:
+            bar.set_hatch("//")
+            bar.set_edgecolor(WHOLE_CARD["color"])
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {_value(s)}", va="center", fontsize=7,
+                color=WHOLE_CARD["color"] if s.whole_card else "black")
     ax.set_yticks(range(len(fitting)), labels, fontsize=7)
     ax.invert_yaxis()  # lowest peak on top, as in the ranked table
-    _memory_lines(ax, fitting, choice)
-    ax.legend(fontsize=7, loc="lower right")
+    top = _limit_lines(ax, fitting, choice, ax.axvline)
+    ax.set_xlim(0, top * 1.3)   # room for the value labels
+    _legend(ax, [Patch(facecolor="white", edgecolor=WHOLE_CARD["color"], hatch="//", label=WHOLE_CARD["label"])]
+            if any(s.whole_card for s in fitting) else None)
     ax.set_xlabel("peak reserved (GiB)" + (", simulated" if choice.simulated else ""))
 
 
@@ -126,7 +189,7 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
     """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of peak reserved."""
     settings, path = list(settings), Path(path)
     panels = max(len(choices), 1)
-    fig = Figure(figsize=(7 * panels, 5.5))
+    fig = Figure(figsize=(9.5 * panels, 5.5), layout="constrained")   # the layout makes room for outside legends
     FigureCanvasAgg(fig)   # a renderer to measure labels with (_unoverlap)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, choice in zip(axes, choices):
@@ -142,7 +205,11 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
         else:
             _scatter(ax, fitting, choice)
         caption = _caption(failed)
-        if caption:
+        if caption and (legend := ax.get_legend()) is not None:   # under the axis, with the legend: in the layout
+            legend.set_title(caption, prop={"size": 7})
+            legend.get_title().set_color("tab:red")
+            legend._legend_box.align = "left"
+        elif caption:
             ax.annotate(caption, (0, -0.14), xycoords="axes fraction", va="top", fontsize=7, color="tab:red")
     if not choices:
         axes[0].text(0.5, 0.5, "no results", ha="center", va="center", transform=axes[0].transAxes)

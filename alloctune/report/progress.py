@@ -1,7 +1,9 @@
 """What the terminal shows during long work: each phase by name as it starts (a spinner, gone when done), and a
 bar with a count and an ETA once a phase knows how many steps it has, and a note beside the name (a sweep's trial
 estimate) kept current. Nothing is drawn before the first phase, so an error in the user's input (found before any
-work starts) prints alone."""
+work starts) prints alone. When the output is not a terminal (a log, a pipe, CI) nothing is drawn: the lines given
+to `print`, wrapped to the width (report/layout.py), and one short line as each counted phase ends,
+'{name}: {done}/{total}'."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -15,7 +17,10 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.markup import escape
 from rich.status import Status
+
+from .layout import say
 
 
 def estimate_text(trials: int, seconds: float | None = None, left: bool = False) -> str:
@@ -34,6 +39,7 @@ class Phases:
         self._bar: tuple[Progress, TaskID] | None = None
         self._name = "working"
         self._note = ""
+        self._count: tuple[int, int] | None = None   # not a terminal: the counted phase's last count, said at its end
 
     def _described(self) -> str:
         return f"{self._name} ({self._note})" if self._note else self._name
@@ -50,6 +56,11 @@ class Phases:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
         if name != self._name:
             self._note = ""
+        if not self.console.is_terminal:   # a log gets no spinner or bar: the count, once, at the phase's end
+            if count is None or (self._count is not None and count[0] < self._count[0]):   # a new phase
+                self._said()
+            self._name, self._count = name, count or self._count
+            return
         self._name = name
         if count is None:
             if self._bar is not None:   # the counted phase is over: its bar stays as it ended
@@ -73,14 +84,22 @@ class Phases:
 
     def advance(self, done: int, total: int) -> None:
         """A step done; a phase that could not count up front gets its bar now, under its own name."""
+        if not self.console.is_terminal:
+            self._count = (done, total)
+            return
         if self._bar is None:
             self.phase(self._name, (done, total))
         else:
             self._bar[0].update(self._bar[1], completed=done, total=total)
 
     def print(self, text: str) -> None:
-        """A line above the live display."""
-        self.console.print(text)
+        """A line above the live display (rich markup), wrapped to the width."""
+        say(self.console, text)
+
+    def _said(self) -> None:
+        if self._count is not None:
+            say(self.console, f"{escape(self._name)}: {self._count[0]}/{self._count[1]}")
+            self._count = None
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -88,6 +107,7 @@ class Phases:
             self._status = None
 
     def close(self) -> None:
+        self._said()
         self._stop_status()
         if self._bar is not None:
             self._bar[0].stop()

@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+from rich.text import Text
+
 from ..settings.grid import Skip
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
 from ..sim.trace import Trace
 from ..units import format_bytes
-from .tables import figures_table, in_unit, keep_columns, size_unit, whole_settings
+from .layout import say
+from .tables import figures_table, in_unit, keep_columns, print_table, size_unit, whole_settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,11 +66,11 @@ def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict 
 def print_trace(console: Console, replayed: TraceReplay) -> None:
     """The trace's line, its warnings, the ranked table, and what the table leaves unsaid."""
     r = replayed
-    console.print(f"[bold]{r.path}[/]: {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on device "
-                  f"{r.trace.device}; device memory {format_bytes(r.device_memory)} ({r.memory_from})"
-                  + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else ""))
+    say(console, f"[bold]{escape(r.path)}[/]: {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on device "
+                 f"{r.trace.device}; device memory {format_bytes(r.device_memory)} ({r.memory_from})"
+                 + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else ""))
     for warning in r.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        say(console, f"[yellow]warning:[/] {escape(warning)}")
     headers, body = _trace_cells(r)
     # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
     said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
@@ -82,16 +86,13 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     def table_of(labels: list[str]):
         rows = [[label if j == setting else row[j] for j in keep] for row, label in zip(body, labels)]
         return figures_table([headers[j] for j in keep], rows, title=title, caption=caption,
-                             setting=keep.index(setting), column={k: _FOLD for k in range(len(keep))})
+                             setting=keep.index(setting))
 
     table, below = whole_settings(table_of, [row[setting] for row in body], console.width)
-    console.print(table)
+    print_table(console, table)
     for line in below:
-        console.print(line, soft_wrap=True)
+        console.print(Text(line), soft_wrap=True)
     _print_notes(console, r, quiet=[name for name in ("retry", "OOMs") if headers.index(name) not in keep])
-
-
-_FOLD = {"justify": "right", "overflow": "fold"}   # replay's figure columns fold rather than stay whole
 
 
 def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
@@ -131,18 +132,19 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
     exact the capacities are."""
     for outcome, _ in r.rows:
         if outcome.result is None:
-            console.print(f"[dim]not simulated (n/a) {outcome.conf}: {outcome.reason}[/]")
+            say(console, Text(f"not simulated (n/a) {outcome.conf}: {outcome.reason}", style="dim"))
     for skip in r.skipped:
-        console.print(f"[dim]skipped {skip.conf}: {skip.reason}[/]")
+        say(console, Text(f"skipped {skip.conf}: {skip.reason}", style="dim"))
     if quiet and any(o.result is not None for o, _ in r.rows):
         quiet = [{"retry": "an alloc retry", "OOMs": "an OOM"}[name] for name in quiet]
-        console.print(f"[dim]no setting had {' or '.join(quiet)}[/]")
+        say(console, Text(f"no setting had {' or '.join(quiet)}", style="dim"))
     if r.elsewhere:
-        console.print(f"[dim]{r.elsewhere} GPU measurement(s) of these settings in the trace are not shown: they were "
-                      f"taken under other conditions (device memory or budget) than this replay's[/]")
+        say(console, Text(f"{r.elsewhere} GPU measurement{'s' if r.elsewhere != 1 else ''} of these settings in the "
+                          f"trace {'are' if r.elsewhere != 1 else 'is'} not shown: taken under other conditions "
+                          f"(device memory or budget) than this replay's", style="dim"))
     if r.rows and (capacity := r.rows[0][1]) is not None:
-        console.print(f"Capacity is exact to {format_bytes(capacity.granularity)} and includes the memory the "
-                      "CUDA context holds outside the allocator, when the trace recorded it.")
+        say(console, Text(f"Capacity is exact to {format_bytes(capacity.granularity)} and includes the memory the "
+                          "CUDA context holds outside the allocator, when the trace recorded it."))
 
 
 def maximum(replayed: list[dict]) -> list[dict]:
@@ -161,24 +163,23 @@ def maximum(replayed: list[dict]) -> list[dict]:
     return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
 
 
-def print_maximum(console: Console, maximum: list[dict], count: int) -> None:
-    """The table of `maximum` over `count` traces."""
+def print_maximum(console: Console, maximum: list[dict], traces: list[str]) -> None:
+    """The table of `maximum` over `traces` (their paths, in the order given: a path never breaks, so the table
+    names a trace by its number and the paths follow it, one a line)."""
     unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
-    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in trace", f"GPU\nres.\n{unit[0]}"]
+    headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in\ntrace", f"GPU\nres.\n{unit[0]}"]
     rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
-             row["trace"], in_unit(row["measured_peak_reserved_bytes"], unit)] for row in maximum]
+             f"#{traces.index(row['trace']) + 1}", in_unit(row["measured_peak_reserved_bytes"], unit)]
+            for row in maximum]
     keep = keep_columns(headers, rows, always=headers[:4])
-    title = f"Maximum over the {count} traces (the process that needs the most, per setting)"
+    title = f"Maximum over the {len(traces)} traces (the process that needs the most, per setting)"
     caption = "res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else "")
-    # A path folds within 24 columns: the settings and figures come first.
-    path_column = {keep.index(3): {"overflow": "fold", "max_width": 24}}
 
     def table_of(labels: list[str]):
         shown = [[label, *(row[j] for j in keep[1:])] for row, label in zip(rows, labels)]
-        return figures_table([headers[j] for j in keep], shown, title=title, caption=caption, setting=0,
-                             column=path_column)
+        return figures_table([headers[j] for j in keep], shown, title=title, caption=caption, setting=0)
 
     table, below = whole_settings(table_of, [row[0] for row in rows], console.width)
-    console.print(table)
-    for line in below:
-        console.print(line, soft_wrap=True)
+    print_table(console, table)
+    for line in below + [f"  trace #{n}: {path}" for n, path in enumerate(traces, 1)]:
+        console.print(Text(line), soft_wrap=True)

@@ -1,12 +1,16 @@
 """What `alloctune search` shows: what was searched, then the Pareto front (peak reserved, retries, keys), each
-member with the reason it is there, within 100 columns."""
+member with the reason it is there, within the width (report/layout.py)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+from rich.text import Text
+
 from ..sim.search import SearchResult
 from ..units import format_bytes
-from .tables import figures_table, natural_width
+from .layout import say
+from .tables import figures_table, natural_width, print_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -14,30 +18,27 @@ if TYPE_CHECKING:
 
 def print_front(console: Console, result: SearchResult, warnings: list[str]) -> None:
     """The search's line, `warnings`, the front's table and its members' reasons, and the search's notes."""
-    console.width = min(console.width, 100)
-    console.print(f"[bold]{result.trace}[/]: {len(result.candidates)} settings replayed as torch "
+    say(console, f"[bold]{escape(result.trace)}[/]: {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else ""))
     for warning in warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        say(console, f"[yellow]warning:[/] {escape(warning)}")
     # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
     # the settings go whole on the numbered lines below the table instead.
     table = front_table(result, with_setting=True)
     whole = natural_width(table) <= console.width
-    console.print(table if whole else front_table(result, with_setting=False))
+    print_table(console, table if whole else front_table(result, with_setting=False))
     for n, member in enumerate(result.front, 1):
-        if whole:
-            console.print(f"  {n}. {member.reason}")
-        else:   # a setting longer than the line runs past it rather than break
-            console.print(f"  {n}. {member.candidate.conf or 'default'}", soft_wrap=True)
-            console.print(f"     {member.reason}")
+        if not whole:   # a setting longer than the line runs past it rather than break
+            console.print(Text(f"  {n}. {member.candidate.conf or 'default'}"), soft_wrap=True)
+        say(console, Text(f"  {n}. {member.reason}" if whole else f"     {member.reason}"), rest="     ")
     if not result.front:
-        console.print("[red]No setting replayed without running out of memory.[/]")
+        say(console, "[red]No setting replayed without running out of memory.[/]")
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/]")
+        say(console, Text(f"note: {note}", style="dim"))
 
 
 def front_table(result: SearchResult, with_setting: bool):

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Iterable
 
 from rich import box
-from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -16,8 +15,9 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
-from ..units import format_bytes, format_number
-from .tables import add_setting_column, keep_columns
+from ..units import format_bytes, format_number, plural
+from .layout import INDENT, say
+from .tables import add_setting_column, keep_columns, print_table, whole_settings
 from .words import TIME_SOURCES, format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
@@ -37,14 +37,22 @@ def _flags(s: SettingResult) -> str:
     if s.memory_spread > 0:
         flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
     if s.contaminated:
-        flags.append(f"device memory contaminated in {len(s.contaminated)} repeat(s), not used")
+        flags.append(f"device memory contaminated in {plural(len(s.contaminated), 'repeat')}, not used")
     if s.device_disagrees:
         flags.append(f"device memory moved across repeats (+{s.device_spread:.1%}), the lowest used")
     if s.throughput is not None and s.throughput.outliers:
-        flags.append(f"{len(s.throughput.outliers)} throughput outlier(s) left out of the tests")
+        flags.append(f"{plural(len(s.throughput.outliers), 'throughput outlier')} left out of the tests")
     if s.error:
         flags.append(s.error if len(s.error) <= 80 else s.error[:77] + "...")
     return "; ".join(flags)
+
+
+def _state(s: SettingResult) -> str:
+    """How its repeats ended, in the table's words: a setting that fits by taking (nearly) the whole card is called
+    so (the choice's WHOLE_CARD reason says it in full)."""
+    if not s.fits:
+        return f"{s.state} {s.failed_repeats}/{len(s.trials)}"
+    return "whole card" if s.whole_card else str(s.state)
 
 
 def _row(s: SettingResult, choice: Choice) -> list[str]:
@@ -62,7 +70,7 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         vs = "-"
     return [
         s.label + (" (best)" if s is choice.best else ""),
-        s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+        _state(s),
         format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
         format_bytes(s.peak_allocated_bytes),
         "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
@@ -111,15 +119,16 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
         width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
         vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
     memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
-    return [s.label, "best" if s is choice.best else s.state if s.fits else f"{s.state} {s.failed_repeats}/{len(s.trials)}",
+    return [s.label, "best" if s is choice.best else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
             "-" if t is None else format_number(t.median), vs]
 
 
-def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
-    """The settings of `choice`'s group, fitting ones by peak reserved, then failures; within 100 columns (a
-    setting name never breaks, empty columns are left out), flags and abbreviations explained below."""
+def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures, in `width` columns: no cell
+    breaks, empty columns are left out, and settings too long for the table are numbered in it and given whole in
+    the lines returned beside it (tables.whole_settings)."""
     group = _in_group(settings, choice)
     unit = next((s.unit for s in group if s.unit), None) or "units"
     device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
@@ -130,21 +139,38 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice) -> Group:
     said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
             for row in rows]
     keep = keep_columns(headers, said, always=headers[:3])
-    table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for j in keep:
-        if j == 0:
-            add_setting_column(table, (row[0] for row in rows))
-        else:
-            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", overflow="fold")
-    for s, row in zip(group, rows):
-        style = "bold green" if s is choice.best else ("red" if not s.fits else None)
-        table.add_row(*(row[j] for j in keep), style=style)
-    notes = [Text(f"  {s.label}: {_flags(s)}", style="yellow") for s in group if _flags(s)]
-    if 4 not in keep:
-        notes.append(Text("  no setting needed an alloc retry", style="dim"))
-    notes += [Text(f"  {text}", style="dim") for mark, text in _LEGEND.items()
-              if any(row[-1].endswith(f" {mark}") for row in rows)]
-    return Group(table, *notes)
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title=_title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        add_setting_column(table, labels)
+        for j in keep[1:]:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", no_wrap=True)
+        for s, row, label in zip(group, rows, labels):
+            style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+            table.add_row(label, *(row[j] for j in keep[1:]), style=style)
+        return table
+
+    return whole_settings(table_of, [row[0] for row in rows], width)
+
+
+def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> None:
+    """What sweep and report show of one choice: the ranked table, what it leaves unsaid (flags, abbreviations,
+    an interrupted sweep) and the reasons, within the console's width."""
+    group = _in_group(settings, choice)
+    table, below = ranked_table(group, choice, console.width)
+    print_table(console, table)
+    for line in below:
+        console.print(Text(line), soft_wrap=True)
+    notes = [(f"{s.label}: {_flags(s)}", "yellow") for s in group if _flags(s)]
+    if not any(s.num_alloc_retries for s in group):
+        notes.append(("no setting needed an alloc retry", "dim"))
+    verdicts = {_terminal_row(s, choice)[-1] for s in group}
+    notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if note := incomplete_note(choice):
+        notes.append((note, "bold red"))
+    notes += [(reason, "") for reason in reason_lines(choice)]
+    for text, style in notes:
+        say(console, Text(INDENT + text, style=style))
 
 
 def _md_cell(text: str) -> str:

@@ -1,6 +1,6 @@
-"""Tables, built once for every format: terminal tables that fit 100 columns (a setting name never breaks: its
-column is as wide as the longest name and the other columns give way; columns with nothing to say are left out) and
-the same rows as Markdown."""
+"""Tables, built once for every format: terminal tables that fit the width (report/layout.py: a setting name never
+breaks, its column is as wide as the longest name, and where that does not fit the settings are numbered and given
+whole below; columns with nothing to say are left out) and the same rows as Markdown."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -58,6 +58,27 @@ def natural_width(table) -> int:
     from rich.console import Console
 
     return Console(width=10_000).measure(table).maximum
+
+
+def print_table(console, table) -> None:
+    """`table` on `console`; a title or caption wider than the table is printed above or below it as wrapped lines
+    (rich would centre it over the table, broken into the table's width)."""
+    from rich.text import Text
+
+    from .layout import say
+
+    width = natural_width(table)
+    title, caption = table.title, table.caption
+    if title is not None and len(str(title)) > width:
+        say(console, Text(str(title), style="bold"))
+        table.title = None
+    if caption is not None and len(str(caption)) > width:
+        table.caption = None
+    else:
+        caption = None
+    console.print(table)
+    if caption is not None:
+        say(console, Text(str(caption), style="dim"))
 
 
 def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:

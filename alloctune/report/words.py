@@ -10,11 +10,12 @@ from ..decide.choice import Choice
 from ..decide.order import TieRule
 from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
                               KeepDefault, Measure, MoreMemory, NothingFits, Precision, Reason, RefusedLower,
-                              Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured, Unstable)
+                              Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured, Unstable,
+                              WholeCard)
 from ..decide.stats import Comparison
 from ..decide.summary import Contamination, MemoryMeasure, SettingResult, SettingState
 from ..results.records import ThroughputSource
-from ..units import format_bytes
+from ..units import format_bytes, plural
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
 
@@ -137,7 +138,7 @@ def _keep_default(f: KeepDefault, _: Refusals) -> str:
 
 
 def _refused_lower(f: RefusedLower, refusals: Refusals) -> str:
-    return (f"{len(f.refused)} setting(s) with less memory were refused: "
+    return (f"{plural(len(f.refused), 'setting')} with less memory {'was' if len(f.refused) == 1 else 'were'} refused: "
             + "; ".join(f"{label(conf)} {sentence(refusals[conf])}" for conf in f.refused))
 
 
@@ -151,7 +152,7 @@ def _won(t: TieBreak) -> str:
     """Why the winner beat another on a tie, said of the winner."""
     return {TieRule.NATIVE: "as a native-allocator setting over a backend switch",
             TieRule.STABLE: "as its peak repeated exactly while the other's moved between repeats",
-            TieRule.SIMPLER: f"as the simpler setting ({t.winner_keys} key(s) against {t.loser_keys})",
+            TieRule.SIMPLER: f"as the simpler setting ({plural(t.winner_keys, 'key')} against {t.loser_keys})",
             TieRule.LOWER_PEAK: "with the lower peak", TieRule.NAME: "(equal in every rule; by name)"}[t.rule]
 
 
@@ -160,7 +161,7 @@ def _lost(t: TieBreak) -> str:
     return {TieRule.NATIVE: "it switches the allocator backend, the winner keeps the native allocator",
             TieRule.STABLE: f"its peak moved between repeats (+{_spread(t.loser_spread):.1%}), the winner's "
                             f"repeated exactly",
-            TieRule.SIMPLER: f"it sets {t.loser_keys} key(s) against {t.winner_keys}",
+            TieRule.SIMPLER: f"it sets {plural(t.loser_keys, 'key')} against {t.winner_keys}",
             TieRule.LOWER_PEAK: "the winner's peak is lower", TieRule.NAME: "the same peak; decided by name"}[t.rule]
 
 
@@ -232,12 +233,23 @@ def _precision(f: Precision, _: Refusals) -> str:
         return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
     why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
-           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after {f.rounds} rounds",
-           Stop.SETTLED: f"after {f.rounds} rounds the interval already ruled out a slowdown beyond "
+           Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after "
+                             f"{plural(f.rounds, 'round')}",
+           Stop.SETTLED: f"after {plural(f.rounds, 'round')} the interval already ruled out a slowdown beyond "
                          f"{f.goal:.0%}, which settles the choice"}[f.stop]
     need = (f"; at this spread between rounds ±{f.goal:.0%} needs about {f.rounds_needed} rounds"
             if f.rounds_needed is not None else "")
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
+
+
+def _whole_card(f: WholeCard, _: Refusals) -> str:
+    def joined(items: list[str]) -> str:
+        return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else items[0]
+
+    one = len(f.settings) == 1
+    return (f"{joined([label(s.conf) for s in f.settings])} took (nearly) the whole card: {f.measure} "
+            f"{joined([format_bytes(s.peak_bytes) for s in f.settings])} of its {format_bytes(f.device_bytes)}, so "
+            f"{'it fits' if one else 'they fit'} only because nothing else runs on the card")
 
 
 def _fixed(text: str) -> Callable[[Any, Refusals], str]:
@@ -266,6 +278,7 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
                                    "the default and the setting): no slowdown could be detected"),
     Code.PRECISION_REACHED: _precision, Code.PRECISION_SHORT: _precision,
+    Code.WHOLE_CARD: _whole_card,
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ResultsError
+from ..errors import FolderBusy, ResultsError
 from ..settings.conf import canonical
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
@@ -24,6 +24,9 @@ from .typed import from_json, load_json
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
+# Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
+# so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
+DEFAULT_RESULTS_ROOT = "alloctune-results"
 LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
 
 
@@ -214,8 +217,8 @@ class ResultsFolder:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
-            raise ResultsError(f"{self.path} is being written by another alloctune sweep"
-                               f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish") from None
+            raise FolderBusy(f"{self.path} is being written by another alloctune sweep or report"
+                             f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd

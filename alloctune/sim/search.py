@@ -25,7 +25,7 @@ from typing import Callable
 from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
-from ..units import format_bytes
+from ..units import format_bytes, plural
 from .replay import ReplayOutcome, replay
 from .space import Space
 from .trace import Trace
@@ -217,7 +217,8 @@ def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> 
     if c.ratio is not None and c.ratio <= CLOSE_RATIO:
         parts.append(f"reserved/allocated {c.ratio:.3f} (<= {CLOSE_RATIO})")
     if c.equivalent:
-        parts.append(f"{len(c.equivalent)} other setting(s) behave identically on this trace")
+        parts.append(f"{plural(len(c.equivalent), 'other setting')} behave{'s' if len(c.equivalent) == 1 else ''} "
+                     f"identically on this trace")
     return "; ".join(parts)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS
 from ..errors import OptionError
+from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
@@ -54,7 +55,7 @@ class SweepOptions:
     finalists: int = HYBRID_FINALISTS       # hybrid: the best simulated settings measured beside the default
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     timeout_s: float | None = None          # per trial (default: the workload's, else DEFAULT_TIMEOUT_S)
-    results_root: str | os.PathLike = "results"
+    results_root: str | os.PathLike = DEFAULT_RESULTS_ROOT
     out: str | os.PathLike | None = None    # this exact results folder, resumed when it holds the same sweep
     fresh: bool = False                     # a new results folder even where one holds the same sweep
     command: str | None = None              # how the sweep was started, for sweep.json (default: this process's)

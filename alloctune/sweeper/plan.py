@@ -20,6 +20,7 @@ from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..sim.trace import Trace, load_trace
 from ..trial.probe import ProbeResult, check_settings, probe
+from ..units import plural
 from ..workload.spec import WorkloadSpec
 from .executors import Executor, LocalExecutor
 from .hybrid import TRACE_FILE
@@ -43,7 +44,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     confs = [AllocConf()] if options.search is not None else expand(list(options.grid or spec.grid or DEFAULT_GRID))
     pythons, backend = options.targets(spec)
     runner = make_executor(options, callbacks.notice)
-    callbacks.phase(f"probing {len(pythons)} Python interpreter(s)", None)
+    callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
     probes = _probe_all(pythons, runner)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..errors import AlloctuneError, OptionText, ResultsError
+from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from .options import SweepOptions
 
@@ -53,7 +53,7 @@ def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
     """`folder`, its writer lock held until `held` closes."""
     try:
         held.enter_context(folder.lock())
-    except ResultsError as busy:   # the lock's only error: another sweep writes the folder; this one can go elsewhere
+    except FolderBusy as busy:   # another sweep writes the folder: this one can go elsewhere
         raise ResultsError(OptionText("{busy}, or choose another folder with {out} or {fresh=True}",
                                       busy=str(busy))) from None
     return folder

@@ -2,10 +2,8 @@
 option but the simulated folder; without a GPU, a preset that ships a trace is suggested before recording one."""
 from __future__ import annotations
 
-import shlex
-
 import pytest
-from clirun import cli
+from clirun import cli, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
@@ -16,8 +14,8 @@ def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
     proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
                "--out", tmp_path / "sim", "--results", tmp_path / "r")
     assert proc.returncode == 0, proc.stderr
-    [hint] = [line for line in proc.stdout.splitlines() if line.startswith("Confirm on a GPU: ")]
-    words = shlex.split(hint.removeprefix("Confirm on a GPU: "))
+    assert proc.stdout.count("Confirm on a GPU:") == 1
+    words = suggested(proc.stdout, "Confirm on a GPU:")
     assert words == ["alloctune", "sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True",
                      "--repeats", "5", "--results", str(tmp_path / "r"), "--backend", "cuda"]
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
 from alloctune.report.compare import Mark, compare
-from alloctune.report.compare_output import plot_comparison, render_table, write_compare_md
+from alloctune.report.compare_output import plot_comparison, print_comparison, write_compare_md
 from alloctune.results.folder import find_results
 from alloctune.results.records import TrialState
 from alloctune.units import GiB
@@ -155,7 +155,7 @@ def test_factor_changes_the_marks(folders):
 def test_outputs(folders, tmp_path):
     comparison = compare(list(folders))
     console = Console(record=True, width=250)
-    console.print(render_table(comparison))
+    print_comparison(comparison, console)
     text = console.export_text()
     for word in ("regression", "improvement", "new failure", "fixed failure", "incomparable", "best setting",
                  "OOM (3/3)", "mem +20.0%"):

@@ -175,7 +175,7 @@ def test_selects_by_workload_and_refuses_ambiguity(tmp_path):
     make_folder(tmp_path / "a-1", repeats(""), [choice("")], workload="alpha")
     make_folder(tmp_path / "b-1", repeats("expandable_segments:True"), [choice("expandable_segments:True")],
                 workload="beta")
-    with pytest.raises(ResultsError, match=r"holds 2 results folders.*a-1 \(workload 'alpha'\).*'beta'"):
+    with pytest.raises(ResultsError, match=r"(?s)holds 2 results folders.*\n  \S*a-1 \(workload 'alpha'\)\n.*'beta'"):
         export_results(tmp_path)
     assert "expandable_segments:True" in export_results(tmp_path, workload="beta")
     with pytest.raises(ResultsError, match="no results for workload 'gamma'; workloads here: alpha, beta"):

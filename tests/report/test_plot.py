@@ -1,5 +1,7 @@
-"""The Pareto plot drawn from committed H200 sweeps: a line for the allocated floor and one for the budget, labels
-that cross neither an error bar nor each other, and a y axis from zero when one repeat gives no interval."""
+"""The plots drawn from committed H200 sweeps, a simulated one and a comparison: lines for the allocated floor, the
+budget and the device's memory, each labelled; labels that cross neither an error bar nor each other nor another
+point, each with its figure; a mark for settings that took (nearly) the whole card; the legend outside the data;
+and a y axis from zero when one repeat gives no interval."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,19 +10,24 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+import alloctune
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
-from alloctune.report.plot import _bars, _scatter
-from alloctune.results.folder import ResultsFolder
+from alloctune.report.compare import compare
+from alloctune.report.compare_output import comparison_figure
+from alloctune.report.plot import WHOLE_CARD, _bars, _scatter, plot_pareto
+from alloctune.results.folder import ResultsFolder, find_results
 from alloctune.units import GiB
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 ONE_REPEAT = RESULTS / "cnn-varres-h200-20261129-235416"
-THREE_REPEATS = RESULTS / "transformer-varlen-h200-20261129-234646"
+THREE_REPEATS = RESULTS / "transformer-varlen-h200-20261129-234646"   # max_split_size_mb:128 and :512 fill the card
+VARLEN = RESULTS.parent / "workloads" / "transformer-varlen.yaml"
+DEVICE = "device memory 139.80 GiB"
 
 
-def draw(folder, budget_bytes=None):
-    settings = summarize_settings(ResultsFolder(folder).trials())
+def draw(folder, budget_bytes=None, trials=None):
+    settings = summarize_settings(trials if trials is not None else ResultsFolder(folder).trials())
     [choice] = choose(settings)
     if budget_bytes:
         choice = choice.__class__(**{**choice.__dict__, "budget_bytes": budget_bytes})
@@ -35,6 +42,58 @@ def draw(folder, budget_bytes=None):
 
 def vlines(ax):
     return {line.get_label(): line.get_xdata()[0] for line in ax.get_lines() if line.get_label().startswith(("peak", "budget"))}
+
+
+def legend_outside(ax) -> bool:
+    """The legend's box shares no pixel with the data's."""
+    renderer = ax.figure.canvas.get_renderer()
+    return not ax.get_legend().get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+
+
+def test_the_device_line_the_whole_card_marks_and_a_figure_on_every_label():
+    ax, fitting = draw(THREE_REPEATS)
+    assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_label() == DEVICE] == [150109880320 / GiB]
+    rings = [line for line in ax.get_lines() if line.get_markeredgecolor() == WHOLE_CARD["color"]]
+    assert len(rings) == 2 and [r.get_label() for r in rings].count(WHOLE_CARD["label"]) == 1   # named once
+    texts = [t.get_text() for t in ax.texts]
+    assert "max_split_size_mb:128 · 139.04 GiB · whole card" in texts
+    assert "chosen: expandable_segments:True · 26.87 GiB" in texts
+    assert sum("whole card" in t for t in texts) == 2 and all(" GiB" in t for t in texts)
+    assert legend_outside(ax)
+
+
+def test_a_limit_far_off_the_data_is_named_not_drawn():
+    ax, _ = draw(ONE_REPEAT, budget_bytes=10_000 * GiB)
+    off = [line for line in ax.get_lines() if line.get_label().endswith("(off the scale)")]
+    assert {line.get_label() for line in off} == {"budget 10000.00 GiB (off the scale)"}
+    assert all(len(line.get_xdata()) == 0 for line in off) and ax.get_xlim()[1] < 1000
+
+
+def test_a_simulated_sweep_draws_bars_with_their_figures_and_hatches_the_whole_card(tmp_path):
+    outcome = alloctune.sweep(VARLEN, preset="h200", grid=["expandable_segments:True", "max_split_size_mb:128"],
+                              results_root=tmp_path, backend="sim")
+    ax, fitting = draw(None, trials=outcome.folder.trials())
+    bars = ax.patches
+    assert len(bars) == len(fitting) == 3
+    assert [bar.get_hatch() for bar in bars] == [None, None, "//"]   # default, expandable segments, max split
+    assert [t.get_text() for t in ax.texts] == [" 37.60 GiB", " 26.87 GiB", " 139.04 GiB · whole card"]
+    assert DEVICE in [line.get_label() for line in ax.get_lines()] and legend_outside(ax)
+    assert WHOLE_CARD["label"] in [t.get_text() for t in ax.get_legend().get_texts()]
+    png = plot_pareto(summarize_settings(outcome.folder.trials()), outcome.choices, tmp_path / "plot.png")
+    assert png.stat().st_size > 10_000
+
+
+def test_compare_png_labels_each_bar_and_draws_the_limits():
+    comparison = compare(find_results(RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200"))
+    fig = comparison_figure(comparison)
+    fig.canvas.draw()
+    [ax] = fig.axes
+    labels = {line.get_label() for line in ax.get_lines()}
+    assert {DEVICE, "budget 139.80 GiB"} <= labels
+    texts = [t.get_text() for t in ax.texts]
+    assert "139.0" in texts and "139.0 =" in texts and "31.7" in texts and "37.6 ▲" in texts   # figure and mark
+    assert sum(bar.get_hatch() == "//" for bar in ax.patches) == 2   # max_split_size_mb:128 in both columns
+    assert legend_outside(ax)
 
 
 def test_floor_and_budget_lines():

@@ -6,7 +6,7 @@ from test_select import ES, MS, RP, rec, setting
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
 from alloctune.report.plot import plot_pareto
-from alloctune.report.summary import SUMMARY_FILE, markdown_table, ranked_table, write_summary
+from alloctune.report.summary import SUMMARY_FILE, markdown_table, print_choice, write_summary
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
 from alloctune.results.records import TrialState
 from alloctune.units import GiB
@@ -32,9 +32,9 @@ def info(**kw):
     return SweepInfo(**base)
 
 
-def render(table) -> str:
+def render(settings, choice) -> str:
     console = Console(record=True, width=300)
-    console.print(table)
+    print_choice(console, settings, choice)
     return console.export_text()
 
 
@@ -47,10 +47,10 @@ def png_size(path):
 def test_ranked_table_renders_ranked_rows():
     settings = summarize_settings(measured_records())
     [choice] = choose(settings)
-    text = render(ranked_table(settings, choice))
+    text = render(settings, choice)
     for column in ("setting", "state", "reserved", "res/", "tokens", "vs"):
         assert column in text
-    lines = [line for line in text.splitlines() if "GiB" in line or "oom" in line]
+    lines = [line for line in text.splitlines() if ("GiB" in line or "oom" in line) and not line.startswith("  ")]
     order = [next(c for c in (ES, "default", MS, RP) if c in line) for line in lines]
     assert order == [ES, "default", MS, RP]
     assert f"{ES} " in lines[0] and " best " in lines[0]

@@ -1,60 +1,86 @@
-"""Output of sweep, replay, report and compare within 100 columns (80 and piped too): a setting name never breaks,
-and columns with nothing to say (throughput in a simulated sweep) are left out."""
+"""The width rule's pieces (report/layout.py, report/tables.py): prose broken between words only, a number kept with
+its unit; commands broken between shell words that a shell reads back whole; the width from COLUMNS, else 80 when
+not a terminal; settings numbered when a table cannot hold them; a title wider than its table put above it; and a
+simulated sweep's table without the columns it has nothing to say in. The commands' own output is in
+tests/cli/test_width.py."""
 from __future__ import annotations
 
+import io
 import os
-import shutil
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from rich.console import Console
+
+from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
+from alloctune.report.tables import figures_table, print_table, whole_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
-TRACE = ROOT / "workloads" / "traces" / "hpsearch-h200.xz"
 LONGEST = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
-GRID = ["--conf", "expandable_segments:True", "--conf", LONGEST]
-MEASURED = ROOT / "results" / "transformer-varlen-h200-20261129-234646"   # 3 repeats, flags, every column
-SETTINGS = ["expandable_segments:True", LONGEST, "default"]
 
 
-def run(columns, *args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("COLUMNS", None)
-    if columns:
-        env["COLUMNS"] = str(columns)
-    proc = subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=cwd)
+def test_wrap_breaks_between_words_and_keeps_a_number_with_its_unit():
+    text = "peak reserved 26.87 GiB against the default's 37.60 GiB and 238,631 tokens/s"
+    for width in range(20, 60):
+        lines = wrap(text, width, "  ", "    ")
+        assert " ".join(" ".join(lines).split()) == text
+        assert all(len(line) <= width for line in lines)
+        assert not any(line.endswith(("26.87", "37.60", "238,631")) for line in lines)
+    assert wrap(f"see {LONGEST} here", 20) == ["see", LONGEST, "here"]   # too long for a line: whole, alone
+
+
+def test_a_command_breaks_between_shell_words_and_reads_back_whole():
+    words = ["alloctune", "export", "/a/very/long/path/to/a/results/folder/transformer-varlen-h200-20261201",
+             "--format", "env", "-o", "alloc.env"]
+    assert command("Next:", words, 200) == ["Next: " + shlex.join(words)]
+    lines = command("Next:", words, 60)
+    assert lines[0] == "Next:" and all(line.endswith(" \\") for line in lines[1:-1])
+    assert "--format env" in " ".join(lines)   # an option stays with its value
+    assert shlex.split(" ".join(line.removesuffix("\\") for line in lines[1:])) == words
+    quoted = command("Run:", ["alloctune", "sweep", "--", "python", "train.py", "--name", "two words"], 30)
+    assert shlex.split(" ".join(line.removesuffix("\\") for line in quoted[1:]))[-1] == "two words"
+
+
+def test_the_width_comes_from_columns_else_80_when_not_a_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "123")
+    assert output_width(io.StringIO()) == 123
+    monkeypatch.delenv("COLUMNS")
+    assert output_width(io.StringIO()) == NOT_A_TERMINAL == 80
+    with open(os.devnull, "w") as devnull:
+        assert output_width(devnull) == 80
+
+
+def table_of(labels):
+    return figures_table(["setting", "peak\nres."], [[label, "26.87"] for label in labels], title="t",
+                         setting=0)
+
+
+def test_settings_too_long_for_the_table_are_numbered_and_given_whole():
+    settings = ["default", LONGEST]
+    table, below = whole_settings(table_of, settings, 80)
+    assert below == []
+    table, below = whole_settings(table_of, settings, 40)
+    assert below == ["  (1) default", f"  (2) {LONGEST}"]
+
+
+def test_a_title_wider_than_its_table_is_printed_above_it():
+    console = Console(record=True, width=80)
+    table = figures_table(["#", "peak"], [["1", "26.87"]], title="a title far wider than the little table it names",
+                          setting=None)
+    print_table(console, table)
+    lines = console.export_text().splitlines()
+    assert lines[0] == "a title far wider than the little table it names"
+
+
+def test_a_simulated_sweep_has_no_empty_throughput_columns(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "alloctune", "sweep", HPSEARCH, "--preset", "h200", "--conf",
+                           "expandable_segments:True", "--conf", LONGEST, "--results", tmp_path],
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def check(text, width, settings=SETTINGS):
-    # Paths and commands to copy are printed whole, on purpose (a folded command cannot be pasted).
-    lines = [line for line in text.splitlines() if not line.startswith(("wrote ", "Results:", "Next:", "Confirm"))]
-    assert max(len(line) for line in lines) <= width, "\n".join(line for line in lines if len(line) > width)
-    for name in settings:   # whole on some table line, never split over two
-        assert any(f" {name} " in f" {line} " for line in lines), name
-
-
-@pytest.mark.parametrize("columns", [80, 100, None])   # None: piped, no COLUMNS: 100
-def test_report_and_replay_fit_and_never_break_a_setting(tmp_path, columns):
-    width = columns or 100
-    folder = shutil.copytree(MEASURED, tmp_path / MEASURED.name)
-    check(run(columns, "report", folder), width)
-    check(run(columns, "replay", TRACE, *GRID, *(["--min-memory"] if columns == 100 else []), "--jobs", "1"), width)
-
-
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
-def test_a_simulated_sweep_fits_100_columns_without_empty_throughput_columns(tmp_path):
-    out = run(100, "sweep", HPSEARCH, "--preset", "h200", *GRID, "--results", tmp_path)
-    check(out, 100)
-    assert "/s" not in out.split("Results:")[0].replace("tokens/s", "") and "tokens" not in out
-    assert "vs" not in out.split("Results:")[0].split()   # no throughput, so no comparison column
-
-
-def test_compare_fits_100_columns(tmp_path):
-    out = run(100, "compare", ROOT / "results" / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200",
-              "-o", tmp_path)
-    check(out, 100, ["expandable_segments:True", "garbage_collection_threshold:0.2", "default"])
+    tables = proc.stdout.split("Results:")[0]
+    assert "/s" not in tables and "tokens" not in tables
+    assert "vs" not in tables.split()   # no throughput, so no comparison column

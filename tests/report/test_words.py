@@ -24,7 +24,7 @@ BASE = (100.0, 100.5, 99.5)
 
 
 def rec(conf="", repeat=0, reserved=15.0, tput=100.0, state=TrialState.OK, backend="cuda", budget=None, retries=0,
-        error=None, device=None, ratio=True):
+        error=None, device=None, ratio=True, card=None):
     m = None
     if state is TrialState.OK:
         m = Measurement(peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=int(10 * GiB) if ratio else 0,
@@ -32,7 +32,7 @@ def rec(conf="", repeat=0, reserved=15.0, tput=100.0, state=TrialState.OK, backe
                         num_alloc_retries=retries, throughput=None if backend == "sim" else tput, unit="tokens")
     return TrialRecord(workload="w", workload_hash="h1", conf=conf, repeat=repeat, env_id="torch-2.11.0",
                        backend=backend, state=state, measurement=m, budget_bytes=budget, error=error,
-                       env={"torch": "2.11.0+cu130"})
+                       env={"torch": "2.11.0+cu130", **({"gpu_memory": int(card * GiB)} if card else {})})
 
 
 def setting(conf, tputs=BASE, **kw):
@@ -95,6 +95,11 @@ SCENARIOS = {
     "no throughput on the default's side": (
         setting("", tputs=(None, None, None)) + setting(ES, reserved=10.0), 0.02),
     "no reserved/allocated figure": (setting("", ratio=False) + setting(ES, reserved=10.0, ratio=False), 0.02),
+    "settings that take the whole card": (
+        setting("", card=24.0) + setting(ES, reserved=12.0, card=24.0) + setting(MS, reserved=23.5, card=24.0)
+        + setting(RP, reserved=22.9, card=24.0), 0.02),   # 1.1 GiB short of the card: not all of it
+    "one setting takes the whole card, 1% of a large one": (
+        setting("", card=139.8) + setting(MS, reserved=138.5, card=139.8), 0.02),
 }
 
 
@@ -131,7 +136,7 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                                                                   'reserved (13.95 GiB, -0.4%); '
                                                                                   'expandable_segments:True wins '
                                                                                   'the tie as the simpler setting '
-                                                                                  '(1 key(s) against 2); '
+                                                                                  '(1 key against 2); '
                                                                                   'max_split_size_mb:128 came '
                                                                                   'within 1% of its peak reserved '
                                                                                   '(14.02 GiB, +0.1%); '
@@ -146,7 +151,7 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                                                                    'ties with the winner on peak '
                                                                                    'reserved (13.95 GiB, -0.4%) '
                                                                                    'but loses the tie: it sets 2 '
-                                                                                   'key(s) against 1; throughput '
+                                                                                   'keys against 1; throughput '
                                                                                    "1.000x the default's (no "
                                                                                    'significant difference)'),
                                                                                   ('max_split_size_mb:128',
@@ -222,7 +227,7 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
  'keep the default, lower ones refused': (["no setting lowers peak reserved by more than 1% below the default's "
                                            '15.00 GiB and meets the rules: keep the default (closest: '
                                            'max_split_size_mb:128 at 14.95 GiB, -0.3%)',
-                                           '1 setting(s) with less memory were refused: expandable_segments:True '
+                                           '1 setting with less memory was refused: expandable_segments:True '
                                            'saves 7.00 GiB but is 20.0% slower than the default, significantly '
                                            'beyond the 2% allowance (one-sided paired t-test over 3 rounds, p = '
                                            '6.3e-06)'],
@@ -232,7 +237,7 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                             '6.3e-06)'),
                                            ('max_split_size_mb:128',
                                             'ties with the winner on peak reserved (14.95 GiB, -0.3%) but loses '
-                                            "the tie: it sets 1 key(s) against 0; throughput 1.000x the default's "
+                                            "the tie: it sets 1 key against 0; throughput 1.000x the default's "
                                             '(no significant difference)'),
                                            ('roundup_power2_divisions:4',
                                             "raises peak reserved to 18.00 GiB (+20.0% against the default's 15.00 "
@@ -377,7 +382,29 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                    "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
                                    'significant difference (paired t-test over 3 rounds, p = 1; 95% interval '
                                    '1.000-1.000x, ±0.0%)'],
-                                  [('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')])}
+                                  [('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')]),
+ 'settings that take the whole card': (["peak reserved 12.00 GiB against the default's 15.00 GiB (-20.0%, saves 3.00 "
+                                        'GiB); reserved/allocated 1.20 against 1.50',
+                                        "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): "
+                                        'no significant difference (paired t-test over 3 rounds, p = 1; 95% interval '
+                                        '1.000-1.000x, ±0.0%)',
+                                        'max_split_size_mb:128 took (nearly) the whole card: peak reserved 23.50 GiB '
+                                        'of its 24.00 GiB, so it fits only because nothing else runs on the card'],
+                                       [('', 'costs 3.00 GiB more peak reserved than the winner (+25.0%)'),
+                                        ('roundup_power2_divisions:4',
+                                         "raises peak reserved to 22.90 GiB (+52.7% against the default's 15.00 "
+                                         'GiB)'),
+                                        ('max_split_size_mb:128',
+                                         "raises peak reserved to 23.50 GiB (+56.7% against the default's 15.00 "
+                                         'GiB)')]),
+ 'one setting takes the whole card, 1% of a large one': (['no setting lowers peak reserved by more than 1% below the '
+                                                          "default's 15.00 GiB and meets the rules: keep the default",
+                                                          'max_split_size_mb:128 took (nearly) the whole card: peak '
+                                                          'reserved 138.50 GiB of its 139.80 GiB, so it fits only '
+                                                          'because nothing else runs on the card'],
+                                                         [('max_split_size_mb:128',
+                                                           'raises peak reserved to 138.50 GiB (+823.3% against the '
+                                                           "default's 15.00 GiB)")])}
 
 PRECISION = [((None, 1, 0.02, True, 10),
   'throughput was not compared with an interval (fewer than 2 rounds with both the default and the setting): no '
@@ -396,7 +423,7 @@ PRECISION = [((None, 1, 0.02, True, 10),
   '--repeats fixed 3 rounds; at this spread between rounds ±2% needs about 5 rounds'),
  ((0.04, 1, 0.02, True, 10),
   'the smallest slowdown this sweep could detect is 4.0% (95% interval ±4.0%): wider than the ±2% goal because the '
-  'time budget ran out (or the sweep was interrupted) after 1 rounds'),
+  'time budget ran out (or the sweep was interrupted) after 1 round'),
  ((0.0, 3, 0.02, True, 10),
   'the smallest slowdown this sweep could detect is 0.0% (95% interval ±0.0% after 3 rounds, within the ±2% goal)')]
 

@@ -125,7 +125,7 @@ def test_an_options_object_and_callbacks_with_what_the_probe_saw(tmp_path):
     with pytest.raises(OptionError, match="^backend cuda needs a CUDA GPU, but none is visible to .*; use backend "
                                           "sim$") as caught:
         alloctune.sweep(VARLEN, options, callbacks=SweepCallbacks(phase=lambda name, count: phases.append(name)))
-    assert caught.value.field == "backend" and phases == ["probing 1 Python interpreter(s)"]
+    assert caught.value.field == "backend" and phases == ["probing 1 Python interpreter"]
     # keyword arguments win over the object's fields
     with pytest.raises(OptionError, match="^gpus 1: only 1 GPU\\(s\\) visible$"):
         alloctune.sweep(VARLEN, options, pythons=[standin(tmp_path, 1)], gpus=[1])

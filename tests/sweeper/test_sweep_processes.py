@@ -104,6 +104,9 @@ def test_a_second_sweep_into_a_running_folder_is_refused(setup, tmp_path):
         report = subprocess.run([sys.executable, "-m", "alloctune", "report", str(folder)], env=env,
                                 capture_output=True, text=True, timeout=120)
         assert report.returncode == 2 and "is being written by another" in report.stderr
+        # What to do instead, in report's own words: nothing of sweep's (--out, --fresh)
+        assert f"alloctune report {folder}" in report.stderr and "--max-slowdown" in report.stderr
+        assert "--out" not in report.stderr and "--fresh" not in report.stderr
         assert not (folder / "choice.json").exists()
         assert len(os.listdir(pids)) == 1  # no second trial started
     finally:

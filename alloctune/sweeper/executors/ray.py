@@ -27,6 +27,7 @@ from ...errors import AlloctuneError, OptionError, OptionText
 from ...results.records import TrialRecord
 from ...trial.launch import lost_trial, run_trial, stop_children
 from ...trial.task import TrialTask
+from ...units import plural
 from .base import Executor, OnDone, OnSkip
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # alloctune/, shipped to the nodes with the job
@@ -59,7 +60,7 @@ class RayExecutor(Executor):
         models = sorted(k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:"))
         problem = None
         if resources.get("GPU", 0) < gpus_per_trial:
-            problem = (f"the Ray cluster has {resources.get('GPU', 0):g} GPU(s) and each trial asks for "
+            problem = (f"the Ray cluster has {plural(int(resources.get('GPU', 0)), 'GPU')} and each trial asks for "
                        f"{gpus_per_trial}: start its GPU nodes with 'ray start --address ...'")
         elif accelerator and accelerator not in models:
             problem = OptionText("{ray_accelerator} {accelerator}: the Ray cluster has {models}",

@@ -1,0 +1,117 @@
+"""What a newcomer hit (issue 18), each as the command line does it now: the folders `export --workload` could mean,
+one a line; an interrupt after every file was written says where they are; a replay budget larger than the device
+is warned of; compare says where it wrote; a user's sweeps land in a folder of their own, never the repository's
+committed results/; a setting that takes (nearly) the whole card is called so; and the small wording."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from clirun import ROOT, cli
+
+from alloctune.results.folder import DEFAULT_RESULTS_ROOT
+
+VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
+TRACE = ROOT / "workloads" / "traces" / "transformer-varlen-h200.xz"
+RESULTS = ROOT / "results"
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "COLUMNS": "80"}
+
+
+def test_export_lists_the_folders_a_workload_could_mean_one_a_line(tmp_path):
+    names = ["transformer-varlen-h200-20261129-234646", "transformer-varlen-h200-20261130-200216",
+             "transformer-varlen-24gib-20261129-233651"]
+    for name in names:
+        shutil.copytree(RESULTS / name, tmp_path / name)
+    proc = cli("export", tmp_path, "--workload", "transformer-varlen")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    first, *listed = proc.stderr.splitlines()
+    assert first.startswith("alloctune: error: ") and first.endswith("give the folder itself, one of:")
+    assert "--workload" not in first   # it was given: the folders are what is left to choose
+    assert listed == [f"  {tmp_path / name}" for name in sorted(names)]
+    proc = cli("export", tmp_path)
+    assert proc.returncode == 2 and "choose one with --workload" in proc.stderr
+    assert f"  {tmp_path / names[0]} (workload 'transformer-varlen')" in proc.stderr.splitlines()
+
+
+def test_an_interrupt_after_every_file_was_written_says_where_they_are(tmp_path):
+    # A real SIGINT, delivered while the sweep prints its tables: every file is written by then.
+    code = ("import os, signal\n"
+            "import alloctune.report.summary as summary\n"
+            "summary.print_choice = lambda *a, **k: os.kill(os.getpid(), signal.SIGINT)\n"
+            "from alloctune.cli.main import main\n"
+            f"raise SystemExit(main(['sweep', {str(VARLEN)!r}, '--preset', 'h200', '--conf', "
+            f"'expandable_segments:True', '--results', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), **NO_GPU})
+    [folder] = tmp_path.iterdir()
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr
+    assert f"alloctune: interrupted; the sweep had finished; its results are in {folder}/" in \
+        " ".join(proc.stderr.split()), proc.stderr
+    assert {"summary.md", "best.env", "plot.png", "trials.jsonl", "choice.json"} <= {p.name for p in folder.iterdir()}
+
+
+def test_a_replay_budget_larger_than_the_device_is_warned_of():
+    proc = cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB", env=NO_GPU)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert ("warning: --budget 200.00 GiB is more than the device's 139.80 GiB (the recording GPU): the device runs "
+            "out first, so the budget limits nothing") in text
+    warnings = json.loads(cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB",
+                              "--device-memory", "150GiB", "--json").stdout)["warnings"]
+    assert any("is more than the device's 150.00 GiB (--device-memory)" in w for w in warnings)
+    fits = json.loads(cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "100GiB",
+                          "--json").stdout)["warnings"]
+    assert not any("--budget" in w for w in fits)
+    searched = cli("search", TRACE, "--max-settings", "20", "--budget", "200GiB", "--json")
+    assert any("is more than the device's" in w for w in json.loads(searched.stdout)["warnings"])
+
+
+def test_compare_without_o_says_where_it_wrote(tmp_path):
+    proc = cli("compare", RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200", cwd=tmp_path, env=NO_GPU)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "wrote ./compare.md and ./compare.png (the current folder; -o DIR writes elsewhere)" in said
+    assert (tmp_path / "compare.md").is_file() and (tmp_path / "compare.png").is_file()
+
+
+def test_a_users_sweeps_go_to_a_folder_of_their_own(tmp_path):
+    """Run where the README's set-up command runs it, in a checkout (here a copy of its workloads and results/):
+    the sweep lands in alloctune-results/, which git ignores, and the committed results/ stays as it was."""
+    shutil.copytree(ROOT / "workloads", tmp_path / "workloads")
+    (tmp_path / "results").mkdir()
+    proc = cli("sweep", "workloads/transformer-varlen.yaml", "--preset", "h200", "--conf", "expandable_segments:True",
+               cwd=tmp_path, env=NO_GPU)
+    assert proc.returncode == 0, proc.stderr
+    [folder] = (tmp_path / DEFAULT_RESULTS_ROOT).iterdir()
+    assert folder.name.startswith("transformer-varlen-h200-") and not any((tmp_path / "results").iterdir())
+    assert f"Results: {DEFAULT_RESULTS_ROOT}/{folder.name}/" in proc.stdout
+    assert f"/{DEFAULT_RESULTS_ROOT}/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_a_setting_that_takes_the_whole_card_is_called_so(tmp_path):
+    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "max_split_size_mb:128", "--results", tmp_path,
+               env={**NO_GPU, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr
+    [row] = [line for line in proc.stdout.splitlines() if line.startswith(" max_split_size_mb:128 ")]
+    assert row.split()[1:3] == ["whole", "card"] and "139.04 GiB" in row
+    said = ("max_split_size_mb:128 took (nearly) the whole card: peak reserved 139.04 GiB of its 139.80 GiB, so it "
+            "fits only because nothing else runs on the card")
+    assert said in " ".join(proc.stdout.split())
+    [folder] = tmp_path.iterdir()
+    assert f"- {said}" in (folder / "summary.md").read_text()
+    assert "| max_split_size_mb:128 | whole card | 139.04 GiB |" in (folder / "summary.md").read_text()
+    [choice] = json.loads((folder / "choice.json").read_text())["choices"]
+    [card] = [r["figures"] for r in choice["reasons_data"] if r["code"] == "whole_card"]   # as data too
+    assert card["device_bytes"] == 150109880320 and [s["conf"] for s in card["settings"]] == ["max_split_size_mb:128"]
+
+
+def test_small_wording():
+    for command in ("sweep", "record"):
+        usage = cli(command, "--help").stdout
+        assert "... ..." not in usage and "-- COMMAND ...]" in usage, usage
+    diagnosed = cli("diagnose", ROOT / "tests/fixtures/oom/public/v2_1-shortage.txt").stdout
+    assert "GPU g" not in diagnosed and "message: torch 2.1 ('GPU 0 has a total capacty of ...', spelt so)" in diagnosed
+    one = cli("compare", RESULTS / "transformer-varlen-h200-20261129-234646")
+    assert one.returncode == 2 and "hold 1 environment with trials" in one.stderr
