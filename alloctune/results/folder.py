@@ -34,6 +34,8 @@ class Skipped:
     conf: str
     reason: str
     env_id: str | None = None
+    problem: str | None = None   # the known problem's id (settings/known.py) where one skipped it
+    source: str | None = None    # ... and the public record it rests on
 
 
 @dataclass

@@ -151,7 +151,8 @@ def _settings(confs: list[AllocConf], probes: list[ProbeResult], runner: Executo
             for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
                 notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
-        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id)
+        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id,
+                            s.problem.id if s.problem else None, s.problem.source if s.problem else None)
                     for s in skips]
     return planned, skipped
 

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..results.records import Backend, trial_key
 from ..settings.conf import AllocConf
-from ..settings.versions import ALLOC_CONF_VARS
+from ..settings.known import ALLOC_CONF_VARS
 from ..workload.spec import DEFAULT_TIMEOUT_S
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # what a child needs on PYTHONPATH
