@@ -327,11 +327,14 @@ def unread_variables(environ: Mapping[str, str], torch_version: str) -> tuple[st
     return tuple(name for name in ALLOC_CONF_VARS if name in environ and name != used)
 
 
-def export_variable(torch_version: str) -> ExportVariable:
+def export_variable(torch_version: str | None) -> ExportVariable:
     """The variable to write for this torch: the first it reads, which nothing in the job's environment can
     shadow (a later name would lose to an inherited PYTORCH_CUDA_ALLOC_CONF), with the deprecation warning it
     may print there. Every known version reads PYTORCH_CUDA_ALLOC_CONF first; none reads a name without the
-    warning where that one prints it, so the warning is said, not avoided."""
+    warning where that one prints it, so the warning is said, not avoided. None (the torch is unknown): the
+    first variable every version reads, with no warning to say."""
+    if torch_version is None:
+        return ExportVariable(next(v for v in VARIABLES if v.read == Versions()).name, None)
     version = parse_version(torch_version)
     first = next(v for v in VARIABLES if version in v.read)
     warning = None
