@@ -15,6 +15,8 @@ from typing import Any, Union
 from ..errors import ResultsError
 from ..results.folder import ReasonRecord
 from ..results.typed import from_json
+from ..settings.known import Feature, Severity
+from .growth import Sample
 from .order import TieRule
 from .stats import Comparison
 from .summary import MemoryMeasure, SettingState
@@ -41,11 +43,17 @@ class Code(str, enum.Enum):
     DEVICE_MEMORY = "device_memory"           # memory compared as the driver's figure: backends differ
     TIES = "ties"                             # settings that tied with the winner, and the rule that decided
     UNSTABLE = "unstable"                     # caution: the winner's peak moved between repeats
+    REFUSED_UNSAFE = "refused_unsafe"         # settings refused for a known problem or a growth (each one's reason)
+    KNOWN_CAVEAT = "known_caveat"             # caution: the winner has a known problem that only warns
+    GROWTH_STEADY = "growth_steady"           # the growth check found the winner's reserved memory steady
+    GROWTH_UNDECIDED = "growth_undecided"     # caution: the growth check asked for could not compare two steps
     # a setting that may not be recommended (a runner-up's reason, or one of REFUSED_LOWER's)
     FAILED = "failed"
     MORE_MEMORY = "more_memory"
     MORE_RETRIES = "more_retries"
     TOO_SLOW = "too_slow"
+    KNOWN_PROBLEM = "known_problem"           # a known problem that refuses, for the features the job used
+    GROWING = "growing"                       # reserved kept rising while allocated did not (also: the default's caution)
     # a runner-up that may be recommended, against the winner
     LOSES_TIE = "loses_tie"
     COSTS_MORE = "costs_more"
@@ -122,6 +130,29 @@ class KeepDefault:
 @dataclass(frozen=True)
 class RefusedLower:
     refused: tuple[str, ...]         # each one's reason is its runner-up's
+
+
+@dataclass(frozen=True)
+class KnownProblem:
+    """An entry of the table of known problems (settings/known.py) that applies to a setting on the choice's
+    torch for the features the job used."""
+
+    problem: str                     # the entry's id
+    severity: Severity
+    source: str                      # the public record it rests on
+    torch_version: str | None        # the torch it was looked up for (None: unknown, every range counted)
+    features: tuple[Feature, ...] = ()   # what the job used that it concerns (empty: whatever the job does)
+
+
+@dataclass(frozen=True)
+class GrowthCheck:
+    """The growth check over one setting's repeats (decide/growth.py)."""
+
+    repeats: int                     # repeats that recorded samples
+    checked: int                     # ... with samples at k and 2k to compare
+    growing: int                     # ... where reserved rose while allocated did not
+    at_k: Sample | None = None       # the repeat with the largest rise of reserved: its samples at k and 2k
+    at_2k: Sample | None = None
 
 
 @dataclass(frozen=True)
@@ -214,7 +245,8 @@ class Precision:
 
 
 Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
-                Retries, Throughput, Ties, Unstable, MoreMemory, TooSlow, AgainstWinner, Precision]
+                Retries, Throughput, Ties, Unstable, MoreMemory, TooSlow, AgainstWinner, Precision, KnownProblem,
+                GrowthCheck]
 
 FIGURES: dict[Code, type] = {
     Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
@@ -222,6 +254,8 @@ FIGURES: dict[Code, type] = {
     Code.SAVES_MEMORY: SavesMemory, Code.SIM_RETRIES: Retries, Code.THROUGHPUT_UNCOMPARED: NoFigures,
     Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
     Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.TIES: Ties, Code.UNSTABLE: Unstable,
+    Code.REFUSED_UNSAFE: RefusedLower, Code.KNOWN_CAVEAT: KnownProblem, Code.GROWTH_STEADY: GrowthCheck,
+    Code.GROWTH_UNDECIDED: GrowthCheck, Code.KNOWN_PROBLEM: KnownProblem, Code.GROWING: GrowthCheck,
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
     Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,

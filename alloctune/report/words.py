@@ -8,11 +8,12 @@ from typing import Any, Callable, Mapping
 
 from ..decide.choice import Choice
 from ..decide.order import TieRule
-from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, KeepDefault, Measure, MoreMemory,
-                              NothingFits, Precision, Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput,
-                              TieBreak, Ties, TooSlow, Unstable)
+from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, GrowthCheck, KeepDefault, KnownProblem,
+                              Measure, MoreMemory, NothingFits, Precision, Reason, RefusedLower, Retries,
+                              SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unstable)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..settings.known import PROBLEMS, Feature, Severity
 from ..units import format_bytes
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -135,9 +136,12 @@ def _keep_default(f: KeepDefault, _: Refusals) -> str:
     return text
 
 
-def _refused_lower(f: RefusedLower, refusals: Refusals) -> str:
-    return (f"{len(f.refused)} setting(s) with less memory were refused: "
-            + "; ".join(f"{label(conf)} {sentence(refusals[conf])}" for conf in f.refused))
+def _refused(head: str, separator: str) -> Callable[[RefusedLower, Refusals], str]:
+    """`head`, then each refused setting and its runner-up reason."""
+    def say(f: RefusedLower, refusals: Refusals) -> str:
+        return (f"{len(f.refused)} setting(s) {head}: "
+                + "; ".join(f"{label(conf)}{separator}{sentence(refusals[conf])}" for conf in f.refused))
+    return say
 
 
 def _sim_retries(f: Retries, _: Refusals) -> str:
@@ -197,6 +201,62 @@ def _precision(f: Precision, _: Refusals) -> str:
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"
 
 
+# What a job did, as the start-up hook saw it: "the job <phrase>".
+FEATURES = {
+    Feature.CUDA_GRAPHS: "captured CUDA graphs",
+    Feature.GRAPH_SHARED_POOL: "shared a memory pool between CUDA graph captures",
+    Feature.COMPILE_CUDAGRAPHS: "asked torch.compile for CUDA graphs",
+    Feature.CUDA_IPC: "sent or received CUDA tensors between processes",
+    Feature.MEM_POOL: "used torch.cuda.MemPool",
+    Feature.MEM_POOL_CUSTOM_ALLOCATOR: "gave a MemPool its own allocator",
+    Feature.NCCL: "ran an NCCL process group",
+    Feature.NCCL_GRAPH_REGISTRATION: "left NCCL_GRAPH_REGISTER on (NCCL's default)",
+    Feature.NCCL_USER_BUFFERS: "registered NCCL user buffers",
+    Feature.RUNTIME_ALLOCATOR_CHANGE: "changed allocator settings at run time",
+    Feature.UNREAD_VARIABLE: "set an allocator variable its torch did not read",
+    Feature.VLLM: "imported vllm",
+    Feature.TORCH_MEMORY_SAVER: "imported torch_memory_saver",
+}
+_SEVERITY = {Severity.BROKEN: "break the job", Severity.WASTEFUL: "waste memory",
+             Severity.INEFFECTIVE: "take no effect (in part or whole)"}
+_BY_ID = {p.id: p for p in PROBLEMS}
+
+
+def features_phrase(features) -> str:
+    """'captured CUDA graphs and ran an NCCL process group'."""
+    said = [FEATURES[f] for f in features]
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else "".join(said)
+
+
+def _known(head: str) -> Callable[[KnownProblem, Refusals], str]:
+    def say(f: KnownProblem, _: Refusals) -> str:
+        torch = f" on torch {f.torch_version}" if f.torch_version else " (its torch unknown: every version counted)"
+        used = f"; the job {features_phrase(f.features)}" if f.features else ""
+        return f"{head}known to {_SEVERITY[f.severity]}{torch} ({f.problem}{used}): {_BY_ID[f.problem].reason}"
+    return say
+
+
+def _rise(f: GrowthCheck) -> str:
+    assert f.at_k is not None and f.at_2k is not None
+    return (f"reserved memory rose {format_bytes(f.at_2k.reserved - f.at_k.reserved)} from step {f.at_k.step} to "
+            f"step {f.at_2k.step} ({format_bytes(f.at_k.reserved)} to {format_bytes(f.at_2k.reserved)}) while "
+            f"allocated rose {format_bytes(f.at_2k.allocated - f.at_k.allocated)}")
+
+
+def _growing(f: GrowthCheck, _: Refusals) -> str:
+    return (f"growth check: {_rise(f)}, in {f.growing} of {f.checked} repeats: it keeps memory it cannot reuse, "
+            f"so a longer run would need more than this trial measured")
+
+
+def _growth_steady(f: GrowthCheck, _: Refusals) -> str:
+    return f"growth check: steady in all {f.checked} repeats compared (the largest change: {_rise(f)})"
+
+
+def _growth_undecided(f: GrowthCheck, _: Refusals) -> str:
+    return (f"caution: the growth check could not decide: none of the {f.repeats} repeats recorded samples at two "
+            f"steps to compare (the job ended before step 2K of --check-growth K)")
+
+
 def _fixed(text: str) -> Callable[[Any, Refusals], str]:
     return lambda f, _: text
 
@@ -206,7 +266,8 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
                            "(no throughput measured)"),
     Code.NOTHING_FITS: _nothing_fits,
     Code.NO_DEFAULT: _no_default,
-    Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default, Code.REFUSED_LOWER: _refused_lower,
+    Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default,
+    Code.REFUSED_LOWER: _refused("with less memory were refused", " "),
     Code.SAVES_MEMORY: _saves_memory, Code.SIM_RETRIES: _sim_retries,
     Code.THROUGHPUT_UNCOMPARED: _fixed("throughput was not compared (no throughput measured on one side)"),
     **{code: _throughput(code) for code in (Code.THROUGHPUT_UNTESTED, Code.THROUGHPUT_SAME,
@@ -215,6 +276,10 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
                                f"context included) for every setting: backends differ, and cudaMallocAsync's "
                                f"'reserved' is the driver pool's, not comparable with the native allocator's"),
     Code.TIES: _ties, Code.UNSTABLE: _unstable,
+    Code.REFUSED_UNSAFE: _refused("refused for what a short trial does not show", ": "),
+    Code.KNOWN_CAVEAT: _known("caution: the chosen setting is "),
+    Code.GROWTH_STEADY: _growth_steady, Code.GROWTH_UNDECIDED: _growth_undecided,
+    Code.KNOWN_PROBLEM: _known(""), Code.GROWING: _growing,
     Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
     Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
@@ -224,7 +289,7 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
 
 
 def sentence(reason: Reason, refusals: Refusals = {}) -> str:
-    """`reason` in words; `refusals`: the runners-up's reasons, for REFUSED_LOWER."""
+    """`reason` in words; `refusals`: the runners-up's reasons, for REFUSED_LOWER and REFUSED_UNSAFE."""
     return _SAY[reason.code](reason.figures, refusals)
 
 
