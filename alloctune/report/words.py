@@ -4,7 +4,7 @@ default is said in that setting's own runner-up reason).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..decide.choice import Choice
 from ..decide.order import TieRule
@@ -13,7 +13,7 @@ from ..decide.reasons import (AgainstWinner, Code, DefaultFailed, Failed, Growth
                               SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unstable)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
-from ..settings.known import PROBLEMS, Feature, Severity
+from ..settings.known import PROBLEMS, Feature, Problem, Severity
 from ..units import format_bytes
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -222,10 +222,22 @@ _SEVERITY = {Severity.BROKEN: "break the job", Severity.WASTEFUL: "waste memory"
 _BY_ID = {p.id: p for p in PROBLEMS}
 
 
-def features_phrase(features) -> str:
+def features_phrase(features: Iterable[Feature]) -> str:
     """'captured CUDA graphs and ran an NCCL process group'."""
     said = [FEATURES[f] for f in features]
     return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else "".join(said)
+
+
+def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
+    """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
+    job whose features are not known: each problem with what the job would have to do for it to apply."""
+    where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
+    if not found:
+        return f"alloctune's table of known problems has none for {conf} on {where}"
+    return (f"alloctune's table of known problems, for {conf} on {where}: check them against the job: "
+            + "; ".join(f"it can {_SEVERITY[p.severity]}"
+                        + (f" if the job {features_phrase(f for f in Feature if f in p.when)}" if p.when else "")
+                        + f" ({p.id}, {p.source})" for p in found))
 
 
 def _known(head: str) -> Callable[[KnownProblem, Refusals], str]:
