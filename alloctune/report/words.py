@@ -210,7 +210,7 @@ FEATURES = {
     Feature.MEM_POOL: "used torch.cuda.MemPool",
     Feature.MEM_POOL_CUSTOM_ALLOCATOR: "gave a MemPool its own allocator",
     Feature.NCCL: "ran an NCCL process group",
-    Feature.NCCL_GRAPH_REGISTRATION: "left NCCL_GRAPH_REGISTER on (NCCL's default)",
+    Feature.NCCL_GRAPH_REGISTRATION: "left NCCL_GRAPH_REGISTER on, NCCL's default",
     Feature.NCCL_USER_BUFFERS: "registered NCCL user buffers",
     Feature.RUNTIME_ALLOCATOR_CHANGE: "changed allocator settings at run time",
     Feature.UNREAD_VARIABLE: "set an allocator variable its torch did not read",
@@ -230,14 +230,20 @@ def features_phrase(features: Iterable[Feature]) -> str:
 
 def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
     """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
-    job whose features are not known: each problem with what the job would have to do for it to apply."""
+    job whose features are not known: by severity, what the job would have to do for each to apply, and its
+    source."""
     where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
     if not found:
         return f"alloctune's table of known problems has none for {conf} on {where}"
-    return (f"alloctune's table of known problems, for {conf} on {where}: check them against the job: "
-            + "; ".join(f"it can {_SEVERITY[p.severity]}"
-                        + (f" if the job {features_phrase(f for f in Feature if f in p.when)}" if p.when else "")
-                        + f" ({p.id}, {p.source})" for p in found))
+    said = []
+    for severity in Severity:
+        ours = [p for p in found if p.severity is severity]
+        always = [f"whatever the job does ({p.source})" for p in ours if not p.when]
+        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})" for p in ours if p.when]
+        if always or when:
+            said.append(f"it can {_SEVERITY[severity]} " + "; or ".join(
+                always + (["if the job " + "; or if it ".join(when)] if when else [])))
+    return f"alloctune's table of known problems, for {conf} on {where}, to check against the job: " + "; ".join(said)
 
 
 def _known(head: str) -> Callable[[KnownProblem, Refusals], str]:
