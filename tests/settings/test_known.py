@@ -97,6 +97,8 @@ def test_degenerate_inputs():
     with pytest.raises(ConfError, match="torch version"):
         problems(AllocConf.parse("expandable_segments:True"), "not-a-version")
     assert export_variable("2.13.0").name == "PYTORCH_CUDA_ALLOC_CONF"
+    # a torch not named: the name every version reads first, and no warning that may not apply
+    assert (export_variable(None).name, export_variable(None).warning) == ("PYTORCH_CUDA_ALLOC_CONF", None)
 
 
 def test_setting_and_versions_read_as_words():
