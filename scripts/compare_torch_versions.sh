@@ -66,7 +66,7 @@ for c in "${grid[@]}"; do confs+=(--conf "$c"); done
 
 "$NEW_PYTHON" -m alloctune compare "$SWEEP" -o "$OUT"
 
-# What each version's job should set: torch 2.1 reads only PYTORCH_CUDA_ALLOC_CONF, 2.10+ also PYTORCH_ALLOC_CONF.
+# What each version's job should set: the variable it reads first (PYTORCH_CUDA_ALLOC_CONF for every torch from 2.1).
 envs=$("$NEW_PYTHON" -c 'import json, sys; print(*(c["env_id"] for c in json.load(open(sys.argv[1]))["choices"]))' \
       "$SWEEP/choice.json")
 for env_id in $envs; do

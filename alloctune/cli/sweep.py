@@ -24,7 +24,7 @@ FLAGS = {
     "max_slowdown": "--max-slowdown", "timeout_s": "--timeout", "pythons": "--python", "backend": "--backend",
     "executor": "--executor", "ray_address": "--ray-address", "ray_accelerator": "--ray-accelerator",
     "trace": "--trace", "search": "--search", "finalists": "--finalists", "results_root": "--results",
-    "out": "--out", "fresh": "--fresh",
+    "out": "--out", "fresh": "--fresh", "check_growth": "--check-growth",
     "metric_regex": "--metric-regex", "unit": "--unit", "warmup_steps": "--warmup-steps", "steps": "--steps",
     "step_on": "--step-on", "name": "--name", "cwd": "--cwd", "isolate_cwd": "--isolate-cwd",
 }
@@ -98,6 +98,10 @@ def _command(command) -> None:
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
+    command.add_argument("--check-growth", type=positive_int, metavar="K",
+                         help="a longer check, for what a short trial cannot show: sample reserved and allocated "
+                              "memory at steps K and 2K of each trial (the job must run 2K steps) and refuse a "
+                              "setting whose reserved memory keeps rising while allocated does not")
 
 
 def _how(p) -> None:

@@ -1,4 +1,5 @@
 """Pure decisions over recorded trials: statistics (`stats`), per-setting results (`summary`), the one ordering of
 settings (`order`), the choice (`choice`) and its reasons as data (`reasons`), rounds of repeats (`rounds`) and how
-precise they got (`precision`), what a sweep planned (`planned`), whether reserved memory keeps growing (`growth`).
+precise they got (`precision`), what a sweep planned (`planned`), whether reserved memory keeps growing (`growth`),
+what a short trial cannot show: known problems for the job's features and the growth check, as reasons (`safety`).
 No words: report/ says the reasons."""

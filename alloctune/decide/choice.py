@@ -8,7 +8,8 @@ recommended, so the default stays unless something beats it by more than the tie
 always the pair's own comparison (`SettingResult.compared_with`: peak reserved within a backend, device memory
 across backends), and so are the figures the reasons quote. Replayed traces ('sim') have no
 throughput: they are judged on memory, and a setting that needs more release-and-retry rounds than the default
-(each one synchronises the device) is refused.
+(each one synchronises the device) is refused. What a short trial cannot show refuses a setting before any figure
+does, or qualifies the winner (`safety.py`): a known problem for the features the job used, a growth.
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, TypeGuard
 
 from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend
+from ..settings.known import Feature
 from .order import preferred, ranked, tie_rule, within
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
                       Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
                       SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard,
                       finite)
+from .safety import Safety, job_features, safety, target_torch
 from .stats import Comparison
 from .summary import DEVICE_AGREEMENT, MemoryMeasure, SettingResult, versus
 
@@ -52,6 +55,7 @@ class Choice:
     # Set from sweep.json as well: fewer recorded than planned = an interrupted sweep.
     trials_recorded: int = 0
     trials_planned: int | None = None
+    features: tuple[Feature, ...] = ()   # what the job used, as its trials observed it (known.Feature order)
 
     @property
     def simulated(self) -> bool:
@@ -106,11 +110,18 @@ def _too_slow(c: Comparison | None) -> TypeGuard[Comparison]:
     return c is not None and c.slower_beyond_tolerance
 
 
-def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float) -> Reason | None:
-    """Why `s` may not be recommended, or None when it may."""
+def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float, unsafe: Safety) -> Reason | None:
+    """Why `s` may not be recommended, or None when it may. A known problem comes first: it may be why `s`
+    failed, and it refuses `s` whatever `s` measured."""
+    if unsafe.refusal is not None:
+        return unsafe.refusal
     if not s.fits:
         return Reason(Code.FAILED, _failed(s))
-    if s.is_default or base is None or not base.fits:
+    if s.is_default:
+        return None
+    if unsafe.growth is not None and unsafe.growth.code is Code.GROWING:
+        return unsafe.growth
+    if base is None or not base.fits:
         return None
     measure, mine, default = s.compared_with(base)
     if mine > default:
@@ -155,22 +166,24 @@ def _tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
 
 
 def _kept(base: SettingResult, members: list[SettingResult], eligible: list[SettingResult],
-          tie: float) -> list[Reason]:
-    """The default won: nothing else lowers memory by more than the tie, and which lower settings were refused."""
+          tie: float, unsafe: set[str]) -> list[Reason]:
+    """The default won: nothing else lowers memory by more than the tie, and which lower settings were refused
+    (those refused as unsafe are said apart, REFUSED_UNSAFE)."""
     others = [s.compared_with(base) + (s,) for s in eligible if not s.is_default]
     kept = KeepDefault(base.memory_measure, tie, base.peak)
     if others:   # the closest: the least memory against the default's, each pair on its own measure
         measure, mine, default, low = min(others, key=lambda o: (o[1] / o[2] if o[2] else 1.0, o[3].conf))
         kept = KeepDefault(measure, tie, default, low.conf, mine)
     reasons = [Reason(Code.KEEP_DEFAULT, kept)]
-    lower_rejected = [s for s in members if s.fits and _lower(s, base) and all(s is not e for e in eligible)]
+    lower_rejected = [s for s in members if s.fits and _lower(s, base) and all(s is not e for e in eligible)
+                      and s.conf not in unsafe]
     if lower_rejected:
         reasons.append(Reason(Code.REFUSED_LOWER, RefusedLower(tuple(s.conf for s in lower_rejected))))
     return reasons
 
 
 def _reasons(best: SettingResult | None, base: SettingResult | None, members: list[SettingResult],
-             eligible: list[SettingResult], max_slowdown: float, tie: float) -> list[Reason]:
+             eligible: list[SettingResult], max_slowdown: float, tie: float, unsafe: set[str]) -> list[Reason]:
     if best is None:
         counts = sorted(Counter(s.state for s in members).items())
         return [Reason(Code.NOTHING_FITS, NothingFits(members[0].budget_bytes, len(members),
@@ -181,7 +194,7 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
         reasons = [Reason(Code.DEFAULT_FAILED, DefaultFailed(_failed(base), best.conf, best.memory_measure,
                                                              best.peak, len(eligible)))]
     elif best.is_default:
-        reasons = _kept(base, members, eligible, tie)
+        reasons = _kept(base, members, eligible, tie, unsafe)
     else:
         reasons = [_memory_reason(best, base),
                    Reason(Code.SIM_RETRIES, Retries(best.num_alloc_retries, base.num_alloc_retries))
@@ -225,8 +238,8 @@ def _whole_card(members: list[SettingResult]) -> list[Reason]:
 
 
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
-             max_slowdown: float, tie: float) -> Reason:
-    if rejected := _rejection(s, base, max_slowdown):
+             max_slowdown: float, tie: float, unsafe: Safety) -> Reason:
+    if rejected := _rejection(s, base, max_slowdown, unsafe):
         return rejected
     assert best is not None   # with nothing to recommend, every setting has a rejection
     c = _comparison(s, base, max_slowdown)
@@ -238,18 +251,28 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
 
 def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float) -> Choice:
     base = next((s for s in members if s.is_default), None)
-    eligible = [s for s in members if _rejection(s, base, max_slowdown) is None]
-    best = preferred(eligible, tie)
     first = members[0].trials[0]
-    reasons = _reasons(best, base, members, eligible, max_slowdown, tie)
+    features = job_features(r for s in members for r in s.trials)
+    torch_version = target_torch(first.env)
+    safe = {s.conf: safety(s.conf, s.trials, torch_version, features) for s in members}
+    eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf]) is None]
+    best = preferred(eligible, tie)
+    runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf]))
+                       for s in ranked(members) if s is not best)
+    unsafe = tuple(s.conf for s, why in runners_up if why.code in (Code.KNOWN_PROBLEM, Code.GROWING))
+    reasons = _reasons(best, base, members, eligible, max_slowdown, tie, set(unsafe))
+    reasons += [Reason(Code.REFUSED_UNSAFE, RefusedLower(unsafe))] if unsafe else []
+    if best is not None:   # what qualifies the winner: its known problems that only warn, its growth check
+        winner = safe[best.conf]
+        reasons += list(winner.caveats) + ([winner.growth] if winner.growth is not None else [])
     caveats = [Reason(Code.SIMULATED)] if best is not None and best.simulated else []
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
-        reasons=tuple(caveats + reasons + _whole_card(members)), decision=reasons[0],
-        runners_up=tuple((s, _why_not(s, best, base, max_slowdown, tie)) for s in ranked(members) if s is not best),
+        reasons=tuple(caveats + reasons + _whole_card(members)), decision=reasons[0], runners_up=runners_up,
         max_slowdown=max_slowdown, tie=tie, env=dict((best or base or members[0]).trials[0].env),
         workload=first.workload, workload_hash=first.workload_hash,
-        compared=tuple(s for s in members if s.fits and s.vs_default is not None))
+        compared=tuple(s for s in members if s.fits and s.vs_default is not None),
+        features=tuple(f for f in Feature if f in features))
 
 
 def choose(settings: Iterable[SettingResult], max_slowdown: float = DEFAULT_MAX_SLOWDOWN,

@@ -15,6 +15,8 @@ from typing import Any, Union
 from ..errors import ResultsError
 from ..results.folder import ReasonRecord
 from ..results.typed import from_json
+from ..settings.known import Feature, Severity
+from .growth import Sample
 from .order import TieRule
 from .stats import Comparison
 from .summary import Contamination, MemoryMeasure, SettingState
@@ -44,11 +46,17 @@ class Code(str, enum.Enum):
     TIES = "ties"                             # settings that tied with the winner, and the rule that decided
     UNSTABLE = "unstable"                     # caution: the winner's peak moved between repeats
     WHOLE_CARD = "whole_card"                 # caveat: settings that fit only by taking (nearly) the whole card
+    REFUSED_UNSAFE = "refused_unsafe"         # settings refused for a known problem or a growth (each one's reason)
+    KNOWN_CAVEAT = "known_caveat"             # caution: the winner has a known problem that only warns
+    GROWTH_STEADY = "growth_steady"           # the growth check found the winner's reserved memory steady
+    GROWTH_UNDECIDED = "growth_undecided"     # caution: the growth check asked for could not compare two steps
     # a setting that may not be recommended (a runner-up's reason, or one of REFUSED_LOWER's)
     FAILED = "failed"
     MORE_MEMORY = "more_memory"
     MORE_RETRIES = "more_retries"
     TOO_SLOW = "too_slow"
+    KNOWN_PROBLEM = "known_problem"           # a known problem that refuses, for the features the job used
+    GROWING = "growing"                       # reserved kept rising while allocated did not (also: the default's caution)
     # a runner-up that may be recommended, against the winner
     LOSES_TIE = "loses_tie"
     COSTS_MORE = "costs_more"
@@ -129,6 +137,29 @@ class KeepDefault:
 @dataclass(frozen=True)
 class RefusedLower:
     refused: tuple[str, ...]         # each one's reason is its runner-up's
+
+
+@dataclass(frozen=True)
+class KnownProblem:
+    """An entry of the table of known problems (settings/known.py) that applies to a setting on the choice's
+    torch for the features the job used."""
+
+    problem: str                     # the entry's id
+    severity: Severity
+    source: str                      # the public record it rests on
+    torch_version: str | None        # the torch it was looked up for (None: unknown, every range counted)
+    features: tuple[Feature, ...] = ()   # what the job used that it concerns (empty: whatever the job does)
+
+
+@dataclass(frozen=True)
+class GrowthCheck:
+    """The growth check over one setting's repeats (decide/growth.py)."""
+
+    repeats: int                     # repeats that recorded samples
+    checked: int                     # ... with samples at k and 2k to compare
+    growing: int                     # ... where reserved rose while allocated did not
+    at_k: Sample | None = None       # the repeat with the largest rise of reserved: its samples at k and 2k
+    at_2k: Sample | None = None
 
 
 @dataclass(frozen=True)
@@ -288,7 +319,7 @@ class WholeCard:
 
 Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
                 Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
-                MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard]
+                MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard, KnownProblem, GrowthCheck]
 
 FIGURES: dict[Code, type] = {
     Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
@@ -298,6 +329,8 @@ FIGURES: dict[Code, type] = {
     Code.THROUGHPUT_DIFFERS: Throughput, Code.DEVICE_MEMORY: NoFigures, Code.DEVICE_CONTAMINATED: Contaminated,
     Code.DEVICE_SPREAD: DeviceSpread, Code.TIES: Ties, Code.UNSTABLE: Unstable,
     Code.LOSES_ON_MEMORY: Unmeasured, Code.BACKEND_SKIPPED: BackendSkipped,
+    Code.REFUSED_UNSAFE: RefusedLower, Code.KNOWN_CAVEAT: KnownProblem, Code.GROWTH_STEADY: GrowthCheck,
+    Code.GROWTH_UNDECIDED: GrowthCheck, Code.KNOWN_PROBLEM: KnownProblem, Code.GROWING: GrowthCheck,
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
     Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,

@@ -12,7 +12,10 @@ Figures come from the snapshot where it has them (exact), else from the message 
 and the card's total come from the message or from what `dump_on_oom` stored. `verdict.judge` names the cause.
 With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
 reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
-recommendation.
+recommendation. The setting recommended (or, without a replay, the one the verdict suggests trying) is looked up
+in the table of known problems (`settings/known.py`) for the torch the snapshot names (a message does not name
+one: then every version counts), and the next steps say what the table holds for it: the problems that depend
+on what the job does, for the user to check against it (diagnose cannot see the job).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
+from ..settings.known import Feature, Problem
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
@@ -45,6 +49,9 @@ class Diagnosis:
     recommended_conf: str | None = None        # a PYTORCH_CUDA_ALLOC_CONF value that would have fit, by replay
     recommended_peak_reserved: int | None = None
     warnings: list[str] = field(default_factory=list)
+    checked_conf: str | None = None            # the setting looked up in the table of known problems
+    torch_version: str | None = None           # ... for this torch (None: not known, every version counted)
+    known_problems: list[Problem] = field(default_factory=list)   # what the table holds for it, worst first
 
     @property
     def next_steps(self) -> list[str]:
@@ -60,6 +67,10 @@ class Diagnosis:
                             "real run")
         elif self.replay is not None and not self.replay.fitting:
             steps.insert(0, "by replay, no setting tried would have avoided this OOM")
+        if self.checked_conf is not None:   # right after the step that names it
+            from ..report.words import known_problems_line
+
+            steps.insert(1, known_problems_line(self.checked_conf, self.torch_version, self.known_problems))
         return steps
 
     def picture(self) -> list[str]:
@@ -73,7 +84,12 @@ class Diagnosis:
                 "replay": self.replay.to_json() if self.replay else None,
                 "recommended_conf": self.recommended_conf,
                 "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
-                "warnings": self.warnings}
+                "warnings": self.warnings,
+                "known_problems": None if self.checked_conf is None else {
+                    "conf": self.checked_conf, "torch_version": self.torch_version,
+                    "problems": [{"id": p.id, "severity": p.severity.value, "when": [f.value for f in Feature
+                                                                                     if f in p.when],
+                                  "versions": str(p.versions), "source": p.source} for p in self.known_problems]}}
 
 
 def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
@@ -111,7 +127,21 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
         _replay(result, snapshot, view, facts, confs, jobs)
+    _check_known(result, view.extra.get("torch_version") if view is not None else None)
     return result
+
+
+def _check_known(result: Diagnosis, torch_version: str | None) -> None:
+    """Look up the setting the next steps recommend in the table of known problems, for any job (diagnose does not
+    see which features the job uses: every entry of the setting's on that torch counts)."""
+    from ..settings.conf import AllocConf
+    from ..settings.known import problems
+
+    conf = result.recommended_conf or (result.verdict.suggested_conf if result.verdict else None)
+    if conf is None:
+        return
+    result.checked_conf, result.torch_version = conf, torch_version
+    result.known_problems = problems(AllocConf.parse(conf), torch_version, set(Feature))
 
 
 def _read(name: str) -> tuple[dict | OomMessage, str | None]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from ..units import MiB, format_bytes
 
 SHORTAGE, FRAGMENTATION, OTHER_PROCESSES, BUDGET = "shortage", "fragmentation", "other-processes", "budget"
+EXPANDABLE = "expandable_segments:True"   # what fragmentation suggests trying
 # What the CUDA context and libraries hold per process, when nothing measured it: 755-783 MiB on the H200
 # (torch 2.11), the rest of the 1.36 GiB between nvidia-smi's and torch's totals being the driver's own.
 CONTEXT_ESTIMATE = 1024 * MiB
@@ -78,6 +79,7 @@ class Verdict:
     next_steps: list[str]
     sure: bool = True
     notes: list[str] = field(default_factory=list)
+    suggested_conf: str | None = None              # the setting the steps suggest trying, untested
 
     def to_json(self) -> dict:
         return {"cause": self.cause, "summary": self.summary, "numbers": self.numbers, "reasons": self.reasons,
@@ -181,7 +183,7 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     if f.largest_free_block is not None:
         reasons.append(f"the largest free block was {fb(f.largest_free_block)}, smaller than the request")
     budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
-    steps = ["try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (memory is mapped page by page, so free pages "
+    steps = [f"try PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE} (memory is mapped page by page, so free pages "
              "between live tensors are given back and reused)",
              f"check it offline on a snapshot (alloctune.dump_on_oom): `{replay_hint}{budget} "
              "--conf expandable_segments:True --conf max_split_size_mb:512`, or measure the settings: "
@@ -189,7 +191,7 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     enough = "enough for" if u >= q else f"with the {fb(f.device_free)} free on the card enough for"
     return Verdict(FRAGMENTATION, f"Cached, fragmented memory: {fb(u)} was reserved but unused, {enough} the "
                    f"{fb(q)} request, yet in pieces too small for it.", numbers, reasons, steps,
-                   sure=margin > _tolerance(f) and u > _tolerance(f), notes=notes)
+                   sure=margin > _tolerance(f) and u > _tolerance(f), notes=notes, suggested_conf=EXPANDABLE)
 
 
 def _tolerance(f: OomFacts) -> int:

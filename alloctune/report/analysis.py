@@ -11,6 +11,7 @@ from dataclasses import replace
 from ..decide.choice import Choice, choose
 from ..decide.planned import planned_trials, recorded_trials
 from ..decide.precision import precision
+from ..decide.safety import target_torch
 from ..decide.summary import SettingResult, summarize_settings
 from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp
 from .words import decision_line, precision_line, reason_lines, sentence
@@ -63,7 +64,7 @@ def choice_record(choice: Choice) -> ChoiceRecord:
         fits=best is not None, conf=best.conf if best else None, label=best.label if best else "nothing fits",
         baseline="", is_default=bool(best and best.is_default), simulated=choice.simulated,
         # A replay follows the torch it was simulated as, not the one the trace was recorded with.
-        torch_version=choice.env.get("simulated_as") or choice.env.get("torch"), env=choice.env,
+        torch_version=target_torch(choice.env), env=choice.env, features=tuple(f.value for f in choice.features),
         decision=decision_line(choice), reasons=tuple(reason_lines(choice)),
         runners_up=tuple(RunnerUp(s.conf, sentence(why), why.record()) for s, why in choice.runners_up),
         decision_data=choice.decision.record(), reasons_data=tuple(r.record() for r in choice.reasons),

@@ -11,11 +11,16 @@ Formats:
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container `env:` list (YAML), to paste under `containers[i]`.
 
-Which variable: `versions.env_var_names(torch)` (PYTORCH_CUDA_ALLOC_CONF always; from 2.10 also
-PYTORCH_ALLOC_CONF, which that torch reads when the first is unset), for the torch the choice was made for: the
-one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's `torch_version`),
-not the one the trace was recorded with. Every name it returns gets the same value, so the job gets this setting
-whichever of the two its environment already sets.
+Which variable: the one the target torch reads first, `known.export_variable(torch)`, for the torch the choice
+was made for: the one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's
+`torch_version`), not the one the trace was recorded with. Every torch alloctune knows reads
+PYTORCH_CUDA_ALLOC_CONF first, and the first one set is used whole: set, even to an empty value, it shadows a
+PYTORCH_ALLOC_CONF the job inherits (seen on torch 2.13 with `torch._C._accelerator_getAllocatorSettings()`), so
+it is the one name written. (Up to December 2026 export wrote PYTORCH_ALLOC_CONF beside it from 2.10: a second
+copy torch never reads while the first is set, which also kept no warning away.) Where that torch may print a
+deprecation warning for it (2.9 to 2.12, `known.VARIABLES`), a comment says so: no name avoids it there, since
+PYTORCH_ALLOC_CONF alone would lose to an inherited PYTORCH_CUDA_ALLOC_CONF (and 2.9 ignores it). A choice that
+does not name its torch gets the same name: every torch reads it.
 
 When the default is best, the variables are exported with an EMPTY value and a comment saying so. PyTorch
 treats a set-but-empty variable as "no options" (c10::utils::get_env returns "", parseArgs("") changes nothing),
@@ -34,7 +39,8 @@ from ..errors import AlloctuneError, ConfError, OptionText, ResultsError
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
-from ..settings.versions import NEWEST_KNOWN, check_conf, env_var_names
+from ..settings.known import export_variable
+from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
@@ -53,13 +59,12 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     if fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     value = _value(choice)
-    torch_version = choice.torch_version
-    # Every torch reads PYTORCH_CUDA_ALLOC_CONF: it is the safe answer when the choice does not name its torch.
-    names = env_var_names(torch_version) if torch_version else ("PYTORCH_CUDA_ALLOC_CONF",)
-    comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else [])
+    variable = export_variable(choice.torch_version)
+    name, warning = variable.name, variable.warning
+    comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else []) + ([warning] if warning else [])
     if fmt == "json":
-        return _json(choice, names, value, comments[0])
-    return _WRITERS[fmt](names, value, comments)
+        return _json(choice, name, value, comments[0], warning)
+    return _WRITERS[fmt](name, value, comments)
 
 
 def _value(choice: ChoiceRecord) -> str:
@@ -79,28 +84,32 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _env(names, value, comments) -> str:
-    return "".join(f"# {c}\n" for c in comments) + "".join(f"{n}={value}\n" for n in names)
+def _comments(comments: list[str]) -> str:
+    return "".join(f"# {c}\n" for c in comments)
 
 
-def _shell(names, value, comments) -> str:
+def _env(name: str, value: str, comments: list[str]) -> str:
+    return _comments(comments) + f"{name}={value}\n"
+
+
+def _shell(name: str, value: str, comments: list[str]) -> str:
     quoted = "'" + value.replace("'", "'\\''") + "'"  # no-op for _LITERAL values; kept so quoting is never wrong
-    return "".join(f"# {c}\n" for c in comments) + "".join(f"export {n}={quoted}\n" for n in names)
+    return _comments(comments) + f"export {name}={quoted}\n"
 
 
-def _docker(names, value, comments) -> str:
-    return "".join(f"# {c}\n" for c in comments) + "".join(f'ENV {n}="{value}"\n' for n in names)
+def _docker(name: str, value: str, comments: list[str]) -> str:
+    return _comments(comments) + f'ENV {name}="{value}"\n'
 
 
-def _k8s(names, value, comments) -> str:
+def _k8s(name: str, value: str, comments: list[str]) -> str:
     # json.dumps gives a YAML double-quoted scalar: always a string, never read as a bool, number or null.
-    items = "".join(f"  - name: {n}\n    value: {json.dumps(value)}\n" for n in names)
-    return "".join(f"# {c}\n" for c in comments) + "env:\n" + items
+    return _comments(comments) + f"env:\n  - name: {name}\n    value: {json.dumps(value)}\n"
 
 
-def _json(choice: ChoiceRecord, names, value: str, source: str) -> str:
+def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str | None) -> str:
     data = {
-        "env": {n: value for n in names},
+        "env": {name: value},
+        "warning": warning,
         "conf": value,
         "is_default": value == "",
         "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,

@@ -18,7 +18,7 @@ from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, print_table, whole_settings
-from .words import TIME_SOURCES, format_rate, precision_line, reason_lines, runner_up_lines
+from .words import TIME_SOURCES, features_phrase, format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -236,6 +236,8 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
                   f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in reason_lines(choice)] + [""]
+    if choice.features:   # what the table of known problems was consulted for
+        lines += [f"Observed in the job (the start-up hook, every trial): it {features_phrase(choice.features)}.", ""]
     if precision := precision_line(choice):
         lines += [f"Precision: {precision}.", ""]
     keep, rows = _shown(group, choice)

@@ -4,17 +4,18 @@ default is said in that setting's own runner-up reason).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..decide.choice import Choice
 from ..decide.order import TieRule
 from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
-                              KeepDefault, Measure, MoreMemory, NothingFits, Precision, Reason, RefusedLower,
-                              Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured, Unstable,
-                              WholeCard)
+                              GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
+                              Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow,
+                              Unmeasured, Unstable, WholeCard)
 from ..decide.stats import Comparison
 from ..decide.summary import Contamination, MemoryMeasure, SettingResult, SettingState
 from ..results.records import ThroughputSource
+from ..settings.known import PROBLEMS, Feature, Problem, Severity
 from ..units import format_bytes, plural
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -137,9 +138,14 @@ def _keep_default(f: KeepDefault, _: Refusals) -> str:
     return text
 
 
-def _refused_lower(f: RefusedLower, refusals: Refusals) -> str:
-    return (f"{plural(len(f.refused), 'setting')} with less memory {'was' if len(f.refused) == 1 else 'were'} refused: "
-            + "; ".join(f"{label(conf)} {sentence(refusals[conf])}" for conf in f.refused))
+def _refused(head: str, separator: str) -> Callable[[RefusedLower, Refusals], str]:
+    """'N settings <head>', then each refused setting and its runner-up reason; `head` says 'were', given one
+    setting 'was'."""
+    def say(f: RefusedLower, refusals: Refusals) -> str:
+        verb = head if len(f.refused) != 1 else head.replace("were ", "was ", 1)
+        return (f"{plural(len(f.refused), 'setting')} {verb}: "
+                + "; ".join(f"{label(conf)}{separator}{sentence(refusals[conf])}" for conf in f.refused))
+    return say
 
 
 def _sim_retries(f: Retries, _: Refusals) -> str:
@@ -252,6 +258,80 @@ def _whole_card(f: WholeCard, _: Refusals) -> str:
             f"{'it fits' if one else 'they fit'} only because nothing else runs on the card")
 
 
+# What a job did, as the start-up hook saw it: "the job <phrase>".
+FEATURES = {
+    Feature.CUDA_GRAPHS: "captured CUDA graphs",
+    Feature.GRAPH_SHARED_POOL: "shared a memory pool between CUDA graph captures",
+    Feature.COMPILE_CUDAGRAPHS: "asked torch.compile for CUDA graphs",
+    Feature.CUDA_IPC: "sent or received CUDA tensors between processes",
+    Feature.MEM_POOL: "used torch.cuda.MemPool",
+    Feature.MEM_POOL_CUSTOM_ALLOCATOR: "gave a MemPool its own allocator",
+    Feature.NCCL: "ran an NCCL process group",
+    Feature.NCCL_GRAPH_REGISTRATION: "left NCCL_GRAPH_REGISTER on, NCCL's default",
+    Feature.NCCL_USER_BUFFERS: "registered NCCL user buffers",
+    Feature.RUNTIME_ALLOCATOR_CHANGE: "changed allocator settings at run time",
+    Feature.UNREAD_VARIABLE: "set an allocator variable its torch did not read",
+    Feature.VLLM: "imported vllm",
+    Feature.TORCH_MEMORY_SAVER: "imported torch_memory_saver",
+}
+_SEVERITY = {Severity.BROKEN: "break the job", Severity.WASTEFUL: "waste memory",
+             Severity.INEFFECTIVE: "take no effect (in part or whole)"}
+_BY_ID = {p.id: p for p in PROBLEMS}
+
+
+def features_phrase(features: Iterable[Feature]) -> str:
+    """'captured CUDA graphs and ran an NCCL process group'."""
+    said = [FEATURES[f] for f in features]
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else "".join(said)
+
+
+def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
+    """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
+    job whose features are not known: by severity, what the job would have to do for each to apply, and its
+    source."""
+    where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
+    if not found:
+        return f"alloctune's table of known problems has none for {conf} on {where}"
+    said = []
+    for severity in Severity:
+        ours = [p for p in found if p.severity is severity]
+        always = [f"whatever the job does ({p.source})" for p in ours if not p.when]
+        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})" for p in ours if p.when]
+        if always or when:
+            said.append(f"it can {_SEVERITY[severity]} " + "; or ".join(
+                always + (["if the job " + "; or if it ".join(when)] if when else [])))
+    return f"alloctune's table of known problems, for {conf} on {where}, to check against the job: " + "; ".join(said)
+
+
+def _known(head: str) -> Callable[[KnownProblem, Refusals], str]:
+    def say(f: KnownProblem, _: Refusals) -> str:
+        torch = f" on torch {f.torch_version}" if f.torch_version else " (its torch unknown: every version counted)"
+        used = f"; the job {features_phrase(f.features)}" if f.features else ""
+        return f"{head}known to {_SEVERITY[f.severity]}{torch} ({f.problem}{used}): {_BY_ID[f.problem].reason}"
+    return say
+
+
+def _rise(f: GrowthCheck) -> str:
+    assert f.at_k is not None and f.at_2k is not None
+    return (f"reserved memory rose {format_bytes(f.at_2k.reserved - f.at_k.reserved)} from step {f.at_k.step} to "
+            f"step {f.at_2k.step} ({format_bytes(f.at_k.reserved)} to {format_bytes(f.at_2k.reserved)}) while "
+            f"allocated rose {format_bytes(f.at_2k.allocated - f.at_k.allocated)}")
+
+
+def _growing(f: GrowthCheck, _: Refusals) -> str:
+    return (f"growth check: {_rise(f)}, in {f.growing} of {f.checked} repeats: it keeps memory it cannot reuse, "
+            f"so a longer run would need more than this trial measured")
+
+
+def _growth_steady(f: GrowthCheck, _: Refusals) -> str:
+    return f"growth check: steady in all {f.checked} repeats compared (the largest change: {_rise(f)})"
+
+
+def _growth_undecided(f: GrowthCheck, _: Refusals) -> str:
+    return (f"caution: the growth check could not decide: none of the {f.repeats} repeats recorded samples at two "
+            f"steps to compare (the job ended before step 2K of --check-growth K)")
+
+
 def _fixed(text: str) -> Callable[[Any, Refusals], str]:
     return lambda f, _: text
 
@@ -261,7 +341,8 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
                            "(no throughput measured)"),
     Code.NOTHING_FITS: _nothing_fits,
     Code.NO_DEFAULT: _no_default,
-    Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default, Code.REFUSED_LOWER: _refused_lower,
+    Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default,
+    Code.REFUSED_LOWER: _refused("with less memory were refused", " "),
     Code.SAVES_MEMORY: _saves_memory, Code.SIM_RETRIES: _sim_retries,
     Code.THROUGHPUT_UNCOMPARED: _fixed("throughput was not compared (no throughput measured on one side)"),
     **{code: _throughput(code) for code in (Code.THROUGHPUT_UNTESTED, Code.THROUGHPUT_SAME,
@@ -273,6 +354,10 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.DEVICE_CONTAMINATED: _contaminated, Code.DEVICE_SPREAD: _device_spread,
     Code.LOSES_ON_MEMORY: _loses_on_memory, Code.BACKEND_SKIPPED: _backend_skipped,
     Code.TIES: _ties, Code.UNSTABLE: _unstable,
+    Code.REFUSED_UNSAFE: _refused("were refused for what a short trial does not show", ": "),
+    Code.KNOWN_CAVEAT: _known("caution: the chosen setting is "),
+    Code.GROWTH_STEADY: _growth_steady, Code.GROWTH_UNDECIDED: _growth_undecided,
+    Code.KNOWN_PROBLEM: _known(""), Code.GROWING: _growing,
     Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
     Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
@@ -283,7 +368,7 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
 
 
 def sentence(reason: Reason, refusals: Refusals = {}) -> str:
-    """`reason` in words; `refusals`: the runners-up's reasons, for REFUSED_LOWER."""
+    """`reason` in words; `refusals`: the runners-up's reasons, for REFUSED_LOWER and REFUSED_UNSAFE."""
     return _SAY[reason.code](reason.figures, refusals)
 
 

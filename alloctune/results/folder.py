@@ -37,6 +37,8 @@ class Skipped:
     conf: str
     reason: str
     env_id: str | None = None
+    problem: str | None = None   # the known problem's id (settings/known.py) where one skipped it
+    source: str | None = None    # ... and the public record it rests on
 
 
 @dataclass
@@ -59,6 +61,7 @@ class SweepInfo:
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    check_growth: int | None = None   # --check-growth K: each measured trial sampled memory at steps K and 2K
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""
@@ -126,6 +129,7 @@ class ChoiceRecord:
     is_default: bool = False
     simulated: bool = False
     torch_version: str | None = None  # the torch the choice is for (a replay: the one simulated)
+    features: tuple[str, ...] = ()    # what the job used (settings/known.py's Feature values), as its trials saw it
     env: dict[str, Any] = field(default_factory=dict)
     decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
     reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order

@@ -37,6 +37,20 @@ def _conf_problem(text: str) -> str | None:
 
 Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses
 
+
+def _growth_problem(rows: list[list[int]]) -> str | None:
+    """Rows [step, reserved bytes, allocated bytes], none negative, steps rising (decide/growth.py's samples)."""
+    for row in rows:
+        if len(row) != 3 or min(row) < 0:
+            return f"expected [step, reserved, allocated] of non-negative integers, got {row!r}"
+    for earlier, later in zip(rows, rows[1:]):
+        if later[0] <= earlier[0]:
+            return f"expected rising steps, got step {later[0]} after {earlier[0]}"
+    return None
+
+
+GrowthSamples = Annotated[list[list[int]], Check(_growth_problem)]
+
 # The decision rules' defaults, recorded with every sweep and choice (older files that lack them meant these).
 DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
 DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
@@ -182,6 +196,10 @@ class Measurement:
     throughput_source: ThroughputSource | None = None
     ended_by_window: bool = False                # a command stopped by the hook after its --steps window
     peak_rising: bool | None = None              # peak reserved still rose in the window's last fifth
+    # The growth check (`sweep --check-growth K`): [step, reserved, allocated] of one process at steps K and 2K,
+    # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of
+    # the process that peaked; [] when asked but the job ended before step K; None when not asked.
+    growth_samples: GrowthSamples | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":

@@ -1,5 +1,6 @@
 """The grid of allocator settings a sweep tries: the default grid, expansion of grid entries, and the rules that
-drop invalid or pointless settings before any trial, each with a reason the user sees."""
+drop invalid, pointless or known-broken settings before any trial, each with a reason the user sees. Grid policy
+lives here; which settings have known problems on a torch is `known.py`'s table, consulted here."""
 from __future__ import annotations
 
 import itertools
@@ -11,6 +12,7 @@ import yaml
 
 from ..errors import ConfError
 from .conf import AllocConf
+from .known import Problem, forbidden_combination
 from .versions import check_conf, did_you_mean, parse_version
 
 # '' (the default) first: it is the baseline every other setting is judged against. Each entry costs GPU trials.
@@ -26,16 +28,13 @@ DEFAULT_GRID: list[str] = [
     "backend:cudaMallocAsync",
 ]
 
-# Ignored by backend:cudaMallocAsync (the driver's pool has no blocks to split, round or collect).
-NATIVE_ONLY_KEYS = ("expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
-                    "garbage_collection_threshold", "max_non_split_rounding_mb", "large_segment_size_mb")
-
 
 @dataclass(frozen=True)
 class Skip:
     conf: str
     reason: str
     rejected: bool = False   # the target torch refuses it (not merely pointless under the rules)
+    problem: Problem | None = None   # the known problem it has on the target torch whatever the job does
 
     def to_json(self) -> dict:
         return {"conf": self.conf, "reason": self.reason}
@@ -99,17 +98,22 @@ def apply_rules(confs, torch_version: str | None, *, has_budget: bool,
     """Split `confs` into those worth a trial and those skipped, with every reason that applies.
 
     `accepted` holds the probed interpreter's verdicts (`probe.check_settings`): None = accepted, else why not;
-    settings it has no verdict for are checked against the version table. The default is never dropped: it is
-    the baseline.
+    settings it has no verdict for are checked against the version table. A setting with a known problem on
+    `torch_version` whatever the job does (`known.forbidden_combination`; None: on any torch) is skipped with the
+    worst one's reason and source. The default is never dropped: it is the baseline.
     """
     if torch_version is not None:
         parse_version(torch_version)   # a malformed version fails here, once, not per setting
     kept, skipped = [], []
     for conf in confs:
-        invalid = None if conf.is_default else _invalid(conf, torch_version, accepted or {})
-        reasons = [] if conf.is_default else _reasons(conf, has_budget)
-        if invalid or reasons:
-            skipped.append(Skip(str(conf), "; ".join(([invalid] if invalid else []) + reasons), bool(invalid)))
+        if conf.is_default:
+            kept.append(conf)
+            continue
+        invalid = _invalid(conf, torch_version, accepted or {})
+        problem = forbidden_combination(conf, torch_version)
+        reasons = ([invalid] if invalid else []) + _reasons(conf, has_budget) + ([problem.reason] if problem else [])
+        if reasons:
+            skipped.append(Skip(str(conf), "; ".join(reasons), bool(invalid), problem))
         else:
             kept.append(conf)
     return kept, skipped
@@ -133,7 +137,7 @@ def _invalid(conf: AllocConf, torch_version: str | None, accepted: dict[str, str
 
 
 def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
-    """Why a setting torch accepts is still not worth a trial."""
+    """Why a setting torch accepts is still not worth a trial, by grid policy."""
     reasons = []
     if conf.per_process_memory_fraction is not None:
         reasons.append("per_process_memory_fraction does not belong in a grid: use --budget, which puts every "
@@ -141,16 +145,6 @@ def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
     if conf.garbage_collection_threshold is not None and not has_budget:
         reasons.append("garbage_collection_threshold does nothing without a memory fraction below 1: "
                        "give --budget to try it")
-    if conf.expandable_segments and (conf.max_split_size_mb is not None
-                                     or conf.garbage_collection_threshold is not None):
-        reasons.append("max_split_size_mb or garbage_collection_threshold with expandable_segments has known "
-                       "upstream crashes and runaway reserved memory (pytorch issues #119452, #123548, "
-                       "PR #134338)")
-    if conf.is_async:
-        ignored = [key for key in NATIVE_ONLY_KEYS if getattr(conf, key) is not None]
-        if ignored:
-            reasons.append(f"backend:cudaMallocAsync ignores {', '.join(ignored)} (native allocator only): "
-                           "the trial would repeat plain cudaMallocAsync")
     return reasons
 
 

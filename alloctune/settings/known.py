@@ -55,8 +55,9 @@ NATIVE_ONLY_KEYS = ("expandable_segments", "max_split_size_mb", "roundup_power2_
                     "garbage_collection_threshold", "max_non_split_rounding_mb", "large_segment_size_mb")
 # Those a run-time parse puts back to their defaults unless it gives them.
 RESET_AT_RUN_TIME = ("max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold")
-# Every name a setting is read from by some torch build (HIP: ROCm builds, which this table does not cover).
-ALLOC_CONF_NAMES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+# Every name a setting is read from by some torch build (HIP: ROCm builds, which this table does not cover): a
+# trial removes them all and sets its own.
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 
 KeyValue = bool | str | None   # None: the key given with any value
 
@@ -323,14 +324,17 @@ def unread_variables(environ: Mapping[str, str], torch_version: str) -> tuple[st
     """The allocator variables set in `environ` that this torch did not use: unknown to its CUDA allocator, or
     shadowed by one read before them."""
     used = variable_read(environ, torch_version)
-    return tuple(name for name in ALLOC_CONF_NAMES if name in environ and name != used)
+    return tuple(name for name in ALLOC_CONF_VARS if name in environ and name != used)
 
 
-def export_variable(torch_version: str) -> ExportVariable:
+def export_variable(torch_version: str | None) -> ExportVariable:
     """The variable to write for this torch: the first it reads, which nothing in the job's environment can
     shadow (a later name would lose to an inherited PYTORCH_CUDA_ALLOC_CONF), with the deprecation warning it
     may print there. Every known version reads PYTORCH_CUDA_ALLOC_CONF first; none reads a name without the
-    warning where that one prints it, so the warning is said, not avoided."""
+    warning where that one prints it, so the warning is said, not avoided. None (the torch is unknown): the
+    first variable every version reads, with no warning to say."""
+    if torch_version is None:
+        return ExportVariable(next(v for v in VARIABLES if v.read == Versions()).name, None)
     version = parse_version(torch_version)
     first = next(v for v in VARIABLES if version in v.read)
     warning = None

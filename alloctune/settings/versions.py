@@ -1,8 +1,9 @@
-"""What each torch version accepts in an allocator setting, which variable it reads, and how it behaves.
+"""What each torch version accepts in an allocator setting, and how it behaves.
 
-The one place for version knowledge (`docs/ALLOCATOR.md` §1 and §6, checked against c10's
-`AllocatorConfig.cpp` / `CUDAAllocatorConfig.cpp`). Where a real interpreter is at hand, `probe.check_settings`
-asks its torch as well; this table is the fallback and explains the answers.
+The one place for what each version parses and how its allocator behaves (`docs/ALLOCATOR.md` §1 and §6, checked
+against c10's `AllocatorConfig.cpp` / `CUDAAllocatorConfig.cpp`). Where a real interpreter is at hand,
+`probe.check_settings` asks its torch as well; this table is the fallback and explains the answers. Which
+variable each version reads, and the known problems of settings per version, are `known.py`'s.
 
 Imports only the standard library: `probe.py` loads it inside child processes of other interpreters.
 """
@@ -65,10 +66,8 @@ BEHAVIOUR_CHANGES: list[tuple[str, str]] = [
     ("2.6", "max_non_split_rounding_mb"),
     ("2.8", "a memory fraction of exactly 1.0 no longer enables the limit and garbage collection (changed "
             "between 2.5 and 2.10, 2.8 likely): garbage_collection_threshold needs a fraction below 1"),
-    ("2.9", "PYTORCH_ALLOC_CONF exists but the CUDA allocator ignores it: only PYTORCH_CUDA_ALLOC_CONF counts"),
     ("2.10", "'>' in the divisions list no longer overwrites the last explicit entry; per_process_memory_fraction "
-             "key; max_split_size_mb may be 20 (was > 20); PYTORCH_CUDA_ALLOC_CONF is read first, then "
-             "PYTORCH_ALLOC_CONF"),
+             "key; max_split_size_mb may be 20 (was > 20)"),
     ("2.11", "large_segment_size_mb; max_split_size_mb and max_non_split_rounding_mb must be >= it"),
 ]
 
@@ -136,18 +135,6 @@ def changes_between(old: str, new: str) -> list[tuple[str, str]]:
     """The behaviour changes that lie between two torch versions (either order), oldest first."""
     lo, hi = sorted((parse_version(old), parse_version(new)))
     return [(ver, text) for ver, text in BEHAVIOUR_CHANGES if lo < parse_version(ver) <= hi]
-
-
-# Every variable some torch reads allocator settings from: a trial removes them all and sets its own.
-ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
-
-
-def env_var_names(torch_version: str) -> tuple[str, ...]:
-    """The variables the CUDA allocator reads, in lookup order; the first one set wins, whole."""
-    if parse_version(torch_version) >= (2, 10, 0):
-        return ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
-    # 2.9 has PYTORCH_ALLOC_CONF, but the CUDA allocator ignores it (upstream issue #183387).
-    return ("PYTORCH_CUDA_ALLOC_CONF",)
 
 
 def check_conf(conf: "AllocConf", torch_version: str) -> str | None:

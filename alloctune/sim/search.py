@@ -2,8 +2,10 @@
 of peak reserved memory against release-and-retry rounds and the number of keys set.
 
 The space (`space.py`): every key the target torch has, at the values worth trying, and the divisions per size
-interval. The grid's rules hold here too (`grid.apply_rules`: never max_split_size_mb or GC together with
-expandable segments). The whole space is far too large to replay, so:
+interval. The grid's rules hold here too (`grid.apply_rules`), and with them the table of known problems
+(`settings/known.py`): a combination known broken, wasteful or ineffective on the target torch whatever the job
+does (max_split_size_mb or GC with expandable segments) is never replayed, let alone proposed. The whole space is
+far too large to replay, so:
 
 1. **Scan**: the default grid and every key alone at each of its values.
 2. **Refine**: best first: the best setting not yet expanded has its neighbours replayed: one key changed, added

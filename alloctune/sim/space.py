@@ -14,6 +14,7 @@ from typing import Any
 
 from ..settings.conf import AllocConf, DivisionList
 from ..settings.grid import DEFAULT_GRID
+from ..settings.known import forbidden_combination
 from ..settings.versions import behaviour, parse_version
 from .blocks import DIVISION_INTERVALS, round_size
 from .config import division_table
@@ -64,7 +65,8 @@ class Space:
 
     def neighbours(self, conf: AllocConf) -> list[AllocConf]:
         """Settings one step from `conf`: a key set to another value, added or removed; one size interval's
-        divisions changed. Pointless or forbidden pairs are left out here; torch's parse judges the rest."""
+        divisions changed. Pointless pairs, and those with a known problem on this torch whatever the job does
+        (`known.forbidden_combination`), are left out here; torch's parse judges the rest."""
         out = []
         for key, values in self.axes.items():
             current = getattr(conf, key)
@@ -79,7 +81,7 @@ class Space:
                     changed = list(table)
                     changed[interval] = d
                     out.append(replace(conf, roundup_power2_divisions=self._encode(changed)))
-        return [c for c in out if _sensible(c)]
+        return [c for c in out if _sensible(c) and forbidden_combination(c, self.torch_version) is None]
 
     def signature(self, conf: AllocConf) -> tuple:
         """Equal signatures behave identically on this trace: the same rounded size for every request size, and
@@ -117,10 +119,8 @@ class Space:
 
 
 def _sensible(conf: AllocConf) -> bool:
-    if conf.max_non_split_rounding_mb is not None and conf.max_split_size_mb is None:
-        return False   # only oversize blocks (>= max_split_size_mb) are ever judged by it
-    return not (conf.expandable_segments and (conf.max_split_size_mb is not None
-                                              or conf.garbage_collection_threshold is not None))
+    # only oversize blocks (>= max_split_size_mb) are ever judged by max_non_split_rounding_mb
+    return not (conf.max_non_split_rounding_mb is not None and conf.max_split_size_mb is None)
 
 
 def _interval(size: int) -> int:

@@ -59,6 +59,7 @@ class SweepOptions:
     out: str | os.PathLike | None = None    # this exact results folder, resumed when it holds the same sweep
     fresh: bool = False                     # a new results folder even where one holds the same sweep
     command: str | None = None              # how the sweep was started, for sweep.json (default: this process's)
+    check_growth: int | None = None         # a command's growth check: memory sampled at steps K and 2K
 
     def __post_init__(self) -> None:
         for name, kind in (("backend", Backend), ("executor", ExecutorKind)):
@@ -91,6 +92,9 @@ class SweepOptions:
         asked for: a command is measured on the GPU (cuda), or planned by replay and its finalists measured
         (hybrid, what auto means for a command)."""
         if spec.command is None:
+            if self.check_growth is not None:
+                raise OptionError("check_growth", "{check_growth} samples the memory of a command's own steps "
+                                  "(the start-up hook counts them): sweep it as -- COMMAND ...")
             return list(self.pythons or [sys.executable]), self.backend
         command = CommandSpec.from_dict(spec.command)
         if self.backend == Backend.SIM:
@@ -126,7 +130,7 @@ class SweepOptions:
         if self.timeout_s is not None and not (_finite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
             raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
                               "got {got!r}", most=MAX_TIMEOUT_S, got=self.timeout_s)
-        for name in ("search", "finalists"):
+        for name in ("search", "finalists", "check_growth"):
             if getattr(self, name) is not None:
                 _at_least(name, getattr(self, name), 1)
         if self.gpus is not None and (not self.gpus or not all(_whole(g) and g >= 0 for g in self.gpus)

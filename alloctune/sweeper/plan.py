@@ -73,7 +73,8 @@ def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepIn
         grid=[str(c) for c in plan.confs], skipped=plan.skipped, envs={p.env_id: p.to_json() for p in plan.probes},
         repeats=options.rounds if measured else 1, auto_repeats=options.auto and measured,
         time_budget_s=options.time_budget_s if options.auto else None, budget_bytes=budget_bytes,
-        budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown, trace=trace,
+        budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown,
+        check_growth=options.check_growth, trace=trace,
         search=options.search, finalists=options.finalists if plan.backend == Backend.HYBRID else None,
         command=options.command or _command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
@@ -152,7 +153,8 @@ def _settings(confs: list[AllocConf], probes: list[ProbeResult], runner: Executo
             for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
                 notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
-        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id)
+        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id,
+                            s.problem.id if s.problem else None, s.problem.source if s.problem else None)
                     for s in skips]
     return planned, skipped
 

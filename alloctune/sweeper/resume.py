@@ -21,8 +21,8 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(OptionText(
-                    "{path} holds a different sweep (workload, grid, repeats, budget, backend or interpreters "
-                    "differ); choose another {out}", path=folder.path))
+                    "{path} holds a different sweep (workload, grid, repeats, budget, backend, interpreters or "
+                    "growth check differ); choose another {out}", path=folder.path))
             notice(f"Resuming the sweep in {folder.path}")
             return folder
         folder.write_info(info)
@@ -62,7 +62,8 @@ def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
     return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
-            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists)
+            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists,
+            info.check_growth)
 
 
 def _label(info: SweepInfo) -> str:

@@ -161,4 +161,4 @@ def _measured(spec: WorkloadSpec, options: SweepOptions, conf: AllocConf, repeat
     """The task of one measured trial of `conf` under the interpreter `p`."""
     budget_bytes, budget_fraction = options.budget_limit
     return TrialTask(spec.to_dict(), spec.digest(), conf, repeat, p.python, p.env_id, budget_bytes, budget_fraction,
-                     options.timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S)
+                     options.timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S, check_growth=options.check_growth)

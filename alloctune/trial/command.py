@@ -4,7 +4,7 @@ A command workload is a `WorkloadSpec` whose `command` holds a `CommandSpec.to_d
 (`run_command_trial`, called by `launch.run_trial`) runs the command in a fresh process group with:
 
 - the setting in PYTORCH_CUDA_ALLOC_CONF (`task.child_environment`: the variable every torch >= 2.1 reads first,
-  see `versions.env_var_names`; any allocator variable inherited from the shell is removed), set before anything
+  see `known.VARIABLES`; any allocator variable inherited from the shell is removed), set before anything
   starts, so every process of the command, whatever it spawns, reads it;
 - the start-up hook (`hook/sitecustomize.py`) first on PYTHONPATH: every Python process of the trial that
   initialises CUDA writes its own peaks to a per-process file (`peaks.ProcessReport`), which this module reads

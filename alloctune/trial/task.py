@@ -10,7 +10,7 @@ from typing import Sequence
 
 from ..results.records import Backend, trial_key
 from ..settings.conf import AllocConf
-from ..settings.versions import ALLOC_CONF_VARS
+from ..settings.known import ALLOC_CONF_VARS
 from ..workload.spec import DEFAULT_TIMEOUT_S
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # what a child needs on PYTHONPATH
@@ -31,6 +31,7 @@ class TrialTask:
     timeout_s: float = DEFAULT_TIMEOUT_S
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
     backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
+    check_growth: int | None = None   # a command's growth check: sample memory at steps K and 2K (--check-growth)
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""

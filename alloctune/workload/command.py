@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import OptionText, WorkloadError
-from ..settings.versions import ALLOC_CONF_VARS
+from ..settings.known import ALLOC_CONF_VARS
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")

@@ -91,6 +91,24 @@ def test_fragmentation_replay_names_the_setting_the_gpu_confirmed():
     assert largest < d.facts.requested <= d.facts.unallocated
 
 
+def test_the_recommended_setting_is_looked_up_in_the_table_for_the_snapshots_torch():
+    d = diagnose(H200 / "frag" / "oom-rank0.pickle")
+    assert (d.checked_conf, d.torch_version) == (d.recommended_conf, "2.11.0+cu130")
+    ids = [p.id for p in d.known_problems]
+    # the problems of expandable segments that depend on what the job does; 2.9's unread variable is not 2.11's
+    assert "expandable-cuda-ipc-pidfd" in ids and "expandable-cudagraph-nccl-hang" in ids
+    assert "alloc-conf-unread-2.9" not in ids and all(p.when for p in d.known_problems)
+    step = d.next_steps[1]
+    assert "on torch 2.11.0+cu130" in step and "https://github.com/pytorch/pytorch/issues/165685" in step
+    assert "if the job sent or received CUDA tensors between processes" in step
+    # from the message alone: the verdict's suggestion, on a torch the message does not name (every range)
+    m = diagnose(H200 / "frag" / "oom-rank0.txt")
+    assert (m.checked_conf, m.torch_version) == ("expandable_segments:True", None)
+    assert "alloc-conf-unread-2.9" in [p.id for p in m.known_problems] and "any torch" in m.next_steps[1]
+    # nothing recommended, nothing looked up
+    assert diagnose(H200 / "shortage" / "oom-rank0.txt").to_json()["known_problems"] is None
+
+
 def test_a_mid_run_trace_is_rebuilt_to_the_state_the_whole_trace_shows():
     whole = read_snapshot(H200 / "frag" / "oom-rank0.pickle")
     window = read_snapshot(H200 / "frag-window" / "oom-rank0.pickle")
@@ -129,7 +147,16 @@ def test_cli_on_a_snapshot(tmp_path):
     out = run.stdout
     assert "Verdict (fragmentation)" in out and "Fragmentation picture" in out and "confidence high" in out
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have avoided this OOM" in out
+    assert "alloctune's table of known problems, for expandable_segments:True on torch 2.11.0+cu130" in out
     assert max(len(line) for line in out.splitlines()) <= 100
+    as_json = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", "--json",
+                              str(H200 / "frag" / "oom-rank0.pickle")], capture_output=True, text=True, env=env,
+                             timeout=120)
+    known = json.loads(as_json.stdout)["known_problems"]
+    assert known["conf"] == "expandable_segments:True" and known["torch_version"] == "2.11.0+cu130"
+    ipc = next(p for p in known["problems"] if p["id"] == "expandable-cuda-ipc-pidfd")
+    assert ipc == {"id": "expandable-cuda-ipc-pidfd", "severity": "broken", "when": ["cuda_ipc"],
+                   "versions": "every version", "source": "https://github.com/pytorch/pytorch/issues/165685"}
     hostile = tmp_path / "oom-rank0.pickle"
     hostile.write_bytes(pickle.dumps({"device_traces": [], "segments": [], "x": print}, protocol=4))
     refused = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", str(hostile)], capture_output=True,

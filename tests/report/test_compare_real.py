@@ -46,7 +46,7 @@ GPU_FOLDERS = [REPO / "results" / name for name in (
     "transformer-packed-h200-20261129-235232", "transformer-varlen-h200-20261129-234646")]
 TRACE = REPO / "workloads" / "traces" / "transformer-packed-h200.xz"
 OLD_PYTHON = Path(os.environ.get("ALLOCTUNE_OLD_PYTHON", REPO.parent / "venv-torch21" / "bin" / "python"))
-BOTH = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+VAR = "PYTORCH_CUDA_ALLOC_CONF"   # what every torch reads first: the one variable export writes
 # Replayed on top of the default. Under 9.5 GiB (the packed model allocates 9.32 GiB at its peak) the default and
 # divisions:4 run out of memory while expandable segments (9.37 GiB) and max_split_size_mb:128 squeeze in.
 GRID = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4", "backend:cudaMallocAsync"]
@@ -131,17 +131,17 @@ def test_cli_on_the_h200_sweeps_writes_outputs_and_leaves_the_folders_alone(tmp_
 @pytest.mark.parametrize("folder", GPU_FOLDERS, ids=lambda p: p.name)
 def test_export_of_every_h200_sweep_reads_back_in_every_format(folder, tmp_path):
     """What the sweep chose, through every consumer: docker --env-file rules, python-dotenv, bash and sh, YAML, JSON,
-    Dockerfile ENV. torch 2.11 reads PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_ALLOC_CONF: both are written."""
+    Dockerfile ENV. torch 2.11 reads PYTORCH_CUDA_ALLOC_CONF first: it alone is written."""
     conf = json.loads((folder / "choice.json").read_text())["choices"][0]["conf"]
-    want = {n: conf for n in BOTH}
+    want = {VAR: conf}
     texts = {fmt: export_results(folder, fmt) for fmt in FORMATS}
     assert docker_env_file(texts["env"]) == want
     (tmp_path / "alloc.env").write_text(texts["env"])
     assert dotenv_values(tmp_path / "alloc.env") == want
     (tmp_path / "alloc.sh").write_text(texts["shell"])
     for sh in ("bash", "sh"):
-        assert shell_read(tmp_path / "alloc.sh", sh, BOTH) == [f"set|{conf}"] * 2
-    assert yaml.safe_load(texts["k8s"]) == {"env": [{"name": n, "value": conf} for n in BOTH]}
+        assert shell_read(tmp_path / "alloc.sh", sh, (VAR,)) == [f"set|{conf}"]
+    assert yaml.safe_load(texts["k8s"]) == {"env": [{"name": VAR, "value": conf}]}
     data = json.loads(texts["json"])
     assert data["env"] == want and data["torch_version"] == "2.11.0+cu130" and data["simulated"] is False
     assert f'ENV PYTORCH_CUDA_ALLOC_CONF="{conf}"' in texts["docker"]
@@ -155,14 +155,14 @@ def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
     for folder in (GPU_A, GPU_B, GPU_VARLEN, REPO / "results" / "transformer-varlen-24gib-20261129-233651"):
         shutil.copytree(folder, results / folder.name)
     varlen = export_results(GPU_VARLEN, "env")
-    assert docker_env_file(varlen) == {n: "expandable_segments:True" for n in BOTH}
+    assert docker_env_file(varlen) == {VAR: "expandable_segments:True"}
     for swept_twice in ("transformer-packed", "transformer-varlen"):  # two folders each (presets or repeats)
         with pytest.raises(ResultsError, match="holds 2 results folders"):
             export_results(results, workload=swept_twice)
     divisions = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # brackets, commas, colons and '>'
     text = export_results(GPU_A, "shell", conf=divisions)
     (tmp_path / "d.sh").write_text(text)
-    assert shell_read(tmp_path / "d.sh", "sh", BOTH) == [f"set|{divisions}"] * 2
+    assert shell_read(tmp_path / "d.sh", "sh", (VAR,)) == [f"set|{divisions}"]
     assert not list(tmp_path.glob(":*")), "'>' was taken as a redirection"
     with pytest.raises(ResultsError, match="was not run"):
         export_results(GPU_B, conf="max_split_size_mb:128")   # not in that sweep's grid
@@ -266,6 +266,5 @@ def test_two_torch_versions_regression_improvement_and_keys_one_rejects(tmp_path
     md = write_compare_md(upgrade, tmp_path / "compare.md").read_text()
     assert f"## Allocator changes between torch {upgrade.columns[0].torch_version} and" in md
     assert "- 2.8: a memory fraction of exactly 1.0" in md and "- 2.6: max_non_split_rounding_mb" in md
-    # the variable each version's job must set: 2.1 reads only PYTORCH_CUDA_ALLOC_CONF
-    assert list(docker_env_file(export_results(old.path))) == ["PYTORCH_CUDA_ALLOC_CONF"]
-    assert list(docker_env_file(export_results(new.path))) == list(BOTH)
+    # the variable each version's job must set: the one both read first (2.1 reads no other)
+    assert list(docker_env_file(export_results(old.path))) == list(docker_env_file(export_results(new.path))) == [VAR]

@@ -1,6 +1,7 @@
 """export: every format read back by the consumer it is for (a real shell, python-dotenv, docker's env-file
 rules, a YAML parser, a JSON parser), and every refusal."""
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -16,15 +17,16 @@ from alloctune.results.records import TrialState
 
 dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
 
-BOTH = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+VAR = "PYTORCH_CUDA_ALLOC_CONF"   # the variable every torch reads first: the one export writes
 VALUES = [
     "expandable_segments:True",
     "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:4]",   # commas, colons, brackets, '>'
     "garbage_collection_threshold:0.6,per_process_memory_fraction:0.9",
     "backend:cudaMallocAsync",
 ]
-# torch 2.8 reads only PYTORCH_CUDA_ALLOC_CONF; 2.11 reads it, then PYTORCH_ALLOC_CONF (both are written).
-TORCHES = [("2.8.0+cu128", BOTH[:1]), ("2.11.0+cu130", BOTH)]
+# torch 2.8 reads only PYTORCH_CUDA_ALLOC_CONF; 2.11 reads it, then PYTORCH_ALLOC_CONF, and may warn that it is
+# deprecated; 2.13 reads it first too, without the warning.
+TORCHES = ["2.8.0+cu128", "2.11.0+cu130", "2.13.0+cu130"]
 
 
 def docker_env_file(text: str) -> dict:
@@ -60,9 +62,10 @@ def sample(tmp_path):
     return make_folder(tmp_path / "w-20260102-030405", records, [choice("expandable_segments:True")], skipped)
 
 
-@pytest.mark.parametrize("torch,names", TORCHES)
+@pytest.mark.parametrize("torch", TORCHES)
 @pytest.mark.parametrize("value", VALUES)
-def test_every_reader_gets_the_value_back(tmp_path, value, torch, names):
+def test_every_reader_gets_the_value_back(tmp_path, value, torch):
+    names = (VAR,)
     provenance = "workload 'w' on torch-x (NVIDIA H200, torch 2.11); results results/w-1"
     c = choice(value, torch=torch)
 
@@ -98,14 +101,46 @@ def test_default_exports_an_empty_value_that_clears_an_inherited_one(tmp_path):
         assert DEFAULT_NOTE in render(c, fmt, "p"), fmt
     env = render(c, "env", "p")
     (tmp_path / "best.env").write_text(env)
-    assert docker_env_file(env) == dotenv_values(tmp_path / "best.env") == {n: "" for n in BOTH}
+    assert docker_env_file(env) == dotenv_values(tmp_path / "best.env") == {VAR: ""}
     (tmp_path / "best.sh").write_text(render(c, "shell", "p"))
     # Sourced over an inherited value, the variable is set and empty: PyTorch reads that as "no options".
     script = f"export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; . {tmp_path / 'best.sh'}; " \
              'printf "%s|%s" "${PYTORCH_CUDA_ALLOC_CONF+set}" "$PYTORCH_CUDA_ALLOC_CONF"'
     assert subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout == "set|"
-    assert yaml.safe_load(render(c, "k8s", "p"))["env"][0] == {"name": BOTH[0], "value": ""}
+    assert yaml.safe_load(render(c, "k8s", "p"))["env"] == [{"name": VAR, "value": ""}]
     assert json.loads(render(c, "json", "p"))["is_default"] is True
+
+
+@pytest.mark.parametrize("torch, warns", [("2.8.0+cu128", False), ("2.11.0+cu130", True), ("2.13.0", False)])
+def test_a_torch_that_may_warn_of_the_variable_is_said_in_a_comment(torch, warns):
+    c = choice("expandable_segments:True", torch=torch)
+    for fmt in ("env", "shell", "docker", "k8s"):
+        text = render(c, fmt, "p")
+        assert ("deprecation warning" in text and "issues/183387" in text) == warns, fmt
+        assert all(line.startswith("# ") for line in text.splitlines() if "deprecation" in line)
+    data = json.loads(render(c, "json", "p"))
+    assert (data["warning"] is not None) == warns and list(data["env"]) == [VAR]
+
+
+def _torch_reads(env: dict) -> str:
+    """The allocator settings this machine's torch takes from `env` (its own lookup, run in a fresh process)."""
+    code = "import torch; print(torch._C._accelerator_getAllocatorSettings(), end='')"
+    return subprocess.run([sys.executable, "-W", "error", "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("value", ["expandable_segments:True", ""])
+def test_this_torch_reads_the_exported_variable_over_inherited_ones(tmp_path, value):
+    """Real torch (this machine's, 2.13): the env file docker would apply over a job that inherits both
+    variables gives the job the exported setting, the default's empty value included, and no warning."""
+    import torch
+
+    text = render(choice(value, torch=str(torch.__version__)), "env", "p")
+    inherited = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64", "PYTORCH_ALLOC_CONF": "max_split_size_mb:32"}
+    env = {k: v for k, v in os.environ.items() if not k.endswith("ALLOC_CONF")} | inherited | docker_env_file(text)
+    assert _torch_reads(env) == value
+    del env["PYTORCH_CUDA_ALLOC_CONF"]   # without the export, the inherited PYTORCH_ALLOC_CONF would count
+    assert _torch_reads(env) == "max_split_size_mb:32"
 
 
 def test_provenance_is_one_comment_line_even_with_newlines():
@@ -114,8 +149,8 @@ def test_provenance_is_one_comment_line_even_with_newlines():
 
 
 def test_unknown_torch_version_writes_the_variable_every_torch_reads():
-    assert docker_env_file(render(choice("expandable_segments:True", torch=None), "env", "p")) == {
-        BOTH[0]: "expandable_segments:True"}
+    text = render(choice("expandable_segments:True", torch=None), "env", "p")
+    assert docker_env_file(text) == {VAR: "expandable_segments:True"} and len(text.splitlines()) == 2
 
 
 def test_values_that_a_reader_would_change_are_refused():
@@ -130,7 +165,7 @@ def test_values_that_a_reader_would_change_are_refused():
 
 def test_export_results_from_a_folder(sample):
     text = export_results(sample.path)
-    assert docker_env_file(text) == {n: "expandable_segments:True" for n in BOTH}
+    assert docker_env_file(text) == {VAR: "expandable_segments:True"}
     comment = text.splitlines()[0]
     for fact in ("workload 'w'", "torch-2.11.0", "NVIDIA H200", "torch 2.11.0+cu130", "measured (cuda)",
                  "2026-01-02T03:04:05Z", str(sample.path)):
@@ -194,7 +229,7 @@ def test_selects_by_environment_and_prefers_measured(tmp_path):
     with pytest.raises(ResultsError, match="holds 2 choices; choose one: env_id torch-2.11.0.*env_id torch-2.8.0"):
         export_results(folder.path)
     # the 2.8 environment has a replayed and a measured choice: the measured one wins; 2.8 reads one variable
-    assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0")) == {BOTH[0]: "max_split_size_mb:256"}
+    assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0")) == {VAR: "max_split_size_mb:256"}
     with pytest.raises(ResultsError, match="no choice for environment 'torch-3.0'; environments: torch-2.11.0, "
                                            "torch-2.8.0"):
         export_results(folder.path, env_id="torch-3.0")
@@ -205,7 +240,7 @@ def test_cli_writes_the_file_and_exits_2_on_errors(sample, tmp_path):
     run = subprocess.run([sys.executable, "-m", "alloctune", "export", str(sample.path), "--format", "shell",
                           "-o", str(out)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert shell_read(out, "bash", BOTH) == ["set|expandable_segments:True"] * 2
+    assert shell_read(out, "bash", (VAR, "PYTORCH_ALLOC_CONF")) == ["set|expandable_segments:True", "|"]
     run = subprocess.run([sys.executable, "-m", "alloctune", "export", str(sample.path), "--conf",
                           "max_split_size_mb:128"], capture_output=True, text=True)
     assert run.returncode == 2 and "did not fit" in run.stderr and run.stdout == ""

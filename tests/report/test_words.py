@@ -24,15 +24,17 @@ BASE = (100.0, 100.5, 99.5)
 
 
 def rec(conf="", repeat=0, reserved=15.0, tput=100.0, state=TrialState.OK, backend="cuda", budget=None, retries=0,
-        error=None, device=None, ratio=True, card=None):
+        error=None, device=None, ratio=True, card=None, features=None, growth=None):
     m = None
     if state is TrialState.OK:
         m = Measurement(peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=int(10 * GiB) if ratio else 0,
                         device_peak_used_bytes=None if device is None else int(device * GiB),
-                        num_alloc_retries=retries, throughput=None if backend == "sim" else tput, unit="tokens")
+                        num_alloc_retries=retries, throughput=None if backend == "sim" else tput, unit="tokens",
+                        growth_samples=growth)
     return TrialRecord(workload="w", workload_hash="h1", conf=conf, repeat=repeat, env_id="torch-2.11.0",
                        backend=backend, state=state, measurement=m, budget_bytes=budget, error=error,
-                       env={"torch": "2.11.0+cu130", **({"gpu_memory": int(card * GiB)} if card else {})})
+                       env={"torch": "2.11.0+cu130", **({"gpu_memory": int(card * GiB)} if card else {})},
+                       features=features)
 
 
 def setting(conf, tputs=BASE, **kw):
@@ -41,6 +43,14 @@ def setting(conf, tputs=BASE, **kw):
 
 def moving(conf, peaks, **kw):
     return [rec(conf, i, reserved=r, tput=t, **kw) for i, (r, t) in enumerate(zip(peaks, BASE))]
+
+
+def samples(at_k, at_2k, allocated=8.0, k=50):
+    """Growth samples at steps k and 2k: reserved (GiB) at each, allocated flat."""
+    return [[k, int(at_k * GiB), int(allocated * GiB)], [2 * k, int(at_2k * GiB), int(allocated * GiB)]]
+
+
+IPC, CHANGE = ["cuda_ipc"], ["runtime_allocator_change"]
 
 
 SCENARIOS = {
@@ -100,6 +110,16 @@ SCENARIOS = {
         + setting(RP, reserved=22.9, card=24.0), 0.02),   # 1.1 GiB short of the card: not all of it
     "one setting takes the whole card, 1% of a large one": (
         setting("", card=139.8) + setting(MS, reserved=138.5, card=139.8), 0.02),
+    "a known problem for what the job used refuses, another only warns": (
+        setting("", features=IPC + CHANGE) + setting(ES, reserved=9.0, state=TrialState.CRASHED,
+                                                     error="RuntimeError: pidfd_getfd: Operation not permitted")
+        + setting(RP, reserved=12.0, features=CHANGE), 0.02),
+    "the growth check refuses a growing setting, the winner is steady": (
+        setting("", growth=samples(15.0, 15.0)) + setting(ES, reserved=9.0, growth=samples(9.0, 12.0))
+        + setting(RP, reserved=12.0, growth=samples(12.0, 12.1)), 0.02),
+    "the default grows, the others raise memory": (
+        setting("", growth=samples(12.0, 14.0)) + setting(RP, reserved=18.0, growth=samples(18.0, 18.0)), 0.02),
+    "the growth check could not decide": (setting("", growth=[]) + setting(ES, reserved=10.0, growth=[]), 0.02),
 }
 
 
@@ -404,7 +424,107 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                                           'because nothing else runs on the card'],
                                                          [('max_split_size_mb:128',
                                                            'raises peak reserved to 138.50 GiB (+823.3% against the '
-                                                           "default's 15.00 GiB)")])}
+                                                           "default's 15.00 GiB)")]),
+ 'a known problem for what the job used refuses, another only warns': (['peak reserved 12.00 GiB against the '
+                                                                        "default's 15.00 GiB (-20.0%, saves 3.00 "
+                                                                        'GiB); reserved/allocated 1.20 against '
+                                                                        '1.50',
+                                                                        "throughput 1.000x the default's (median "
+                                                                        '100 tokens/s against 100 tokens/s): no '
+                                                                        'significant difference (paired t-test '
+                                                                        'over 3 rounds, p = 1; 95% interval '
+                                                                        '1.000-1.000x, ±0.0%)',
+                                                                        '1 setting was refused for what a short '
+                                                                        'trial does not show: '
+                                                                        'expandable_segments:True: known to break '
+                                                                        'the job on torch 2.11.0+cu130 '
+                                                                        '(expandable-cuda-ipc-pidfd; the job sent '
+                                                                        'or received CUDA tensors between '
+                                                                        'processes): CUDA tensors shared between '
+                                                                        "processes fail with 'pidfd_getfd: "
+                                                                        "Operation not permitted' where ptrace is "
+                                                                        'restricted (containers): expandable '
+                                                                        'segments pass their memory as file '
+                                                                        'descriptors taken with pidfd_getfd (torch '
+                                                                        'every version; '
+                                                                        'https://github.com/pytorch/pytorch/issues/165685)',
+                                                                        'caution: the chosen setting is known to '
+                                                                        'take no effect (in part or whole) on '
+                                                                        'torch 2.11.0+cu130 '
+                                                                        '(runtime-change-resets-keys; the job '
+                                                                        'changed allocator settings at run time): '
+                                                                        'the job changes allocator settings at run '
+                                                                        'time, which puts max_split_size_mb, '
+                                                                        'roundup_power2_divisions and '
+                                                                        'garbage_collection_threshold back to '
+                                                                        'their defaults unless the change gives '
+                                                                        'them (torch every version; '
+                                                                        'https://github.com/pytorch/pytorch/blob/065861fba7598880aa3216822742a1172d0a197c/c10/core/AllocatorConfig.cpp)'],
+                                                                       [('',
+                                                                         'costs 3.00 GiB more peak reserved than '
+                                                                         'the winner (+25.0%)'),
+                                                                        ('expandable_segments:True',
+                                                                         'known to break the job on torch '
+                                                                         '2.11.0+cu130 (expandable-cuda-ipc-pidfd; '
+                                                                         'the job sent or received CUDA tensors '
+                                                                         'between processes): CUDA tensors shared '
+                                                                         'between processes fail with '
+                                                                         "'pidfd_getfd: Operation not permitted' "
+                                                                         'where ptrace is restricted (containers): '
+                                                                         'expandable segments pass their memory as '
+                                                                         'file descriptors taken with pidfd_getfd '
+                                                                         '(torch every version; '
+                                                                         'https://github.com/pytorch/pytorch/issues/165685)')]),
+ 'the default grows, the others raise memory': (['no setting lowers peak reserved by more than 1% below the '
+                                                 "default's 15.00 GiB and meets the rules: keep the default",
+                                                 'growth check: reserved memory rose 2.00 GiB from step 50 to step '
+                                                 '100 (12.00 GiB to 14.00 GiB) while allocated rose 0 B, in 3 of 3 '
+                                                 'repeats: it keeps memory it cannot reuse, so a longer run would '
+                                                 'need more than this trial measured'],
+                                                [('roundup_power2_divisions:4',
+                                                  "raises peak reserved to 18.00 GiB (+20.0% against the default's "
+                                                  '15.00 GiB)')]),
+ 'the growth check could not decide': (["peak reserved 10.00 GiB against the default's 15.00 GiB (-33.3%, saves "
+                                        '5.00 GiB); reserved/allocated 1.00 against 1.50',
+                                        "throughput 1.000x the default's (median 100 tokens/s against 100 "
+                                        'tokens/s): no significant difference (paired t-test over 3 rounds, p = 1; '
+                                        '95% interval 1.000-1.000x, ±0.0%)',
+                                        'caution: the growth check could not decide: none of the 3 repeats '
+                                        'recorded samples at two steps to compare (the job ended before step 2K of '
+                                        '--check-growth K)'],
+                                       [('', 'costs 5.00 GiB more peak reserved than the winner (+50.0%)')]),
+ 'the growth check refuses a growing setting, the winner is steady': (['peak reserved 12.00 GiB against the '
+                                                                       "default's 15.00 GiB (-20.0%, saves 3.00 "
+                                                                       'GiB); reserved/allocated 1.20 against 1.50',
+                                                                       "throughput 1.000x the default's (median "
+                                                                       '100 tokens/s against 100 tokens/s): no '
+                                                                       'significant difference (paired t-test over '
+                                                                       '3 rounds, p = 1; 95% interval '
+                                                                       '1.000-1.000x, ±0.0%)',
+                                                                       '1 setting was refused for what a short '
+                                                                       'trial does not show: '
+                                                                       'expandable_segments:True: growth check: '
+                                                                       'reserved memory rose 3.00 GiB from step 50 '
+                                                                       'to step 100 (9.00 GiB to 12.00 GiB) while '
+                                                                       'allocated rose 0 B, in 3 of 3 repeats: it '
+                                                                       'keeps memory it cannot reuse, so a longer '
+                                                                       'run would need more than this trial '
+                                                                       'measured',
+                                                                       'growth check: steady in all 3 repeats '
+                                                                       'compared (the largest change: reserved '
+                                                                       'memory rose 102.40 MiB from step 50 to '
+                                                                       'step 100 (12.00 GiB to 12.10 GiB) while '
+                                                                       'allocated rose 0 B)'],
+                                                                      [('expandable_segments:True',
+                                                                        'growth check: reserved memory rose 3.00 '
+                                                                        'GiB from step 50 to step 100 (9.00 GiB to '
+                                                                        '12.00 GiB) while allocated rose 0 B, in 3 '
+                                                                        'of 3 repeats: it keeps memory it cannot '
+                                                                        'reuse, so a longer run would need more '
+                                                                        'than this trial measured'),
+                                                                       ('',
+                                                                        'costs 3.00 GiB more peak reserved than '
+                                                                        'the winner (+25.0%)')])}
 
 PRECISION = [((None, 1, 0.02, True, 10),
   'throughput was not compared with an interval (fewer than 2 rounds with both the default and the setting): no '
@@ -500,3 +620,26 @@ def test_precision_sentences(args, text):
     detectable, rounds, goal, auto, max_repeats = args
     reason = precision_of(detectable, rounds, goal, auto=auto, max_repeats=max_repeats)
     assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
+def test_what_the_table_holds_for_a_setting_said_for_a_job_not_seen():
+    from alloctune.report.words import FEATURES, features_phrase, known_problems_line
+    from alloctune.settings.conf import AllocConf
+    from alloctune.settings.known import Feature, problems
+
+    assert set(FEATURES) == set(Feature)   # every feature has its words
+    assert features_phrase([Feature.CUDA_GRAPHS, Feature.NCCL, Feature.VLLM]) == (
+        "captured CUDA graphs, ran an NCCL process group and imported vllm")
+    everything = set(Feature)
+    line = known_problems_line(RP, "2.13.0", problems(AllocConf.parse(RP), "2.13.0", everything))
+    assert line == ("alloctune's table of known problems, for roundup_power2_divisions:4 on torch 2.13.0, to check "
+                    "against the job: it can take no effect (in part or whole) if the job changed allocator settings "
+                    "at run time (https://github.com/pytorch/pytorch/blob/065861fba7598880aa3216822742a1172d0a197c/"
+                    "c10/core/AllocatorConfig.cpp)")
+    pair = f"{ES},{MS}"
+    line = known_problems_line(pair, None, problems(AllocConf.parse(pair), None, everything))
+    assert line.startswith(f"alloctune's table of known problems, for {pair} on any torch (which one is not known), "
+                           "to check against the job: it can break the job whatever the job does "
+                           "(https://github.com/pytorch/pytorch/issues/119452); or whatever the job does")
+    assert known_problems_line("per_process_memory_fraction:0.5", "2.13.0", []) == (
+        "alloctune's table of known problems has none for per_process_memory_fraction:0.5 on torch 2.13.0")

@@ -94,20 +94,39 @@ def test_rule_gc_needs_budget():
     assert kept == ["", "garbage_collection_threshold:0.6"] and not skipped
 
 
-def test_rule_expandable_with_max_split_or_gc():
-    kept, skipped = _rules(["expandable_segments:True,max_split_size_mb:128",
-                            "expandable_segments:True,garbage_collection_threshold:0.6",
-                            "expandable_segments:False,max_split_size_mb:128"], budget=True)
-    assert kept == ["", "expandable_segments:False,max_split_size_mb:128"]
-    for reason in skipped.values():
-        assert "#119452" in reason and "#123548" in reason
+@pytest.mark.parametrize("version, conf, problem", [
+    ("2.2.0", "expandable_segments:True,max_split_size_mb:128", "expandable-max-split-assert"),
+    ("2.11.0", "expandable_segments:True,max_split_size_mb:128", "expandable-ignores-max-split"),
+    ("2.13.0", "expandable_segments:True,max_split_size_mb:128", "expandable-max-split-growth"),
+    ("2.4.0", "expandable_segments:True,garbage_collection_threshold:0.6", "expandable-near-oom-assert"),
+    ("2.11.0", "expandable_segments:True,garbage_collection_threshold:0.6", "expandable-ignores-gc"),
+    ("2.11.0", "backend:cudaMallocAsync,roundup_power2_divisions:4", "async-ignores-native-keys"),
+    ("2.13.0", "backend:cudaMallocAsync,expandable_segments:True", "async-ignores-native-keys"),
+])
+def test_a_known_problem_on_the_target_torch_skips_with_its_reason_and_source(version, conf, problem):
+    kept, skipped = apply_rules(expand([conf]), version, has_budget=True)
+    assert labels(kept) == [""] and len(skipped) == 1
+    skip = skipped[0]
+    assert skip.problem is not None and skip.problem.id == problem and not skip.rejected
+    assert skip.reason == skip.problem.reason and skip.problem.source in skip.reason
 
 
-def test_rule_async_with_native_only_keys():
-    kept, skipped = _rules(["backend:cudaMallocAsync,roundup_power2_divisions:4",
-                            "backend:native,roundup_power2_divisions:4", "backend:cudaMallocAsync"])
-    assert kept == ["", "backend:native,roundup_power2_divisions:4", "backend:cudaMallocAsync"]
-    assert "ignores roundup_power2_divisions" in skipped["backend:cudaMallocAsync,roundup_power2_divisions:4"]
+def test_settings_without_a_known_problem_are_kept():
+    kept, skipped = _rules(["expandable_segments:False,max_split_size_mb:128", "backend:native,"
+                            "roundup_power2_divisions:4", "backend:cudaMallocAsync", "expandable_segments:True"],
+                           version="2.13.0", budget=True)
+    assert len(kept) == 5 and not skipped
+
+
+def test_a_torch_refusal_keeps_the_known_problem_beside_it():
+    _, skips = apply_rules(expand(["expandable_segments:True,max_split_size_mb:10"]), "2.11.0", has_budget=False)
+    assert skips[0].rejected and "must be >= large_segment_size_mb" in skips[0].reason
+    assert skips[0].problem.id == "expandable-ignores-max-split"
+
+
+def test_an_unknown_torch_takes_every_range():
+    _, skipped = apply_rules(expand(["expandable_segments:True,max_split_size_mb:128"]), None, has_budget=True)
+    assert skipped[0].problem.id == "expandable-max-split-assert"   # the worst problem of any version
 
 
 def test_rule_no_memory_fraction_in_grid():
@@ -141,7 +160,7 @@ def test_probe_verdicts_beat_the_table():
 def test_several_reasons_are_all_given():
     kept, skipped = _rules(["expandable_segments:True,garbage_collection_threshold:0.6"], version="2.0.1")
     reason = skipped["expandable_segments:True,garbage_collection_threshold:0.6"]
-    assert "needs torch >= 2.1" in reason and "--budget" in reason and "#119452" in reason
+    assert "needs torch >= 2.1" in reason and "--budget" in reason and "pull/134338" in reason
 
 
 def test_default_is_never_dropped():

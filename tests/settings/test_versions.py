@@ -10,7 +10,6 @@ from alloctune.settings.versions import (
     changes_between,
     check_conf,
     check_keys,
-    env_var_names,
     parse_version,
 )
 
@@ -32,17 +31,6 @@ def test_parse_version(text, expected):
 def test_parse_version_rejects_garbage_naming_it(bad):
     with pytest.raises(ConfError, match="torch version"):
         parse_version(bad)
-
-
-@pytest.mark.parametrize("version, names", [
-    ("2.1.2", ("PYTORCH_CUDA_ALLOC_CONF",)),
-    ("2.8.0+cu128", ("PYTORCH_CUDA_ALLOC_CONF",)),
-    ("2.9.1", ("PYTORCH_CUDA_ALLOC_CONF",)),        # PYTORCH_ALLOC_CONF exists but CUDA ignores it
-    ("2.10.0", ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
-    ("2.11.0+cu130", ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")),
-])
-def test_env_var_names(version, names):
-    assert env_var_names(version) == names
 
 
 def _check(text, version):

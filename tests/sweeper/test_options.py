@@ -33,6 +33,7 @@ VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
                                                 "got inf"),
     (dict(search=0, backend="sim"), "search", "search must be at least 1, got 0"),
     (dict(finalists=0), "finalists", "finalists must be at least 1, got 0"),
+    (dict(check_growth=0), "check_growth", "check_growth must be at least 1, got 0"),
     (dict(gpus=[0, 0]), "gpus", "gpus must be distinct GPU indices >= 0, got (0, 0)"),
     (dict(backend="gpu"), "backend", "backend expects auto, cuda, sim or hybrid, got 'gpu'"),
     (dict(executor="slurm"), "executor", "executor expects local or ray, got 'slurm'"),
@@ -139,3 +140,21 @@ def test_the_cli_shows_flags_for_what_the_library_names_by_field(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip() == "alloctune: error: --gpus 1: only 1 GPU(s) visible"
     proc = cli("sweep", "--metric-regex", "([", "--", sys.executable, "-c", "pass")
     assert proc.returncode == 2 and proc.stderr.startswith("alloctune: error: --metric-regex '([': ")
+
+
+def test_the_growth_check_is_for_a_command_and_reaches_its_trials(tmp_path):
+    proc = cli("sweep", VARLEN, "--preset", "h200", "--check-growth", "50", "--results", tmp_path / "r")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "alloctune: error: --check-growth samples the memory of a command's own steps (the start-up hook counts "
+        "them): sweep it as -- COMMAND ...")
+    # a command's measured trials carry it to the hook (trial/command.py)
+    from types import SimpleNamespace
+
+    from alloctune.settings.conf import AllocConf
+    from alloctune.sweeper.sweep import _measured
+    from alloctune.workload.command import check_command, command_workload
+
+    spec = command_workload(check_command([sys.executable, "-c", "pass"], None, None, None, False))
+    probe = SimpleNamespace(python=sys.executable, env_id="torch-2.13.0")
+    assert _measured(spec, SweepOptions(check_growth=50), AllocConf(), 0, probe).check_growth == 50
+    assert _measured(spec, SweepOptions(), AllocConf(), 0, probe).check_growth is None
