@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import codecs
 import glob
+import io
 import os
-import sys
 from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
+from ..files import open_input
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, picture_lines, view_snapshot
@@ -116,22 +117,25 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
 
 def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
-    from ..sim.trace import _unpickle_snapshot
+    from ..sim.trace import MAX_SNAPSHOT_BYTES, _unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
         return _results_message(name), None
     try:
-        data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
+        f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
-    if not data:
-        raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results folder")
-    if data[:1] == _PICKLE:
-        return _unpickle_snapshot(data, name), None if name == "-" else name
-    if data.startswith(b"\xfd7zXZ\x00"):
-        raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
-                            "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
-    text = _text(data)
+    with f:
+        head = f.read(6)
+        if not head:
+            raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results "
+                                "folder")
+        if head[:1] == _PICKLE:
+            return _unpickle_snapshot(head, f, name), None if name == "-" else name
+        if head.startswith(b"\xfd7zXZ\x00"):
+            raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
+                                "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
+        text = _log_text(head, f, name)
     if not looks_like_message(text) and (error := driver_error(text)):
         raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
                             "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
@@ -142,12 +146,39 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     return parse_message(text), None if name == "-" else name
 
 
+# How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
+# takes a few KiB; a whole training log can take gigabytes.
+LOG_TAIL_BYTES = 64 * 2**20
+
+
 def _read_text(path: str) -> str:
+    from ..sim.trace import MAX_SNAPSHOT_BYTES
+
     try:
-        with open(path, "rb") as f:
-            return _text(f.read())
+        with open_input(path, MAX_SNAPSHOT_BYTES, "a log", DiagnoseError) as f:
+            return _log_text(b"", f, path)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
+    """The last LOG_TAIL_BYTES of a log whose first bytes `head` were read already, as text (see `_text`)."""
+    kept = bytearray(head + f.read(1 << 16))
+    bom = bytes(kept[:2]) if kept.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else b""
+    if not bom and b"\0" in kept:   # no text but UTF-16 holds NUL bytes: said now, not after reading it all
+        raise DiagnoseError(f"{name!r} holds binary data: neither an OOM message or log, nor a snapshot pickle")
+    dropped = 0   # bytes of the log before kept[0]: cut at an even count, UTF-16 keeps whole code units
+    while piece := f.read(1 << 20):
+        kept += piece
+        if len(kept) > 2 * LOG_TAIL_BYTES:
+            cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
+            del kept[:cut]
+            dropped += cut
+    if len(kept) > LOG_TAIL_BYTES:
+        cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
+        del kept[:cut]
+        dropped += cut
+    return _text(bom + bytes(kept) if dropped else bytes(kept))
 
 
 def _text(data: bytes) -> str:

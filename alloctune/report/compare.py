@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..decide import stats
 from ..errors import ResultsError
+from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical
@@ -412,7 +413,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    write_file(path, "\n".join(out) + "\n")
     return path
 
 
@@ -468,6 +469,6 @@ def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     ax.set_title(f"peak reserved per setting and environment (vs {cols[0].label})\n{legend}", fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_file(path, lambda f: fig.savefig(f, format="png", dpi=120))
     plt.close(fig)
     return path

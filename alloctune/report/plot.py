@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from ..decide.choice import Choice, SettingResult, pareto_front, ranked
+from ..files import write_file
 from ..results.records import decision_group
 from ..units import GiB
 
@@ -145,5 +146,5 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
     if not choices:
         axes[0].text(0.5, 0.5, "no results", ha="center", va="center", transform=axes[0].transAxes)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     return path

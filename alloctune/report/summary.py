@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..decide.choice import DEVICE, Choice, SettingResult, format_rate, ranked
 from ..decide.stats import ALPHA, OUTLIER_Z
+from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number
@@ -325,5 +326,5 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_file(path, "\n".join(lines))
     return path

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
+from ..files import write_file
 from ..settings.conf import canonical
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
@@ -158,9 +159,7 @@ class ChoiceFile:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a reader never sees half a file
+    write_file(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:

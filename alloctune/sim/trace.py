@@ -61,13 +61,16 @@ import json
 import lzma
 import os
 import pickle
-import sys
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from ..errors import TraceError
-from ..units import format_bytes
+from ..errors import AlloctuneError, TraceError, shown
+from ..files import open_input, write_file
+from ..results.records import Budget, Bytes, Conf, Count, Rate
+from ..results.typed import FieldError, check_plain, from_json
+from ..units import MAX_SIZE, format_bytes
 
 ALLOC, FREE = 0, 1
 
@@ -111,29 +114,41 @@ def alloc_digest(trace: Trace) -> str:
 
 
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
-    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin."""
-    try:
-        if os.fspath(path) == "-":
-            data = sys.stdin.buffer.read()
+    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin.
+    Both are read as a stream, within MAX_SNAPSHOT_BYTES and MAX_EVENTS."""
+    where = os.fspath(path)
+    with _open_trace(where, "trace") as f:
+        head = f.read(len(_XZ_MAGIC))
+        if not head:
+            raise TraceError(f"{where!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
+                             f"alloctune trace (xz)")
+        if head == _XZ_MAGIC:
+            trace = _load_compact(head, f, where)
+            if device is not None and device != trace.device:
+                raise TraceError(f"{where!r} holds device {trace.device} only, not device {device}")
+        elif head[:1] == bytes([_PICKLE_PROTO]):
+            trace = _load_snapshot(_unpickle_snapshot(head, f, where), where, device)
         else:
-            with open(path, "rb") as f:
-                data = f.read()
-    except OSError as exc:
-        raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
-    if not data:
-        raise TraceError(f"{os.fspath(path)!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
-                         f"alloctune trace (xz)")
-    if data.startswith(_XZ_MAGIC):
-        trace = _load_compact(data, path)
-        if device is not None and device != trace.device:
-            raise TraceError(f"{os.fspath(path)!r} holds device {trace.device} only, not device {device}")
-    elif data[:1] == bytes([_PICKLE_PROTO]):
-        trace = _load_snapshot(data, path, device)
-    else:
-        raise TraceError(f"{os.fspath(path)!r} is neither a PyTorch memory snapshot (pickle) nor an "
-                         f"alloctune trace (xz): it starts with {data[:8]!r}")
+            raise TraceError(f"{where!r} is neither a PyTorch memory snapshot (pickle) nor an "
+                             f"alloctune trace (xz): it starts with {head!r}")
     _check_order_dependence(trace)
     return trace
+
+
+# What one trace may hold: 16.8 M allocation events, 43 times the largest shipped trace (llm-decode-h200, 387 k).
+# A loaded trace costs about 170 bytes and 1.5 us per event (4 M events: 716 MB and 6 s on the 2-core development
+# machine), so this bounds a load at about 3 GB and half a minute; a larger declaration is refused before anything
+# is inflated or allocated.
+MAX_EVENTS = 1 << 24
+# A snapshot pickle: 128 bytes for each of MAX_EVENTS trace entries (a frameless entry pickles to about 120).
+MAX_SNAPSHOT_BYTES = MAX_EVENTS * 128
+
+
+def _open_trace(where: str, what: str):
+    try:
+        return open_input(where, MAX_SNAPSHOT_BYTES, f"a {what}", TraceError)
+    except OSError as exc:
+        raise TraceError(f"cannot read {what} {where!r}: {exc.strerror or exc}") from None
 
 
 # ---- PyTorch snapshot pickles ----
@@ -155,32 +170,47 @@ def read_snapshot(path: str | os.PathLike) -> dict:
     """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
     anything; `TraceError` for anything else."""
     where = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise TraceError(f"cannot read snapshot {where!r}: {exc.strerror or exc}") from None
-    if data[:1] != bytes([_PICKLE_PROTO]):
-        raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with {data[:8]!r}")
-    return _unpickle_snapshot(data, where)
+    with _open_trace(where, "snapshot") as f:
+        head = f.read(1)
+        if head != bytes([_PICKLE_PROTO]):
+            raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with "
+                             f"{head + f.read(7)!r}")
+        return _unpickle_snapshot(head, f, where)
 
 
-def _unpickle_snapshot(data: bytes, where: str) -> dict:
+def _unpickle_snapshot(head: bytes, stream: io.BufferedIOBase, where: str) -> dict:
+    """The snapshot whose pickle starts with `head` (already read) and goes on in `stream`."""
     try:
-        snapshot = _PlainUnpickler(io.BytesIO(data)).load()
-    except TraceError:
+        snapshot = _PlainUnpickler(io.BufferedReader(_Rejoined(head, stream))).load()
+    except AlloctuneError:  # refused: a global asked for, or the input passed its size limit
         raise
     except Exception as exc:  # the unpickler raises many types on corrupt input; all mean the same here
-        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {exc})") from None
+        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {shown(str(exc))})") from None
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
                          f"(written by torch.cuda.memory._dump_snapshot)")
     return snapshot
 
 
-def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
-    where = os.fspath(path)
-    snapshot = _unpickle_snapshot(data, where)
+class _Rejoined(io.RawIOBase):
+    """`head` (read already, to tell the format) followed by the rest of `stream`: what the unpickler reads."""
+
+    def __init__(self, head: bytes, stream: io.BufferedIOBase):
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._stream.readinto(buffer)
+
+
+def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -201,7 +231,10 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     if not isinstance(extra, dict):
         raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
     try:
+        check_plain(extra, "alloctune")
         meta = _checked_meta({"source": "pytorch-snapshot", **extra})
+    except FieldError as exc:
+        raise TraceError(f"{where!r}: field {exc.path!r}: {exc}") from None
     except ValueError as exc:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
@@ -225,10 +258,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
         if action not in ("alloc", "free_completed", "oom"):
             continue
         size, addr = e.get("size"), e.get("addr")
-        if (not isinstance(size, int) or isinstance(size, bool) or size < 0
-                or (action != "oom" and not isinstance(addr, int))):
-            needs = "an integer 'size' >= 0" + ("" if action == "oom" else " and an integer 'addr'")
-            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {e!r:.200}")
+        if not _is_int(size, 0, MAX_SIZE) or (action != "oom" and not _is_int(addr, -_INT64, _INT64 - 1)):
+            needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
+            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(e, 200)}")
         if action == "oom":  # the request failed: nothing was allocated
             ooms += 1
             continue
@@ -240,9 +272,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             allocs_after_oom |= ooms > 0
             pool = e.get("pool_id") or (0, 0)
             key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
-            if not all(isinstance(k, int) for k in key):
+            if not all(_is_int(k, -_INT64, _INT64 - 1) for k in key):
                 raise TraceError(f"{where!r}: trace entry {n} (alloc) needs an integer 'stream' and 'pool_id', "
-                                 f"got {e!r:.200}")
+                                 f"got {shown(e, 200)}")
             stream = stream_keys.setdefault(key, len(stream_keys))
             ident = len(alloc_size)
             live[addr] = ident
@@ -257,6 +289,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
                 dropped_bytes += size
                 continue
             event = (FREE, freed, alloc_size[freed], alloc_stream[freed])
+        if len(kinds) == MAX_EVENTS:
+            raise TraceError(f"{where!r} holds more than {MAX_EVENTS:,} allocation events, the most alloctune "
+                             f"replays")
         for column, value in zip((kinds, addrs, sizes, streams), event):
             column.append(value)
     warnings = list(meta.get("warnings", []))
@@ -269,6 +304,13 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live),
             "warnings": warnings}
     return Trace(kinds, addrs, sizes, streams, device, meta)
+
+
+_INT64 = 1 << 63
+
+
+def _is_int(value: object, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 _ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
@@ -318,10 +360,7 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     except TypeError as exc:
         raise TraceError(f"trace meta must hold only JSON values: {exc}") from None
     body = b"".join(_shuffle(a) for a in arrays.values())
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(lzma.compress(head + b"\n" + body, preset=6))
-    os.replace(tmp, path)
+    write_file(path, lzma.compress(head + b"\n" + body, preset=6))
 
 
 def _shuffle(a: np.ndarray) -> bytes:
@@ -333,24 +372,28 @@ def _unshuffle(raw: bytes, dtype: str, n: int) -> np.ndarray:
     return np.frombuffer(raw, np.uint8).reshape(itemsize, n).T.copy().view(dtype).reshape(n)
 
 
-def _load_compact(data: bytes, path) -> Trace:
-    where = os.fspath(path)
-    stream = _Inflater(data, where)
+def _load_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> Trace:
+    """The trace in the xz stream that starts with `head` (already read) and goes on in `compressed`."""
+    stream = _Inflater(head, compressed, where)
     try:
-        head = stream.read_line(MAX_HEADER_BYTES)
-        header = json.loads(head)
+        header = json.loads(stream.read_line(MAX_HEADER_BYTES))
     except (ValueError, RecursionError) as exc:
-        raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
+        raise TraceError(f"{where!r} is truncated or corrupt ({shown(str(exc))})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
     if header.get("version") != FORMAT_VERSION:
-        raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
-                         f"reads version {FORMAT_VERSION} only")
+        raise TraceError(f"{where!r} is alloctune trace format version {shown(header.get('version'))}; this "
+                         f"alloctune reads version {FORMAT_VERSION} only")
     try:
         layout = [(name, *header["arrays"][name]) for name in ("kinds", "sizes", "streams", "frees")]
-        if not all(dtype == _DTYPES[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                   for name, dtype, n in layout):
-            raise ValueError(f"array layout {header['arrays']!r:.200} is not {_DTYPES}")
+        if not all(dtype == _DTYPES[name] and _is_int(n, 0, _INT64) for name, dtype, n in layout):
+            raise ValueError(f"array layout {shown(header['arrays'], 200)} is not {_DTYPES}")
+        counts = {name: n for name, _, n in layout}
+        if counts["kinds"] > MAX_EVENTS:   # said from the header, before anything is inflated
+            raise TraceError(f"{where!r} declares {counts['kinds']:,} allocation events, more than the "
+                             f"{MAX_EVENTS:,} alloctune replays")
+        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] != counts["kinds"]:
+            raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")
         body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0
         for name, dtype, n in layout:
@@ -361,15 +404,17 @@ def _load_compact(data: bytes, path) -> Trace:
             offset += length
         if offset != len(body):
             raise ValueError(f"{len(body) - offset} bytes left over after the arrays")
-        if not isinstance(header["meta"], dict) or not isinstance(header["device"], int):
+        if not isinstance(header["meta"], dict) or not _is_int(header["device"], 0, _INT64):
             raise ValueError("'meta' must be an object and 'device' an integer")
+        check_plain(header["meta"], "meta")
         return _decode(arrays, header["device"], _checked_meta(header["meta"]))
+    except FieldError as exc:
+        raise TraceError(f"{where!r} is corrupt: field {exc.path!r}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"{where!r} is corrupt: {exc}") from None
 
 
 MAX_HEADER_BYTES = 64 * 2**20
-MAX_BODY_BYTES = 16 * 2**30  # ~600 million events: far beyond any recording; more is an xz bomb, not a trace
 _DTYPES = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}
 _CHUNK = 1 << 20
 
@@ -378,22 +423,24 @@ class _Inflater:
     """Stream-decompresses xz in bounded pieces, so a bomb is refused when it passes a limit, not after it has
     filled memory."""
 
-    def __init__(self, data: bytes, where: str):
+    def __init__(self, head: bytes, compressed: io.BufferedIOBase, where: str):
         self._xz = lzma.LZMADecompressor()
-        self._input: bytes | None = data
+        self._pending, self._compressed = head, compressed
         self._buffer = bytearray()
         self._where = where
 
     def _more(self) -> bool:
         if self._xz.eof:
             return False
-        if self._xz.needs_input and self._input is None:
-            raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
+        if self._xz.needs_input and not self._pending:
+            self._pending = self._compressed.read(_CHUNK)
+            if not self._pending:
+                raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
         try:
-            self._buffer += self._xz.decompress(self._input or b"", _CHUNK)
+            self._buffer += self._xz.decompress(self._pending, _CHUNK)
         except lzma.LZMAError as exc:
             raise TraceError(f"{self._where!r} is truncated or corrupt ({exc})") from None
-        self._input = None
+        self._pending = b""
         return True
 
     def read_line(self, limit: int) -> bytes:
@@ -408,14 +455,31 @@ class _Inflater:
 
     def read_rest(self, expected: int) -> bytes:
         """Everything after the header, which must be exactly `expected` bytes (the header's array layout)."""
-        if expected > MAX_BODY_BYTES:
-            raise TraceError(f"{self._where!r}: the header announces {format_bytes(expected)} of arrays, more than "
-                             f"the {format_bytes(MAX_BODY_BYTES)} alloctune reads")
         while self._more():
             if len(self._buffer) > expected:
                 raise TraceError(f"{self._where!r} is corrupt: it inflates to more than the "
                                  f"{format_bytes(expected)} its header announces")
         return bytes(self._buffer)
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """An entry of `meta["measured"]` as replay, search and record read it: the setting a GPU run had and what it
+    measured. Checked on load through the typed reader (the entry itself stays the dict it was)."""
+
+    conf: Conf = ""
+    state: str | None = None
+    effective_conf: str | None = None
+    peak_reserved_bytes: Bytes | None = None
+    peak_allocated_bytes: Bytes | None = None
+    num_alloc_retries: Count | None = None
+    num_ooms: Count | None = None
+    throughput: Rate | None = None
+    unit: str | None = None
+    measured_seconds: Rate | None = None
+    budget_bytes: Budget | None = None
+    alloc_digest: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
@@ -431,9 +495,9 @@ def _checked_meta(meta: dict) -> dict:
             continue
         if not isinstance(value, types) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise ValueError(f"meta {key!r} must be {' or '.join(t.__name__ for t in types)}"
-                             f"{' >= 0' if types == (int,) else ''}, got {value!r:.80}")
-    if not all(isinstance(m, dict) for m in meta.get("measured") or []):
-        raise ValueError("meta 'measured' must be a list of objects")
+                             f"{' >= 0' if types == (int,) else ''}, got {shown(value)}")
+    for i, run in enumerate(meta.get("measured") or []):
+        from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
     return meta
@@ -446,6 +510,8 @@ def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
         raise ValueError("event kinds other than alloc and free")
     if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or kinds.size - sizes.size != back.size:
         raise ValueError("array lengths do not agree with the event kinds")
+    if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
+        raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
     if not sizes.size:
         raise ValueError("no allocations")
     allocs_before = np.cumsum(is_alloc)  # at event i: allocations made up to and including i

@@ -191,6 +191,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
 def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     from ..decide.planned import planned_trials, recorded_trials
+    from ..files import write_file
     from ..report.export import provenance, render
     from ..report.plot import plot_pareto
     from ..report.summary import write_summary
@@ -210,7 +211,7 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
     # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
     if best is not None and best.complete:
-        (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
+        write_file(folder.path / "best.env", render(best, "env", provenance(folder, info, best)))
     else:
         (folder.path / "best.env").unlink(missing_ok=True)
     return settings, choices
