@@ -1,10 +1,11 @@
 """Files alloctune reads from the user and writes for them.
 
-Reading: what the user gives, a path or '-' (standard input), is read in bounded pieces. Each kind of input has one size limit, defined where that kind is read (a trace, a snapshot, a log, a results
-file...). A regular file larger than its limit is refused before a byte of it is read; anything else (a pipe, a
-device, a file still growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`,
-`/dev/urandom` or a 3 GB file cost at most the limit, never all memory. A FIFO without a writer waits for one,
-as every reader of a pipe does.
+Reading: what the user gives, a path or '-' (standard input), is read in bounded pieces. Each kind of input has
+one size limit, defined where that kind is read (a trace, a snapshot, a log, a results file...). A regular file
+larger than its limit is refused before a byte of it is read; anything else (a pipe, a device, a file still
+growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`, `/dev/urandom` or a 3 GB
+file cost at most the limit, never all memory. A FIFO without a writer waits for one, as every reader of a pipe
+does.
 
 Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, which is
 then renamed over it, so a reader never sees half a file and a full disk leaves the old file as it was, and no
@@ -43,6 +44,9 @@ class _Capped(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def fileno(self) -> int:
+        return self._fd
 
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")
@@ -110,7 +114,9 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
             warnings.warn(f"{path} was a symbolic link to {os.readlink(path)}: replaced it with the file itself, "
                           f"leaving what it pointed to as it was")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
+            raise OSError(exc.errno, exc.strerror, path) from None
         raise

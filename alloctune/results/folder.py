@@ -188,7 +188,13 @@ class ResultsFolder:
             yield
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            if (self.path / LOCK_FILE).is_symlink():   # it is truncated and written: never through a link
+                raise ResultsError(f"{self.path / LOCK_FILE} is a symbolic link, which alloctune would write "
+                                   f"through: remove it") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

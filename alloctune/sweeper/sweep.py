@@ -22,7 +22,7 @@ from .. import __version__
 from ..decide.choice import Choice, SettingResult, choose, summarize_settings
 from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS, contenders, precision_note
 from ..errors import AlloctuneError
-from ..results.folder import ResultsFolder, Skipped, SweepInfo
+from ..results.folder import LOCK_FILE, ResultsFolder, Skipped, SweepInfo
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord, TrialState, sim_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
@@ -305,9 +305,14 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
                  held: contextlib.ExitStack) -> ResultsFolder:
     """`out` if given (resumed when it holds the same sweep); else the newest results/<workload>-* folder of
     the same sweep (resume), unless `fresh`; else a new timestamped folder. Locked (in `held`) before it is read
-    or written: a folder another sweep is writing is refused."""
+    or written: a folder another sweep is writing is refused. An `out` that holds files but no sweep is the user's
+    own folder: refused before anything is written there."""
     if out is not None:
         folder = ResultsFolder(out)
+        if not (folder.path / "sweep.json").exists() and (theirs := _not_ours(folder.path)):
+            listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+            raise AlloctuneError(f"--out {folder.path} holds {listed} and no sweep (no sweep.json): a sweep writes "
+                                 f"into a results folder of its own, so give a new or empty folder")
         held.enter_context(folder.lock())
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
@@ -338,6 +343,11 @@ def _open_folder(info: SweepInfo, results_root, out, fresh: bool, notice,
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
     folder.write_info(info)
     return folder
+
+
+def _not_ours(path: Path) -> list[str]:
+    """What a folder holds besides a lock file alloctune left (sorted names), when it is a folder."""
+    return sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE) if path.is_dir() else []
 
 
 def _label(info: SweepInfo) -> str:
