@@ -194,7 +194,7 @@ def _results_message(folder: str) -> OomMessage:
     from ..results.trials import TRIALS_FILE, TrialStore
 
     path = os.path.join(folder, TRIALS_FILE)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         dumps = sorted(glob.glob(os.path.join(glob.escape(folder), "oom-rank*.pickle")))
         if dumps:   # the folder given to alloctune.dump_on_oom
             raise DiagnoseError(f"{folder!r} holds the snapshots dump_on_oom wrote, one per rank: give one of "
