@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from .args import console, gpu_list, seconds
 
@@ -57,5 +58,6 @@ def run(args) -> int:
         console().print(f"Recorded {len(trace.kinds):,} allocation events to {path}; measured peak reserved "
                         f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
                         f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}.")
-    console().print(f"Next: alloctune replay {' '.join(str(p) for p, _ in traces)}")
+    console().print(f"Next: alloctune replay {shlex.join(str(p) for p, _ in traces)}", soft_wrap=True, markup=False,
+                    highlight=False)
     return 0

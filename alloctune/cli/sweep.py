@@ -134,11 +134,13 @@ def run(args) -> int:
         for reason in choice.reasons:
             out.print(f"  {reason}")
     folder = outcome.folder.path
-    # Commands to copy: one line each, never folded at the terminal's width.
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", soft_wrap=True)
-    out.print(f"Next: alloctune export {folder} --format env -o alloc.env", soft_wrap=True)
+    # Commands to copy: one line each, never folded at the terminal's width, quoted for a shell, printed as they are
+    # (no rich markup: a folder may be named '[bold]').
+    plain = dict(soft_wrap=True, markup=False, highlight=False)
+    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", **plain)
+    out.print(f"Next: alloctune export {shlex.quote(str(folder))} --format env -o alloc.env", **plain)
     if outcome.backend == Backend.SIM:
-        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", soft_wrap=True)
+        out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", **plain)
     return 0
 
 

@@ -20,6 +20,7 @@ import codecs
 import glob
 import io
 import os
+import shlex
 from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
@@ -108,7 +109,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     if facts is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
                         "figures): showing its fragmentation picture only")
-    verdict = judge(facts, replay_hint=f"alloctune replay {where or 'SNAPSHOT'}") if facts else None
+    verdict = judge(facts, replay_hint=f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}") if facts else None
     result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
         _replay(result, snapshot, view, facts, confs, jobs)

@@ -1,6 +1,8 @@
 """Reports of a sweep: the ranked table (terminal and Markdown from the same rows) and `summary.md`."""
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 from typing import Iterable
 
@@ -293,6 +295,13 @@ def _per_process(settings: list[SettingResult]) -> list[str]:
             markdown_table(("setting", "repeat", "state", "peaked", "peak reserved per process"), rows), ""]
 
 
+def _code(text: str) -> str:
+    """`text` as Markdown inline code, whatever backticks it holds: fenced by a longer run of them."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or fence != "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
                   choices: list[Choice]) -> Path:
     """Write `summary.md` in the results folder and return its path."""
@@ -317,12 +326,13 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
         lines += [f"### {env_id}", ""] + [f"- {k}: {v}" for k, v in _env_facts(env)]
         lines += [f"- trials run: {_dates(ours)}", ""]
     lines += ["## How this was measured", "",
-              f"- Command: `{info.command or '(not recorded)'}`",
+              f"- Command: {_code(info.command or '(not recorded)')}",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}",
-              f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]
+              f"- Export the choice: {_code('alloctune export ' + shlex.quote(folder.path.name))} (from the folder holding "
+              "it)", ""]
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

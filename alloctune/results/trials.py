@@ -41,7 +41,7 @@ class TrialStore:
         line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        except OSError as exc:
+        except OSError:
             if os.path.islink(self.path):   # refused, not replaced: the link may be how the user keeps the trials
                 raise ResultsError(f"{self.path} is a symbolic link: alloctune appends trials to a file of the "
                                    f"results folder itself, never through a link") from None
