@@ -137,8 +137,10 @@ def run(args) -> int:
     # Commands to copy: one line each, never folded at the terminal's width, quoted for a shell, printed as they are
     # (no rich markup: a folder may be named '[bold]').
     plain = dict(soft_wrap=True, markup=False, highlight=False)
-    out.print(f"\nResults: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)", **plain)
-    out.print(f"Next: alloctune export {shlex.quote(str(folder))} --format env -o alloc.env", **plain)
+    written = [name for name in ("summary.md", "best.env", "plot.png", "trials.jsonl") if (folder / name).exists()]
+    out.print(f"\nResults: {folder}/ ({', '.join(written)})", **plain)
+    if any(choice.best is not None for choice in outcome.choices):   # else there is nothing to export
+        out.print(f"Next: alloctune export {shlex.quote(str(folder))} --format env -o alloc.env", **plain)
     if outcome.backend == Backend.SIM:
         out.print(f"Confirm on a GPU: {_on_gpu(outcome.folder.info().command)}", **plain)
     return 0
