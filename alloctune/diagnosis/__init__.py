@@ -27,7 +27,7 @@ from ..errors import DiagnoseError, TraceError
 from ..files import open_input
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
-from .snapshot import SnapshotView, picture_lines, view_snapshot
+from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
 
@@ -103,6 +103,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
         message = parse_message(_read_text(beside))
         names.append(beside)
+    if snapshot is not None:
+        check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
     warnings: list[str] = list(message.notes) if message else []
     facts = _facts(message, view, warnings)

@@ -175,7 +175,7 @@ def _value(hint: Any, value: object, path: str) -> Any:
             raise FieldError(path, f"expected a string, got {_show(value)}")
         return value
     if hint in (list, tuple) or origin in (list, tuple):
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):   # a tuple: a pickle's (a snapshot's pool id)
             raise FieldError(path, f"expected a list, got {_show(value)}")
         item = args[0] if args else Any
         items = [_value(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
