@@ -227,12 +227,14 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
         pool = view.pool_of(message.requested, 0) if view else None  # a snapshot taken without a trace
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
                         message.device_total, message.allowed, this_process, others,
-                        pool.largest_free if pool else None, message.precision, message.gpu)
+                        pool.largest_free if pool else None, message.precision, message.gpu,
+                        not message.predates_expandable_segments)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
                     exact.allowed if exact.allowed is not None else message.allowed,
-                    this_process, others, exact.largest_free_block, 0, exact.gpu)
+                    this_process, others, exact.largest_free_block, 0, exact.gpu,
+                    exact.expandable_segments and not message.predates_expandable_segments)
 
 
 def _this_process(message: OomMessage, reserved: int | None,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import DiagnoseError
+from ..errors import DiagnoseError, shown
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -70,6 +70,11 @@ class OomMessage:
     precision: int = 0
     text: str = field(default="", repr=False)
     notes: tuple[str, ...] = ()
+
+    @property
+    def predates_expandable_segments(self) -> bool:
+        """The layouts torch 2.0 and older printed: a torch without expandable_segments (added in 2.1)."""
+        return self.format.startswith(("torch 1.x-2.0", "early torch 1.x"))
 
     def to_json(self) -> dict:
         return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,
@@ -123,7 +128,7 @@ def parse_message(text: str) -> OomMessage:
         if number is None or unit is None:
             return None
         sizes.append((number, unit))
-        return round(float(number) * _UNITS[unit])
+        return _bytes(number, unit)
 
     request = _REQUEST.search(msg)
     if not request:
@@ -143,7 +148,7 @@ def parse_message(text: str) -> OomMessage:
         allowed = size(*allowed_m.groups()) if allowed_m else None
         self_m = _SELF.search(msg)
         this_process = size(*self_m.groups()) if self_m else None
-        processes = tuple((int(p), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
+        processes = tuple((_whole(p, "a process id"), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
         expandable_hint = "expandable_segments:True" in msg
         fmt = ("torch 2.1 (GPU g has a total capacty of ...)" if spelling == "capacty"
                else "torch 2.2+ (GPU g has a total capacity of ...)")
@@ -158,11 +163,11 @@ def parse_message(text: str) -> OomMessage:
         if total is not None and any(b > total for _, b in processes):
             notes.append("ignored processes NVML reported with more memory than the card has")
             processes = tuple(p for p in processes if p[1] <= total)
-        return OomMessage(fmt, requested, int(gpu), total, free, allocated, reserved, allowed, this_process,
+        return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed, this_process,
                           processes, private, hint, _precision(sizes), msg, tuple(notes))
     if old:
         g = old.groups()
-        gpu = int(g[0])
+        gpu = _whole(g[0], "a GPU number")
         total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
         allowed = size(g[7], g[8])
         cache = size(g[9], g[10])
@@ -186,10 +191,10 @@ def _parse_async(msg: str) -> OomMessage:
         m = pattern.search(msg)
         if m:
             sizes.append((m.group(1), m.group(2)))
-            found[name] = round(float(m.group(1)) * _UNITS[m.group(2)])
+            found[name] = _bytes(m.group(1), m.group(2))
     if "requested" not in found:
         raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
-    gpu = int(re.search(r"device (\d+)", msg).group(1))  # type: ignore[union-attr]
+    gpu = _whole(re.search(r"device (\d+)", msg).group(1), "a GPU number")  # type: ignore[union-attr]
     # Without a memory fraction the limit printed is the largest 64-bit size (17179869184.00 GiB): no budget.
     if "allowed" in found and "limit" in found and found["allowed"] > found["limit"]:
         del found["allowed"]
@@ -197,6 +202,23 @@ def _parse_async(msg: str) -> OomMessage:
     return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",
                       found["requested"], gpu, found.get("limit"), found.get("free"), found.get("allocated"),
                       found.get("allocated"), found.get("allowed"), precision=_precision(sizes), text=msg)
+
+
+def _bytes(number: str, unit: str) -> int:
+    """A figure of the message in bytes. Torch prints sizes of 64 bits (cudaMallocAsync's "no limit" is the largest,
+    17179869184.00 GiB); one beyond that (or thousands of digits: infinite) means the text is not torch's."""
+    value = float(number) * _UNITS[unit]
+    if not value <= 2**64:
+        raise DiagnoseError(f"the message gives a size of {shown(number, 40)} {unit}, beyond 64 bits: torch never "
+                            "printed that; is the message edited?")
+    return round(value)
+
+
+def _whole(digits: str, what: str) -> int:
+    if len(digits) > 19:   # more than 64 bits
+        raise DiagnoseError(f"the message gives {what} of {len(digits)} digits: torch never printed that; is the "
+                            "message edited?")
+    return int(digits)
 
 
 def _precision(sizes: list[tuple[str, str]]) -> int:
