@@ -23,7 +23,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from ..errors import DiagnoseError, TraceError
+from ..errors import DiagnoseError, TraceError, shown
 from ..files import open_input
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
@@ -193,7 +193,8 @@ def _text(data: bytes) -> str:
 
 
 def _results_message(folder: str) -> OomMessage:
-    from ..results.records import TrialState
+    from ..results.folder import SWEEP_FILE, ResultsFolder
+    from ..results.records import Backend, TrialState
     from ..results.trials import TRIALS_FILE, TrialStore
 
     path = os.path.join(folder, TRIALS_FILE)
@@ -206,7 +207,17 @@ def _results_message(folder: str) -> OomMessage:
     failed = [r for r in TrialStore(path).load() if r.state is TrialState.OOM]
     if not failed:
         raise DiagnoseError(f"{folder!r} has no trial that ended in an OOM")
-    last = failed[-1]
+    last = ([r for r in failed if r.backend != Backend.SIM] or failed)[-1]   # a measured one has a message
+    if last.backend == Backend.SIM:   # a replay ran out: the simulator prints no message, the replay shows it all
+        trace = ((ResultsFolder(folder).info().trace or {}).get("path") if os.path.lexists(
+            os.path.join(folder, SWEEP_FILE)) else None) or "TRACE"
+        if os.path.exists(os.path.join(folder, trace)):   # the trace a hybrid sweep recorded into its folder
+            trace = os.path.join(folder, trace)
+        budget = f" --budget {last.budget_bytes // 2**20}MiB" if last.budget_bytes else ""
+        raise DiagnoseError(f"{folder!r}: its OOM trials were replayed, not run (setting {last.conf or 'default'!r}: "
+                            f"{shown(last.error, 200)}), and a replay's OOM leaves no message to diagnose; see the "
+                            f"peaks and where it ran out with `alloctune replay {shlex.quote(trace)} --conf "
+                            f"{shlex.quote(last.conf or 'default')}{budget}`, or measure it on a GPU")
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {last.conf or 'default'!r} kept no message "
                             "this reader knows")

@@ -89,13 +89,26 @@ class OomMessage:
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
+# What launchers put before every line of a rank's output: torchrun's `[rank0]: ` (--local-ranks-filter) and
+# `[default0]:` (--tee)
+_LINE_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]: ?)+")
+
+
 def _flat(text: str) -> str:
     """One line, colours removed, runs of whitespace (line ends of any system, log wrapping) as one space."""
     return " ".join(_ANSI.sub("", text).split())
 
 
+def _readings(text: str) -> list[str]:
+    """The text as one line, in the two ways a log may have broken it, each line's launcher prefix removed:
+    lines joined by a space (a word wrap took the space), then joined by nothing (a hard wrap at a fixed width
+    cuts anywhere, even inside a word, and keeps every character, spaces included)."""
+    lines = [_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")]
+    return [_flat(" ".join(lines)), _flat("".join(lines))]
+
+
 def looks_like_message(text: str) -> bool:
-    return bool(_START.search(_flat(text)))
+    return any(_START.search(reading) for reading in _readings(text))
 
 
 # Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
@@ -106,13 +119,32 @@ _DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?o
 
 def driver_error(text: str) -> str | None:
     """The CUDA or cuBLAS out-of-memory error in `text`, when there is one (it carries no figures)."""
-    found = _DRIVER.search(_flat(text))
+    found = next((m for m in map(_DRIVER.search, _readings(text)) if m), None)
     return found.group(0) if found else None
 
 
 def parse_message(text: str) -> OomMessage:
-    """The last OOM message in `text` (a message, a traceback, a whole log)."""
-    flat = _flat(text)
+    """The last OOM message in `text` (a message, a traceback, a whole log), however the log broke its lines
+    (see `_readings`): the reading that gives the most figures (the first, on a tie)."""
+    failed: DiagnoseError | None = None
+    read: list[OomMessage] = []
+    for reading in _readings(text):
+        try:
+            read.append(_parse_flat(reading))
+        except DiagnoseError as exc:
+            failed = failed or exc
+    if read:
+        return max(read, key=lambda m: sum(x is not None for x in (m.gpu, m.device_total, m.device_free,
+                                                                     m.allocated, m.reserved, m.allowed,
+                                                                     m.this_process)) + len(m.processes))
+    assert failed is not None
+    if looks_like_message(text):   # a message is there, but not whole: say how to mend it
+        raise DiagnoseError(f"{failed}; if the log broke the message over lines (wrapped, or a prefix on each "
+                            "line), join them into the one line torch printed and give that")
+    raise failed
+
+
+def _parse_flat(flat: str) -> OomMessage:
     starts = [m.start() for m in _START.finditer(flat)]
     if not starts:
         raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "

@@ -200,8 +200,9 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     if choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
+        torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there
         lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
-                  f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
+                  f"with torch {torch or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
     if choice.precision:

@@ -217,7 +217,9 @@ def _dump_trace(torch, record):
                     effective_conf=record["effective_conf"])
     meta = {"command": record["argv"], "rank": record["rank"], "pid": record["pid"],
             "torch_version": record["torch_version"], "device_total_bytes": record["device_total_bytes"],
-            "overhead_bytes": (device or {}).get("overhead_bytes"), "measured": [measured]}
+            "overhead_bytes": (device or {}).get("overhead_bytes"), "measured": [measured],
+            # where it was recorded, as a workload's trace says it: reports of a replay name that GPU and torch
+            "env": {"gpu": torch.cuda.get_device_properties(0).name, "torch": record["torch_version"]}}
     # Read back with an unpickler that admits no class: only plain JSON values may go in.
     snapshot["alloctune"] = json.loads(json.dumps(meta, default=str))
     path = os.path.join(_OUT, f"trace-{os.getpid()}.pickle")
