@@ -19,6 +19,7 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import ProbeError
+from ..processes import spawn_group
 from ..settings.conf import AllocConf
 from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
@@ -102,12 +103,19 @@ def _run_child(python: str, mode: str, payload, timeout: float) -> dict:
     # No allocator setting from the user's shell: it would be parsed at import and colour every verdict.
     env = child_environment(AllocConf(), None)
     try:
-        proc = subprocess.run([exe, "-m", "alloctune.trial.probe", mode], input=json.dumps(payload), env=env,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ProbeError(f"probing {python} took longer than {timeout:g} s (is its torch import hanging?)") from None
+        # A guarded group (processes.py): the probe, and what its torch starts, die with alloctune, even when
+        # alloctune is SIGKILLed while it waits here.
+        with spawn_group([exe, "-m", "alloctune.trial.probe", mode], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+            try:
+                out, err = child.communicate(json.dumps(payload).encode(), timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ProbeError(f"probing {python} took longer than {timeout:g} s (is its torch import "
+                                 f"hanging?)") from None
     except OSError as exc:
         raise ProbeError(f"cannot run Python interpreter {python}: {exc}") from None
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
     lines = [line[len(_MARK):] for line in proc.stdout.splitlines() if line.startswith(_MARK)]
     if proc.returncode == _NO_TORCH_EXIT:
         reason = json.loads(lines[-1])["error"] if lines else proc.stderr.strip()
