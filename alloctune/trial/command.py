@@ -25,13 +25,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ..errors import AlloctuneError
-from ..processes import kill_group, spawn_group
+from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, TrialRecord, TrialState
 from ..workload.command import CommandSpec, is_python
 from .hook import HOOK_DIR
@@ -130,7 +129,7 @@ def run_command_trial(task: TrialTask, gpu=None) -> TrialRecord:
     if is_python(argv[0]):
         argv[0] = task.python   # the sweep's interpreter (--python), which is the command's own by default
     base = {**os.environ, **command.env}
-    with tempfile.TemporaryDirectory(prefix="alloctune-cmd-") as tmp:
+    with temp_folder("alloctune-cmd-") as tmp:   # gone even if this process is killed at any moment
         cwd = command.cwd
         env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
                                task.budget_fraction, record=task.record_trace is not None)
