@@ -389,8 +389,8 @@ def _load_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> Tra
         if not all(dtype == _DTYPES[name] and _is_int(n, 0, _INT64) for name, dtype, n in layout):
             raise ValueError(f"array layout {shown(header['arrays'], 200)} is not {_DTYPES}")
         counts = {name: n for name, _, n in layout}
-        if counts["kinds"] > MAX_EVENTS:   # said from the header, before anything is inflated
-            raise TraceError(f"{where!r} declares {counts['kinds']:,} allocation events, more than the "
+        if (longest := max(counts.values())) > MAX_EVENTS:   # said from the header, before anything is inflated
+            raise TraceError(f"{where!r}: the header announces arrays of {longest:,} events, more than the "
                              f"{MAX_EVENTS:,} alloctune replays")
         if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] != counts["kinds"]:
             raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")

@@ -54,7 +54,7 @@ def test_a_header_announcing_gigabytes_is_refused_before_anything_is_inflated(tm
     path.write_bytes(lzma.compress(header(n, n, 0) + bytes(64 * MiB)))
     assert path.stat().st_size < 100_000
     for error in refused_everywhere(path, tmp_path):
-        assert f"declares {n:,} allocation events, more than the {MAX_EVENTS:,}" in error
+        assert f"the header announces arrays of {n:,} events, more than the {MAX_EVENTS:,}" in error
 
 
 def test_sixty_million_zero_size_allocations_are_refused_from_the_header(tmp_path):
@@ -62,7 +62,7 @@ def test_sixty_million_zero_size_allocations_are_refused_from_the_header(tmp_pat
     path = tmp_path / "zeros.xz"
     path.write_bytes(lzma.compress(header(60_000_000, 60_000_000, 0)))
     for error in refused_everywhere(path, tmp_path):
-        assert "declares 60,000,000 allocation events" in error
+        assert "the header announces arrays of 60,000,000 events" in error
 
 
 def test_arrays_that_inflate_beyond_their_declaration_stop_at_it(tmp_path):
