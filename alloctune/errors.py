@@ -1,9 +1,11 @@
-"""One error hierarchy for everything the user can get wrong; `cli.main` catches it once.
+"""One error hierarchy for everything the user can get wrong; `cli.main` catches it once. And `shown`, the one way
+an error message shows a value taken from the user's data.
 
 Messages that name options (a `sweep()` option, an `export_results()` parameter...) are `OptionText`: a Python
 caller reads the option's name, a CLI user its flag (each subcommand maps names to its flags)."""
 from __future__ import annotations
 
+import reprlib
 from string import Formatter
 from typing import Any, Callable
 
@@ -98,3 +100,32 @@ class ProbeError(AlloctuneError):
 
 class DiagnoseError(AlloctuneError):
     """An OOM message, snapshot or results folder that holds nothing `diagnose` can read."""
+
+
+class _Capped(reprlib.Repr):
+    """reprlib's bounded repr (a few items per container, a few levels deep: its work and its text stay small
+    whatever the value, a tree of shared references or a list nested 200,000 deep), with integers too long to
+    print (Python refuses to write more than 4,300 digits) said by their size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, 4, 4, 4
+        self.maxstring = self.maxother = self.maxlong = 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 200:   # over 60 digits: reprlib would cut them anyway
+            return f"<an integer of about {x.bit_length() * 30103 // 100000} digits>"
+        return super().repr_int(x, level)
+
+
+_CAPPED = _Capped()
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`value` as an error message shows it: its repr, bounded in the time it takes and cut to `limit`
+    characters."""
+    try:
+        text = _CAPPED.repr(value)
+    except Exception:  # a str subclass or an object whose repr fails: say what it is
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

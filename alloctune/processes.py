@@ -13,17 +13,24 @@ with alloctune even when alloctune is killed with SIGKILL and runs no code at al
 
 Contract: spawn from a thread that lives as long as the child (PDEATHSIG follows the spawning thread), and end
 every group with `kill_group(proc)`, or use the returned process as a context manager, which does it on exit.
+
+`temp_folder(prefix)` is a temporary folder (a trial's) that such a watchdog creates and removes: when the block
+ends, or when alloctune dies at any moment, even between the folder's creation and the first line of the block
+(a Ray worker killed as its task is cancelled, a Ctrl-C landing early), where a folder alloctune created itself
+would be left behind.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 from types import TracebackType
-from typing import IO, Any, Sequence
+from typing import IO, Any, Iterator, Sequence
 
 _PR_SET_PDEATHSIG = 1
 try:
@@ -31,21 +38,32 @@ try:
 except (OSError, AttributeError):  # not Linux: the watchdog alone guards
     _prctl = None
 
-# Runs in the watchdog: argv = [pgid, folder...]; stdin = the read end of the pipe.
+# Runs in the watchdog: argv = [pgid or "", temporary folder prefix or "", folder...]; stdin = the read end of
+# the pipe. With a prefix it makes that folder first and writes its path on its stdout.
 _WATCHDOG = """
 import os, shutil, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+folders = sys.argv[3:]
+if sys.argv[2]:
+    import tempfile
+    folders.append(tempfile.mkdtemp(prefix=sys.argv[2]))
+    try:
+        os.write(1, (folders[-1] + "\\n").encode())
+    except OSError:   # whoever asked for it is gone already: remove it below
+        pass
+    os.close(1)
 try:
     while os.read(0, 4096):
         pass
 except OSError:
     pass
-try:
-    os.killpg(int(sys.argv[1]), signal.SIGKILL)
-except OSError:
-    pass
-for folder in sys.argv[2:]:
+if sys.argv[1]:
+    try:
+        os.killpg(int(sys.argv[1]), signal.SIGKILL)
+    except OSError:
+        pass
+for folder in folders:
     shutil.rmtree(folder, ignore_errors=True)
 """
 
@@ -96,7 +114,7 @@ def spawn_group(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
                                 start_new_session=True, preexec_fn=leader_setup)
             try:
                 proc._watchdog = subprocess.Popen(
-                    [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(proc.pid), *[os.fspath(f) for f in remove]],
+                    [sys.executable, "-S", "-I", "-c", _WATCHDOG, str(proc.pid), "", *[os.fspath(f) for f in remove]],
                     stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
             except BaseException:
@@ -127,6 +145,37 @@ def kill_group(proc: GroupProcess) -> None:
             proc._watchdog.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+
+
+@contextlib.contextmanager
+def temp_folder(prefix: str) -> Iterator[str]:
+    """A new temporary folder, made and removed by a watchdog (see the module docstring)."""
+    with _LOCK:
+        read_end, write_end = os.pipe()
+        try:
+            watchdog = subprocess.Popen([sys.executable, "-S", "-I", "-c", _WATCHDOG, "", prefix], stdin=read_end,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+    folder = ""
+    try:
+        assert watchdog.stdout is not None
+        with watchdog.stdout:
+            folder = watchdog.stdout.readline().decode().rstrip("\n")
+        if not folder:
+            raise OSError(f"the watchdog could not make a temporary folder (exit status {watchdog.wait()})")
+        yield folder
+    finally:
+        os.close(write_end)   # the watchdog wakes and removes the folder
+        try:
+            watchdog.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if folder:   # and if something killed the watchdog first (Ray kills a worker's children), so do we
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def kill_all() -> None:

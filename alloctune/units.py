@@ -16,6 +16,7 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNOR
 
 MiB = 2**20
 GiB = 2**30
+MIN_FRACTION = 2**-20   # of the device: 1 MiB of a card with 1 TiB, which none has; less is a typo, not a budget
 MAX_SIZE = 2**63 - 1  # int64, as torch and the simulator count bytes; 8 EiB is no device anyone has
 
 
@@ -48,6 +49,9 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
     except (TypeError, ValueError):
         value = None
     if value is not None and 0 < value <= 1:
+        if value < MIN_FRACTION:
+            raise SizeError(f"a budget fraction of {text} leaves less than 1 MiB even of a card with 1 TiB: give a "
+                            f"fraction of at least {MIN_FRACTION:.1e} or a size such as '24GiB'")
         return None, value
     size = parse_size(text if value is None else value)
     if size < MiB:  # '2' or '24' meant as a fraction or as GiB, not as bytes

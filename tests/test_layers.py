@@ -1,8 +1,8 @@
 """The package's contracts, checked on its source: which layer may import which (lazy imports inside functions
 count too), no import cycle between modules, and the alloctune modules a trial child loads.
 
-Layers, lowest first (docs/DESIGN.md draws them): errors, units, processes and runtime import nothing of ours
-above them; settings; results; workload; sim and decide (never trial); trial (never sweeper, decide or report);
+Layers, lowest first (docs/DESIGN.md draws them): errors, units, files, processes and runtime import nothing of
+ours above them; settings; results; workload; sim and decide (never trial); trial (never sweeper, decide or report);
 report and diagnosis; sweeper; cli. `alloctune` itself (the lazy API) may be imported for `__version__`.
 """
 from __future__ import annotations
@@ -22,19 +22,21 @@ PACKAGE = ROOT / "alloctune"
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "units": {"errors"},
+    "files": {"errors", "units"},
     "processes": set(),
     "runtime": set(),
-    "settings": {"errors", "units"},
-    "results": {"errors", "units", "settings"},
-    "workload": {"errors", "units", "settings"},
-    "sim": {"errors", "units", "settings", "results", "processes"},
+    "settings": {"errors", "units", "files"},
+    "results": {"errors", "units", "files", "settings"},
+    "workload": {"errors", "units", "files", "settings"},
+    "sim": {"errors", "units", "files", "settings", "results", "processes"},
     "decide": {"errors", "units", "settings", "results"},
-    "trial": {"errors", "units", "settings", "results", "workload", "processes", "runtime", "sim"},
-    "report": {"errors", "units", "settings", "results", "decide", "sim", "workload"},
-    "diagnosis": {"errors", "units", "settings", "results", "sim", "report"},
-    "sweeper": {"errors", "units", "settings", "results", "workload", "processes", "sim", "decide", "trial", "report"},
-    "cli": {"errors", "units", "settings", "results", "workload", "processes", "sim", "decide", "trial", "report",
-            "diagnosis", "sweeper"},
+    "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim"},
+    "report": {"errors", "units", "files", "settings", "results", "decide", "sim", "workload"},
+    "diagnosis": {"errors", "units", "files", "settings", "results", "sim", "report"},
+    "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
+                "report"},
+    "cli": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
+            "report", "diagnosis", "sweeper"},
     "__main__": {"cli"},
 }
 ROOT_API = "alloctune"

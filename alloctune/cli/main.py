@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import signal
 import sys
@@ -43,12 +44,70 @@ def _warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"alloctune: warning: {message}", file=sys.stderr)
 
 
+def _stand_in_for_closed_streams() -> None:
+    """A standard stream the caller closed (`>&-`, `2>&-`, `<&-`) gets a stand-in, so that no file alloctune opens
+    takes its number (print() would then write into that file) and nothing traces back. Standard input reads as
+    empty; standard error goes nowhere (the exit status still says how it went); standard output becomes a pipe
+    that nobody reads, so writing a command's output fails as it does into a reader that left (exit 141, quietly),
+    while a command that prints nothing there (`export -o FILE`) still works."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        if fd == 1:
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, 1)
+            for end in (read_end, write_end):
+                if end != 1:
+                    os.close(end)
+        else:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        stream = io.TextIOWrapper(io.FileIO(fd, "r" if fd == 0 else "w", closefd=False), encoding="utf-8",
+                                  errors="surrogateescape" if fd < 2 else "backslashreplace", line_buffering=fd == 2)
+        setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+
+
+def _reader_left() -> int:
+    """The reader of our output left (`alloctune replay T | head -n 3`): stop without a word and with 128 + SIGPIPE
+    = 141, the status coreutils tools (cat, seq, sort) have then, as they die of SIGPIPE; so a pipeline under
+    `set -o pipefail` sees a cut output as cut, and nothing claims it was whole. What is still buffered goes to
+    /dev/null: the interpreter's last flush of stdout would otherwise fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
+def _say(text: str) -> None:
+    """A last line on standard error; a reader of it that left is no reason for a traceback."""
+    try:
+        print(text, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    _stand_in_for_closed_streams()
+    if isinstance(sys.stdout, io.TextIOWrapper):   # a path that is not UTF-8 is printed as the file system has it
+        sys.stdout.reconfigure(errors="surrogateescape")
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            sys.stdout.flush()
+            return 2
+    except SystemExit:   # --help, --version or a usage error, printed: the reader may have left meanwhile
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _reader_left()
+        raise
+    except BrokenPipeError:
+        return _reader_left()
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
@@ -58,25 +117,21 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()   # here, so that a reader who left is handled below, not at interpreter exit
             return code
     except BrokenPipeError:
-        # The reader of our output left (`alloctune replay T | head -n 3`): stop without a word and with
-        # 128 + SIGPIPE = 141, the status coreutils tools (cat, seq, sort) have then, as they die of SIGPIPE; so a
-        # pipeline under `set -o pipefail` sees a cut output as cut, and nothing claims it was whole. What is still
-        # buffered goes to /dev/null: the interpreter's last flush of stdout would otherwise fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+        return _reader_left()
     except AlloctuneError as exc:
         # Options named as this subcommand's flags (its `flags` table: field -> flag).
-        print(f"alloctune: error: {flagged(exc, getattr(args, 'flags', {}))}", file=sys.stderr)
+        _say(f"alloctune: error: {flagged(exc, getattr(args, 'flags', {}))}")
         return exc.exit_code
     except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
-        print(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        _say(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
         return 2
     except KeyboardInterrupt as exc:
         # What the interrupted command leaves behind, as it says it (`interrupted` on args; sweep updates it once
         # every file is written).
         how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        # Only a sweep keeps what it finished (its trials file); every other command answers whole or not at all.
         left = getattr(args, "interrupted", "")
-        print(f"alloctune: {how}" + (f"; {left}" if left else ""), file=sys.stderr)
+        _say(f"alloctune: {how}; {left}" if left else f"alloctune: {how} before it finished")
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     finally:
         if in_main_thread:

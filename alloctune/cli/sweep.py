@@ -210,10 +210,14 @@ def run(args) -> int:
         for line in gpu:
             say(out, Text(line))
     folder = outcome.folder.path
-    # The folder is one word (never broken); the commands are to copy: broken between words only, with '\'.
+    # The folder is one word (never broken); the commands are to copy: quoted for a shell, broken between words only,
+    # with '\'; nothing of them read as rich markup (a folder may be named '[bold]').
+    written = [name for name in ("summary.md", "best.env", "plot.png", "trials.jsonl") if (folder / name).exists()]
     out.print()
-    say(out, Text(f"Results: {folder}/ (summary.md, best.env, plot.png, trials.jsonl)"))
-    closing = [("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"])]
+    say(out, Text(f"Results: {folder}/ ({', '.join(written)})"))
+    closing = []
+    if any(choice.best is not None for choice in outcome.choices):   # else there is nothing to export
+        closing.append(("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"]))
     if outcome.backend == Backend.SIM:
         closing.append(("Confirm on a GPU:", _on_gpu(outcome.folder.info().command)))
     for label, words in closing:

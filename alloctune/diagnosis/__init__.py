@@ -21,21 +21,22 @@ from __future__ import annotations
 
 import codecs
 import glob
+import io
 import os
-import sys
+import shlex
 from dataclasses import dataclass, field
 
-from ..errors import DiagnoseError, TraceError
+from ..errors import DiagnoseError, TraceError, shown
+from ..files import open_input
 from ..settings.known import Feature, Problem
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
-from .snapshot import SnapshotView, picture_lines, view_snapshot
+from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
 
-_PICKLE = b"\x80"
 
 
 @dataclass
@@ -117,13 +118,15 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
         message = parse_message(_read_text(beside))
         names.append(beside)
+    if snapshot is not None:
+        check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
     warnings: list[str] = list(message.notes) if message else []
     facts = _facts(message, view, warnings)
     if facts is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
                         "figures): showing its fragmentation picture only")
-    verdict = judge(facts, replay_hint=f"alloctune replay {where or 'SNAPSHOT'}") if facts else None
+    verdict = judge(facts, replay_hint=f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}") if facts else None
     result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
         _replay(result, snapshot, view, facts, confs, jobs)
@@ -146,22 +149,27 @@ def _check_known(result: Diagnosis, torch_version: str | None) -> None:
 
 def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
-    from ..sim.pickles import unpickle_snapshot
+    from ..sim.limits import MAX_SNAPSHOT_BYTES
+    from ..sim.compact import XZ_MAGIC
+    from ..sim.pickles import PICKLE_PROTO, unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
         return _results_message(name), None
     try:
-        data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
+        f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
-    if not data:
-        raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results folder")
-    if data[:1] == _PICKLE:
-        return unpickle_snapshot(data, name), None if name == "-" else name
-    if data.startswith(b"\xfd7zXZ\x00"):
-        raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at an "
-                            "OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
-    text = _text(data)
+    with f:
+        head = f.read(len(XZ_MAGIC))
+        if not head:
+            raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results "
+                                "folder")
+        if head[:1] == bytes([PICKLE_PROTO]):
+            return unpickle_snapshot(head, f, name), None if name == "-" else name
+        if head == XZ_MAGIC:
+            raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
+                                "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
+        text = _log_text(head, f, name)
     if not looks_like_message(text) and (error := driver_error(text)):
         raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
                             "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
@@ -172,12 +180,39 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     return parse_message(text), None if name == "-" else name
 
 
+# How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
+# takes a few KiB; a whole training log can take gigabytes.
+LOG_TAIL_BYTES = 64 * 2**20
+
+
 def _read_text(path: str) -> str:
+    from ..sim.limits import MAX_SNAPSHOT_BYTES
+
     try:
-        with open(path, "rb") as f:
-            return _text(f.read())
+        with open_input(path, MAX_SNAPSHOT_BYTES, "a log", DiagnoseError) as f:
+            return _log_text(b"", f, path)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
+    """The last LOG_TAIL_BYTES of a log whose first bytes `head` were read already, as text (see `_text`)."""
+    kept = bytearray(head + f.read(1 << 16))
+    bom = bytes(kept[:2]) if kept.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else b""
+    if not bom and b"\0" in kept:   # no text but UTF-16 holds NUL bytes: said now, not after reading it all
+        raise DiagnoseError(f"{name!r} holds binary data: neither an OOM message or log, nor a snapshot pickle")
+    dropped = 0   # bytes of the log before kept[0]: cut at an even count, UTF-16 keeps whole code units
+    while piece := f.read(1 << 20):
+        kept += piece
+        if len(kept) > 2 * LOG_TAIL_BYTES:
+            cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
+            del kept[:cut]
+            dropped += cut
+    if len(kept) > LOG_TAIL_BYTES:
+        cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
+        del kept[:cut]
+        dropped += cut
+    return _text(bom + bytes(kept) if dropped else bytes(kept))
 
 
 def _text(data: bytes) -> str:
@@ -189,11 +224,12 @@ def _text(data: bytes) -> str:
 
 
 def _results_message(folder: str) -> OomMessage:
-    from ..results.records import TrialState
+    from ..results.folder import SWEEP_FILE, ResultsFolder
+    from ..results.records import Backend, TrialState
     from ..results.trials import TRIALS_FILE, TrialStore
 
     path = os.path.join(folder, TRIALS_FILE)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         dumps = sorted(glob.glob(os.path.join(glob.escape(folder), "oom-rank*.pickle")))
         if dumps:   # the folder given to alloctune.dump_on_oom
             raise DiagnoseError(f"{folder!r} holds the snapshots dump_on_oom wrote, one per rank: give one of "
@@ -202,7 +238,17 @@ def _results_message(folder: str) -> OomMessage:
     failed = [r for r in TrialStore(path).load() if r.state is TrialState.OOM]
     if not failed:
         raise DiagnoseError(f"{folder!r} has no trial that ended in an OOM")
-    last = failed[-1]
+    last = ([r for r in failed if r.backend != Backend.SIM] or failed)[-1]   # a measured one has a message
+    if last.backend == Backend.SIM:   # a replay ran out: the simulator prints no message, the replay shows it all
+        trace = ((ResultsFolder(folder).info().trace or {}).get("path") if os.path.lexists(
+            os.path.join(folder, SWEEP_FILE)) else None) or "TRACE"
+        if os.path.exists(os.path.join(folder, trace)):   # the trace a hybrid sweep recorded into its folder
+            trace = os.path.join(folder, trace)
+        budget = f" --budget {last.budget_bytes // 2**20}MiB" if last.budget_bytes else ""
+        raise DiagnoseError(f"{folder!r}: its OOM trials were replayed, not run (setting {last.conf or 'default'!r}: "
+                            f"{shown(last.error, 200)}), and a replay's OOM leaves no message to diagnose; see the "
+                            f"peaks and where it ran out with `alloctune replay {shlex.quote(trace)} --conf "
+                            f"{shlex.quote(last.conf or 'default')}{budget}`, or measure it on a GPU")
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {last.conf or 'default'!r} kept no message "
                             "this reader knows")
@@ -223,12 +269,14 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
         pool = view.pool_of(message.requested, 0) if view else None  # a snapshot taken without a trace
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
                         message.device_total, message.allowed, this_process, others,
-                        pool.largest_free if pool else None, message.precision, message.gpu)
+                        pool.largest_free if pool else None, message.precision, message.gpu,
+                        not message.predates_expandable_segments)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
                     exact.allowed if exact.allowed is not None else message.allowed,
-                    this_process, others, exact.largest_free_block, 0, exact.gpu)
+                    this_process, others, exact.largest_free_block, 0, exact.gpu,
+                    exact.expandable_segments and not message.predates_expandable_segments)
 
 
 def _this_process(message: OomMessage, reserved: int | None,

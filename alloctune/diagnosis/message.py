@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import DiagnoseError
+from ..errors import DiagnoseError, shown
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -71,6 +71,11 @@ class OomMessage:
     text: str = field(default="", repr=False)
     notes: tuple[str, ...] = ()
 
+    @property
+    def predates_expandable_segments(self) -> bool:
+        """The layouts torch 2.0 and older printed: a torch without expandable_segments (added in 2.1)."""
+        return self.format.startswith(("torch 1.x-2.0", "early torch 1.x"))
+
     def to_json(self) -> dict:
         return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,
                 "device_total_bytes": self.device_total, "device_free_bytes": self.device_free,
@@ -84,13 +89,26 @@ class OomMessage:
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
+# What launchers put before every line of a rank's output: torchrun's `[rank0]: ` (--local-ranks-filter) and
+# `[default0]:` (--tee)
+_LINE_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]: ?)+")
+
+
 def _flat(text: str) -> str:
     """One line, colours removed, runs of whitespace (line ends of any system, log wrapping) as one space."""
     return " ".join(_ANSI.sub("", text).split())
 
 
+def _readings(text: str) -> list[str]:
+    """The text as one line, in the two ways a log may have broken it, each line's launcher prefix removed:
+    lines joined by a space (a word wrap took the space), then joined by nothing (a hard wrap at a fixed width
+    cuts anywhere, even inside a word, and keeps every character, spaces included)."""
+    lines = [_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")]
+    return [_flat(" ".join(lines)), _flat("".join(lines))]
+
+
 def looks_like_message(text: str) -> bool:
-    return bool(_START.search(_flat(text)))
+    return any(_START.search(reading) for reading in _readings(text))
 
 
 # Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
@@ -101,13 +119,32 @@ _DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?o
 
 def driver_error(text: str) -> str | None:
     """The CUDA or cuBLAS out-of-memory error in `text`, when there is one (it carries no figures)."""
-    found = _DRIVER.search(_flat(text))
+    found = next((m for m in map(_DRIVER.search, _readings(text)) if m), None)
     return found.group(0) if found else None
 
 
 def parse_message(text: str) -> OomMessage:
-    """The last OOM message in `text` (a message, a traceback, a whole log)."""
-    flat = _flat(text)
+    """The last OOM message in `text` (a message, a traceback, a whole log), however the log broke its lines
+    (see `_readings`): the reading that gives the most figures (the first, on a tie)."""
+    failed: DiagnoseError | None = None
+    read: list[OomMessage] = []
+    for reading in _readings(text):
+        try:
+            read.append(_parse_flat(reading))
+        except DiagnoseError as exc:
+            failed = failed or exc
+    if read:
+        return max(read, key=lambda m: sum(x is not None for x in (m.gpu, m.device_total, m.device_free,
+                                                                     m.allocated, m.reserved, m.allowed,
+                                                                     m.this_process)) + len(m.processes))
+    assert failed is not None
+    if looks_like_message(text):   # a message is there, but not whole: say how to mend it
+        raise DiagnoseError(f"{failed}; if the log broke the message over lines (wrapped, or a prefix on each "
+                            "line), join them into the one line torch printed and give that")
+    raise failed
+
+
+def _parse_flat(flat: str) -> OomMessage:
     starts = [m.start() for m in _START.finditer(flat)]
     if not starts:
         raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
@@ -123,7 +160,7 @@ def parse_message(text: str) -> OomMessage:
         if number is None or unit is None:
             return None
         sizes.append((number, unit))
-        return round(float(number) * _UNITS[unit])
+        return _bytes(number, unit)
 
     request = _REQUEST.search(msg)
     if not request:
@@ -143,7 +180,7 @@ def parse_message(text: str) -> OomMessage:
         allowed = size(*allowed_m.groups()) if allowed_m else None
         self_m = _SELF.search(msg)
         this_process = size(*self_m.groups()) if self_m else None
-        processes = tuple((int(p), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
+        processes = tuple((_whole(p, "a process id"), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
         expandable_hint = "expandable_segments:True" in msg
         fmt = (f"torch 2.1 ('GPU {gpu} has a total capacty of ...', spelt so)" if spelling == "capacty"
                else f"torch 2.2+ ('GPU {gpu} has a total capacity of ...')")
@@ -158,11 +195,11 @@ def parse_message(text: str) -> OomMessage:
         if total is not None and any(b > total for _, b in processes):
             notes.append("ignored processes NVML reported with more memory than the card has")
             processes = tuple(p for p in processes if p[1] <= total)
-        return OomMessage(fmt, requested, int(gpu), total, free, allocated, reserved, allowed, this_process,
+        return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed, this_process,
                           processes, private, hint, _precision(sizes), msg, tuple(notes))
     if old:
         g = old.groups()
-        gpu = int(g[0])
+        gpu = _whole(g[0], "a GPU number")
         total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
         allowed = size(g[7], g[8])
         cache = size(g[9], g[10])
@@ -186,10 +223,10 @@ def _parse_async(msg: str) -> OomMessage:
         m = pattern.search(msg)
         if m:
             sizes.append((m.group(1), m.group(2)))
-            found[name] = round(float(m.group(1)) * _UNITS[m.group(2)])
+            found[name] = _bytes(m.group(1), m.group(2))
     if "requested" not in found:
         raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
-    gpu = int(re.search(r"device (\d+)", msg).group(1))  # type: ignore[union-attr]
+    gpu = _whole(re.search(r"device (\d+)", msg).group(1), "a GPU number")  # type: ignore[union-attr]
     # Without a memory fraction the limit printed is the largest 64-bit size (17179869184.00 GiB): no budget.
     if "allowed" in found and "limit" in found and found["allowed"] > found["limit"]:
         del found["allowed"]
@@ -197,6 +234,23 @@ def _parse_async(msg: str) -> OomMessage:
     return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",
                       found["requested"], gpu, found.get("limit"), found.get("free"), found.get("allocated"),
                       found.get("allocated"), found.get("allowed"), precision=_precision(sizes), text=msg)
+
+
+def _bytes(number: str, unit: str) -> int:
+    """A figure of the message in bytes. Torch prints sizes of 64 bits (cudaMallocAsync's "no limit" is the largest,
+    17179869184.00 GiB); one beyond that (or thousands of digits: infinite) means the text is not torch's."""
+    value = float(number) * _UNITS[unit]
+    if not value <= 2**64:
+        raise DiagnoseError(f"the message gives a size of {shown(number, 40)} {unit}, beyond 64 bits: torch never "
+                            "printed that; is the message edited?")
+    return round(value)
+
+
+def _whole(digits: str, what: str) -> int:
+    if len(digits) > 19:   # more than 64 bits
+        raise DiagnoseError(f"the message gives {what} of {len(digits)} digits: torch never printed that; is the "
+                            "message edited?")
+    return int(digits)
 
 
 def _precision(sizes: list[tuple[str, str]]) -> int:

@@ -12,13 +12,125 @@ observer was given.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import TraceError
+from ..results.records import Bytes, Count
+from ..results.typed import FieldError, check_plain, from_json
+from ..settings.versions import behaviour
 from ..units import MiB, format_bytes, plural
 from .verdict import OomFacts
 
 SMALL_SIZE = MiB  # requests up to 1 MiB (after rounding to 512 B) come from the small pool
+
+
+# ---- what diagnose reads of a snapshot, checked through the typed reader before anything uses it ----
+# Only the fields read below are checked (the records ignore the rest); each record is checked and the snapshot
+# stays the dict it was, so a damaged or crafted snapshot is one line naming the field, never a crash later.
+
+@dataclass(frozen=True)
+class _History:   # torch 2.0 and older kept a block's request here
+    addr: Bytes | None = None
+    real_size: Bytes | None = None
+
+
+@dataclass(frozen=True)
+class _Block:
+    size: Bytes
+    state: str = "inactive"
+    address: Bytes | None = None
+    requested_size: Bytes | None = None
+    history: list[_History] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    address: Bytes
+    total_size: Bytes
+    allocated_size: Bytes = 0
+    device: Count = 0
+    stream: Bytes = 0
+    segment_type: str = "large"
+    segment_pool_id: tuple[int, ...] | None = None
+    is_expandable: bool = False
+    blocks: list[_Block] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    action: str
+    addr: Bytes | None = None
+    size: Bytes = 0
+    stream: Bytes = 0
+    pool_id: tuple[int, ...] | None = None
+    device_free: Bytes | None = None
+
+
+@dataclass(frozen=True)
+class _Settings:
+    expandable_segments: bool | None = None
+    garbage_collection_threshold: float | None = None
+    max_split_size: int | None = None
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """What alloctune.dump_on_oom's observer kept of the OOM (`alloctune.oom`)."""
+
+    device: Count | None = None
+    requested_bytes: Bytes | None = None
+    device_free_bytes: Bytes | None = None
+    allowed_bytes: Bytes | None = None
+    memory_stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Extra:
+    """The `alloctune` dict dump_on_oom adds."""
+
+    torch_version: str | None = None
+    device_total_bytes: Bytes | None = None
+    max_entries: Count | None = None
+    oom: _Observed | None = None
+
+
+# The trace entries replayed: a snapshot's other actions are not requests and are skipped unread.
+_READ_ACTIONS = frozenset(("alloc", "free_completed", "segment_alloc", "segment_free", "oom"))
+
+
+def check_snapshot(snapshot: dict, where: str) -> None:
+    """Refuse, in one `TraceError` naming the field, a snapshot whose parts diagnose reads are not what torch (or
+    dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes..."""
+    def check(record: type, value: object, path: str) -> None:
+        try:
+            from_json(record, value, path, TraceError)
+        except TraceError as exc:
+            raise TraceError(f"{where!r}: {exc}") from None
+
+    segments = snapshot.get("segments", [])
+    if not isinstance(segments, list):
+        raise TraceError(f"{where!r}: 'segments' is not a list of segments (dicts)")
+    for i, segment in enumerate(segments):
+        check(_Segment, segment, f"segments[{i}]")
+    for d, entries in enumerate(snapshot["device_traces"]):
+        if not isinstance(entries, list):
+            raise TraceError(f"{where!r}: device_traces[{d}] is not a list of trace entries (dicts)")
+        for n, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise TraceError(f"{where!r}: device_traces[{d}][{n}] is not a trace entry (a dict)")
+            if entry.get("action") in _READ_ACTIONS:
+                check(_Entry, entry, f"device_traces[{d}][{n}]")
+    if "allocator_settings" in snapshot:
+        check(_Settings, snapshot["allocator_settings"], "allocator_settings")
+    if "alloctune" in snapshot:
+        check(_Extra, snapshot["alloctune"], "alloctune")
+        try:
+            check_plain(snapshot["alloctune"], "alloctune")
+            check(_Settings, (snapshot["alloctune"].get("oom") or {}).get("memory_stats") or {},
+                  "alloctune.oom.memory_stats")
+        except FieldError as exc:
+            raise TraceError(f"{where!r}: field {exc.path!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -81,7 +193,9 @@ class SnapshotView:
         if oom is None:
             return None
         pool = self.pool_of(oom["requested"], oom.get("stream", 0))
-        return OomFacts(requested=oom["requested"], allocated=self.allocated, reserved=self.reserved,
+        version = self.extra.get("torch_version")
+        return OomFacts(expandable_segments=version is None or behaviour(version).has_expandable_segments,
+                        requested=oom["requested"], allocated=self.allocated, reserved=self.reserved,
                         device_free=oom.get("device_free"), device_total=self.extra.get("device_total_bytes"),
                         allowed=oom.get("allowed"), largest_free_block=pool.largest_free if pool else 0,
                         gpu=self.device)

@@ -51,6 +51,7 @@ class OomFacts:
     largest_free_block: int | None = None           # in the pool the request needed (snapshot only)
     precision: int = 0                              # rounding of the figures
     gpu: int | None = None
+    expandable_segments: bool = True                # the failing torch has them (2.1+; False: 2.0 and older)
 
     @property
     def unallocated(self) -> int:
@@ -65,8 +66,15 @@ class OomFacts:
             outside = self.device_total - self.device_free - used
             how = ("card total - free - this process" if self.this_process is not None
                    else f"card total - free - reserved - {format_bytes(CONTEXT_ESTIMATE)} for the CUDA context")
-            # below DRIVER_SLACK the difference is the driver's own memory, not another process
-            return (outside if outside > DRIVER_SLACK else 0), how
+            if outside > DRIVER_SLACK:
+                return outside, how
+            # Below DRIVER_SLACK the difference is the driver's own memory, not another process. Where NVML
+            # reported this process, it listed the others too: none. Where nothing was listed (torch 2.0 and
+            # older never list processes) the estimate rests on a guess of the CUDA context: no figure is known.
+            if self.this_process is not None:
+                return 0, how
+            return None, ("not known: the message lists no processes, and the card's total less its free memory and "
+                          "this process's cache is within what the CUDA context and the driver take")
         return None, "unknown"
 
 
@@ -101,6 +109,8 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
                      f"({f.allowed / f.device_total:.3f} of it)")
     if others and others > tol:
         notes.append(f"other processes held {fb(others)} of the card ({how})")
+    elif others is None and how.startswith("not known"):
+        notes.append(f"the memory other processes held is {how}")
     cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
     if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)
@@ -123,7 +133,7 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
         reasons = [f"the request {fb(q)} against this process's unused cache {fb(u)} plus the {fb(free)} free on "
                    f"the card" + (f": {fb(shortfall)} short" if shortfall else ""),
                    f"other processes held {fb(others)} ({how}{': ' + listed if listed else ''}), more than "
-                   + (f"the shortfall" if not dominant else f"this job's live tensors ({fb(a)})")]
+                   + ("the shortfall" if not dominant else f"this job's live tensors ({fb(a)})")]
         steps = ["free the GPU or use another: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
                  "lists who holds it; CUDA_VISIBLE_DEVICES picks an idle GPU",
                  f"the job itself needs {fb(a + q)} live here; no allocator setting makes up for memory that other "
@@ -183,11 +193,18 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     if f.largest_free_block is not None:
         reasons.append(f"the largest free block was {fb(f.largest_free_block)}, smaller than the request")
     budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
-    steps = [f"try PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE} (memory is mapped page by page, so free pages "
-             "between live tensors are given back and reused)",
-             f"check it offline on a snapshot (alloctune.dump_on_oom): `{replay_hint}{budget} "
-             "--conf expandable_segments:True --conf max_split_size_mb:512`, or measure the settings: "
-             f"`alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
+    if f.expandable_segments:
+        first = (f"try PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE} (memory is mapped page by page, so free pages "
+                 "between live tensors are given back and reused)")
+        confs = "--conf expandable_segments:True --conf max_split_size_mb:512"
+    else:   # expandable segments came with torch 2.1
+        first = ("try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 (cached blocks above 512 MiB are not split, so "
+                 "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
+                 "torch 2.1 and later offer for this")
+        confs = "--conf max_split_size_mb:512 --conf max_split_size_mb:128"
+    steps = [first,
+             f"check it offline on a snapshot (alloctune.dump_on_oom): `{replay_hint}{budget} {confs}`, or measure "
+             f"the settings: `alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
     enough = "enough for" if u >= q else f"with the {fb(f.device_free)} free on the card enough for"
     return Verdict(FRAGMENTATION, f"Cached, fragmented memory: {fb(u)} was reserved but unused, {enough} the "
                    f"{fb(q)} request, yet in pieces too small for it.", numbers, reasons, steps,

@@ -13,6 +13,7 @@ from ..decide.planned import planned_trials, recorded_trials
 from ..decide.precision import precision
 from ..decide.safety import target_torch
 from ..decide.summary import SettingResult, summarize_settings
+from ..files import write_file
 from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp
 from .words import decision_line, precision_line, reason_lines, sentence
 
@@ -48,7 +49,7 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
     # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
     if best is not None and best.complete:
-        (folder.path / "best.env").write_text(render(best, "env", provenance(folder, info, best)), encoding="utf-8")
+        write_file(folder.path / "best.env", render(best, "env", provenance(folder, info, best)))
     else:
         (folder.path / "best.env").unlink(missing_ok=True)
     return settings, choices

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
+from ..files import write_file
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
 from .compare import Column, Comparison, Mark, Row, budget_label
@@ -205,7 +206,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    write_file(path, "\n".join(out) + "\n")
     return path
 
 
@@ -234,7 +235,8 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     """compare.png (`comparison_figure`)."""
     path = Path(path)
-    comparison_figure(comparison).savefig(path, dpi=120)
+    figure = comparison_figure(comparison)
+    write_file(path, lambda f: figure.savefig(f, format="png", dpi=120))
     return path
 
 

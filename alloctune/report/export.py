@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import replace
 
 from .. import __version__
-from ..errors import AlloctuneError, ConfError, OptionText, ResultsError
+from ..errors import AlloctuneError, OptionText, ResultsError
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
@@ -44,11 +43,6 @@ from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
-
-# Characters that every consumer above reads literally, unquoted or inside quotes. Allocator settings use only
-# these ('expandable_segments:True,roundup_power2_divisions:[256:1,>:4]'); anything else is refused rather
-# than written in a form one of the readers would change.
-_LITERAL = re.compile(r"[A-Za-z0-9_.,:\[\]<>=+\-/]*")
 
 DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes PyTorch use its defaults "
                 "and overrides any inherited setting")
@@ -68,15 +62,12 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
 
 
 def _value(choice: ChoiceRecord) -> str:
-    """The canonical setting string, checked to survive every format unchanged."""
+    """The canonical setting string, which survives every format unchanged: parsing refuses any value a reader
+    would change (`settings.conf.SAFE_VALUE`)."""
     if choice.conf is None:  # the choice writes conf None (and fits False) when no setting fitted
         raise ResultsError(f"no setting fits on {choice.env_id} ({choice.backend}): every trial "
                            f"failed there, so there is nothing to export")
-    value = str(AllocConf.parse(choice.conf))
-    if not _LITERAL.fullmatch(value):
-        raise ConfError(f"allocator setting {value!r} has characters that an env file, a shell or YAML would not "
-                        f"read literally; only letters, digits and _ . , : [ ] < > = + - / are exported")
-    return value
+    return str(AllocConf.parse(choice.conf))
 
 
 def _one_line(text: str) -> str:
@@ -93,7 +84,7 @@ def _env(name: str, value: str, comments: list[str]) -> str:
 
 
 def _shell(name: str, value: str, comments: list[str]) -> str:
-    quoted = "'" + value.replace("'", "'\\''") + "'"  # no-op for _LITERAL values; kept so quoting is never wrong
+    quoted = "'" + value.replace("'", "'\\''") + "'"  # no-op for a parsed setting; kept so quoting is never wrong
     return _comments(comments) + f"export {name}={quoted}\n"
 
 

@@ -19,6 +19,7 @@ from matplotlib.transforms import Bbox
 from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.summary import SettingResult, pareto_front
+from ..files import write_file
 from ..results.records import decision_group
 from ..units import GiB, plural
 
@@ -214,5 +215,5 @@ def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: 
     if not choices:
         axes[0].text(0.5, 0.5, "no results", ha="center", va="center", transform=axes[0].transAxes)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     return path

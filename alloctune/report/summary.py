@@ -1,6 +1,8 @@
 """Reports of a sweep: the ranked table (terminal and Markdown from the same rows) and `summary.md`."""
 from __future__ import annotations
 
+import re
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
@@ -13,6 +15,7 @@ from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import MemoryMeasure, SettingResult
+from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number, plural
@@ -232,8 +235,9 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     if choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
+        torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there
         lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
-                  f"with torch {env.get('torch') or '(unrecorded version)'}{when}: memory is predicted by replaying "
+                  f"with torch {torch or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in reason_lines(choice)] + [""]
     if choice.features:   # what the table of known problems was consulted for
@@ -351,6 +355,13 @@ def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str
     return lines
 
 
+def _code(text: str) -> str:
+    """`text` as Markdown inline code, whatever backticks it holds: fenced by a longer run of them."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or fence != "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
                   choices: list[Choice]) -> Path:
     """Write `summary.md` in the results folder and return its path."""
@@ -375,15 +386,16 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
         lines += [f"### {env_id}", ""] + [f"- {k}: {v}" for k, v in _env_facts(env)]
         lines += [f"- trials run: {_dates(ours)}", ""]
     lines += ["## How this was measured", "",
-              f"- Command: `{info.command or '(not recorded)'}`",
+              f"- Command: {_code(info.command or '(not recorded)')}",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
               *_time_and_window(info, settings),
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}",
-              f"- Export the choice: `alloctune export {folder.path.name}` (from the folder holding it)", ""]
+              f"- Export the choice: {_code('alloctune export ' + shlex.quote(folder.path.name))} (from the folder holding "
+              "it)", ""]
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines), encoding="utf-8")
+    write_file(path, "\n".join(lines))
     return path

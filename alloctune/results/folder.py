@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FolderBusy, ResultsError
+from ..files import write_file
 from ..settings.conf import canonical
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
@@ -184,9 +185,7 @@ class ChoiceFile:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a reader never sees half a file
+    write_file(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -215,7 +214,13 @@ class ResultsFolder:
             yield
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            if (self.path / LOCK_FILE).is_symlink():   # it is truncated and written: never through a link
+                raise ResultsError(f"{self.path / LOCK_FILE} is a symbolic link, which alloctune would write "
+                                   f"through: remove it") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

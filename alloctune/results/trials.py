@@ -5,22 +5,31 @@ and writes its line in one `write` (O_APPEND), so concurrent writers never inter
 Before appending, a last line without its newline is mended: kept (the newline added) when it is a complete
 record, cut when it is torn (killed mid-write; that trial never counted as finished and runs again). A reader
 skips a torn last line with a warning. Every line carries the schema version; a version this code does not know
-is refused, and any damage is one `ResultsError` naming the file, the line and the field.
+is refused, and any damage is one `ResultsError` naming the file, the line and the field. The file is read line by
+line, within MAX_TRIALS_BYTES and MAX_LINE_BYTES a line; it is appended to only where it is a regular file, never
+through a symbolic link.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import stat
 import warnings
 from pathlib import Path
 
-from ..errors import ResultsError
+from ..errors import ResultsError, shown
+from ..files import open_input
 from .records import SCHEMA_VERSION, TrialRecord
 from .typed import loads
 
 TRIALS_FILE = "trials.jsonl"
 _TAIL_CHUNK = 1 << 16
+# The longest trial line in results/ takes 1.7 KB (a command's trial lists each of its processes, about 200 bytes
+# apiece); a line 600 times that is not a trial. 256 MiB holds some 150,000 such trials, where a search of 400
+# settings with 10 repeats under 2 interpreters records 8,000.
+MAX_LINE_BYTES = 1 << 20
+MAX_TRIALS_BYTES = 256 * 2**20
 
 
 class TrialStore:
@@ -30,8 +39,16 @@ class TrialStore:
     def append(self, record: TrialRecord) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            if os.path.islink(self.path):   # refused, not replaced: the link may be how the user keeps the trials
+                raise ResultsError(f"{self.path} is a symbolic link: alloctune appends trials to a file of the "
+                                   f"results folder itself, never through a link") from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ResultsError(f"{self.path} is not a regular file: alloctune appends trials to a file")
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._mend_last_line(fd)
             view = memoryview(line)
@@ -47,7 +64,7 @@ class TrialStore:
         if not size or os.pread(fd, 1, size - 1) == b"\n":
             return
         start = _last_line_start(fd, size)
-        tail = os.pread(fd, size - start, start)
+        tail = os.pread(fd, size - start, start) if size - start <= MAX_LINE_BYTES else b""
         if _is_record(tail):
             os.write(fd, b"\n")
         else:
@@ -55,26 +72,30 @@ class TrialStore:
 
     def load(self) -> list[TrialRecord]:
         try:
-            with open(self.path, "rb") as f:
-                fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # a writer's line is read whole or not at all
-                data = f.read()
+            f = open_input(self.path, MAX_TRIALS_BYTES, "a trials file", ResultsError)
         except FileNotFoundError:
             return []
         records = []
-        lines = data.split(b"\n")
-        torn = lines[-1] if lines[-1].strip() and not _is_record(lines[-1]) else None
-        for number, line in enumerate(lines[:-1] if torn is not None else lines, 1):
-            if not line.strip():
-                continue
-            where = f"{self.path}:{number}"
-            record = loads(line, where)
-            schema = record.get("schema") if isinstance(record, dict) else None
-            if schema != SCHEMA_VERSION:
-                raise ResultsError(f"{where}: trials schema version {schema!r}; this alloctune reads version "
-                                   f"{SCHEMA_VERSION}")
-            records.append(TrialRecord.from_json(record, where))
-        if torn is not None:  # torn write of an interrupted sweep
-            warnings.warn(f"{self.path}:{len(lines)}: ignoring a truncated last line")
+        with f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # a writer's line is read whole or not at all
+            number = 0
+            while line := f.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                where = f"{self.path}:{number}"
+                if not line.endswith(b"\n"):
+                    if len(line) > MAX_LINE_BYTES:
+                        raise ResultsError(f"{where}: a line longer than {MAX_LINE_BYTES // 2**20} MiB: not a trial")
+                    if line.strip() and not _is_record(line):   # torn write of an interrupted sweep
+                        warnings.warn(f"{where}: ignoring a truncated last line")
+                        break
+                if not line.strip():
+                    continue
+                record = loads(line, where)
+                schema = record.get("schema") if isinstance(record, dict) else None
+                if schema != SCHEMA_VERSION:
+                    raise ResultsError(f"{where}: trials schema version {shown(schema)}; this alloctune reads "
+                                       f"version {SCHEMA_VERSION}")
+                records.append(TrialRecord.from_json(record, where))
         return records
 
     def finished_keys(self) -> set[tuple[str | int | None, ...]]:

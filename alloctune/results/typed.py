@@ -4,12 +4,13 @@
 (int, float, str, bool, None, unions of them, list[...], tuple[..., ...], dict[str, ...], enums, nested
 records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure that cannot be
 negative). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
-free-form mappings. Keys the record does not know are ignored (a newer alloctune may add some); a missing key
-without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
+free-form mappings; so are integers beyond 64 bits (a 400-digit byte count), which no file alloctune writes holds
+and which arithmetic on floats would overflow. Keys the record does not know are ignored (a newer alloctune may
+add some); a missing key without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
 the field, e.g. `results/x/trials.jsonl:3: field 'measurement.peak_reserved_bytes': expected an integer, got 'a'`.
 
-`load_json(path)` reads a whole JSON file the same way: invalid UTF-8, invalid JSON and nesting too deep to
-read become one line. Standard library only: trial children import the records.
+`load_json(path)` reads a whole JSON file the same way, within MAX_JSON_BYTES: invalid UTF-8, invalid JSON
+and nesting too deep to read become one line. Standard library only: trial children import the records.
 """
 from __future__ import annotations
 
@@ -23,10 +24,14 @@ import types
 import typing
 from typing import Annotated, Any, Callable, TypeVar, Union
 
-from ..errors import ResultsError
+from ..errors import ResultsError, shown
 
 T = TypeVar("T")
 MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
+# sweep.json, choice.json, search.json: the largest in results/ take 6 KB; a search over 400 settings in several
+# interpreters stays below 2 MB
+MAX_JSON_BYTES = 64 * 2**20
+_INT64 = 1 << 63
 
 _HINTS: dict[type, dict[str, Any]] = {}
 
@@ -74,10 +79,11 @@ def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) 
         raise error(f"{where}: not valid JSON ({exc})") from None
 
 
-def load_json(path: str | os.PathLike[str], error: type[Exception] = ResultsError) -> Any:
-    """A whole JSON file, read as `loads` reads text."""
-    with open(path, "rb") as f:
-        return loads(f.read(), os.fspath(path), error)
+def load_json(path: str | os.PathLike[str], error: type[ResultsError] = ResultsError) -> Any:
+    """A whole JSON file (at most MAX_JSON_BYTES), read as `loads` reads text."""
+    from ..files import read_input   # here: a trial child, which reads records but no file, never loads it
+
+    return loads(read_input(path, MAX_JSON_BYTES, "a results file", error), os.fspath(path), error)
 
 
 def check_plain(value: object, path: str = "", depth: int = 0) -> None:
@@ -86,10 +92,12 @@ def check_plain(value: object, path: str = "", depth: int = 0) -> None:
         raise FieldError(path, f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, float) and not math.isfinite(value):
         raise FieldError(path, f"expected a finite number, got {value!r}")
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
+        raise FieldError(path, f"expected an integer of at most 64 bits, got {shown(value)}")
     if isinstance(value, dict):
         for key, item in value.items():
             check_plain(item, f"{path}.{key}" if path else str(key), depth + 1)
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             check_plain(item, f"{path}[{i}]", depth + 1)
 
@@ -154,9 +162,12 @@ def _value(hint: Any, value: object, path: str) -> Any:
     if hint is int:
         if not isinstance(value, int) or isinstance(value, bool):
             raise FieldError(path, f"expected an integer, got {_show(value)}")
+        if not -_INT64 <= value < _INT64:
+            raise FieldError(path, f"expected an integer of at most 64 bits, got {_show(value)}")
         return value
     if hint is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or (isinstance(value, int) and not -_INT64 <= value < _INT64) or not math.isfinite(value)):
             raise FieldError(path, f"expected a finite number, got {_show(value)}")
         return value
     if hint is str:
@@ -164,7 +175,7 @@ def _value(hint: Any, value: object, path: str) -> Any:
             raise FieldError(path, f"expected a string, got {_show(value)}")
         return value
     if hint in (list, tuple) or origin in (list, tuple):
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):   # a tuple: a pickle's (a snapshot's pool id)
             raise FieldError(path, f"expected a list, got {_show(value)}")
         item = args[0] if args else Any
         items = [_value(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
@@ -185,5 +196,4 @@ def _name(hint: Any) -> str:
 
 
 def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown(value, 60)

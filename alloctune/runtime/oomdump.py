@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shlex
 import sys
 from types import TracebackType
 
@@ -90,7 +91,7 @@ def _observer(device: int, requested: int, limit: int, device_free: int) -> None
         }
         _write(_state["stem"] + ".pickle", pickle.dumps(snapshot, protocol=4))
         print(f"alloctune: out of memory on GPU {device}: snapshot written to {_state['stem']}.pickle "
-              f"(read it with: alloctune diagnose {_state['stem']}.pickle)", file=sys.stderr)
+              f"(read it with: alloctune diagnose {shlex.quote(_state['stem'] + '.pickle')})", file=sys.stderr)
     except Exception as exc:  # an observer must never turn the OOM into another error
         print(f"alloctune: could not write the OOM snapshot: {type(exc).__name__}: {exc}", file=sys.stderr)
 

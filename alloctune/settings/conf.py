@@ -2,13 +2,25 @@
 
 Only syntax and value types are checked here. Which keys and ranges a given torch version accepts is
 version knowledge and lives in `versions.py`.
+
+One rule makes every setting safe to paste (`SAFE_VALUE`): it goes into environments, env files, Dockerfiles,
+Kubernetes specs and commands printed for the user to copy, so nothing in it may be read specially by a shell or
+those readers. The values alloctune parses are printed back in canonical form, made of letters, digits and
+`_ . , : [ ] >` (the `>` of a divisions list, `[256:1,>:8]`); a key it does not parse (`pinned_*`, ...) keeps its
+value verbatim, so that value must be a plain word: letters, digits and `_ . + -`, what torch's own values are
+(True, False, numbers). Anything else (`1>FILE`, `$(...)`, backticks, `;`, quotes, `${HOME}`, spaces) is refused
+where the setting is parsed: before any trial runs, and again wherever a file names one.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..errors import ConfError
+from ..errors import ConfError, shown
+
+SAFE_VALUE = re.compile(r"[A-Za-z0-9_.+\-]+")   # a verbatim value (see the module docstring)
+_SAFE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Divisions in list form, as PyTorch writes it: ((256, 1), (512, 2), ('>', 4)) for "[256:1,512:2,>:4]".
 DivisionList = tuple[tuple["int | str", int], ...]
@@ -51,7 +63,7 @@ class AllocConf:
             if key in _PARSERS:
                 values[key] = _PARSERS[key](key, raw)
             else:
-                extra.append((key, raw))
+                extra.append((_checked_key(key, text), _verbatim(key, raw)))
         return cls(**values, extra=tuple(extra))
 
     def __str__(self) -> str:
@@ -104,6 +116,20 @@ def canonical(text: str) -> str:
         return str(AllocConf.parse(text))
     except ConfError:
         return text
+
+
+def _checked_key(key: str, text: str) -> str:
+    if not _SAFE_KEY.fullmatch(key):
+        raise ConfError(f"allocator setting {shown(text)} has a key {shown(key)} that is not a name (letters, digits "
+                        f"and _): no torch has such a key, and a shell would not read it literally")
+    return key
+
+
+def _verbatim(key: str, raw: str) -> str:
+    if not SAFE_VALUE.fullmatch(raw):
+        raise ConfError(f"{key}: the value {shown(raw)} holds characters that a shell, an env file or YAML would not "
+                        f"read literally; a value is letters, digits and _ . + - (True, False, a number)")
+    return raw
 
 
 def _split_top_level(text: str) -> list[str]:

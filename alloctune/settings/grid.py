@@ -4,13 +4,13 @@ lives here; which settings have known problems on a torch is `known.py`'s table,
 from __future__ import annotations
 
 import itertools
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from ..errors import ConfError
+from ..files import read_input
 from .conf import AllocConf
 from .known import Problem, forbidden_combination
 from .versions import check_conf, did_you_mean, parse_version
@@ -148,14 +148,20 @@ def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
     return reasons
 
 
+# A grid of every setting a search tries (400) takes some 20 KB; a file fifty times that is not a grid.
+MAX_GRID_BYTES = 2**20
+
+
 def load_grid_file(path) -> list:
     """Grid entries from a YAML list (a mapping with a 'grid' list also works) or a plain text file with one
     setting per line ('#' starts a comment); '-' reads stdin. Entries are checked here, so errors name the file."""
     path = Path(path)
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        text = read_input(path, MAX_GRID_BYTES, "a grid file", ConfError).decode("utf-8")
     except OSError as exc:
         raise ConfError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfError(f"grid file {path} is not UTF-8 text (byte {exc.start})") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     lines = [line for line in lines if line]
     if path.suffix in (".yaml", ".yml") or any(line.startswith(("-", "[", "{", "grid:")) for line in lines):

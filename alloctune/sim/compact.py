@@ -1,32 +1,34 @@
 """The bytes of alloctune's compact trace format (`trace.save_trace` and `trace.load_trace` put a `Trace` in and
 out of it): an xz stream holding one JSON header line (format name, version, device, meta, array layout) followed by
 little-endian arrays, each byte-shuffled (all low bytes, then the next...), which lets xz shrink the int64 arrays
-several times further. Reading inflates in bounded pieces, so that an xz bomb is refused when it passes a limit,
-not after it has filled memory.
+several times further. Reading is a stream inflated in bounded pieces: the header's layout is checked against
+MAX_EVENTS before anything else is inflated, and an xz bomb is refused when it passes the size its header
+announces, not after it has filled memory.
 """
 from __future__ import annotations
 
+import io
 import json
 import lzma
 import os
 
 import numpy as np
 
-from ..errors import TraceError
+from ..errors import TraceError, shown
+from ..files import write_file
 from ..units import format_bytes
+from .limits import MAX_EVENTS
 
 FORMAT = "alloctune-trace"
 FORMAT_VERSION = 1
 XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_HEADER_BYTES = 64 * 2**20
-MAX_BODY_BYTES = 16 * 2**30  # ~600 million events: far beyond any recording; more is an xz bomb, not a trace
 ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}   # in file order
 _CHUNK = 1 << 20
 
 
 def write_compact(path: str | os.PathLike, device: int, meta: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` (ARRAYS' names, in its order) with the header, atomically: a half-written file never takes
-    the name."""
+    """Write `arrays` (ARRAYS' names, in its order) with the header, whole or not at all (files.write_file)."""
     header = {"format": FORMAT, "version": FORMAT_VERSION, "device": device, "meta": meta,
               "arrays": {name: [a.dtype.str, int(a.size)] for name, a in arrays.items()}}
     try:
@@ -34,31 +36,34 @@ def write_compact(path: str | os.PathLike, device: int, meta: dict, arrays: dict
     except TypeError as exc:
         raise TraceError(f"trace meta must hold only JSON values: {exc}") from None
     body = b"".join(_shuffle(a) for a in arrays.values())
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(lzma.compress(head + b"\n" + body, preset=6))
-    os.replace(tmp, path)
+    write_file(path, lzma.compress(head + b"\n" + body, preset=6))
 
 
-def read_compact(data: bytes, where: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """The header and the arrays of the compact trace `data` (read from `where`); `TraceError` when it is not
-    one, or is truncated or corrupt. The header's device and meta are the caller's to check."""
-    stream = _Inflater(data, where)
+def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and the arrays of the compact trace whose xz stream starts with `head` (already read, to tell
+    the format) and goes on in `compressed`; `TraceError` when it is not one, or is truncated or corrupt. The
+    header's device and meta are the caller's to check."""
+    stream = _Inflater(head, compressed, where)
     try:
-        head = stream.read_line(MAX_HEADER_BYTES)
-        header = json.loads(head)
+        header = json.loads(stream.read_line(MAX_HEADER_BYTES))
     except (ValueError, RecursionError) as exc:
-        raise TraceError(f"{where!r} is truncated or corrupt ({exc})") from None
+        raise TraceError(f"{where!r} is truncated or corrupt ({shown(str(exc))})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
     if header.get("version") != FORMAT_VERSION:
-        raise TraceError(f"{where!r} is alloctune trace format version {header.get('version')!r}; this alloctune "
-                         f"reads version {FORMAT_VERSION} only")
+        raise TraceError(f"{where!r} is alloctune trace format version {shown(header.get('version'))}; this "
+                         f"alloctune reads version {FORMAT_VERSION} only")
     try:
         layout = [(name, *header["arrays"][name]) for name in ARRAYS]
         if not all(dtype == ARRAYS[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
                    for name, dtype, n in layout):
-            raise ValueError(f"array layout {header['arrays']!r:.200} is not {ARRAYS}")
+            raise ValueError(f"array layout {shown(header['arrays'], 200)} is not {ARRAYS}")
+        counts = {name: n for name, _, n in layout}
+        if (longest := max(counts.values())) > MAX_EVENTS:   # said from the header, before anything is inflated
+            raise TraceError(f"{where!r}: the header announces arrays of {longest:,} events, more than the "
+                             f"{MAX_EVENTS:,} alloctune replays")
+        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] != counts["kinds"]:
+            raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")
         body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0
         for name, dtype, n in layout:
@@ -78,22 +83,24 @@ class _Inflater:
     """Stream-decompresses xz in bounded pieces, so a bomb is refused when it passes a limit, not after it has
     filled memory."""
 
-    def __init__(self, data: bytes, where: str):
+    def __init__(self, head: bytes, compressed: io.BufferedIOBase, where: str):
         self._xz = lzma.LZMADecompressor()
-        self._input: bytes | None = data
+        self._pending, self._compressed = head, compressed
         self._buffer = bytearray()
         self._where = where
 
     def _more(self) -> bool:
         if self._xz.eof:
             return False
-        if self._xz.needs_input and self._input is None:
-            raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
+        if self._xz.needs_input and not self._pending:
+            self._pending = self._compressed.read(_CHUNK)
+            if not self._pending:
+                raise TraceError(f"{self._where!r} is truncated or corrupt (the xz stream ends early)")
         try:
-            self._buffer += self._xz.decompress(self._input or b"", _CHUNK)
+            self._buffer += self._xz.decompress(self._pending, _CHUNK)
         except lzma.LZMAError as exc:
             raise TraceError(f"{self._where!r} is truncated or corrupt ({exc})") from None
-        self._input = None
+        self._pending = b""
         return True
 
     def read_line(self, limit: int) -> bytes:
@@ -108,9 +115,6 @@ class _Inflater:
 
     def read_rest(self, expected: int) -> bytes:
         """Everything after the header, which must be exactly `expected` bytes (the header's array layout)."""
-        if expected > MAX_BODY_BYTES:
-            raise TraceError(f"{self._where!r}: the header announces {format_bytes(expected)} of arrays, more than "
-                             f"the {format_bytes(MAX_BODY_BYTES)} alloctune reads")
         while self._more():
             if len(self._buffer) > expected:
                 raise TraceError(f"{self._where!r} is corrupt: it inflates to more than the "

@@ -1,4 +1,4 @@
-"""PyTorch memory snapshot pickles, read without running anything they hold.
+"""PyTorch memory snapshot pickles, read as a stream without running anything they hold.
 
 A pickle runs code when loaded, so a snapshot is read with an unpickler that admits no global at all: only dicts,
 lists, tuples, strings, numbers, booleans and None get through, and anything else is refused with `TraceError`
@@ -10,7 +10,8 @@ import io
 import os
 import pickle
 
-from ..errors import TraceError
+from ..errors import AlloctuneError, TraceError, shown
+from .limits import open_trace
 
 PICKLE_PROTO = 0x80  # every pickle protocol >= 2 starts with PROTO; torch writes protocol >= 2
 
@@ -32,25 +33,41 @@ def read_snapshot(path: str | os.PathLike) -> dict:
     """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
     anything; `TraceError` for anything else."""
     where = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise TraceError(f"cannot read snapshot {where!r}: {exc.strerror or exc}") from None
-    if data[:1] != bytes([PICKLE_PROTO]):
-        raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with {data[:8]!r}")
-    return unpickle_snapshot(data, where)
+    with open_trace(where, "a snapshot") as f:
+        head = f.read(1)
+        if head != bytes([PICKLE_PROTO]):
+            raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with "
+                             f"{head + f.read(7)!r}")
+        return unpickle_snapshot(head, f, where)
 
 
-def unpickle_snapshot(data: bytes, where: str) -> dict:
-    """The snapshot dict in `data` (a pickle read from `where`), or `TraceError`."""
+def unpickle_snapshot(head: bytes, stream: io.BufferedIOBase, where: str) -> dict:
+    """The snapshot whose pickle starts with `head` (already read, to tell the format) and goes on in `stream`."""
     try:
-        snapshot = _PlainUnpickler(io.BytesIO(data)).load()
-    except TraceError:
+        snapshot = _PlainUnpickler(io.BufferedReader(_Rejoined(head, stream))).load()
+    except AlloctuneError:  # refused: a global asked for, or the input passed its size limit
         raise
     except Exception as exc:  # the unpickler raises many types on corrupt input; all mean the same here
-        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {exc})") from None
+        raise TraceError(f"{where!r} is truncated or corrupt ({type(exc).__name__}: {shown(str(exc))})") from None
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
                          f"(written by torch.cuda.memory._dump_snapshot)")
     return snapshot
+
+
+class _Rejoined(io.RawIOBase):
+    """`head` followed by the rest of `stream`: what the unpickler reads."""
+
+    def __init__(self, head: bytes, stream: io.BufferedIOBase):
+        self._head, self._stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._stream.readinto(buffer)

@@ -54,14 +54,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from ..errors import TraceError
-from ..units import format_bytes
+from ..errors import TraceError, shown
+from ..results.records import Budget, Bytes, Conf, Count, Rate
+from ..results.typed import FieldError, check_plain, from_json
+from ..units import MAX_SIZE, format_bytes
 from .compact import XZ_MAGIC, read_compact, write_compact
+from .limits import MAX_EVENTS, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
 ALLOC, FREE = 0, 1
@@ -102,36 +105,30 @@ def alloc_digest(trace: Trace) -> str:
 
 
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
-    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin."""
-    try:
-        if os.fspath(path) == "-":
-            data = sys.stdin.buffer.read()
+    """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin.
+    Both are read as a stream, within MAX_SNAPSHOT_BYTES and MAX_EVENTS."""
+    where = os.fspath(path)
+    with open_trace(where, "a trace") as f:
+        head = f.read(len(XZ_MAGIC))
+        if not head:
+            raise TraceError(f"{where!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
+                             f"alloctune trace (xz)")
+        if head == XZ_MAGIC:
+            trace = _load_compact(head, f, where)
+            if device is not None and device != trace.device:
+                raise TraceError(f"{where!r} holds device {trace.device} only, not device {device}")
+        elif head[:1] == bytes([PICKLE_PROTO]):
+            trace = _load_snapshot(unpickle_snapshot(head, f, where), where, device)
         else:
-            with open(path, "rb") as f:
-                data = f.read()
-    except OSError as exc:
-        raise TraceError(f"cannot read trace {os.fspath(path)!r}: {exc.strerror or exc}") from None
-    if not data:
-        raise TraceError(f"{os.fspath(path)!r} is empty: neither a PyTorch memory snapshot (pickle) nor an "
-                         f"alloctune trace (xz)")
-    if data.startswith(XZ_MAGIC):
-        trace = _load_compact(data, path)
-        if device is not None and device != trace.device:
-            raise TraceError(f"{os.fspath(path)!r} holds device {trace.device} only, not device {device}")
-    elif data[:1] == bytes([PICKLE_PROTO]):
-        trace = _load_snapshot(data, path, device)
-    else:
-        raise TraceError(f"{os.fspath(path)!r} is neither a PyTorch memory snapshot (pickle) nor an "
-                         f"alloctune trace (xz): it starts with {data[:8]!r}")
+            raise TraceError(f"{where!r} is neither a PyTorch memory snapshot (pickle) nor an "
+                             f"alloctune trace (xz): it starts with {head!r}")
     _check_order_dependence(trace)
     return trace
 
 
 # ---- PyTorch snapshot pickles ----
 
-def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
-    where = os.fspath(path)
-    snapshot = unpickle_snapshot(data, where)
+def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -152,7 +149,10 @@ def _load_snapshot(data: bytes, path, device: int | None) -> Trace:
     if not isinstance(extra, dict):
         raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
     try:
+        check_plain(extra, "alloctune")
         meta = _checked_meta({"source": "pytorch-snapshot", **extra})
+    except FieldError as exc:
+        raise TraceError(f"{where!r}: field {exc.path!r}: {exc}") from None
     except ValueError as exc:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
@@ -176,10 +176,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
         if action not in ("alloc", "free_completed", "oom"):
             continue
         size, addr = e.get("size"), e.get("addr")
-        if (not isinstance(size, int) or isinstance(size, bool) or size < 0
-                or (action != "oom" and not isinstance(addr, int))):
-            needs = "an integer 'size' >= 0" + ("" if action == "oom" else " and an integer 'addr'")
-            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {e!r:.200}")
+        if not _is_int(size, 0, MAX_SIZE) or (action != "oom" and not _is_int(addr, -_INT64, _INT64 - 1)):
+            needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
+            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(e, 200)}")
         if action == "oom":  # the request failed: nothing was allocated
             ooms += 1
             continue
@@ -191,9 +190,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             allocs_after_oom |= ooms > 0
             pool = e.get("pool_id") or (0, 0)
             key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
-            if not all(isinstance(k, int) for k in key):
+            if not all(_is_int(k, -_INT64, _INT64 - 1) for k in key):
                 raise TraceError(f"{where!r}: trace entry {n} (alloc) needs an integer 'stream' and 'pool_id', "
-                                 f"got {e!r:.200}")
+                                 f"got {shown(e, 200)}")
             stream = stream_keys.setdefault(key, len(stream_keys))
             ident = len(alloc_size)
             live[addr] = ident
@@ -208,6 +207,9 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
                 dropped_bytes += size
                 continue
             event = (FREE, freed, alloc_size[freed], alloc_stream[freed])
+        if len(kinds) == MAX_EVENTS:
+            raise TraceError(f"{where!r} holds more than {MAX_EVENTS:,} allocation events, the most alloctune "
+                             f"replays")
         for column, value in zip((kinds, addrs, sizes, streams), event):
             column.append(value)
     warnings = list(meta.get("warnings", []))
@@ -220,6 +222,13 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live),
             "warnings": warnings}
     return Trace(kinds, addrs, sizes, streams, device, meta)
+
+
+_INT64 = 1 << 63
+
+
+def _is_int(value: object, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 _ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
@@ -265,15 +274,37 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
                                                    "frees": np.asarray(back, dtype="<i8")})
 
 
-def _load_compact(data: bytes, path) -> Trace:
-    where = os.fspath(path)
-    header, arrays = read_compact(data, where)
+def _load_compact(head: bytes, compressed, where: str) -> Trace:
+    header, arrays = read_compact(head, compressed, where)
     try:
-        if not isinstance(header["meta"], dict) or not isinstance(header["device"], int):
+        if not isinstance(header["meta"], dict) or not _is_int(header["device"], 0, _INT64):
             raise ValueError("'meta' must be an object and 'device' an integer")
+        check_plain(header["meta"], "meta")
         return _decode(arrays, header["device"], _checked_meta(header["meta"]))
+    except FieldError as exc:
+        raise TraceError(f"{where!r} is corrupt: field {exc.path!r}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"{where!r} is corrupt: {exc}") from None
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """An entry of `meta["measured"]` as replay, search and record read it: the setting a GPU run had and what it
+    measured. Checked on load through the typed reader (the entry itself stays the dict it was)."""
+
+    conf: Conf = ""
+    state: str | None = None
+    effective_conf: str | None = None
+    peak_reserved_bytes: Bytes | None = None
+    peak_allocated_bytes: Bytes | None = None
+    num_alloc_retries: Count | None = None
+    num_ooms: Count | None = None
+    throughput: Rate | None = None
+    unit: str | None = None
+    measured_seconds: Rate | None = None
+    budget_bytes: Budget | None = None
+    alloc_digest: str | None = None
+    env: dict[str, Any] = field(default_factory=dict)
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
@@ -289,9 +320,9 @@ def _checked_meta(meta: dict) -> dict:
             continue
         if not isinstance(value, types) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise ValueError(f"meta {key!r} must be {' or '.join(t.__name__ for t in types)}"
-                             f"{' >= 0' if types == (int,) else ''}, got {value!r:.80}")
-    if not all(isinstance(m, dict) for m in meta.get("measured") or []):
-        raise ValueError("meta 'measured' must be a list of objects")
+                             f"{' >= 0' if types == (int,) else ''}, got {shown(value)}")
+    for i, run in enumerate(meta.get("measured") or []):
+        from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
     return meta
@@ -304,6 +335,8 @@ def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
         raise ValueError("event kinds other than alloc and free")
     if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or kinds.size - sizes.size != back.size:
         raise ValueError("array lengths do not agree with the event kinds")
+    if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
+        raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
     if not sizes.size:
         raise ValueError("no allocations")
     allocs_before = np.cumsum(is_alloc)  # at event i: allocations made up to and including i

@@ -22,8 +22,10 @@ from typing import Callable
 from ..decide.order import by_preference
 from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError, OptionText, TraceError
+from ..files import write_file
 from ..results.folder import ResultsFolder
 from ..results.records import DEFAULT_TIE, Backend, TrialRecord
+from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..trial.probe import ProbeResult, SettingsJudge
@@ -78,7 +80,7 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
     from ..sim.search import search
 
     path = folder.path / SEARCH_FILE
-    done: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    done: dict = load_json(path) if path.exists() else {}
     planned = {}
     for p in probes:
         if p.env_id not in done:
@@ -90,9 +92,7 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
                 result = search(trace, validate=judge, trace_name=trace_name, device_memory=device_memory,
                                 budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(done, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
+            write_file(path, json.dumps(done, indent=2) + "\n")
         front = [m["conf"] for m in done[p.env_id]["front"] if m["conf"]]
         planned[p.env_id] = [AllocConf(), *map(AllocConf.parse, front)]   # the default: always, the baseline
     return planned

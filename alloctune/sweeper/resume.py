@@ -8,16 +8,23 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import ResultsFolder, SweepInfo
+from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo
 from .options import SweepOptions
 
 
 def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], None],
                 held: contextlib.ExitStack) -> ResultsFolder:
     """The folder for the sweep `info` describes, its lock held in `held`: a folder another sweep is writing is
-    refused."""
+    refused. An `out` that holds files but no sweep is the user's own folder: refused before anything is written
+    there."""
     if options.out is not None:
-        folder = _locked(ResultsFolder(options.out), held)
+        folder = ResultsFolder(options.out)
+        if not (folder.path / "sweep.json").exists() and (theirs := _not_ours(folder.path)):
+            listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+            raise AlloctuneError(OptionText(
+                "{out} {path} holds {listed} and no sweep (no sweep.json): a sweep writes into a results folder "
+                "of its own, so give a new or empty folder", path=folder.path, listed=listed))
+        _locked(folder, held)
         if (folder.path / "sweep.json").exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(OptionText(
@@ -47,6 +54,11 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
     folder.write_info(info)
     return folder
+
+
+def _not_ours(path: Path) -> list[str]:
+    """What a folder holds besides a lock file alloctune left (sorted names), when it is a folder."""
+    return sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE) if path.is_dir() else []
 
 
 def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:

@@ -32,14 +32,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
-from ..processes import kill_group, spawn_group
+from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from ..results.typed import from_json
 from ..runtime.oom import is_oom_text, oom_line
@@ -161,7 +160,7 @@ def run_command_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -
     argv = list(command.argv)
     if is_python(argv[0]):
         argv[0] = task.python   # the sweep's interpreter (--python), which is the command's own by default
-    with tempfile.TemporaryDirectory(prefix="alloctune-cmd-") as tmp:
+    with temp_folder("alloctune-cmd-") as tmp:   # gone even if this process is killed at any moment
         env, cwd = _trial_environment(task, command, gpu, tmp)
         try:
             run = run_command(argv, env, cwd, task.timeout_s, tmp)

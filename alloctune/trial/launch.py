@@ -11,7 +11,6 @@ import os
 import queue
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import ResultsError
-from ..processes import kill_all, kill_group, spawn_group
+from ..processes import kill_all, kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, TrialRecord, TrialState
 from ..results.typed import from_json, load_json
 from .task import TrialTask, child_environment, exit_reason, identity_fields
@@ -32,7 +31,7 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
 
         return run_command_trial(task, gpu)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory(prefix="alloctune-trial-") as tmp:
+    with temp_folder("alloctune-trial-") as tmp:   # gone even if this process is killed at any moment
         result_path = os.path.join(tmp, "result.json")
         spec_path = os.path.join(tmp, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as f:
@@ -45,12 +44,19 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
         timed_out = False
         with spawn_group([task.python, "-m", "alloctune.trial.child", spec_path], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, remove=[tmp]) as proc:
-            try:
-                _, stderr = proc.communicate(timeout=task.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_group(proc)
-                _, stderr = proc.communicate()
+            deadline = t0 + task.timeout_s
+            while True:
+                # In slices: an interrupt that is only a flag, not a signal (Ray cancels a task with
+                # _thread.interrupt_main), is seen between them, so a cancelled trial stops its child at once.
+                try:
+                    _, stderr = proc.communicate(timeout=max(0.0, min(_WAIT_SLICE_S, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        kill_group(proc)
+                        _, stderr = proc.communicate()
+                        break
             wall = time.monotonic() - t0
             result = _read_result(result_path)  # before the group's end, when the watchdog removes `tmp`
     fields = dict(identity_fields(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
@@ -64,6 +70,9 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
         return TrialRecord(state=TrialState.CRASHED, error=why + (f"\n{tail}" if tail else ""), **fields)
     return TrialRecord(state=result.state, measurement=result.measurement, error=result.error,
                        effective_conf=result.effective_conf, env=result.env, **fields)
+
+
+_WAIT_SLICE_S = 0.5
 
 
 def lost_trial(task: TrialTask, reason: str, **fields) -> TrialRecord:

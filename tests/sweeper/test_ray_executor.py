@@ -63,6 +63,7 @@ if os.path.exists(kills):
     os.kill(os.getppid(), signal.SIGKILL)
     sys.exit(1)
 if os.path.exists(os.path.join(STATE, "hang")):
+    open(os.path.join(STATE, "child.dir"), "w").write(os.path.dirname(sys.argv[3]))   # the trial's folder
     open(os.path.join(STATE, "child.pid"), "w").write(str(os.getpid()))
     time.sleep(600)
 from alloctune.sim.replay import replay
@@ -237,6 +238,10 @@ def test_ctrl_c_cancels_the_ray_tasks_in_flight(cluster, standin, tmp_path):
     while running(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not running(child)
+    trial_folder = Path((state / "child.dir").read_text())   # the cancelled task removed it
+    while trial_folder.exists() and time.monotonic() < deadline + 10:
+        time.sleep(0.1)
+    assert trial_folder.name.startswith("alloctune-trial-") and not trial_folder.exists()
     [folder] = (tmp_path / "results").iterdir()
     assert not (folder / "trials.jsonl").exists() or not (folder / "trials.jsonl").read_text().strip()
 

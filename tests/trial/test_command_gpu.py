@@ -130,6 +130,10 @@ def test_hybrid_sweep_of_a_command_records_the_rank_that_peaked_and_measures_its
     assert len(recording) == 1 and recording[0].state is TrialState.OK
     trace = load_trace(outcome.folder.path / "trace.xz")
     assert trace.meta["rank"] == 1   # rank 1 allocates more: its trace is the one searched
+    gpu_name = torch.cuda.get_device_properties(0).name
+    assert trace.meta["env"] == {"gpu": gpu_name, "torch": torch.__version__}   # the simulated section names them
+    assert f"Simulated from a trace recorded on {gpu_name} with torch {torch.__version__}" in \
+        (outcome.folder.path / "summary.md").read_text()
     gpu = [t for t in trials if t.backend == "cuda" and not t.recording]
     predicted = {t.conf: t.measurement.peak_reserved_bytes for t in trials if t.backend == "sim"}
     assert "" in {t.conf for t in gpu} and len({t.conf for t in gpu}) <= 2   # the default and a finalist

@@ -452,7 +452,10 @@ def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
                     state=TrialState.OK.value, effective_conf=report.effective_conf)
     meta = {"command": report.argv, "rank": report.rank, "pid": report.pid, "torch_version": report.torch_version,
             "device_total_bytes": report.device_total_bytes,
-            "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured]}
+            "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured],
+            # where it was recorded, as a workload's trace says it: reports of a replay name that GPU and torch
+            "env": {"gpu": torch.cuda.get_device_properties(device.device if device else 0).name,
+                    "torch": report.torch_version}}
     # Read back with an unpickler that admits no class: only plain JSON values may go in.
     snapshot["alloctune"] = json.loads(json.dumps(meta, default=str))
     _replace(trace_path(_state.out, report.pid), pickle.dumps(snapshot))

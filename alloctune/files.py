@@ -1,0 +1,122 @@
+"""Files alloctune reads from the user and writes for them.
+
+Reading: what the user gives, a path or '-' (standard input), is read in bounded pieces. Each kind of input has
+one size limit, defined where that kind is read (a trace, a snapshot, a log, a results file...). A regular file
+larger than its limit is refused before a byte of it is read; anything else (a pipe, a device, a file still
+growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`, `/dev/urandom` or a 3 GB
+file cost at most the limit, never all memory. A FIFO without a writer waits for one, as every reader of a pipe
+does.
+
+Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, which is
+then renamed over it, so a reader never sees half a file and a full disk leaves the old file as it was, and no
+temporary file behind. A symbolic link at the target is replaced, never written through: the file it points to,
+perhaps outside the results folder, is left untouched, and a warning says so.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import sys
+import tempfile
+import warnings
+from typing import BinaryIO, Callable
+
+from .errors import AlloctuneError
+from .units import format_bytes
+
+_PIECE = 1 << 20
+_UMASK = os.umask(0o022)   # read once, at import, and put back: files are created as open() would create them
+os.umask(_UMASK)
+
+
+def describe(source: str | os.PathLike) -> str:
+    """How messages name a source: its path as given, quoted ('-' for standard input)."""
+    return repr(os.fspath(source))
+
+
+class _Capped(io.RawIOBase):
+    """A file descriptor read through, refusing once more than `limit` bytes have come from it."""
+
+    def __init__(self, fd: int, limit: int, too_large: AlloctuneError, close: bool):
+        self._fd, self._left, self._too_large, self._close = fd, limit, too_large, close
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        # one byte beyond the limit is asked for, so that an input of exactly `limit` bytes reads whole
+        got = os.readv(self._fd, [view[:min(len(view), self._left + 1)]])
+        if got > self._left:
+            raise self._too_large
+        self._left -= got
+        return got
+
+    def close(self) -> None:
+        if not self.closed and self._close:
+            os.close(self._fd)
+        super().close()
+
+
+def open_input(source: str | os.PathLike, limit: int, what: str,
+               error: type[AlloctuneError] = AlloctuneError) -> io.BufferedReader:
+    """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
+    ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
+    '-' is standard input, which closing the result leaves open."""
+    name = os.fspath(source)
+    too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
+    if name == "-":
+        fd, close = sys.stdin.fileno(), False
+    else:
+        fd, close = os.open(name, os.O_RDONLY | os.O_CLOEXEC), True
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(21, os.strerror(21), name)
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise too_large
+    except BaseException:
+        if close:
+            os.close(fd)
+        raise
+    return io.BufferedReader(_Capped(fd, limit, too_large, close), _PIECE)
+
+
+def read_input(source: str | os.PathLike, limit: int, what: str,
+               error: type[AlloctuneError] = AlloctuneError) -> bytes:
+    """All of `source` (see `open_input`)."""
+    with open_input(source, limit, what, error) as f:
+        return f.read()
+
+
+def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> None:
+    """Write `path` whole or not at all (see the module docstring). `content`: text (UTF-8; text that holds a
+    path that is not UTF-8 keeps that path's bytes, as the file system has them), bytes, or a function that
+    writes to the open file (a plot's `savefig`)."""
+    path = os.fspath(path)
+    if isinstance(content, str):
+        content = content.encode("utf-8", "surrogateescape")
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)   # as open() would create it (mkstemp makes it private)
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(content, bytes):
+                f.write(content)
+            else:
+                content(f)
+        if os.path.islink(path):
+            warnings.warn(f"{path} was a symbolic link to {os.readlink(path)}: replaced it with the file itself, "
+                          f"leaving what it pointed to as it was")
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
+            raise OSError(exc.errno, exc.strerror, path) from None
+        raise

@@ -1,0 +1,77 @@
+"""Snapshots and messages crafted to break diagnose (issue 19): each is refused in one line naming what is wrong,
+with exit 2, never a traceback."""
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+
+import pytest
+from bounded import bounded_cli, one_line_error
+from clirun import ROOT
+
+SNAPSHOT = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle"
+MESSAGE = ROOT / "tests" / "fixtures" / "oom" / "public" / "v2_1-shortage.txt"
+
+
+def _oom(s: dict) -> dict:
+    return next(e for e in s["device_traces"][0] if e.get("action") == "oom")
+
+
+# (what is changed, the field the error names)
+CRAFTED = [
+    (lambda s: s["device_traces"][0].append(7), "device_traces[0][97] is not a trace entry"),
+    (lambda s: s["device_traces"].append(7), "device_traces[1] is not a list of trace entries"),
+    (lambda s: s["segments"][0].update(device=[0]), "segments[0]: field 'device': expected an integer, got [0]"),
+    (lambda s: s["segments"][0].update(device="0"), "segments[0]: field 'device': expected an integer, got '0'"),
+    (lambda s: s["segments"][0].update(address=math.inf), "segments[0]: field 'address': expected an integer"),
+    (lambda s: s["segments"][0].update(total_size=math.inf), "field 'total_size': expected an integer, got inf"),
+    (lambda s: s["segments"][0]["blocks"][0].update(size=math.inf), "field 'blocks[0].size'"),
+    (lambda s: s["device_traces"][0][3].update(addr=math.inf), "device_traces[0][3]: field 'addr'"),
+    (lambda s: s["segments"][0].update(total_size="1024"), "field 'total_size': expected an integer, got '1024'"),
+    (lambda s: _oom(s).update(size="1024"), "field 'size': expected an integer, got '1024'"),
+    (lambda s: _oom(s).update(device_free="x"), "field 'device_free': expected an integer, got 'x'"),
+    (lambda s: s.update(alloctune=[1]), "alloctune: expected a JSON object, got [1]"),
+    (lambda s: s["allocator_settings"].update(max_split_size="x"), "allocator_settings: field 'max_split_size'"),
+    (lambda s: s["alloctune"]["oom"]["memory_stats"].update(max_split_size="x"),
+     "alloctune.oom.memory_stats: field 'max_split_size'"),
+    (lambda s: s["segments"][0].update(total_size=2**80), "'total_size': expected an integer of at most 64 bits"),
+    (lambda s: s["segments"][0].update(total_size=-5), "'total_size': expected at least 0, got -5"),
+    (lambda s: s["alloctune"]["oom"].update(requested_bytes="x"), "field 'oom.requested_bytes'"),
+    (lambda s: s["segments"][0]["blocks"][0].update(history=[5]), "field 'blocks[0].history[0]'"),
+]
+
+
+@pytest.mark.parametrize("change, said", CRAFTED)
+def test_a_crafted_snapshot_is_refused_naming_the_field(tmp_path, change, said):
+    snapshot = copy.deepcopy(pickle.loads(SNAPSHOT.read_bytes()))
+    snapshot["alloctune"]["oom"].setdefault("memory_stats", {})
+    change(snapshot)
+    path = tmp_path / "oom-rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    assert said in one_line_error(bounded_cli("diagnose", path))
+
+
+def test_every_crafted_snapshot_was_diagnosed_before_its_change():
+    assert bounded_cli("diagnose", SNAPSHOT).returncode == 0
+
+
+@pytest.mark.parametrize("old, new, said", [
+    ("32.00 GiB", "9" * 5000 + ".00 GiB", "beyond 64 bits"),
+    ("32.00 GiB", "1" + "0" * 30 + " bytes", "beyond 64 bits"),
+    ("GPU 0 has", "GPU " + "9" * 5000 + " has", "a GPU number of 5000 digits"),
+    ("Process 2006998", "Process " + "7" * 5000, "a process id of 5000 digits"),
+])
+def test_an_oom_message_with_impossible_figures_is_refused(tmp_path, old, new, said):
+    path = tmp_path / "oom.txt"
+    path.write_text(MESSAGE.read_text().replace(old, new, 1))
+    error = one_line_error(bounded_cli("diagnose", path))
+    assert said in error and "torch never printed that" in error and len(error) < 300
+
+
+def test_a_figure_with_thousands_of_decimals_is_read():
+    """Long, but a number torch could print: read as the 3 GiB it is."""
+    from alloctune.diagnosis.message import parse_message
+
+    message = parse_message(MESSAGE.read_text().replace("32.00 GiB", "3." + "0" * 5000 + " GiB", 1))
+    assert message.requested == 3 * 2**30

@@ -1,0 +1,45 @@
+"""A trial's temporary folder never outlives alloctune (issue 19: the Ray Ctrl-C test sometimes left an
+/tmp/alloctune-trial-* folder): a watchdog makes it and removes it, so a process killed at any moment, even between
+the folder's creation and its first use, leaves none."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from alloctune.processes import temp_folder
+
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def test_the_folder_is_there_in_the_block_and_gone_after_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with temp_folder("alloctune-trial-") as folder:
+        assert Path(folder).parent == tmp_path and Path(folder).is_dir()
+        (Path(folder) / "spec.json").write_text("{}")
+    assert not Path(folder).exists()
+
+
+def test_a_process_killed_at_any_moment_leaves_no_folder(tmp_path):
+    """A driver that makes folder after folder is SIGKILLed at moments of its own choosing (mid-creation,
+    in the block, at its end), again and again: none of its folders stays."""
+    driver = textwrap.dedent("""
+        from alloctune.processes import temp_folder
+        while True:
+            with temp_folder("alloctune-trial-") as folder:
+                open(folder + "/spec.json", "w").write("{}")
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
+    for delay in (0.3, 0.45, 0.6, 0.75, 0.9, 1.05):
+        proc = subprocess.Popen([sys.executable, "-c", driver], env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob("alloctune-trial-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(tmp_path.glob("alloctune-trial-*"))
