@@ -27,8 +27,16 @@ def pasted(command: str, cwd) -> list[str]:
 
 
 def line_after(text: str, prefix: str) -> str:
-    [line] = [line for line in text.splitlines() if line.startswith(prefix)]
-    return line[len(prefix):]
+    """The command printed after `prefix`: on its line, or below it, broken over lines ending in '\\' (which a
+    shell joins, as it does when the lines are pasted)."""
+    lines = text.splitlines()
+    [i] = [i for i, line in enumerate(lines) if line.startswith(prefix) or line == prefix.rstrip()]
+    block = [lines[i][len(prefix):]] if lines[i].startswith(prefix) else [lines[i + 1]]
+    i += 0 if lines[i].startswith(prefix) else 1
+    while block[-1].endswith("\\"):
+        i += 1
+        block.append(lines[i])
+    return "\n".join(block)
 
 
 def test_the_commands_a_sweep_prints_survive_any_folder_name(tmp_path):

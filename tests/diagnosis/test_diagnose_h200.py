@@ -144,10 +144,10 @@ def test_cli_on_a_snapshot(tmp_path):
     run = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", str(H200 / "frag" / "oom-rank0.pickle")],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
-    out = run.stdout
-    assert "Verdict (fragmentation)" in out and "Fragmentation picture" in out and "confidence high" in out
-    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have avoided this OOM" in out
-    assert "alloctune's table of known problems, for expandable_segments:True on torch 2.11.0+cu130" in out
+    out, read = run.stdout, " ".join(run.stdout.split())   # read: as a person reads it, whatever the wrapping
+    assert "Verdict (fragmentation)" in read and "Fragmentation picture" in read and "confidence high" in read
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have avoided this OOM" in read
+    assert "alloctune's table of known problems, for expandable_segments:True on torch 2.11.0+cu130" in read
     assert max(len(line) for line in out.splitlines()) <= 100
     as_json = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", "--json",
                               str(H200 / "frag" / "oom-rank0.pickle")], capture_output=True, text=True, env=env,
