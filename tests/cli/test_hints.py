@@ -9,7 +9,7 @@ from clirun import cli
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
-pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 
 
 def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):

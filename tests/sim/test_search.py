@@ -155,7 +155,7 @@ def test_cli_prints_the_front_in_100_columns_and_as_json():
     assert zero.returncode == 2 and "whole number" in zero.stderr
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
+@pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU path, on any machine
 def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_path):
     kw = dict(preset="h200", backend="sim", search=15, results_root=tmp_path)
     outcome = alloctune.sweep(VARLEN, **kw)
@@ -204,7 +204,7 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
     assert command.extra and command.key()[-1] == "extra" and lost_trial(command, "lost").key == command.key()
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
+@pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU path, on any machine
 def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(tmp_path):
     spec = load_workload(VARLEN, "tiny")
     p = probe()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pids import running
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,11 +53,9 @@ def setup(tmp_path):
 
 def start(command, env, pids: Path) -> tuple[subprocess.Popen, list[int]]:
     sweep = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not any(pids.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
-    family = [int(p) for f in pids.iterdir() for p in f.read_text().split()]
+    # a trial wrote its pid and its grandchild's (a file seen before its text is, the first poll may read nothing)
+    family = wait_until(lambda: [int(p) for f in pids.iterdir() for p in f.read_text().split()], 60,
+                        "a trial started and wrote its pids")
     assert len(family) == 2, family
     return sweep, family
 

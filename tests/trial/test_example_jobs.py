@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import test_features as base
 from alloctune.settings.known import Feature
@@ -18,8 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY_TRAIN = ["--steps", "3", "--width", "32", "--layers", "2", "--batch", "8", "--eval-every", "2",
               "--eval-batch", "4", "8", "--log-every", "0"]
 TINY_SHARE = ["--steps", "6", "--width", "16", "--rows", "2", "8", "--in-flight", "2", "--log-every", "0"]
-cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU variants; test_features_gpu.py and the "
-                                                                "H200 sweeps cover the GPU")
+# The CPU variants, on a GPU machine too (no device visible to the job); test_features_gpu.py and the H200 sweeps
+# cover the GPU.
+cpu_only = pytest.mark.usefixtures("no_visible_gpu")
 
 
 @cpu_only
