@@ -30,6 +30,7 @@ def test_finished_sweeps_recorded_every_planned_trial(name):
     assert groups and all(recorded_trials(records, *g) == planned_trials(info, *g) for g in groups)
 
 
+@pytest.mark.slow
 @no_gpu
 def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses_it(tmp_path):
     grid = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]

@@ -46,6 +46,7 @@ def test_report_and_replay_fit_and_never_break_a_setting(tmp_path, columns):
     check(run(columns, "replay", TRACE, *GRID, *(["--min-memory"] if columns == 100 else []), "--jobs", "1"), width)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 def test_a_simulated_sweep_fits_100_columns_without_empty_throughput_columns(tmp_path):
     out = run(100, "sweep", HPSEARCH, "--preset", "h200", *GRID, "--results", tmp_path)

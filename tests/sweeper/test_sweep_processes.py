@@ -72,6 +72,7 @@ def gone(pids: list[int], tmp: Path, timeout: float = 10) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)
@@ -82,6 +83,7 @@ def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
     assert gone(family, tmp)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_sweep_takes_its_trials_and_their_children_along(setup):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)
@@ -90,6 +92,7 @@ def test_sigkill_of_the_sweep_takes_its_trials_and_their_children_along(setup):
     assert gone(family, tmp)
 
 
+@pytest.mark.slow
 def test_a_second_sweep_into_a_running_folder_is_refused(setup, tmp_path):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)

@@ -31,6 +31,7 @@ def test_graph_mode_says_it_needs_a_gpu_in_one_line():
                                    "the CPU)")
 
 
+@pytest.mark.slow
 @cpu_only
 def test_compile_mode_trains_on_the_cpu_and_shows_compile_with_cuda_graphs(tmp_path):
     records, stdout = base.run_job(tmp_path, [str(EXAMPLES / "cudagraph_train.py"), "--mode", "compile",
@@ -40,6 +41,7 @@ def test_compile_mode_trains_on_the_cpu_and_shows_compile_with_cuda_graphs(tmp_p
     assert Feature.COMPILE_CUDAGRAPHS in features and Feature.CUDA_GRAPHS not in features   # none on the CPU
 
 
+@pytest.mark.slow
 @cpu_only
 def test_ipc_share_hands_every_batch_over_and_both_sides_count_them(tmp_path):
     records, stdout = base.run_job(tmp_path, [str(EXAMPLES / "ipc_share.py"), *TINY_SHARE])
@@ -50,6 +52,7 @@ def test_ipc_share_hands_every_batch_over_and_both_sides_count_them(tmp_path):
     assert Feature.CUDA_IPC not in used_by_job(records.values())
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_run(tmp_path):
     """Deterministic: two runs of the example print the same answer."""
     argv = [sys.executable, str(EXAMPLES / "ipc_share.py"), *TINY_SHARE]

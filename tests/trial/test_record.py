@@ -67,6 +67,7 @@ def test_record_json_without_a_gpu_is_the_same_one_line(tmp_path):
     assert "recording needs a CUDA GPU" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("no_visible_gpu")   # checks the no-GPU path, on any machine
 def test_recording_a_python_command_without_a_gpu_is_refused_before_it_runs(tmp_path):
     """Its interpreter is probed first, as for a workload: a command that sees no GPU is not run (it may take
