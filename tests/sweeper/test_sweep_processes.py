@@ -53,9 +53,11 @@ def setup(tmp_path):
 
 def start(command, env, pids: Path) -> tuple[subprocess.Popen, list[int]]:
     sweep = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # a trial wrote its pid and its grandchild's (a file seen before its text is, the first poll may read nothing)
-    family = wait_until(lambda: [int(p) for f in pids.iterdir() for p in f.read_text().split()], 60,
-                        "a trial started and wrote its pids")
+    def written() -> list[int]:
+        return [int(p) for f in pids.iterdir() for p in f.read_text().split()]
+
+    wait_until(lambda: len(written()) >= 2, 60, "a trial started and wrote its pid and its grandchild's")
+    family = written()
     assert len(family) == 2, family
     return sweep, family
 
