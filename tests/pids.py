@@ -11,6 +11,18 @@ def running(pid: int) -> bool:
         return False
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time `pid` has used so far (user and system), 0 when it is gone."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
+    except OSError:
+        return 0.0
+    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+
 def hear_ctrl_c() -> None:
     """preexec_fn for a process a test will interrupt: SIGINT back to its default, so that Python installs its
     KeyboardInterrupt handler even when the tests run in a background job, which inherits SIGINT ignored."""

@@ -17,6 +17,8 @@ from clirun import ROOT
 DOCS = docexamples.doc_files()
 EXAMPLES = [e for path in DOCS for e in docexamples.find_examples(path)]
 TORCH = importlib.metadata.version("torch")
+SLOW = {"sweep", "search"}   # a whole sweep or search, end to end: seconds each on 2 cores
+CHECKED = [pytest.param(e, id=e.where, marks=[pytest.mark.slow] if e.args[0] in SLOW else []) for e in EXAMPLES]
 
 
 def test_every_page_has_its_examples_found():
@@ -27,7 +29,7 @@ def test_every_page_has_its_examples_found():
 
 @pytest.mark.skipif(not TORCH.startswith("2.13.0"),
                     reason=f"the examples show what torch 2.13.0 (the set-up's pin) accepts and simulates, not {TORCH}")
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
+@pytest.mark.parametrize("example", CHECKED)
 def test_the_example_prints_what_its_page_shows(example):
     if problem := docexamples.drift(example):
         pytest.fail(problem, pytrace=False)

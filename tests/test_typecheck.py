@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_mypy_over_alloctune():
     pytest.importorskip("mypy")
     done = subprocess.run([sys.executable, "-m", "mypy", "alloctune"], cwd=ROOT,

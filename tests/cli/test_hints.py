@@ -7,9 +7,10 @@ from clirun import cli, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
-pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 
 
+@pytest.mark.slow
 def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
     proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
                "--out", tmp_path / "sim", "--results", tmp_path / "r")
@@ -20,6 +21,7 @@ def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
                      "--repeats", "5", "--results", str(tmp_path / "r"), "--backend", "cuda"]
 
 
+@pytest.mark.slow
 def test_without_a_trace_the_preset_that_ships_one_is_suggested(tmp_path):
     proc = cli("sweep", VARLEN, "--results", tmp_path / "r")   # default preset 24gib: no trace
     assert proc.returncode == 2

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from clirun import cli
 
 from alloctune.cli.main import main
@@ -43,6 +44,7 @@ def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, caps
         assert row["deltas"][1]["mark"] == "no significant change"
 
 
+@pytest.mark.slow
 def test_sweep_json_is_the_folder_its_decisions_as_report_prints_them_and_the_skips(tmp_path):
     out = tmp_path / "s"
     r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out, "--json",

@@ -32,6 +32,7 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
         f"alloctune: warning: {folder / 'trials.jsonl'}:22: ignoring a truncated last line"], r.stderr
 
 
+@pytest.mark.slow
 def test_grid_dash_reads_stdin(tmp_path):
     out = tmp_path / "s"
     r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out", out,
@@ -40,6 +41,7 @@ def test_grid_dash_reads_stdin(tmp_path):
     assert json.loads((out / "sweep.json").read_text())["grid"] == ["", "expandable_segments:True"]
 
 
+@pytest.mark.slow
 def test_sweep_dash_reads_the_workload_from_stdin_with_paths_relative_to_here(tmp_path):
     text = (ROOT / "workloads" / "detection.yaml").read_text()   # its trace: traces/detection-h200.xz
     out = tmp_path / "s"
@@ -117,6 +119,7 @@ def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, fi
     assert r.stderr.strip().splitlines() == [f"alloctune: error: {where}: field {field!r}: {problem}"]
 
 
+@pytest.mark.slow
 def test_a_sim_sweep_says_each_skip_once_and_a_resumed_one_counts_what_is_done(tmp_path):
     out = tmp_path / "s"
     args = ("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out)

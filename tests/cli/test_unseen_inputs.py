@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from alloctune.diagnosis import diagnose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +186,7 @@ def test_a_snapshot_of_two_gpus_asks_for_the_command_line_flag(tmp_path):
     assert run.returncode == 0 and "on device 1" in run.stdout, run.stderr
 
 
+@pytest.mark.slow
 def test_search_never_breaks_a_setting_name():
     """In a 70-column terminal the front's two-key setting does not fit beside the figures: it stands whole on its
     numbered line instead of being folded inside the table (in 100 columns it fits in the table)."""
@@ -231,6 +234,7 @@ def test_replaying_a_users_own_snapshot_says_which_torch_it_assumes(tmp_path):
     assert run.returncode == 0 and "does not say which torch" not in run.stdout, run.stderr
 
 
+@pytest.mark.slow
 def test_the_json_carries_the_warnings_the_text_prints(tmp_path):
     """What a replay rests on (frees of blocks from before the recording, an assumed torch or card) is said by
     --json as by the text: the same `warnings` list in replay, search and diagnose."""

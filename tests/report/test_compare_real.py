@@ -52,6 +52,7 @@ VAR = "PYTORCH_CUDA_ALLOC_CONF"   # what every torch reads first: the one variab
 GRID = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4", "backend:cudaMallocAsync"]
 TIGHT, TINY = "9.5GiB", "4GiB"
 
+pytestmark = pytest.mark.xdist_group("compare-real")   # one worker replays the module's sweeps once (--dist loadgroup)
 needs_trace = pytest.mark.skipif(not TRACE.exists(), reason=f"shipped trace {TRACE} is missing")
 
 
@@ -170,6 +171,7 @@ def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
 
 # ---- replays of the shipped H200 trace -----------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_trace
 def test_replays_match_the_h200_measurements(replays):
     """Measured (A) against simulated: the same definition, so rows line up; memory agrees within the factor."""
@@ -186,6 +188,7 @@ def test_replays_match_the_h200_measurements(replays):
     assert m["max_split_size_mb:512"] is Mark.INCOMPARABLE and n["max_split_size_mb:512"].startswith("not in its grid")
 
 
+@pytest.mark.slow
 @needs_trace
 def test_a_budget_it_does_not_fit_in_is_a_new_failure_and_back_a_fixed_one(replays):
     free, tight = replays["free"], replays["tight"]
@@ -202,6 +205,7 @@ def test_a_budget_it_does_not_fit_in_is_a_new_failure_and_back_a_fixed_one(repla
     assert fixed[""] is fixed["roundup_power2_divisions:4"] is Mark.FIXED_FAILURE
 
 
+@pytest.mark.slow
 @needs_trace
 def test_two_budgets_it_fits_in_neither(replays):
     c = compare([replays["tight"], replays["tiny"]])
@@ -213,6 +217,7 @@ def test_two_budgets_it_fits_in_neither(replays):
         export_results(replays["tiny"].path)
 
 
+@pytest.mark.slow
 @needs_trace
 def test_another_workload_definition_is_incomparable(replays):
     c = compare([replays["free"], replays["other"]])
@@ -222,6 +227,7 @@ def test_another_workload_definition_is_incomparable(replays):
     assert all(n[conf].startswith("workload definition differs") for conf in simulated)
 
 
+@pytest.mark.slow
 @needs_trace
 def test_compare_cli_on_replays_and_export_of_a_replay(replays, tmp_path, capsys):
     folder = tmp_path / "copy"

@@ -20,7 +20,7 @@ HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
 FINISHED = ["hpsearch-h200-20261129-235903", "transformer-varlen-h200-20261129-234646",
             "torch-2.1-vs-2.13-sim/transformer-varlen-h200"]
 
-no_gpu = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+no_gpu = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 
 
 @pytest.mark.parametrize("name", FINISHED)
@@ -31,6 +31,7 @@ def test_finished_sweeps_recorded_every_planned_trial(name):
     assert groups and all(recorded_trials(records, *g) == planned_trials(info, *g) for g in groups)
 
 
+@pytest.mark.slow
 @no_gpu
 def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses_it(tmp_path):
     grid = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]

@@ -14,9 +14,10 @@ import alloctune
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
 
-pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 
 
+@pytest.mark.slow
 def test_a_simulated_sweep_names_each_phase_and_counts_from_the_start(tmp_path):
     phases, counts = [], []
     alloctune.sweep(HPSEARCH, preset="h200", grid=["expandable_segments:True", "max_split_size_mb:128"],
@@ -29,6 +30,7 @@ def test_a_simulated_sweep_names_each_phase_and_counts_from_the_start(tmp_path):
     assert counts == [(1, 3), (2, 3), (3, 3)]
 
 
+@pytest.mark.slow
 def test_no_progress_is_drawn_before_an_input_error(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for args in (["sweep", tmp_path / "missing.yaml"],

@@ -75,8 +75,9 @@ def test_a_title_wider_than_its_table_is_printed_above_it():
     assert lines[0] == "a title far wider than the little table it names"
 
 
+@pytest.mark.slow
 def test_a_simulated_sweep_has_no_empty_throughput_columns(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100", CUDA_VISIBLE_DEVICES="")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100", CUDA_VISIBLE_DEVICES="")   # the no-GPU fallback
     proc = subprocess.run([sys.executable, "-m", "alloctune", "sweep", HPSEARCH, "--preset", "h200", "--conf",
                            "expandable_segments:True", "--conf", LONGEST, "--results", tmp_path],
                           capture_output=True, text=True, timeout=300, env=env)

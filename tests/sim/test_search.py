@@ -36,6 +36,8 @@ VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
 VALIDATE = partial(check_settings_detail, sys.executable)   # this interpreter's torch judges the settings
 H200 = 143771 * 2**20
 
+pytestmark = pytest.mark.xdist_group("varlen-search")   # one worker runs the module's search once (--dist loadgroup)
+
 
 @pytest.fixture(scope="module")
 def varlen_search():
@@ -46,6 +48,7 @@ def varlen_search():
     return trace, result, seen
 
 
+@pytest.mark.slow
 def test_search_finds_the_close_setting_and_keeps_a_valid_pareto_front(varlen_search):
     trace, result, seen = varlen_search
     assert 30 <= len(result.candidates) <= 45 and result.rounds >= 1
@@ -106,6 +109,7 @@ def test_the_space_follows_the_target_version_and_the_rules():
     assert not any(c.max_non_split_rounding_mb and not c.max_split_size_mb for c in steps)
 
 
+@pytest.mark.slow
 def test_a_budget_brings_gc_into_the_search():
     trace = load_trace(TRACES / "hpsearch-h200.xz")
     result = search(trace, validate=VALIDATE, device_memory=H200, budget_bytes=30 * 2**30, max_settings=20, jobs=2)
@@ -140,6 +144,7 @@ def cli(*args, stdin: bytes = b""):
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
+@pytest.mark.slow
 def test_cli_prints_the_front_in_100_columns_and_as_json():
     trace = TRACES / "hpsearch-h200.xz"
     proc = cli("search", trace, "--max-settings", "12", "--jobs", "2")
@@ -156,7 +161,8 @@ def test_cli_prints_the_front_in_100_columns_and_as_json():
     assert zero.returncode == 2 and "whole number" in zero.stderr
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU path, on any machine
 def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_path):
     kw = dict(preset="h200", backend="sim", search=15, results_root=tmp_path)
     outcome = alloctune.sweep(VARLEN, **kw)
@@ -205,7 +211,8 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
     assert command.extra and command.key()[-1] == "extra" and lost_trial(command, "lost").key == command.key()
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU path")
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU path, on any machine
 def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(tmp_path):
     spec = load_workload(VARLEN, "tiny")
     p = probe()

@@ -39,6 +39,7 @@ def cases(trace: Trace):
     yield "roundup_power2_divisions:1", device, None, "2.3", False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
 def test_compiled_core_matches_python_on_shipped_traces(path):
     trace = load_trace(path)

@@ -65,6 +65,7 @@ def measured(outcome) -> list[TrialRecord]:
     return [t for t in outcome.folder.trials() if t.backend == "cuda"]
 
 
+@pytest.mark.slow
 def test_the_recording_trial_is_the_defaults_first_repeat(tmp_path):
     outcome, ran = hybrid(tmp_path, 1)
     assert ran == ["R", ES]   # two GPU trials: the recording default and the finalist
@@ -93,6 +94,7 @@ def test_with_repeats_the_default_runs_that_many_trials_in_all(tmp_path):
     assert es.pairs[0] == (pytest.approx((101.0 * 103.0) ** 0.5), 102.0)
 
 
+@pytest.mark.slow
 def test_auto_repeats_open_the_first_round_with_the_recording_trial(tmp_path):
     outcome, ran = hybrid(tmp_path, "auto", max_repeats=MIN_ROUNDS)
     assert ran[:2] == ["R", ES] and ran.count("R") == 1

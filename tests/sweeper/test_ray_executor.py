@@ -15,11 +15,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from pids import hear_ctrl_c, running
+from waiting import wait_until
 
 import alloctune
 from alloctune.errors import AlloctuneError
@@ -27,6 +27,8 @@ from alloctune.results.records import TrialState
 from alloctune.results.trials import TrialStore
 
 ray = pytest.importorskip("ray")
+# One worker, one local Ray (--dist loadgroup); every test here is a sweep end to end.
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
@@ -225,23 +227,18 @@ def test_ctrl_c_cancels_the_ray_tasks_in_flight(cluster, standin, tmp_path):
     proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=hear_ctrl_c)
     pidfile = state / "child.pid"
-    deadline = time.monotonic() + 90
-    while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.1)
-    assert pidfile.exists(), proc.stderr.read().decode() if proc.poll() is not None else "no trial started"
-    time.sleep(0.5)
+    pid = wait_until(lambda: (pidfile.exists() and pidfile.read_text()) or proc.poll() is not None, 90,
+                     "a trial started on a Ray worker")
+    assert proc.poll() is None, proc.stderr.read().decode()
+    child = int(pid)   # read once: a second trial on the other GPU may be rewriting the file
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert b"KeyboardInterrupt" in stderr
     child = int(pidfile.read_text())
-    deadline = time.monotonic() + 10
-    while running(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not running(child)
+    wait_until(lambda: not running(child), 30, "the interrupted trial child has exited")
     trial_folder = Path((state / "child.dir").read_text())   # the cancelled task removed it
-    while trial_folder.exists() and time.monotonic() < deadline + 10:
-        time.sleep(0.1)
-    assert trial_folder.name.startswith("alloctune-trial-") and not trial_folder.exists()
+    wait_until(lambda: not trial_folder.exists(), 20, "the cancelled trial's folder is removed")
+    assert trial_folder.name.startswith("alloctune-trial-")
     [folder] = (tmp_path / "results").iterdir()
     assert not (folder / "trials.jsonl").exists() or not (folder / "trials.jsonl").read_text().strip()
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
 GRID = ["default", "expandable_segments:True", "max_split_size_mb:128", "backend:cudaMallocAsync"]
 
-pytestmark = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="exercises the no-GPU fallback")
+pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
 
 
 def run_sweep(tmp_path, **kw):
@@ -27,6 +27,7 @@ def run_sweep(tmp_path, **kw):
     return outcome, notices
 
 
+@pytest.mark.slow
 def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
     outcome, notices = run_sweep(tmp_path)
     assert outcome.backend == "sim"
@@ -51,6 +52,7 @@ def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
     assert peaks[""] == 38504 * 2**20 and peaks["expandable_segments:True"] == 27518 * 2**20
 
 
+@pytest.mark.slow
 def test_same_sweep_resumes_and_skips_finished_trials(tmp_path):
     first, _ = run_sweep(tmp_path)
     trials = first.folder.path / "trials.jsonl"
@@ -79,6 +81,7 @@ def test_a_bad_workload_file_stops_before_anything_runs(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_cli_sweep_then_export(tmp_path):
     def cli(*args):
         env = dict(os.environ, PYTHONPATH=str(ROOT))  # works whether or not the package is installed
@@ -114,6 +117,7 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
                                         "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
 
 
+@pytest.mark.slow
 def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_path):
     first, _ = run_sweep(tmp_path)
     again, _ = run_sweep(tmp_path)
@@ -138,6 +142,7 @@ def foreign_snapshot(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_trace_of_another_workload_is_refused_before_a_folder_exists(tmp_path):
     from alloctune.errors import AlloctuneError
 
@@ -147,6 +152,7 @@ def test_a_trace_of_another_workload_is_refused_before_a_folder_exists(tmp_path)
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_nonsense_budgets_and_missing_traces_stop_before_a_folder_exists(tmp_path):
     from alloctune.errors import AlloctuneError, SizeError
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pids import running
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,11 +53,11 @@ def setup(tmp_path):
 
 def start(command, env, pids: Path) -> tuple[subprocess.Popen, list[int]]:
     sweep = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not any(pids.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.2)
-    family = [int(p) for f in pids.iterdir() for p in f.read_text().split()]
+    def written() -> list[int]:
+        return [int(p) for f in pids.iterdir() for p in f.read_text().split()]
+
+    wait_until(lambda: len(written()) >= 2, 60, "a trial started and wrote its pid and its grandchild's")
+    family = written()
     assert len(family) == 2, family
     return sweep, family
 
@@ -73,6 +74,7 @@ def gone(pids: list[int], tmp: Path, timeout: float = 10) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)
@@ -83,6 +85,7 @@ def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
     assert gone(family, tmp)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_sweep_takes_its_trials_and_their_children_along(setup):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)
@@ -91,6 +94,7 @@ def test_sigkill_of_the_sweep_takes_its_trials_and_their_children_along(setup):
     assert gone(family, tmp)
 
 
+@pytest.mark.slow
 def test_a_second_sweep_into_a_running_folder_is_refused(setup, tmp_path):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)

@@ -277,6 +277,7 @@ def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_pat
     assert (tmp_path / "kept.pickle").read_bytes() == b"12"
 
 
+@pytest.mark.slow
 def test_a_hybrid_sweep_of_a_command_is_accepted_and_needs_a_gpu(tmp_path):
     done = _cli("sweep", "--backend", "hybrid", "--results", str(tmp_path / "results"), "--", sys.executable, "-c",
                 "pass", cwd=tmp_path)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import test_features as base
 from alloctune.settings.known import Feature
@@ -18,8 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY_TRAIN = ["--steps", "3", "--width", "32", "--layers", "2", "--batch", "8", "--eval-every", "2",
               "--eval-batch", "4", "8", "--log-every", "0"]
 TINY_SHARE = ["--steps", "6", "--width", "16", "--rows", "2", "8", "--in-flight", "2", "--log-every", "0"]
-cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU variants; test_features_gpu.py and the "
-                                                                "H200 sweeps cover the GPU")
+# The CPU variants, on a GPU machine too (no device visible to the job); test_features_gpu.py and the H200 sweeps
+# cover the GPU.
+cpu_only = pytest.mark.usefixtures("no_visible_gpu")
 
 
 @cpu_only
@@ -31,6 +31,7 @@ def test_graph_mode_says_it_needs_a_gpu_in_one_line():
                                    "the CPU)")
 
 
+@pytest.mark.slow
 @cpu_only
 def test_compile_mode_trains_on_the_cpu_and_shows_compile_with_cuda_graphs(tmp_path):
     records, stdout = base.run_job(tmp_path, [str(EXAMPLES / "cudagraph_train.py"), "--mode", "compile",
@@ -40,6 +41,7 @@ def test_compile_mode_trains_on_the_cpu_and_shows_compile_with_cuda_graphs(tmp_p
     assert Feature.COMPILE_CUDAGRAPHS in features and Feature.CUDA_GRAPHS not in features   # none on the CPU
 
 
+@pytest.mark.slow
 @cpu_only
 def test_ipc_share_hands_every_batch_over_and_both_sides_count_them(tmp_path):
     records, stdout = base.run_job(tmp_path, [str(EXAMPLES / "ipc_share.py"), *TINY_SHARE])
@@ -50,6 +52,7 @@ def test_ipc_share_hands_every_batch_over_and_both_sides_count_them(tmp_path):
     assert Feature.CUDA_IPC not in used_by_job(records.values())
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_run(tmp_path):
     """Deterministic: two runs of the example print the same answer."""
     argv = [sys.executable, str(EXAMPLES / "ipc_share.py"), *TINY_SHARE]

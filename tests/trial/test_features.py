@@ -71,6 +71,7 @@ def test_install_imports_no_torch_and_a_job_without_torch_shows_nothing(tmp_path
     assert record == Observation() and used(record) == frozenset()
 
 
+@pytest.mark.slow
 def test_cpu_tensors_sent_through_a_torch_multiprocessing_queue_are_counted_on_both_sides(tmp_path):
     """Queues pickle tensors with the reducers torch registers, which are the wrapped functions: the producer
     counts a send, the spawned consumer (a fresh interpreter, watched from its own start) a receipt. CPU tensors
@@ -134,6 +135,7 @@ def test_a_run_time_change_of_allocator_settings_is_recorded_in_order(tmp_path):
     assert Feature.RUNTIME_ALLOCATOR_CHANGE in used(record)
 
 
+@pytest.mark.slow
 def test_torch_compile_asking_for_cuda_graphs_is_recorded_and_cpu_captures_none(tmp_path):
     """mode='reduce-overhead' asks inductor for CUDA graphs; on CPU tensors inductor leaves them out, so no
     capture happens (on a GPU the capture goes through CUDAGraph.capture_begin: test_features_gpu.py)."""

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from pids import running
+from pids import cpu_seconds, running
+from waiting import wait_until
 
 from alloctune.processes import kill_group, spawn_group
 
@@ -43,8 +44,7 @@ def test_kill_group_ends_the_grandchildren_too(tmp_path):
         pids = wait_for(pidfile, 2)
         assert all(map(running, pids))
     assert proc.returncode == -signal.SIGKILL
-    time.sleep(0.3)
-    assert not any(map(running, pids))
+    wait_until(lambda: not any(map(running, pids)), 30, "the child and its grandchild have exited")
     kill_group(proc)  # again: harmless
 
 
@@ -88,14 +88,15 @@ def test_replay_workers_die_with_a_killed_parent_and_release_its_stdout():
     while len(workers := children(parent.pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(workers) >= 2
-    time.sleep(1)  # the workers are replaying
+    wait_until(lambda: all(cpu_seconds(w) > 0 for w in workers), 60, "the workers are at work (used CPU time)")
     parent.kill()
     reader = threading.Thread(target=parent.stdout.read, daemon=True)  # returns at EOF only: when no process
     reader.start()                                                     # holds the pipe's write end any more
     reader.join(10)
-    parent.wait()
-    time.sleep(0.3)
-    alive = [w for w in workers if running(w)]
-    for pid in alive:  # clean up after a failure
-        os.kill(pid, signal.SIGKILL)
-    assert not reader.is_alive() and not alive
+    assert parent.wait() == -signal.SIGKILL   # killed mid-replay, not finished first
+    try:
+        wait_until(lambda: not any(map(running, workers)), 30, "the killed replay's workers have exited")
+    finally:
+        for pid in filter(running, workers):  # clean up after a failure
+            os.kill(pid, signal.SIGKILL)
+    assert not reader.is_alive()

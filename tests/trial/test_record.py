@@ -18,7 +18,7 @@ from alloctune.trial.recording import record_command, record_workload
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.usefixtures("no_visible_gpu")   # checks the no-GPU path, on any machine
 def test_user_command_runs_with_their_own_sitecustomize_and_fails_clearly_without_cuda(tmp_path, monkeypatch):
     theirs = tmp_path / "site"
     theirs.mkdir()
@@ -33,7 +33,7 @@ def test_user_command_runs_with_their_own_sitecustomize_and_fails_clearly_withou
     assert not (tmp_path / "t.xz").exists()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.usefixtures("no_visible_gpu")   # checks the no-GPU path, on any machine
 def test_recording_a_workload_needs_a_gpu(tmp_path):
     with pytest.raises(AlloctuneError, match="recording needs a CUDA GPU"):
         record_workload(ROOT / "workloads" / "transformer-varlen.yaml", tmp_path / "t.xz", preset="tiny")
@@ -59,7 +59,7 @@ def _record_cli(*args) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=600)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.usefixtures("no_visible_gpu")   # checks the no-GPU path, on any machine
 def test_record_json_without_a_gpu_is_the_same_one_line(tmp_path):
     run = _record_cli("--json", "-o", tmp_path / "t.xz", ROOT / "workloads" / "transformer-varlen.yaml",
                       "--preset", "tiny")
@@ -67,7 +67,8 @@ def test_record_json_without_a_gpu_is_the_same_one_line(tmp_path):
     assert "recording needs a CUDA GPU" in run.stderr
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_visible_gpu")   # checks the no-GPU path, on any machine
 def test_recording_a_python_command_without_a_gpu_is_refused_before_it_runs(tmp_path):
     """Its interpreter is probed first, as for a workload: a command that sees no GPU is not run (it may take
     hours) only to record nothing. Named directly, or by the `#!` line of a script (torchrun, a console script)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pids import hear_ctrl_c, running
+from waiting import wait_until
 
 from alloctune.results.records import TrialState
 from alloctune.results.trials import TrialStore
@@ -88,16 +89,15 @@ def test_hang_is_killed_at_the_time_limit_with_its_children(tmp_path):
     assert record.state is TrialState.TIMEOUT and "2 s" in record.error
     assert time.monotonic() - t0 < 30
     grandchild = int(pidfile.read_text())
-    time.sleep(0.2)
-    assert not running(grandchild)  # the whole process group went, not only the child
+    # the whole process group went, not only the child
+    wait_until(lambda: not running(grandchild), 30, "the timed-out child's grandchild has exited")
 
 
+@pytest.mark.usefixtures("no_visible_gpu")   # the no-GPU path, on any machine
 def test_real_child_without_gpu_reports_why(tmp_path):
     pytest.importorskip("torch")
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
     record = run_trial(task(sys.executable))
     assert record.state is TrialState.CRASHED
     assert "no CUDA device" in record.error
@@ -150,15 +150,11 @@ def test_ctrl_c_stops_the_children_in_flight(tmp_path):
     proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE,
                             env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
                             preexec_fn=hear_ctrl_c)
-    deadline = time.monotonic() + 30
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    child = int(pidfile.read_text())
+    child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text(), 60, "the trial child wrote its pid"))
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert b"KeyboardInterrupt" in stderr
-    time.sleep(0.3)
-    assert not running(child)
+    wait_until(lambda: not running(child), 30, "the interrupted trial child has exited")
 
 
 def test_gpu_index_maps_through_the_users_visible_devices():

@@ -90,6 +90,7 @@ def test_a_step_run_again_draws_the_same_shapes(kind):
     assert len({repr(s) for s, _ in first}) > 1   # and the steps do differ from each other
 
 
+@pytest.mark.slow
 def test_shapes_identical_across_processes():
     """A fresh interpreter (with another hash seed) replays the same shape sequence for every kind."""
     script = (
@@ -187,6 +188,7 @@ def test_every_declared_default_is_valid():
         kind.resolve({})
 
 
+@pytest.mark.slow
 def test_child_side_needs_only_stdlib_and_torch(tmp_path):
     """What a trial child imports works where pyyaml, scipy, numpy, rich and matplotlib are missing."""
     spec = TINY["cnn"]
