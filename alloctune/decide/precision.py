@@ -4,13 +4,12 @@ have reached it. A reason (`reasons.py`); `report/words.py` says it.
 """
 from __future__ import annotations
 
-import math
 
-from scipy import stats
 
 from .choice import Choice
 from .reasons import Code, Precision, Reason, Stop
 from .rounds import settles
+from .stats import rounds_needed
 
 
 def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
@@ -41,10 +40,3 @@ def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bo
     return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
 
 
-def rounds_needed(detectable: float, rounds: int, goal: float) -> int:
-    """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`."""
-    sd = math.log1p(detectable) * math.sqrt(rounds) / float(stats.t.ppf(0.975, rounds - 1))
-    n = 2
-    while n < 10_000 and float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
-        n += 1
-    return n

@@ -199,7 +199,7 @@ def contenders(group: list[SettingResult], planned: list[str], max_slowdown: flo
 def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> int:
     """About how many trials the rounds still run, from the standings after a round's default ran: the open
     settings' trials (one to learn a memory nobody knows; a leader MIN_ROUNDS of its own; an interval too wide,
-    the rounds its spread implies, `precision.rounds_needed`), each capped at `rounds_left` (this round included),
+    the rounds its spread implies, `stats.rounds_needed`), each capped at `rounds_left` (this round included),
     and one default run per round after this one plus the closing one. Where no open setting's memory is known,
     one of those measured for it is taken to lead."""
     per: list[int] = []
@@ -212,7 +212,7 @@ def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> 
             continue
         need = MIN_ROUNDS - st.rounds
         if st.why is Contention.TOO_WIDE and st.half_width is not None:
-            from .precision import rounds_needed
+            from .stats import rounds_needed   # scipy: not at the CLI's start-up
 
             need = rounds_needed(st.half_width, st.rounds, goal) - st.rounds
         per.append(max(1, min(need, rounds_left)))

@@ -28,6 +28,7 @@ from ..units import MiB, format_bytes
 
 SHORTAGE, FRAGMENTATION, OTHER_PROCESSES, BUDGET = "shortage", "fragmentation", "other-processes", "budget"
 EXPANDABLE = "expandable_segments:True"   # what fragmentation suggests trying
+SPLIT_LIMIT = "max_split_size_mb:512"      # what it suggests to a torch older than 2.1, which has no EXPANDABLE
 # What the CUDA context and libraries hold per process, when nothing measured it: 755-783 MiB on the H200
 # (torch 2.11), the rest of the 1.36 GiB between nvidia-smi's and torch's totals being the driver's own.
 CONTEXT_ESTIMATE = 1024 * MiB
@@ -193,12 +194,13 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     if f.largest_free_block is not None:
         reasons.append(f"the largest free block was {fb(f.largest_free_block)}, smaller than the request")
     budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
+    suggested = EXPANDABLE if f.expandable_segments else SPLIT_LIMIT
     if f.expandable_segments:
         first = (f"try PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE} (memory is mapped page by page, so free pages "
                  "between live tensors are given back and reused)")
         confs = "--conf expandable_segments:True --conf max_split_size_mb:512"
     else:   # expandable segments came with torch 2.1
-        first = ("try PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 (cached blocks above 512 MiB are not split, so "
+        first = (f"try PYTORCH_CUDA_ALLOC_CONF={SPLIT_LIMIT} (cached blocks above 512 MiB are not split, so "
                  "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
                  "torch 2.1 and later offer for this")
         confs = "--conf max_split_size_mb:512 --conf max_split_size_mb:128"
@@ -208,7 +210,7 @@ def _fragmentation(f: OomFacts, numbers: dict, notes: list[str], margin: int, li
     enough = "enough for" if u >= q else f"with the {fb(f.device_free)} free on the card enough for"
     return Verdict(FRAGMENTATION, f"Cached, fragmented memory: {fb(u)} was reserved but unused, {enough} the "
                    f"{fb(q)} request, yet in pieces too small for it.", numbers, reasons, steps,
-                   sure=margin > _tolerance(f) and u > _tolerance(f), notes=notes, suggested_conf=EXPANDABLE)
+                   sure=margin > _tolerance(f) and u > _tolerance(f), notes=notes, suggested_conf=suggested)
 
 
 def _tolerance(f: OomFacts) -> int:

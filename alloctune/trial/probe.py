@@ -71,12 +71,18 @@ def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:
     """Facts about `python`'s torch and GPUs, from a child process. ProbeError (naming `python`) if it fails."""
     exe = _interpreter(python)
     try:
-        proc = subprocess.run([exe, "-m", "alloctune.trial.probe", "probe"], input="", env=_environment(),
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise _too_slow(python, timeout) from None
+        # A guarded group (processes.py): the probe, and what its torch starts, die with alloctune, even when
+        # alloctune is SIGKILLed while it waits here.
+        with spawn_group([exe, "-m", "alloctune.trial.probe", "probe"], env=_environment(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise _too_slow(python, timeout) from None
     except OSError as exc:
         raise ProbeError(f"cannot run Python interpreter {python}: {exc}") from None
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
     lines = _marked(proc.stdout.splitlines())
     if proc.returncode != 0 or not lines:
         raise _failed(python, proc.returncode, lines, proc.stderr, proc.stdout)

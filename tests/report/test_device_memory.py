@@ -74,4 +74,4 @@ def test_an_old_folder_reported_again_leaves_the_contaminated_reading_out(tmp_pa
     assert runners[RP].code is Code.COSTS_MORE and runners[RP].figures.measure.value == "peak reserved"
     assert runners[ASYNC].code is Code.COSTS_MORE and runners[ASYNC].figures.measure.value == "peak device memory"
     summary = (folder.path / "summary.md").read_text()
-    assert "device memory contaminated in 1 repeat(s), not used" in summary
+    assert "device memory contaminated in 1 repeat, not used" in summary

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
