@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# H200 evidence for the own-job (issue 17), unsafe-settings (issue 20) and one-GPU parts of the two-GPU issue (21).
+# Run from the repository root on the GPU machine: scripts/h200/evidence.sh OUT JOB...
+# Each JOB is swept as a user would (alloctune's defaults unless the job says otherwise), capped in time so that
+# what finished comes back; every results folder, log and the environment are packed into OUT/evidence-<jobs>.tgz.
+set -u
+OUT=$1; shift
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 COLUMNS=120
+RES=$OUT/work; mkdir -p "$RES"
+AT="python3 -m alloctune"
+pack() { tar -czf "$OUT/evidence-$TAG.tgz" -C "$RES" . 2>/dev/null; }
+env_facts() {
+  { date -u +%FT%TZ; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)'
+    python3 -m pip list 2>/dev/null | grep -iE '^(torch|transformers|lightning|pytorch-lightning|torch-geometric|accelerate|nvidia-ml-py) '
+    git log -1 --format='alloctune commit %H' 2>/dev/null || true; } > "$RES/env.txt" 2>&1
+}
+# sweep NAME LIMIT_S [alloctune options...] -- COMMAND...: one sweep, its own results root, its output logged
+sweep() {
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout -s INT -k 20 "$limit" $AT sweep --results "$RES/$name" "$@" > "$RES/$name.log" 2>&1
+  echo "exit $? after $((SECONDS - start)) s" >> "$RES/$name.log"
+  pack
+}
+TAG=$(IFS=-; echo "$*")
+env_facts; pack
+for job in "$@"; do
+  case $job in
+    pyg)       sweep pyg 240 -- python3 examples/pyg_graphs.py ;;
+    lightning) sweep lightning 230 -- python3 examples/lightning_bert.py --steps 80 ;;
+    hf)        sweep hf 230 -- python3 examples/hf_trainer_gpt2.py --steps 40 ;;
+    ddp)       sweep ddp 230 -- torchrun --nproc-per-node 2 examples/ddp_train.py --backend gloo --steps 60 ;;
+    generate)  sweep generate 200 --step-on forward -- python3 examples/generate_varlen.py --steps 8 ;;
+    window)    sweep window 260 --steps 100 -- python3 examples/long_train.py ;;
+    cudagraph) sweep cudagraph 150 --repeats 1 -- python3 examples/cudagraph_train.py --steps 400 ;;
+    ipc)       sweep ipc 120 --repeats 1 -- python3 examples/ipc_share.py --steps 300 ;;
+    oom)       # issue 21 on one GPU: two ranks share the card; rank 1 alone asks for more than a quarter of it
+               timeout 150 torchrun --nproc-per-node 2 scripts/h200/rank1_oom.py "$RES/oom" > "$RES/oom.log" 2>&1
+               echo "exit $?" >> "$RES/oom.log"
+               $AT diagnose "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.txt" 2>&1
+               $AT diagnose --json "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.json" 2>&1; pack ;;
+    gputests)  timeout 200 python3 -m pytest -q -m gpu -x -p no:cacheprovider tests > "$RES/gpu-tests.log" 2>&1
+               echo "exit $?" >> "$RES/gpu-tests.log"; pack ;;
+    *) echo "unknown job $job" >&2 ;;
+  esac
+done
+pack
