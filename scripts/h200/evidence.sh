@@ -19,6 +19,8 @@ env_facts() {
 sweep() {
   local name=$1 limit=$2; shift 2
   local start=$SECONDS
+  # a sweep cut short by an earlier call resumes from its folder, carried back in resume/ (same command, same root)
+  [ -d "resume/$name" ] && cp -r "resume/$name" "$RES/"
   timeout -s INT -k 20 "$limit" $AT sweep --results "$RES/$name" "$@" > "$RES/$name.log" 2>&1
   echo "exit $? after $((SECONDS - start)) s" >> "$RES/$name.log"
   pack
@@ -28,15 +30,15 @@ env_facts; pack
 for job in "$@"; do
   case $job in
     pyg)       sweep pyg 240 -- python3 examples/pyg_graphs.py ;;
-    lightning) sweep lightning 230 -- python3 examples/lightning_bert.py --steps 80 ;;
-    hf)        sweep hf 230 -- python3 examples/hf_trainer_gpt2.py --steps 40 ;;
-    ddp)       sweep ddp 230 -- torchrun --nproc-per-node 2 examples/ddp_train.py --backend gloo --steps 60 ;;
-    generate)  sweep generate 200 --step-on forward -- python3 examples/generate_varlen.py --steps 8 ;;
-    window)    sweep window 260 --steps 100 -- python3 examples/long_train.py ;;
-    cudagraph) sweep cudagraph 150 --repeats 1 -- python3 examples/cudagraph_train.py --steps 400 ;;
-    ipc)       sweep ipc 120 --repeats 1 -- python3 examples/ipc_share.py --steps 300 ;;
+    lightning) sweep lightning 160 -- python3 examples/lightning_bert.py --steps 80 ;;
+    hf)        sweep hf 190 -- python3 examples/hf_trainer_gpt2.py --steps 40 ;;
+    ddp)       sweep ddp 170 -- torchrun --nproc-per-node 2 examples/ddp_train.py --backend gloo --steps 60 ;;
+    generate)  sweep generate 150 --step-on forward -- python3 examples/generate_varlen.py --steps 8 ;;
+    window)    sweep window 170 --steps 100 -- python3 examples/long_train.py ;;
+    cudagraph) sweep cudagraph 75 --repeats 1 -- python3 examples/cudagraph_train.py --steps 300 ;;
+    ipc)       sweep ipc 65 --repeats 1 -- python3 examples/ipc_share.py --steps 200 ;;
     oom)       # issue 21 on one GPU: two ranks share the card; rank 1 alone asks for more than a quarter of it
-               timeout 150 torchrun --nproc-per-node 2 scripts/h200/rank1_oom.py "$RES/oom" > "$RES/oom.log" 2>&1
+               timeout 60 torchrun --nproc-per-node 2 scripts/h200/rank1_oom.py "$RES/oom" > "$RES/oom.log" 2>&1
                echo "exit $?" >> "$RES/oom.log"
                $AT diagnose "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.txt" 2>&1
                $AT diagnose --json "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.json" 2>&1; pack ;;
