@@ -55,6 +55,7 @@ class Choice:
     # Set from sweep.json as well: fewer recorded than planned = an interrupted sweep.
     trials_recorded: int = 0
     trials_planned: int | None = None
+    finished: bool = True            # the sweep ran to its end (SweepInfo.finished)
     features: tuple[Feature, ...] = ()   # what the job used, as its trials observed it (known.Feature order)
 
     @property
@@ -73,7 +74,9 @@ class Choice:
 
     @property
     def complete(self) -> bool:
-        return self.trials_planned is None or self.trials_recorded >= self.trials_planned
+        """The sweep ran to its end (where it planned no count of trials, as with rounds that stop once the answer
+        is known, a hybrid's finalists or a search, that alone says it), and recorded every trial it planned."""
+        return self.finished and (self.trials_planned is None or self.trials_recorded >= self.trials_planned)
 
     @property
     def verdict(self) -> str:

@@ -28,7 +28,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
 
 def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     # matplotlib and rich load when a folder is written, not when the sweeper imports this module
-    from .export import provenance, render
+    from .export import provenance, render, standing
     from .plot import plot_pareto
     from .summary import write_summary
 
@@ -39,13 +39,13 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     choices = []
     for c in choose(settings, max_slowdown):
         c = replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
-                    trials_planned=planned_trials(info, c.env_id, c.backend))
+                    trials_planned=planned_trials(info, c.env_id, c.backend), finished=info.finished is not False)
         choices.append(replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats)))
     records = [choice_record(c) for c in choices]
     folder.write_choice(records)
     write_summary(folder, info, settings, choices)
     plot_pareto(settings, choices, folder.path / "plot.png")
-    best = next((c for c in records if c.conf is not None), None)
+    best = next((c for c in standing(records) if c.conf is not None), None)   # what `export` takes
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
     # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
     if best is not None and best.complete:

@@ -41,6 +41,7 @@ from ..settings.conf import AllocConf
 from ..settings.known import export_variable
 from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
+from .words import recorded_words
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
 
@@ -130,8 +131,7 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     if budget:
         parts.append(f"budget {format_bytes(budget)}")
     if not choice.complete:
-        parts.append(f"INCOMPLETE sweep ({choice.trials_recorded} of {choice.trials_planned} "
-                     f"planned trials)")
+        parts.append(f"INCOMPLETE sweep ({recorded_words(choice.trials_recorded, choice.trials_planned)})")
     parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
     return "; ".join(parts)
 
@@ -150,10 +150,9 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
     choice = _select_choice(folder, env_id)
     _check_setting(folder, choice)
     if not choice.complete and not allow_incomplete:
-        raise ResultsError(OptionText("{path}: the sweep is incomplete ({recorded} of {planned} planned trials "
-                                      "recorded); run it again to resume, or pass {allow_incomplete=True} to export "
-                                      "this choice anyway", path=folder.path, recorded=choice.trials_recorded,
-                                      planned=choice.trials_planned))
+        raise ResultsError(OptionText("{path}: the sweep is incomplete ({how}); run it again to resume, or pass "
+                                      "{allow_incomplete=True} to export this choice anyway", path=folder.path,
+                                      how=recorded_words(choice.trials_recorded, choice.trials_planned)))
     if conf is not None:
         choice = _with_conf(folder, info, choice, conf)
     return render(choice, fmt, provenance(folder, info, choice))
@@ -180,6 +179,12 @@ def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo
     return found[0]
 
 
+def standing(choices: list[ChoiceRecord]) -> list[ChoiceRecord]:
+    """The choices that stand: a hybrid sweep decides by replay, then confirms on the GPU, so the measured choices
+    supersede the simulated ones."""
+    return [c for c in choices if not c.simulated] or choices
+
+
 def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
     choices = folder.choices()
     if not choices:
@@ -190,9 +195,7 @@ def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
         if not choices:
             raise ResultsError(f"{folder.path}: no choice for environment {env_id!r}; environments: "
                                f"{', '.join(known)}")
-    # A hybrid sweep decides by replay, then confirms on the GPU: the measured choice supersedes the simulated one.
-    measured = [c for c in choices if not c.simulated]
-    choices = measured or choices
+    choices = standing(choices)
     if len(choices) > 1:
         # one `{env_id} <id>` per choice, the ids as values (never read as placeholders)
         ids = {f"id{i}": c.env_id for i, c in enumerate(choices)}

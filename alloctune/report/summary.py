@@ -21,7 +21,8 @@ from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, print_table, whole_settings
-from .words import TIME_SOURCES, features_phrase, format_rate, precision_line, reason_lines, runner_up_lines
+from .words import (TIME_SOURCES, features_phrase, format_rate, precision_line, reason_lines, recorded_words,
+                    runner_up_lines)
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -221,7 +222,7 @@ def incomplete_note(choice: Choice) -> str | None:
     """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
     if choice.complete:
         return None
-    return (f"INCOMPLETE: {choice.trials_recorded} of {choice.trials_planned} planned trials recorded; this "
+    return (f"INCOMPLETE: {recorded_words(choice.trials_recorded, choice.trials_planned)}; this "
             f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
             f"it, or take this choice with export --allow-incomplete)")
 

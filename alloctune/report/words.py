@@ -29,6 +29,15 @@ def format_rate(value: float | None, unit: str | None = None) -> str:
     return f"{text} {unit or 'units'}/s"
 
 
+def recorded_words(recorded: int, planned: int | None) -> str:
+    """How far an interrupted sweep got with a decision: '8 of 12 planned trials recorded', or, where no count was
+    planned (--repeats auto, hybrid, search) or the count was met before the sweep stopped, 'stopped before its
+    end, after 5 trials'."""
+    if planned is not None and recorded < planned:
+        return f"{recorded} of {planned} planned trials recorded"
+    return f"stopped before its end, after {plural(recorded, 'trial')}"
+
+
 def label(conf: str) -> str:
     return conf or "default"
 

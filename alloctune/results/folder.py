@@ -63,6 +63,10 @@ class SweepInfo:
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     check_growth: int | None = None   # --check-growth K: each measured trial sampled memory at steps K and 2K
+    # The sweep ran to its end: False from its start (and a resume's) until then, so a decision taken from an
+    # interrupted sweep says so even where no trial count was planned (--repeats auto, hybrid, search). None: a
+    # folder from before this was kept, taken as finished, as it was then.
+    finished: bool | None = None
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""

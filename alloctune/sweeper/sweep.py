@@ -58,8 +58,10 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
-        folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
+        folder = open_folder(replace(sweep_info(spec, options, plan), finished=False), options, callbacks.notice,
+                             held)
         _run(folder, spec, options, plan, callbacks)
+        folder.write_info(replace(folder.info(), finished=True))
         callbacks.phase("choosing and writing the reports", None)
         settings, choices = analyze(folder, options.max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, plan.backend)

@@ -38,6 +38,7 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
     outcome = alloctune.sweep(HPSEARCH, preset="h200", grid=grid, results_root=tmp_path)
     folder = outcome.folder.path
     assert json.loads((folder / "choice.json").read_text())["choices"][0]["complete"] is True
+    assert json.loads((folder / "sweep.json").read_text())["finished"] is True
     # Interrupted after 2 of its 4 trials: no choice yet.
     lines = (folder / "trials.jsonl").read_text().splitlines(keepends=True)
     (folder / "trials.jsonl").write_text("".join(lines[:2]))
@@ -61,4 +62,26 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
         alloctune.export_results(folder)
     assert len(refused.stderr.strip().splitlines()) == 1
     allowed = cli("export", folder, "--allow-incomplete")
-    assert allowed.returncode == 0 and "INCOMPLETE sweep (2 of 4 planned trials)" in allowed.stdout
+    assert allowed.returncode == 0 and "INCOMPLETE sweep (2 of 4 planned trials recorded)" in allowed.stdout
+
+
+def test_a_sweep_that_stopped_before_its_end_is_incomplete_where_no_count_was_planned(tmp_path):
+    """--repeats auto and hybrid sweeps plan no trial count: sweep.json's `finished` (False until the sweep's end)
+    is what says an interrupted one is incomplete. A folder from before it was kept has none: finished, as then."""
+    import shutil
+
+    folder = Path(shutil.copytree(ROOT / "results" / "h200-own-job-2026-12-01" / "lightning" /
+                                  "cmd-lightning_bert-20261201-151123", tmp_path / "lightning"))
+    info = json.loads((folder / "sweep.json").read_text())
+    assert info["auto_repeats"] and info["finished"] is False   # cut by the evidence run's time cap
+    proc = cli("report", folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "INCOMPLETE: stopped before its end, after 8 trials" in " ".join(proc.stdout.split())
+    assert not (folder / "best.env").exists()
+    refused = cli("export", folder)
+    assert refused.returncode == 2 and "the sweep is incomplete (stopped before its end, after 8 trials)" in \
+        refused.stderr
+    del info["finished"]   # as an alloctune from before the flag wrote it
+    (folder / "sweep.json").write_text(json.dumps(info))
+    assert cli("report", folder).returncode == 0
+    assert json.loads((folder / "choice.json").read_text())["choices"][-1]["complete"] is True

@@ -1,7 +1,7 @@
 import struct
 
 from rich.console import Console
-from test_select import ES, MS, RP, rec, setting
+from decide.test_select import ES, MS, RP, rec, setting
 
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings

@@ -41,8 +41,9 @@ class SimExecutor(Executor):
             if version not in noted and (note := simulation_note(version)):
                 self.notice(note)
             noted.add(version)
+            # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read
             env = dict(meta.get("env") or {}, trace=self.trace_path, trace_torch=meta.get("torch_version"),
-                       simulated_as=version)
+                       simulated_as=version, gpu_memory=self.device_memory)
             outcomes = replay(self.trace, [t.conf for t in group], self.device_memory, budget_bytes=budget,
                               torch_version=version)
             for task, outcome in zip(group, outcomes):  # skips first: they change the count of trials to come
