@@ -1,6 +1,6 @@
-"""A trial's (or a recording's) temporary folder never outlives alloctune (issue 19: the Ray Ctrl-C test sometimes left an
-/tmp/alloctune-trial-* folder): a watchdog makes it and removes it, so a process killed at any moment, even between
-the folder's creation and its first use, leaves none."""
+"""A trial's (or a recording's) temporary folder never outlives alloctune (issue 19: the Ray Ctrl-C test sometimes
+left an /tmp/alloctune-trial-* folder): a watchdog makes it and removes it, so a process killed at any moment, even
+between the folder's creation and its first use, leaves none."""
 from __future__ import annotations
 
 import os
