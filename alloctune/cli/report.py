@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 from rich.text import Text
 
@@ -45,7 +46,7 @@ def run(args) -> int:
             settings, choices = analyze(folder, args.max_slowdown)
         except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
             raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
-                             f"{folder.path}` decides again (with --max-slowdown for another allowance)") from None
+                             f"{shlex.quote(str(folder.path))}` decides again (with --max-slowdown for another allowance)") from None
         if args.json:
             decided.append(decisions(folder, choices))
             continue

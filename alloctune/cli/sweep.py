@@ -157,6 +157,7 @@ def run(args) -> int:
     from rich.markup import escape
     from rich.text import Text
 
+    from ..decide.choice import something_to_export
     from ..report.layout import command, say
     from ..report.summary import print_choice
     from ..settings.grid import load_grid_file
@@ -216,7 +217,7 @@ def run(args) -> int:
     out.print()
     say(out, Text(f"Results: {folder}/ ({', '.join(written)})"))
     closing = []
-    if any(choice.best is not None for choice in outcome.choices):   # else there is nothing to export
+    if something_to_export(outcome.choices):
         closing.append(("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"]))
     if outcome.backend == Backend.SIM:
         closing.append(("Confirm on a GPU:", _on_gpu(outcome.folder.info().command)))

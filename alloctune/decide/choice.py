@@ -285,3 +285,9 @@ def choose(settings: Iterable[SettingResult], max_slowdown: float = DEFAULT_MAX_
     for s in settings:
         groups.setdefault(s.group, []).append(s)
     return [_choose_group(members, max_slowdown, tie) for members in groups.values()]
+
+
+def something_to_export(choices: Iterable[Choice]) -> bool:
+    """Whether `alloctune export` has a setting to give: some group found one that fits. When none does, no
+    output points to export (it would refuse)."""
+    return any(choice.best is not None for choice in choices)

@@ -99,6 +99,12 @@ class _Extra:
 _READ_ACTIONS = frozenset(("alloc", "free_completed", "segment_alloc", "segment_free", "oom"))
 
 
+def is_read(entry: dict) -> bool:
+    """Whether the trace entry `entry` is one that diagnose reads (and `check_snapshot` checks)."""
+    action = entry.get("action")
+    return isinstance(action, str) and action in _READ_ACTIONS   # an action may be a list: unhashable
+
+
 def check_snapshot(snapshot: dict, where: str) -> None:
     """Refuse, in one `TraceError` naming the field, a snapshot whose parts diagnose reads are not what torch (or
     dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes..."""
@@ -119,7 +125,7 @@ def check_snapshot(snapshot: dict, where: str) -> None:
         for n, entry in enumerate(entries):
             if not isinstance(entry, dict):
                 raise TraceError(f"{where!r}: device_traces[{d}][{n}] is not a trace entry (a dict)")
-            if entry.get("action") in _READ_ACTIONS:
+            if is_read(entry):
                 check(_Entry, entry, f"device_traces[{d}][{n}]")
     if "allocator_settings" in snapshot:
         check(_Settings, snapshot["allocator_settings"], "allocator_settings")

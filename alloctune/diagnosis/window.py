@@ -21,7 +21,7 @@ from ..settings.conf import AllocConf
 from ..sim.replay import ReplayOutcome, replay
 from ..sim.trace import ALLOC, FREE, Trace
 from ..units import MiB, format_bytes
-from .snapshot import SMALL_SIZE
+from .snapshot import SMALL_SIZE, is_read
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,8 @@ class _Events:
 
 
 def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) -> Reconstruction:
-    entries = [e for e in snapshot["device_traces"][device] if isinstance(e, dict)]
+    # the entries check_snapshot checked: the others are never read, not even their address
+    entries = [e for e in snapshot["device_traces"][device] if isinstance(e, dict) and is_read(e)]
     start = _undo_window(entries, [s for s in snapshot.get("segments", []) if s.get("device", 0) == device])
     blocks = start.blocks
     events = _Events()

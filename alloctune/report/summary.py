@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..decide.choice import Choice
+from ..decide.choice import Choice, something_to_export
 from ..decide.order import ranked
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import MemoryMeasure, SettingResult
@@ -392,9 +392,11 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
               *_time_and_window(info, settings),
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
-              f"trials recorded: {sum(len(s.trials) for s in settings)}",
-              f"- Export the choice: {_code('alloctune export ' + shlex.quote(folder.path.name))} (from the folder holding "
-              "it)", ""]
+              f"trials recorded: {sum(len(s.trials) for s in settings)}"]
+    if something_to_export(choices):
+        lines.append(f"- Export the choice: {_code('alloctune export ' + shlex.quote(folder.path.name))} (from the "
+                     f"folder holding it)")
+    lines.append("")
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)

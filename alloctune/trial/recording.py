@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import AlloctuneError, ProbeError, TraceError
+from ..processes import temp_folder
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
@@ -31,7 +31,7 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
                     timeout_s: float | None = None) -> Trace:
     spec = load_workload(workload, preset)
     target = _with_gpu(probe(python or sys.executable))
-    with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
+    with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         snapshot = os.path.join(tmp, "snapshot.pickle")
         task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(conf), 0, target.python, target.env_id,
                          timeout_s=timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S, record_trace=snapshot)
@@ -59,7 +59,7 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         with contextlib.suppress(ProbeError):
             _with_gpu(probe(python))
     conf_ = AllocConf.parse(conf)
-    with tempfile.TemporaryDirectory(prefix="alloctune-record-") as tmp:
+    with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True, warmup_steps=warmup_steps,
                                window_steps=steps)
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)

@@ -122,3 +122,5 @@ def test_no_export_hint_when_nothing_fits(tmp_path):
                       "expandable_segments:True", "--out", tmp_path / "run", timeout=300)
     assert run.returncode == 0 and "nothing fits under" in run.stdout, run.stderr
     assert "Next: alloctune export" not in run.stdout and "best.env" not in run.stdout
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "nothing fits" in summary and "alloctune export" not in summary

@@ -3,6 +3,7 @@ a shell, whatever the folder is called, and a setting whose value a shell would 
 it is parsed, before the first trial, wherever it comes from."""
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
@@ -64,6 +65,17 @@ def test_the_replay_command_diagnose_suggests_survives_any_path(tmp_path):
     [hint] = [step[step.index("`alloctune replay ") + 1:step.index(end) + len(end)]
               for step in json.loads(run.stdout)["next_steps"] if "`alloctune replay " in step]
     assert pasted(hint, tmp_path)[:2] == ["replay", str(snapshot)]
+
+
+def test_the_report_command_a_busy_folder_suggests_survives_any_folder_name(tmp_path):
+    folder = make_folder(tmp_path / HOSTILE, repeats("") + repeats("expandable_segments:True"),
+                         [choice("expandable_segments:True")]).path
+    with open(folder / ".lock", "a") as lock:   # held as a running sweep holds it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = cli("report", folder)
+    assert run.returncode == 2 and "is being written by another" in run.stderr, run.stderr
+    hint = run.stderr[run.stderr.index("`alloctune report ") + 1:run.stderr.index("` decides again")]
+    assert pasted(hint, tmp_path) == ["report", str(folder)]
 
 
 UNSAFE = ["expandable_segments:True,pinned_num_register_threads:1>FILE", "pinned_num_register_threads:$(touch x)",

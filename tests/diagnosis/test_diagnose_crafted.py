@@ -3,6 +3,7 @@ with exit 2, never a traceback."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 import pickle
 
@@ -50,6 +51,30 @@ def test_a_crafted_snapshot_is_refused_naming_the_field(tmp_path, change, said):
     path = tmp_path / "oom-rank0.pickle"
     path.write_bytes(pickle.dumps(snapshot))
     assert said in one_line_error(bounded_cli("diagnose", path))
+
+
+# Entries diagnose does not read (an action that is not a request, or not even a string) are skipped unread, as
+# replay skips them: whatever they hold, the answer is the original's.
+UNREAD = [
+    lambda s: s["device_traces"][0].insert(5, {"action": "free_requested", "addr": math.inf, "size": 512}),
+    lambda s: s["device_traces"][0].insert(5, {"action": "free_requested", "addr": "x", "size": [1]}),
+    lambda s: s["device_traces"][0].insert(5, {"action": [1], "addr": 1, "size": 512}),
+    lambda s: s["device_traces"][0].insert(5, {"action": {"alloc": 1}, "addr": 1, "size": 512}),
+]
+
+
+@pytest.mark.parametrize("change", UNREAD)
+def test_an_entry_diagnose_does_not_read_is_skipped_whatever_it_holds(tmp_path, change):
+    snapshot = pickle.loads(SNAPSHOT.read_bytes())
+    path = tmp_path / "oom-rank0.pickle"   # the same path, without the message beside the fixture
+    runs = []
+    for write in (lambda: None, lambda: change(snapshot)):
+        write()
+        path.write_bytes(pickle.dumps(snapshot))
+        runs.append(bounded_cli("diagnose", path, "--json"))
+        assert runs[-1].returncode == 0, runs[-1].stderr
+    original, changed = (json.loads(run.stdout) for run in runs)
+    assert changed["verdict"] == original["verdict"] and changed["replay"] == original["replay"]
 
 
 def test_every_crafted_snapshot_was_diagnosed_before_its_change():

@@ -1,6 +1,6 @@
-"""A trial's temporary folder never outlives alloctune (issue 19: the Ray Ctrl-C test sometimes left an
-/tmp/alloctune-trial-* folder): a watchdog makes it and removes it, so a process killed at any moment, even between
-the folder's creation and its first use, leaves none."""
+"""A trial's (or a recording's) temporary folder never outlives alloctune (issue 19: the Ray Ctrl-C test sometimes
+left an /tmp/alloctune-trial-* folder): a watchdog makes it and removes it, so a process killed at any moment, even
+between the folder's creation and its first use, leaves none."""
 from __future__ import annotations
 
 import os
@@ -43,3 +43,21 @@ def test_a_process_killed_at_any_moment_leaves_no_folder(tmp_path):
     while list(tmp_path.glob("alloctune-trial-*")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not list(tmp_path.glob("alloctune-trial-*"))
+
+
+def test_record_killed_while_the_command_runs_leaves_no_folder(tmp_path):
+    """`record -- COMMAND` runs on a machine without a GPU when the command is not a Python it can probe (here a
+    shell): SIGKILLed while it runs, it leaves no /tmp/alloctune-record-* folder."""
+    env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "alloctune", "record", "-o", str(tmp_path / "t.pickle"), "--",
+                             "bash", "-c", "sleep 60"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("alloctune-record-*")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert list(tmp_path.glob("alloctune-record-*")), "record never made its folder"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob("alloctune-record-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(tmp_path.glob("alloctune-record-*"))
