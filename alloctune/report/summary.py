@@ -21,7 +21,8 @@ from ..results.records import DEFAULT_TIE, decision_group, measured_env_id
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, print_table, whole_settings
-from .words import TIME_SOURCES, features_phrase, format_rate, precision_line, reason_lines, runner_up_lines
+from .problems import features_phrase
+from .words import TIME_SOURCES, format_rate, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
