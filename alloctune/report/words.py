@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from ..decide.choice import Choice
+from ..decide.device import Contamination
 from ..decide.order import TieRule
 from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
                               GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
                               Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow,
                               Unmeasured, Unstable, WholeCard)
 from ..decide.stats import Comparison
-from ..decide.summary import Contamination, MemoryMeasure, SettingResult, SettingState
+from ..decide.summary import MemoryMeasure, SettingResult, SettingState
 from ..results.records import ThroughputSource
 from ..units import format_bytes, plural
 from .problems import known_problem
