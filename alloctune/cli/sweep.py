@@ -158,7 +158,7 @@ def run(args) -> int:
     from rich.text import Text
 
     from ..report.layout import command, say
-    from ..report.summary import print_choice
+    from ..report.ranked import print_choice
     from ..settings.grid import load_grid_file
     from ..sweeper.options import Estimate, SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
@@ -295,13 +295,13 @@ def _on_gpu(command: str) -> list[str]:
 
 def _where(record: TrialRecord) -> str:
     """For a command of several processes: which one peaked."""
-    from ..trial.command import peak_row
+    from ..report.words import process_name
+    from ..results.records import peak_row
 
     row = peak_row(record.processes or [])
     if row is None or len(record.processes or []) < 2:
         return ""
-    who = f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row['pid']}"
-    return f" ({who}, of {len(record.processes or [])} processes)"
+    return f" ({process_name(row)}, of {len(record.processes or [])} processes)"
 
 
 def _trial_line(record: TrialRecord, where: bool = False) -> str:

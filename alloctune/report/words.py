@@ -35,6 +35,11 @@ def label(conf: str) -> str:
     return conf or "default"
 
 
+def process_name(row: dict) -> str:
+    """One process of a command trial (a row of `TrialRecord.processes`): 'rank 1', else 'pid 4242'."""
+    return f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row.get('pid')}"
+
+
 def _retries(count: int | None) -> str:
     return f"{count} alloc retr{'y' if count == 1 else 'ies'}" if count else "no alloc retries"
 
