@@ -152,12 +152,13 @@ HEAVY = {"scipy", "matplotlib", "rich", "yaml"}   # the orchestrator's: a child'
 
 
 # runtime.oom (the one OOM rule) and trial.peaks (memory stats -> figures, shared with the start-up hook) are the
-# child's since they stopped being written out in it; both are standard library and records only.
+# child's since they stopped being written out in it; both are standard library and records only. units holds the
+# one rule for a budget as a share of the device (units.budget_share, shared with the hook): standard library too.
 CHILD = ["alloctune", "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
          "alloctune.runtime", "alloctune.runtime.oom", "alloctune.settings", "alloctune.settings.conf",
          "alloctune.settings.readback", "alloctune.trial", "alloctune.trial.child", "alloctune.trial.peaks",
-         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.workload", "alloctune.workload.builtin",
-         "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
+         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.units", "alloctune.workload",
+         "alloctune.workload.builtin", "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
 
 
 def test_a_trial_child_loads_only_light_modules():
@@ -183,7 +184,7 @@ HOOK_REPORT = HOOK_START + [
     "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
     "alloctune.runtime", "alloctune.runtime.process", "alloctune.runtime.steps", "alloctune.settings",
     "alloctune.settings.conf", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.trial.counting",
-    "alloctune.trial.devices", "alloctune.trial.observation", "alloctune.trial.peaks"]
+    "alloctune.trial.devices", "alloctune.trial.observation", "alloctune.trial.peaks", "alloctune.units"]
 
 
 def test_the_start_up_hook_loads_only_light_modules(tmp_path):

@@ -110,7 +110,7 @@ def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
     (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
     from ..errors import SizeError
     from ..sim.replay import DEFAULT_DEVICE_MEMORY
-    from ..units import parse_budget, parse_size
+    from ..units import budget_on, parse_budget, parse_size
 
     if args.device_memory:
         device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
@@ -120,9 +120,6 @@ def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
         device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
     else:
         device_memory, memory_from = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
-    budget_bytes = None
-    if args.budget:
-        size, fraction = parse_budget(args.budget)
-        budget_bytes = size if fraction is None else int(fraction * device_memory)
+    budget_bytes = budget_on(*parse_budget(args.budget), device_memory) if args.budget else None
     overhead = parse_size(args.overhead) if args.overhead else None
     return device_memory, memory_from, budget_bytes, overhead

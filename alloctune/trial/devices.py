@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable
 
 from ..results.records import DeviceMemorySource
+from ..units import budget_share
 from .peaks import DeviceBudget, DevicePeaks, device_peaks
 
 SAMPLE_INTERVAL_S = 0.05
@@ -107,18 +108,11 @@ class Budget:
             if device in self.used:
                 return
             self.used.add(device)
-        share = budget_share(self.cuda, device, self.budget_bytes, self.fraction)
+        share = budget_share(self.budget_bytes, self.fraction, self.cuda.get_device_properties(device).total_memory)
         if share is not None:
             budget = set_budget(self.cuda, device, share)
             with self.lock:
                 self.set.append(budget)
-
-
-def budget_share(cuda: Any, device: int, budget_bytes: int | None, fraction: float | None) -> float | None:
-    """The budget as a fraction of `device`'s memory (a byte budget as a share of that device's), or None."""
-    if budget_bytes:
-        return min(1.0, budget_bytes / cuda.get_device_properties(device).total_memory)
-    return fraction or None
 
 
 def set_budget(cuda: Any, device: int, share: float) -> DeviceBudget:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
-from alloctune.trial.devices import (Budget, CudaJob, DeviceMemory, Sampler, budget_share, peaks, process_memory,
-                                     set_budget)
+from alloctune.trial.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
 from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
 
 GiB = 2**30
@@ -119,9 +118,6 @@ def test_process_memory_survives_an_nvml_error():
 
 def test_the_budget_per_device_and_its_read_back():
     cuda = FakeCuda(total=80 * GiB)
-    assert budget_share(cuda, 1, 20 * GiB, None) == 0.25
-    assert budget_share(cuda, 1, 200 * GiB, None) == 1.0   # more than the device: all of it
-    assert budget_share(cuda, 0, None, 0.5) == 0.5 and budget_share(cuda, 0, None, None) is None
     assert set_budget(cuda, 1, 0.25) == DeviceBudget(1, 0.25, 0.25) and cuda.fractions == {1: 0.25}
 
     class NoReadBack(FakeCuda):   # a torch without get_per_process_memory_fraction
