@@ -1,5 +1,5 @@
 """Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, library messages as flags,
-the console, replay limits."""
+the console, replay limits (their options and their reading)."""
 from __future__ import annotations
 
 import argparse
@@ -103,6 +103,19 @@ def replay_warnings(trace, memory_from: str, torch_version: str | None, device_m
                         f"{format_bytes(device_memory)} ({memory_from}): the device runs out first, so the budget "
                         f"limits nothing; give --device-memory for a larger card")
     return warnings
+
+
+def add_replay_limits(p, budget: str) -> None:
+    """The options of a replay's device and budget, which `replay_limits` reads (replay, search); `budget` ends
+    --budget's help."""
+    p.add_argument("--device-memory", metavar="SIZE",
+                   help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="memory limit as a size (24GiB) or a fraction of the device (0.5)" + budget)
+    p.add_argument("--overhead", metavar="SIZE",
+                   help="device memory held outside the allocator (CUDA context, libraries); default: what the "
+                        "trace recorded, else 1GiB")
+    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
 
 
 def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from .args import console, positive_int, replay_limits, replay_warnings
+from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -22,14 +22,7 @@ def register(subparsers) -> None:
                         "simulator follows its version (default: this one)")
     p.add_argument("--max-settings", type=positive_int, default=DEFAULT_MAX_SETTINGS, metavar="N",
                    help="most settings to replay (default: %(default)s)")
-    p.add_argument("--device-memory", metavar="SIZE",
-                   help="device memory, e.g. 80GiB (default: the recording GPU's, else an H200's)")
-    p.add_argument("--budget", metavar="SIZE",
-                   help="memory limit as a size (24GiB) or a fraction of the device (0.5); adds "
-                        "garbage_collection_threshold to the space")
-    p.add_argument("--overhead", metavar="SIZE",
-                   help="device memory held outside the allocator (default: what the trace recorded, else 1GiB)")
-    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    add_replay_limits(p, budget="; adds garbage_collection_threshold to the space")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print the search as one JSON object")
     p.set_defaults(func=run)
