@@ -59,6 +59,20 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
     return size, None
 
 
+def budget_share(budget_bytes: int | None, fraction: float | None, device_bytes: int) -> float | None:
+    """A budget (`parse_budget`'s) as the fraction of a device of `device_bytes` that it allows: a byte budget as
+    its share of that device, at most all of it. None without a budget."""
+    if budget_bytes:
+        return min(1.0, budget_bytes / device_bytes)
+    return fraction or None
+
+
+def budget_on(budget_bytes: int | None, fraction: float | None, device_bytes: int) -> int | None:
+    """A budget (`parse_budget`'s) in bytes on a device of `device_bytes`: a fraction is of that device. None
+    without a budget."""
+    return int(fraction * device_bytes) if fraction is not None else budget_bytes
+
+
 def format_bytes(n: int | float | None, digits: int = 2) -> str:
     """'27.31 GiB', '512.00 MiB'; '-' for None."""
     if n is None:

@@ -4,7 +4,7 @@
 
 For each setting the sweep ran on the GPU (backend cuda, state ok), the medians over its repeats of peak reserved,
 allocated and requested bytes and the most alloc retries go into the trace's meta["measured"] (replacing it), with
-where they came from. The recording run's own figures move to meta["recording_run"]. tests/test_sim_fidelity.py
+where they came from. The recording run's own figures move to meta["recording_run"]. tests/sim/test_sim_fidelity.py
 replays every shipped trace under each measured setting and holds the simulator to these figures.
 """
 from __future__ import annotations

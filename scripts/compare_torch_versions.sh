@@ -5,8 +5,8 @@
 #   scripts/compare_torch_versions.sh            # writes results/torch-2.1-vs-2.13-sim/
 #
 # Each interpreter's own torch parses the grid (settings it does not know are skipped for it, with torch's
-# message), and the simulator follows that version's allocator where behaviour changed (alloctune/versions.py,
-# BEHAVIOUR_CHANGES). The trace is the same for both: the requests a program makes do not depend on the allocator
+# message), and the simulator follows that version's allocator where behaviour changed
+# (alloctune/settings/versions.py, BEHAVIOUR_CHANGES). The trace is the same for both: the requests a program makes do not depend on the allocator
 # settings (docs/ALLOCATOR.md §5), so what differs is how each version's allocator serves them.
 #
 # Environment (all optional):

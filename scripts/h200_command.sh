@@ -12,7 +12,7 @@
 #      roundup_power2_divisions:4 (set beside the command sweep's measured peaks by the lead / README);
 #   3. a 2-rank torchrun DDP job (examples/ddp_gpt2.py) swept as a command: --gpus 0,1 --gpus-per-trial 2 (NCCL);
 #      with one GPU, two ranks on it with gloo;
-#   4. python3 -m pytest -m gpu on tests/test_command_gpu.py and tests/test_record.py;
+#   4. python3 -m pytest -m gpu on tests/trial/test_command_gpu.py and tests/trial/test_record.py;
 #   and, beside step 2 on the second GPU, 10 steps of examples/maskrcnn_train.py (a smoke run).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=. NCCL_NVLS_ENABLE=0
@@ -80,7 +80,7 @@ fi
 
 # 4. the GPU tests of command mode and record (on the first GPU)
 CUDA_VISIBLE_DEVICES=$G0 step pytest-gpu 120 python3 -m pytest -m gpu -q -p no:cacheprovider \
-  tests/test_command_gpu.py tests/test_record.py
+  tests/trial/test_command_gpu.py tests/trial/test_record.py
 
 tar czf "$OUT/command.tgz" -C "$OUT" command
 cat "$C/index.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A hybrid sweep of a user's command on the H200, from the repository root, in one device call:
 #     DEADLINE=420 OUT=... bash scripts/h200_command_hybrid.sh
-# 1. The GPU test of the command hybrid (tests/test_command_gpu.py -k hybrid).
+# 1. The GPU test of the command hybrid (tests/trial/test_command_gpu.py -k hybrid).
 # 2. `alloctune sweep --backend hybrid --search 200 --finalists 1 --repeats 1 -- python3 examples/gpt2_varlen.py
 #    --steps 60` (a plain transformers GPT-2 script, not shipped as a workload): the default's first trial records
 #    the trace, the search replays 200 settings as the GPU's torch, the default and the best finalist are measured.
@@ -21,7 +21,7 @@ timeout 40 bash scripts/build_sim_core.sh > "$D/build_sim_core.log" 2>&1
 } > "$D/env.txt" 2>&1
 
 log "GPU test of the command hybrid"
-timeout -k 10 120 python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/test_command_gpu.py -k hybrid \
+timeout -k 10 120 python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/trial/test_command_gpu.py -k hybrid \
   > "$D/gpu-test.log" 2>&1
 log "GPU test rc=$? wall=${SECONDS}s"; tail -n 5 "$D/gpu-test.log"
 

@@ -1,5 +1,5 @@
 """The package's contracts, checked on its source: which layer may import which (lazy imports inside functions
-count too), no import cycle between modules, and the alloctune modules a trial child loads.
+count too), no import cycle between modules, and the alloctune modules a trial child and the start-up hook load.
 
 Layers, lowest first (docs/DESIGN.md draws them): errors, units, files, processes and runtime import nothing of
 ours above them; settings; results; workload; sim and decide (never trial); trial (never sweeper, decide or report);
@@ -135,9 +135,9 @@ def test_at_most_eight_modules_sit_directly_in_the_package():
     assert len(top) <= 8, top
 
 
-def _loaded(code: str) -> list[str]:
-    """Every module a fresh interpreter holds after running `code`."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _loaded(code: str, **env_vars: str) -> list[str]:
+    """Every module a fresh interpreter holds after running `code` (with `env_vars` set)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env_vars}
     out = subprocess.run([sys.executable, "-c", code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -152,12 +152,13 @@ HEAVY = {"scipy", "matplotlib", "rich", "yaml"}   # the orchestrator's: a child'
 
 
 # runtime.oom (the one OOM rule) and trial.peaks (memory stats -> figures, shared with the start-up hook) are the
-# child's since they stopped being written out in it; both are standard library and records only.
+# child's since they stopped being written out in it; both are standard library and records only. units holds the
+# one rule for a budget as a share of the device (units.budget_share, shared with the hook): standard library too.
 CHILD = ["alloctune", "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
          "alloctune.runtime", "alloctune.runtime.oom", "alloctune.settings", "alloctune.settings.conf",
          "alloctune.settings.readback", "alloctune.trial", "alloctune.trial.child", "alloctune.trial.peaks",
-         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.workload", "alloctune.workload.builtin",
-         "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
+         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.units", "alloctune.workload",
+         "alloctune.workload.builtin", "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
 
 
 def test_a_trial_child_loads_only_light_modules():
@@ -174,3 +175,28 @@ def test_the_probe_child_loads_no_orchestrator():
     loaded = _loaded("import alloctune.trial.probe")
     assert not [m for m in _ours(loaded) if part(m) in ("sweeper", "decide", "report", "cli", "sim")], loaded
     assert not HEAVY & set(loaded)
+
+
+# The start-up hook runs in every Python process of the user's job, before the program: at start-up it loads the
+# import and feature watches alone; what counting steps and writing the report add is standard library and records.
+HOOK_START = ["alloctune", "alloctune.trial", "alloctune.trial.features", "alloctune.trial.imports"]
+HOOK_REPORT = HOOK_START + [
+    "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
+    "alloctune.runtime", "alloctune.runtime.process", "alloctune.runtime.steps", "alloctune.settings",
+    "alloctune.settings.conf", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.trial.counting",
+    "alloctune.trial.devices", "alloctune.trial.observation", "alloctune.trial.peaks", "alloctune.units"]
+
+
+def test_the_start_up_hook_loads_only_light_modules(tmp_path):
+    """What the hook loads in a process of a command: at start-up, and once that process marked a step and wrote
+    its report (CPU only here; on CUDA initialisation it adds trial.devices' figures and, at exit, the settings
+    read back, `trial.child.effective_settings`: the trial child's own light set)."""
+    from alloctune.trial.hook import HOOK_DIR
+
+    env = {"PYTHONPATH": os.pathsep.join([HOOK_DIR, str(ROOT)]), "ALLOCTUNE_HOOK_OUT": str(tmp_path)}
+    assert _ours(_loaded("", **env)) == HOOK_START
+    loaded = _loaded("import alloctune, sitecustomize\nalloctune.step()\nsitecustomize._write()", **env)
+    assert _ours(loaded) == sorted(HOOK_REPORT)
+    assert not (HEAVY | {"torch", "numpy"}) & set(loaded)
+    [report] = tmp_path.iterdir()   # the process's report, written whole (no temporary file left)
+    assert report.name.startswith("proc-") and report.suffix == ".json"

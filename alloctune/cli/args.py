@@ -1,5 +1,5 @@
 """Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, library messages as flags,
-the console, replay limits."""
+the console, replay limits (their options and their reading)."""
 from __future__ import annotations
 
 import argparse
@@ -105,12 +105,25 @@ def replay_warnings(trace, memory_from: str, torch_version: str | None, device_m
     return warnings
 
 
+def add_replay_limits(p, budget: str) -> None:
+    """The options of a replay's device and budget, which `replay_limits` reads (replay, search); `budget` ends
+    --budget's help."""
+    p.add_argument("--device-memory", metavar="SIZE",
+                   help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="memory limit as a size (24GiB) or a fraction of the device (0.5)" + budget)
+    p.add_argument("--overhead", metavar="SIZE",
+                   help="device memory held outside the allocator (CUDA context, libraries); default: what the "
+                        "trace recorded, else 1GiB")
+    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+
+
 def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
     """--device-memory, --budget and --overhead of `replay` and `search`, resolved against the trace:
     (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
     from ..errors import SizeError
     from ..sim.replay import DEFAULT_DEVICE_MEMORY
-    from ..units import parse_budget, parse_size
+    from ..units import budget_on, parse_budget, parse_size
 
     if args.device_memory:
         device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
@@ -120,9 +133,6 @@ def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
         device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
     else:
         device_memory, memory_from = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
-    budget_bytes = None
-    if args.budget:
-        size, fraction = parse_budget(args.budget)
-        budget_bytes = size if fraction is None else int(fraction * device_memory)
+    budget_bytes = budget_on(*parse_budget(args.budget), device_memory) if args.budget else None
     overhead = parse_size(args.overhead) if args.overhead else None
     return device_memory, memory_from, budget_bytes, overhead

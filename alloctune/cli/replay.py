@@ -6,7 +6,7 @@ import json
 from typing import Callable
 
 from ..errors import AlloctuneError
-from .args import console, positive_int, replay_limits, replay_warnings
+from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -23,14 +23,7 @@ def register(subparsers) -> None:
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
     p.add_argument("--grid", metavar="FILE",
                    help="YAML list or text file (one setting per line) of settings ('-' for stdin)")
-    p.add_argument("--device-memory", metavar="SIZE",
-                   help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
-    p.add_argument("--budget", metavar="SIZE",
-                   help="memory limit as a size (24GiB) or a fraction of the device (0.5), like sweep --budget")
-    p.add_argument("--overhead", metavar="SIZE",
-                   help="device memory held outside the allocator (CUDA context, libraries); default: what the "
-                        "trace recorded, else 1GiB")
-    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    add_replay_limits(p, budget=", like sweep --budget")
     p.add_argument("--min-memory", action="store_true",
                    help="also find, per setting, the smallest device memory without OOM and without retries "
                         "(to 2 MiB; the whole device, --budget does not apply)")

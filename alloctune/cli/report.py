@@ -35,7 +35,7 @@ def decisions(folder, choices) -> dict:
 
 def run(args) -> int:
     from ..report.analysis import analyze
-    from ..report.summary import print_choice
+    from ..report.ranked import print_choice
     from ..results.folder import find_results
     from .args import console as wide_console
 

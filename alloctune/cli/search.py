@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from .args import console, positive_int, replay_limits, replay_warnings
+from ..sim.limits import DEFAULT_MAX_SETTINGS
+from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
 
 
 def register(subparsers) -> None:
@@ -19,16 +20,9 @@ def register(subparsers) -> None:
     p.add_argument("--python", default=sys.executable, metavar="PATH",
                    help="the interpreter whose torch the setting is for: it parses every candidate, and the "
                         "simulator follows its version (default: this one)")
-    p.add_argument("--max-settings", type=positive_int, default=None, metavar="N",
-                   help="most settings to replay (default: 400)")
-    p.add_argument("--device-memory", metavar="SIZE",
-                   help="device memory, e.g. 80GiB (default: the recording GPU's, else an H200's)")
-    p.add_argument("--budget", metavar="SIZE",
-                   help="memory limit as a size (24GiB) or a fraction of the device (0.5); adds "
-                        "garbage_collection_threshold to the space")
-    p.add_argument("--overhead", metavar="SIZE",
-                   help="device memory held outside the allocator (default: what the trace recorded, else 1GiB)")
-    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    p.add_argument("--max-settings", type=positive_int, default=DEFAULT_MAX_SETTINGS, metavar="N",
+                   help="most settings to replay (default: %(default)s)")
+    add_replay_limits(p, budget="; adds garbage_collection_threshold to the space")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print the search as one JSON object")
     p.set_defaults(func=run)
@@ -39,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..report.search import print_front
-    from ..sim.search import DEFAULT_MAX_SETTINGS, search
+    from ..sim.search import search
     from ..sim.trace import load_trace
     from ..trial.probe import SettingsJudge
     from ..units import format_bytes
@@ -66,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         with SettingsJudge(args.python) as validate:   # one child of --python judges every batch
             result = search(trace, validate=validate, trace_name=args.trace, device_memory=device_memory,
                             budget_bytes=budget_bytes, overhead_bytes=overhead,
-                            max_settings=args.max_settings or DEFAULT_MAX_SETTINGS, jobs=args.jobs,
+                            max_settings=args.max_settings, jobs=args.jobs,
                             progress=progress)
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started

@@ -10,8 +10,10 @@ from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..sim.limits import DEFAULT_MAX_SETTINGS
+from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, ExecutorKind, SweepOptions
 from ..units import format_bytes, format_number
-from ..workload.spec import DEFAULT_WARMUP_STEPS
+from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds
 from .report import decisions
 
@@ -60,7 +62,7 @@ def _what(p) -> None:
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE",
                    help="a file listing the settings to sweep (- reads standard input)")
-    p.add_argument("--repeats", type=_repeats, default="auto",
+    p.add_argument("--repeats", type=_repeats, default=AUTO_REPEATS,
                    help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
                         "rounds of the default and each setting still in contention until the 95%% interval of "
                         "its throughput ratio to the default is within --max-slowdown")
@@ -70,9 +72,9 @@ def _what(p) -> None:
                    help="with --repeats auto: start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
-    p.add_argument("--gpus-per-trial", type=int, default=1, metavar="N",
+    p.add_argument("--gpus-per-trial", type=int, default=SweepOptions.gpus_per_trial, metavar="N",
                    help="GPUs each trial gets (CUDA_VISIBLE_DEVICES), disjoint across trials running at once, e.g. "
-                        "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: 1)")
+                        "--gpus 0,1,2,3 --gpus-per-trial 2 for a 2-rank torchrun command (default: %(default)s)")
 
 
 def _command(command) -> None:
@@ -111,7 +113,7 @@ def _how(p) -> None:
                    help="reject settings significantly slower than the default by more than this fraction "
                         f"(default: {DEFAULT_MAX_SLOWDOWN})")
     p.add_argument("--timeout", type=seconds, metavar="TIMEOUT", dest="timeout_s",
-                   help="per-trial time limit in seconds (default: the workload's, or 600)")
+                   help=f"per-trial time limit in seconds (default: the workload's, or {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
                    help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
     p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
@@ -119,7 +121,7 @@ def _how(p) -> None:
                         "command's extra first trial, or a workload's first default trial), replay every setting, "
                         "measure the best few; auto (default): with a GPU, hybrid for '-- COMMAND' and cuda for a "
                         "workload file; else sim")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
+    p.add_argument("--executor", choices=[e.value for e in ExecutorKind], default=ExecutorKind.LOCAL.value,
                    help="where measured trials run: local (default) child processes on this machine's GPUs, or ray: "
                         "one Ray task per trial across a cluster (pip install 'alloctune[ray]')")
     p.add_argument("--ray-address", metavar="ADDR",
@@ -131,13 +133,13 @@ def _how(p) -> None:
     p.add_argument("--trace", help="allocation trace to replay: for --backend sim (default: the workload's) or "
                                    "hybrid (default: recorded during the default's first trial on the GPU); one "
                                    "recorded from another workload is refused")
-    p.add_argument("--search", nargs="?", type=positive_int, const=400, metavar="N",
+    p.add_argument("--search", nargs="?", type=positive_int, const=DEFAULT_MAX_SETTINGS, metavar="N",
                    help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
-                        "target torch by replaying up to N settings (default 400), and sweep its Pareto front "
+                        "target torch by replaying up to N settings (default %(const)s), and sweep its Pareto front "
                         "(see 'alloctune search')")
-    p.add_argument("--finalists", type=positive_int, default=3, metavar="N",
+    p.add_argument("--finalists", type=positive_int, default=HYBRID_FINALISTS, metavar="N",
                    help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
-                        "the default (default: 3)")
+                        "the default (default: %(default)s)")
 
 
 def _output(p) -> None:
@@ -154,53 +156,72 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
-    from rich.markup import escape
-    from rich.text import Text
-
-    from ..decide.choice import something_to_export
-    from ..report.layout import command, say
-    from ..report.summary import print_choice
-    from ..settings.grid import load_grid_file
-    from ..sweeper.options import Estimate, SweepCallbacks, SweepOptions
     from ..sweeper.sweep import sweep
 
-    err = console(stderr=True)
-    workload = _workload(args)
-    grid = list(args.grid or [])
-    if args.grid_file:
-        grid += load_grid_file(args.grid_file)
-    options = SweepOptions(**{field.name: getattr(args, field.name) for field in fields(SweepOptions)
-                              if field.name in FLAGS and field.name != "grid"}, grid=grid or None)
-    with Phases(err) as shown:
-        def progress(record: TrialRecord, done: int, total: int) -> None:
-            shown.advance(done, total)
-            shown.print(_trial_line(record, where=args.executor == "ray"))
-
-        def search_progress(env_id: str, done: int, total: int, best: str) -> None:
-            # the best so far when it is short: a setting is never cut
-            shown.phase(f"search {env_id}" + (f" (best: {best})" if best and len(best) <= 40 else ""), (done, total))
-
-        said: set[bool] = set()   # printed once untimed, once with a time (after the first trial)
-
-        def estimate(e: Estimate) -> None:
-            timed = e.seconds_left is not None
-            if timed not in said:
-                said.update({False, timed})
-                whole = (e.seconds_done or 0) + (e.seconds_left or 0) if timed else None
-                shown.print(f"estimate: {estimate_text(e.trials, whole)}")
-            shown.note(estimate_text(e.trials, e.seconds_left, left=True))
-
-        outcome = sweep(workload, options, callbacks=SweepCallbacks(
-            progress=progress, search_progress=search_progress,
-            notice=lambda text: shown.print(f"[yellow]notice:[/] {escape(flagged(text, FLAGS))}"), phase=shown.phase,
-            estimate=estimate))
+    workload, options = _workload(args), _options(args)
+    with Phases(console(stderr=True)) as shown:
+        outcome = sweep(workload, options, callbacks=_callbacks(shown, where=args.executor == ExecutorKind.RAY))
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
                         f"plot.png, trials.jsonl)")
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
-        return 0
+    else:
+        _print(outcome)
+    return 0
+
+
+def _options(args):
+    """The sweep's options from the flags (each flag's dest is its field's name), with --grid's settings."""
+    from ..settings.grid import load_grid_file
+
+    grid = list(args.grid or [])
+    if args.grid_file:
+        grid += load_grid_file(args.grid_file)
+    return SweepOptions(**{field.name: getattr(args, field.name) for field in fields(SweepOptions)
+                           if field.name in FLAGS and field.name != "grid"}, grid=grid or None)
+
+
+def _callbacks(shown: Phases, where: bool):
+    """What the sweep tells as it goes, on standard error: each trial (`where`: on which node), the search's
+    progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases."""
+    from rich.markup import escape
+
+    from ..sweeper.options import Estimate, SweepCallbacks
+
+    def progress(record: TrialRecord, done: int, total: int) -> None:
+        shown.advance(done, total)
+        shown.print(_trial_line(record, where=where))
+
+    def search_progress(env_id: str, done: int, total: int, best: str) -> None:
+        # the best so far when it is short: a setting is never cut
+        shown.phase(f"search {env_id}" + (f" (best: {best})" if best and len(best) <= 40 else ""), (done, total))
+
+    said: set[bool] = set()   # printed once untimed, once with a time (after the first trial)
+
+    def estimate(e: Estimate) -> None:
+        timed = e.seconds_left is not None
+        if timed not in said:
+            said.update({False, timed})
+            whole = (e.seconds_done or 0) + (e.seconds_left or 0) if timed else None
+            shown.print(f"estimate: {estimate_text(e.trials, whole)}")
+        shown.note(estimate_text(e.trials, e.seconds_left, left=True))
+
+    return SweepCallbacks(progress=progress, search_progress=search_progress,
+                          notice=lambda text: shown.print(f"[yellow]notice:[/] {escape(flagged(text, FLAGS))}"),
+                          phase=shown.phase, estimate=estimate)
+
+
+def _print(outcome) -> None:
+    """The finished sweep on standard output: what was skipped, each choice's table and reasons, the GPU time, where
+    the results are and what to run next."""
+    from rich.text import Text
+
+    from ..report.layout import command, say
+    from ..decide.choice import something_to_export
+    from ..report.ranked import print_choice
+
     out = console()
     for skip in outcome.skipped:
         say(out, Text(f"skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}", style="dim"))
@@ -224,7 +245,6 @@ def run(args) -> int:
     for label, words in closing:
         for line in command(label, words, out.width):
             out.print(Text(line), soft_wrap=True)
-    return 0
 
 
 def _gpu_lines(outcome) -> list[str]:
@@ -245,7 +265,7 @@ def _gpu_lines(outcome) -> list[str]:
 
 def _repeats(text: str) -> int | str:
     """--repeats: 'auto' or a positive count."""
-    if text == "auto":
+    if text == AUTO_REPEATS:
         return text
     return _repeats_limit(text)
 
@@ -296,13 +316,13 @@ def _on_gpu(command: str) -> list[str]:
 
 def _where(record: TrialRecord) -> str:
     """For a command of several processes: which one peaked."""
-    from ..trial.command import peak_row
+    from ..report.words import process_name
+    from ..results.records import peak_row
 
     row = peak_row(record.processes or [])
     if row is None or len(record.processes or []) < 2:
         return ""
-    who = f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row['pid']}"
-    return f" ({who}, of {len(record.processes or [])} processes)"
+    return f" ({process_name(row)}, of {len(record.processes or [])} processes)"
 
 
 def _trial_line(record: TrialRecord, where: bool = False) -> str:

@@ -19,6 +19,7 @@ from typing import Iterable, TypeGuard
 
 from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend
 from ..settings.known import Feature
+from .device import DEVICE_AGREEMENT
 from .order import preferred, ranked, tie_rule, within
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
                       Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
@@ -26,7 +27,7 @@ from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedS
                       finite)
 from .safety import Safety, job_features, safety, target_torch
 from .stats import Comparison
-from .summary import DEVICE_AGREEMENT, MemoryMeasure, SettingResult, versus
+from .summary import MemoryMeasure, SettingResult, versus
 
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good
 NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible even when a test can detect it

@@ -16,10 +16,11 @@ from ..errors import ResultsError
 from ..results.folder import ReasonRecord
 from ..results.typed import from_json
 from ..settings.known import Feature, Severity
+from .device import Contamination
 from .growth import Sample
 from .order import TieRule
 from .stats import Comparison
-from .summary import Contamination, MemoryMeasure, SettingState
+from .summary import MemoryMeasure, SettingState
 
 
 class Code(str, enum.Enum):

@@ -5,12 +5,7 @@ Two settings of one backend compare by peak reserved, which is exact (the native
 byte, and replay predicts them). Device memory, what the driver reports in use (CUDA context included), compares
 settings of different backends only, where both have a usable figure: cudaMallocAsync's "reserved" is the driver
 pool's, not comparable block for block (`SettingResult.compared_with`). A group whose fitting settings use both
-backends shows device memory in its tables (`memory_measure`).
-
-A device figure counts other processes' memory too where it is the device's total - free (a trial still exiting, a
-neighbour's job): contamination only adds, so a setting's figure is the lowest over its repeats, repeats further
-apart than DEVICE_AGREEMENT are flagged, and a reading far above the trial's peak reserved plus what a trial holds
-outside the allocator is marked contaminated and not used (`Contamination`).
+backends shows device memory in its tables (`memory_measure`). Which device figures are usable is `device.py`'s.
 """
 from __future__ import annotations
 
@@ -22,21 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ..errors import ResultsError
-from ..results.records import (DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Measurement, TrialRecord, TrialState,
-                               decision_group)
+from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, Measurement, TrialRecord, TrialState, decision_group
 from ..settings.conf import AllocConf
-from ..units import GiB
+from .device import DEVICE_AGREEMENT, Contamination, device_memory, plausible_device, takes_whole_card
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
-
-# Device memory a clean trial holds beyond its peak reserved (CUDA context, kernels, libraries' own buffers), where
-# its record has no figure of its own (`Measurement.overhead_bytes`). In the committed H200 results (results/,
-# torch 2.11, 2026-11-29 to 2026-12-01) device_peak_used_bytes - peak_reserved_bytes of an OK trial was 0.20-0.77
-# GiB for one process under the native allocator (least where reserved filled the card), 0.81-0.83 GiB under
-# cudaMallocAsync and 1.58 GiB for each rank of a two-rank torchrun job (NCCL's buffers): 2 GiB covers them all.
-CONTEXT_ALLOWANCE = 2 * GiB
-# Repeats whose device figures are further apart than this are flagged (cudaMallocAsync's moved 0.1-0.2%, H200).
-DEVICE_AGREEMENT = 0.01
-
 
 class SettingState(str, enum.Enum):
     """How the repeats of one setting ended, as one word. The failures are declared worst first: repeats that ended
@@ -68,26 +52,6 @@ class MemoryMeasure(str, enum.Enum):
         return self.value
 
 
-# A setting takes (nearly) the whole card when its peak comes within the larger of these of the device's memory: it
-# fits only because nothing else runs there. 1 GiB covers what the CUDA context holds outside the allocator (0.76 GiB
-# on the H200: overhead_bytes of workloads/traces/*-h200.xz), so that reserving all the rest counts; 1% scales it.
-WHOLE_CARD_BYTES = GiB
-WHOLE_CARD_FRACTION = 0.01
-
-
-def takes_whole_card(peak_bytes: int | float | None, device_bytes: int | None) -> bool:
-    """Whether a peak of `peak_bytes` took (nearly) all of a device of `device_bytes` (the rule above)."""
-    if peak_bytes is None or not device_bytes:
-        return False
-    return device_bytes - peak_bytes <= max(WHOLE_CARD_BYTES, WHOLE_CARD_FRACTION * device_bytes)
-
-
-def device_memory(records: Iterable[TrialRecord]) -> int | None:
-    """The memory of the device the records ran on (a replay's: the simulated one's), as their provenance says."""
-    known = [r.env["gpu_memory"] for r in records if isinstance(r.env.get("gpu_memory"), int)]
-    return max(known) if known else None
-
-
 def setting_key(record: TrialRecord) -> tuple:
     """The repeats of one setting within a group (`records.decision_group`)."""
     return decision_group(record) + (record.conf,)
@@ -96,33 +60,6 @@ def setting_key(record: TrialRecord) -> tuple:
 def _order(key: tuple) -> tuple:
     env_id, backend, budget, conf = key
     return (env_id, backend, -1 if budget is None else budget, conf != "", conf)
-
-
-@dataclass(frozen=True)
-class Contamination:
-    """A repeat whose device figure is far above what the trial itself can hold: its peak reserved plus what it holds
-    outside the allocator (`context_bytes`: the record's overhead figure where it has one, else CONTEXT_ALLOWANCE),
-    by more than the tie. Another process's memory was counted with it; the figure is not used."""
-
-    repeat: int
-    device_bytes: int
-    reserved_bytes: int
-    context_bytes: int
-    context_measured: bool   # context_bytes is the trial's own overhead figure, not the allowance
-    tie: float
-
-
-def contamination(record: TrialRecord, tie: float = DEFAULT_TIE) -> Contamination | None:
-    """`record`'s device figure judged against its own peak reserved (None: plausible, or no figure)."""
-    m = record.measurement
-    if m is None or m.device_peak_used_bytes is None:
-        return None
-    measured = m.overhead_bytes is not None
-    context = m.overhead_bytes if m.overhead_bytes is not None else CONTEXT_ALLOWANCE
-    # "Far above": beyond the tie, the margin within which two memories count as equal anyway.
-    if m.device_peak_used_bytes <= (m.peak_reserved_bytes + context) * (1 + tie):
-        return None
-    return Contamination(record.repeat, m.device_peak_used_bytes, m.peak_reserved_bytes, context, measured, tie)
 
 
 @dataclass(frozen=True)
@@ -297,14 +234,6 @@ def _state(trials: tuple[TrialRecord, ...]) -> SettingState:
     return min(states, key=lambda s: s.rank, default=SettingState.FITS)
 
 
-def _device(trials: Iterable[TrialRecord]) -> tuple[int | None, float, tuple[Contamination, ...]]:
-    """(the lowest plausible device figure, their spread, the contaminated repeats) over the OK repeats."""
-    judged = [(m.device_peak_used_bytes, contamination(r)) for r in trials
-              if r.state is TrialState.OK and (m := r.measurement) is not None and m.device_peak_used_bytes is not None]
-    clean = [device for device, bad in judged if bad is None]
-    return (min(clean) if clean else None), relative_spread([float(d) for d in clean]), tuple(b for _, b in judged if b)
-
-
 def _measurements(trials: Iterable[TrialRecord]) -> list[Measurement]:
     return [r.measurement for r in trials if r.state is TrialState.OK and r.measurement is not None]
 
@@ -318,7 +247,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
     tput = _throughputs(trials)
     pairs = bracket_pairs(baseline, trials, position) if conf else []
     errors = [e for e in map(_error, trials) if e]
-    device, device_spread, contaminated = _device(trials)
+    device, device_spread, contaminated = plausible_device(trials)
     return SettingResult(
         conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
         peak_reserved_bytes=reserved, peak_allocated_bytes=allocated,

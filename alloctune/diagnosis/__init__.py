@@ -69,7 +69,7 @@ class Diagnosis:
         elif self.replay is not None and not self.replay.fitting:
             steps.insert(0, "by replay, no setting tried would have avoided this OOM")
         if self.checked_conf is not None:   # right after the step that names it
-            from ..report.words import known_problems_line
+            from ..report.problems import known_problems_line
 
             steps.insert(1, known_problems_line(self.checked_conf, self.torch_version, self.known_problems))
         return steps

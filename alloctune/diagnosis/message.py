@@ -144,76 +144,100 @@ def parse_message(text: str) -> OomMessage:
     raise failed
 
 
-def _parse_flat(flat: str) -> OomMessage:
+class _Sizes:
+    """Reads a message's figures in bytes (None where the message has none) and keeps each as printed, for the
+    precision of the whole reading."""
+
+    def __init__(self) -> None:
+        self.read: list[tuple[str, str]] = []
+
+    def __call__(self, number: str | None, unit: str | None) -> int | None:
+        if number is None or unit is None:
+            return None
+        self.read.append((number, unit))
+        return _bytes(number, unit)
+
+    @property
+    def precision(self) -> int:
+        return _precision(self.read)
+
+
+def _last_message(flat: str) -> str:
+    """The last OOM message of `flat`, up to what follows it (a traceback, the next error)."""
     starts = [m.start() for m in _START.finditer(flat)]
     if not starts:
         raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
                            "allocate ...' as torch prints it)")
     msg = flat[starts[-1]:]
     nxt = re.search(r"\s(?:Traceback \(most recent call last\)|\S+Error:)", msg[20:])
-    msg = msg[:20 + nxt.start()] if nxt else msg
+    return msg[:20 + nxt.start()] if nxt else msg
+
+
+def _parse_flat(flat: str) -> OomMessage:
+    msg = _last_message(flat)
     if msg.startswith("Allocation on device"):
         return _parse_async(msg)
-    sizes: list[tuple[str, str]] = []
-
-    def size(number: str | None, unit: str | None) -> int | None:
-        if number is None or unit is None:
-            return None
-        sizes.append((number, unit))
-        return _bytes(number, unit)
-
+    size = _Sizes()
     request = _REQUEST.search(msg)
     if not request:
         raise DiagnoseError("a CUDA out-of-memory message without 'Tried to allocate SIZE': cannot read it")
     requested = size(*request.groups())
     assert requested is not None
-    new, old = _NEW.search(msg), _OLD.search(msg)
-    if new:
-        gpu, spelling, *rest = new.groups()
-        total, free = size(rest[0], rest[1]), size(rest[2], rest[3])
-        alloc = _ALLOCATED.search(msg)
-        allocated = size(*alloc.group(1, 2)) if alloc else None
-        private = size(*alloc.group(3, 4)) if alloc else None
-        unallocated = size(*alloc.group(5, 6)) if alloc else None
-        reserved = allocated + unallocated if allocated is not None and unallocated is not None else None
-        allowed_m = _ALLOWED.search(msg)
-        allowed = size(*allowed_m.groups()) if allowed_m else None
-        self_m = _SELF.search(msg)
-        this_process = size(*self_m.groups()) if self_m else None
-        processes = tuple((_whole(p, "a process id"), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
-        expandable_hint = "expandable_segments:True" in msg
-        fmt = (f"torch 2.1 ('GPU {gpu} has a total capacty of ...', spelt so)" if spelling == "capacty"
-               else f"torch 2.2+ ('GPU {gpu} has a total capacity of ...')")
-        hint = ("expandable_segments:True" if expandable_hint
-                else "max_split_size_mb" if "max_split_size_mb" in msg else None)
-        # NVML sometimes reports nonsense per process (17179869184.00 GiB, seen under WSL): drop what cannot be
-        notes = []
-        if total is not None and this_process is not None and this_process > total:
-            notes.append(f"ignored the impossible figure NVML gave for this process ({self_m.group(1)} "
-                         f"{self_m.group(2)})" if self_m else "")
-            this_process = None
-        if total is not None and any(b > total for _, b in processes):
-            notes.append("ignored processes NVML reported with more memory than the card has")
-            processes = tuple(p for p in processes if p[1] <= total)
-        return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed, this_process,
-                          processes, private, hint, _precision(sizes), msg, tuple(notes))
-    if old:
-        g = old.groups()
-        gpu = _whole(g[0], "a GPU number")
-        total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
-        allowed = size(g[7], g[8])
-        cache = size(g[9], g[10])
-        assert cache is not None and allocated is not None
-        if g[11].startswith("reserved"):
-            fmt, reserved = "torch 1.x-2.0 (... reserved in total by PyTorch)", cache
-        else:  # 'cached' was the cache beyond what is allocated (it can be less than 'already allocated')
-            fmt, reserved = "early torch 1.x (... cached)", allocated + cache
-        hint = "max_split_size_mb" if "max_split_size_mb" in msg else None
-        return OomMessage(fmt, requested, gpu, total, free, allocated, reserved, allowed, hint=hint,
-                          precision=_precision(sizes), text=msg)
+    if new := _NEW.search(msg):
+        return _parse_new(msg, new, requested, size)
+    if old := _OLD.search(msg):
+        return _parse_old(msg, old, requested, size)
     raise DiagnoseError("a CUDA out-of-memory message in a layout this reader does not know: it names the "
                        "request but not the device's memory (expected 'GPU g has a total capacity of ...' or "
                        "'(GPU g; ... total capacity; ...)')")
+
+
+def _parse_new(msg: str, new: re.Match, requested: int, size: _Sizes) -> OomMessage:
+    """torch 2.1 and later: 'GPU g has a total capacity of T of which F is free. ...'."""
+    gpu, spelling, *rest = new.groups()
+    total, free = size(rest[0], rest[1]), size(rest[2], rest[3])
+    alloc = _ALLOCATED.search(msg)
+    allocated = size(*alloc.group(1, 2)) if alloc else None
+    private = size(*alloc.group(3, 4)) if alloc else None
+    unallocated = size(*alloc.group(5, 6)) if alloc else None
+    reserved = allocated + unallocated if allocated is not None and unallocated is not None else None
+    allowed_m = _ALLOWED.search(msg)
+    allowed = size(*allowed_m.groups()) if allowed_m else None
+    self_m = _SELF.search(msg)
+    this_process = size(*self_m.groups()) if self_m else None
+    processes = tuple((_whole(p, "a process id"), size(n, u) or 0) for p, n, u in _PROCESS.findall(msg))
+    fmt = (f"torch 2.1 ('GPU {gpu} has a total capacty of ...', spelt so)" if spelling == "capacty"
+           else f"torch 2.2+ ('GPU {gpu} has a total capacity of ...')")
+    hint = ("expandable_segments:True" if "expandable_segments:True" in msg
+            else "max_split_size_mb" if "max_split_size_mb" in msg else None)
+    # NVML sometimes reports nonsense per process (17179869184.00 GiB, seen under WSL): drop what cannot be
+    notes = []
+    if total is not None and this_process is not None and this_process > total:
+        notes.append(f"ignored the impossible figure NVML gave for this process ({self_m.group(1)} "
+                     f"{self_m.group(2)})" if self_m else "")
+        this_process = None
+    if total is not None and any(b > total for _, b in processes):
+        notes.append("ignored processes NVML reported with more memory than the card has")
+        processes = tuple(p for p in processes if p[1] <= total)
+    return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed, this_process,
+                      processes, private, hint, size.precision, msg, tuple(notes))
+
+
+def _parse_old(msg: str, old: re.Match, requested: int, size: _Sizes) -> OomMessage:
+    """torch 1.x to 2.0: '(GPU g; T total capacity; A already allocated; F free; ... reserved/cached)'."""
+    g = old.groups()
+    gpu = _whole(g[0], "a GPU number")
+    total, allocated, free = size(g[1], g[2]), size(g[3], g[4]), size(g[5], g[6])
+    allowed = size(g[7], g[8])
+    cache = size(g[9], g[10])
+    assert cache is not None and allocated is not None
+    if g[11].startswith("reserved"):
+        fmt, reserved = "torch 1.x-2.0 (... reserved in total by PyTorch)", cache
+    else:  # 'cached' was the cache beyond what is allocated (it can be less than 'already allocated')
+        fmt, reserved = "early torch 1.x (... cached)", allocated + cache
+    hint = "max_split_size_mb" if "max_split_size_mb" in msg else None
+    return OomMessage(fmt, requested, gpu, total, free, allocated, reserved, allowed, hint=hint,
+                      precision=size.precision, text=msg)
 
 
 def _parse_async(msg: str) -> OomMessage:

@@ -98,25 +98,17 @@ class Verdict:
 def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Verdict:
     """The cause of the OOM described by `f` (see the module docstring for the rules)."""
     q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, _tolerance(f)
-    fb = format_bytes
     others, how = f.others_bytes()
     numbers: dict[str, int | None] = {
         "requested": q, "allocated": a, "reserved": r, "reserved_unallocated": u, "device_free": f.device_free,
         "device_total": f.device_total, "allowed": f.allowed, "largest_free_block": f.largest_free_block,
         "other_processes": others}
-    notes = []
-    if f.allowed is not None and f.device_total:
-        notes.append(f"a memory budget is in force: {fb(f.allowed)} allowed of the card's {fb(f.device_total)} "
-                     f"({f.allowed / f.device_total:.3f} of it)")
-    if others and others > tol:
-        notes.append(f"other processes held {fb(others)} of the card ({how})")
-    elif others is None and how.startswith("not known"):
-        notes.append(f"the memory other processes held is {how}")
+    notes = _notes(f, others, how)
     cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
     if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)
         if margin >= 0 and cached:
-            return _fragmentation(f, numbers, notes, margin, f"the budget ({fb(f.allowed)})", replay_hint)
+            return _fragmentation(f, numbers, notes, margin, f"the budget ({format_bytes(f.allowed)})", replay_hint)
         card_room = r + f.device_free if f.device_free is not None else None
         if card_room is None or a + q <= card_room:
             return _budget(f, numbers, notes, card_room)
@@ -130,19 +122,45 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     shortfall = max(-margin, 0)
     numbers["shortfall"] = shortfall
     if others is not None and (dominant or others >= shortfall > 0):
-        listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
-        reasons = [f"the request {fb(q)} against this process's unused cache {fb(u)} plus the {fb(free)} free on "
-                   f"the card" + (f": {fb(shortfall)} short" if shortfall else ""),
-                   f"other processes held {fb(others)} ({how}{': ' + listed if listed else ''}), more than "
-                   + ("the shortfall" if not dominant else f"this job's live tensors ({fb(a)})")]
-        steps = ["free the GPU or use another: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
-                 "lists who holds it; CUDA_VISIBLE_DEVICES picks an idle GPU",
-                 f"the job itself needs {fb(a + q)} live here; no allocator setting makes up for memory that other "
-                 "processes hold"]
-        return Verdict(OTHER_PROCESSES, f"Other processes hold {fb(others)} of this GPU; without them the request "
-                       "would have fit.", numbers, reasons, steps,
-                       sure=others - shortfall > tol + (0 if f.processes else CONTEXT_ESTIMATE),
-                       notes=[n for n in notes if not n.startswith("other processes held")])  # a reason here
+        return _other_processes(f, numbers, notes, others, how, shortfall, dominant)
+    return _shortage(f, numbers, notes, others, shortfall)
+
+
+def _notes(f: OomFacts, others: int | None, how: str) -> list[str]:
+    """What the verdict says beside its cause: a budget in force, and what other processes held."""
+    fb, notes = format_bytes, []
+    if f.allowed is not None and f.device_total:
+        notes.append(f"a memory budget is in force: {fb(f.allowed)} allowed of the card's {fb(f.device_total)} "
+                     f"({f.allowed / f.device_total:.3f} of it)")
+    if others and others > _tolerance(f):
+        notes.append(f"other processes held {fb(others)} of the card ({how})")
+    elif others is None and how.startswith("not known"):
+        notes.append(f"the memory other processes held is {how}")
+    return notes
+
+
+def _other_processes(f: OomFacts, numbers: dict, notes: list[str], others: int, how: str, shortfall: int,
+                     dominant: bool) -> Verdict:
+    fb, q, a, u = format_bytes, f.requested, f.allocated, f.unallocated
+    free = f.device_free if f.device_free is not None else 0
+    listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
+    reasons = [f"the request {fb(q)} against this process's unused cache {fb(u)} plus the {fb(free)} free on "
+               f"the card" + (f": {fb(shortfall)} short" if shortfall else ""),
+               f"other processes held {fb(others)} ({how}{': ' + listed if listed else ''}), more than "
+               + ("the shortfall" if not dominant else f"this job's live tensors ({fb(a)})")]
+    steps = ["free the GPU or use another: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
+             "lists who holds it; CUDA_VISIBLE_DEVICES picks an idle GPU",
+             f"the job itself needs {fb(a + q)} live here; no allocator setting makes up for memory that other "
+             "processes hold"]
+    return Verdict(OTHER_PROCESSES, f"Other processes hold {fb(others)} of this GPU; without them the request "
+                   "would have fit.", numbers, reasons, steps,
+                   sure=others - shortfall > _tolerance(f) + (0 if f.processes else CONTEXT_ESTIMATE),
+                   notes=[n for n in notes if not n.startswith("other processes held")])  # a reason here
+
+
+def _shortage(f: OomFacts, numbers: dict, notes: list[str], others: int | None, shortfall: int) -> Verdict:
+    fb, q, a, u, r = format_bytes, f.requested, f.allocated, f.unallocated, f.reserved
+    free = f.device_free if f.device_free is not None else 0
     context = f.this_process - r if f.this_process is not None else CONTEXT_ESTIMATE
     usable = f.device_total - (others or 0) - context if f.device_total else None
     reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
@@ -160,7 +178,7 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
              "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
              "an allocator setting cannot help: the live tensors themselves do not fit"]
     return Verdict(SHORTAGE, f"A true shortage: the live tensors ({fb(a)}) plus the request ({fb(q)}) do not fit "
-                   "in this GPU's memory.", numbers, reasons, steps, sure=shortfall > tol, notes=notes)
+                   "in this GPU's memory.", numbers, reasons, steps, sure=shortfall > _tolerance(f), notes=notes)
 
 
 def _budget(f: OomFacts, numbers: dict, notes: list[str], card_room: int | None) -> Verdict:

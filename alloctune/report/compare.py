@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..decide import stats
-from ..decide.summary import device_memory, takes_whole_card
+from ..decide.device import device_memory, takes_whole_card
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
@@ -81,7 +81,7 @@ class Cell:
 
     @property
     def whole_card(self) -> bool:
-        """It fits, but took (nearly) all of the device's memory (decide.summary.takes_whole_card)."""
+        """It fits, but took (nearly) all of the device's memory (decide.device.takes_whole_card)."""
         return self.fits and takes_whole_card(self.peak_reserved, self.device_bytes)
 
 

@@ -51,8 +51,7 @@ DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes
 
 def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment."""
-    if fmt not in FORMATS:
-        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    _check_format(fmt)
     value = _value(choice)
     variable = export_variable(choice.torch_version)
     name, warning = variable.name, variable.warning
@@ -60,6 +59,11 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     if fmt == "json":
         return _json(choice, name, value, comments[0], warning)
     return _WRITERS[fmt](name, value, comments)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
 def _value(choice: ChoiceRecord) -> str:
@@ -144,8 +148,7 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
     setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
     interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
     """
-    if fmt not in FORMATS:
-        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    _check_format(fmt)
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
     _check_setting(folder, choice)

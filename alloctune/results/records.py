@@ -274,3 +274,9 @@ class TrialRecord:
     def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
         """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
         return from_json(cls, data, where)
+
+
+def peak_row(rows: list[dict]) -> dict | None:
+    """Of a command trial's rows (`TrialRecord.processes`), the process (and device) with the highest peak
+    reserved: the one that decides whether the job fits."""
+    return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)

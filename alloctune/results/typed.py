@@ -132,18 +132,7 @@ def _value(hint: Any, value: object, path: str) -> Any:
                 raise FieldError(path, problem)
         return value
     if origin in (Union, types.UnionType):
-        for option in args:
-            if option is type(None) and value is None:
-                return None
-        concrete = [a for a in args if a is not type(None)]
-        if len(concrete) == 1:  # 'X | None': X's own message, with the inner field's path
-            return _value(concrete[0], value, path)
-        for option in concrete:
-            try:
-                return _value(option, value, path)
-            except FieldError:
-                pass
-        raise FieldError(path, f"expected {' or '.join(_name(a) for a in args)}, got {_show(value)}")
+        return _union(args, value, path)
     if hint is Any or hint is object:
         check_plain(value, path)
         return value
@@ -155,25 +144,8 @@ def _value(hint: Any, value: object, path: str) -> Any:
         except ValueError:
             raise FieldError(path, f"expected one of {', '.join(repr(m.value) for m in hint)}, "
                                    f"got {_show(value)}") from None
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise FieldError(path, f"expected true or false, got {_show(value)}")
-        return value
-    if hint is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise FieldError(path, f"expected an integer, got {_show(value)}")
-        if not -_INT64 <= value < _INT64:
-            raise FieldError(path, f"expected an integer of at most 64 bits, got {_show(value)}")
-        return value
-    if hint is float:
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or (isinstance(value, int) and not -_INT64 <= value < _INT64) or not math.isfinite(value)):
-            raise FieldError(path, f"expected a finite number, got {_show(value)}")
-        return value
-    if hint is str:
-        if not isinstance(value, str):
-            raise FieldError(path, f"expected a string, got {_show(value)}")
-        return value
+    if hint in (bool, int, float, str):
+        return _scalar(hint, value, path)
     if hint in (list, tuple) or origin in (list, tuple):
         if not isinstance(value, (list, tuple)):   # a tuple: a pickle's (a snapshot's pool id)
             raise FieldError(path, f"expected a list, got {_show(value)}")
@@ -186,6 +158,40 @@ def _value(hint: Any, value: object, path: str) -> Any:
         item = args[1] if args else Any
         return {k: _value(item, v, f"{path}.{k}") for k, v in value.items()}
     raise TypeError(f"typed.from_json cannot check {hint!r} ({path})")  # a programming error, not damage
+
+
+def _union(options: tuple, value: object, path: str) -> Any:
+    """`value` as the first of `options` it is; None for a None where the union allows it."""
+    if value is None and type(None) in options:
+        return None
+    concrete = [a for a in options if a is not type(None)]
+    if len(concrete) == 1:  # 'X | None': X's own message, with the inner field's path
+        return _value(concrete[0], value, path)
+    for option in concrete:
+        try:
+            return _value(option, value, path)
+        except FieldError:
+            pass
+    raise FieldError(path, f"expected {' or '.join(_name(a) for a in options)}, got {_show(value)}")
+
+
+def _scalar(hint: type, value: object, path: str) -> Any:
+    """A JSON true/false, integer of 64 bits, finite number or string, as `hint` asks."""
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise FieldError(path, f"expected true or false, got {_show(value)}")
+    elif hint is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise FieldError(path, f"expected an integer, got {_show(value)}")
+        if not -_INT64 <= value < _INT64:
+            raise FieldError(path, f"expected an integer of at most 64 bits, got {_show(value)}")
+    elif hint is float:
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or (isinstance(value, int) and not -_INT64 <= value < _INT64) or not math.isfinite(value)):
+            raise FieldError(path, f"expected a finite number, got {_show(value)}")
+    elif not isinstance(value, str):
+        raise FieldError(path, f"expected a string, got {_show(value)}")
+    return value
 
 
 def _name(hint: Any) -> str:

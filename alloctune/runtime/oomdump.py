@@ -17,8 +17,8 @@ also writes its message to `FOLDER/oom-rank{R}.txt`; a program that catches the 
 `save_oom_message(exc)` itself. `diagnose` reads the text file beside the snapshot when it is there.
 
 Everything written is plain data (dicts, lists, strings, numbers): the loader that reads it admits nothing else.
-This module imports only the standard library and torch (and `oom.py`, the OOM rule: standard library too): it runs
-inside the user's job.
+This module imports only the standard library and torch (and `oom.py`, the OOM rule, and `process.py`, the rank and
+whole-file writes: standard library too): it runs inside the user's job.
 """
 from __future__ import annotations
 
@@ -29,18 +29,11 @@ import sys
 from types import TracebackType
 
 from .oom import is_oom
+from .process import rank, write_whole
 
 DEFAULT_MAX_ENTRIES = 100_000  # ~12 MB of pickle: ~120 bytes an event with context=None (torch 2.11)
 
 _state: dict = {}
-
-
-def rank() -> int:
-    for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> str:
@@ -50,7 +43,7 @@ def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENT
     if max_entries < 1:
         raise ValueError(f"max_entries must be at least 1, got {max_entries}")
     os.makedirs(folder, exist_ok=True)
-    stem = os.path.join(os.fspath(folder), f"oom-rank{rank()}")
+    stem = os.path.join(os.fspath(folder), f"oom-rank{rank() or 0}")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)
     if not _state:  # attach once: a second call only moves the files
         torch._C._cuda_attach_out_of_memory_observer(_observer)
@@ -65,7 +58,7 @@ def save_oom_message(exc: BaseException) -> str | None:
     if "stem" not in _state:
         return None
     path = _state["stem"] + ".txt"
-    _write(path, str(exc).encode())
+    write_whole(path, str(exc).encode())
     return path
 
 
@@ -85,11 +78,11 @@ def _observer(device: int, requested: int, limit: int, device_free: int) -> None
             "max_entries": _state["max_entries"],
             "oom": {"device": int(device), "requested_bytes": int(requested), "device_free_bytes": int(device_free),
                     "allowed_bytes": int(limit) if fraction_set else None, "limit_bytes": int(limit),
-                    "rank": rank(), "pid": os.getpid(),
+                    "rank": rank() or 0, "pid": os.getpid(),
                     "memory_stats": {k: int(v) for k, v in torch.cuda.memory_stats(device).items()
                                      if isinstance(v, (int, float))}},
         }
-        _write(_state["stem"] + ".pickle", pickle.dumps(snapshot, protocol=4))
+        write_whole(_state["stem"] + ".pickle", pickle.dumps(snapshot, protocol=4))
         print(f"alloctune: out of memory on GPU {device}: snapshot written to {_state['stem']}.pickle "
               f"(read it with: alloctune diagnose {shlex.quote(_state['stem'] + '.pickle')})", file=sys.stderr)
     except Exception as exc:  # an observer must never turn the OOM into another error
@@ -100,10 +93,3 @@ def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackTy
     if is_oom(value):
         save_oom_message(value)
     _state["previous_hook"](kind, value, tb)
-
-
-def _write(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

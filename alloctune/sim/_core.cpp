@@ -4,7 +4,7 @@
 // ExpandableSegment); only the container of the cached blocks differs (BlockSet: the same order, found faster).
 // Pools are per stream, as in allocator.py, so the stream that leads upstream's comparator is constant within a
 // set. Every decision mirrors allocator.py line for line; results must be
-// identical (tests/test_sim_cores.py), so change both together.
+// identical (tests/sim/test_sim_cores.py), so change both together.
 //
 // Entry point: simulate(kinds, addrs, sizes, streams, device_memory, overhead, allowed (-1: none), max_split,
 // non_split_rounding, large_segment, divisions (16 ints), divisions_one_rounds_512, expandable, gc_threshold,

@@ -1,5 +1,6 @@
 """How much one trace or snapshot may hold, and how such a file is opened: within those limits, '-' for standard
-input (files.open_input reads in bounded pieces)."""
+input (files.open_input reads in bounded pieces); and how many settings a search replays unless told (here, where
+the CLI's help reads it without loading the simulator)."""
 from __future__ import annotations
 
 from ..errors import TraceError
@@ -12,6 +13,7 @@ from ..files import open_input
 MAX_EVENTS = 1 << 24
 # A snapshot pickle: 128 bytes for each of MAX_EVENTS trace entries (a frameless entry pickles to about 120).
 MAX_SNAPSHOT_BYTES = MAX_EVENTS * 128
+DEFAULT_MAX_SETTINGS = 400   # the settings a search replays unless told
 
 
 def open_trace(where: str, what: str):

@@ -18,7 +18,7 @@ memory at which the trace runs with no OOM, and the smallest at which it also ne
   address is given back, so segments are placed alike and best fit picks alike; an expandable segment's
   virtual size depends on the device, but a request finds no room in one only when mapping it would pass
   the device anyway), and that request fails: with GC off and nothing oversize to release, the next step
-  is the full release and the retry. tests/test_sim_replay.py checks this against the bisection on
+  is the full release and the retry. tests/sim/test_sim_replay.py checks this against the bisection on
   real traces.
 - Otherwise the search bisects, which assumes that more memory never hurts. The allocator does not promise
   that (with more room it may split a different block), so each answer is then checked over the next few

@@ -28,11 +28,11 @@ from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
 from ..units import format_bytes, plural
+from .limits import DEFAULT_MAX_SETTINGS
 from .replay import ReplayOutcome, replay
 from .space import Space
 from .trace import Trace
 
-DEFAULT_MAX_SETTINGS = 400
 BEAM = 8            # the search ends once the best BEAM settings have all been expanded
 CLOSE_RATIO = 1.05  # reserved / allocated at or below this is as good as the allocator gets
 

@@ -7,7 +7,7 @@
 - the Python reference (`allocator.Allocator`), used where the extension is not built or does not load (no
   compiler at install time, another Python version): `core_notice()` says so in one line, which the CLI prints
   once.
-Both give the same `SimResult`, field for field (tests/test_sim_cores.py).
+Both give the same `SimResult`, field for field (tests/sim/test_sim_cores.py).
 
 What a replay does after an OOM: it ends there, as the program would at an uncaught `torch.OutOfMemoryError`
 (`first_oom_index` says where; the peaks and counters are those reached up to it, `num_ooms` is 1). Going on

@@ -178,7 +178,7 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
         size, addr = e.get("size"), e.get("addr")
         if not _is_int(size, 0, MAX_SIZE) or (action != "oom" and not _is_int(addr, -_INT64, _INT64 - 1)):
             needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
-            raise TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(e, 200)}")
+            raise _bad_entry(where, n, action, needs, e)
         if action == "oom":  # the request failed: nothing was allocated
             ooms += 1
             continue
@@ -191,8 +191,7 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
             pool = e.get("pool_id") or (0, 0)
             key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
             if not all(_is_int(k, -_INT64, _INT64 - 1) for k in key):
-                raise TraceError(f"{where!r}: trace entry {n} (alloc) needs an integer 'stream' and 'pool_id', "
-                                 f"got {shown(e, 200)}")
+                raise _bad_entry(where, n, action, "an integer 'stream' and 'pool_id'", e)
             stream = stream_keys.setdefault(key, len(stream_keys))
             ident = len(alloc_size)
             live[addr] = ident
@@ -212,16 +211,27 @@ def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> T
                              f"replays")
         for column, value in zip((kinds, addrs, sizes, streams), event):
             column.append(value)
-    warnings = list(meta.get("warnings", []))
-    if dropped:
-        warnings.append(f"{dropped} frees of blocks allocated before the recording started were dropped "
-                        f"({format_bytes(dropped_bytes)} live before the trace are missing from the replay)")
-    if allocs_after_oom:
-        warnings.append(_ORDER_DEPENDENT + f": the recorded run hit {ooms} OOM(s) and went on allocating")
     meta = {**meta, "streams": [list(k) for k in stream_keys], "dropped_frees": dropped,
-            "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live),
-            "warnings": warnings}
-    return Trace(kinds, addrs, sizes, streams, device, meta)
+            "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live)}
+    return Trace(kinds, addrs, sizes, streams, device, dict(meta, warnings=_entry_warnings(meta, allocs_after_oom)))
+
+
+def _bad_entry(where: str, n: int, action: str, needs: str, entry: dict) -> TraceError:
+    return TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(entry, 200)}")
+
+
+def _entry_warnings(meta: dict, allocs_after_oom: bool) -> list[str]:
+    """The trace's warnings, with what reading its entries found: frees of blocks from before the recording, and
+    allocations after an OOM (then what was asked for depended on what was free)."""
+    warnings = list(meta.get("warnings", []))
+    if meta["dropped_frees"]:
+        warnings.append(f"{meta['dropped_frees']} frees of blocks allocated before the recording started were dropped "
+                        f"({format_bytes(meta['dropped_free_bytes'])} live before the trace are missing from the "
+                        f"replay)")
+    if allocs_after_oom:
+        warnings.append(_ORDER_DEPENDENT + f": the recorded run hit {meta['recorded_ooms']} OOM(s) and went on "
+                        f"allocating")
+    return warnings
 
 
 _INT64 = 1 << 63

@@ -30,10 +30,10 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
+from .options import HYBRID_FINALISTS
 
 TRACE_FILE = "trace.xz"
 SEARCH_FILE = "search.json"
-HYBRID_FINALISTS = 3
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:

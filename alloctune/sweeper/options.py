@@ -17,9 +17,9 @@ from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..units import parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
-from .hybrid import HYBRID_FINALISTS
 
 AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
+HYBRID_FINALISTS = 3    # `finalists`: the best simulated settings a hybrid sweep measures beside the default
 
 
 class ExecutorKind(str, enum.Enum):

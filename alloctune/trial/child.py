@@ -23,6 +23,7 @@ from typing import Any
 from ..results.records import TrialState
 from ..runtime.oom import is_oom
 from ..settings.readback import conf_from_settings, mismatch
+from ..units import budget_share
 from .peaks import device_peaks
 from .timing import Observer, timed_pass
 
@@ -64,7 +65,7 @@ def _prepare(torch: ModuleType, spec: dict, device: Any, out: dict) -> int:
     the seeds. Returns the device's memory."""
     torch.cuda.set_device(device)
     total = int(torch.cuda.get_device_properties(device).total_memory)
-    out["budget_fraction"] = fraction = _budget_fraction(spec, total)
+    out["budget_fraction"] = fraction = budget_share(spec.get("budget_bytes"), spec.get("budget_fraction"), total)
     if fraction is not None:
         torch.cuda.set_per_process_memory_fraction(fraction, device)
     if spec.get("record_trace"):
@@ -144,12 +145,6 @@ def _dump_trace(torch: ModuleType, spec: dict, out: dict, measured: dict | None,
 def _plain(value: object) -> Any:
     """Only plain containers and scalars: the snapshot is read back with a restricted unpickler."""
     return json.loads(json.dumps(value, default=str))
-
-
-def _budget_fraction(spec: dict, total: int) -> float | None:
-    if spec.get("budget_bytes"):
-        return min(1.0, spec["budget_bytes"] / total)
-    return spec.get("budget_fraction")
 
 
 class _DevicePeak:

@@ -39,7 +39,7 @@ from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group, temp_folder
-from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState
+from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, peak_row
 from ..results.typed import from_json
 from ..runtime.oom import is_oom_text, oom_line
 from ..workload.command import CommandSpec, is_python
@@ -257,11 +257,6 @@ def process_rows(processes: list[ProcessReport]) -> list[dict]:
     """One row per (process, device it allocated on): what TrialRecord.processes keeps."""
     return [{"pid": p.pid, "rank": p.rank, "device": d.device, **{k: getattr(d, k) for k in _ROW_FIGURES}}
             for p in processes for d in p.devices]
-
-
-def peak_row(rows: list[dict]) -> dict | None:
-    """The process (and device) with the highest peak reserved: the one that decides whether the job fits."""
-    return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,24 @@ A device's source is decided at its first reading and kept, so that its peak is 
 The budget (`Budget`) is set on each device as the process first uses it: setting it asks the device for its
 memory, which makes a CUDA context there, so setting it on every visible device would put a context (hundreds of
 MiB) on GPUs that other ranks use.
+
+`Sampler` reads the process's memory on each device it allocated on, on a thread of its own from CUDA
+initialisation to exit, and keeps the most it used and the most in use outside the allocator; each reading also
+sets the budget on a device the process has begun to use. `peaks` gives the per-device figures the hook writes;
+`CudaJob`, what the step counter (`counting.py`) asks of the process's devices.
 """
 from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+import time
+from typing import Any, Callable
 
 from ..results.records import DeviceMemorySource
-from .peaks import DeviceBudget
+from ..units import budget_share
+from .peaks import DeviceBudget, DevicePeaks, device_peaks
+
+SAMPLE_INTERVAL_S = 0.05
 
 
 class DeviceMemory:
@@ -99,18 +108,11 @@ class Budget:
             if device in self.used:
                 return
             self.used.add(device)
-        share = budget_share(self.cuda, device, self.budget_bytes, self.fraction)
+        share = budget_share(self.budget_bytes, self.fraction, self.cuda.get_device_properties(device).total_memory)
         if share is not None:
             budget = set_budget(self.cuda, device, share)
             with self.lock:
                 self.set.append(budget)
-
-
-def budget_share(cuda: Any, device: int, budget_bytes: int | None, fraction: float | None) -> float | None:
-    """The budget as a fraction of `device`'s memory (a byte budget as a share of that device's), or None."""
-    if budget_bytes:
-        return min(1.0, budget_bytes / cuda.get_device_properties(device).total_memory)
-    return fraction or None
 
 
 def set_budget(cuda: Any, device: int, share: float) -> DeviceBudget:
@@ -118,3 +120,108 @@ def set_budget(cuda: Any, device: int, share: float) -> DeviceBudget:
     cuda.set_per_process_memory_fraction(share, device)
     read = getattr(cuda, "get_per_process_memory_fraction", None)
     return DeviceBudget(device, share, float(read(device)) if read is not None else None)
+
+
+def allocated_on(cuda: Any) -> list[int]:
+    """The devices this process allocated on: only these are touched (another would get a CUDA context)."""
+    return [i for i in range(cuda.device_count()) if cuda.memory_reserved(i) > 0]
+
+
+class Sampler:
+    """This process's memory on the devices it allocated on (`memory`), read every SAMPLE_INTERVAL_S on a thread
+    of its own (`start`) and once more at exit (`last`): the most it used (`peak`, device index -> bytes) and the
+    most in use outside the allocator (`overhead`: context, libraries)."""
+
+    def __init__(self, cuda: Any, memory: DeviceMemory, budget: Budget | None):
+        self.cuda = cuda
+        self.memory = memory
+        self.budget = budget
+        self.peak: dict[int, int] = {}
+        self.overhead: dict[int, int] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()      # set: the thread samples no more
+        self.stopped = threading.Event()   # set by the thread as it ends
+
+    def sample(self) -> None:
+        """One reading of every device the process allocated on, and its budget there if not yet set.
+
+        The calling thread is first moved onto the device it reads: a device guard that switched back would
+        otherwise make a context on the thread's previous device, which may be a GPU this process never used
+        (another rank's)."""
+        for i in allocated_on(self.cuda):
+            self.cuda.set_device(i)
+            if self.budget is not None:
+                self.budget.use(i)
+            figure = self.memory.used(i)
+            if figure is None:
+                continue
+            reserved = self.cuda.memory_reserved(i)
+            with self.lock:
+                self.peak[i] = max(self.peak.get(i, 0), figure[0])
+                self.overhead[i] = max(self.overhead.get(i, 0), figure[0] - reserved)
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="alloctune-sampler", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.wait(SAMPLE_INTERVAL_S):
+                self.sample()
+        except Exception:
+            pass
+        finally:
+            self.stopped.set()
+
+    def last(self) -> None:
+        """At exit: the thread stopped (waited for up to a second: not two threads switching devices at once), a
+        last reading, and the calling thread back on its device if it has a context there (a SIGTERM handler of
+        the program's own may follow)."""
+        self.stop.set()
+        self.stopped.wait(1.0)
+        current = self.cuda.current_device()
+        self.sample()
+        if self.cuda.memory_reserved(current) > 0:
+            self.cuda.set_device(current)
+
+
+def peaks(cuda: Any, sampler: Sampler | None) -> list[DevicePeaks]:
+    """Each device this process allocated on (a reserved peak above zero): the allocator's figures, with what
+    `sampler` read of the device (None: nothing sampled)."""
+    devices = []
+    for i in range(cuda.device_count()):
+        stats = cuda.memory_stats(i)
+        if stats.get("reserved_bytes.all.peak"):
+            seen = (sampler.peak.get(i), sampler.overhead.get(i), sampler.memory.sources.get(i)) if sampler else ()
+            devices.append(device_peaks(stats, i, *seen))
+    return devices
+
+
+class CudaJob:
+    """`counting.Job` for one process of the user's job: the devices it allocated on, read through `cuda()`
+    (torch.cuda once the process initialised CUDA, else None: no figures, nothing to synchronise), and `end`,
+    what the end of the --steps window does."""
+
+    def __init__(self, cuda: Callable[[], Any], end: Callable[[], None]):
+        self.cuda = cuda
+        self.end = end
+
+    def synced(self) -> float:
+        cuda = self.cuda()
+        if cuda is not None:
+            for i in allocated_on(cuda):
+                cuda.synchronize(i)
+        return time.perf_counter()
+
+    def reserved_peak(self) -> int | None:
+        cuda = self.cuda()
+        return None if cuda is None else max((cuda.max_memory_reserved(i) for i in allocated_on(cuda)), default=0)
+
+    def memory(self) -> tuple[int, int] | None:
+        cuda = self.cuda()
+        if cuda is None:
+            return None
+        devices = allocated_on(cuda)
+        return sum(cuda.memory_reserved(i) for i in devices), sum(cuda.memory_allocated(i) for i in devices)
+
+    def finish(self) -> None:
+        self.end()

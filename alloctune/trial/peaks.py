@@ -5,6 +5,7 @@
 - `ProcessReport`: what the start-up hook writes for one process of a command (`proc-<pid>.json`), read back by
   `read_reports` through the typed reader, so that a damaged file is one line naming it and the field;
 - `StepCount`, `DeviceBudget`: the steps the hook counted in a process, and the budget it set on each device;
+- `trace_meta`: what a traced process's snapshot carries under 'alloctune' (the hook writes it beside the report);
 - `job_measurement`: a command's processes combined into the trial's `Measurement` (the highest peaks, the sum
   of retries and OOMs, the least exact source of the device-level figure).
 
@@ -13,11 +14,12 @@ Standard library and light alloctune modules only: the start-up hook imports thi
 from __future__ import annotations
 
 import glob
+import json
 import os
 from dataclasses import asdict, dataclass, field, fields
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Annotated, Any, Callable, Mapping, Sequence
 
-from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource
+from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource, TrialState
 from ..results.typed import Check, from_json, load_json
 
 
@@ -159,6 +161,21 @@ def report_path(folder: str, pid: int | str) -> str:
 def trace_path(folder: str, pid: int) -> str:
     """Where the hook writes process `pid`'s allocation trace, when recording."""
     return os.path.join(folder, f"trace-{pid}.pickle")
+
+
+def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str]) -> dict[str, Any]:
+    """The 'alloctune' entry of the snapshot a process recorded under `conf`: the command and the process, the
+    figures of the device it peaked on most, and where it was recorded (`gpu_name(device)`, torch), as a workload's
+    trace says it: reports of a replay name that GPU and torch. Plain JSON values only: the snapshot is read back
+    with an unpickler that admits no class."""
+    device = max(report.devices, key=lambda d: d.peak_reserved_bytes, default=None)
+    measured = dict(asdict(device) if device else {}, conf=conf, state=TrialState.OK.value,
+                    effective_conf=report.effective_conf)
+    meta = {"command": report.argv, "rank": report.rank, "pid": report.pid, "torch_version": report.torch_version,
+            "device_total_bytes": report.device_total_bytes,
+            "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured],
+            "env": {"gpu": gpu_name(device.device if device else 0), "torch": report.torch_version}}
+    return json.loads(json.dumps(meta, default=str))
 
 
 def read_reports(folder: str) -> list[ProcessReport]:

@@ -4,10 +4,10 @@ accepts.
 `probe()` runs `PYTHON -m alloctune.trial.probe probe` with our package on PYTHONPATH and reads one JSON line from
 its stdout. A `SettingsJudge` keeps one `PYTHON -m alloctune.trial.probe serve` child for as long as it is open: the
 child imports torch once and answers every batch of settings sent to it, one JSON line each way (a search sends a
-batch per refinement round; starting an interpreter and importing torch costs more than all of its parses). The
-child part (everything under "child side") uses only the standard library and torch. At load time this module
-imports, besides the standard library, only light alloctune modules, which that interpreter can run without pyyaml,
-scipy or torch: errors, processes, settings (conf, versions, validation), provenance, and task (for
+batch per refinement round; starting an interpreter and importing torch costs more than all of its parses). What
+the child does is `probe_child.py`'s (standard library and torch only). At load time this module imports, besides
+the standard library, only light alloctune modules, which that interpreter can run without pyyaml, scipy or torch:
+errors, processes, settings (conf, versions, validation), probe_child, provenance, and task (for
 `child_environment`, the environment every child gets), which brings results.records, workload.spec and the
 built-in kinds' table (workload.builtin). tests/test_layers.py checks that the probe child loads no orchestrator.
 """
@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import re
 import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import IO, NoReturn, Sequence
 
@@ -33,14 +29,9 @@ from ..processes import GroupProcess, kill_group, spawn_group
 from ..settings.conf import AllocConf
 from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
-from .provenance import driver_version
+from .probe_child import MARK, NO_TORCH_EXIT
 from .task import child_environment
 
-_MARK = "ALLOCTUNE-PROBE "   # prefixes the result line, so whatever else torch prints on stdout cannot confuse us
-_NO_TORCH_EXIT = 3
-# A key no torch knows: if the interpreter's parser accepts it, that parser does not check keys (a CPU build of
-# torch >= 2.10 parses only the device-independent keys and skips the rest), and our version table must.
-_CANARY = "alloctune_probe_unknown_key:1"
 
 
 @dataclass(frozen=True)
@@ -193,8 +184,8 @@ class SettingsJudge:
                 self._pending += chunk
             line, self._pending = self._pending.split(b"\n", 1)
             text = line.decode(errors="replace")
-            if text.startswith(_MARK):
-                return json.loads(text[len(_MARK):])
+            if text.startswith(MARK):
+                return json.loads(text[len(MARK):])
             self._noise = (self._noise + [text])[-10:]
 
     def _fail(self, answer: dict | None = None) -> NoReturn:
@@ -248,7 +239,7 @@ def _environment() -> dict:
 
 
 def _marked(lines: list[str]) -> list[str]:
-    return [line[len(_MARK):] for line in lines if line.startswith(_MARK)]
+    return [line[len(MARK):] for line in lines if line.startswith(MARK)]
 
 
 def _too_slow(python: str, timeout: float) -> ProbeError:
@@ -257,7 +248,7 @@ def _too_slow(python: str, timeout: float) -> ProbeError:
 
 def _failed(python: str, code: int | None, lines: list[str], stderr: str, stdout: str) -> ProbeError:
     """Why the child of `python` gave no answer: exit code `code`, `lines` its marked lines."""
-    if code == _NO_TORCH_EXIT:
+    if code == NO_TORCH_EXIT:
         reason = json.loads(lines[-1])["error"] if lines else stderr.strip()
         return ProbeError(f"{python} cannot import torch ({reason}); install torch >= 2.1 in that environment")
     tail = "\n".join((stderr or stdout).strip().splitlines()[-10:])
@@ -265,137 +256,7 @@ def _failed(python: str, code: int | None, lines: list[str], stderr: str, stdout
                       + (f":\n{tail}" if tail else ": it printed nothing; is it a Python interpreter?"))
 
 
-# ---- child side: standard library and torch only --------------------------------------------------------------
-
-
-def _child_main(argv: list[str]) -> int:
-    mode = argv[0] if argv else "probe"
-    try:
-        import torch
-    except Exception as exc:   # ImportError, or a broken install raising anything at import
-        print(_MARK + json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
-        return _NO_TORCH_EXIT
-    if mode == "serve":
-        return _serve(torch)
-    print(_MARK + json.dumps(_child_probe(torch)), flush=True)
-    return 0
-
-
-def _child_probe(torch) -> dict:
-    cuda_available = bool(torch.cuda.is_available())
-    count = torch.cuda.device_count() if cuda_available else 0
-    devices = []
-    for index in range(count):
-        props = torch.cuda.get_device_properties(index)
-        devices.append({"index": index, "name": props.name, "total_memory": int(props.total_memory)})
-    return {
-        "python": sys.executable,
-        "python_version": platform.python_version(),
-        "torch_version": torch.__version__,
-        "torch_git": getattr(torch.version, "git_version", None),
-        "cuda_version": torch.version.cuda,
-        "cuda_available": cuda_available,
-        "device_count": count,
-        "devices": devices,
-        "driver": driver_version() if cuda_available else None,
-        "host": socket.gethostname(),
-        "env_id": f"torch-{torch.__version__}",
-    }
-
-
-def _settings_parser(torch):
-    """The function that re-parses an allocator settings string at run time, or None.
-
-    Recent torch (2.9 or so on) has `_accelerator_setAllocatorSettings`, which parses without a GPU even on a CPU
-    build (seen on 2.13.0+cpu). Before that only CUDA builds have one, behind
-    `torch.cuda.memory._set_allocator_settings`; it only parses and does not touch the device.
-    """
-    return (getattr(torch._C, "_accelerator_setAllocatorSettings", None)
-            or getattr(torch._C, "_cuda_cudaCachingAllocator_set_allocator_settings", None))
-
-
-def _serve(torch) -> int:
-    """Say the torch version and what its parser can do, then answer each line of settings (a JSON list) with
-    the parser's error per setting, until stdin ends (the parent closed it, or died)."""
-    parse = _settings_parser(torch)
-    # A parser that refuses even the empty setting cannot work here (e.g. it wants a CUDA driver): don't use it.
-    usable = parse is not None and _parse_isolated(parse, "") is None
-    in_place = parse is not None and parse is getattr(torch._C, "_accelerator_setAllocatorSettings", None)
-    hello = {"torch_version": torch.__version__, "parser": usable,
-             "checks_keys": usable and _parse_isolated(parse, _CANARY) is not None}
-    print(_MARK + json.dumps(hello), flush=True)
-    for line in sys.stdin:
-        errors = ({text: _judge(parse, _without_backend(text), in_place) for text in json.loads(line)}
-                  if usable else {})
-        print(_MARK + json.dumps({"errors": errors}), flush=True)
-    return 0
-
-
-def _without_backend(text: str) -> str:
-    """The setting without its `backend:` item. The backend is chosen once, when torch loads, and a run-time
-    re-parse that names another one fails an internal assertion rather than judging the setting."""
-    return re.sub(r"(?:^|,)\s*backend\s*:[^,]*", "", text).strip(" ,")
-
-
-# What a parse leaves behind for the next one, on the parser of torch 2.9 on (AcceleratorAllocatorConfig in
-# c10/core/AllocatorConfig.{h,cpp}; a CUDA build adds a hook for its own keys, which reads none of these):
-# max_split_size_mb, garbage_collection_threshold and roundup_power2_divisions are reset at the start of every parse
-# (2.13: max_non_split_rounding_mb too, to large_segment_size_mb's value; no check reads it otherwise).
-# large_segment_size_mb and expandable_segments persist, and large_segment_size_mb is the minimum of
-# max_split_size_mb and max_non_split_rounding_mb in every later parse (tests/trial/test_probe.py shows it): after a
-# setting that names either, that key is parsed again at its default (2.13's AllocatorConfig.h: 20 MiB, False). A
-# setting of these keys alone is thus parsed in this process; any other key (pinned_*, the CUDA builds' own, keys
-# no torch knows), or any key under an older parser, in a fork of it.
-_IN_PLACE_KEYS = frozenset({"max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold",
-                            "roundup_power2_divisions", "expandable_segments", "large_segment_size_mb"})
-_DEFAULTS = {"large_segment_size_mb": "20", "expandable_segments": "False"}
-
-
-def _judge(parse, text: str, in_place: bool) -> str | None:
-    """Parse `text` as a fresh torch would, with nothing left behind by the parses before it. `in_place`: the
-    parser is the one whose state the comment above describes."""
-    keys = {item.split(":", 1)[0].strip() for item in re.sub(r"\[[^\]]*\]", "", text).split(",") if item.strip()}
-    if not (in_place and keys <= _IN_PLACE_KEYS):
-        return _parse_isolated(parse, text)
-    error = _parse(parse, text)
-    if restore := [f"{key}:{_DEFAULTS[key]}" for key in sorted(keys & _DEFAULTS.keys())]:
-        _parse(parse, ",".join(restore))
-    return error
-
-
-def _parse_isolated(parse, text: str) -> str | None:
-    """Parse `text` in a fork of this process, so that nothing this parse leaves behind can change the verdict
-    on the next."""
-    if not hasattr(os, "fork"):
-        return _parse(parse, text)
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)   # 3.12+ warns about fork with threads; we only parse
-        pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        try:
-            os.write(write_fd, json.dumps(_parse(parse, text)).encode())
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        answer = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    if not answer:
-        return f"the parser crashed (wait status {status})"
-    return json.loads(answer)
-
-
-def _parse(parse, text: str) -> str | None:
-    try:
-        parse(text)
-    except Exception as exc:
-        # torch appends a C++ backtrace ("Exception raised from ...") on older versions: keep the message.
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        return lines[0] if lines else type(exc).__name__
-    return None
-
-
 if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))
+    from .probe_child import child_main
+
+    sys.exit(child_main(sys.argv[1:]))

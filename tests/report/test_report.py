@@ -6,7 +6,8 @@ from decide.test_select import ES, MS, RP, rec, setting
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
 from alloctune.report.plot import plot_pareto
-from alloctune.report.summary import SUMMARY_FILE, markdown_table, print_choice, write_summary
+from alloctune.report.ranked import print_choice
+from alloctune.report.summary import SUMMARY_FILE, write_summary
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
 from alloctune.results.records import TrialState
 from alloctune.units import GiB
@@ -96,9 +97,6 @@ def test_summary_simulated_and_nothing_fits(tmp_path):
     assert "Skipped settings" not in text and "memory budget: none" in text
 
 
-def test_markdown_table_escapes_pipes():
-    text = markdown_table(("a", "b"), [("x|y", "z\nw")])
-    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | z w |"]
 
 
 def test_plot_measured_simulated_and_several_envs(tmp_path):

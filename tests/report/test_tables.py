@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
-from alloctune.report.tables import figures_table, print_table, whole_settings
+from alloctune.report.tables import figures_table, markdown_table, print_table, whole_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
@@ -86,3 +86,8 @@ def test_a_simulated_sweep_has_no_empty_throughput_columns(tmp_path):
     tables = proc.stdout.split("Results:")[0]
     assert "/s" not in tables and "tokens" not in tables
     assert "vs" not in tables.split()   # no throughput, so no comparison column
+
+
+def test_markdown_table_escapes_pipes():
+    text = markdown_table(("a", "b"), [("x|y", "z\nw")])
+    assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | z w |"]

@@ -623,7 +623,7 @@ def test_precision_sentences(args, text):
 
 
 def test_what_the_table_holds_for_a_setting_said_for_a_job_not_seen():
-    from alloctune.report.words import FEATURES, features_phrase, known_problems_line
+    from alloctune.report.problems import FEATURES, features_phrase, known_problems_line
     from alloctune.settings.conf import AllocConf
     from alloctune.settings.known import Feature, problems
 

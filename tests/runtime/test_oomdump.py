@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from alloctune.runtime.oomdump import rank
+from alloctune.runtime.process import rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("env,expected", [({}, 0), ({"LOCAL_RANK": "3"}, 3), ({"RANK": "5", "LOCAL_RANK": "1"}, 5),
+@pytest.mark.parametrize("env,expected", [({}, None), ({"LOCAL_RANK": "3"}, 3), ({"RANK": "5", "LOCAL_RANK": "1"}, 5),
                                           ({"RANK": "x", "LOCAL_RANK": "2"}, 2)])
 def test_rank_comes_from_rank_then_local_rank(monkeypatch, env, expected):
     for name in ("RANK", "LOCAL_RANK"):

@@ -9,7 +9,8 @@ from alloctune.errors import ConfError, ResultsError, SizeError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.results.trials import TrialStore
 from alloctune.settings.conf import AllocConf, canonical
-from alloctune.units import GiB, MiB, format_bytes, format_number, parse_budget, parse_size
+from alloctune.units import (GiB, MiB, budget_on, budget_share, format_bytes, format_number, parse_budget,
+                             parse_size)
 
 
 @pytest.mark.parametrize("text, canonical_form, keys", [
@@ -73,6 +74,14 @@ def test_budgets_are_sizes_or_fractions_never_a_few_bytes():
     for nonsense in ("2", "24", "0", "-0.5"):
         with pytest.raises(SizeError):
             parse_budget(nonsense)
+
+
+def test_a_budget_on_a_device_as_a_share_and_in_bytes():
+    assert budget_share(20 * GiB, None, 80 * GiB) == 0.25
+    assert budget_share(200 * GiB, None, 80 * GiB) == 1.0   # more than the device: all of it
+    assert budget_share(None, 0.5, 80 * GiB) == 0.5 and budget_share(None, None, 80 * GiB) is None
+    assert budget_on(None, 0.25, 80 * GiB) == 20 * GiB and budget_on(24 * GiB, None, 80 * GiB) == 24 * GiB
+    assert budget_on(None, None, 80 * GiB) is None
 
 
 def test_format_bytes():

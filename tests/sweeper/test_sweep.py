@@ -102,7 +102,8 @@ def test_cli_sweep_then_export(tmp_path):
 def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
     from alloctune.results.records import Measurement, TrialRecord, TrialState
     from alloctune.settings.conf import AllocConf
-    from alloctune.sweeper.hybrid import HYBRID_FINALISTS, finalists
+    from alloctune.sweeper.hybrid import finalists
+    from alloctune.sweeper.options import HYBRID_FINALISTS
 
     peaks = {"": 40, "expandable_segments:True": 27, "max_split_size_mb:128": 139, "max_split_size_mb:512": 139,
              "roundup_power2_divisions:4": 35, "roundup_power2_divisions:8": 36}

@@ -1,13 +1,13 @@
 """What of a device belongs to a process, and the budget per device (`trial/devices.py`), against stand-ins for
 torch.cuda and nvidia-ml-py: which figure is used when NVML lists the process, when it does not (a PID namespace),
-when it gives no figure, and without NVML; and how the trial's measurement says which. The real NVML is
-tests/trial/test_window_gpu.py's."""
+when it gives no figure, and without NVML; how the trial's measurement says which; what the sampler keeps and what
+the step counter reads of the devices. The real NVML is tests/trial/test_window_gpu.py's."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
-from alloctune.trial.devices import Budget, DeviceMemory, budget_share, process_memory, set_budget
+from alloctune.trial.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
 from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
 
 GiB = 2**30
@@ -118,9 +118,6 @@ def test_process_memory_survives_an_nvml_error():
 
 def test_the_budget_per_device_and_its_read_back():
     cuda = FakeCuda(total=80 * GiB)
-    assert budget_share(cuda, 1, 20 * GiB, None) == 0.25
-    assert budget_share(cuda, 1, 200 * GiB, None) == 1.0   # more than the device: all of it
-    assert budget_share(cuda, 0, None, 0.5) == 0.5 and budget_share(cuda, 0, None, None) is None
     assert set_budget(cuda, 1, 0.25) == DeviceBudget(1, 0.25, 0.25) and cuda.fractions == {1: 0.25}
 
     class NoReadBack(FakeCuda):   # a torch without get_per_process_memory_fraction
@@ -159,3 +156,83 @@ def test_a_trials_device_figure_is_as_exact_as_its_least_exact_process():
     assert source(peaks(nvml), peaks(None)) is device     # a figure of unknown source: the whole device's
     assert source(peaks(None)) is None and source(peaks(nvml, used=None)) is None
     assert job_measurement([peaks(nvml, 3 * GiB), peaks(nvml)], None, None, None, None).overhead_bytes == 3 * GiB // 2
+
+
+class AllocatingCuda(FakeCuda):
+    """FakeCuda with the allocator's side: `reserved`/`allocated` per device, a current device, the peaks."""
+
+    def __init__(self, nvml, reserved, allocated=None, **kw):
+        super().__init__(nvml, **kw)
+        self.reserved = reserved
+        self.allocated = allocated or {}
+        self.current = 0
+        self.devices_set: list[int] = []
+        self.synchronized: list[int] = []
+
+    def memory_reserved(self, device):
+        return self.reserved.get(device, 0)
+
+    def memory_allocated(self, device):
+        return self.allocated.get(device, 0)
+
+    def max_memory_reserved(self, device):
+        return 2 * self.reserved.get(device, 0)
+
+    def set_device(self, device):
+        self.current = device
+        self.devices_set.append(device)
+
+    def current_device(self):
+        return self.current
+
+    def synchronize(self, device):
+        self.synchronized.append(device)
+
+    def memory_stats(self, device):
+        reserved = self.reserved.get(device, 0)
+        return {"reserved_bytes.all.peak": reserved, "allocated_bytes.all.peak": reserved // 2} if reserved else {}
+
+
+def test_the_sampler_keeps_the_most_used_and_outside_the_allocator_on_the_devices_allocated_on():
+    """The process allocated on GPU 1 only (the program's device is 1): GPU 0 is never touched, GPU 1 gets the
+    budget at its first reading; the peak and the overhead are the most over readings; at exit the program's
+    device is current again."""
+    nvml = FakeNvml({"gpu0": 0, "gpu1": 0}, {"gpu1": [(ME, 5 * GiB)]})
+    cuda = AllocatingCuda(nvml, reserved={1: 4 * GiB}, total=80 * GiB)
+    budget = Budget(cuda, 40 * GiB, None)
+    sampler = Sampler(cuda, DeviceMemory(cuda, pid=ME), budget)
+    cuda.current = 1
+    sampler.sample()
+    nvml.procs["gpu1"] = [(ME, 3 * GiB)]   # fell: the peak stays
+    cuda.reserved[1] = 1 * GiB              # its overhead is now 2 GiB, above the first reading's 1 GiB
+    sampler.last()
+    assert sampler.peak == {1: 5 * GiB} and sampler.overhead == {1: 2 * GiB}
+    assert set(cuda.devices_set) == {1} and cuda.current == 1 and sampler.stop.is_set()
+    assert budget.set == [DeviceBudget(1, 0.5, 0.5)] and cuda.fractions == {1: 0.5}
+    [device] = peaks(cuda, sampler)
+    assert (device.device, device.peak_reserved_bytes, device.device_peak_used_bytes, device.overhead_bytes,
+            device.device_memory_source) == (1, 1 * GiB, 5 * GiB, 2 * GiB, DeviceMemorySource.NVML)
+    [unsampled] = peaks(cuda, None)   # no sampler (CUDA initialisation failed part-way): the allocator's alone
+    assert unsampled.device_peak_used_bytes is None and unsampled.device_memory_source is None
+
+
+def test_the_sampling_thread_stops_when_asked():
+    cuda = AllocatingCuda(None, reserved={0: GiB})
+    sampler = Sampler(cuda, DeviceMemory(cuda, pid=ME), None)
+    sampler.start()
+    sampler.stop.set()
+    assert sampler.stopped.wait(10)
+    assert sampler.peak.get(0, 3 * GiB) == 3 * GiB   # the device-wide figure (no NVML), if it sampled at all
+
+
+def test_the_counters_job_reads_only_the_devices_allocated_on_and_nothing_before_cuda():
+    cuda = AllocatingCuda(None, reserved={0: 3 * GiB, 1: 0}, allocated={0: GiB})
+    ended = []
+    job = CudaJob(lambda: cuda, lambda: ended.append(True))
+    assert job.memory() == (3 * GiB, GiB) and job.reserved_peak() == 6 * GiB
+    job.synced()
+    assert cuda.synchronized == [0]
+    job.finish()
+    assert ended == [True]
+    before = CudaJob(lambda: None, lambda: None)
+    assert before.memory() is None and before.reserved_peak() is None and before.synced() > 0

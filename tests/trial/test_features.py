@@ -3,7 +3,7 @@ build): every process starts with a sitecustomize that calls `features.install()
 exit, as the start-up hook will. What the CPU build cannot exercise is said where it matters: a CUDA tensor
 sent between processes (here CPU tensors go through the same reducers, counted under 'cpu'), an actual graph
 capture (the wrapper is called and the CPU build's own error comes through), NCCL, and the environment at CUDA
-initialisation; tests/test_features_gpu.py covers those on a GPU."""
+initialisation; tests/trial/test_features_gpu.py covers those on a GPU."""
 from __future__ import annotations
 
 import json

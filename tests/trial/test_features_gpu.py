@@ -1,4 +1,4 @@
-"""Feature observation on a real GPU, what the CPU build cannot exercise (tests/test_features.py has the rest):
+"""Feature observation on a real GPU, what the CPU build cannot exercise (tests/trial/test_features.py has the rest):
 graph captures and shared pools, torch.compile's CUDA graphs, CUDA tensors sent to another process, MemPools,
 the environment when CUDA initialises, an NCCL process group and its registration variables."""
 from __future__ import annotations

@@ -12,7 +12,7 @@ from alloctune.errors import ProbeError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.settings.versions import check_conf, parse_version
-from alloctune.trial import probe as probe_module
+from alloctune.trial import probe_child
 from alloctune.trial.probe import ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe
 from alloctune.trial.provenance import collect_env
 
@@ -140,8 +140,8 @@ FOLLOWERS = ["max_split_size_mb:20", "max_split_size_mb:10", "max_non_split_roun
 @pytest.mark.skipif(not HAS_PARSER, reason="this torch has no run-time settings parser without CUDA")
 def test_one_child_judges_every_batch_as_a_fresh_torch_would():
     texts = [t for leaker in LEAKERS for t in [leaker, *FOLLOWERS]]
-    parse = probe_module._settings_parser(torch)
-    fresh = {t: probe_module._parse_isolated(parse, t) for t in texts}   # each in a fork of this process
+    parse = probe_child._settings_parser(torch)
+    fresh = {t: probe_child._parse_isolated(parse, t) for t in texts}   # each in a fork of this process
     with SettingsJudge(sys.executable) as judge:
         pid = judge._proc.pid
         together = judge.parse_errors(texts)
@@ -159,9 +159,9 @@ def _after(first: str, then: str) -> str | None:
     """The verdict on `then` parsed right after `first`, in a fork of this process (which stays as it was)."""
     read_fd, write_fd = os.pipe()
     if (pid := os.fork()) == 0:
-        parse = probe_module._settings_parser(torch)
-        parse_first = probe_module._parse(parse, first)
-        os.write(write_fd, json.dumps([parse_first, probe_module._parse(parse, then)]).encode())
+        parse = probe_child._settings_parser(torch)
+        parse_first = probe_child._parse(parse, first)
+        os.write(write_fd, json.dumps([parse_first, probe_child._parse(parse, then)]).encode())
         os._exit(0)
     os.close(write_fd)
     with os.fdopen(read_fd) as pipe:

@@ -13,6 +13,7 @@ from ...results.records import Backend, TrialRecord, TrialState
 from ...settings.versions import simulation_note
 from ...sim.replay import DEFAULT_DEVICE_MEMORY
 from ...trial.task import TrialTask
+from ...units import budget_on
 from .base import Executor, OnDone, OnSkip
 
 
@@ -24,7 +25,7 @@ class SimExecutor(Executor):
 
     def budget_bytes(self, budget_bytes: int | None, budget_fraction: float | None) -> int | None:
         """The budget in bytes on the simulated card (a fraction is of the recording's device)."""
-        return int(budget_fraction * self.device_memory) if budget_fraction is not None else budget_bytes
+        return budget_on(budget_bytes, budget_fraction, self.device_memory)
 
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:
         from ...sim.replay import replay

@@ -6,30 +6,28 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 
 - installs the feature watch (`alloctune.trial.features`) and, without importing torch, watches imports
   (`alloctune.trial.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
-  process initialises CUDA: each device's memory baseline (`trial/devices.py`), the budget where there is one GPU,
-  allocation history when recording, a sampler of the process's device memory (which also sets the budget on
-  each device it sees the process allocate on), the SIGTERM handler; with a budget it wraps
-  `torch.cuda.set_device`, so that a process that sees several GPUs gets the budget on the one it picks, before
-  it allocates there, and on no other. When `torch.optim` loads it registers the global optimizer step hook;
-  `alloctune.step()` marks and what --step-on names (a callable, or top-level module calls) are counted too: the
-  counter (`trial/counting.py`) times the steps after the warm-up and ends the process at the end of a --steps
-  window;
+  process initialises CUDA: each device's memory baseline, the budget where there is one GPU, allocation history
+  when recording, the sampler of the process's device memory (`trial/devices.py`: it also sets the budget on each
+  device it sees the process allocate on), the SIGTERM handler; with a budget it wraps `torch.cuda.set_device`,
+  so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
+  no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`trial/stepwatch.py`
+  sees them, `trial/counting.py` counts them, times the steps after the warm-up and ends the process at the end
+  of a --steps window);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
-  (`alloctune/trial/peaks.py`), which `alloctune.trial.command` reads back with the same record: the allocator
-  peaks per device used, retries, OOMs, the process's device memory and what it counts, the settings in force as
-  torch reports them (`child.effective_settings`), the budget read back per device, the process's rank, its step
-  marks and counted steps, the window's peak readings, growth samples, the features it used and an uncaught
-  OOM's message; when recording, also `trace-<pid>.pickle` (a snapshot holding only plain values: alloctune's
-  loader admits nothing else). A process that never initialised CUDA has no device figures in it.
+  (`alloctune/trial/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
+  used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
+  window readings, growth samples, features and an uncaught OOM's message; when recording, also
+  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else). A process that never
+  initialised CUDA has no device figures in it.
 
 Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
 nothing it does inside the program's calls (an optimizer step, a counted call) raises into them. It runs as the
 top-level module `sitecustomize`, possibly under another interpreter than alloctune's: at import time it uses the
-standard library only; alloctune's own modules are imported, by absolute name, inside the functions that need them
-(the command's PYTHONPATH has the package too): the light import watch and feature watch at start-up, the rest
-when torch loads or at exit.
+standard library only; alloctune's own modules (standard library only, no torch import) are imported by absolute
+name inside the functions that need them (the command's PYTHONPATH has the package too): the import watch and
+feature watch at start-up, the rest when torch loads, at the first step or at exit.
 
 Environment (set by `alloctune.trial.command.hook_environment`): ALLOCTUNE_HOOK_OUT (the folder), ALLOCTUNE_HOOK_CONF
 (the setting asked for, checked against the one in force), ALLOCTUNE_HOOK_BUDGET_BYTES or
@@ -52,10 +50,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from alloctune.trial.counting import Counter
-    from alloctune.trial.devices import Budget, DeviceMemory
-    from alloctune.trial.peaks import DevicePeaks, ProcessReport
-
-SAMPLE_INTERVAL_S = 0.05
+    from alloctune.trial.devices import Budget, Sampler
+    from alloctune.trial.peaks import ProcessReport
 
 
 def _chain_user_sitecustomize() -> None:
@@ -79,29 +75,17 @@ class _State:
     def __init__(self, out: str):
         self.out = out                        # ALLOCTUNE_HOOK_OUT; empty: the hook does nothing
         self.started = False
-        self.memory: DeviceMemory | None = None   # this process's share of each device (trial/devices.py)
-        self.device_peak: dict[int, int] = {}  # device index -> most memory in use by this process (driver's view)
-        self.overhead: dict[int, int] = {}     # device index -> most in use outside the allocator (context, libraries)
+        self.sampler: Sampler | None = None    # this process's memory on each device (trial/devices.py)
         self.budget: Budget | None = None       # with a budget: set on each device as the process first uses it
         self.counter: Counter | None = None    # made at the first step (trial/counting.py)
         self.optimizer_hook: bool | None = None
         self.window_ended = False
         self.oom_message: str | None = None
         self.written = False
-        self.stop = threading.Event()
-        self.sampler_stopped = threading.Event()
         self.lock = threading.Lock()
 
 
 _state = _State(os.environ.get("ALLOCTUNE_HOOK_OUT", ""))
-
-
-def _rank() -> int | None:
-    for var in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 def _number(var: str) -> int | None:
@@ -109,59 +93,25 @@ def _number(var: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def _devices(torch: ModuleType) -> list[int]:
-    """The devices this process allocated on: only these are touched (another would get a CUDA context)."""
-    return [i for i in range(torch.cuda.device_count()) if torch.cuda.memory_reserved(i) > 0]
-
-
-def _sample(torch: ModuleType) -> None:
-    """This process's memory on every device it allocated on, and its budget there if not yet set.
-
-    The calling thread is first moved onto the device it reads: a device guard that switched back would
-    otherwise make a context on the thread's previous device, which may be a GPU this process never used
-    (another rank's)."""
-    memory = _state.memory
-    for i in _devices(torch):
-        torch.cuda.set_device(i)
-        if _state.budget is not None:
-            _state.budget.use(i)
-        figure = memory.used(i) if memory is not None else None
-        if figure is None:
-            continue
-        reserved = torch.cuda.memory_reserved(i)
-        with _state.lock:
-            _state.device_peak[i] = max(_state.device_peak.get(i, 0), figure[0])
-            _state.overhead[i] = max(_state.overhead.get(i, 0), figure[0] - reserved)
-
-
-def _sampler(torch: ModuleType) -> None:
-    try:
-        while not _state.stop.wait(SAMPLE_INTERVAL_S):
-            _sample(torch)
-    except Exception:
-        pass
-    finally:
-        _state.sampler_stopped.set()
-
-
 def _on_cuda_init() -> None:
     """Runs inside torch.cuda's lazy initialisation, before the program's first allocation."""
     import torch
 
-    from alloctune.trial.devices import Budget, DeviceMemory
+    from alloctune.trial.devices import Budget, DeviceMemory, Sampler
 
     _state.started = True
-    _state.memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
+    memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
     budget_bytes, fraction = _number("ALLOCTUNE_HOOK_BUDGET_BYTES"), os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION")
     if budget_bytes or fraction:
         _state.budget = Budget(torch.cuda, budget_bytes, float(fraction) if fraction else None)
-        if torch.cuda.device_count() == 1:
-            _state.budget.use(0)   # the one device it can use: its budget before the first allocation
+    sampler = _state.sampler = Sampler(torch.cuda, memory, _state.budget)
+    if _state.budget is not None and torch.cuda.device_count() == 1:
+        _state.budget.use(0)   # the one device it can use: its budget before the first allocation
     if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
         # context=None: no stack frames, so a trace of a million events stays small.
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=10_000_000)
-    threading.Thread(target=_sampler, args=(torch,), name="alloctune-sampler", daemon=True).start()
+    sampler.start()
     _install_sigterm()
 
 
@@ -184,49 +134,28 @@ def _watch_cuda(cuda: ModuleType) -> None:
     setattr(cuda, "set_device", set_device)
 
 
-class _Job:
-    """What the step counter asks of this process (`counting.Job`)."""
-
-    def synced(self) -> float:
-        torch = _cuda_torch()
-        if torch is not None:
-            for i in _devices(torch):
-                torch.cuda.synchronize(i)
-        return time.perf_counter()
-
-    def reserved_peak(self) -> int | None:
-        torch = _cuda_torch()
-        return None if torch is None else max((torch.cuda.max_memory_reserved(i) for i in _devices(torch)),
-                                              default=0)
-
-    def memory(self) -> tuple[int, int] | None:
-        torch = _cuda_torch()
-        if torch is None:
-            return None
-        devices = _devices(torch)
-        return (sum(torch.cuda.memory_reserved(i) for i in devices),
-                sum(torch.cuda.memory_allocated(i) for i in devices))
-
-    def finish(self) -> None:
-        """The --steps window is over: write this process's report, flush its output, end it here (exit status
-        0, no exception into the program, no atexit handlers: the report is written)."""
-        _state.window_ended = True
-        _safely(_write)()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(0)
+def _window_over() -> None:
+    """The --steps window is over: write this process's report, flush its output, end it here (exit status 0, no
+    exception into the program, no atexit handlers: the report is written)."""
+    _state.window_ended = True
+    _safely(_write)()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
 
 
 def _counter() -> Counter:
     if _state.counter is None:
         from alloctune.trial.counting import Counter
+        from alloctune.trial.devices import CudaJob
 
         with _state.lock:
             if _state.counter is None:
-                _state.counter = Counter(_Job(), _number("ALLOCTUNE_HOOK_WARMUP_STEPS") or 0,
+                job = CudaJob(lambda: torch.cuda if (torch := _cuda_torch()) is not None else None, _window_over)
+                _state.counter = Counter(job, _number("ALLOCTUNE_HOOK_WARMUP_STEPS") or 0,
                                          _number("ALLOCTUNE_HOOK_WINDOW_STEPS"),
                                          _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
                                          os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""))
@@ -250,66 +179,30 @@ def _counted(count: Callable[[Counter], None]) -> None:
 
 
 def _count_optimizer_steps(optimizer_module: ModuleType) -> None:
-    """Every optimizer's step() (torch >= 2.0 has the global post-hook; without it, no zero-code steps)."""
-    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
-    _state.optimizer_hook = register is not None
-    if register is not None:
-        register(lambda optimizer, args, kwargs: _counted(lambda c: c.optimizer_step(optimizer)))
+    from alloctune.trial.stepwatch import optimizer_steps
+
+    _state.optimizer_hook = optimizer_steps(optimizer_module,
+                                            lambda optimizer: _counted(lambda c: c.optimizer_step(optimizer)))
 
 
 def _count_marks(steps_module: ModuleType) -> None:
     steps_module.listen(lambda: _counted(lambda counter: counter.mark()))
 
 
+def _count_call() -> None:
+    _counted(lambda counter: counter.call())
+
+
 def _count_calls(module: ModuleType, qualname: str) -> None:
-    """--step-on module:qualname: count the returns of that callable (outermost calls only), wrapped in place; a
-    static or class method stays one."""
-    import functools
+    from alloctune.trial.stepwatch import callable_returns
 
-    *path, attr = qualname.split(".")
-    owner: Any = module
-    for name in path:
-        owner = getattr(owner, name)
-    raw = next((vars(k)[attr] for k in owner.__mro__ if attr in vars(k)), None) if isinstance(owner, type) else None
-    kind: Any = None
-    if isinstance(raw, (staticmethod, classmethod)):
-        kind, original = type(raw), raw.__func__
-    else:
-        original = getattr(owner, attr)
-    local = threading.local()
-
-    @functools.wraps(original)
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        local.depth = getattr(local, "depth", 0) + 1
-        try:
-            result = original(*args, **kwargs)
-        finally:
-            local.depth -= 1
-        if local.depth == 0:
-            _counted(lambda counter: counter.call())
-        return result
-
-    setattr(owner, attr, kind(counted) if kind is not None else counted)
+    callable_returns(module, qualname, _count_call)
 
 
 def _count_forward(module_module: ModuleType) -> None:
-    """--step-on forward: calls of a top-level module (a module called while no other module's call is under way),
-    through the global forward hooks (which every module call then runs: slower, so only when asked)."""
-    local = threading.local()
+    from alloctune.trial.stepwatch import top_level_calls
 
-    def before(module: Any, args: Any) -> None:
-        local.depth = getattr(local, "depth", 0) + 1
-
-    def after(module: Any, args: Any, output: Any) -> None:
-        local.depth = getattr(local, "depth", 1) - 1
-        if local.depth == 0:
-            _counted(lambda counter: counter.call())
-
-    module_module.register_module_forward_pre_hook(before)
-    try:
-        module_module.register_module_forward_hook(after, always_call=True)   # also when forward raises
-    except TypeError:   # a torch without always_call
-        module_module.register_module_forward_hook(after)
+    top_level_calls(module_module, _count_call)
 
 
 def _safely(fn: Callable[..., object]) -> Callable[..., None]:
@@ -361,11 +254,13 @@ def _write(sync: bool = True) -> None:
         if _state.written or not (cuda is not None or marks or (counter is not None and counter.sources)):
             return
         _state.written = True
-    _state.stop.set()
+    if _state.sampler is not None:
+        _state.sampler.stop.set()
+    from alloctune.runtime.process import rank, write_whole
     from alloctune.trial.peaks import ProcessReport, report_path
 
     torch = sys.modules.get("torch")
-    report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=_rank(), argv=[str(a) for a in sys.argv],
+    report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=rank(), argv=[str(a) for a in sys.argv],
                            cuda=cuda is not None, steps=marks, oom_message=_state.oom_message,
                            torch_version=str(torch.__version__) if torch is not None else None,
                            exit_time=time.time(), optimizer_hook=_state.optimizer_hook,
@@ -377,7 +272,7 @@ def _write(sync: bool = True) -> None:
         report = _with_cuda(cuda, report)
         if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
             _dump_trace(cuda, report)
-    _replace(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
+    write_whole(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
 def _features() -> dict[str, Any] | None:
@@ -398,7 +293,7 @@ def _with_steps(counter: Counter, report: ProcessReport, sync: bool) -> ProcessR
     synced = None
     if sync:
         try:
-            synced = _Job().synced()
+            synced = counter.job.synced()
         except Exception:   # a device in error: the host times still stand
             pass
     return replace(report, counted=counter.at_exit(synced), window_reserved=counter.window_reserved,
@@ -411,61 +306,28 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
 
     from alloctune.settings.readback import mismatch
     from alloctune.trial.child import effective_settings
+    from alloctune.trial.devices import peaks
 
-    _state.sampler_stopped.wait(1.0)   # not two threads switching devices at once
-    current = torch.cuda.current_device()
-    _sample(torch)
-    if torch.cuda.memory_reserved(current) > 0:   # the program's device again, if it has a context
-        torch.cuda.set_device(current)             # (a SIGTERM handler of its own may follow)
-    devices = _peaks(torch)
+    if _state.sampler is not None:
+        _state.sampler.last()
+    devices = peaks(torch.cuda, _state.sampler)
     effective, readable = effective_settings()
     return replace(report, devices=devices, effective_conf=effective,
                    mismatch=mismatch(os.environ.get("ALLOCTUNE_HOOK_CONF", ""), effective, readable),
                    device_total_bytes=torch.cuda.get_device_properties(0).total_memory)
 
 
-def _peaks(torch: ModuleType) -> list[DevicePeaks]:
-    """Each device this process allocated on (a reserved peak above zero)."""
-    from alloctune.trial.peaks import device_peaks
-
-    sources = _state.memory.sources if _state.memory is not None else {}
-    devices = []
-    for i in range(torch.cuda.device_count()):
-        stats = torch.cuda.memory_stats(i)
-        if stats.get("reserved_bytes.all.peak"):
-            devices.append(device_peaks(stats, i, _state.device_peak.get(i), _state.overhead.get(i),
-                                        sources.get(i)))
-    return devices
-
-
 def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     import pickle
-    from dataclasses import asdict
 
-    from alloctune.results.records import TrialState
-    from alloctune.trial.peaks import trace_path
+    from alloctune.runtime.process import write_whole
+    from alloctune.trial.peaks import trace_meta, trace_path
 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    device = max(report.devices, key=lambda d: d.peak_reserved_bytes, default=None)
-    measured = dict(asdict(device) if device else {}, conf=os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
-                    state=TrialState.OK.value, effective_conf=report.effective_conf)
-    meta = {"command": report.argv, "rank": report.rank, "pid": report.pid, "torch_version": report.torch_version,
-            "device_total_bytes": report.device_total_bytes,
-            "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured],
-            # where it was recorded, as a workload's trace says it: reports of a replay name that GPU and torch
-            "env": {"gpu": torch.cuda.get_device_properties(device.device if device else 0).name,
-                    "torch": report.torch_version}}
-    # Read back with an unpickler that admits no class: only plain JSON values may go in.
-    snapshot["alloctune"] = json.loads(json.dumps(meta, default=str))
-    _replace(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
-
-
-def _replace(path: str, data: bytes) -> None:
-    """Write `path` whole or not at all: the reader never sees half a file."""
-    with open(path + ".tmp", "wb") as f:
-        f.write(data)
-    os.replace(path + ".tmp", path)
+    snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
+                                       lambda device: torch.cuda.get_device_properties(device).name)
+    write_whole(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 
 def _watch_excepthook() -> None:

@@ -1,0 +1,179 @@
+"""The ranked table of one choice's group, from the same rows for the terminal (within the console's width:
+`ranked_table`, `print_choice`, with what the table leaves unsaid printed under it) and for summary.md
+(`markdown_ranked`)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ..decide.choice import Choice
+from ..decide.order import ranked
+from ..decide.summary import MemoryMeasure, SettingResult
+from ..results.records import decision_group
+from ..units import format_bytes, format_number, plural
+from .layout import INDENT, say
+from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
+from .words import format_rate, reason_lines, recorded_words
+
+COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
+           "throughput median [95% CI]", "vs default", "flags")
+
+
+def in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
+    group = decision_group(choice)
+    return ranked(s for s in settings if s.group == group)
+
+
+def _flags(s: SettingResult) -> str:
+    flags = []
+    if s.memory_spread > 0:
+        flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
+    if s.contaminated:
+        flags.append(f"device memory contaminated in {plural(len(s.contaminated), 'repeat')}, not used")
+    if s.device_disagrees:
+        flags.append(f"device memory moved across repeats (+{s.device_spread:.1%}), the lowest used")
+    if s.throughput is not None and s.throughput.outliers:
+        flags.append(f"{plural(len(s.throughput.outliers), 'throughput outlier')} left out of the tests")
+    if s.error:
+        flags.append(s.error if len(s.error) <= 80 else s.error[:77] + "...")
+    return "; ".join(flags)
+
+
+def _state(s: SettingResult) -> str:
+    """How its repeats ended, in the table's words: a setting that fits by taking (nearly) the whole card is called
+    so (the choice's WHOLE_CARD reason says it in full)."""
+    if not s.fits:
+        return f"{s.state} {s.failed_repeats}/{len(s.trials)}"
+    return "whole card" if s.whole_card else str(s.state)
+
+
+def _row(s: SettingResult, choice: Choice) -> list[str]:
+    t = s.throughput
+    throughput = "-" if t is None else format_rate(t.median, s.unit)
+    if t is not None and t.ci_low is not None and t.ci_high is not None:
+        throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
+    if s.is_default:
+        vs = "baseline"
+    elif s.vs_default is not None:
+        c = s.vs_default
+        width = f" ±{c.half_width:.1%}" if c.half_width is not None else ""
+        vs = f"{c.ratio:.3f}x{width} {c.verdict}"
+    else:
+        vs = "-"
+    return [
+        s.label + (" (best)" if s is choice.best else ""),
+        _state(s),
+        format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
+        format_bytes(s.peak_allocated_bytes),
+        "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+        "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
+        "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+        throughput,
+        vs,
+        _flags(s),
+    ]
+
+
+def title(choice: Choice) -> str:
+    budget = f" · budget {format_bytes(choice.budget_bytes)}" if choice.budget_bytes else ""
+    kind = "simulated" if choice.simulated else choice.backend
+    return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
+
+
+def columns(choice: Choice) -> tuple[str, ...]:
+    """The table's headers: where backends differ, the memory column is the driver-level peak the choice used."""
+    if choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE:
+        return tuple(str(MemoryMeasure.DEVICE) if c == MemoryMeasure.RESERVED else c for c in COLUMNS)
+    return COLUMNS
+
+
+_VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)": "?"}
+_LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-test on per-round ratios; "
+                   "±x% = the smallest difference the sweep could detect)",
+           "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
+
+
+def markdown_ranked(group: list[SettingResult], choice: Choice) -> str:
+    """The group's table for summary.md, every column in full but those with nothing to say in them (a simulated
+    sweep has no throughput; flags only when some setting has one)."""
+    rows = [_row(s, choice) for s in group]
+    said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
+    keep = keep_columns(COLUMNS, said, always=COLUMNS[:4])
+    headers = columns(choice)
+    return markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows))
+
+
+def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
+    """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
+    the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
+    t, c = s.throughput, s.vs_default
+    if s.is_default:
+        vs = "baseline"
+    else:
+        width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
+        vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
+    return [s.label, "best" if s is choice.best else _state(s),
+            format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
+            "-" if t is None else format_number(t.median), vs]
+
+
+def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:
+    """The settings of `choice`'s group, fitting ones by peak reserved, then failures, in `width` columns: no cell
+    breaks, empty columns are left out, and settings too long for the table are numbered in it and given whole in
+    the lines returned beside it (tables.whole_settings)."""
+    group = in_group(settings, choice)
+    unit = next((s.unit for s in group if s.unit), None) or "units"
+    device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
+    memory = "peak\ndevice" if device else "peak\nreserved"
+    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    rows = [_terminal_row(s, choice) for s in group]
+    # A baseline alone, or no retries anywhere, says nothing.
+    said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
+            for row in rows]
+    keep = keep_columns(headers, said, always=headers[:3])
+
+    def table_of(labels: list[str]) -> Table:
+        table = Table(title=title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        add_setting_column(table, labels)
+        for j in keep[1:]:
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", no_wrap=True)
+        for s, row, label in zip(group, rows, labels):
+            style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+            table.add_row(label, *(row[j] for j in keep[1:]), style=style)
+        return table
+
+    return whole_settings(table_of, [row[0] for row in rows], width)
+
+
+def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> None:
+    """What sweep and report show of one choice: the ranked table, what it leaves unsaid (flags, abbreviations,
+    an interrupted sweep) and the reasons, within the console's width."""
+    group = in_group(settings, choice)
+    table, below = ranked_table(group, choice, console.width)
+    print_table(console, table)
+    for line in below:
+        console.print(Text(line), soft_wrap=True)
+    notes = [(f"{s.label}: {_flags(s)}", "yellow") for s in group if _flags(s)]
+    if not any(s.num_alloc_retries for s in group):
+        notes.append(("no setting needed an alloc retry", "dim"))
+    verdicts = {_terminal_row(s, choice)[-1] for s in group}
+    notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if note := incomplete_note(choice):
+        notes.append((note, "bold red"))
+    notes += [(reason, "") for reason in reason_lines(choice)]
+    for text, style in notes:
+        say(console, Text(INDENT + text, style=style))
+
+
+def incomplete_note(choice: Choice) -> str | None:
+    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    if choice.complete:
+        return None
+    return (f"INCOMPLETE: {recorded_words(choice.trials_recorded, choice.trials_planned)}; this "
+            f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
+            f"it, or take this choice with export --allow-incomplete)")
