@@ -8,12 +8,13 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import pytest
 from bounded import bounded_cli, one_line_error
 from clirun import ROOT
 from folders import choice, make_folder, repeats
+from waiting import wait_until
 
 from alloctune.sim.trace import Trace, save_trace
 
@@ -96,11 +97,22 @@ def slow_inputs(tmp_path) -> dict[str, list]:
             "diagnose": ["diagnose", snapshot]}
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether process `pid` has a handler for SIGTERM installed (Linux: the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
 def test_sigterm_says_what_it_means_for_each_command(tmp_path):
     for name, args in slow_inputs(tmp_path).items():
         proc = subprocess.Popen([sys.executable, "-m", "alloctune", *map(str, args)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        time.sleep(2.5)   # past the start-up, into the loading and replaying
+        # past the start-up (alloctune catches SIGTERM: its handler is installed), into the loading and replaying
+        wait_until(lambda: proc.poll() is not None or catches_sigterm(proc.pid), 120, f"{name} handles SIGTERM")
         assert proc.poll() is None, (name, proc.communicate())
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
