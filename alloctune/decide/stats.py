@@ -11,14 +11,23 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-
-from scipy import stats as _scipy
+from functools import cache
+from types import ModuleType
 
 OUTLIER_Z = 3.5   # modified z-score beyond which a sample is an outlier (Iglewicz & Hoaglin)
 # Rounds needed before a paired comparison leaves an outlying round out: with 3 or 4 rounds, two that happen to
 # agree closely make the MAD tiny and the third an "outlier", and dropping it fakes a significant difference.
 PAIRED_OUTLIER_MIN = 6
 ALPHA = 0.05
+
+
+@cache
+def _scipy() -> ModuleType:
+    """scipy.stats, loaded when a t-distribution is first wanted: the load costs each process a second of CPU, and
+    most runs never need one (a simulated sweep, diagnose, a report of single runs)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -103,12 +112,12 @@ def summarize(values: list[float], confidence: float = 0.95) -> Summary:
         return Summary(len(values), med, None, None, outliers)
     logs = [math.log(v) for v in kept]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-    half = _scipy.t.ppf(0.5 + confidence / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
+    half = _scipy().t.ppf(0.5 + confidence / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
     return Summary(len(values), med, math.exp(mean - half), math.exp(mean + half), outliers)
 
 
 def _log_interval(centre: float, se: float, df: float, confidence: float = 1 - ALPHA) -> tuple[float, float]:
-    half = float(_scipy.t.ppf(0.5 + confidence / 2, df)) * se
+    half = float(_scipy().t.ppf(0.5 + confidence / 2, df)) * se
     return math.exp(centre - half), math.exp(centre + half)
 
 
@@ -135,9 +144,9 @@ def compare_paired(pairs: list[tuple[float, float]], tolerance: float = 0.0) -> 
         return Comparison(math.exp(mean), 0.0 if mean != 0 else 1.0, 0.0 if mean < shift else 1.0, tolerance,
                           math.exp(mean), math.exp(mean), len(logs))
     se, df = sd / math.sqrt(len(logs)), len(logs) - 1
-    p_two = float(2 * _scipy.t.sf(abs(mean) / se, df))
+    p_two = float(2 * _scipy().t.sf(abs(mean) / se, df))
     # H1: the mean log ratio is below log(1 - tolerance), i.e. the candidate is slower than the tolerance allows.
-    p_slow = float(_scipy.t.cdf((mean - shift) / se, df))
+    p_slow = float(_scipy().t.cdf((mean - shift) / se, df))
     low, high = _log_interval(mean, se, df)
     return Comparison(math.exp(mean), p_two, p_slow, tolerance, low, high, len(logs))
 
@@ -158,9 +167,9 @@ def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.
     if va == 0 and vb == 0:
         return Comparison(ratio, 0.0 if diff != 0 else 1.0, 0.0 if diff < shift else 1.0, tolerance,
                           math.exp(diff), math.exp(diff))
-    p_two = float(_scipy.ttest_ind(lb, la, equal_var=False).pvalue)
+    p_two = float(_scipy().ttest_ind(lb, la, equal_var=False).pvalue)
     # H1: mean(log b) - mean(log a) < log(1 - tolerance), i.e. b is slower than the tolerance allows.
-    p_slow = float(_scipy.ttest_ind([x - shift for x in lb], la, equal_var=False, alternative="less").pvalue)
+    p_slow = float(_scipy().ttest_ind([x - shift for x in lb], la, equal_var=False, alternative="less").pvalue)
     # Welch-Satterthwaite degrees of freedom for the interval of the difference of log means.
     qa, qb = va / len(la), vb / len(lb)
     df = (qa + qb) ** 2 / ((qa ** 2 / (len(la) - 1) if qa else 0) + (qb ** 2 / (len(lb) - 1) if qb else 0))
@@ -180,8 +189,8 @@ def relative_spread(values: list[float]) -> float:
 
 def rounds_needed(detectable: float, rounds: int, goal: float) -> int:
     """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`."""
-    sd = math.log1p(detectable) * math.sqrt(rounds) / float(_scipy.t.ppf(0.975, rounds - 1))
+    sd = math.log1p(detectable) * math.sqrt(rounds) / float(_scipy().t.ppf(0.975, rounds - 1))
     n = 2
-    while n < 10_000 and float(_scipy.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
+    while n < 10_000 and float(_scipy().t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
         n += 1
     return n

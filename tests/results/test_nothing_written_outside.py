@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,10 +56,18 @@ def test_report_replaces_links_to_files_outside_the_folder(tmp_path):
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in (folder / "best.env").read_text()
 
 
-def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock(tmp_path):
-    out = tmp_path / "run"
-    first = cli(*SWEEP, "--out", out)
+@pytest.fixture(scope="module")
+def swept_into_empty(tmp_path_factory):
+    """(the run, the folder) of one sweep given an empty folder of the user's as --out; the test that resumes a
+    sweep works on a copy of it."""
+    empty = tmp_path_factory.mktemp("empty")
+    return cli(*SWEEP, "--out", empty), empty
+
+
+def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock(swept_into_empty, tmp_path):
+    first, swept = swept_into_empty
     assert first.returncode == 0, first.stderr
+    out = Path(shutil.copytree(swept, tmp_path / "run"))
     kept = link_reports_outside(out, tmp_path / "home")
     again = cli(*SWEEP, "--out", out)
     assert again.returncode == 0 and "Resuming the sweep" in again.stderr, again.stderr
@@ -77,7 +86,7 @@ def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock
         target.rename(out / name)
 
 
-def test_out_into_a_users_own_folder_is_refused_before_anything_is_written(tmp_path):
+def test_out_into_a_users_own_folder_is_refused_before_anything_is_written(swept_into_empty, tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "summary.md").write_text("my notes\n")
@@ -88,9 +97,7 @@ def test_out_into_a_users_own_folder_is_refused_before_anything_is_written(tmp_p
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert "holds best.env, summary.md, trials.jsonl and no sweep (no sweep.json)" in run.stderr
     assert {p.name: p.read_bytes() for p in mine.iterdir()} == before   # no sweep.json, no .lock
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    run = cli(*SWEEP, "--out", empty)
+    run, empty = swept_into_empty
     assert run.returncode == 0 and (empty / "summary.md").is_file(), run.stderr
 
 

@@ -8,7 +8,6 @@ import random
 import subprocess
 import sys
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,24 +25,31 @@ from alloctune.sim.space import Space
 from alloctune.sim.trace import load_trace
 from alloctune.sweeper.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default, recording_task
 from alloctune.trial.launch import lost_trial, run_trial
-from alloctune.trial.probe import check_settings, check_settings_detail, probe
+from alloctune.trial.probe import SettingsJudge, check_settings, probe
 from alloctune.trial.task import TrialTask
 from alloctune.workload.loader import load_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "workloads" / "traces"
 VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
-VALIDATE = partial(check_settings_detail, sys.executable)   # this interpreter's torch judges the settings
 H200 = 143771 * 2**20
 
 pytestmark = pytest.mark.xdist_group("varlen-search")   # one worker runs the module's search once (--dist loadgroup)
 
 
 @pytest.fixture(scope="module")
-def varlen_search():
+def judge():
+    """This interpreter's torch judges the settings: one child for the module's searches, as `alloctune search`
+    keeps one for all the batches of a search."""
+    with SettingsJudge(sys.executable) as judge:
+        yield judge
+
+
+@pytest.fixture(scope="module")
+def varlen_search(judge):
     trace = load_trace(TRACES / "transformer-varlen-h200.xz")
     seen = []
-    result = search(trace, validate=VALIDATE, trace_name="varlen", device_memory=H200, max_settings=45, jobs=2,
+    result = search(trace, validate=judge, trace_name="varlen", device_memory=H200, max_settings=45, jobs=2,
                     progress=lambda done, total, best: seen.append((done, total, best)))
     return trace, result, seen
 
@@ -110,16 +116,16 @@ def test_the_space_follows_the_target_version_and_the_rules():
 
 
 @pytest.mark.slow
-def test_a_budget_brings_gc_into_the_search():
+def test_a_budget_brings_gc_into_the_search(judge):
     trace = load_trace(TRACES / "hpsearch-h200.xz")
-    result = search(trace, validate=VALIDATE, device_memory=H200, budget_bytes=30 * 2**30, max_settings=20, jobs=2)
+    result = search(trace, validate=judge, device_memory=H200, budget_bytes=30 * 2**30, max_settings=20, jobs=2)
     assert any(AllocConf.parse(c.conf).garbage_collection_threshold for c in result.candidates)
     assert result.budget_bytes == 30 * 2**30
 
 
-def test_candidates_that_torch_or_the_rules_refuse_are_never_replayed():
+def test_candidates_that_torch_or_the_rules_refuse_are_never_replayed(judge):
     trace = load_trace(TRACES / "hpsearch-h200.xz")
-    state = _State(Space.for_trace(trace, "2.13.0", has_budget=False), VALIDATE, 10)
+    state = _State(Space.for_trace(trace, "2.13.0", has_budget=False), judge, 10)
     confs = [AllocConf.parse(c) for c in ("max_split_size_mb:20,large_segment_size_mb:32",
                                           "garbage_collection_threshold:0.5", "max_split_size_mb:64",
                                           "roundup_power2_divisions:[1:1,64:4]",

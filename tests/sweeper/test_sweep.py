@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,16 +28,32 @@ def run_sweep(tmp_path, **kw):
     return outcome, notices
 
 
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """(results root, outcome, notices) of one sweep of GRID, for the tests that read it; a test that resumes or
+    damages the sweep works on a copy of its folder (`copied`)."""
+    root = tmp_path_factory.mktemp("swept")
+    with pytest.MonkeyPatch.context() as patch:   # no_visible_gpu, for the module
+        patch.setenv("CUDA_VISIBLE_DEVICES", "")
+        return (root, *run_sweep(root))
+
+
+def copied(swept, tmp_path) -> Path:
+    """The module's finished sweep copied into tmp_path, as if it had been swept there."""
+    folder = swept[1].folder.path
+    return Path(shutil.copytree(folder, tmp_path / folder.name))
+
+
 @pytest.mark.slow
-def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
-    outcome, notices = run_sweep(tmp_path)
+def test_sim_fallback_writes_a_complete_results_folder(swept):
+    root, outcome, notices = swept
     assert outcome.backend == "sim"
     assert any("No CUDA GPU is visible" in n for n in notices)
     assert [s.reason for s in outcome.skipped if s.conf == "backend:cudaMallocAsync"] == [
         "cannot be simulated: the CUDA driver's pool holds its memory, which the simulator does not model block "
         "by block: measure it on the GPU"]
     folder = outcome.folder.path
-    assert folder.parent == tmp_path and folder.name.startswith("transformer-varlen-h200-")
+    assert folder.parent == root and folder.name.startswith("transformer-varlen-h200-")
     for name in ("sweep.json", "trials.jsonl", "choice.json", "summary.md", "best.env", "plot.png"):
         assert (folder / name).is_file(), name
     [choice] = outcome.choices
@@ -53,24 +70,24 @@ def test_sim_fallback_writes_a_complete_results_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_same_sweep_resumes_and_skips_finished_trials(tmp_path):
-    first, _ = run_sweep(tmp_path)
-    trials = first.folder.path / "trials.jsonl"
+def test_same_sweep_resumes_and_skips_finished_trials(swept, tmp_path):
+    first = copied(swept, tmp_path)
+    trials = first / "trials.jsonl"
     lines = trials.read_text().splitlines()
     # Interrupted: the last trial's line torn mid-write, no choice made yet.
     trials.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
-    (first.folder.path / "choice.json").unlink()
+    (first / "choice.json").unlink()
     with pytest.warns(UserWarning, match="truncated"):
-        assert len(ResultsFolder(first.folder.path).trials()) == 2  # the torn trial does not count as finished
+        assert len(ResultsFolder(first).trials()) == 2  # the torn trial does not count as finished
     second, notices = run_sweep(tmp_path)
-    assert second.folder.path == first.folder.path
-    assert f"Resuming the sweep in {first.folder.path} (use fresh=True to start a new one)" in notices
+    assert second.folder.path == first
+    assert f"Resuming the sweep in {first} (use fresh=True to start a new one)" in notices
     records = [json.loads(line) for line in trials.read_text().splitlines()]  # torn line gone, trial ran again
     assert sorted(r["conf"] for r in records) == ["", "expandable_segments:True", "max_split_size_mb:128"]
     assert records[:2] == [json.loads(line) for line in lines[:2]]  # finished trials untouched
-    assert (first.folder.path / "choice.json").is_file()
+    assert (first / "choice.json").is_file()
     third, _ = run_sweep(tmp_path, fresh=True)
-    assert third.folder.path != first.folder.path
+    assert third.folder.path != first
 
 
 def test_a_bad_workload_file_stops_before_anything_runs(tmp_path):
@@ -120,14 +137,14 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
 
 
 @pytest.mark.slow
-def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(tmp_path):
-    first, _ = run_sweep(tmp_path)
+def test_another_trace_is_another_sweep_and_resuming_does_not_repeat_skips(swept, tmp_path):
+    first = copied(swept, tmp_path)
     again, _ = run_sweep(tmp_path)
-    assert again.folder.path == first.folder.path
+    assert again.folder.path == first
     skipped = [s.conf for s in again.folder.info().skipped]
     assert skipped.count("backend:cudaMallocAsync") == 1  # recorded once however often the sweep resumes
     elsewhere, notices = run_sweep(tmp_path, trace=str(foreign_snapshot(tmp_path)))
-    assert elsewhere.folder.path != first.folder.path  # same workload and grid, other trace: never resumed into
+    assert elsewhere.folder.path != first  # same workload and grid, other trace: never resumed into
     assert any("carries no alloctune metadata" in n for n in notices)   # accepted, with a notice
 
 
