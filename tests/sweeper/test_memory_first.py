@@ -66,7 +66,7 @@ if "cudaMallocAsync" in conf:
 device = dict(device=0, peak_reserved_bytes=reserved, peak_allocated_bytes=m.peak_allocated_bytes,
               peak_requested_bytes=m.peak_requested_bytes, num_alloc_retries=0, num_ooms=0,
               device_peak_used_bytes=reserved + context)
-rate = plan["rate"] * plan["factors"].get(conf, 1.0) * (1 + random.Random(runs).uniform(-0.005, 0.005))
+rate = plan["rate"] * plan["factors"].get(conf, 1.0) * (1 + random.Random(runs).uniform(-plan["noise"], plan["noise"]))
 if spec:
     if recording:
         shutil.copy({trace!r}, spec["record_trace"])
@@ -85,12 +85,12 @@ json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.me
 """
 
 
-def standin(tmp_path: Path, factors: dict | None = None) -> Path:
+def standin(tmp_path: Path, factors: dict | None = None, noise: float = 0.005) -> Path:
     """The stand-in GPU interpreter, its trials logged to tmp_path/ran.log; `factors`: throughput per setting,
-    against the default's."""
+    against the default's; `noise`: each run's rate is off by up to this share."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     python = tmp_path / "bin" / "python3"   # a name that says Python: a command starting with it runs under it
-    plan = json.dumps({"rate": 50.0, "factors": factors or {}})
+    plan = json.dumps({"rate": 50.0, "factors": factors or {}, "noise": noise})
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
         torch=torch.__version__, python=sys.executable, trace=str(TRACE), log=str(tmp_path / "ran.log"), plan=plan)))
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -101,9 +101,10 @@ def ran(tmp_path: Path) -> list[str]:
     return (tmp_path / "ran.log").read_text().splitlines()
 
 
-def command_sweep(tmp_path: Path, factors: dict | None = None, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+def command_sweep(tmp_path: Path, factors: dict | None = None, noise: float = 0.005,
+                  **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
     """`sweep -- python3 job.py` of the default grid on the stand-in GPU; what ran, in order ('R': recording)."""
-    python = standin(tmp_path, factors)
+    python = standin(tmp_path, factors, noise)
     job = tmp_path / "job.py"
     job.write_text("# run by the stand-in\n")
     spec = command_workload(check_command([str(python), str(job)]), name="job")
@@ -150,6 +151,23 @@ def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path):
     assert (estimates[0].trials, estimates[0].done, estimates[0].seconds_left) == (9, 0, None)
     assert (estimates[-1].trials, estimates[-1].done, estimates[-1].seconds_left) == (8, 8, 0.0)
     assert all(e.seconds_left is not None and e.seconds_done > 0 for e in estimates[1:])
+
+
+def test_a_resumed_sweep_estimates_only_the_trials_it_has_left(tmp_path):
+    """A noisy job runs its rounds to --max-repeats; cut before its last two trials (as an interrupt leaves it) and
+    run again, the estimate counts those two, not every round again (found on the H200: 'about 41 trials' for a
+    sweep of 23 with 2 left)."""
+    full, order = command_sweep(tmp_path, noise=0.25, max_repeats=5)
+    total = len(gpu_trials(full))
+    assert total > 2 * MIN_ROUNDS + 2   # the rounds went past MIN_ROUNDS: the interval stayed wide
+    trials = full.folder.path / "trials.jsonl"
+    trials.write_text("".join(trials.read_text().splitlines(keepends=True)[:-2]))
+    info = json.loads((full.folder.path / "sweep.json").read_text())
+    (full.folder.path / "sweep.json").write_text(json.dumps({**info, "finished": False}))
+    estimates = []
+    again, _ = command_sweep(tmp_path, noise=0.25, max_repeats=5, estimate=estimates.append)
+    assert len(ran(tmp_path)) == len(order) + 2 and len(gpu_trials(again)) == total
+    assert estimates and all(e.trials <= total + 1 for e in estimates), [e.trials for e in estimates]
 
 
 def test_the_next_candidate_is_measured_once_the_winner_is_refused(tmp_path):
