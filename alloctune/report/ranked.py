@@ -11,12 +11,13 @@ from rich.text import Text
 
 from ..decide.choice import Choice
 from ..decide.order import ranked
+from ..decide.reasons import Code
 from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.records import decision_group
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
-from .words import format_rate, reason_lines, recorded_words
+from .words import format_rate, precision_line, reason_lines, recorded_words
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
            "throughput median [95% CI]", "vs default", "flags")
@@ -29,7 +30,7 @@ def in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingR
 
 def _flags(s: SettingResult) -> str:
     flags = []
-    if s.memory_spread > 0:
+    if s.unstable:
         flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
     if s.contaminated:
         flags.append(f"device memory contaminated in {plural(len(s.contaminated), 'repeat')}, not used")
@@ -166,6 +167,8 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     if note := incomplete_note(choice):
         notes.append((note, "bold red"))
     notes += [(reason, "") for reason in reason_lines(choice)]
+    if choice.precision is not None and choice.precision.code is Code.PRECISION_SHORT:   # the table's ±x% says less
+        notes.append((f"precision: {precision_line(choice)}", "yellow"))
     for text, style in notes:
         say(console, Text(INDENT + text, style=style))
 

@@ -70,16 +70,15 @@ def test_a_sweep_that_stopped_before_its_end_is_incomplete_where_no_count_was_pl
     is what says an interrupted one is incomplete. A folder from before it was kept has none: finished, as then."""
     import shutil
 
-    folder = Path(shutil.copytree(ROOT / "results" / "h200-own-job-2026-12-01" / "lightning" /
-                                  "cmd-lightning_bert-20261201-151123", tmp_path / "lightning"))
+    folder = Path(shutil.copytree(ROOT / "tests" / "fixtures" / "sweeps" / "hf-trainer-cut", tmp_path / "hf"))
     info = json.loads((folder / "sweep.json").read_text())
     assert info["auto_repeats"] and info["finished"] is False   # cut by the evidence run's time cap
     proc = cli("report", folder)
     assert proc.returncode == 0, proc.stderr
-    assert "INCOMPLETE: stopped before its end, after 8 trials" in " ".join(proc.stdout.split())
+    assert "INCOMPLETE: stopped before its end, after 11 trials" in " ".join(proc.stdout.split())
     assert not (folder / "best.env").exists()
     refused = cli("export", folder)
-    assert refused.returncode == 2 and "the sweep is incomplete (stopped before its end, after 8 trials)" in \
+    assert refused.returncode == 2 and "the sweep is incomplete (stopped before its end, after 11 trials)" in \
         refused.stderr
     del info["finished"]   # as an alloctune from before the flag wrote it
     (folder / "sweep.json").write_text(json.dumps(info))
