@@ -27,8 +27,7 @@ from alloctune.results.records import TrialState
 from alloctune.results.trials import TrialStore
 
 ray = pytest.importorskip("ray")
-# One worker, one local Ray (--dist loadgroup); every test here is a sweep end to end.
-pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
+pytestmark = pytest.mark.slow   # every test here is a sweep end to end
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
