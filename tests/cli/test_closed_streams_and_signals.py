@@ -8,12 +8,13 @@ import pickle
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from bounded import bounded_cli, one_line_error
 from clirun import ROOT
 from folders import choice, make_folder, repeats
+from pids import cpu_seconds
+from waiting import wait_until
 
 from alloctune.sim.trace import Trace, save_trace
 
@@ -21,6 +22,7 @@ SNAPSHOT = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pi
 TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
 PIPE_READER_LEFT = 128 + signal.SIGPIPE
+STARTED = 1.0   # CPU seconds: past a command's start-up (about 0.4 s), into its loading and replaying
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +102,8 @@ def test_sigterm_says_what_it_means_for_each_command(tmp_path):
     for name, args in slow_inputs(tmp_path).items():
         proc = subprocess.Popen([sys.executable, "-m", "alloctune", *map(str, args)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        time.sleep(2.5)   # past the start-up, into the loading and replaying
+        wait_until(lambda: cpu_seconds(proc.pid) > STARTED or proc.poll() is not None, 60,
+                   f"{name} is past its start-up")
         assert proc.poll() is None, (name, proc.communicate())
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
