@@ -14,9 +14,8 @@ import sys
 import termios
 
 import pytest
-from clirun import ROOT, suggested
+from clirun import ROOT, in_process, suggested
 
-from alloctune.cli.main import main
 from alloctune.decide.summary import summarize_settings
 from alloctune.results.folder import ResultsFolder
 from alloctune.units import format_bytes
@@ -32,20 +31,15 @@ WIDTHS = [80, 100, None]   # None: COLUMNS unset, output piped: 80
 
 
 @pytest.fixture
-def run(monkeypatch, capsys):
-    """`run(columns, *args)`: the command line's main() in this process, with COLUMNS set to `columns` (None: unset)
-    and no GPU visible; its standard output and error, captured (so not a terminal). How wide the output is follows
+def run(monkeypatch):
+    """`run(columns, *args)`: the command line in this process (clirun.in_process), with COLUMNS set to `columns`
+    (None: unset) and no GPU visible; its standard output and error (not a terminal). How wide the output is follows
     from COLUMNS and the stream alone (report/layout.py), so a fresh interpreter would print the same."""
     def run(columns, *args) -> tuple[str, str]:
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-        if columns:
-            monkeypatch.setenv("COLUMNS", str(columns))
-        else:
-            monkeypatch.delenv("COLUMNS", raising=False)
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        return out, err
+        monkeypatch.delenv("COLUMNS", raising=False)
+        proc = in_process(*args, env={"CUDA_VISIBLE_DEVICES": "", **({"COLUMNS": str(columns)} if columns else {})})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, proc.stderr
 
     return run
 
