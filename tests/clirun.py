@@ -1,6 +1,9 @@
-"""The real command line, run from this checkout in a fresh interpreter."""
+"""The real command line, run from this checkout in a fresh interpreter (`cli`), or through its main() in the test's
+own process (`in_process`) where the subject is what it prints, not how a process starts, ends or meets its streams."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shlex
 import subprocess
@@ -22,6 +25,35 @@ def cli(*args, cwd: str | Path = ROOT, timeout: float = 300, stdin: str | None =
     return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], text=True, cwd=cwd,
                           timeout=timeout, env=env, input=stdin,
                           stdin=subprocess.DEVNULL if stdin is None else None, **streams)
+
+
+def in_process(*args, cwd: str | Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`alloctune ARGS` as main() runs it, in this process: `env` added to the environment while it runs (its
+    children, the probe among them, inherit it), in `cwd`, with the sys.argv `python -m alloctune ARGS` has (a sweep
+    records it as its command); standard output and error captured apart, neither a terminal, as `cli` has them. It
+    spares a fresh interpreter's start and alloctune's imports."""
+    from alloctune.cli.main import main
+
+    out, err, here, argv = io.StringIO(), io.StringIO(), os.getcwd(), sys.argv
+    before = {name: os.environ.get(name) for name in env or {}}
+    try:
+        os.environ.update(env or {})
+        os.chdir(cwd)
+        sys.argv = [str(ROOT / "alloctune" / "__main__.py"), *map(str, args)]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(sys.argv[1:])
+            except SystemExit as stop:   # argparse: --help, or a usage error
+                code = stop.code if isinstance(stop.code, int) else 2
+    finally:
+        sys.argv = argv
+        os.chdir(here)
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(["alloctune", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def suggested(text: str, label: str) -> list[str]:

@@ -9,3 +9,13 @@ def no_visible_gpu(monkeypatch):
     """The no-GPU path on any machine, a GPU one included: no CUDA device for this test's child processes (the
     probe, trial children, the CLI run as a subprocess), which inherit this environment."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`-n N` without `--dist` deals the tests out a file at a time (`--dist loadfile`), so that a module fixture (one
+    local Ray, one set of replayed sweeps) is made once, on the one worker that runs its file. pytest-xdist's own
+    default, `load`, deals them out test by test, and each worker would make it again; `loadgroup` does the same
+    under pytest 9.2, where its groups are lost (pytest-dev/pytest-xdist#1386)."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadfile"

@@ -3,7 +3,7 @@ option but the simulated folder; without a GPU, a preset that ships a trace is s
 from __future__ import annotations
 
 import pytest
-from clirun import cli, suggested
+from clirun import cli, in_process, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
@@ -12,8 +12,8 @@ pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU 
 
 @pytest.mark.slow
 def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
-    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
-               "--out", tmp_path / "sim", "--results", tmp_path / "r")
+    proc = in_process("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "5",
+                      "--out", tmp_path / "sim", "--results", tmp_path / "r")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("Confirm on a GPU:") == 1
     words = suggested(proc.stdout, "Confirm on a GPU:")

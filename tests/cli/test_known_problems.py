@@ -1,7 +1,7 @@
-"""The table of known problems (settings/known.py), consulted through the command line with this machine's torch
-(CPU): the grid's skips in a sim sweep (sweep.json, --json, the closing lines, summary.md), the search never
-proposing a pair known broken on the target torch, the choice of `report` refusing a setting for a feature the job
-used and saying why with the source, and the variable `export` writes for each torch."""
+"""The table of known problems (settings/known.py), consulted through the command line (its main(), in this process)
+with this machine's torch (CPU): the grid's skips in a sim sweep (sweep.json, --json, the closing lines,
+summary.md), the search never proposing a pair known broken on the target torch, the choice of `report` refusing a
+setting for a feature the job used and saying why with the source, and the variable `export` writes for each torch."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from clirun import cli
+from clirun import in_process
 from folders import make_folder, repeats
 
 from alloctune.settings.conf import AllocConf
@@ -28,7 +28,7 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="exercises the no-
 @no_gpu
 def test_a_sim_sweep_skips_a_known_broken_pair_with_the_entrys_reason_and_source(tmp_path):
     pair = "expandable_segments:True,max_split_size_mb:128"
-    proc = cli("sweep", HPSEARCH, "--preset", "h200", "--conf", pair, "--conf", "expandable_segments:True",
+    proc = in_process("sweep", HPSEARCH, "--preset", "h200", "--conf", pair, "--conf", "expandable_segments:True",
                "--results", "out", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     problem = forbidden_combination(AllocConf.parse(pair), TORCH)
@@ -42,7 +42,7 @@ def test_a_sim_sweep_skips_a_known_broken_pair_with_the_entrys_reason_and_source
     assert json.loads((folder / "sweep.json").read_text())["skipped"] == [want]
     assert GROWTH_URL in (folder / "summary.md").read_text().split("## Skipped settings")[1]
     # the closing lines, as a terminal shows them
-    text = cli("sweep", HPSEARCH, "--preset", "h200", "--conf", pair, "--results", "out2", cwd=tmp_path)
+    text = in_process("sweep", HPSEARCH, "--preset", "h200", "--conf", pair, "--results", "out2", cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert f"skipped {pair} (sim:torch-{TORCH}): {problem.reason} " in _unwrapped(text.stdout)
 
@@ -53,7 +53,7 @@ def _unwrapped(text: str) -> str:
 
 
 def test_the_search_never_proposes_a_pair_known_broken_on_the_target_torch():
-    proc = cli("search", TRACE, "--max-settings", "60", "--budget", "0.5", "--jobs", "2", "--json")
+    proc = in_process("search", TRACE, "--max-settings", "60", "--budget", "0.5", "--jobs", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["torch_version"] == TORCH and data["rounds"] >= 1
@@ -70,7 +70,7 @@ def test_report_refuses_a_setting_known_broken_for_a_feature_the_job_used(tmp_pa
                                                                                  reserved=9.0)
                + repeats("roundup_power2_divisions:4", reserved=12.0))
     folder = make_folder(tmp_path / "w-1", records)
-    proc = cli("report", folder.path, "--json")
+    proc = in_process("report", folder.path, "--json")
     assert proc.returncode == 0, proc.stderr
     [[choice]] = [folder["choices"] for folder in json.loads(proc.stdout)]
     assert choice["conf"] == "roundup_power2_divisions:4" and choice["features"] == ["cuda_ipc"]
@@ -84,7 +84,7 @@ def test_report_refuses_a_setting_known_broken_for_a_feature_the_job_used(tmp_pa
     summary = (folder.path / "summary.md").read_text()
     assert ipc.source in summary.split("Why:")[1].split("|")[0]   # the reasons, before the table
     assert "Observed in the job (the start-up hook, every trial): it sent or received CUDA tensors" in summary
-    terminal = _unwrapped(cli("report", folder.path).stdout)
+    terminal = _unwrapped(in_process("report", folder.path).stdout)
     assert "refused for what a short trial does not show: expandable_segments:True: known to break the job" in \
         terminal and ipc.source in terminal
 
@@ -94,8 +94,8 @@ def test_export_writes_the_variable_the_target_torch_reads_first(tmp_path, torch
     records = repeats("", torch=torch_version) + repeats("expandable_segments:True", reserved=9.0,
                                                          torch=torch_version)
     folder = make_folder(tmp_path / "w-1", records)
-    assert cli("report", folder.path).returncode == 0
-    proc = cli("export", folder.path, "--format", "env")
+    assert in_process("report", folder.path).returncode == 0
+    proc = in_process("export", folder.path, "--format", "env")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [x for x in lines if not x.startswith("#")] == ["PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]

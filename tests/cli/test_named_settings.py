@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from clirun import cli
+from clirun import cli, in_process
 
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.versions import did_you_mean, known_keys
@@ -50,12 +50,12 @@ def test_sweep_stops_on_a_named_setting_torch_rejects(tmp_path, how):
 @pytest.mark.slow
 @no_gpu
 def test_named_but_pointless_settings_are_said_loudly_and_the_default_grid_stays_quiet(tmp_path):
-    proc = cli("sweep", HPSEARCH, "--preset", "h200", "--conf", "garbage_collection_threshold:0.6",
-               "--results", "out", cwd=tmp_path)
+    proc = in_process("sweep", HPSEARCH, "--preset", "h200", "--conf", "garbage_collection_threshold:0.6",
+                      "--results", "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "you named 'garbage_collection_threshold:0.6', but it will not run" in proc.stderr
     assert "--budget" in proc.stderr
-    quiet = cli("sweep", HPSEARCH, "--preset", "h200", "--results", "out2", cwd=tmp_path)
+    quiet = in_process("sweep", HPSEARCH, "--preset", "h200", "--results", "out2", cwd=tmp_path)
     assert quiet.returncode == 0 and "you named" not in quiet.stderr
     assert "skipped garbage_collection_threshold:0.6" in quiet.stdout   # still listed with its reason
 

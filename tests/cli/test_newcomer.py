@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from clirun import ROOT, cli
+from clirun import ROOT, cli, in_process
 
 from alloctune.results.folder import DEFAULT_RESULTS_ROOT
 
@@ -53,23 +53,24 @@ def test_an_interrupt_after_every_file_was_written_says_where_they_are(tmp_path)
 
 
 def test_a_replay_budget_larger_than_the_device_is_warned_of():
-    proc = cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB", env=NO_GPU)
+    proc = in_process("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB", env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split())
     assert ("warning: --budget 200.00 GiB is more than the device's 139.80 GiB (the recording GPU): the device runs "
             "out first, so the budget limits nothing") in text
-    warnings = json.loads(cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB",
-                              "--device-memory", "150GiB", "--json").stdout)["warnings"]
+    warnings = json.loads(in_process("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "200GiB",
+                                     "--device-memory", "150GiB", "--json").stdout)["warnings"]
     assert any("is more than the device's 150.00 GiB (--device-memory)" in w for w in warnings)
-    fits = json.loads(cli("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "100GiB",
-                          "--json").stdout)["warnings"]
+    fits = json.loads(in_process("replay", TRACE, "--conf", "expandable_segments:True", "--budget", "100GiB",
+                                 "--json").stdout)["warnings"]
     assert not any("--budget" in w for w in fits)
-    searched = cli("search", TRACE, "--max-settings", "20", "--budget", "200GiB", "--json")
+    searched = in_process("search", TRACE, "--max-settings", "20", "--budget", "200GiB", "--json")
     assert any("is more than the device's" in w for w in json.loads(searched.stdout)["warnings"])
 
 
 def test_compare_without_o_says_where_it_wrote(tmp_path):
-    proc = cli("compare", RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200", cwd=tmp_path, env=NO_GPU)
+    proc = in_process("compare", RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200", cwd=tmp_path,
+                      env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stdout.split())
     assert "wrote ./compare.md and ./compare.png (the current folder; -o DIR writes elsewhere)" in said
@@ -81,8 +82,8 @@ def test_a_users_sweeps_go_to_a_folder_of_their_own(tmp_path):
     the sweep lands in alloctune-results/, which git ignores, and the committed results/ stays as it was."""
     shutil.copytree(ROOT / "workloads", tmp_path / "workloads")
     (tmp_path / "results").mkdir()
-    proc = cli("sweep", "workloads/transformer-varlen.yaml", "--preset", "h200", "--conf", "expandable_segments:True",
-               cwd=tmp_path, env=NO_GPU)
+    proc = in_process("sweep", "workloads/transformer-varlen.yaml", "--preset", "h200", "--conf",
+                      "expandable_segments:True", cwd=tmp_path, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     [folder] = (tmp_path / DEFAULT_RESULTS_ROOT).iterdir()
     assert folder.name.startswith("transformer-varlen-h200-") and not any((tmp_path / "results").iterdir())
@@ -91,8 +92,8 @@ def test_a_users_sweeps_go_to_a_folder_of_their_own(tmp_path):
 
 
 def test_a_setting_that_takes_the_whole_card_is_called_so(tmp_path):
-    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "max_split_size_mb:128", "--results", tmp_path,
-               env={**NO_GPU, "COLUMNS": "100"})
+    proc = in_process("sweep", VARLEN, "--preset", "h200", "--conf", "max_split_size_mb:128", "--results", tmp_path,
+                      env={**NO_GPU, "COLUMNS": "100"})
     assert proc.returncode == 0, proc.stderr
     [row] = [line for line in proc.stdout.splitlines() if line.startswith(" max_split_size_mb:128 ")]
     assert row.split()[1:3] == ["whole", "card"] and "139.04 GiB" in row
@@ -111,7 +112,7 @@ def test_small_wording():
     for command in ("sweep", "record"):
         usage = cli(command, "--help").stdout
         assert "... ..." not in usage and "-- COMMAND ...]" in usage, usage
-    diagnosed = cli("diagnose", ROOT / "tests/fixtures/oom/public/v2_1-shortage.txt").stdout
+    diagnosed = in_process("diagnose", ROOT / "tests/fixtures/oom/public/v2_1-shortage.txt").stdout
     assert "GPU g" not in diagnosed and "message: torch 2.1 ('GPU 0 has a total capacty of ...', spelt so)" in diagnosed
     one = cli("compare", RESULTS / "transformer-varlen-h200-20261129-234646")
     assert one.returncode == 2 and "hold 1 environment with trials" in one.stderr

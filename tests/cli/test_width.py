@@ -14,7 +14,7 @@ import sys
 import termios
 
 import pytest
-from clirun import ROOT, suggested
+from clirun import ROOT, in_process, suggested
 
 from alloctune.decide.summary import summarize_settings
 from alloctune.results.folder import ResultsFolder
@@ -30,15 +30,18 @@ LONG = ["roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
 WIDTHS = [80, 100, None]   # None: COLUMNS unset, output piped: 80
 
 
-def run(columns, *args, cwd=None) -> tuple[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
-    env.pop("COLUMNS", None)
-    if columns:
-        env["COLUMNS"] = str(columns)
-    proc = subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=cwd)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout, proc.stderr
+@pytest.fixture
+def run(monkeypatch):
+    """`run(columns, *args)`: the command line in this process (clirun.in_process), with COLUMNS set to `columns`
+    (None: unset) and no GPU visible; its standard output and error (not a terminal). How wide the output is follows
+    from COLUMNS and the stream alone (report/layout.py), so a fresh interpreter would print the same."""
+    def run(columns, *args) -> tuple[str, str]:
+        monkeypatch.delenv("COLUMNS", raising=False)
+        proc = in_process(*args, env={"CUDA_VISIBLE_DEVICES": "", **({"COLUMNS": str(columns)} if columns else {})})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, proc.stderr
+
+    return run
 
 
 def fits(text: str, width: int) -> None:
@@ -68,7 +71,7 @@ def figures(folder) -> list[str]:
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_report_of_a_hybrid_sweep_with_settings_the_search_made(tmp_path, columns):
+def test_report_of_a_hybrid_sweep_with_settings_the_search_made(run, tmp_path, columns):
     folder = shutil.copytree(HYBRID, tmp_path / "hybrid")
     out, _ = run(columns, "report", folder)
     fits(out, width_of(columns))
@@ -79,7 +82,7 @@ def test_report_of_a_hybrid_sweep_with_settings_the_search_made(tmp_path, column
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_report_of_a_measured_sweep(tmp_path, columns):
+def test_report_of_a_measured_sweep(run, tmp_path, columns):
     folder = shutil.copytree(MEASURED, tmp_path / MEASURED.name)
     out, _ = run(columns, "report", folder)
     fits(out, width_of(columns))
@@ -87,7 +90,7 @@ def test_report_of_a_measured_sweep(tmp_path, columns):
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_compare_breaks_no_value(tmp_path, columns):
+def test_compare_breaks_no_value(run, tmp_path, columns):
     out, _ = run(columns, "compare", TORCHES, "-o", tmp_path)
     fits(out, width_of(columns))
     whole(out, "sim:torch-2.1.2+cu121", "sim:torch-2.13.0+cpu", "torch-2.1.2+cu121", "2.11.0+cu130",
@@ -98,7 +101,7 @@ def test_compare_breaks_no_value(tmp_path, columns):
 @pytest.mark.parametrize("columns", WIDTHS)
 @pytest.mark.parametrize("source", ["tests/fixtures/oom/h200/frag/oom-rank0.pickle",
                                     "tests/fixtures/oom/public/v2_1-shortage.txt"])
-def test_diagnose(columns, source):
+def test_diagnose(run, columns, source):
     out, _ = run(columns, "diagnose", ROOT / source)
     fits(out, width_of(columns))
     whole(out, str(ROOT / source), "1.95 GiB" if "frag" in source else "32.00 GiB")
@@ -107,7 +110,7 @@ def test_diagnose(columns, source):
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_replay_and_the_maximum_over_traces(columns):
+def test_replay_and_the_maximum_over_traces(run, columns):
     out, _ = run(columns, "replay", TRACE, *(f"--conf={c}" for c in ["expandable_segments:True", *LONG]),
                  "--min-memory", "--jobs", "1")
     fits(out, width_of(columns))
@@ -119,14 +122,14 @@ def test_replay_and_the_maximum_over_traces(columns):
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_search(columns):
+def test_search(run, columns):
     out, _ = run(columns, "search", TRACE, "--max-settings", "30", "--jobs", "1")
     fits(out, width_of(columns))
     whole(out, "expandable_segments:True,large_segment_size_mb:16", "26.86 GiB")
 
 
 @pytest.mark.parametrize("columns", WIDTHS)
-def test_a_sweep_its_progress_tables_and_the_commands_it_suggests(tmp_path, columns):
+def test_a_sweep_its_progress_tables_and_the_commands_it_suggests(run, tmp_path, columns):
     out, err = run(columns, "sweep", VARLEN, "--preset", "h200", *(f"--conf={c}" for c in LONG),
                    "--results", tmp_path / "a-results-root-with-a-long-name-to-make-the-folder-path-long")
     width = width_of(columns)

@@ -52,7 +52,6 @@ VAR = "PYTORCH_CUDA_ALLOC_CONF"   # what every torch reads first: the one variab
 GRID = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4", "backend:cudaMallocAsync"]
 TIGHT, TINY = "9.5GiB", "4GiB"
 
-pytestmark = pytest.mark.xdist_group("compare-real")   # one worker replays the module's sweeps once (--dist loadgroup)
 needs_trace = pytest.mark.skipif(not TRACE.exists(), reason=f"shipped trace {TRACE} is missing")
 
 

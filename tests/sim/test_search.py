@@ -34,9 +34,6 @@ TRACES = ROOT / "workloads" / "traces"
 VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
 H200 = 143771 * 2**20
 
-pytestmark = pytest.mark.xdist_group("varlen-search")   # one worker runs the module's search once (--dist loadgroup)
-
-
 @pytest.fixture(scope="module")
 def judge():
     """This interpreter's torch judges the settings: one child for the module's searches, as `alloctune search`

@@ -10,20 +10,26 @@ bytes, so cudaMallocAsync cannot beat it. Before memory first, auto repeats ran 
 with --backend hybrid)."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import stat
 import subprocess
 import sys
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 import torch
 
 import alloctune
 from alloctune.decide.reasons import Code
 from alloctune.decide.rounds import MIN_ROUNDS
 from alloctune.results.records import Backend
+from alloctune.settings.grid import DEFAULT_GRID, expand
+from alloctune.sim.replay import replay
+from alloctune.sim.trace import load_trace
 from alloctune.workload.command import check_command, command_workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +39,10 @@ ASYNC = "backend:cudaMallocAsync"
 MiB = 2**20
 
 # The stand-in Python. Probe calls: one GPU (parsing settings goes to the real torch). Anything else is the user's
-# command: it logs the setting it got ('R' marks a recording run) and writes what the hook would, for one process.
-# cudaMallocAsync's pool is taken as 6% above the program's live bytes and its context 70 MiB larger than the
-# native allocator's (both as on the H200, results/transformer-packed-h200-20261129-234801).
+# command: it logs the setting it got ('R' marks a recording run) and writes what the hook would, for one process,
+# with the peaks of the trace replayed under that setting (the `peaks` fixture). cudaMallocAsync's pool is taken as
+# 6% above the program's live bytes and its context 70 MiB larger than the native allocator's (both as on the H200,
+# results/transformer-packed-h200-20261129-234801).
 PYTHON = """
 import importlib.metadata, json, os, random, shutil, sys, time
 if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
@@ -47,8 +54,6 @@ if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
     sys.exit(0)
 if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
     os.execv({python!r}, [{python!r}, *sys.argv[1:]])
-from alloctune.sim.replay import replay
-from alloctune.sim.trace import load_trace
 conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
 spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.trial.child"] else None   # a workload's
 recording = bool(spec["record_trace"]) if spec else os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
@@ -56,15 +61,12 @@ with open({log!r}, "a") as f:
     f.write(("R" if recording else "") + conf + "\\n")
 runs = len(open({log!r}).read().splitlines())
 plan = json.loads({plan!r})
-trace = load_trace({trace!r})
-[outcome] = replay(trace, ["" if "cudaMallocAsync" in conf else conf], int(trace.meta["device_total_bytes"]),
-                   jobs=1, torch_version=importlib.metadata.version("torch"))
-m = outcome.measurement()
-reserved, context = m.peak_reserved_bytes, 782 * 2**20
+m = json.load(open({peaks!r}))["" if "cudaMallocAsync" in conf else conf]
+reserved, context = m["peak_reserved_bytes"], 782 * 2**20
 if "cudaMallocAsync" in conf:
-    reserved, context = int(m.peak_requested_bytes * 1.06), 852 * 2**20
-device = dict(device=0, peak_reserved_bytes=reserved, peak_allocated_bytes=m.peak_allocated_bytes,
-              peak_requested_bytes=m.peak_requested_bytes, num_alloc_retries=0, num_ooms=0,
+    reserved, context = int(m["peak_requested_bytes"] * 1.06), 852 * 2**20
+device = dict(device=0, peak_reserved_bytes=reserved, peak_allocated_bytes=m["peak_allocated_bytes"],
+              peak_requested_bytes=m["peak_requested_bytes"], num_alloc_retries=0, num_ooms=0,
               device_peak_used_bytes=reserved + context)
 rate = plan["rate"] * plan["factors"].get(conf, 1.0) * (1 + random.Random(runs).uniform(-plan["noise"], plan["noise"]))
 if spec:
@@ -85,14 +87,28 @@ json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.me
 """
 
 
-def standin(tmp_path: Path, factors: dict | None = None, noise: float = 0.005) -> Path:
+@pytest.fixture(scope="module")
+def peaks(tmp_path_factory) -> Path:
+    """A file of the peaks of the shipped trace replayed under each setting of the default grid but the backend
+    switch (which the simulator cannot replay), as the trial's own torch would: the stand-in's trials read them."""
+    trace = load_trace(TRACE)
+    confs = [str(c) for c in expand(DEFAULT_GRID) if not c.is_async]
+    outcomes = replay(trace, confs, int(trace.meta["device_total_bytes"]), jobs=1,
+                      torch_version=importlib.metadata.version("torch"))
+    path = tmp_path_factory.mktemp("peaks") / "peaks.json"
+    path.write_text(json.dumps({conf: asdict(o.measurement()) for conf, o in zip(confs, outcomes)}))
+    return path
+
+
+def standin(tmp_path: Path, peaks: Path, factors: dict | None = None, noise: float = 0.005) -> Path:
     """The stand-in GPU interpreter, its trials logged to tmp_path/ran.log; `factors`: throughput per setting,
     against the default's; `noise`: each run's rate is off by up to this share."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     python = tmp_path / "bin" / "python3"   # a name that says Python: a command starting with it runs under it
     plan = json.dumps({"rate": 50.0, "factors": factors or {}, "noise": noise})
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
-        torch=torch.__version__, python=sys.executable, trace=str(TRACE), log=str(tmp_path / "ran.log"), plan=plan)))
+        torch=torch.__version__, python=sys.executable, trace=str(TRACE), peaks=str(peaks),
+        log=str(tmp_path / "ran.log"), plan=plan)))
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     return python
 
@@ -101,10 +117,10 @@ def ran(tmp_path: Path) -> list[str]:
     return (tmp_path / "ran.log").read_text().splitlines()
 
 
-def command_sweep(tmp_path: Path, factors: dict | None = None, noise: float = 0.005,
+def command_sweep(tmp_path: Path, peaks: Path, factors: dict | None = None, noise: float = 0.005,
                   **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
     """`sweep -- python3 job.py` of the default grid on the stand-in GPU; what ran, in order ('R': recording)."""
-    python = standin(tmp_path, factors, noise)
+    python = standin(tmp_path, peaks, factors, noise)
     job = tmp_path / "job.py"
     job.write_text("# run by the stand-in\n")
     spec = command_workload(check_command([str(python), str(job)]), name="job")
@@ -112,10 +128,11 @@ def command_sweep(tmp_path: Path, factors: dict | None = None, noise: float = 0.
     return outcome, ran(tmp_path)
 
 
-def workload_sweep(tmp_path: Path, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+def workload_sweep(tmp_path: Path, peaks: Path, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
     workload = tmp_path / "w.yaml"
     workload.write_text("name: w\nkind: hpsearch\nunit: tokens\nsteps: 1\n")
-    outcome = alloctune.sweep(workload, pythons=[str(standin(tmp_path))], out=tmp_path / "out", timeout_s=120, **kw)
+    python = standin(tmp_path, peaks)
+    outcome = alloctune.sweep(workload, pythons=[str(python)], out=tmp_path / "out", timeout_s=120, **kw)
     return outcome, ran(tmp_path)
 
 
@@ -136,9 +153,9 @@ def skipped(outcome) -> set[str]:
 OTHERS = {"max_split_size_mb:512", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"}   # the finalists beside ES
 
 
-def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path):
+def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path, peaks):
     estimates = []
-    outcome, order = command_sweep(tmp_path, estimate=estimates.append)
+    outcome, order = command_sweep(tmp_path, peaks, estimate=estimates.append)
     assert outcome.backend == Backend.HYBRID   # auto, for a command on a GPU
     # one extra trial records the trace; then only ES can win: the default and ES, MIN_ROUNDS rounds, closed
     assert order == ["R"] + ["", ES] * MIN_ROUNDS + [""] and len(gpu_trials(outcome)) == 8
@@ -153,11 +170,11 @@ def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path):
     assert all(e.seconds_left is not None and e.seconds_done > 0 for e in estimates[1:])
 
 
-def test_a_resumed_sweep_estimates_only_the_trials_it_has_left(tmp_path):
+def test_a_resumed_sweep_estimates_only_the_trials_it_has_left(tmp_path, peaks):
     """A noisy job runs its rounds to --max-repeats; cut before its last two trials (as an interrupt leaves it) and
     run again, the estimate counts those two, not every round again (found on the H200: 'about 41 trials' for a
     sweep of 23 with 2 left)."""
-    full, order = command_sweep(tmp_path, noise=0.25, max_repeats=5)
+    full, order = command_sweep(tmp_path, peaks, noise=0.25, max_repeats=5)
     total = len(gpu_trials(full))
     assert total > 2 * MIN_ROUNDS + 2   # the rounds went past MIN_ROUNDS: the interval stayed wide
     trials = full.folder.path / "trials.jsonl"
@@ -165,16 +182,16 @@ def test_a_resumed_sweep_estimates_only_the_trials_it_has_left(tmp_path):
     info = json.loads((full.folder.path / "sweep.json").read_text())
     (full.folder.path / "sweep.json").write_text(json.dumps({**info, "finished": False}))
     estimates = []
-    again, _ = command_sweep(tmp_path, noise=0.25, max_repeats=5, estimate=estimates.append)
+    again, _ = command_sweep(tmp_path, peaks, noise=0.25, max_repeats=5, estimate=estimates.append)
     assert len(ran(tmp_path)) == len(order) + 2 and len(gpu_trials(again)) == total
     assert estimates and all(e.trials <= total + 1 for e in estimates), [e.trials for e in estimates]
 
 
-def test_the_next_candidate_is_measured_once_the_winner_is_refused(tmp_path):
+def test_the_next_candidate_is_measured_once_the_winner_is_refused(tmp_path, peaks):
     """ES 10% slower: refused after its MIN_ROUNDS rounds. Then the default leads the native settings, and it
     reserves 6% above the live bytes, so the backend switch is measured: once, as its device memory is above the
     default's."""
-    outcome, order = command_sweep(tmp_path, factors={ES: 0.9})
+    outcome, order = command_sweep(tmp_path, peaks, factors={ES: 0.9})
     assert order == ["R"] + ["", ES] * MIN_ROUNDS + ["", ASYNC, ""]
     choice = measured_choice(outcome)
     assert choice.best.conf == "" and choice.decision.code is Code.KEEP_DEFAULT
@@ -184,8 +201,8 @@ def test_the_next_candidate_is_measured_once_the_winner_is_refused(tmp_path):
     assert skipped(outcome) == OTHERS
 
 
-def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_win(tmp_path):
-    outcome, order = workload_sweep(tmp_path, backend="cuda")
+def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_win(tmp_path, peaks):
+    outcome, order = workload_sweep(tmp_path, peaks, backend="cuda")
     grid = order[:7]
     assert grid[0] == "" and len(set(grid)) == 7 and ASYNC in grid      # the first round: every setting
     assert order[7:] == ["", ES] * (MIN_ROUNDS - 1) + [""]              # 12 trials (22 before memory first)
@@ -195,14 +212,14 @@ def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_w
     assert runners.pop("") is Code.COSTS_MORE and set(runners.values()) == {Code.MORE_MEMORY} and ASYNC in runners
 
 
-def test_a_hybrid_workload_sweep_counts_its_recording_as_the_first_default(tmp_path):
-    outcome, order = workload_sweep(tmp_path, backend="hybrid")
+def test_a_hybrid_workload_sweep_counts_its_recording_as_the_first_default(tmp_path, peaks):
+    outcome, order = workload_sweep(tmp_path, peaks, backend="hybrid")
     assert order == ["R", ES] + ["", ES] * (MIN_ROUNDS - 1) + [""] and len(gpu_trials(outcome)) == 7
     assert measured_choice(outcome).best.conf == ES and skipped(outcome) == OTHERS | {ASYNC}
 
 
-def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path):
-    python = standin(tmp_path)
+def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path, peaks):
+    python = standin(tmp_path, peaks)
     job = tmp_path / "job.py"
     job.write_text("# run by the stand-in\n")
     done = subprocess.run([sys.executable, "-m", "alloctune", "sweep", "--results", str(tmp_path / "r"), "--",

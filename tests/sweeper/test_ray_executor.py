@@ -2,13 +2,17 @@
 executor and the simulator.
 
 No GPU here, so trials run under a stand-in interpreter (`STANDIN`): its probe answers as this torch would beside
-two GPUs, and its trial child replays the workload's recorded allocation trace under the trial's setting through
-alloctune's simulator, so every trial has real, repeatable figures. Everything around it is the real thing: the
-Ray tasks, the runner's fresh child process and its read-back, the driver's trials file, selection. Each stand-in
-child also reports its pid, parent, CUDA_VISIBLE_DEVICES and when it ran.
+two GPUs, and its trial child reports the figures of the workload's recorded allocation trace replayed under the
+trial's setting through alloctune's simulator (the `peaks` fixture), so every trial has real, repeatable figures.
+Everything around it is the real thing: the Ray tasks, the runner's fresh child process and its read-back, the
+driver's trials file, selection. Each stand-in child also reports its pid, parent, CUDA_VISIBLE_DEVICES and when it
+ran.
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib.metadata
+import json
 import os
 import signal
 import socket
@@ -25,10 +29,12 @@ import alloctune
 from alloctune.errors import AlloctuneError
 from alloctune.results.records import TrialState
 from alloctune.results.trials import TrialStore
+from alloctune.settings.conf import AllocConf
+from alloctune.sim.replay import replay
+from alloctune.sim.trace import load_trace
 
 ray = pytest.importorskip("ray")
-# One worker, one local Ray (--dist loadgroup); every test here is a sweep end to end.
-pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
+pytestmark = pytest.mark.slow   # every test here is a sweep end to end
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
@@ -38,8 +44,8 @@ GPU = "Stand-in GPU"
 
 STANDIN = '''\
 #!{python}
-import dataclasses, importlib.metadata, json, os, signal, sys, time
-STATE, TRACE, GPU = {state!r}, {trace!r}, {gpu!r}
+import importlib.metadata, json, os, signal, sys, time
+STATE, PEAKS, GPU = {state!r}, {peaks!r}, {gpu!r}
 if sys.argv[1] != "-m":  # a script: run it as python would
     import runpy
     sys.argv = sys.argv[1:]
@@ -68,21 +74,29 @@ if os.path.exists(os.path.join(STATE, "hang")):
     open(os.path.join(STATE, "child.dir"), "w").write(os.path.dirname(sys.argv[3]))   # the trial's folder
     open(os.path.join(STATE, "child.pid"), "w").write(str(os.getpid()))
     time.sleep(600)
-from alloctune.sim.replay import replay
-from alloctune.sim.trace import load_trace
-trace = load_trace(TRACE)
 torch_version = importlib.metadata.version("torch")
-[outcome] = replay(trace, [spec["conf"]], int(trace.meta["device_total_bytes"]), budget_bytes=spec["budget_bytes"],
-                   torch_version=torch_version, jobs=1)
-m = outcome.measurement()
+m = json.load(open(PEAKS))[spec["conf"]]
 time.sleep(0.3)  # hold the "GPU" a moment: trials sharing one would overlap in time
 other = os.path.join(STATE, "gpu-" + (spec["conf"] or "default"))  # this trial "runs on" another GPU model
 env = dict(torch=torch_version, gpu=open(other).read() if os.path.exists(other) else GPU, pid=os.getpid(),
            ppid=os.getppid(), start=start, end=time.time(), cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
            cwd=os.getcwd())
-json.dump(dict(state="oom" if m.num_ooms else "ok", measurement=dataclasses.asdict(m), effective_conf=spec["conf"],
-               env=env), open(spec["result"], "w"))
+json.dump(dict(state="oom" if m["num_ooms"] else "ok", measurement=m, effective_conf=spec["conf"], env=env),
+          open(spec["result"], "w"))
 '''
+
+
+@pytest.fixture(scope="module")
+def peaks(tmp_path_factory) -> str:
+    """A file of the trace's figures replayed under each setting of GRID (no budget: no test here gives one), as the
+    trials' own torch would, by setting: what the stand-in's trials report."""
+    trace = load_trace(TRACE)
+    confs = [str(AllocConf.parse(c)) for c in GRID]
+    outcomes = replay(trace, confs, int(trace.meta["device_total_bytes"]), jobs=1,
+                      torch_version=importlib.metadata.version("torch"))
+    path = tmp_path_factory.mktemp("peaks") / "peaks.json"
+    path.write_text(json.dumps({conf: dataclasses.asdict(o.measurement()) for conf, o in zip(confs, outcomes)}))
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +110,13 @@ def cluster():
 
 
 # A user's command as the start-up hook would report it from a GPU process: its peaks (the trace replayed under the
-# setting it was given) in the hook's per-process file.
+# setting it was given: `peaks`) in the hook's per-process file.
 JOB = '''\
 import importlib.metadata, json, os
-from alloctune.sim.replay import replay
-from alloctune.sim.trace import load_trace
 conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-trace = load_trace({trace!r})
-[outcome] = replay(trace, [conf], int(trace.meta["device_total_bytes"]), jobs=1,
-                   torch_version=importlib.metadata.version("torch"))
-m = outcome.measurement()
-device = dict(device=0, peak_reserved_bytes=m.peak_reserved_bytes, peak_allocated_bytes=m.peak_allocated_bytes,
-              num_alloc_retries=m.num_alloc_retries, num_ooms=m.num_ooms)
+m = json.load(open({peaks!r}))[conf]
+device = dict(device=0, peak_reserved_bytes=m["peak_reserved_bytes"], peak_allocated_bytes=m["peak_allocated_bytes"],
+              num_alloc_retries=m["num_alloc_retries"], num_ooms=m["num_ooms"])
 json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.metadata.version("torch"),
                effective_conf=conf, devices=[device], cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES")),
           open(os.path.join(os.environ["ALLOCTUNE_HOOK_OUT"], f"proc-{{os.getpid()}}.json"), "w"))
@@ -115,12 +124,12 @@ json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.me
 
 
 @pytest.fixture
-def standin(tmp_path):
+def standin(tmp_path, peaks):
     state = tmp_path / "state"
     state.mkdir()
     (tmp_path / "bin").mkdir()
     path = tmp_path / "bin" / "python3"  # a name that says Python: a command starting with it runs under it
-    path.write_text(STANDIN.format(python=sys.executable, state=str(state), trace=str(TRACE), gpu=GPU))
+    path.write_text(STANDIN.format(python=sys.executable, state=str(state), peaks=peaks, gpu=GPU))
     path.chmod(0o755)
     return str(path), state
 
@@ -177,12 +186,12 @@ def test_a_trial_asking_for_two_gpus_holds_both_alone(cluster, standin, tmp_path
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
 
 
-def test_a_command_sweeps_on_ray_as_it_does_locally(cluster, standin, tmp_path):
+def test_a_command_sweeps_on_ray_as_it_does_locally(cluster, standin, peaks, tmp_path):
     from alloctune.workload.command import check_command, command_workload
 
     python, _ = standin
     job = tmp_path / "job.py"
-    job.write_text(JOB.format(trace=str(TRACE)))
+    job.write_text(JOB.format(peaks=peaks))
     spec = command_workload(check_command([python, str(job)]), name="job")
     outcomes = [alloctune.sweep(spec, grid=GRID, repeats=1, backend="cuda", results_root=tmp_path / name,
                                 gpus=gpus, executor=name)
