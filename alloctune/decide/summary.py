@@ -18,7 +18,7 @@ from typing import Iterable
 
 from ..errors import ResultsError
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, Measurement, TrialRecord, TrialState, decision_group
-from ..settings.conf import AllocConf
+from ..settings.conf import AllocConf, conf_label
 from .device import DEVICE_AGREEMENT, Contamination, device_memory, plausible_device, takes_whole_card
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
 
@@ -97,7 +97,7 @@ class SettingResult:
 
     @property
     def label(self) -> str:
-        return self.conf or "default"
+        return conf_label(self.conf)
 
     @property
     def is_default(self) -> bool:

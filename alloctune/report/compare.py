@@ -33,7 +33,7 @@ from ..decide.device import device_memory, takes_whole_card
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
-from ..settings.conf import canonical
+from ..settings.conf import canonical, conf_label
 from ..units import format_bytes, plural
 
 
@@ -120,7 +120,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        return self.conf or "default"
+        return conf_label(self.conf)
 
 
 @dataclass

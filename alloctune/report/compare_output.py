@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
 from ..files import write_file
+from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
 from .compare import Column, Comparison, Mark, Row, budget_label
@@ -75,7 +76,7 @@ def _best_text(comparison: Comparison, j: int, name: Callable[[str], str] | None
     column = comparison.columns[j]
     if column.best is None:
         return note(column.best_note)
-    text = name(column.best) if name else column.best or "default"
+    text = name(column.best) if name else conf_label(column.best)
     changed = comparison.best_changed(j)
     if j and changed is not None:
         text += " (changed)" if changed else " (same)"
@@ -120,7 +121,7 @@ def render_table(comparison: Comparison, width: int = 100) -> tuple[Table, list[
     def number(j: int, conf: str) -> str:
         """The best setting of column j as the number of its row."""
         n = next((i for i, row in enumerate(rows, 1) if row.conf == conf and row.cells[j] is not None), None)
-        return f"({n})" if n else conf or "default"
+        return f"({n})" if n else conf_label(conf)
 
     def table_of(numbered: bool, lettered: bool) -> Table:
         table = Table(title=title, show_lines=True)

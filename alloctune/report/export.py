@@ -37,7 +37,7 @@ from .. import __version__
 from ..errors import AlloctuneError, OptionText, ResultsError
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
 from ..results.records import TrialState
-from ..settings.conf import AllocConf
+from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
@@ -223,7 +223,7 @@ def _check_setting(folder: ResultsFolder, choice: ChoiceRecord) -> None:
 def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
     """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment."""
     wanted = str(AllocConf.parse(conf))
-    label = wanted or "default"
+    label = conf_label(wanted)
     env_id, backend = choice.env_id, choice.backend
     trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
     if not trials:
@@ -231,7 +231,7 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, con
         if reason:
             raise ResultsError(OptionText("{path}: {conf} {label!r} was skipped for {env}: {reason}",
                                           path=folder.path, label=label, env=env_id, reason=reason))
-        ran = sorted({r.conf or "default" for r in folder.trials() if r.env_id == env_id and r.backend == backend})
+        ran = sorted({conf_label(r.conf) for r in folder.trials() if r.env_id == env_id and r.backend == backend})
         raise ResultsError(OptionText("{path}: {conf} {label!r} was not run for {env} ({backend}); settings run: "
                                       "{ran}", path=folder.path, label=label, env=env_id, backend=backend,
                                       ran=", ".join(ran) or "none"))

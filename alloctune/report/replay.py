@@ -13,6 +13,7 @@ from ..settings.grid import Skip
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
 from ..sim.trace import Trace
 from ..units import format_bytes
+from ..settings.conf import conf_label
 from .layout import say
 from .tables import figures_table, in_unit, keep_columns, print_table, size_unit, whole_settings
 
@@ -168,7 +169,7 @@ def print_maximum(console: Console, maximum: list[dict], traces: list[str]) -> N
     names a trace by its number and the paths follow it, one a line)."""
     unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
     headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in\ntrace", f"GPU\nres.\n{unit[0]}"]
-    rows = [[row["conf"] or "default", in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
+    rows = [[conf_label(row["conf"]), in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
              f"#{traces.index(row['trace']) + 1}", in_unit(row["measured_peak_reserved_bytes"], unit)]
             for row in maximum]
     keep = keep_columns(headers, rows, always=headers[:4])

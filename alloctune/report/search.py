@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.text import Text
 
+from ..settings.conf import conf_label
 from ..sim.search import SearchResult
 from ..units import format_bytes
 from .layout import say
@@ -50,7 +51,7 @@ def front_table(result: SearchResult, with_setting: bool):
         c = member.candidate
         vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
               else "-")
-        rows.append([str(n), *([c.conf or "default"] if with_setting else []), format_bytes(c.peak_reserved),
+        rows.append([str(n), *([conf_label(c.conf)] if with_setting else []), format_bytes(c.peak_reserved),
                      f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs])
     headers = ["#", *(["setting"] if with_setting else []), "peak\nreserved", "res/\nalloc", "retries", "keys",
                "vs\ndefault"]

@@ -14,6 +14,7 @@ from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, measured_env_id, peak_row
 from ..units import format_bytes
+from ..settings.conf import conf_label
 from .problems import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
@@ -199,7 +200,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     if info.skipped:
         lines += ["## Skipped settings", "",
                   markdown_table(("setting", "environment", "reason"),
-                                 ((s.conf or "default", s.env_id or "all", s.reason) for s in info.skipped)), ""]
+                                 ((conf_label(s.conf), s.env_id or "all", s.reason) for s in info.skipped)), ""]
     lines += ["## Environment", ""]
     env_ids = sorted({s.env_id for s in settings} | set(info.envs))
     for env_id in env_ids:

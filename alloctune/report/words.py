@@ -18,6 +18,7 @@ from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
 from ..results.records import ThroughputSource
 from ..units import format_bytes, plural
+from ..settings.conf import conf_label
 from .problems import known_problem
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -38,10 +39,6 @@ def recorded_words(recorded: int, planned: int | None) -> str:
     if planned is not None and recorded < planned:
         return f"{recorded} of {planned} planned trials recorded"
     return f"stopped before its end, after {plural(recorded, 'trial')}"
-
-
-def label(conf: str) -> str:
-    return conf or "default"
 
 
 def process_name(row: dict) -> str:
@@ -141,7 +138,7 @@ def _no_default(f: Measure, _: Refusals) -> str:
 
 
 def _default_failed(f: DefaultFailed, _: Refusals) -> str:
-    return (f"the default {_failed(f.default)}; {label(f.winner)} is the lowest {f.measure} "
+    return (f"the default {_failed(f.default)}; {conf_label(f.winner)} is the lowest {f.measure} "
             f"({format_bytes(f.peak_bytes)}) of the {f.fitting} settings that fit")
 
 
@@ -149,7 +146,7 @@ def _keep_default(f: KeepDefault, _: Refusals) -> str:
     text = (f"no setting lowers {f.measure} by more than {f.tie:.0%} below the default's "
             f"{format_bytes(f.default_bytes)} and meets the rules: keep the default")
     if f.closest is not None and f.closest_bytes is not None:
-        text += (f" (closest: {label(f.closest)} at {format_bytes(f.closest_bytes)}, "
+        text += (f" (closest: {conf_label(f.closest)} at {format_bytes(f.closest_bytes)}, "
                  f"{_pct(f.closest_bytes, f.default_bytes)})")
     return text
 
@@ -160,7 +157,7 @@ def _refused(head: str, separator: str) -> Callable[[RefusedLower, Refusals], st
     def say(f: RefusedLower, refusals: Refusals) -> str:
         verb = head if len(f.refused) != 1 else head.replace("were ", "was ", 1)
         return (f"{plural(len(f.refused), 'setting')} {verb}: "
-                + "; ".join(f"{label(conf)}{separator}{sentence(refusals[conf])}" for conf in f.refused))
+                + "; ".join(f"{conf_label(conf)}{separator}{sentence(refusals[conf])}" for conf in f.refused))
     return say
 
 
@@ -188,9 +185,9 @@ def _lost(t: TieBreak) -> str:
 
 
 def _ties(f: Ties, _: Refusals) -> str:
-    return "; ".join(f"{label(t.conf)} came within {f.tie:.0%} of its {t.measure or f.measure} "
+    return "; ".join(f"{conf_label(t.conf)} came within {f.tie:.0%} of its {t.measure or f.measure} "
                      f"({format_bytes(t.peak_bytes)}, {_pct(t.peak_bytes, t.winner_bytes or f.winner_bytes)}); "
-                     f"{label(f.winner)} wins the tie {_won(t.tie_break)}" for t in f.tied)
+                     f"{conf_label(f.winner)} wins the tie {_won(t.tie_break)}" for t in f.tied)
 
 
 def _unstable(f: Unstable, _: Refusals) -> str:
@@ -202,12 +199,12 @@ def _contaminated(f: Contaminated, _: Refusals) -> str:
     def one(conf: str, c: Contamination) -> str:
         context = (f"its {format_bytes(c.context_bytes)} outside the allocator" if c.context_measured
                    else f"{format_bytes(c.context_bytes)} allowed for the CUDA context and libraries")
-        return (f"{label(conf)} repeat {c.repeat + 1} read {format_bytes(c.device_bytes)} of device memory, more "
+        return (f"{conf_label(conf)} repeat {c.repeat + 1} read {format_bytes(c.device_bytes)} of device memory, more "
                 f"than {c.tie:.0%} above its peak reserved {format_bytes(c.reserved_bytes)} plus {context}")
 
     parts = [one(s.conf, c) for s in f.settings for c in s.repeats]
-    used = "; ".join(f"{label(s.conf)} keeps {format_bytes(s.used_bytes)} from its other repeats"
-                     if s.used_bytes is not None else f"{label(s.conf)} has no device figure left"
+    used = "; ".join(f"{conf_label(s.conf)} keeps {format_bytes(s.used_bytes)} from its other repeats"
+                     if s.used_bytes is not None else f"{conf_label(s.conf)} has no device figure left"
                      for s in f.settings)
     return (f"device memory contaminated by other processes on the GPU, not used: {'; '.join(parts)} ({used})")
 
@@ -215,7 +212,7 @@ def _contaminated(f: Contaminated, _: Refusals) -> str:
 def _device_spread(f: DeviceSpread, _: Refusals) -> str:
     return ("device memory moved between repeats by more than "
             f"{f.agreement:.0%}, the lowest is used (other processes only add to it): "
-            + "; ".join(f"{label(s.conf)} +{_spread(s.spread):.1%}, {format_bytes(s.used_bytes)} used"
+            + "; ".join(f"{conf_label(s.conf)} +{_spread(s.spread):.1%}, {format_bytes(s.used_bytes)} used"
                         for s in f.settings))
 
 
@@ -227,12 +224,12 @@ def _loses_on_memory(f: Unmeasured, _: Refusals) -> str:
     head = f"not measured on the GPU: its {f.measure} ({format_bytes(f.peak_bytes)}, {_whose(f.predicted)}) is"
     if not f.winner:
         return f"{head} above the default's ({format_bytes(f.winner_bytes)}), and raising memory is never recommended"
-    return (f"{head} more than {f.tie:.0%} above {label(f.winner)}'s ({format_bytes(f.winner_bytes)}), which was not "
+    return (f"{head} more than {f.tie:.0%} above {conf_label(f.winner)}'s ({format_bytes(f.winner_bytes)}), which was not "
             f"refused")
 
 
 def _backend_skipped(f: BackendSkipped, _: Refusals) -> str:
-    return (f"not measured: {label(f.winner)}'s peak reserved ({format_bytes(f.winner_bytes)}, "
+    return (f"not measured: {conf_label(f.winner)}'s peak reserved ({format_bytes(f.winner_bytes)}, "
             f"{_whose(f.predicted)}) is within {f.tie:.0%} of the program's peak requested bytes "
             f"({format_bytes(f.requested_bytes)}), and no allocator holds less than the live bytes: a backend switch "
             f"can at best tie, and a tie goes to the native allocator")
@@ -269,7 +266,7 @@ def _whole_card(f: WholeCard, _: Refusals) -> str:
         return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else items[0]
 
     one = len(f.settings) == 1
-    return (f"{joined([label(s.conf) for s in f.settings])} took (nearly) the whole card: {f.measure} "
+    return (f"{joined([conf_label(s.conf) for s in f.settings])} took (nearly) the whole card: {f.measure} "
             f"{joined([format_bytes(s.peak_bytes) for s in f.settings])} of its {format_bytes(f.device_bytes)}, so "
             f"{'it fits' if one else 'they fit'} only because nothing else runs on the card")
 

@@ -26,6 +26,11 @@ _SAFE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DivisionList = tuple[tuple["int | str", int], ...]
 
 
+
+def conf_label(conf: str) -> str:
+    """What tables and sentences call a canonical setting: 'default' for the empty one."""
+    return conf or "default"
+
 @dataclass(frozen=True)
 class AllocConf:
     """One allocator setting. `None` means "key not given" (PyTorch's default applies).
@@ -79,8 +84,7 @@ class AllocConf:
 
     @property
     def label(self) -> str:
-        """What tables show: 'default' for the empty setting."""
-        return str(self) or "default"
+        return conf_label(str(self))
 
     @property
     def is_default(self) -> bool:
