@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from ..report.compare import DEFAULT_FACTOR
 from ..report.layout import say
 from .args import console
 
@@ -17,7 +18,7 @@ def _factor(text: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1) such as 0.05, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1) such as {DEFAULT_FACTOR}, got {text!r}")
     return value
 
 
@@ -29,8 +30,8 @@ def register(subparsers) -> None:
                     "improvements, new and fixed failures and incomparable rows. Writes compare.md and compare.png.")
     p.add_argument("folders", nargs="+", metavar="RESULTS",
                    help="results folders (or folders of them); the first environment is the baseline")
-    p.add_argument("--factor", type=_factor, default=0.05,
-                   help="relative change beyond which memory or throughput counts as changed (default 0.05)")
+    p.add_argument("--factor", type=_factor, default=DEFAULT_FACTOR,
+                   help=f"relative change beyond which memory or throughput counts as changed (default {DEFAULT_FACTOR})")
     p.add_argument("-o", "--output", metavar="DIR", default=".",
                    help="where to write compare.md and compare.png (default: the current folder)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")

@@ -36,6 +36,8 @@ from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical, conf_label
 from ..units import format_bytes, plural
 
+DEFAULT_FACTOR = 0.05   # a relative change of memory or throughput beyond this counts as changed
+
 
 class Mark(str, enum.Enum):
     BASELINE = "baseline"
@@ -145,7 +147,7 @@ class Comparison:
         return data
 
 
-def compare(folders: list[ResultsFolder], factor: float = 0.05) -> Comparison:
+def compare(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR) -> Comparison:
     """Every (workload, setting) row across every environment column of `folders`, judged against column 0."""
     if not 0 < factor < 1:
         raise ValueError(f"factor must be in (0, 1), got {factor!r}")
