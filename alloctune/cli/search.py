@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if not tasks:
             bar.start()
             tasks.append(bar.add_task("", total=total))
-        text = f"best {format_bytes(best.peak_reserved)}: {best.conf or 'default'}" if best and best.fits else ""
+        text = f"best {format_bytes(best.peak_reserved)}: {conf_label(best.conf)}" if best and best.fits else ""
         # A setting is never cut: one too long for the bar is left out, its figure stays.
         text = text if len(text) <= 60 else text.partition(":")[0]
         bar.update(tasks[0], completed=done, total=total, description=escape(text))

@@ -10,6 +10,7 @@ from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, ExecutorKind, SweepOptions
 from ..units import format_bytes, format_number
@@ -224,7 +225,7 @@ def _print(outcome) -> None:
 
     out = console()
     for skip in outcome.skipped:
-        say(out, Text(f"skipped {skip.conf or 'default'} ({skip.env_id}): {skip.reason}", style="dim"))
+        say(out, Text(f"skipped {conf_label(skip.conf)} ({skip.env_id}): {skip.reason}", style="dim"))
     for choice in outcome.choices:
         print_choice(out, outcome.settings, choice)
     if gpu := _gpu_lines(outcome):
@@ -329,7 +330,7 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
     from rich.markup import escape
 
     m = record.measurement
-    what = f"{record.conf or 'default'} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
+    what = f"{conf_label(record.conf)} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
                                                                   else "")
     if where and record.node:  # on a cluster, which node and GPUs ran it
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError, shown
 from ..files import open_input
+from ..settings.conf import conf_label
 from ..settings.known import Feature, Problem
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
@@ -245,12 +246,12 @@ def _results_message(folder: str) -> OomMessage:
         if os.path.exists(os.path.join(folder, trace)):   # the trace a hybrid sweep recorded into its folder
             trace = os.path.join(folder, trace)
         budget = f" --budget {last.budget_bytes // 2**20}MiB" if last.budget_bytes else ""
-        raise DiagnoseError(f"{folder!r}: its OOM trials were replayed, not run (setting {last.conf or 'default'!r}: "
+        raise DiagnoseError(f"{folder!r}: its OOM trials were replayed, not run (setting {conf_label(last.conf)!r}: "
                             f"{shown(last.error, 200)}), and a replay's OOM leaves no message to diagnose; see the "
                             f"peaks and where it ran out with `alloctune replay {shlex.quote(trace)} --conf "
-                            f"{shlex.quote(last.conf or 'default')}{budget}`, or measure it on a GPU")
+                            f"{shlex.quote(conf_label(last.conf))}{budget}`, or measure it on a GPU")
     if not last.error or not looks_like_message(last.error):
-        raise DiagnoseError(f"{folder!r}: the OOM trial of setting {last.conf or 'default'!r} kept no message "
+        raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "
                             "this reader knows")
     return parse_message(last.error)
 

@@ -200,10 +200,10 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
            markdown_table(["workload", "setting", *(c.label for c in cols)], settings),
            "", "## Best setting per environment\n"]
     for j, c in enumerate(cols):
-        out.append(f"- **{_md(c.label)}**: `{c.best or 'default'}`" + (f" ({_md(c.best_note)})" if c.best_note else "")
+        out.append(f"- **{_md(c.label)}**: `{conf_label(c.best)}`" + (f" ({_md(c.best_note)})" if c.best_note else "")
                    if c.best is not None else f"- **{_md(c.label)}**: {c.best_note}")
         if j and comparison.best_changed(j):
-            out[-1] += f" — changed from `{cols[0].best or 'default'}`"
+            out[-1] += f" — changed from `{conf_label(cols[0].best)}`"
     out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]

@@ -241,5 +241,5 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, con
                                       "{trials} trials", path=folder.path, label=label, env=env_id,
                                       state=failed[0].state.value, failed=len(failed), trials=len(trials)))
     return replace(choice, conf=wanted, is_default=wanted == "",
-                   reasons=(f"set by hand; the sweep chose {choice.conf or 'default'}",))
+                   reasons=(f"set by hand; the sweep chose {conf_label(choice.conf)}",))
 

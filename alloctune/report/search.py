@@ -34,7 +34,7 @@ def print_front(console: Console, result: SearchResult, warnings: list[str]) -> 
     print_table(console, table if whole else front_table(result, with_setting=False))
     for n, member in enumerate(result.front, 1):
         if not whole:   # a setting longer than the line runs past it rather than break
-            console.print(Text(f"  {n}. {member.candidate.conf or 'default'}"), soft_wrap=True)
+            console.print(Text(f"  {n}. {conf_label(member.candidate.conf)}"), soft_wrap=True)
         say(console, Text(f"  {n}. {member.reason}" if whole else f"     {member.reason}"), rest="     ")
     if not result.front:
         say(console, "[red]No setting replayed without running out of memory.[/]")

@@ -27,8 +27,8 @@ DivisionList = tuple[tuple["int | str", int], ...]
 
 
 
-def conf_label(conf: str) -> str:
-    """What tables and sentences call a canonical setting: 'default' for the empty one."""
+def conf_label(conf: str | None) -> str:
+    """What tables and sentences call a canonical setting: 'default' for the empty one (or none)."""
     return conf or "default"
 
 @dataclass(frozen=True)
