@@ -33,7 +33,9 @@ FLAGS = {
 }
 
 
-RESUME = "finished trials are saved, run the same command again to resume"   # what an interrupted sweep leaves
+# What an interrupted sweep leaves: nothing of this run before its first trial ends, then its trials file.
+STARTING = "no trial had finished; running the same command again starts the sweep (or resumes an earlier run's)"
+RESUME = "finished trials are saved, run the same command again to resume"
 
 
 def register(subparsers) -> None:
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
     _command(p.add_argument_group("your own command (sweep -- COMMAND ...)"))
     _how(p)
     _output(p)
-    p.set_defaults(func=run, flags=FLAGS, interrupted=RESUME)
+    p.set_defaults(func=run, flags=FLAGS, interrupted=STARTING)
 
 
 def _what(p) -> None:
@@ -161,7 +163,7 @@ def run(args) -> int:
 
     workload, options = _workload(args), _options(args)
     with Phases(console(stderr=True)) as shown:
-        outcome = sweep(workload, options, callbacks=_callbacks(shown, where=args.executor == ExecutorKind.RAY))
+        outcome = sweep(workload, options, callbacks=_callbacks(shown, args))
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
                         f"plot.png, trials.jsonl)")
@@ -184,14 +186,18 @@ def _options(args):
                            if field.name in FLAGS and field.name != "grid"}, grid=grid or None)
 
 
-def _callbacks(shown: Phases, where: bool):
-    """What the sweep tells as it goes, on standard error: each trial (`where`: on which node), the search's
-    progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases."""
+def _callbacks(shown: Phases, args):
+    """What the sweep tells as it goes, on standard error: each trial (with Ray: on which node), the search's
+    progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases; and,
+    once a trial is saved, what an interrupt leaves (`args.interrupted`)."""
     from rich.markup import escape
 
     from ..sweeper.options import Estimate, SweepCallbacks
 
+    where = args.executor == ExecutorKind.RAY
+
     def progress(record: TrialRecord, done: int, total: int) -> None:
+        args.interrupted = RESUME
         shown.advance(done, total)
         shown.print(_trial_line(record, where=where))
 

@@ -36,6 +36,12 @@ def setup(tmp_path):
                 driver="1", host="h", env_id="torch-2.13.0")))
         elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
             os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])
+        elif os.path.exists({str(tmp_path / "finish-default")!r}) and not os.environ["PYTORCH_CUDA_ALLOC_CONF"]:
+            spec = json.load(open(sys.argv[3]))   # the default's trial, told to finish: what a trial child writes
+            peaks = dict(peak_reserved_bytes=2**30, peak_allocated_bytes=2**29, peak_requested_bytes=2**29,
+                         num_alloc_retries=0, num_ooms=0, device_peak_used_bytes=2**30 + 2**28)
+            json.dump(dict(state="ok", env={{}}, measurement=dict(peaks, throughput=1.0, unit="tokens")),
+                      open(spec["result"], "w"))
         else:  # a trial: start a data-loader-like grandchild, then hang
             g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
             open(os.path.join({str(pids)!r}, str(os.getpid())), "w").write(f"{{os.getpid()}} {{g.pid}}")
@@ -81,7 +87,23 @@ def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
     sweep.send_signal(signal.SIGTERM)
     _, stderr = sweep.communicate(timeout=30)
     assert sweep.returncode == 143
-    assert b"terminated; finished trials are saved" in stderr and b"Traceback" not in stderr
+    # stopped during its first trial: nothing of this run is saved, and it says so
+    assert b"terminated; no trial had finished; running the same command again starts the sweep" in stderr
+    assert b"Traceback" not in stderr
+    assert gone(family, tmp)
+
+
+@pytest.mark.slow
+def test_sigterm_after_a_finished_trial_says_it_is_saved(setup, tmp_path):
+    command, env, pids, tmp = setup
+    (tmp_path / "finish-default").write_text("")   # the default's trial ends; expandable segments' hangs
+    sweep, family = start(command, env, pids)
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=30)
+    assert sweep.returncode == 143
+    assert b"terminated; finished trials are saved, run the same command again to resume" in stderr, stderr
+    [folder] = (tmp_path / "results").iterdir()
+    assert [line for line in (folder / "trials.jsonl").read_text().splitlines() if line.strip()] != []
     assert gone(family, tmp)
 
 
