@@ -58,7 +58,7 @@ class SweepInfo:
     budget_bytes: Budget | None = None
     budget_fraction: float | None = None
     backend: Backend = Backend.CUDA   # CUDA, SIM or HYBRID (an AUTO request is resolved before it is recorded)
-    trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
+    trace: dict[str, Any] | None = None  # replayed: {path, sha256} (`trace_paths`); another trace, another sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
@@ -84,6 +84,16 @@ class SweepInfo:
             if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
                 return skipped.reason
         return None
+
+    @property
+    def trace_paths(self) -> list[str]:
+        """The traces the sweep replays: `trace.paths`, one per process, where a hybrid sweep recorded a command of
+        several; else `trace.path`, the one trace (every folder from before several were kept)."""
+        trace = self.trace or {}
+        paths = trace.get("paths") or ([trace["path"]] if trace.get("path") else [])
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ResultsError(f"{SWEEP_FILE}: field 'trace': expected the path of each trace, got {paths!r}")
+        return paths
 
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
