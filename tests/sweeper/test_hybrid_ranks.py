@@ -1,0 +1,142 @@
+"""A hybrid sweep of a command of two ranks whose allocations differ (as ranks drawing their own data do), without a
+GPU: a stand-in interpreter answers the probe as a one-GPU machine and runs the command as the start-up hook would
+report it for two processes, rank 0 replaying one shipped H200 trace and rank 1 another, each with the peaks of its
+trace replayed under the trial's setting, and each leaving its trace where the recording asks for them.
+
+The pair is chosen so that the rank that peaks changes with the setting (found on the H200 with ddp_train.py: rank 0
+under the default, rank 1 under expandable segments, whose prediction from rank 0's trace alone was 6.7% low): the
+replay of a setting is the job's, the maximum over both ranks' replays."""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import stat
+import sys
+import textwrap
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+from clirun import in_process
+
+import alloctune
+from alloctune.results.records import Backend
+from alloctune.sim.replay import replay
+from alloctune.sim.trace import load_trace, save_trace
+from alloctune.workload.command import check_command, command_workload
+
+TRACES = Path(__file__).resolve().parents[2] / "workloads" / "traces"
+# Under the default rank 0 needs more (39.70 GiB against 39.65), under expandable segments rank 1 (27.29 against 18.96)
+RANKS = (TRACES / "cnn-varres-h200.xz", TRACES / "hpsearch-h200.xz")
+ES = "expandable_segments:True"
+CONFS = ("", ES)
+
+# The stand-in Python: the probe answers as one GPU (parsing settings goes to the real torch); the command logs its
+# setting ('R': recording) and writes, for each rank, the report the hook would (the peaks of that rank's trace under
+# the setting) and, when recording, that rank's trace.
+PYTHON = """
+import importlib.metadata, json, os, shutil, sys
+if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
+    sys.stdin.read()
+    print("ALLOCTUNE-PROBE " + json.dumps(dict(
+        python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
+        cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=143 * 2**30)],
+        driver="1", host="h", env_id="torch-gpu")))
+    sys.exit(0)
+if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
+    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+conf, out = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), os.environ["ALLOCTUNE_HOOK_OUT"]
+recording = os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
+with open({log!r}, "a") as f:
+    f.write(("R" if recording else "") + conf + "\\n")
+for rank, (trace, peaks) in enumerate(json.loads({ranks!r})):
+    pid = os.getpid() * 10 + rank
+    m = json.load(open(peaks))[conf]
+    device = dict(device=0, peak_reserved_bytes=m["peak_reserved_bytes"], peak_allocated_bytes=m["peak_allocated_bytes"],
+                  num_alloc_retries=0, num_ooms=0)
+    if recording:
+        shutil.copy(trace, os.path.join(out, f"trace-{{pid}}.pickle"))
+    json.dump(dict(pid=pid, rank=rank, cuda=True, torch_version=importlib.metadata.version("torch"),
+                   effective_conf=conf, devices=[device]), open(os.path.join(out, f"proc-{{pid}}.json"), "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> list[tuple[str, str, dict]]:
+    """Per rank: its trace (a shipped one, with the rank and pid the hook's meta carries), a file of its peaks under
+    each setting, replayed as the trial's own torch would, and those peaks."""
+    folder = tmp_path_factory.mktemp("ranks")
+    out = []
+    for rank, path in enumerate(RANKS):
+        trace = load_trace(path)
+        trace.meta.update(rank=rank, pid=1000 + rank)
+        save_trace(trace, folder / f"rank{rank}.xz")
+        outcomes = replay(trace, list(CONFS), int(trace.meta["device_total_bytes"]), jobs=1,
+                          torch_version=importlib.metadata.version("torch"))
+        peaks = {conf: asdict(o.measurement()) for conf, o in zip(CONFS, outcomes)}
+        (folder / f"peaks{rank}.json").write_text(json.dumps(peaks))
+        out.append((str(folder / f"rank{rank}.xz"), str(folder / f"peaks{rank}.json"), peaks))
+    return out
+
+
+def sweep(tmp_path: Path, ranks) -> tuple[alloctune.SweepOutcome, list[str]]:
+    """`sweep --grid ES -- python3 job.py` on the stand-in GPU into tmp_path/out (resumed if there); what ran."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    python = tmp_path / "bin" / "python3"
+    log = tmp_path / "ran.log"
+    python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
+        torch=torch.__version__, python=sys.executable, log=str(log),
+        ranks=json.dumps([(trace, peaks) for trace, peaks, _ in ranks]))))
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "job.py").write_text("# run by the stand-in\n")
+    spec = command_workload(check_command([str(python), str(tmp_path / "job.py")]), name="job")
+    outcome = alloctune.sweep(spec, grid=[ES], backend="hybrid", repeats=1, finalists=1, out=tmp_path / "out",
+                              timeout_s=60)
+    return outcome, log.read_text().splitlines()
+
+
+def simulated(outcome) -> dict:
+    return {t.conf: t for t in outcome.folder.trials() if t.backend == Backend.SIM}
+
+
+def test_each_setting_is_predicted_by_the_rank_that_peaks_under_it(tmp_path, ranks):
+    reserved = [{conf: peaks[conf]["peak_reserved_bytes"] for conf in CONFS} for _, _, peaks in ranks]
+    assert reserved[0][""] > reserved[1][""] and reserved[1][ES] > reserved[0][ES]   # the pair is what it says
+    outcome, ran = sweep(tmp_path, ranks)
+    assert ran == ["R", "", ES]   # the recording (an extra trial), then the default and the finalist
+    folder = outcome.folder.path
+    assert sorted(p.name for p in folder.glob("trace*")) == ["trace.rank0.xz", "trace.rank1.xz"]
+    assert json.loads((folder / "sweep.json").read_text())["trace"]["paths"] == ["trace.rank0.xz", "trace.rank1.xz"]
+    sim = simulated(outcome)
+    for conf, peaked in (("", 0), (ES, 1)):
+        assert sim[conf].measurement.peak_reserved_bytes == reserved[peaked][conf]   # the maximum over the ranks
+        assert [(r["rank"], r["peak_reserved_bytes"]) for r in sim[conf].processes] == [
+            (0, reserved[0][conf]), (1, reserved[1][conf])]
+    summary = " ".join((folder / "summary.md").read_text().split())
+    assert "## Per process" in summary and f"| {ES} (replayed) | 1 | ok | rank 1 |" in summary
+    assert summary.count("+0.00%") == 2   # predicted against measured: each setting's peak rank, exactly
+    # resumed: nothing is recorded or run again, and the prediction stands
+    again, ran = sweep(tmp_path, ranks)
+    assert ran == ["R", "", ES] and simulated(again)[ES].measurement.peak_reserved_bytes == reserved[1][ES]
+
+
+def test_a_folder_from_before_every_rank_was_kept_still_resumes_and_reports(tmp_path, ranks):
+    outcome, ran = sweep(tmp_path, ranks)
+    folder = outcome.folder.path
+    # as a sweep wrote it then: one trace.xz (the rank that peaked under the default), no list; cut before its last
+    # trial, as an interrupt leaves it
+    (folder / "trace.rank0.xz").rename(folder / "trace.xz")
+    (folder / "trace.rank1.xz").unlink()
+    info = json.loads((folder / "sweep.json").read_text())
+    del info["trace"]["paths"]
+    (folder / "sweep.json").write_text(json.dumps(dict(info, finished=False)))
+    trials = folder / "trials.jsonl"
+    trials.write_text("".join(trials.read_text().splitlines(keepends=True)[:-1]))
+    again, ran_again = sweep(tmp_path, ranks)
+    assert ran_again == ran + [ES]   # the trial it lacked, and no recording
+    assert again.folder.path == folder and again.folder.info().trace_paths == ["trace.xz"]
+    done = in_process("report", folder, "--json")
+    assert done.returncode == 0, done.stderr
+    [report] = json.loads(done.stdout)
+    assert {(c["backend"], c["conf"]) for c in report["choices"]} == {("cuda", ES), ("sim", ES)}
