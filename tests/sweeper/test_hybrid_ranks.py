@@ -52,7 +52,7 @@ with open({log!r}, "a") as f:
     f.write(("R" if recording else "") + conf + "\\n")
 for rank, (trace, peaks) in enumerate(json.loads({ranks!r})):
     pid = os.getpid() * 10 + rank
-    m = json.load(open(peaks))[conf]
+    m = json.load(open(peaks)).get(conf) or json.load(open(peaks))[""]   # a setting a search found: as the default
     device = dict(device=0, peak_reserved_bytes=m["peak_reserved_bytes"], peak_allocated_bytes=m["peak_allocated_bytes"],
                   num_alloc_retries=0, num_ooms=0)
     if recording:
@@ -80,8 +80,9 @@ def ranks(tmp_path_factory) -> list[tuple[str, str, dict]]:
     return out
 
 
-def sweep(tmp_path: Path, ranks) -> tuple[alloctune.SweepOutcome, list[str]]:
-    """`sweep --grid ES -- python3 job.py` on the stand-in GPU into tmp_path/out (resumed if there); what ran."""
+def sweep(tmp_path: Path, ranks, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+    """`sweep --grid ES -- python3 job.py` (or what `kw` asks) on the stand-in GPU into tmp_path/out (resumed if
+    there); what ran."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     python = tmp_path / "bin" / "python3"
     log = tmp_path / "ran.log"
@@ -91,8 +92,8 @@ def sweep(tmp_path: Path, ranks) -> tuple[alloctune.SweepOutcome, list[str]]:
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     (tmp_path / "job.py").write_text("# run by the stand-in\n")
     spec = command_workload(check_command([str(python), str(tmp_path / "job.py")]), name="job")
-    outcome = alloctune.sweep(spec, grid=[ES], backend="hybrid", repeats=1, finalists=1, out=tmp_path / "out",
-                              timeout_s=60)
+    kw = dict(grid=[ES], backend="hybrid", repeats=1, finalists=1, out=tmp_path / "out", timeout_s=60) | kw
+    outcome = alloctune.sweep(spec, **kw)
     return outcome, log.read_text().splitlines()
 
 
@@ -140,3 +141,13 @@ def test_a_folder_from_before_every_rank_was_kept_still_resumes_and_reports(tmp_
     assert done.returncode == 0, done.stderr
     [report] = json.loads(done.stdout)
     assert {(c["backend"], c["conf"]) for c in report["choices"]} == {("cuda", ES), ("sim", ES)}
+
+
+def test_a_search_runs_on_the_rank_peaking_under_the_default_and_its_front_is_replayed_on_each(tmp_path, ranks):
+    outcome, _ = sweep(tmp_path, ranks, grid=None, search=8)
+    [account] = json.loads((outcome.folder.path / "search.json").read_text()).values()
+    assert account["trace"] == "trace.rank0.xz"
+    sim = simulated(outcome)
+    assert set(sim) == {"", *(m["conf"] for m in account["front"])}
+    assert all([r["rank"] for r in t.processes] == [0, 1] for t in sim.values())
+    assert sim[ES].measurement.peak_reserved_bytes == ranks[1][2][ES]["peak_reserved_bytes"]
