@@ -8,8 +8,9 @@ byte in three H200 jobs, and is switched off before the timed pass that gives it
 repeats the default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials.
 A command's recording covers its whole run, so there the recording trial is an extra one, left out of statistics,
 and the default is measured with the sweep's repeats (TrialRecord.extra). The trace is kept in the results folder
-as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a resumed sweep
-neither records nor searches again.
+as `trace.xz`; a command's, one per process that used CUDA, as `trace.rank<N>.xz` (`SweepInfo.trace_paths`), as
+ranks differ and each setting is replayed on all of them (`SimExecutor`); the search's full account as
+`search.json`. Both are read back on resume, so a resumed sweep neither records nor searches again.
 """
 from __future__ import annotations
 
