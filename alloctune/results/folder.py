@@ -89,11 +89,7 @@ class SweepInfo:
     def trace_paths(self) -> list[str]:
         """The traces the sweep replays: `trace.paths`, one per process, where a hybrid sweep recorded a command of
         several; else `trace.path`, the one trace (every folder from before several were kept)."""
-        trace = self.trace or {}
-        paths = trace.get("paths") or ([trace["path"]] if trace.get("path") else [])
-        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-            raise ResultsError(f"{SWEEP_FILE}: field 'trace': expected the path of each trace, got {paths!r}")
-        return paths
+        return _trace_paths(self.trace or {}, SWEEP_FILE)
 
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
@@ -101,7 +97,15 @@ class SweepInfo:
         if not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
             raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
                                f"got {info.max_slowdown!r}")
+        _trace_paths(info.trace or {}, where)
         return info
+
+
+def _trace_paths(trace: dict[str, Any], where: str) -> list[str]:
+    paths = trace.get("paths") or ([trace["path"]] if trace.get("path") else [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ResultsError(f"{where}: field 'trace': expected the path of each trace, got {paths!r}")
+    return paths
 
 
 @dataclass(frozen=True)
