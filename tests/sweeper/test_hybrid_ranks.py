@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import shutil
 import stat
 import sys
 import textwrap
@@ -80,31 +81,49 @@ def ranks(tmp_path_factory) -> list[tuple[str, str, dict]]:
     return out
 
 
-def sweep(tmp_path: Path, ranks, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
-    """`sweep --grid ES -- python3 job.py` (or what `kw` asks) on the stand-in GPU into tmp_path/out (resumed if
-    there); what ran."""
-    (tmp_path / "bin").mkdir(exist_ok=True)
-    python = tmp_path / "bin" / "python3"
-    log = tmp_path / "ran.log"
+def sweep(where: Path, ranks, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+    """`sweep --grid ES -- python3 job.py` (or what `kw` asks) on the stand-in GPU in `where`, into `where`/out
+    unless `out` says (resumed if there); what that stand-in has run so far."""
+    (where / "bin").mkdir(exist_ok=True)
+    python = where / "bin" / "python3"
+    log = where / "ran.log"
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
         torch=torch.__version__, python=sys.executable, log=str(log),
         ranks=json.dumps([(trace, peaks) for trace, peaks, _ in ranks]))))
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
-    (tmp_path / "job.py").write_text("# run by the stand-in\n")
-    spec = command_workload(check_command([str(python), str(tmp_path / "job.py")]), name="job")
-    kw = dict(grid=[ES], backend="hybrid", repeats=1, finalists=1, out=tmp_path / "out", timeout_s=60) | kw
+    (where / "job.py").write_text("# run by the stand-in\n")
+    spec = command_workload(check_command([str(python), str(where / "job.py")]), name="job")
+    kw = dict(grid=[ES], backend="hybrid", repeats=1, finalists=1, out=where / "out", timeout_s=60) | kw
     outcome = alloctune.sweep(spec, **kw)
     return outcome, log.read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, ranks) -> tuple[Path, alloctune.SweepOutcome, list[str]]:
+    """The grid sweep of the two ranks, once for the tests that read or resume a copy of it: where its stand-in
+    is, the outcome, what ran."""
+    where = tmp_path_factory.mktemp("swept")
+    return (where, *sweep(where, ranks))
+
+
+def resumed(swept, ranks, out: Path, change=lambda folder: None) -> tuple[alloctune.SweepOutcome, list[str]]:
+    """The swept folder copied to `out`, changed by `change`, and its sweep run again there; what ran now."""
+    where, outcome, _ = swept
+    shutil.copytree(outcome.folder.path, out)
+    change(out)
+    before = len((where / "ran.log").read_text().splitlines())
+    again, ran = sweep(where, ranks, out=out)
+    return again, ran[before:]
 
 
 def simulated(outcome) -> dict:
     return {t.conf: t for t in outcome.folder.trials() if t.backend == Backend.SIM}
 
 
-def test_each_setting_is_predicted_by_the_rank_that_peaks_under_it(tmp_path, ranks):
+def test_each_setting_is_predicted_by_the_rank_that_peaks_under_it(tmp_path, ranks, swept):
     reserved = [{conf: peaks[conf]["peak_reserved_bytes"] for conf in CONFS} for _, _, peaks in ranks]
     assert reserved[0][""] > reserved[1][""] and reserved[1][ES] > reserved[0][ES]   # the pair is what it says
-    outcome, ran = sweep(tmp_path, ranks)
+    _, outcome, ran = swept
     assert ran == ["R", "", ES]   # the recording (an extra trial), then the default and the finalist
     folder = outcome.folder.path
     assert sorted(p.name for p in folder.glob("trace*")) == ["trace.rank0.xz", "trace.rank1.xz"]
@@ -117,34 +136,42 @@ def test_each_setting_is_predicted_by_the_rank_that_peaks_under_it(tmp_path, ran
     summary = " ".join((folder / "summary.md").read_text().split())
     assert "## Per process" in summary and f"| {ES} (replayed) | 1 | ok | rank 1 |" in summary
     assert summary.count("+0.00%") == 2   # predicted against measured: each setting's peak rank, exactly
-    # resumed: nothing is recorded or run again, and the prediction stands
-    again, ran = sweep(tmp_path, ranks)
-    assert ran == ["R", "", ES] and simulated(again)[ES].measurement.peak_reserved_bytes == reserved[1][ES]
+    # resumed (interrupted before its finalist): nothing is recorded or replayed again, the prediction stands
+    again, ran = resumed(swept, ranks, tmp_path / "out", cut_last_trial)
+    assert ran == [ES] and simulated(again)[ES].measurement.peak_reserved_bytes == reserved[1][ES]
 
 
-def test_a_folder_from_before_every_rank_was_kept_still_resumes_and_reports(tmp_path, ranks):
-    outcome, ran = sweep(tmp_path, ranks)
-    folder = outcome.folder.path
-    # as a sweep wrote it then: one trace.xz (the rank that peaked under the default), no list; cut before its last
-    # trial, as an interrupt leaves it
+def cut_last_trial(folder: Path) -> None:
+    """`folder` as an interrupt leaves it before its last trial."""
+    trials = folder / "trials.jsonl"
+    trials.write_text("".join(trials.read_text().splitlines(keepends=True)[:-1]))
+    info = json.loads((folder / "sweep.json").read_text())
+    (folder / "sweep.json").write_text(json.dumps(dict(info, finished=False)))
+
+
+def as_before(folder: Path) -> None:
+    """`folder` as a sweep wrote it before every rank was kept: one trace.xz (the rank that peaked under the
+    default) and no list; interrupted before its last trial."""
     (folder / "trace.rank0.xz").rename(folder / "trace.xz")
     (folder / "trace.rank1.xz").unlink()
     info = json.loads((folder / "sweep.json").read_text())
     del info["trace"]["paths"]
-    (folder / "sweep.json").write_text(json.dumps(dict(info, finished=False)))
-    trials = folder / "trials.jsonl"
-    trials.write_text("".join(trials.read_text().splitlines(keepends=True)[:-1]))
-    again, ran_again = sweep(tmp_path, ranks)
-    assert ran_again == ran + [ES]   # the trial it lacked, and no recording
-    assert again.folder.path == folder and again.folder.info().trace_paths == ["trace.xz"]
-    done = in_process("report", folder, "--json")
+    (folder / "sweep.json").write_text(json.dumps(info))
+    cut_last_trial(folder)
+
+
+def test_a_folder_from_before_every_rank_was_kept_still_resumes_and_reports(tmp_path, ranks, swept):
+    again, ran = resumed(swept, ranks, tmp_path / "out", as_before)
+    assert ran == [ES]   # the trial it lacked, and no recording
+    assert again.folder.info().trace_paths == ["trace.xz"] and again.folder.info().finished
+    done = in_process("report", tmp_path / "out", "--json")
     assert done.returncode == 0, done.stderr
     [report] = json.loads(done.stdout)
     assert {(c["backend"], c["conf"]) for c in report["choices"]} == {("cuda", ES), ("sim", ES)}
 
 
 def test_a_search_runs_on_the_rank_peaking_under_the_default_and_its_front_is_replayed_on_each(tmp_path, ranks):
-    outcome, _ = sweep(tmp_path, ranks, grid=None, search=8)
+    outcome, _ = sweep(tmp_path, ranks, grid=None, search=4)
     [account] = json.loads((outcome.folder.path / "search.json").read_text()).values()
     assert account["trace"] == "trace.rank0.xz"
     sim = simulated(outcome)
