@@ -241,14 +241,14 @@ def _results_message(folder: str) -> OomMessage:
         raise DiagnoseError(f"{folder!r} has no trial that ended in an OOM")
     last = ([r for r in failed if r.backend != Backend.SIM] or failed)[-1]   # a measured one has a message
     if last.backend == Backend.SIM:   # a replay ran out: the simulator prints no message, the replay shows it all
-        trace = ((ResultsFolder(folder).info().trace or {}).get("path") if os.path.lexists(
-            os.path.join(folder, SWEEP_FILE)) else None) or "TRACE"
-        if os.path.exists(os.path.join(folder, trace)):   # the trace a hybrid sweep recorded into its folder
-            trace = os.path.join(folder, trace)
+        paths = ResultsFolder(folder).info().trace_paths if os.path.lexists(os.path.join(folder, SWEEP_FILE)) else []
+        # the traces a hybrid sweep recorded into its folder (one per rank of a command of several) are there
+        traces = " ".join(shlex.quote(os.path.join(folder, p) if os.path.exists(os.path.join(folder, p)) else p)
+                          for p in paths) or "TRACE"
         budget = f" --budget {last.budget_bytes // 2**20}MiB" if last.budget_bytes else ""
         raise DiagnoseError(f"{folder!r}: its OOM trials were replayed, not run (setting {conf_label(last.conf)!r}: "
                             f"{shown(last.error, 200)}), and a replay's OOM leaves no message to diagnose; see the "
-                            f"peaks and where it ran out with `alloctune replay {shlex.quote(trace)} --conf "
+                            f"peaks and where it ran out with `alloctune replay {traces} --conf "
                             f"{shlex.quote(conf_label(last.conf))}{budget}`, or measure it on a GPU")
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "

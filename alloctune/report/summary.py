@@ -137,7 +137,8 @@ def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
 
 
 def _per_process(settings: list[SettingResult]) -> list[str]:
-    """A command's trials of several processes: each process's peak reserved, and which one peaked."""
+    """A command's trials of several processes: each process's peak reserved, and which one peaked (a replay: each
+    process's trace replayed)."""
     rows = []
     for s in settings:
         for r in s.trials:
@@ -148,7 +149,8 @@ def _per_process(settings: list[SettingResult]) -> list[str]:
             assert top is not None
             each = "; ".join(f"{process_name(p)} (GPU {p.get('device')}): {format_bytes(p.get('peak_reserved_bytes'))}"
                              for p in procs)
-            rows.append((s.label, str(r.repeat + 1), r.state.value, process_name(top), each))
+            rows.append((s.label + (" (replayed)" if s.simulated else ""), str(r.repeat + 1), r.state.value,
+                         process_name(top), each))
     if not rows:
         return []
     return ["## Per process", "",

@@ -58,7 +58,7 @@ class SweepInfo:
     budget_bytes: Budget | None = None
     budget_fraction: float | None = None
     backend: Backend = Backend.CUDA   # CUDA, SIM or HYBRID (an AUTO request is resolved before it is recorded)
-    trace: dict[str, Any] | None = None  # replayed trace: {path, sha256}; a different trace is a different sweep
+    trace: dict[str, Any] | None = None  # replayed: {path, sha256} (`trace_paths`); another trace, another sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
@@ -85,13 +85,27 @@ class SweepInfo:
                 return skipped.reason
         return None
 
+    @property
+    def trace_paths(self) -> list[str]:
+        """The traces the sweep replays: `trace.paths`, one per process, where a hybrid sweep recorded a command of
+        several; else `trace.path`, the one trace (every folder from before several were kept)."""
+        return _trace_paths(self.trace or {}, SWEEP_FILE)
+
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
         info = from_json(cls, data, where)
         if not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
             raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
                                f"got {info.max_slowdown!r}")
+        _trace_paths(info.trace or {}, where)
         return info
+
+
+def _trace_paths(trace: dict[str, Any], where: str) -> list[str]:
+    paths = trace.get("paths") or ([trace["path"]] if trace.get("path") else [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ResultsError(f"{where}: field 'trace': expected the path of each trace, got {paths!r}")
+    return paths
 
 
 @dataclass(frozen=True)

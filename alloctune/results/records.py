@@ -280,3 +280,14 @@ def peak_row(rows: list[dict]) -> dict | None:
     """Of a command trial's rows (`TrialRecord.processes`), the process (and device) with the highest peak
     reserved: the one that decides whether the job fits."""
     return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)
+
+
+# A row's figures: names both `Measurement` and the hook's per-device peaks (`trial.peaks.DevicePeaks`) have.
+_ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
+                "device_peak_used_bytes", "overhead_bytes", "device_memory_source")
+
+
+def process_row(pid: int | None, rank: int | None, device: int, figures: Any) -> dict:
+    """One row of `TrialRecord.processes`: a process (by pid and rank), a device it allocated on, and that device's
+    figures, read off `figures` (a measured device's peaks, or a replay's `Measurement`)."""
+    return {"pid": pid, "rank": rank, "device": device, **{k: getattr(figures, k) for k in _ROW_FIGURES}}

@@ -8,11 +8,13 @@ byte in three H200 jobs, and is switched off before the timed pass that gives it
 repeats the default runs R trials in all, and with one finalist at one repeat a hybrid sweep runs two GPU trials.
 A command's recording covers its whole run, so there the recording trial is an extra one, left out of statistics,
 and the default is measured with the sweep's repeats (TrialRecord.extra). The trace is kept in the results folder
-as `trace.xz`; the search's full account as `search.json`. Both are read back on resume, so a resumed sweep
-neither records nor searches again.
+as `trace.xz`; a command's, one per process that used CUDA, as `trace.rank<N>.xz` (`SweepInfo.trace_paths`), as
+ranks differ and each setting is replayed on all of them (`SimExecutor`); the search's full account as
+`search.json`. Both are read back on resume, so a resumed sweep neither records nor searches again.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 from dataclasses import replace
@@ -28,6 +30,7 @@ from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
+from ..trial.peaks import trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 from .options import HYBRID_FINALISTS
@@ -36,33 +39,50 @@ TRACE_FILE = "trace.xz"
 SEARCH_FILE = "search.json"
 
 
-def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> Trace:
-    """The trace recorded by `task` (the default's first trial), run through `run` (the sweep's own way of
-    running and appending trials); the folder's `trace.xz` when an earlier run of this sweep recorded it."""
-    path = folder.path / TRACE_FILE
-    if path.exists():
-        return load_trace(path)
+def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> list[Trace]:
+    """The traces recorded by `task` (the default's first trial), run through `run` (the sweep's own way of
+    running and appending trials), one per process that used CUDA, by rank; the folder's own when an earlier run of
+    this sweep recorded them (`SweepInfo.trace_paths`)."""
+    info = folder.info()
+    if info.trace_paths and all((folder.path / name).exists() for name in info.trace_paths):
+        return [load_trace(folder.path / name) for name in info.trace_paths]
     assert task.record_trace is not None and task.conf.is_default
+    snapshot = Path(task.record_trace)
     run([task])
     record = next((r for r in reversed(folder.trials()) if r.recording), None)
-    snapshot = Path(task.record_trace)
-    if record is None or record.state.value != "ok" or not snapshot.exists():
-        state = record.state.value if record else "not run"
-        error = (record.error or "").strip().splitlines()[-1:] if record else []
-        what = "the trial" if task.extra else "the default's first trial"   # a command's is an extra one
-        other = ("measure every setting on the GPU with {backend} {cuda}" if task.extra
-                 else "pass a trace recorded elsewhere with {trace}")
-        raise AlloctuneError(OptionText(what + ", which records the allocation trace for the hybrid sweep, ended "
-                                        "{state}{error}; nothing to replay (start again with {fresh=True}, or "
-                                        + other + ")", state=state, error=": " + error[0] if error else "",
-                                        cuda=Backend.CUDA))
+    snapshots = sorted(snapshot.parent.glob(glob.escape(snapshot.stem) + "*" + snapshot.suffix))
+    if record is None or record.state.value != "ok" or not snapshots:
+        raise _not_recorded(record, task)
     try:
-        trace = load_trace(snapshot)
+        traces = sorted(map(load_trace, snapshots), key=_by_rank)
     except TraceError:
-        raise   # the snapshot stays in the folder: a loader problem costs no second GPU run
-    save_trace(trace, path)
-    os.unlink(snapshot)
-    return trace
+        raise   # the snapshots stay in the folder: a loader problem costs no second GPU run
+    names = trace_targets([(t.meta.get("pid"), t.meta.get("rank")) for t in traces], Path(TRACE_FILE))
+    for trace, name in zip(traces, names):
+        save_trace(trace, folder.path / name)
+    if len(names) > 1:   # one trace keeps the shape of every folder before several were kept: trace.path alone
+        folder.write_info(replace(info, trace=dict(info.trace or {}, paths=[str(n) for n in names])))
+    for path in snapshots:
+        os.unlink(path)
+    return traces
+
+
+def _by_rank(trace: Trace) -> tuple:
+    """Ranks in order, then processes without one by pid (`trial.peaks.read_reports`' order)."""
+    rank = trace.meta.get("rank")
+    return (rank is None, rank or 0, trace.meta.get("pid") or 0)
+
+
+def _not_recorded(record: TrialRecord | None, task: TrialTask) -> AlloctuneError:
+    state = record.state.value if record else "not run"
+    error = (record.error or "").strip().splitlines()[-1:] if record else []
+    what = "the trial" if task.extra else "the default's first trial"   # a command's is an extra one
+    other = ("measure every setting on the GPU with {backend} {cuda}" if task.extra
+             else "pass a trace recorded elsewhere with {trace}")
+    return AlloctuneError(OptionText(what + ", which records the allocation trace for the hybrid sweep, ended "
+                                     "{state}{error}; nothing to replay (start again with {fresh=True}, or "
+                                     + other + ")", state=state, error=": " + error[0] if error else "",
+                                     cuda=Backend.CUDA))
 
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
@@ -71,17 +91,23 @@ def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
     return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 
-def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, *, device_memory: int,
-                budget_bytes: int | None, max_settings: int, trace_name: str,
+def search_plan(folder: ResultsFolder, probes: list[ProbeResult], traces: list[Trace], *, device_memory: int,
+                budget_bytes: int | None, max_settings: int, trace_names: list[str],
                 progress: Callable[[str, int, int, str], None] | None = None) -> dict[str, list[AllocConf]]:
-    """Per interpreter, the default and the Pareto front of a search of its torch's settings space on `trace`.
-    The search's account goes to `search.json` (every setting replayed, the front with reasons, what torch
-    refused); a resumed sweep reads the fronts back from it."""
+    """Per interpreter, the default and the Pareto front of a search of its torch's settings space. Of several
+    traces (one per rank), the search runs on the one that peaks highest under the default: judging every candidate
+    by its maximum over ranks would cost a replay per rank, and which settings behave alike depends on each trace's
+    request sizes; the front is then replayed over every rank like a grid (`SimExecutor`), so that what the GPU
+    measures is chosen by the maximum. The search's account goes to `search.json` (every setting replayed, the front
+    with reasons, what torch refused); a resumed sweep reads the fronts back from it."""
     from ..sim.search import search
 
     path = folder.path / SEARCH_FILE
     done: dict = load_json(path) if path.exists() else {}
     planned = {}
+    top = 0
+    if len(traces) > 1 and any(p.env_id not in done for p in probes):
+        top = max(range(len(traces)), key=lambda i: _default_peak(traces[i], device_memory, budget_bytes))
     for p in probes:
         if p.env_id not in done:
             def report(n: int, total: int, best, env_id=p.env_id) -> None:
@@ -89,13 +115,21 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], trace: Trace, 
                     progress(env_id, n, total, best.conf if best is not None and best.fits else "")
 
             with SettingsJudge(p.python) as judge:   # one child of the target torch for the whole search
-                result = search(trace, validate=judge, trace_name=trace_name, device_memory=device_memory,
+                result = search(traces[top], validate=judge, trace_name=trace_names[top], device_memory=device_memory,
                                 budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
             write_file(path, json.dumps(done, indent=2) + "\n")
         front = [m["conf"] for m in done[p.env_id]["front"] if m["conf"]]
         planned[p.env_id] = [AllocConf(), *map(AllocConf.parse, front)]   # the default: always, the baseline
     return planned
+
+
+def _default_peak(trace: Trace, device_memory: int, budget_bytes: int | None) -> tuple[bool, int]:
+    """How much `trace` needs under the default, replayed: an OOM first, then peak reserved."""
+    from ..sim.replay import replay
+
+    [outcome] = replay(trace, [AllocConf()], device_memory, budget_bytes=budget_bytes, jobs=1)
+    return (not outcome.fits, outcome.result.peak_reserved_bytes if outcome.result else 0)
 
 
 def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,

@@ -35,7 +35,7 @@ class Plan:
     confs: list[AllocConf]               # the grid (for a search: the default alone)
     planned: dict[str, list[AllocConf]]  # env_id -> the settings its torch accepts
     skipped: list[Skipped]
-    replayed: tuple[Trace, dict] | None  # the trace to replay and its identity (a recording sweep: None)
+    replayed: tuple[list[Trace], dict] | None  # the traces (one: --trace) and their identity (a recording sweep: None)
     recording: bool                      # hybrid without a trace: recorded during the default's first trial
 
 
@@ -160,7 +160,7 @@ def _settings(confs: list[AllocConf], probes: list[ProbeResult], runner: Executo
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
-                       notice: Callable[[str], None]) -> tuple[Trace, dict[str, Any]]:
+                       notice: Callable[[str], None]) -> tuple[list[Trace], dict[str, Any]]:
     """The trace to replay (the `trace` option, else the workload's), checked before any results folder exists;
     with its identity for sweep.json, so that a sweep of another trace never resumes this one."""
     path = trace_path or spec.trace
@@ -180,7 +180,7 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
     for warning in trace.warnings:
         notice(f"trace: {warning}")
     sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    return trace, {"path": str(path), "sha256": sha256}
+    return [trace], {"path": str(path), "sha256": sha256}
 
 
 def _no_trace_hint(spec: WorkloadSpec) -> OptionText:

@@ -21,13 +21,14 @@ from ..report.analysis import analyze
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
+from ..sim.trace import Trace
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
-from .hybrid import TRACE_FILE, finalists, record_default, recording_task, search_plan
+from .hybrid import finalists, record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions, from_arguments
 from .plan import Plan, make_plan, sweep_info
 from .resume import open_folder
@@ -72,7 +73,7 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
     """The plan's trials, each appended to the trials file as it finishes: the default's first trial recording
     the trace (hybrid without one), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
     finalists). The estimate of the GPU trials is told before the first and kept current after each."""
-    replayed, planned = plan.replayed, plan.planned
+    traces, planned = plan.replayed[0] if plan.replayed else None, plan.planned
     tally = Tally(callbacks.estimate, len(options.gpus or (0,)), folder.trials())
 
     def progress(record: TrialRecord, done: int, total: int) -> None:
@@ -83,10 +84,9 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
         tally.expect(first_estimate(plan, options, command=spec.command is not None))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
-        replayed = (record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress)),
-                    {"path": TRACE_FILE})
-    if replayed:
-        planned = _replay(folder, spec, options, plan, replayed, callbacks)
+        traces = record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress))
+    if traces:
+        planned = _replay(folder, spec, options, plan, traces, callbacks)
     if plan.backend == Backend.HYBRID:
         planned = finalists(folder.trials(), planned, options.max_slowdown, options.finalists)
     if plan.backend in (Backend.CUDA, Backend.HYBRID):
@@ -115,20 +115,20 @@ def first_estimate(plan: Plan, options: SweepOptions, command: bool) -> int:
     return total
 
 
-def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan, replayed: tuple,
+def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan, traces: list[Trace],
             callbacks: SweepCallbacks) -> dict[str, list[AllocConf]]:
     """Replay the planned settings (with `search`: the Pareto front of a search of each torch's settings space)
     through the simulator; returns the settings replayed, per interpreter."""
-    trace, identity = replayed
+    names = folder.info().trace_paths   # where each trace was read from, by rank
     # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
     # simulator follows where versions differ.
-    sim = SimExecutor(trace, identity["path"], {sim_env_id(p.env_id): p.torch_version for p in plan.probes},
+    sim = SimExecutor(traces, names, {sim_env_id(p.env_id): p.torch_version for p in plan.probes},
                       callbacks.notice)
     budget = sim.budget_bytes(*options.budget_limit)
     planned = plan.planned
     if options.search is not None:
-        planned = search_plan(folder, plan.probes, trace, device_memory=sim.device_memory, budget_bytes=budget,
-                              max_settings=options.search, trace_name=identity["path"],
+        planned = search_plan(folder, plan.probes, traces, device_memory=sim.device_memory, budget_bytes=budget,
+                              max_settings=options.search, trace_names=names,
                               progress=callbacks.search_progress)
     tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id), budget,
                        backend=Backend.SIM)

@@ -35,11 +35,12 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group, temp_folder
-from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, peak_row
+from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
 from ..results.typed import from_json
 from ..runtime.oom import is_oom_text, oom_line
 from ..workload.command import CommandSpec, is_python
@@ -47,7 +48,7 @@ from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .counting import leader, rising
 from .hook import HOOK_DIR
 from .observation import Observation, used_by_job
-from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, trace_path
+from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, trace_path, trace_targets
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"
@@ -173,7 +174,7 @@ def run_command_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -
                       node=socket.gethostname(), gpus=env.get("CUDA_VISIBLE_DEVICES"))
         record = _judge(run, command, task, error, fields)
         if task.record_trace and record.state is TrialState.OK:
-            keep_peak_trace(os.path.join(tmp, "procs"), run.processes, task.record_trace)
+            keep_traces(os.path.join(tmp, "procs"), run.processes, task.record_trace)
     return record
 
 
@@ -195,12 +196,13 @@ def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequenc
     return env, cwd
 
 
-def keep_peak_trace(procs: str, processes: list[ProcessReport], target: str) -> None:
-    """Move the trace of the process that peaked (highest peak reserved) to `target`: a hybrid sweep searches
-    on it. Ranks of one job are alike as a rule, and the finalists are measured on the GPU over every process."""
+def keep_traces(procs: str, processes: list[ProcessReport], target: str) -> None:
+    """Move every traced process's trace to `target`, or beside it named by rank for several (`trace_targets`): a
+    hybrid sweep replays each, as the ranks of one job differ (each draws its own data: on the H200 the rank that
+    peaked changed with the setting) and the job fits only where every rank fits."""
     traced = [p for p in processes if os.path.exists(trace_path(procs, p.pid))]
-    if (peak := peak_row(process_rows(traced))) is not None:
-        shutil.move(trace_path(procs, peak["pid"]), target)
+    for p, path in zip(traced, trace_targets([(p.pid, p.rank) for p in traced], Path(target))):
+        shutil.move(trace_path(procs, p.pid), path)
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
@@ -249,14 +251,9 @@ def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[Proc
                    peak_rising=any(rises) if rises else None)
 
 
-_ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
-               "device_peak_used_bytes", "overhead_bytes", "device_memory_source")
-
-
 def process_rows(processes: list[ProcessReport]) -> list[dict]:
     """One row per (process, device it allocated on): what TrialRecord.processes keeps."""
-    return [{"pid": p.pid, "rank": p.rank, "device": d.device, **{k: getattr(d, k) for k in _ROW_FIGURES}}
-            for p in processes for d in p.devices]
+    return [process_row(p.pid, p.rank, d.device, d) for p in processes for d in p.devices]
 
 
 @dataclass(frozen=True)

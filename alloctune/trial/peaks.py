@@ -17,6 +17,7 @@ import glob
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Annotated, Any, Callable, Mapping, Sequence
 
 from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource, TrialState
@@ -161,6 +162,20 @@ def report_path(folder: str, pid: int | str) -> str:
 def trace_path(folder: str, pid: int) -> str:
     """Where the hook writes process `pid`'s allocation trace, when recording."""
     return os.path.join(folder, f"trace-{pid}.pickle")
+
+
+def trace_targets(processes: Sequence[tuple[int | None, int | None]], output: Path) -> list[Path]:
+    """Where the traces of these processes ((pid, rank) each) go: `output` for one, else `<stem>.rank<N><suffix>`
+    (`.pid<N>` without a rank), in the order given: what `record -- CMD` writes, and a hybrid sweep keeps."""
+    if len(processes) == 1:
+        return [output]
+    out, labels = [], set()
+    for pid, rank in processes:
+        label = f"rank{rank}" if rank is not None else f"pid{pid}"
+        label = label if label not in labels else f"{label}.pid{pid}"   # e.g. a rank's own CUDA worker
+        labels.add(label)
+        out.append(output.with_name(f"{output.stem}.{label}{output.suffix}"))
+    return out
 
 
 def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .launch import run_trial
-from .peaks import ProcessReport, trace_path
+from .peaks import trace_path, trace_targets
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment
 
@@ -76,20 +76,8 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         if not traced:
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        return [(target, _keep(trace_path(procs, pid), target)) for pid, target in _targets(traced, Path(output))]
-
-
-def _targets(traced: list[ProcessReport], output: Path) -> list[tuple[int, Path]]:
-    """Where each traced process's trace goes: `output` for one, else named by rank (or pid)."""
-    if len(traced) == 1:
-        return [(traced[0].pid, output)]
-    out, labels = [], set()
-    for p in traced:
-        label = f"rank{p.rank}" if p.rank is not None else f"pid{p.pid}"
-        label = label if label not in labels else f"{label}.pid{p.pid}"   # e.g. a rank's own CUDA worker
-        labels.add(label)
-        out.append((p.pid, output.with_name(f"{output.stem}.{label}{output.suffix}")))
-    return out
+        targets = trace_targets([(p.pid, p.rank) for p in traced], Path(output))
+        return [(target, _keep(trace_path(procs, p.pid), target)) for p, target in zip(traced, targets)]
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:

@@ -31,6 +31,7 @@ SWEEP_DAMAGE = [
     (lambda d: d.update(grid="default"), "grid"),
     (lambda d: d["skipped"].append({"conf": 1, "reason": "x"}), "skipped[0].conf"),
     (lambda d: d.pop("workload_hash"), "workload_hash"),
+    (lambda d: d.update(trace={"path": "trace.xz", "paths": [0, 1]}), "trace"),
 ]
 CHOICE_DAMAGE = [
     (lambda d: d["choices"][0].update(conf=5), "choices[0].conf"),

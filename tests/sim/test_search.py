@@ -15,7 +15,7 @@ import pytest
 import alloctune
 from alloctune.decide.summary import summarize_settings
 from alloctune.errors import AlloctuneError
-from alloctune.results.folder import ResultsFolder
+from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.config import division_table
@@ -219,7 +219,8 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
 def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(tmp_path):
     spec = load_workload(VARLEN, "tiny")
     p = probe()
-    folder = ResultsFolder(tmp_path / "sweep")
+    folder = ResultsFolder.create(tmp_path / "sweep", SweepInfo(spec.name, spec.digest(), spec.to_dict(), [""],
+                                                               trace={"path": TRACE_FILE}))
     task = recording_task(TrialTask(spec.to_dict(), spec.digest(), AllocConf(), 0, p.python, p.env_id,
                                     timeout_s=120), folder)
     assert task.record_trace and task.key()[-1] == 0   # the key of the default's repeat 0
@@ -234,5 +235,6 @@ def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(
     assert trial.recording and trial.conf == ""
     # a trace already in the folder (an earlier run of this sweep) is read back, nothing runs again
     (folder.path / TRACE_FILE).write_bytes((TRACES / "transformer-packed-h200.xz").read_bytes())
-    assert len(record_default(folder, task, run)) == len(load_trace(TRACES / "transformer-packed-h200.xz"))
+    [trace] = record_default(folder, task, run)
+    assert len(trace) == len(load_trace(TRACES / "transformer-packed-h200.xz"))
     assert len(folder.trials()) == 1

@@ -26,7 +26,7 @@ from alloctune.trial.command import (
     NOTHING_TO_MEASURE,
     check_measurable,
     hook_environment,
-    keep_peak_trace,
+    keep_traces,
     metric_values,
     run_command,
     run_command_trial,
@@ -263,18 +263,25 @@ def test_every_python_process_of_a_command_gets_the_hook(tmp_path):
     assert len({p.pid for p in run.processes}) == 2
 
 
-def test_a_hybrid_sweep_searches_on_the_trace_of_the_process_that_peaked(tmp_path):
+def test_a_hybrid_sweep_keeps_the_trace_of_every_process_named_by_rank(tmp_path):
     procs = tmp_path / "procs"
     procs.mkdir()
     for pid in (11, 12, 13):
         (procs / f"trace-{pid}.pickle").write_bytes(str(pid).encode())
-    def process(pid, *reserved):
-        return ProcessReport(pid=pid, cuda=True, devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
 
-    processes = [process(11, 5), process(12, 2, 9), process(13, 7),
-                 process(14, 99)]   # peaked, but left no trace
-    keep_peak_trace(str(procs), processes, str(tmp_path / "kept.pickle"))
-    assert (tmp_path / "kept.pickle").read_bytes() == b"12"
+    def process(pid, rank, *reserved):
+        return ProcessReport(pid=pid, rank=rank, cuda=True,
+                             devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
+
+    processes = [process(11, 0, 5), process(12, 1, 2, 9), process(13, None, 7),
+                 process(14, 2, 99)]   # left no trace
+    keep_traces(str(procs), processes, str(tmp_path / "kept.pickle"))
+    kept = {p.name: p.read_bytes() for p in tmp_path.glob("kept*")}
+    assert kept == {"kept.rank0.pickle": b"11", "kept.rank1.pickle": b"12", "kept.pid13.pickle": b"13"}
+    # one process: the target itself, as before several were kept
+    (procs / "trace-11.pickle").write_bytes(b"11")
+    keep_traces(str(procs), processes[:1], str(tmp_path / "one.pickle"))
+    assert (tmp_path / "one.pickle").read_bytes() == b"11"
 
 
 @pytest.mark.slow

@@ -122,14 +122,19 @@ def test_record_a_multi_process_command_then_replay_every_rank(tmp_path):
     assert top["peak_reserved_bytes"] == pytest.approx(top["measured_peak_reserved_bytes"], rel=0.01)
 
 
-def test_hybrid_sweep_of_a_command_records_the_rank_that_peaked_and_measures_its_finalist(tmp_path):
+def test_hybrid_sweep_of_a_command_records_every_rank_and_measures_its_finalist(tmp_path):
     job = _script(tmp_path, RANKS)
     outcome = _sweep(tmp_path, [sys.executable, str(job)], None, backend="hybrid", search=30, finalists=1)
     trials = outcome.folder.trials()
     recording = [t for t in trials if t.recording]
     assert len(recording) == 1 and recording[0].state is TrialState.OK
-    trace = load_trace(outcome.folder.path / "trace.xz")
-    assert trace.meta["rank"] == 1   # rank 1 allocates more: its trace is the one searched
+    folder = outcome.folder.path
+    assert outcome.folder.info().trace_paths == ["trace.rank0.xz", "trace.rank1.xz"]
+    [trace, _] = [load_trace(folder / name) for name in outcome.folder.info().trace_paths]
+    assert trace.meta["rank"] == 0
+    # rank 1 allocates more: its trace is the one searched, and every setting is replayed on both
+    assert [s["trace"] for s in json.loads((folder / "search.json").read_text()).values()] == ["trace.rank1.xz"]
+    assert all(sorted(p["rank"] for p in t.processes) == [0, 1] for t in trials if t.backend == "sim")
     gpu_name = torch.cuda.get_device_properties(0).name
     assert trace.meta["env"] == {"gpu": gpu_name, "torch": torch.__version__}   # the simulated section names them
     assert f"Simulated from a trace recorded on {gpu_name} with torch {torch.__version__}" in \

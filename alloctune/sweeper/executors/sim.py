@@ -1,27 +1,32 @@
-"""Trials as replays of one recorded allocation trace through the simulator: no GPU, no child process.
+"""Trials as replays of recorded allocation traces through the simulator: no GPU, no child process.
 
 Each planned trial is one setting under one interpreter's torch (whose version decides where allocator
 behaviour differs); settings the simulator cannot model (cudaMallocAsync, a value it refuses) are skipped with
-the reason. The records carry peaks only: replay has no clock.
+the reason. The records carry peaks only: replay has no clock. A command of several processes leaves one trace per
+process (rank): each is replayed, and the trial is the job's, as a measured one is: a row per process
+(`TrialRecord.processes`), the peaks of the one that peaks highest (`peak_row`), retries and OOMs summed.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ...results.records import Backend, TrialRecord, TrialState
+from ...report.words import process_name
+from ...results.records import Backend, TrialRecord, TrialState, peak_row, process_row
 from ...settings.versions import simulation_note
-from ...sim.replay import DEFAULT_DEVICE_MEMORY
+from ...sim.replay import DEFAULT_DEVICE_MEMORY, ReplayOutcome
 from ...trial.task import TrialTask
 from ...units import budget_on
 from .base import Executor, OnDone, OnSkip
 
 
 class SimExecutor(Executor):
-    def __init__(self, trace, trace_path: str, torch_versions: dict[str, str], notice=lambda _: None):
-        """`torch_versions`: the torch each task's env_id simulates. `trace`: a loaded `sim.trace.Trace`."""
-        self.trace, self.trace_path, self.torch_versions, self.notice = trace, trace_path, torch_versions, notice
-        self.device_memory = int(trace.meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
+    def __init__(self, traces, trace_paths: list[str], torch_versions: dict[str, str], notice=lambda _: None):
+        """`torch_versions`: the torch each task's env_id simulates. `traces`: loaded `sim.trace.Trace`s, one per
+        process of the job (by rank), and where each was read from; the first's recording gives the card."""
+        self.traces, self.trace_paths, self.torch_versions, self.notice = traces, trace_paths, torch_versions, notice
+        self.device_memory = int(traces[0].meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
 
     def budget_bytes(self, budget_bytes: int | None, budget_fraction: float | None) -> int | None:
         """The budget in bytes on the simulated card (a fraction is of the recording's device)."""
@@ -36,28 +41,42 @@ class SimExecutor(Executor):
         groups: dict[tuple, list[TrialTask]] = {}  # one replay per interpreter and budget
         for task in tasks:
             groups.setdefault((task.env_id, task.budget_bytes), []).append(task)
-        meta, noted = self.trace.meta, set()
+        meta, noted = self.traces[0].meta, set()
         for (env_id, budget), group in groups.items():
             version = self.torch_versions[env_id]
             if version not in noted and (note := simulation_note(version)):
                 self.notice(note)
             noted.add(version)
             # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read
-            env = dict(meta.get("env") or {}, trace=self.trace_path, trace_torch=meta.get("torch_version"),
-                       simulated_as=version, gpu_memory=self.device_memory)
-            outcomes = replay(self.trace, [t.conf for t in group], self.device_memory, budget_bytes=budget,
-                              torch_version=version)
-            for task, outcome in zip(group, outcomes):  # skips first: they change the count of trials to come
-                if not outcome.simulated:
-                    on_skip(task, f"cannot be simulated: {outcome.reason}")
-            for task, outcome in zip(group, outcomes):
-                if outcome.simulated:
-                    on_done(task, _record(task, outcome, env))
+            env = dict(meta.get("env") or {}, trace=self.trace_paths[0] if len(self.trace_paths) == 1
+                       else self.trace_paths, trace_torch=meta.get("torch_version"), simulated_as=version,
+                       gpu_memory=self.device_memory)
+            per_trace = [replay(trace, [t.conf for t in group], self.device_memory, budget_bytes=budget,
+                                torch_version=version) for trace in self.traces]
+            outcomes = list(zip(*per_trace))   # per task: its setting's outcome on each trace
+            for task, each in zip(group, outcomes):  # skips first: they change the count of trials to come
+                if not each[0].simulated:
+                    on_skip(task, f"cannot be simulated: {each[0].reason}")
+            for task, each in zip(group, outcomes):
+                if each[0].simulated:
+                    on_done(task, _record(task, list(each), self.traces, env))
 
-def _record(task: TrialTask, outcome, env: dict) -> TrialRecord:
-    m = outcome.measurement()
+
+def _record(task: TrialTask, outcomes: list[ReplayOutcome], traces: list, env: dict) -> TrialRecord:
+    """The trial of one setting replayed on each trace: with several, a row per trace (process) and the peaks of
+    the one that peaks highest."""
+    measured = [m for o in outcomes if (m := o.measurement()) is not None]   # all simulated: one per trace
+    rows = [process_row(t.meta.get("pid"), t.meta.get("rank"), t.device, m) for t, m in zip(traces, measured)]
+    top = peak_row(rows)
+    assert top is not None
+    m = replace(measured[rows.index(top)], num_alloc_retries=sum(x.num_alloc_retries for x in measured),
+                num_ooms=sum(x.num_ooms for x in measured))
+    oom = next((o for o, x in zip(outcomes, measured) if x.num_ooms), None)
+    where = "" if oom is None or len(rows) == 1 else f" of {process_name(rows[outcomes.index(oom)])}"
+    error = f"simulated OOM at trace event {oom.result.first_oom_index}{where}" if oom and oom.result else None
     return TrialRecord(
         workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf), repeat=task.repeat,
         env_id=task.env_id, backend=Backend.SIM, state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
         budget_bytes=task.budget_bytes, env=env, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        error=f"simulated OOM at trace event {outcome.result.first_oom_index}" if m.num_ooms else None)
+        error=error, processes=rows if len(rows) > 1 else None)
+
