@@ -139,7 +139,7 @@ def _how(p) -> None:
     p.add_argument("--search", nargs="?", type=positive_int, const=DEFAULT_MAX_SETTINGS, metavar="N",
                    help="with --backend sim or hybrid: instead of the grid, search the settings space of the "
                         "target torch by replaying up to N settings (default %(const)s), and sweep its Pareto front "
-                        "(see 'alloctune search')")
+                        "and any --conf settings (see 'alloctune search')")
     p.add_argument("--finalists", type=positive_int, default=HYBRID_FINALISTS, metavar="N",
                    help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
                         "the default (default: %(default)s)")

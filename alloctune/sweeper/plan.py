@@ -32,7 +32,7 @@ class Plan:
     runner: Executor                     # where measured trials run and interpreters are probed
     probes: list[ProbeResult]
     backend: Backend                     # resolved: CUDA, SIM or HYBRID
-    confs: list[AllocConf]               # the grid (for a search: the default alone)
+    confs: list[AllocConf]               # the grid (for a search: the default and the settings named with grid)
     planned: dict[str, list[AllocConf]]  # env_id -> the settings its torch accepts
     skipped: list[Skipped]
     replayed: tuple[list[Trace], dict] | None  # the traces (one: --trace) and their identity (a recording sweep: None)
@@ -40,8 +40,9 @@ class Plan:
 
 
 def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
-    # A search replaces the grid: its candidates are judged by each torch as the search goes.
-    confs = [AllocConf()] if options.search is not None else expand(list(options.grid or spec.grid or DEFAULT_GRID))
+    # A search replaces the grid, its candidates judged by each torch as the search goes; settings the user named
+    # join what it finds.
+    confs = expand(list(options.grid or ([] if options.search is not None else spec.grid or DEFAULT_GRID)))
     pythons, backend = options.targets(spec)
     runner = make_executor(options, callbacks.notice)
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)

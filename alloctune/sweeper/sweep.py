@@ -126,10 +126,10 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
                       callbacks.notice)
     budget = sim.budget_bytes(*options.budget_limit)
     planned = plan.planned
-    if options.search is not None:
-        planned = search_plan(folder, plan.probes, traces, device_memory=sim.device_memory, budget_bytes=budget,
-                              max_settings=options.search, trace_names=names,
-                              progress=callbacks.search_progress)
+    if options.search is not None:   # the front, and the settings named beside the search that it did not find
+        found = search_plan(folder, plan.probes, traces, device_memory=sim.device_memory, budget_bytes=budget,
+                            max_settings=options.search, trace_names=names, progress=callbacks.search_progress)
+        planned = {env: found[env] + [c for c in planned[env] if c not in found[env]] for env in found}
     tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id), budget,
                        backend=Backend.SIM)
              for p in plan.probes for conf in planned[p.env_id]]

@@ -192,6 +192,18 @@ def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_pa
         alloctune.sweep(VARLEN, preset="h200", backend="cuda", search=10, results_root=tmp_path)
 
 
+def test_settings_named_beside_a_search_are_swept_with_its_front(tmp_path):
+    """`sweep --search N --conf X`: X is replayed and judged with what the search found (it was dropped)."""
+    named = "max_split_size_mb:128"   # far from the front on this trace: the search would not keep it
+    outcome = alloctune.sweep(VARLEN, preset="h200", backend="sim", search=15, grid=[named], results_root=tmp_path)
+    [searched] = json.loads((outcome.folder.path / SEARCH_FILE).read_text()).values()
+    front = {m["conf"] for m in searched["front"]}
+    assert named not in front
+    assert {r.conf for r in outcome.folder.trials()} == front | {"", named}
+    assert outcome.folder.info().grid == ["", named]
+    assert named in {s.conf for s, _ in outcome.choices[0].runners_up}
+
+
 def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folder_measured_it_again():
     def record(repeat, recording, tput):
         return TrialRecord(workload="w", workload_hash="h", conf="", repeat=repeat, env_id="e", backend="cuda",
