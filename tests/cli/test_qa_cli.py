@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clirun import ROOT, cli
+from clirun import ROOT, cli, in_process
 
 VARLEN = ROOT / "results" / "transformer-varlen-h200-20261129-234646"
 
@@ -123,10 +123,10 @@ def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, fi
 def test_a_sim_sweep_says_each_skip_once_and_a_resumed_one_counts_what_is_done(tmp_path):
     out = tmp_path / "s"
     args = ("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out)
-    first = cli(*args, timeout=600)
+    first = in_process(*args)
     assert first.returncode == 0, first.stderr
     assert (first.stdout + first.stderr).count("cudaMallocAsync") == 1, first.stdout + first.stderr
     assert "  needs no alloc retries, like the default" in first.stdout
-    again = cli(*args, timeout=600)   # resumes: nothing left to replay, the skipped setting is not counted
+    again = in_process(*args)   # resumes: nothing left to replay, the skipped setting is not counted
     replayed = len((out / "trials.jsonl").read_text().splitlines())
     assert again.returncode == 0 and f"{replayed}/{replayed}" in again.stderr, again.stderr
