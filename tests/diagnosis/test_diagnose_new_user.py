@@ -8,7 +8,7 @@ import shlex
 import textwrap
 
 from bounded import bounded_cli, one_line_error
-from clirun import ROOT, cli
+from clirun import ROOT, cli, in_process
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.message import parse_message
@@ -82,12 +82,12 @@ def test_a_log_broken_in_a_way_not_read_is_told_to_join_the_lines(tmp_path):
 
 def test_a_simulated_sweeps_oom_trials_point_to_the_replay_that_shows_them(tmp_path):
     out = tmp_path / "run"
-    swept = cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--budget", "8GiB", "--conf",
+    swept = in_process("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--budget", "8GiB", "--conf",
                 "expandable_segments:True", "--out", out)
     assert swept.returncode == 0 and "simulated OOM" in swept.stdout, swept.stderr
     error = one_line_error(bounded_cli("diagnose", out))
     assert "its OOM trials were replayed, not run" in error and "kept no message" not in error
     [command] = re.findall(r"`(alloctune replay [^`]*)`", error)
-    replay = cli(*shlex.split(command)[1:])   # the command it gives works as given
+    replay = in_process(*shlex.split(command)[1:])   # the command it gives works as given
     assert replay.returncode == 0 and "expandable_segments:True" in replay.stdout, replay.stderr
     assert "budget" in replay.stdout.lower()
