@@ -16,7 +16,7 @@ def test_report_refuses_a_hand_edited_max_slowdown_in_one_line(tmp_path):
     data = json.loads((folder / "sweep.json").read_text())
     data["max_slowdown"] = -1
     (folder / "sweep.json").write_text(json.dumps(data))
-    r = cli("report", folder)
+    r = in_process("report", folder)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == [
         f"alloctune: error: {folder / 'sweep.json'}: field 'max_slowdown': expected a fraction in [0, 1), got -1"]
@@ -26,7 +26,7 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
     folder = Path(shutil.copytree(VARLEN, tmp_path / "r"))
     with open(folder / "trials.jsonl", "a") as f:
         f.write('{"backend": "cu')   # killed mid-write
-    r = cli("report", folder, "--json")
+    r = in_process("report", folder, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)
     assert r.stderr.strip().splitlines() == [
         f"alloctune: warning: {folder / 'trials.jsonl'}:22: ignoring a truncated last line"], r.stderr
@@ -113,7 +113,7 @@ def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, fi
     folder = Path(shutil.copytree(VARLEN, tmp_path / "r"))
     _edit(folder / file, change, line)
     # report reads the trials; export reads choice.json as the sweep left it
-    r = cli("report" if file == "trials.jsonl" else "export", folder)
+    r = in_process("report" if file == "trials.jsonl" else "export", folder)
     where = f"{folder / file}" + (f":{line}" if line else "")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == [f"alloctune: error: {where}: field {field!r}: {problem}"]
