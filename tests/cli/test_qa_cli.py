@@ -35,8 +35,8 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
 @pytest.mark.slow
 def test_grid_dash_reads_stdin(tmp_path):
     out = tmp_path / "s"
-    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out", out,
-            stdin="expandable_segments:True\n", timeout=600)
+    r = in_process("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out",
+                   out, stdin="expandable_segments:True\n")
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "sweep.json").read_text())["grid"] == ["", "expandable_segments:True"]
 
@@ -45,19 +45,19 @@ def test_grid_dash_reads_stdin(tmp_path):
 def test_sweep_dash_reads_the_workload_from_stdin_with_paths_relative_to_here(tmp_path):
     text = (ROOT / "workloads" / "detection.yaml").read_text()   # its trace: traces/detection-h200.xz
     out = tmp_path / "s"
-    r = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True", "--out", out,
-            stdin=text, cwd=ROOT / "workloads", timeout=600)
+    r = in_process("sweep", "-", "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True", "--out",
+                   out, stdin=text, cwd=ROOT / "workloads")
     assert r.returncode == 0, r.stderr
     info = json.loads((out / "sweep.json").read_text())
     assert info["workload_name"] == "detection" and info["trace"]["path"] == str(ROOT / "workloads" / "traces" /
                                                                                 "detection-h200.xz")
-    elsewhere = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--out", tmp_path / "t", stdin=text,
-                    cwd=tmp_path)
+    elsewhere = in_process("sweep", "-", "--preset", "h200", "--backend", "sim", "--out", tmp_path / "t", stdin=text,
+                           cwd=tmp_path)
     assert elsewhere.returncode == 2 and not (tmp_path / "t").exists()
     assert elsewhere.stderr.strip().splitlines() == [
         f"alloctune: error: <stdin>: key 'presets.h200.trace': expected an existing trace file, "
         f"{tmp_path / 'traces' / 'detection-h200.xz'} does not exist"]
-    both = cli("sweep", "-", "--grid", "-", stdin=text)
+    both = in_process("sweep", "-", "--grid", "-", stdin=text)
     assert both.returncode == 2 and both.stderr.strip().splitlines() == [
         "alloctune: error: the workload and --grid cannot both come from standard input: give one as a file"]
 
