@@ -8,7 +8,7 @@ import shlex
 import textwrap
 
 from bounded import bounded_cli, one_line_error
-from clirun import ROOT, cli, in_process
+from clirun import ROOT, in_process
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.message import parse_message
@@ -34,7 +34,7 @@ def test_other_processes_are_not_claimed_where_the_message_cannot_tell():
         d = diagnose(PUBLIC / name)
         assert d.verdict is not None and d.verdict.numbers["other_processes"] is None, name
         assert any("the memory other processes held is not known" in n for n in d.verdict.notes), name
-        run = cli("diagnose", PUBLIC / name)
+        run = in_process("diagnose", PUBLIC / name)
         assert run.returncode == 0 and "other processes 0 B" not in run.stdout, run.stdout
 
 def test_a_message_that_lists_processes_says_none_when_it_lists_none_but_this_one(tmp_path):
@@ -65,7 +65,7 @@ def test_logs_wrapped_and_prefixed_on_every_line_are_read(tmp_path):
     for how, text in broken.items():
         path = tmp_path / "log.txt"
         path.write_text("epoch 3 ...\n" + text + "\n")
-        run = cli("diagnose", path, "--json")
+        run = in_process("diagnose", path, "--json")
         assert run.returncode == 0, (how, run.stderr)
         message = json.loads(run.stdout)["message"]
         assert (message["requested_bytes"], message["device_total_bytes"], message["allocated_bytes"]) == (
