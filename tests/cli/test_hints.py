@@ -23,7 +23,7 @@ def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
 
 @pytest.mark.slow
 def test_without_a_trace_the_preset_that_ships_one_is_suggested(tmp_path):
-    proc = cli("sweep", VARLEN, "--results", tmp_path / "r")   # default preset 24gib: no trace
+    proc = in_process("sweep", VARLEN, "--results", tmp_path / "r")   # default preset 24gib: no trace
     assert proc.returncode == 2
     assert f"preset 'h200' ships one: alloctune sweep {VARLEN} --preset h200" in proc.stderr
     assert f"alloctune record {VARLEN} --preset 24gib -o trace.xz" in proc.stderr

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clirun import cli
+from clirun import in_process
 
 from alloctune.cli.main import main
 from alloctune.results.folder import ResultsFolder
@@ -47,12 +47,12 @@ def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, caps
 @pytest.mark.slow
 def test_sweep_json_is_the_folder_its_decisions_as_report_prints_them_and_the_skips(tmp_path):
     out = tmp_path / "s"
-    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out, "--json",
-            timeout=600)
+    r = in_process("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out,
+                   "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)   # stdout is the JSON alone; progress stays on stderr
     assert "ok expandable_segments:True #1" in r.stderr
-    (reported,) = json.loads(cli("report", out, "--json").stdout)
+    (reported,) = json.loads(in_process("report", out, "--json").stdout)
     assert {"folder": data["folder"], "choices": data["choices"]} == reported
     assert data["folder"] == str(out) and data["choices"][0]["conf"] == "expandable_segments:True"
     skipped = {s["conf"]: s for s in data["skipped"]}

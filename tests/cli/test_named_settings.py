@@ -40,7 +40,7 @@ def test_sweep_stops_on_a_named_setting_torch_rejects(tmp_path, how):
         text = HPSEARCH.read_text().replace("traces/hpsearch-h200.xz", str(TRACE))
         (tmp_path / "w.yaml").write_text(text + "grid: ['expandable_segment:True', 'max_split_size_mb:64']\n")
         args = ["w.yaml"]
-    proc = cli("sweep", *args, "--preset", "h200", "--results", "out", cwd=tmp_path)
+    proc = in_process("sweep", *args, "--preset", "h200", "--results", "out", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     [line] = [x for x in proc.stderr.splitlines() if "error" in x]
     assert "'expandable_segment'" in line and "did you mean 'expandable_segments'?" in line

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from clirun import ROOT, cli
+from clirun import ROOT, cli, in_process
 from folders import choice, make_folder, repeats
 
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
@@ -42,8 +42,8 @@ def line_after(text: str, prefix: str) -> str:
 
 def test_the_commands_a_sweep_prints_survive_any_folder_name(tmp_path):
     folder = tmp_path / HOSTILE
-    run = cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True",
-              "--out", folder)
+    run = in_process("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True",
+                     "--out", folder)
     assert run.returncode == 0, run.stderr
     assert pasted(line_after(run.stdout, "Next: "), tmp_path) == ["export", str(folder), "--format", "env", "-o",
                                                                   "alloc.env"]
@@ -59,7 +59,7 @@ def test_the_replay_command_diagnose_suggests_survives_any_path(tmp_path):
     where.mkdir()
     snapshot = where / "oom-rank0.pickle"
     shutil.copy(ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle", snapshot)
-    run = cli("diagnose", snapshot, "--json")
+    run = in_process("diagnose", snapshot, "--json")
     assert run.returncode == 0, run.stderr
     end = " --conf max_split_size_mb:512"   # the step quotes the command in backticks, which the path holds too
     [hint] = [step[step.index("`alloctune replay ") + 1:step.index(end) + len(end)]
@@ -86,8 +86,8 @@ UNSAFE = ["expandable_segments:True,pinned_num_register_threads:1>FILE", "pinned
 @pytest.mark.parametrize("setting", UNSAFE)
 def test_a_setting_a_shell_would_not_read_literally_is_refused_before_any_trial(tmp_path, setting):
     out = tmp_path / "results"
-    run = cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--conf", setting, "--out", out,
-              cwd=tmp_path)
+    run = in_process("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--conf", setting, "--out", out,
+                     cwd=tmp_path)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert "read literally" in run.stderr or "read it literally" in run.stderr
     assert not out.exists() and not list(tmp_path.iterdir())   # no folder, no trial, no FILE
@@ -105,7 +105,7 @@ def test_the_rule_holds_for_grid_files_workloads_replays_and_a_hand_edited_choic
                  ("sweep", workload, "--preset", "h200", "--backend", "sim", "--out", tmp_path / "b"),
                  ("replay", trace, "--conf", setting), ("diagnose", ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag"
                                                         / "oom-rank0.pickle", "--conf", setting)):
-        run = cli(*args, cwd=tmp_path)
+        run = in_process(*args, cwd=tmp_path)
         assert run.returncode == 2 and "would not read literally" in run.stderr, (args, run.stderr)
         assert "Traceback" not in run.stderr
     folder = make_folder(tmp_path / "w-1", repeats("") + repeats("expandable_segments:True"),
@@ -113,6 +113,6 @@ def test_the_rule_holds_for_grid_files_workloads_replays_and_a_hand_edited_choic
     data = json.loads((folder.path / "choice.json").read_text())
     data["choices"][0]["conf"] = setting
     (folder.path / "choice.json").write_text(json.dumps(data))
-    run = cli("export", folder.path, cwd=tmp_path)
+    run = in_process("export", folder.path, cwd=tmp_path)
     assert run.returncode == 2 and "field 'choices[0].conf'" in run.stderr and "literally" in run.stderr, run.stderr
     assert not (tmp_path / "FILE").exists()

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clirun import ROOT, cli
+from clirun import ROOT, cli, in_process
 
 VARLEN = ROOT / "results" / "transformer-varlen-h200-20261129-234646"
 
@@ -16,7 +16,7 @@ def test_report_refuses_a_hand_edited_max_slowdown_in_one_line(tmp_path):
     data = json.loads((folder / "sweep.json").read_text())
     data["max_slowdown"] = -1
     (folder / "sweep.json").write_text(json.dumps(data))
-    r = cli("report", folder)
+    r = in_process("report", folder)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == [
         f"alloctune: error: {folder / 'sweep.json'}: field 'max_slowdown': expected a fraction in [0, 1), got -1"]
@@ -26,7 +26,7 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
     folder = Path(shutil.copytree(VARLEN, tmp_path / "r"))
     with open(folder / "trials.jsonl", "a") as f:
         f.write('{"backend": "cu')   # killed mid-write
-    r = cli("report", folder, "--json")
+    r = in_process("report", folder, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)
     assert r.stderr.strip().splitlines() == [
         f"alloctune: warning: {folder / 'trials.jsonl'}:22: ignoring a truncated last line"], r.stderr
@@ -35,8 +35,8 @@ def test_a_torn_last_trial_line_is_one_warning_line(tmp_path):
 @pytest.mark.slow
 def test_grid_dash_reads_stdin(tmp_path):
     out = tmp_path / "s"
-    r = cli("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out", out,
-            stdin="expandable_segments:True\n", timeout=600)
+    r = in_process("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--grid", "-", "--out",
+                   out, stdin="expandable_segments:True\n")
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "sweep.json").read_text())["grid"] == ["", "expandable_segments:True"]
 
@@ -45,19 +45,19 @@ def test_grid_dash_reads_stdin(tmp_path):
 def test_sweep_dash_reads_the_workload_from_stdin_with_paths_relative_to_here(tmp_path):
     text = (ROOT / "workloads" / "detection.yaml").read_text()   # its trace: traces/detection-h200.xz
     out = tmp_path / "s"
-    r = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True", "--out", out,
-            stdin=text, cwd=ROOT / "workloads", timeout=600)
+    r = in_process("sweep", "-", "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True", "--out",
+                   out, stdin=text, cwd=ROOT / "workloads")
     assert r.returncode == 0, r.stderr
     info = json.loads((out / "sweep.json").read_text())
     assert info["workload_name"] == "detection" and info["trace"]["path"] == str(ROOT / "workloads" / "traces" /
                                                                                 "detection-h200.xz")
-    elsewhere = cli("sweep", "-", "--preset", "h200", "--backend", "sim", "--out", tmp_path / "t", stdin=text,
-                    cwd=tmp_path)
+    elsewhere = in_process("sweep", "-", "--preset", "h200", "--backend", "sim", "--out", tmp_path / "t", stdin=text,
+                           cwd=tmp_path)
     assert elsewhere.returncode == 2 and not (tmp_path / "t").exists()
     assert elsewhere.stderr.strip().splitlines() == [
         f"alloctune: error: <stdin>: key 'presets.h200.trace': expected an existing trace file, "
         f"{tmp_path / 'traces' / 'detection-h200.xz'} does not exist"]
-    both = cli("sweep", "-", "--grid", "-", stdin=text)
+    both = in_process("sweep", "-", "--grid", "-", stdin=text)
     assert both.returncode == 2 and both.stderr.strip().splitlines() == [
         "alloctune: error: the workload and --grid cannot both come from standard input: give one as a file"]
 
@@ -113,7 +113,7 @@ def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, fi
     folder = Path(shutil.copytree(VARLEN, tmp_path / "r"))
     _edit(folder / file, change, line)
     # report reads the trials; export reads choice.json as the sweep left it
-    r = cli("report" if file == "trials.jsonl" else "export", folder)
+    r = in_process("report" if file == "trials.jsonl" else "export", folder)
     where = f"{folder / file}" + (f":{line}" if line else "")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == [f"alloctune: error: {where}: field {field!r}: {problem}"]
@@ -123,10 +123,10 @@ def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, fi
 def test_a_sim_sweep_says_each_skip_once_and_a_resumed_one_counts_what_is_done(tmp_path):
     out = tmp_path / "s"
     args = ("sweep", "workloads/detection.yaml", "--preset", "h200", "--backend", "sim", "--out", out)
-    first = cli(*args, timeout=600)
+    first = in_process(*args)
     assert first.returncode == 0, first.stderr
     assert (first.stdout + first.stderr).count("cudaMallocAsync") == 1, first.stdout + first.stderr
     assert "  needs no alloc retries, like the default" in first.stdout
-    again = cli(*args, timeout=600)   # resumes: nothing left to replay, the skipped setting is not counted
+    again = in_process(*args)   # resumes: nothing left to replay, the skipped setting is not counted
     replayed = len((out / "trials.jsonl").read_text().splitlines())
     assert again.returncode == 0 and f"{replayed}/{replayed}" in again.stderr, again.stderr

@@ -21,10 +21,8 @@ PUBLIC = ROOT / "tests" / "fixtures" / "oom" / "public"
 
 
 def cli(*args, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
-    """`python -m alloctune ARGS` from this checkout, with `stdin` as its standard input."""
-    run = subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], input=stdin, capture_output=True,
-                         cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return subprocess.CompletedProcess(run.args, run.returncode, run.stdout.decode(), run.stderr.decode())
+    """`alloctune ARGS` through main() in this process (what it prints is the subject), `stdin` its standard input."""
+    return in_process(*args, stdin=stdin)
 
 
 def _one_line_error(run) -> str:

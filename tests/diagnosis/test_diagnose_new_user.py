@@ -8,7 +8,7 @@ import shlex
 import textwrap
 
 from bounded import bounded_cli, one_line_error
-from clirun import ROOT, cli
+from clirun import ROOT, in_process
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.message import parse_message
@@ -34,7 +34,7 @@ def test_other_processes_are_not_claimed_where_the_message_cannot_tell():
         d = diagnose(PUBLIC / name)
         assert d.verdict is not None and d.verdict.numbers["other_processes"] is None, name
         assert any("the memory other processes held is not known" in n for n in d.verdict.notes), name
-        run = cli("diagnose", PUBLIC / name)
+        run = in_process("diagnose", PUBLIC / name)
         assert run.returncode == 0 and "other processes 0 B" not in run.stdout, run.stdout
 
 def test_a_message_that_lists_processes_says_none_when_it_lists_none_but_this_one(tmp_path):
@@ -65,7 +65,7 @@ def test_logs_wrapped_and_prefixed_on_every_line_are_read(tmp_path):
     for how, text in broken.items():
         path = tmp_path / "log.txt"
         path.write_text("epoch 3 ...\n" + text + "\n")
-        run = cli("diagnose", path, "--json")
+        run = in_process("diagnose", path, "--json")
         assert run.returncode == 0, (how, run.stderr)
         message = json.loads(run.stdout)["message"]
         assert (message["requested_bytes"], message["device_total_bytes"], message["allocated_bytes"]) == (
@@ -82,12 +82,12 @@ def test_a_log_broken_in_a_way_not_read_is_told_to_join_the_lines(tmp_path):
 
 def test_a_simulated_sweeps_oom_trials_point_to_the_replay_that_shows_them(tmp_path):
     out = tmp_path / "run"
-    swept = cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--budget", "8GiB", "--conf",
+    swept = in_process("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--budget", "8GiB", "--conf",
                 "expandable_segments:True", "--out", out)
     assert swept.returncode == 0 and "simulated OOM" in swept.stdout, swept.stderr
     error = one_line_error(bounded_cli("diagnose", out))
     assert "its OOM trials were replayed, not run" in error and "kept no message" not in error
     [command] = re.findall(r"`(alloctune replay [^`]*)`", error)
-    replay = cli(*shlex.split(command)[1:])   # the command it gives works as given
+    replay = in_process(*shlex.split(command)[1:])   # the command it gives works as given
     assert replay.returncode == 0 and "expandable_segments:True" in replay.stdout, replay.stderr
     assert "budget" in replay.stdout.lower()

@@ -6,11 +6,9 @@ the case of issue 17, one repeat reading 64 GiB for a setting whose other repeat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from clirun import in_process
 from folders import make_folder
 
 from alloctune.decide.reasons import Code, Reason
@@ -18,7 +16,6 @@ from alloctune.results.folder import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 
-ROOT = Path(__file__).resolve().parents[2]
 ES, RP, ASYNC = "expandable_segments:True", "roundup_power2_divisions:4", "backend:cudaMallocAsync"
 NEW_FIELDS = ("device_memory_source", "overhead_bytes", "throughput_source", "ended_by_window", "peak_rising")
 
@@ -55,8 +52,7 @@ def old_folder(path: Path):
 
 def test_an_old_folder_reported_again_leaves_the_contaminated_reading_out(tmp_path):
     folder = old_folder(tmp_path / "old")
-    done = subprocess.run([sys.executable, "-m", "alloctune", "report", str(folder.path), "--json"],
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    done = in_process("report", folder.path, "--json")
     assert done.returncode == 0, done.stderr
     [decided] = json.loads(done.stdout)
     [choice] = decided["choices"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clirun import cli
+from clirun import in_process
 
 import alloctune
 from alloctune.decide.planned import planned_trials, recorded_trials
@@ -45,7 +45,7 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
     (folder / "choice.json").unlink()
     asked = (folder / "sweep.json").read_bytes()
 
-    proc = cli("report", folder, "--max-slowdown", "0.10")
+    proc = in_process("report", folder, "--max-slowdown", "0.10")
     assert proc.returncode == 0, proc.stderr
     assert "INCOMPLETE: 2 of 4 planned trials recorded" in proc.stdout
     [choice] = json.loads((folder / "choice.json").read_text())["choices"]
@@ -56,12 +56,12 @@ def test_report_on_an_interrupted_sweep_says_it_is_incomplete_and_export_refuses
     assert "INCOMPLETE: 2 of 4 planned trials recorded" in summary and "max slowdown (10%" in summary
     assert not (folder / "best.env").exists()   # the finished sweep's is gone: an env file is never incomplete
 
-    refused = cli("export", folder)
+    refused = in_process("export", folder)
     assert refused.returncode == 2 and "or pass --allow-incomplete to export" in refused.stderr
     with pytest.raises(ResultsError, match="or pass allow_incomplete=True to export"):   # a Python caller's name
         alloctune.export_results(folder)
     assert len(refused.stderr.strip().splitlines()) == 1
-    allowed = cli("export", folder, "--allow-incomplete")
+    allowed = in_process("export", folder, "--allow-incomplete")
     assert allowed.returncode == 0 and "INCOMPLETE sweep (2 of 4 planned trials recorded)" in allowed.stdout
 
 
@@ -73,14 +73,14 @@ def test_a_sweep_that_stopped_before_its_end_is_incomplete_where_no_count_was_pl
     folder = Path(shutil.copytree(ROOT / "tests" / "fixtures" / "sweeps" / "hf-trainer-cut", tmp_path / "hf"))
     info = json.loads((folder / "sweep.json").read_text())
     assert info["auto_repeats"] and info["finished"] is False   # cut by the evidence run's time cap
-    proc = cli("report", folder)
+    proc = in_process("report", folder)
     assert proc.returncode == 0, proc.stderr
     assert "INCOMPLETE: stopped before its end, after 11 trials" in " ".join(proc.stdout.split())
     assert not (folder / "best.env").exists()
-    refused = cli("export", folder)
+    refused = in_process("export", folder)
     assert refused.returncode == 2 and "the sweep is incomplete (stopped before its end, after 11 trials)" in \
         refused.stderr
     del info["finished"]   # as an alloctune from before the flag wrote it
     (folder / "sweep.json").write_text(json.dumps(info))
-    assert cli("report", folder).returncode == 0
+    assert in_process("report", folder).returncode == 0
     assert json.loads((folder / "choice.json").read_text())["choices"][-1]["complete"] is True

@@ -2,14 +2,12 @@
 the bar appears (no '0/?' then a jump), and nothing is drawn before an error in the user's input."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import alloctune
+from clirun import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
@@ -32,12 +30,10 @@ def test_a_simulated_sweep_names_each_phase_and_counts_from_the_start(tmp_path):
 
 @pytest.mark.slow
 def test_no_progress_is_drawn_before_an_input_error(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for args in (["sweep", tmp_path / "missing.yaml"],
                  ["sweep", HPSEARCH, "--preset", "h200", "--conf", "expandable_segment:True"],
                  ["sweep", HPSEARCH, "--preset", "h200", "--trace", ROOT / "workloads/traces/detection-h200.xz"]):
-        proc = subprocess.run([sys.executable, "-m", "alloctune", *map(str, args), "--results", tmp_path / "r"],
-                              capture_output=True, text=True, timeout=300, env=env)
+        proc = in_process(*args, "--results", tmp_path / "r")   # stderr is no terminal, as in a fresh interpreter
         assert proc.returncode == 2
         lines = proc.stderr.splitlines()
         assert lines[-1].startswith("alloctune: error:") and "━" not in proc.stderr, proc.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from clirun import cli
+from clirun import in_process
 from folders import make_folder, trial
 
 
@@ -16,7 +16,7 @@ def summary_of(tmp_path, env) -> str:
     folder = make_folder(tmp_path / f"w-{len(list(tmp_path.iterdir()))}",
                          [sim_trial("", 15.0, env), sim_trial("expandable_segments:True", 10.0, env)],
                          envs={"torch-2.11.0": {"torch_version": "2.11.0+cu130"}})
-    run = cli("report", folder.path)
+    run = in_process("report", folder.path)
     assert run.returncode == 0, run.stderr
     return (folder.path / "summary.md").read_text()
 

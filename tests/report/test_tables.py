@@ -8,11 +8,10 @@ from __future__ import annotations
 import io
 import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clirun import in_process
 from rich.console import Console
 
 from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
@@ -78,10 +77,8 @@ def test_a_title_wider_than_its_table_is_printed_above_it():
 
 @pytest.mark.slow
 def test_a_simulated_sweep_has_no_empty_throughput_columns(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100", CUDA_VISIBLE_DEVICES="")   # the no-GPU fallback
-    proc = subprocess.run([sys.executable, "-m", "alloctune", "sweep", HPSEARCH, "--preset", "h200", "--conf",
-                           "expandable_segments:True", "--conf", LONGEST, "--results", tmp_path],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = in_process("sweep", HPSEARCH, "--preset", "h200", "--conf", "expandable_segments:True", "--conf", LONGEST,
+                      "--results", tmp_path, env={"COLUMNS": "100", "CUDA_VISIBLE_DEVICES": ""})   # no-GPU fallback
     assert proc.returncode == 0, proc.stderr
     tables = proc.stdout.split("Results:")[0]
     assert "/s" not in tables and "tokens" not in tables

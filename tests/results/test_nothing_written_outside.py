@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clirun import ROOT, cli
+from clirun import ROOT, in_process
 from folders import choice, make_folder, repeats
 
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
@@ -50,7 +50,7 @@ def assert_replaced(folder: Path, kept: dict[Path, bytes], stderr: str) -> None:
 def test_report_replaces_links_to_files_outside_the_folder(tmp_path):
     folder = finished(tmp_path / "w-1").path
     kept = link_reports_outside(folder, tmp_path / "home")
-    run = cli("report", folder)
+    run = in_process("report", folder)
     assert run.returncode == 0, run.stderr
     assert_replaced(folder, kept, run.stderr)
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in (folder / "best.env").read_text()
@@ -61,7 +61,7 @@ def swept_into_empty(tmp_path_factory):
     """(the run, the folder) of one sweep given an empty folder of the user's as --out; the test that resumes a
     sweep works on a copy of it."""
     empty = tmp_path_factory.mktemp("empty")
-    return cli(*SWEEP, "--out", empty), empty
+    return in_process(*SWEEP, "--out", empty), empty
 
 
 def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock(swept_into_empty, tmp_path):
@@ -69,7 +69,7 @@ def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock
     assert first.returncode == 0, first.stderr
     out = Path(shutil.copytree(swept, tmp_path / "run"))
     kept = link_reports_outside(out, tmp_path / "home")
-    again = cli(*SWEEP, "--out", out)
+    again = in_process(*SWEEP, "--out", out)
     assert again.returncode == 0 and "Resuming the sweep" in again.stderr, again.stderr
     assert_replaced(out, kept, again.stderr)
     for name in ("trials.jsonl", ".lock"):   # data and a lock alloctune writes into: refused, not replaced
@@ -79,7 +79,7 @@ def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock
         if name == "trials.jsonl":   # one trial left to run again, so the resumed sweep appends
             target.write_bytes(target.read_bytes().splitlines(keepends=True)[0])
         before = target.read_bytes()
-        run = cli(*SWEEP, "--out", out) if name == "trials.jsonl" else cli("report", out)
+        run = in_process(*SWEEP, "--out", out) if name == "trials.jsonl" else in_process("report", out)
         assert run.returncode == 2 and f"{out / name} is a symbolic link" in run.stderr, run.stderr
         assert "Traceback" not in run.stderr and target.read_bytes() == before
         (out / name).unlink()
@@ -93,7 +93,7 @@ def test_out_into_a_users_own_folder_is_refused_before_anything_is_written(swept
     (mine / "best.env").write_text("MY=1\n")
     (mine / "trials.jsonl").write_text("{damaged\n")
     before = {p.name: p.read_bytes() for p in mine.iterdir()}
-    run = cli(*SWEEP, "--out", mine)
+    run = in_process(*SWEEP, "--out", mine)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr, run.stderr
     assert "holds best.env, summary.md, trials.jsonl and no sweep (no sweep.json)" in run.stderr
     assert {p.name: p.read_bytes() for p in mine.iterdir()} == before   # no sweep.json, no .lock

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from bounded import bounded_cli, one_line_error
-from clirun import ROOT
+from clirun import ROOT, in_process
 from folders import choice, make_folder, repeats
 
 PACKED = ROOT / "workloads" / "transformer-packed.yaml"
@@ -47,7 +47,7 @@ def test_a_resumed_sweep_refuses_a_trials_file_it_cannot_read(tmp_path):
     out = tmp_path / "run"
     sweep = ("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--out", out, "--conf",
              "expandable_segments:True")
-    first = bounded_cli(*sweep, timeout=300)
+    first = in_process(*sweep)   # the folder to resume: made as any sweep makes it; the resumes are bounded
     assert first.returncode == 0, first.stderr
     record = json.loads((out / "trials.jsonl").read_text().splitlines()[0])
     (out / "trials.jsonl").unlink()

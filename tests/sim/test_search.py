@@ -3,14 +3,13 @@ budgets, so each test takes seconds) and the real torch of this machine as the j
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from clirun import in_process
 
 import alloctune
 from alloctune.decide.summary import summarize_settings
@@ -140,27 +139,20 @@ def test_pareto_front_of_nothing_that_fits_is_empty():
     assert pareto_front([]) == []
 
 
-def cli(*args, stdin: bytes = b""):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, timeout=300,
-                          env=env, input=stdin)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-
-
 @pytest.mark.slow
 def test_cli_prints_the_front_in_100_columns_and_as_json():
     trace = TRACES / "hpsearch-h200.xz"
-    proc = cli("search", trace, "--max-settings", "12", "--jobs", "2")
+    proc = in_process("search", trace, "--max-settings", "12", "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
     assert "Pareto front" in proc.stdout and "default" in proc.stdout
     assert max(map(len, proc.stdout.splitlines())) <= 100
-    as_json = cli("search", "-", "--max-settings", "12", "--jobs", "2", "--json", stdin=trace.read_bytes())
+    as_json = in_process("search", "-", "--max-settings", "12", "--jobs", "2", "--json", stdin=trace.read_bytes())
     data = json.loads(as_json.stdout)
     assert data["replayed"] <= 12 and data["front"] and all(m["reason"] for m in data["front"])
     assert data["torch_version"].startswith("2.13")
-    bad = cli("search", ROOT / "README.md")
+    bad = in_process("search", ROOT / "README.md")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-    zero = cli("search", trace, "--max-settings", "0")
+    zero = in_process("search", trace, "--max-settings", "0")
     assert zero.returncode == 2 and "whole number" in zero.stderr
 
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from clirun import in_process
 
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.replay import (
@@ -168,8 +168,8 @@ def test_smallest_bisects_and_recovers_from_non_monotone_sizes():
 # ---- the command line, in a real subprocess ----
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "alloctune", "replay", *map(str, args)],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    """`alloctune replay ARGS` through main() in this process (what it prints is the subject), 200 columns wide."""
+    return in_process("replay", *args, env={"COLUMNS": "200"})
 
 
 def write_grow_pickle(path, **meta):

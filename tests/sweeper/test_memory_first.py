@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import stat
-import subprocess
 import sys
 import textwrap
 from dataclasses import asdict
@@ -31,6 +29,7 @@ from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace
 from alloctune.workload.command import check_command, command_workload
+from clirun import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
@@ -222,14 +221,11 @@ def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path, peaks):
     python = standin(tmp_path, peaks)
     job = tmp_path / "job.py"
     job.write_text("# run by the stand-in\n")
-    done = subprocess.run([sys.executable, "-m", "alloctune", "sweep", "--results", str(tmp_path / "r"), "--",
-                           str(python), str(job)], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    done = in_process("sweep", "--results", tmp_path / "r", "--", python, job)   # what it prints is the subject
     assert done.returncode == 0, done.stderr
     told = [line for line in done.stderr.splitlines() if line.startswith("estimate: ")]
     assert told[0] == "estimate: about 9 trials" and told[1].startswith("estimate: about 9 trials, ")
     said = " ".join(done.stdout.split())
     assert "GPU trials: 8, " in said and "hybrid: 1 recorded the trace, 6 settings replayed, 2 measured" in said
-    help_text = " ".join(subprocess.run([sys.executable, "-m", "alloctune", "sweep", "--help"], capture_output=True,
-                                        text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout.split())
+    help_text = " ".join(in_process("sweep", "--help").stdout.split())
     assert "hybrid for '-- COMMAND'" in help_text

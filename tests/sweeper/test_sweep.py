@@ -14,6 +14,7 @@ import pytest
 import alloctune
 from alloctune.errors import WorkloadError
 from alloctune.results.folder import ResultsFolder
+from clirun import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
@@ -105,7 +106,9 @@ def test_cli_sweep_then_export(tmp_path):
         return subprocess.run([sys.executable, "-m", "alloctune", *map(str, args)], capture_output=True, text=True,
                               cwd=tmp_path, timeout=300, env=env)
 
-    proc = cli("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--results", "out")
+    # the sweep in this process (what it prints is the subject); export and a refusal in fresh interpreters
+    proc = in_process("sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True", "--results", "out",
+                      cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "No CUDA GPU is visible" in proc.stderr
     assert "Next: alloctune export" in " ".join(proc.stdout.split())   # on its line, or below it when too long
