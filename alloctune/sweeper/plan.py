@@ -18,8 +18,9 @@ from ..results.folder import Skipped, SweepInfo
 from ..results.records import Backend, sim_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+from ..settings.validation import SettingsCheck
 from ..sim.trace import Trace, load_trace
-from ..trial.probe import ProbeResult, check_settings, probe
+from ..trial.probe import ProbeResult, check_settings, probe_and_judge
 from ..units import plural
 from ..workload.spec import WorkloadSpec
 from .executors import Executor, LocalExecutor
@@ -46,7 +47,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     pythons, backend = options.targets(spec)
     runner = make_executor(options, callbacks.notice)
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
-    probes = _probe_all(pythons, runner)
+    probes, checks = _probe_all(pythons, runner, confs)
     if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, callbacks.notice)
@@ -55,7 +56,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     recording = backend == Backend.HYBRID and not options.trace   # records its own trace in the default's first trial
     _check_machines(options, backend, probes, recording)
     callbacks.phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
-    planned, skipped = _settings(confs, probes, runner, options, spec, backend, callbacks.notice)
+    planned, skipped = _settings(confs, probes, checks, runner, options, spec, backend, callbacks.notice)
     replayed = None
     if backend == Backend.SIM or (backend == Backend.HYBRID and options.trace):
         callbacks.phase("loading the allocation trace", None)
@@ -99,16 +100,19 @@ def gpu_slots(gpus: list[int], per_trial: int) -> list:
     return [tuple(gpus[i:i + per_trial]) for i in range(0, len(gpus), per_trial)]
 
 
-def _probe_all(pythons: list[str], runner: Executor) -> list[ProbeResult]:
-    """Probe each interpreter; make environment ids unique when two run the same torch."""
-    probes, seen = [], set()
+def _probe_all(pythons: list[str], runner: Executor,
+               confs: list[AllocConf]) -> tuple[list[ProbeResult], list[SettingsCheck | None]]:
+    """Probe each interpreter, its torch judging `confs` in the same child where it can; make environment ids
+    unique when two run the same torch."""
+    probes, checks, seen = [], [], set()
     for python in pythons:
-        p = runner.call(probe, python)
+        p, check = runner.call(probe_and_judge, python, confs)
         if p.env_id in seen:
             p = replace(p, env_id=f"{p.env_id}@{p.python}")
         seen.add(p.env_id)
         probes.append(p)
-    return probes
+        checks.append(check)
+    return probes, checks
 
 
 def _resolve_backend(backend: Backend, probes: list[ProbeResult], notice: Callable[[str], None]) -> Backend:
@@ -139,16 +143,18 @@ def _check_machines(options: SweepOptions, backend: Backend, probes: list[ProbeR
                           visible=visible)
 
 
-def _settings(confs: list[AllocConf], probes: list[ProbeResult], runner: Executor, options: SweepOptions,
-              spec: WorkloadSpec, backend: Backend,
+def _settings(confs: list[AllocConf], probes: list[ProbeResult], checks: list[SettingsCheck | None],
+              runner: Executor, options: SweepOptions, spec: WorkloadSpec, backend: Backend,
               notice: Callable[[str], None]) -> tuple[dict[str, list[AllocConf]], list[Skipped]]:
     """Per interpreter, the settings its torch accepts (it parses them itself, also for replay: its version's
-    rules), and those skipped, with why. A setting the user named that the torch rejects stops the sweep."""
+    rules; `checks`: its verdicts from the probe, else asked here), and those skipped, with why. A setting the user
+    named that the torch rejects stops the sweep."""
     named = bool(options.grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
-    for p in probes:
+    for p, check in zip(probes, checks):
+        accepted = check.verdicts if check is not None else runner.call(check_settings, p.python, confs)
         valid, skips = apply_rules(confs, p.torch_version, has_budget=options.budget is not None,
-                                   accepted=runner.call(check_settings, p.python, confs))
+                                   accepted=accepted)
         if named:
             refuse_rejected(skips, p.torch_version)
             for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now

@@ -2,7 +2,8 @@
 accepts.
 
 `probe()` runs `PYTHON -m alloctune.trial.probe probe` with our package on PYTHONPATH and reads one JSON line from
-its stdout. A `SettingsJudge` keeps one `PYTHON -m alloctune.trial.probe serve` child for as long as it is open: the
+its stdout; `probe_and_judge()` sends that child the sweep's settings too, so a sweep's start imports torch once
+(about a second less). A `SettingsJudge` keeps one `PYTHON -m alloctune.trial.probe serve` child for as long as it is open: the
 child imports torch once and answers every batch of settings sent to it, one JSON line each way (a search sends a
 batch per refinement round; starting an interpreter and importing torch costs more than all of its parses). What
 the child does is `probe_child.py`'s (standard library and torch only). At load time this module imports, besides
@@ -60,14 +61,23 @@ class ProbeResult:
 
 def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:
     """Facts about `python`'s torch and GPUs, from a child process. ProbeError (naming `python`) if it fails."""
+    return probe_and_judge(python, [], timeout)[0]
+
+
+def probe_and_judge(python: str, confs: Sequence[AllocConf],
+                    timeout: float = 120) -> tuple[ProbeResult, SettingsCheck | None]:
+    """`probe`, and `python`'s torch's verdicts on `confs` (as `check_settings_detail`), from ONE child: a sweep's
+    start then imports torch once. The verdicts are None where no settings were asked or the interpreter answered
+    the probe without judging them (a stand-in, or a wrapper that answers the probe itself)."""
     exe = _interpreter(python)
+    request = json.dumps([str(conf) for conf in confs]).encode() if confs else b""
     try:
         # A guarded group (processes.py): the probe, and what its torch starts, die with alloctune, even when
         # alloctune is SIGKILLed while it waits here.
-        with spawn_group([exe, "-m", "alloctune.trial.probe", "probe"], env=_environment(),
+        with spawn_group([exe, "-m", "alloctune.trial.probe", "probe"], env=_environment(), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
             try:
-                out, err = child.communicate(timeout=timeout)
+                out, err = child.communicate(request, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise _too_slow(python, timeout) from None
     except OSError as exc:
@@ -78,9 +88,12 @@ def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:
     if proc.returncode != 0 or not lines:
         raise _failed(python, proc.returncode, lines, proc.stderr, proc.stdout)
     try:
-        return ProbeResult.from_json(json.loads(lines[-1]))
+        answer = json.loads(lines[-1])
+        facts = ProbeResult.from_json(answer)
     except TypeError as exc:
         raise ProbeError(f"probing {python}: unexpected answer from the child ({exc})") from None
+    judged = answer.get("settings")
+    return facts, (_judged(judged, list(confs), judged["errors"]) if confs and judged else None)
 
 
 def check_settings(python: str, confs: list, timeout: float = 120) -> dict[str, str | None]:

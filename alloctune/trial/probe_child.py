@@ -1,6 +1,8 @@
 """The child side of the probe (`probe.py`), run as `PYTHON -m alloctune.trial.probe probe|serve` under the
-interpreter being probed: `probe` prints that interpreter's torch, CUDA and GPUs; `serve` says what its settings
-parser can do, then judges each batch of settings that comes on stdin with that parser, as a fresh torch would.
+interpreter being probed: `probe` prints that interpreter's torch, CUDA and GPUs, and judges the settings it is
+sent on stdin (a JSON list, possibly none) as `serve` would, so that a sweep's start imports torch once; `serve`
+says what its settings parser can do, then judges each batch of settings that comes on stdin with that parser, as
+a fresh torch would.
 Each answer is one line marked MARK on stdout. Standard library and torch only (and `provenance.driver_version`,
 standard library too).
 """
@@ -32,7 +34,11 @@ def child_main(argv: list[str]) -> int:
         return NO_TORCH_EXIT
     if mode == "serve":
         return _serve(torch)
-    print(MARK + json.dumps(_child_probe(torch)), flush=True)
+    facts, request = _child_probe(torch), sys.stdin.read()
+    if request.strip():
+        hello, judge = _judging(torch)
+        facts["settings"] = dict(hello, errors=judge(json.loads(request)))
+    print(MARK + json.dumps(facts), flush=True)
     return 0
 
 
@@ -69,20 +75,28 @@ def _settings_parser(torch):
             or getattr(torch._C, "_cuda_cudaCachingAllocator_set_allocator_settings", None))
 
 
-def _serve(torch) -> int:
-    """Say the torch version and what its parser can do, then answer each line of settings (a JSON list) with
-    the parser's error per setting, until stdin ends (the parent closed it, or died)."""
+def _judging(torch):
+    """What this torch's parser can do (the torch version, a usable parser, whether it checks keys), and a function
+    giving the parser's error per setting string (none where the parser is not usable)."""
     parse = _settings_parser(torch)
     # A parser that refuses even the empty setting cannot work here (e.g. it wants a CUDA driver): don't use it.
     usable = parse is not None and _parse_isolated(parse, "") is None
     in_place = parse is not None and parse is getattr(torch._C, "_accelerator_setAllocatorSettings", None)
     hello = {"torch_version": torch.__version__, "parser": usable,
              "checks_keys": usable and _parse_isolated(parse, _CANARY) is not None}
+
+    def judge(texts: list[str]) -> dict:
+        return {text: _judge(parse, _without_backend(text), in_place) for text in texts} if usable else {}
+    return hello, judge
+
+
+def _serve(torch) -> int:
+    """Say the torch version and what its parser can do, then answer each line of settings (a JSON list) with
+    the parser's error per setting, until stdin ends (the parent closed it, or died)."""
+    hello, judge = _judging(torch)
     print(MARK + json.dumps(hello), flush=True)
     for line in sys.stdin:
-        errors = ({text: _judge(parse, _without_backend(text), in_place) for text in json.loads(line)}
-                  if usable else {})
-        print(MARK + json.dumps({"errors": errors}), flush=True)
+        print(MARK + json.dumps({"errors": judge(json.loads(line))}), flush=True)
     return 0
 
 

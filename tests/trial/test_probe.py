@@ -13,7 +13,8 @@ from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.settings.versions import check_conf, parse_version
 from alloctune.trial import probe_child
-from alloctune.trial.probe import ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe
+from alloctune.trial.probe import (ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe,
+                                   probe_and_judge)
 from alloctune.trial.provenance import collect_env
 
 LOCAL_VERSION = parse_version(torch.__version__)
@@ -83,6 +84,28 @@ def test_check_settings_local(local_check):
         assert verdicts[ok] is None, (ok, verdicts[ok])
     assert "max_split_size_mb" in verdicts["max_split_size_mb:10"]
     assert "foo" in verdicts["foo:1"]
+
+
+def test_the_probe_child_judges_the_settings_as_the_judge_does(local, local_check):
+    """A sweep's start: one child gives the facts and the verdicts, the same as the probe and the judge apart."""
+    facts, check = probe_and_judge(sys.executable, expand(OK_TEXTS + BAD_TEXTS + TABLE_TEXTS))
+    assert facts == local and check == local_check
+    assert probe_and_judge(sys.executable, [])[1] is None   # nothing asked: nothing judged
+
+
+def test_an_interpreter_that_answers_the_probe_without_verdicts_is_judged_apart(tmp_path):
+    """A wrapper answering the probe itself (as the tests' stand-in GPUs do) leaves the verdicts to the judge."""
+    stand_in = tmp_path / "python3"
+    stand_in.write_text("#!" + sys.executable + "\n" + (
+        "import json, os, sys\n"
+        "if sys.argv[1:4] == ['-m', 'alloctune.trial.probe', 'probe']:\n"
+        "    sys.stdin.read()\n"
+        "    print('ALLOCTUNE-PROBE ' + json.dumps(dict(python=sys.argv[0], python_version='3', torch_version='2.13.0',"
+        " torch_git=None, cuda_version=None, cuda_available=False, device_count=0, devices=[], driver=None,"
+        " host='h', env_id='torch-2.13.0')))\n"))
+    stand_in.chmod(0o755)
+    facts, check = probe_and_judge(str(stand_in), [AllocConf()])
+    assert facts.torch_version == "2.13.0" and check is None
 
 
 def test_check_settings_plain_api_matches_detail():
