@@ -45,6 +45,10 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     # join what it finds.
     confs = expand(list(options.grid or ([] if options.search is not None else spec.grid or DEFAULT_GRID)))
     pythons, backend = options.targets(spec)
+    given = None
+    if options.trace:   # a trace the user gave is read first: a bad one is refused before any interpreter starts
+        callbacks.phase("loading the allocation trace", None)
+        given = _load_replay_trace(spec, options.trace, callbacks.notice)
     runner = make_executor(options, callbacks.notice)
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
     probes, checks = _probe_all(pythons, runner, confs)
@@ -57,8 +61,8 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     _check_machines(options, backend, probes, recording)
     callbacks.phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     planned, skipped = _settings(confs, probes, checks, runner, options, spec, backend, callbacks.notice)
-    replayed = None
-    if backend == Backend.SIM or (backend == Backend.HYBRID and options.trace):
+    replayed = given if backend != Backend.CUDA else None   # a measured-only sweep replays nothing
+    if backend == Backend.SIM and given is None:   # the workload's own trace
         callbacks.phase("loading the allocation trace", None)
         replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
     return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording)

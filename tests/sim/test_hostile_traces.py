@@ -39,12 +39,14 @@ def allocations(sizes: list[int], meta: dict | None = None) -> bytes:
 
 def refused_everywhere(path, tmp_path, *, sweep: bool = True) -> list[str]:
     """The one-line error of replay, search and sweep --trace on `path`, each within SECONDS and bounded_cli's
-    memory; the sweep leaves no results folder."""
+    memory; the sweep leaves no results folder, and refuses the trace before it starts an interpreter (the one it
+    names does not exist)."""
     runs = [bounded_cli("replay", path, timeout=SECONDS), bounded_cli("search", path, timeout=SECONDS)]
     if sweep:
         out = tmp_path / "results-folder"
         runs.append(bounded_cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--trace", path, "--out",
-                                out, "--conf", "expandable_segments:True", timeout=2 * SECONDS))
+                                out, "--conf", "expandable_segments:True", "--python", tmp_path / "no-python",
+                                timeout=2 * SECONDS))
         assert not out.exists()
     return [one_line_error(run) for run in runs]
 
