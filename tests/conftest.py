@@ -1,6 +1,10 @@
 """Fixtures shared by every test folder."""
 from __future__ import annotations
 
+import compileall
+import os
+from pathlib import Path
+
 import pytest
 
 
@@ -19,3 +23,11 @@ def pytest_cmdline_main(config):
     under pytest 9.2, where its groups are lost (pytest-dev/pytest-xdist#1386)."""
     if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
         config.option.dist = "loadfile"
+
+
+def pytest_configure(config):
+    """Byte-compile alloctune once for the run (in the controller, before any worker starts): the suite starts
+    some thousand interpreters that import it, and under PYTHONDONTWRITEBYTECODE (set on this project's machines)
+    none of them would write, so each compiled every module it imports again."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        compileall.compile_dir(Path(__file__).resolve().parents[1] / "alloctune", quiet=1)
