@@ -46,7 +46,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     confs = expand(list(options.grid or ([] if options.search is not None else spec.grid or DEFAULT_GRID)))
     pythons, backend = options.targets(spec)
     given = None
-    if options.trace:   # a trace the user gave is read first: a bad one is refused before any interpreter starts
+    if options.trace and backend != Backend.CUDA:   # read first: a bad one is refused before any interpreter starts
         callbacks.phase("loading the allocation trace", None)
         given = _load_replay_trace(spec, options.trace, callbacks.notice)
     runner = make_executor(options, callbacks.notice)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from clirun import in_process
+from standin import PROBE_AS_ONE_GPU
 
 import alloctune
 from alloctune.results.records import Backend
@@ -38,15 +39,7 @@ CONFS = ("", ES)
 # the setting) and, when recording, that rank's trace.
 PYTHON = """
 import importlib.metadata, json, os, shutil, sys
-if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
-    sys.stdin.read()
-    print("ALLOCTUNE-PROBE " + json.dumps(dict(
-        python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
-        cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=143 * 2**30)],
-        driver="1", host="h", env_id="torch-gpu")))
-    sys.exit(0)
-if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
-    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+""" + PROBE_AS_ONE_GPU + """
 conf, out = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), os.environ["ALLOCTUNE_HOOK_OUT"]
 recording = os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
 with open({log!r}, "a") as f:

@@ -30,6 +30,7 @@ from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace
 from alloctune.workload.command import check_command, command_workload
 from clirun import in_process
+from standin import PROBE_AS_ONE_GPU
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
@@ -44,15 +45,7 @@ MiB = 2**20
 # results/transformer-packed-h200-20261129-234801).
 PYTHON = """
 import importlib.metadata, json, os, random, shutil, sys, time
-if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
-    sys.stdin.read()
-    print("ALLOCTUNE-PROBE " + json.dumps(dict(
-        python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
-        cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=143 * 2**30)],
-        driver="1", host="h", env_id="torch-gpu")))
-    sys.exit(0)
-if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
-    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+""" + PROBE_AS_ONE_GPU + """
 conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
 spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.trial.child"] else None   # a workload's
 recording = bool(spec["record_trace"]) if spec else os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
