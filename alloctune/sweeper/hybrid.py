@@ -61,6 +61,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
     for trace, name in zip(traces, names):
         save_trace(trace, folder.path / name)
     if len(names) > 1:   # one trace keeps the shape of every folder before several were kept: trace.path alone
+        info = folder.info()   # as the recording trial left it
         folder.write_info(replace(info, trace=dict(info.trace or {}, paths=[str(n) for n in names])))
     for path in snapshots:
         os.unlink(path)
