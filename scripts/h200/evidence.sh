@@ -32,12 +32,12 @@ for job in "$@"; do
   case $job in
     pyg)       sweep pyg 240 -- python3 examples/pyg_graphs.py ;;
     lightning) sweep lightning 250 -- python3 examples/lightning_bert.py --steps 80 ;;
-    hf)        sweep hf 160 -- python3 examples/hf_trainer_gpt2.py --steps 40 ;;
+    hf)        sweep hf "${HF_S:-160}" -- python3 examples/hf_trainer_gpt2.py --steps 40 ;;
     # two ranks on one GPU (gloo: NCCL refuses two ranks on one device); a smaller model than the script's default
     # keeps gloo's host-side all-reduce, and so a trial, short
-    ddp)       sweep ddp 330 -- torchrun --nproc-per-node 2 examples/ddp_train.py --backend gloo --steps 40 \
+    ddp)       sweep ddp "${DDP_S:-330}" -- torchrun --nproc-per-node 2 examples/ddp_train.py --backend gloo --steps 40 \
                  --layers 8 --d-model 768 ;;
-    generate)  sweep generate 330 --step-on forward -- python3 examples/generate_varlen.py --steps 6 --new-tokens 16 64 ;;
+    generate)  sweep generate "${GENERATE_S:-330}" --step-on forward -- python3 examples/generate_varlen.py --steps 6 --new-tokens 16 64 ;;
     window)    sweep window 160 --steps 100 -- python3 examples/long_train.py ;;
     cudagraph) sweep cudagraph 75 --repeats 1 -- python3 examples/cudagraph_train.py --steps 300 ;;
     ipc)       sweep ipc 65 --repeats 1 -- python3 examples/ipc_share.py --steps 200 ;;
@@ -46,7 +46,9 @@ for job in "$@"; do
                echo "exit $?" >> "$RES/oom.log"
                $AT diagnose "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.txt" 2>&1
                $AT diagnose --json "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.json" 2>&1; pack ;;
-    gputests)  timeout 270 python3 -m pytest -q -rA -m gpu -p no:cacheprovider tests > "$RES/gpu-tests.log" 2>&1
+    # GPU_TESTS narrows the run to some test files (a later call finishing what an earlier one's cap cut)
+    gputests)  timeout "${GPU_TESTS_S:-270}" python3 -m pytest -q -rA -m gpu -p no:cacheprovider ${GPU_TESTS:-tests} \
+                 > "$RES/gpu-tests.log" 2>&1
                echo "exit $?" >> "$RES/gpu-tests.log"; pack ;;
     *) echo "unknown job $job" >&2 ;;
   esac
