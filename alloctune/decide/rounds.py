@@ -29,6 +29,7 @@ also bound a benchmark by a count and a time).
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -77,6 +78,7 @@ class Standing:
     memory_known: bool = False          # measured once, or predicted by replay
     state: SettingState | None = None   # FAILED: how
     half_width: float | None = None     # ANSWERED, CLEARED, TOO_WIDE: the interval's (None: no interval yet)
+    ratio: float | None = None          # with half_width: its throughput against the default's
     winner: str | None = None           # LOSES_ON_MEMORY, BACKEND_SKIPPED: the candidate it cannot beat
     # MORE_MEMORY, LOSES_ON_MEMORY: the pair's measure and figures (this one's, the other's); BACKEND_SKIPPED: the
     # winner's peak reserved and the program's peak requested bytes
@@ -181,7 +183,7 @@ def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, ba
         why = Contention.ANSWERED
     else:
         why = Contention.CLEARED if settles(c, max_slowdown) else Contention.TOO_WIDE
-    return replace(at, why=why, half_width=c.half_width)
+    return replace(at, why=why, half_width=c.half_width, ratio=c.ratio)
 
 
 def contenders(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
@@ -199,9 +201,10 @@ def contenders(group: list[SettingResult], planned: list[str], max_slowdown: flo
 def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> int:
     """About how many trials the rounds still run, from the standings after a round's default ran: the open
     settings' trials (one to learn a memory nobody knows; a leader MIN_ROUNDS of its own; an interval too wide,
-    the rounds its spread implies, `stats.rounds_needed`), each capped at `rounds_left` (this round included),
-    and one default run per round after this one plus the closing one. Where no open setting's memory is known,
-    one of those measured for it is taken to lead."""
+    the rounds its spread implies, `stats.rounds_needed`, to the goal or, where fewer, to settling the question
+    at the ratio measured so far), each capped at `rounds_left` (this round included), and one default run per
+    round after this one plus the closing one. Where no open setting's memory is known, one of those measured for
+    it is taken to lead."""
     per: list[int] = []
     unknown = 0
     for st in standings:
@@ -214,10 +217,16 @@ def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> 
         if st.why is Contention.TOO_WIDE and st.half_width is not None:
             from .stats import rounds_needed   # scipy: not at the CLI's start-up
 
-            need = rounds_needed(st.half_width, st.rounds, goal) - st.rounds
+            need = rounds_needed(st.half_width, st.rounds, max(goal, _settling(st.ratio, goal))) - st.rounds
         per.append(max(1, min(need, rounds_left)))
     if unknown and not per:
         per.append(max(1, min(MIN_ROUNDS, rounds_left)))
         unknown -= 1
     rounds = max(per, default=1 if unknown else 0)
     return sum(per) + unknown + rounds
+
+
+def _settling(ratio: float | None, goal: float) -> float:
+    """The half-width at which an interval around `ratio` settles the max-slowdown question (`settles`): its
+    distance from 1 - goal, on the log scale the intervals are built on (0 when not known)."""
+    return math.expm1(abs(math.log(ratio) - math.log1p(-goal))) if ratio else 0.0

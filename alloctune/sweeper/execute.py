@@ -100,21 +100,25 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
     """`repeats` 'auto': round after round, the default and then the settings still in contention (rounds.py),
     until none is, or `max_rounds` or the time budget are spent. A round's default run also closes the previous
     round's bracket, so who is still in contention is decided after it, from bracketed pairs only; after the last
-    round one more default run closes it. Each round is planned from everything recorded so far, so a resumed
-    sweep takes the same path (and in a hybrid sweep the trial that recorded the trace, having the key of the
-    default's repeat 0, is the first round's default; the replays' peaks are the memory the rounds start from).
+    round one more default run closes it. Each round is planned from everything recorded so far, and a round that
+    its next default run already closed adds nothing, so a resumed sweep goes on where the cut one was (in a
+    hybrid workload sweep the trial that recorded the trace, having the key of the default's repeat 0, is the
+    first round's default, a command's is an extra one; the replays' peaks are the memory the rounds start from).
     `slots`: trials the executor runs at once (for the time estimate). Settings the rounds never measured, and
     why, join the sweep's skipped list at the end."""
     started, done, envs = time.monotonic(), 0, sorted(planned)
     default = AllocConf.parse("")
     predicted = _predictions(folder.trials())
     final: dict[str, list[Standing]] = {}
+    left = 0    # trials still expected after those run so far: the progress bar's total counts them
     for r in range(max_rounds + 1):
-        done += execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, done)
+        done += execute(folder, executor, [task(env_id, default, r) for env_id in envs], progress, done,
+                        max(0, left - len(envs)))
         if r == max_rounds:
             break
         measured = summarize_settings([t for t in folder.trials() if t.backend == Backend.CUDA], max_slowdown)
-        tasks, to_come = [], 0
+        finished = folder.store.finished_keys()
+        tasks, to_come, closed = [], 0, []
         for env_id in envs:
             by_conf = {str(c): c for c in planned[env_id]}
             group, ahead = [s for s in measured if s.env_id == env_id], predicted.get(env_id, {})
@@ -122,11 +126,17 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
             # a resumed sweep passes rounds it ran before: what is left counts from the furthest round measured
             ran = max((st.rounds for st in final[env_id]), default=0)
             to_come += trials_to_come(final[env_id], max_slowdown, max(1, max_rounds - max(r, ran)))
+            if task(env_id, default, r + 1).key() in finished:
+                # a resumed sweep passing a round that its next default already closed: a setting that came into
+                # contention since would run far from the default runs it is paired with, so it waits for an
+                # open round, as it did in the sweep before the cut
+                closed.append(env_id)
+                continue
             tasks += [task(env_id, by_conf[conf], r)
                       for conf in contenders(group, list(by_conf), max_slowdown, DEFAULT_TIE, ahead)]
         if tally is not None:
             tally.expect(to_come)
-        if not tasks:
+        if not tasks and not closed:
             break
         walls = [t.wall_seconds for t in folder.trials() if t.backend == Backend.CUDA and t.wall_seconds]
         # this round's settings, and the default's run that closes the round
@@ -135,8 +145,9 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
             notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
                    f"{r} rounds")
             break
-        envs = sorted({t.env_id for t in tasks})
-        done += execute(folder, executor, tasks, progress, done, max(0, to_come - len(tasks)))
+        envs = sorted({t.env_id for t in tasks} | set(closed))
+        left = max(0, to_come - len(tasks))
+        done += execute(folder, executor, tasks, progress, done, left)
     _unmeasured(folder, final)
 
 

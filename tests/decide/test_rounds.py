@@ -8,6 +8,7 @@ import random
 import stat
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +16,7 @@ from alloctune.decide.summary import summarize_settings
 from alloctune.decide.precision import precision_of
 from alloctune.decide.reasons import Code, Stop
 from alloctune.decide.rounds import MIN_ROUNDS, Contention, Standing, contenders, standings, trials_to_come
+from alloctune.decide.stats import rounds_needed
 from alloctune.decide.summary import SettingState
 from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
@@ -136,6 +138,11 @@ def test_trials_to_come():
     # a wide interval: the rounds its spread implies (±4% over 3 rounds: ±2% needs about 5), capped by those left
     wide = Standing(ES, Contention.TOO_WIDE, rounds=3, memory_known=True, half_width=0.04)
     assert trials_to_come([wide], 0.02, 10) == 2 * 2 and trials_to_come([wide], 0.02, 1) == 2
+    # away from the 0.98 boundary the question settles before the goal is met, and the rounds stop then (1.05x
+    # ±10% over 4 rounds: ±2% needs 38 rounds, settling at 1.05x about ±7%, 6)
+    far = Standing(ES, Contention.TOO_WIDE, rounds=4, memory_known=True, half_width=0.10, ratio=1.05)
+    assert trials_to_come([far], 0.02, 100) == 2 * 2
+    assert trials_to_come([replace(far, ratio=None)], 0.02, 100) == 2 * (rounds_needed(0.10, 4, 0.02) - 4)
     assert trials_to_come([Standing(ES, Contention.ANSWERED, rounds=3)], 0.02, 10) == 0
 
 
@@ -178,21 +185,25 @@ json.dump(result, open(spec["result"], "w"))
 """
 
 
-def run_rounds(tmp_path, plan, max_rounds=8, budget=None):
+def run_rounds(tmp_path, plan, max_rounds=8, budget=None, folder=None, progress=None):
+    """The round loop over `plan`'s settings, in a new results folder or, to resume, in `folder`."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     python = tmp_path / "fake-python"
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(
         CHILD.format(log=str(tmp_path / "ran.log"), plan=json.dumps(plan))))
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
     confs = [AllocConf.parse(c) for c in plan]
-    info = SweepInfo("w", "h", {"name": "w"}, [str(c) for c in confs], repeats=max_rounds, auto_repeats=True)
-    folder = ResultsFolder.create(tmp_path / "out", info)
+    if folder is None:
+        info = SweepInfo("w", "h", {"name": "w"}, [str(c) for c in confs], repeats=max_rounds, auto_repeats=True)
+        folder = ResultsFolder.create(tmp_path / "out", info)
 
     def task(env_id, conf, r):
         return TrialTask({"name": "w"}, "h", conf, r, str(python), env_id)
 
     notices = []
     with LocalExecutor([None]) as executor:
-        execute.run_rounds(folder, executor, {"env": confs}, task, max_rounds, budget, 0.02, 1, None, notices.append)
+        execute.run_rounds(folder, executor, {"env": confs}, task, max_rounds, budget, 0.02, 1, progress,
+                           notices.append)
     ran = (tmp_path / "ran.log").read_text().splitlines()
     return folder, ran, notices
 
@@ -204,7 +215,11 @@ def test_rounds_stop_each_setting_when_its_answer_is_known(tmp_path):
             MS: {"gib": 60, "ratios": [1.0]},                                         # more memory: out after 1
             RP: "oom",                                                                # out after 1
             GC: {"gib": 17, "ratios": [1 + rng.uniform(-0.15, 0.15) for _ in range(8)]}}  # noisy, beaten by ES
-    folder, ran, _ = run_rounds(tmp_path, plan)
+    bar = []
+    folder, ran, _ = run_rounds(tmp_path, plan, progress=lambda record, done, total: bar.append((done, total)))
+    # the progress bar's total: the first default alone, then the estimate of the whole sweep, which memory first
+    # gets right here, while each round's default runs too (it fell to the trials done so far then: '6/6')
+    assert bar == [(1, 1)] + [(n, 10) for n in range(2, 11)]
     counts = {c: ran.count(c) for c in plan}
     # the first round measures every setting's memory; then only ES can win, and it is answered in MIN_ROUNDS
     assert counts == {"": MIN_ROUNDS + 1, ES: MIN_ROUNDS, MS: 1, RP: 1, GC: 1}   # + the default closing the last
@@ -229,6 +244,25 @@ def test_a_setting_beaten_on_memory_is_measured_once_the_lower_one_is_refused(tm
     by = {s.conf: s for s in summarize_settings(folder.trials())}
     assert [t.repeat for t in by[GC].trials] == [0, 3, 4]    # its rounds: the first, then once ES was refused
     assert by[ES].vs_default.slower_beyond_tolerance and by[GC].vs_default.half_width < 0.02
+
+
+def test_a_resumed_sweep_leaves_the_rounds_it_had_closed_as_they_were(tmp_path):
+    """Cut once a setting came back into contention (GC, after ES was refused) and resumed: GC runs on in the rounds
+    after the refusal, each run between two of the default, as in the sweep that was not cut; it does not go back
+    to the rounds it sat out (found on the H200: a resumed DDP sweep ran cudaMallocAsync's repeats 1 and 2 after
+    round 4, each paired with a default run from minutes before)."""
+    plan = {"": {"gib": 20, "ratios": [1.0]},
+            ES: {"gib": 12, "ratios": [0.9, 0.901, 0.8995]},
+            GC: {"gib": 15, "ratios": [1.0, 1.001, 0.9995]}}
+    whole, ran, _ = run_rounds(tmp_path / "whole", plan)
+    assert ran == ["", ES, GC, "", ES, "", ES, "", GC, "", GC, ""]
+    cut = tmp_path / "cut"
+    run_rounds(cut, plan)
+    for done in (cut / "out" / "trials.jsonl", cut / "ran.log"):   # cut after GC's first return, as if it ran so
+        done.write_text("".join(done.read_text().splitlines(keepends=True)[:9]))
+    folder, after, _ = run_rounds(cut, plan, folder=ResultsFolder(cut / "out"))
+    assert after == ran[:9] + ["", GC, ""]
+    assert ([(t.conf, t.repeat) for t in folder.trials()] == [(t.conf, t.repeat) for t in whole.trials()])
 
 
 def test_rounds_stop_at_the_time_budget(tmp_path):
