@@ -55,7 +55,8 @@ def transformer_trace(events: int, seed: int = 0, layers: int = 12, d: int = 102
     b = _Builder()
     bf16, fp32 = 2, 4
     weights = [b.alloc(n * d * d * bf16) for _ in range(layers) for n in (3, 1, 4, 4)]
-    optimizer = [b.alloc(b.sizes[w] * 2 * fp32 // bf16) for w in weights]  # Adam moments, made once
+    for w in weights:   # Adam moments: made once, live to the end
+        b.alloc(b.sizes[w] * 2 * fp32 // bf16)
     grads: list[int] = []
     while len(b.trace) < events:
         batch, seq = rng.choice([2, 4, 8, 16]), rng.choice([64, 128, 256, 512, 1024, 2048])

@@ -3,7 +3,7 @@ option but the simulated folder; without a GPU, a preset that ships a trace is s
 from __future__ import annotations
 
 import pytest
-from clirun import cli, in_process, suggested
+from clirun import in_process, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
