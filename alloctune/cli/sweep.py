@@ -336,8 +336,9 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
     from rich.markup import escape
 
     m = record.measurement
-    what = f"{conf_label(record.conf)} #{record.repeat + 1}" + (" (recording the trace)" if record.recording
-                                                                  else "")
+    # a replay is not a run: no repeat number, and said, so that it is not read as a GPU trial
+    what = (f"{conf_label(record.conf)} (replayed)" if record.backend == Backend.SIM else
+            f"{conf_label(record.conf)} #{record.repeat + 1}" + (" (recording the trace)" if record.recording else ""))
     if where and record.node:  # on a cluster, which node and GPUs ran it
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:

@@ -51,7 +51,7 @@ def test_sweep_json_is_the_folder_its_decisions_as_report_prints_them_and_the_sk
                    "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)   # stdout is the JSON alone; progress stays on stderr
-    assert "ok expandable_segments:True #1" in r.stderr
+    assert "ok expandable_segments:True (replayed): peak reserved" in r.stderr
     (reported,) = json.loads(in_process("report", out, "--json").stdout)
     assert {"folder": data["folder"], "choices": data["choices"]} == reported
     assert data["folder"] == str(out) and data["choices"][0]["conf"] == "expandable_segments:True"
