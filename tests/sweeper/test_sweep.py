@@ -80,7 +80,8 @@ def test_same_sweep_resumes_and_skips_finished_trials(swept, tmp_path):
     (first / "choice.json").unlink()
     with pytest.warns(UserWarning, match="truncated"):
         assert len(ResultsFolder(first).trials()) == 2  # the torn trial does not count as finished
-    second, notices = run_sweep(tmp_path)
+    with pytest.warns(UserWarning, match="truncated"):   # the resumed sweep reads it too, and says so
+        second, notices = run_sweep(tmp_path)
     assert second.folder.path == first
     assert f"Resuming the sweep in {first} (use fresh=True to start a new one)" in notices
     records = [json.loads(line) for line in trials.read_text().splitlines()]  # torn line gone, trial ran again
