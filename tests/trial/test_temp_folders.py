@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from alloctune.processes import temp_folder
+from waiting import wait_until
 
 ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -29,6 +30,7 @@ def test_a_process_killed_at_any_moment_leaves_no_folder(tmp_path):
     in the block, at its end), again and again: none of its folders stays."""
     driver = textwrap.dedent("""
         from alloctune.processes import temp_folder
+from waiting import wait_until
         while True:
             with temp_folder("alloctune-trial-") as folder:
                 open(folder + "/spec.json", "w").write("{}")
@@ -39,10 +41,7 @@ def test_a_process_killed_at_any_moment_leaves_no_folder(tmp_path):
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    deadline = time.monotonic() + 10
-    while list(tmp_path.glob("alloctune-trial-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not list(tmp_path.glob("alloctune-trial-*"))
+    wait_until(lambda: not list(tmp_path.glob("alloctune-trial-*")), 10, "the watchdogs removed every folder")
 
 
 def test_record_killed_while_the_command_runs_leaves_no_folder(tmp_path):
@@ -51,13 +50,9 @@ def test_record_killed_while_the_command_runs_leaves_no_folder(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "alloctune", "record", "-o", str(tmp_path / "t.pickle"), "--",
                              "bash", "-c", "sleep 60"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob("alloctune-record-*")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
+    wait_until(lambda: list(tmp_path.glob("alloctune-record-*")) or proc.poll() is not None, 60,
+               "record made its folder (or exited)")
     assert list(tmp_path.glob("alloctune-record-*")), "record never made its folder"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 10
-    while list(tmp_path.glob("alloctune-record-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not list(tmp_path.glob("alloctune-record-*"))
+    wait_until(lambda: not list(tmp_path.glob("alloctune-record-*")), 10, "the watchdog removed the folder")
