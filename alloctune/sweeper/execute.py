@@ -116,8 +116,8 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
                         max(0, left - len(envs)))
         if r == max_rounds:
             break
-        measured = summarize_settings([t for t in folder.trials() if t.backend == Backend.CUDA], max_slowdown)
-        finished = folder.store.finished_keys()
+        gpu = [t for t in folder.trials() if t.backend == Backend.CUDA]   # the file read once a round
+        measured, finished = summarize_settings(gpu, max_slowdown), {t.key for t in gpu}
         tasks, to_come, closed = [], 0, []
         for env_id in envs:
             by_conf = {str(c): c for c in planned[env_id]}
@@ -138,7 +138,7 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
             tally.expect(to_come)
         if not tasks and not closed:
             break
-        walls = [t.wall_seconds for t in folder.trials() if t.backend == Backend.CUDA and t.wall_seconds]
+        walls = [t.wall_seconds for t in gpu if t.wall_seconds]
         # this round's settings, and the default's run that closes the round
         estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
         if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
