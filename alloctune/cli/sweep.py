@@ -323,8 +323,7 @@ def _on_gpu(command: str) -> list[str]:
 
 def _where(record: TrialRecord) -> str:
     """For a command of several processes: which one peaked."""
-    from ..report.words import process_name
-    from ..results.records import peak_row
+    from ..results.records import process_name, peak_row
 
     row = peak_row(record.processes or [])
     if row is None or len(record.processes or []) < 2:

@@ -35,13 +35,12 @@ from dataclasses import replace
 
 from .. import __version__
 from ..errors import AlloctuneError, OptionText, ResultsError
-from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results
+from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results, how_far
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
-from .words import recorded_words
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
 
@@ -135,7 +134,7 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     if budget:
         parts.append(f"budget {format_bytes(budget)}")
     if not choice.complete:
-        parts.append(f"INCOMPLETE sweep ({recorded_words(choice.trials_recorded, choice.trials_planned)})")
+        parts.append(f"INCOMPLETE sweep ({how_far(choice.trials_recorded, choice.trials_planned)})")
     parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
     return "; ".join(parts)
 
@@ -155,7 +154,7 @@ def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str |
     if not choice.complete and not allow_incomplete:
         raise ResultsError(OptionText("{path}: the sweep is incomplete ({how}); run it again to resume, or pass "
                                       "{allow_incomplete=True} to export this choice anyway", path=folder.path,
-                                      how=recorded_words(choice.trials_recorded, choice.trials_planned)))
+                                      how=how_far(choice.trials_recorded, choice.trials_planned)))
     if conf is not None:
         choice = _with_conf(folder, info, choice, conf)
     return render(choice, fmt, provenance(folder, info, choice))

@@ -13,11 +13,12 @@ from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.reasons import Code
 from ..decide.summary import MemoryMeasure, SettingResult
+from ..results.folder import how_far
 from ..results.records import decision_group
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
-from .words import format_rate, precision_line, reason_lines, recorded_words
+from .words import format_rate, precision_line, reason_lines
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
            "throughput median [95% CI]", "vs default", "flags")
@@ -174,9 +175,9 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
 
 
 def incomplete_note(choice: Choice) -> str | None:
-    """One line when the decision rests on fewer trials than the sweep planned (it was interrupted)."""
+    """One line when the sweep stopped before its end, or recorded fewer trials than it planned."""
     if choice.complete:
         return None
-    return (f"INCOMPLETE: {recorded_words(choice.trials_recorded, choice.trials_planned)}; this "
+    return (f"INCOMPLETE: {how_far(choice.trials_recorded, choice.trials_planned)}; this "
             f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
             f"it, or take this choice with export --allow-incomplete)")

@@ -12,13 +12,13 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import DEFAULT_TIE, measured_env_id, peak_row
+from ..results.records import DEFAULT_TIE, measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from .problems import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
-from .words import TIME_SOURCES, precision_line, process_name, reason_lines, runner_up_lines
+from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines
 
 SUMMARY_FILE = "summary.md"
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.

@@ -32,20 +32,6 @@ def format_rate(value: float | None, unit: str | None = None) -> str:
     return f"{text} {unit or 'units'}/s"
 
 
-def recorded_words(recorded: int, planned: int | None) -> str:
-    """How far an interrupted sweep got with a decision: '8 of 12 planned trials recorded', or, where no count was
-    planned (--repeats auto, hybrid, search) or the count was met before the sweep stopped, 'stopped before its
-    end, after 5 trials'."""
-    if planned is not None and recorded < planned:
-        return f"{recorded} of {planned} planned trials recorded"
-    return f"stopped before its end, after {plural(recorded, 'trial')}"
-
-
-def process_name(row: dict) -> str:
-    """One process of a command trial (a row of `TrialRecord.processes`): 'rank 1', else 'pid 4242'."""
-    return f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row.get('pid')}"
-
-
 def _retries(count: int | None) -> str:
     return f"{count} alloc retr{'y' if count == 1 else 'ies'}" if count else "no alloc retries"
 

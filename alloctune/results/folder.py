@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import FolderBusy, ResultsError
 from ..files import write_file
 from ..settings.conf import canonical
+from ..units import plural
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
 from .typed import from_json, load_json
@@ -180,7 +181,7 @@ class ChoiceRecord:
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     tie: float = DEFAULT_TIE
     repeats: Count = 0
-    complete: bool = True             # False: fewer trials recorded than planned (an interrupted sweep)
+    complete: bool = True             # False: the sweep stopped before its end, or recorded fewer trials than planned
     trials_recorded: Count = 0
     trials_planned: Count | None = None
 
@@ -189,6 +190,15 @@ class ChoiceRecord:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def how_far(recorded: int, planned: int | None) -> str:
+    """How far an interrupted sweep got with a decision (a choice's `trials_recorded`, `trials_planned`): '8 of 12
+    planned trials recorded', or, where no count was planned (--repeats auto, hybrid, search) or the count was met
+    before the sweep stopped, 'stopped before its end, after 5 trials'."""
+    if planned is not None and recorded < planned:
+        return f"{recorded} of {planned} planned trials recorded"
+    return f"stopped before its end, after {plural(recorded, 'trial')}"
 
 
 @dataclass(frozen=True)

@@ -276,6 +276,11 @@ class TrialRecord:
         return from_json(cls, data, where)
 
 
+def process_name(row: dict) -> str:
+    """One process of a command trial (a row of `TrialRecord.processes`): 'rank 1', else 'pid 4242'."""
+    return f"rank {row['rank']}" if row.get("rank") is not None else f"pid {row.get('pid')}"
+
+
 def peak_row(rows: list[dict]) -> dict | None:
     """Of a command trial's rows (`TrialRecord.processes`), the process (and device) with the highest peak
     reserved: the one that decides whether the job fits."""

@@ -12,8 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Sequence
 
-from ...report.words import process_name
-from ...results.records import Backend, TrialRecord, TrialState, peak_row, process_row
+from ...results.records import Backend, TrialRecord, TrialState, peak_row, process_name, process_row
 from ...settings.versions import simulation_note
 from ...sim.replay import DEFAULT_DEVICE_MEMORY, ReplayOutcome
 from ...trial.task import TrialTask
