@@ -30,7 +30,6 @@ def test_a_process_killed_at_any_moment_leaves_no_folder(tmp_path):
     in the block, at its end), again and again: none of its folders stays."""
     driver = textwrap.dedent("""
         from alloctune.processes import temp_folder
-from waiting import wait_until
         while True:
             with temp_folder("alloctune-trial-") as folder:
                 open(folder + "/spec.json", "w").write("{}")
@@ -39,6 +38,7 @@ from waiting import wait_until
     for delay in (0.3, 0.45, 0.6, 0.75, 0.9, 1.05):
         proc = subprocess.Popen([sys.executable, "-c", driver], env=env)
         time.sleep(delay)
+        assert proc.poll() is None, "the driver died on its own"   # else no folder was ever at stake
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     wait_until(lambda: not list(tmp_path.glob("alloctune-trial-*")), 10, "the watchdogs removed every folder")
