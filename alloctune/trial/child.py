@@ -22,6 +22,7 @@ from typing import Any
 
 from ..results.records import TrialState
 from ..runtime.oom import is_oom
+from ..runtime.process import write_whole
 from ..settings.readback import conf_from_settings, mismatch
 from ..units import budget_share
 from .peaks import device_peaks
@@ -31,11 +32,7 @@ from .timing import Observer, timed_pass
 def main(spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    result = run(spec)
-    tmp = spec["result"] + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(tmp, spec["result"])
+    write_whole(spec["result"], json.dumps(run(spec)).encode())
     return 0
 
 

@@ -48,7 +48,7 @@ from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .counting import leader, rising
 from .hook import HOOK_DIR
 from .observation import Observation, used_by_job
-from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, trace_path, trace_targets
+from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"
@@ -200,9 +200,8 @@ def keep_traces(procs: str, processes: list[ProcessReport], target: str) -> None
     """Move every traced process's trace to `target`, or beside it named by rank for several (`trace_targets`): a
     hybrid sweep replays each, as the ranks of one job differ (each draws its own data: on the H200 the rank that
     peaked changed with the setting) and the job fits only where every rank fits."""
-    traced = [p for p in processes if os.path.exists(trace_path(procs, p.pid))]
-    for p, path in zip(traced, trace_targets([(p.pid, p.rank) for p in traced], Path(target))):
-        shutil.move(trace_path(procs, p.pid), path)
+    for trace, path in traced(procs, processes, Path(target)):
+        shutil.move(trace, path)
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:

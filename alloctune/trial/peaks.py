@@ -178,6 +178,14 @@ def trace_targets(processes: Sequence[tuple[int | None, int | None]], output: Pa
     return out
 
 
+def traced(folder: str, processes: Sequence[ProcessReport], output: Path) -> list[tuple[str, Path]]:
+    """The traces the hook wrote in `folder` for these processes (in their order), each with where it goes
+    (`trace_targets`)."""
+    found = [p for p in processes if os.path.exists(trace_path(folder, p.pid))]
+    return list(zip([trace_path(folder, p.pid) for p in found], trace_targets([(p.pid, p.rank) for p in found],
+                                                                              output)))
+
+
 def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str]) -> dict[str, Any]:
     """The 'alloctune' entry of the snapshot a process recorded under `conf`: the command and the process, the
     figures of the device it peaked on most, and where it was recorded (`gpu_name(device)`, torch), as a workload's

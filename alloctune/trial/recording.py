@@ -21,7 +21,7 @@ from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .launch import run_trial
-from .peaks import trace_path, trace_targets
+from .peaks import traced
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment
 
@@ -72,12 +72,11 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         if run.damage:
             raise AlloctuneError(f"cannot read what the start-up hook wrote: {run.damage}")
         procs = os.path.join(tmp, "procs")
-        traced = [p for p in run.processes if os.path.exists(trace_path(procs, p.pid))]   # by rank, then pid
-        if not traced:
+        traces = traced(procs, run.processes, Path(output))   # by rank, then pid
+        if not traces:
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        targets = trace_targets([(p.pid, p.rank) for p in traced], Path(output))
-        return [(target, _keep(trace_path(procs, p.pid), target)) for p, target in zip(traced, targets)]
+        return [(target, _keep(trace, target)) for trace, target in traces]
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:

@@ -104,9 +104,9 @@ def _on_cuda_init() -> None:
     budget_bytes, fraction = _number("ALLOCTUNE_HOOK_BUDGET_BYTES"), os.environ.get("ALLOCTUNE_HOOK_BUDGET_FRACTION")
     if budget_bytes or fraction:
         _state.budget = Budget(torch.cuda, budget_bytes, float(fraction) if fraction else None)
+        if torch.cuda.device_count() == 1:
+            _state.budget.use(0)   # the one device it can use: its budget before the first allocation
     sampler = _state.sampler = Sampler(torch.cuda, memory, _state.budget)
-    if _state.budget is not None and torch.cuda.device_count() == 1:
-        _state.budget.use(0)   # the one device it can use: its budget before the first allocation
     if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
         # context=None: no stack frames, so a trace of a million events stays small.
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
