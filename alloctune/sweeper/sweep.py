@@ -59,8 +59,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
-        folder = open_folder(replace(sweep_info(spec, options, plan), finished=False), options, callbacks.notice,
-                             held)
+        folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
+        folder.write_info(replace(folder.info(), finished=False))   # until its end: a resumed one too
         _run(folder, spec, options, plan, callbacks)
         folder.write_info(replace(folder.info(), finished=True))
         callbacks.phase("choosing and writing the reports", None)

@@ -84,3 +84,24 @@ def test_a_sweep_that_stopped_before_its_end_is_incomplete_where_no_count_was_pl
     (folder / "sweep.json").write_text(json.dumps(info))
     assert in_process("report", folder).returncode == 0
     assert json.loads((folder / "choice.json").read_text())["choices"][-1]["complete"] is True
+
+
+@no_gpu
+def test_a_resumed_sweep_is_unfinished_until_its_end(tmp_path):
+    """A folder written before sweep.json said whether a sweep finished (read as finished), resumed and cut again:
+    sweep.json now says it did not finish, so its report is INCOMPLETE."""
+    grid = ["expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]
+    folder = alloctune.sweep(HPSEARCH, preset="h200", grid=grid, results_root=tmp_path).folder.path
+    info = json.loads((folder / "sweep.json").read_text())
+    del info["finished"]
+    (folder / "sweep.json").write_text(json.dumps(info))
+    lines = (folder / "trials.jsonl").read_text().splitlines(keepends=True)
+    (folder / "trials.jsonl").write_text("".join(lines[:2]))
+    (folder / "choice.json").unlink()
+
+    def cut(*_):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        alloctune.sweep(HPSEARCH, preset="h200", grid=grid, results_root=tmp_path, progress=cut)
+    assert json.loads((folder / "sweep.json").read_text())["finished"] is False
