@@ -24,9 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from alloctune.decide.rounds import Contention, standings  # noqa: E402
 from alloctune.decide.summary import summarize_settings  # noqa: E402
 from alloctune.results.records import Measurement, TrialRecord, TrialState  # noqa: E402
+from alloctune.units import GiB  # noqa: E402
 
 CONF = "expandable_segments:True"
-GiB = 2**30
 
 
 def _run(conf: str, repeat: int, tput: float) -> TrialRecord:

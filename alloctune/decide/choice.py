@@ -232,7 +232,7 @@ def _device_caveats(members: list[SettingResult], measure: MemoryMeasure) -> lis
 
 
 def _whole_card(members: list[SettingResult]) -> list[Reason]:
-    """The caveat on the settings that fit only by taking (nearly) the whole card, if any (summary.WHOLE_CARD_*)."""
+    """The caveat on the settings that fit only by taking (nearly) the whole card, if any (device.WHOLE_CARD_*)."""
     full = sorted((s for s in members if s.whole_card), key=lambda s: s.peak)
     if not full:
         return []

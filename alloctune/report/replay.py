@@ -150,17 +150,22 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
 
 def maximum(replayed: list[dict]) -> list[dict]:
     """Per setting, the trace (rank) with the highest simulated peak reserved, from each trace's JSON: what the job
-    needs per GPU. Fitting settings first, by that peak."""
+    needs per GPU; the OOMs are every trace's (the job fails where any rank does), as a sweep's replay counts them.
+    Fitting settings first, by that peak."""
     best: dict[str, dict] = {}
+    ooms: dict[str, list[int]] = {}
     for one in replayed:
         path = one["trace"]
         for row in one["results"]:
             if row.get("skipped") or row.get("peak_reserved_bytes") is None:
                 continue
+            ooms.setdefault(row["conf"], []).extend([row["num_ooms"]] if row.get("num_ooms") is not None else [])
             if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
                 best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
-                                     "num_ooms": row.get("num_ooms"), "trace": path,
+                                     "num_ooms": None, "trace": path,
                                      "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
+    for conf, row in best.items():
+        row["num_ooms"] = sum(ooms[conf]) if ooms[conf] else None
     return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
 
 

@@ -30,7 +30,7 @@ from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
-from ..trial.peaks import trace_targets
+from ..trial.peaks import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 from .options import HYBRID_FINALISTS
@@ -69,9 +69,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 
 def _by_rank(trace: Trace) -> tuple:
-    """Ranks in order, then processes without one by pid (`trial.peaks.read_reports`' order)."""
-    rank = trace.meta.get("rank")
-    return (rank is None, rank or 0, trace.meta.get("pid") or 0)
+    return rank_order(trace.meta.get("rank"), trace.meta.get("pid"))
 
 
 def _not_recorded(record: TrialRecord | None, task: TrialTask) -> AlloctuneError:

@@ -24,6 +24,7 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
+from ..units import budget_on
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
@@ -124,7 +125,7 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
     # simulator follows where versions differ.
     sim = SimExecutor(traces, names, {sim_env_id(p.env_id): p.torch_version for p in plan.probes},
                       callbacks.notice)
-    budget = sim.budget_bytes(*options.budget_limit)
+    budget = budget_on(*options.budget_limit, sim.device_memory)   # a fraction is of the recording's card
     planned = plan.planned
     if options.search is not None:   # the front, and the settings named beside the search that it did not find
         found = search_plan(folder, plan.probes, traces, device_memory=sim.device_memory, budget_bytes=budget,

@@ -159,6 +159,11 @@ def report_path(folder: str, pid: int | str) -> str:
     return os.path.join(folder, f"proc-{pid}.json")
 
 
+def rank_order(rank: int | None, pid: int | None) -> tuple:
+    """The order of a job's processes everywhere: ranks in order, then processes without one by pid."""
+    return (rank is None, rank or 0, pid or 0)
+
+
 def trace_path(folder: str, pid: int) -> str:
     """Where the hook writes process `pid`'s allocation trace, when recording."""
     return os.path.join(folder, f"trace-{pid}.pickle")
@@ -206,7 +211,7 @@ def read_reports(folder: str) -> list[ProcessReport]:
     that is not a report: the hook writes each one whole (a temporary file, then a rename), so that is damage."""
     paths = glob.glob(report_path(glob.escape(folder), "*"))
     reports = [from_json(ProcessReport, load_json(path), path) for path in paths]
-    return sorted(reports, key=lambda r: (r.rank is None, r.rank or 0, r.pid))
+    return sorted(reports, key=lambda r: rank_order(r.rank, r.pid))
 
 
 def job_measurement(devices: Sequence[DevicePeaks], throughput: float | None, unit: str | None,

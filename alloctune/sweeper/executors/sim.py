@@ -3,8 +3,9 @@
 Each planned trial is one setting under one interpreter's torch (whose version decides where allocator
 behaviour differs); settings the simulator cannot model (cudaMallocAsync, a value it refuses) are skipped with
 the reason. The records carry peaks only: replay has no clock. A command of several processes leaves one trace per
-process (rank): each is replayed, and the trial is the job's, as a measured one is: a row per process
-(`TrialRecord.processes`), the peaks of the one that peaks highest (`peak_row`), retries and OOMs summed.
+process (rank): each is replayed, and the trial is the job's: a row per process (`TrialRecord.processes`), the
+figures of the one that peaks highest (`peak_row`: a measured trial takes each peak's highest on its own), retries
+and OOMs summed.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from ...results.records import Backend, TrialRecord, TrialState, peak_row, proce
 from ...settings.versions import simulation_note
 from ...sim.replay import DEFAULT_DEVICE_MEMORY, ReplayOutcome
 from ...trial.task import TrialTask
-from ...units import budget_on
 from .base import Executor, OnDone, OnSkip
 
 
@@ -26,10 +26,6 @@ class SimExecutor(Executor):
         process of the job (by rank), and where each was read from; the first's recording gives the card."""
         self.traces, self.trace_paths, self.torch_versions, self.notice = traces, trace_paths, torch_versions, notice
         self.device_memory = int(traces[0].meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
-
-    def budget_bytes(self, budget_bytes: int | None, budget_fraction: float | None) -> int | None:
-        """The budget in bytes on the simulated card (a fraction is of the recording's device)."""
-        return budget_on(budget_bytes, budget_fraction, self.device_memory)
 
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:
         from ...sim.replay import replay
@@ -67,12 +63,13 @@ def _record(task: TrialTask, outcomes: list[ReplayOutcome], traces: list, env: d
     measured = [m for o in outcomes if (m := o.measurement()) is not None]   # all simulated: one per trace
     rows = [process_row(t.meta.get("pid"), t.meta.get("rank"), t.device, m) for t, m in zip(traces, measured)]
     top = peak_row(rows)
-    assert top is not None
+    assert top is not None   # a row per trace, and there is one at least
     m = replace(measured[rows.index(top)], num_alloc_retries=sum(x.num_alloc_retries for x in measured),
                 num_ooms=sum(x.num_ooms for x in measured))
-    oom = next((o for o, x in zip(outcomes, measured) if x.num_ooms), None)
-    where = "" if oom is None or len(rows) == 1 else f" of {process_name(rows[outcomes.index(oom)])}"
-    error = f"simulated OOM at trace event {oom.result.first_oom_index}{where}" if oom and oom.result else None
+    oom = next((i for i, x in enumerate(measured) if x.num_ooms), None)
+    where = "" if oom is None or len(rows) == 1 else f" of {process_name(rows[oom])}"
+    first = outcomes[oom].result if oom is not None else None
+    error = f"simulated OOM at trace event {first.first_oom_index}{where}" if first else None
     return TrialRecord(
         workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf), repeat=task.repeat,
         env_id=task.env_id, backend=Backend.SIM, state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
