@@ -12,7 +12,7 @@ from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, ExecutorKind, SweepOptions
+from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds
@@ -191,8 +191,6 @@ def _callbacks(shown: Phases, args):
     progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases; and,
     once a trial is saved, what an interrupt leaves (`args.interrupted`)."""
     from rich.markup import escape
-
-    from ..sweeper.options import Estimate, SweepCallbacks
 
     where = args.executor == ExecutorKind.RAY
 

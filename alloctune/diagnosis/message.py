@@ -241,13 +241,10 @@ def _parse_old(msg: str, old: re.Match, requested: int, size: _Sizes) -> OomMess
 
 
 def _parse_async(msg: str) -> OomMessage:
-    sizes: list[tuple[str, str]] = []
-    found = {}
+    size, found = _Sizes(), {}
     for name, pattern in _ASYNC.items():
-        m = pattern.search(msg)
-        if m:
-            sizes.append((m.group(1), m.group(2)))
-            found[name] = _bytes(m.group(1), m.group(2))
+        if (m := pattern.search(msg)) and (figure := size(m.group(1), m.group(2))) is not None:
+            found[name] = figure
     if "requested" not in found:
         raise DiagnoseError("a cudaMallocAsync out-of-memory message without 'Requested': cannot read it")
     gpu = _whole(re.search(r"device (\d+)", msg).group(1), "a GPU number")  # type: ignore[union-attr]
@@ -257,7 +254,7 @@ def _parse_async(msg: str) -> OomMessage:
     # This backend reports no cache of its own: the driver's pool holds what PyTorch freed.
     return OomMessage("backend:cudaMallocAsync (Allocation on device g would exceed allowed memory)",
                       found["requested"], gpu, found.get("limit"), found.get("free"), found.get("allocated"),
-                      found.get("allocated"), found.get("allowed"), precision=_precision(sizes), text=msg)
+                      found.get("allocated"), found.get("allowed"), precision=size.precision, text=msg)
 
 
 def _bytes(number: str, unit: str) -> int:

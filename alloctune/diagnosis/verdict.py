@@ -58,6 +58,11 @@ class OomFacts:
     def unallocated(self) -> int:
         return self.reserved - self.allocated
 
+    @property
+    def free(self) -> int:
+        """Free on the card, none where the source does not say: what the request could still have had."""
+        return self.device_free if self.device_free is not None else 0
+
     def others_bytes(self) -> tuple[int | None, str]:
         """Memory other processes held, and how it is known."""
         if self.processes:
@@ -112,7 +117,7 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
         card_room = r + f.device_free if f.device_free is not None else None
         if card_room is None or a + q <= card_room:
             return _budget(f, numbers, notes, card_room)
-    free = f.device_free if f.device_free is not None else 0
+    free = f.free
     margin = u + free - q
     # Other processes that hold more than this job's live tensors and its request dominate the card: freeing
     # them is the plain fix even when the job's own cache might have squeezed the request in.
@@ -142,7 +147,7 @@ def _notes(f: OomFacts, others: int | None, how: str) -> list[str]:
 def _other_processes(f: OomFacts, numbers: dict, notes: list[str], others: int, how: str, shortfall: int,
                      dominant: bool) -> Verdict:
     fb, q, a, u = format_bytes, f.requested, f.allocated, f.unallocated
-    free = f.device_free if f.device_free is not None else 0
+    free = f.free
     listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
     reasons = [f"the request {fb(q)} against this process's unused cache {fb(u)} plus the {fb(free)} free on "
                f"the card" + (f": {fb(shortfall)} short" if shortfall else ""),
@@ -160,7 +165,7 @@ def _other_processes(f: OomFacts, numbers: dict, notes: list[str], others: int, 
 
 def _shortage(f: OomFacts, numbers: dict, notes: list[str], others: int | None, shortfall: int) -> Verdict:
     fb, q, a, u, r = format_bytes, f.requested, f.allocated, f.unallocated, f.reserved
-    free = f.device_free if f.device_free is not None else 0
+    free = f.free
     context = f.this_process - r if f.this_process is not None else CONTEXT_ESTIMATE
     usable = f.device_total - (others or 0) - context if f.device_total else None
     reasons = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
