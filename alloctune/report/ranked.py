@@ -111,17 +111,21 @@ def markdown_ranked(group: list[SettingResult], choice: Choice) -> str:
 def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
     the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
-    t, c = s.throughput, s.vs_default
-    if s.is_default:
-        vs = "baseline"
-    else:
-        width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
-        vs = "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    t = s.throughput
     memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
     return [s.label, "best" if s is choice.best else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
-            "-" if t is None else format_number(t.median), vs]
+            "-" if t is None else format_number(t.median), _versus(s)]
+
+
+def _versus(s: SettingResult) -> str:
+    """The 'vs default' cell: the ratio, its interval and a short verdict."""
+    c = s.vs_default
+    if s.is_default:
+        return "baseline"
+    width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
+    return "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
 
 def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:
@@ -160,10 +164,10 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     print_table(console, table)
     for line in below:
         console.print(Text(line), soft_wrap=True)
-    notes = [(f"{s.label}: {_flags(s)}", "yellow") for s in group if _flags(s)]
+    notes = [(f"{s.label}: {flags}", "yellow") for s in group if (flags := _flags(s))]
     if not any(s.num_alloc_retries for s in group):
         notes.append(("no setting needed an alloc retry", "dim"))
-    verdicts = {_terminal_row(s, choice)[-1] for s in group}
+    verdicts = {_versus(s) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
     if note := incomplete_note(choice):
         notes.append((note, "bold red"))
