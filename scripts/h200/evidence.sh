@@ -41,7 +41,7 @@ for job in "$@"; do
     window)    sweep window 160 --steps 100 -- python3 examples/long_train.py ;;
     cudagraph) sweep cudagraph 75 --repeats 1 -- python3 examples/cudagraph_train.py --steps 300 ;;
     ipc)       sweep ipc 65 --repeats 1 -- python3 examples/ipc_share.py --steps 200 ;;
-    oom)       # issue 21 on one GPU: two ranks share the card; rank 1 alone asks for more than a quarter of it
+    oom)       # issue 21 on one GPU: two ranks share the card; each is held to a fifth of it, and rank 1 asks for more
                timeout 60 torchrun --nproc-per-node 2 scripts/h200/rank1_oom.py "$RES/oom" > "$RES/oom.log" 2>&1
                echo "exit $?" >> "$RES/oom.log"
                $AT diagnose "$RES/oom/oom-rank1.pickle" > "$RES/oom/diagnose.txt" 2>&1

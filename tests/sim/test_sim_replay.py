@@ -165,7 +165,7 @@ def test_smallest_bisects_and_recovers_from_non_monotone_sizes():
     assert _smallest(lambda s: False, 0, step, step) == (None, True)
 
 
-# ---- the command line, in a real subprocess ----
+# ---- the command line, through main() in this process ----
 
 def cli(*args):
     """`alloctune replay ARGS` through main() in this process (what it prints is the subject), 200 columns wide."""
