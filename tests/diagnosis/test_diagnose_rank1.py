@@ -5,11 +5,9 @@ The fixture is that run's snapshot and message, as written."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from clirun import ROOT
+from clirun import in_process
 
 from alloctune.diagnosis import diagnose
 from alloctune.sim.pickles import read_snapshot
@@ -36,7 +34,6 @@ def test_diagnose_reads_rank_1s_oom_with_the_other_rank_as_another_process():
 
 
 def test_the_cli_reads_it_in_one_go():
-    run = subprocess.run([sys.executable, "-m", "alloctune", "diagnose", "--json", str(RANK1 / "oom-rank1.pickle")],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = in_process("diagnose", "--json", RANK1 / "oom-rank1.pickle")   # what it prints is the subject
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["verdict"]["cause"] == "fragmentation"

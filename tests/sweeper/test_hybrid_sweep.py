@@ -15,35 +15,28 @@ import torch
 import alloctune
 from alloctune.decide.rounds import MIN_ROUNDS
 from alloctune.results.records import TrialRecord
+from standin import PROBE_AS_ONE_GPU
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
 ES = "expandable_segments:True"
 GiB = 2**30
 
-# The stand-in: probes as one GPU (other probe calls, e.g. parsing settings, go to the real torch); a trial logs
+# The stand-in: probes as one GPU (tests/standin.py: other probe calls go to the real torch); a trial logs
 # its setting ('R' marks the recording one) and answers with peaks per setting and a throughput per run.
 PYTHON = """
 import json, os, shutil, sys
-if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
-    sys.stdin.read()
-    print("ALLOCTUNE-PROBE " + json.dumps(dict(
-        python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
-        cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=2**37)],
-        driver="1", host="h", env_id="torch-gpu")))
-elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
-    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
-else:
-    spec = json.load(open(sys.argv[3]))
-    if spec["record_trace"]:
-        shutil.copy({trace!r}, spec["record_trace"])
-    with open({log!r}, "a") as f:
-        f.write(("R" if spec["record_trace"] else "") + spec["conf"] + "\\n")
-    runs = len(open({log!r}).read().splitlines())
-    gib = 27 if spec["conf"] else 40
-    json.dump({{"state": "ok", "env": {{}}, "measurement": {{
-        "peak_reserved_bytes": gib * 2**30, "peak_allocated_bytes": 26 * 2**30,
-        "throughput": 100.0 + runs, "unit": "tokens"}}}}, open(spec["result"], "w"))
+""" + PROBE_AS_ONE_GPU + """
+spec = json.load(open(sys.argv[3]))
+if spec["record_trace"]:
+    shutil.copy({trace!r}, spec["record_trace"])
+with open({log!r}, "a") as f:
+    f.write(("R" if spec["record_trace"] else "") + spec["conf"] + "\\n")
+runs = len(open({log!r}).read().splitlines())
+gib = 27 if spec["conf"] else 40
+json.dump({{"state": "ok", "env": {{}}, "measurement": {{
+    "peak_reserved_bytes": gib * 2**30, "peak_allocated_bytes": 26 * 2**30,
+    "throughput": 100.0 + runs, "unit": "tokens"}}}}, open(spec["result"], "w"))
 """
 
 

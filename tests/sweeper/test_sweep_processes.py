@@ -9,11 +9,11 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from pids import running
+from standin import PROBE_AS_ONE_GPU
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,17 +26,10 @@ def setup(tmp_path):
     pids.mkdir()
     tmp.mkdir()
     python = tmp_path / "gpu-python"
-    python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(f"""
-        import json, os, subprocess, sys, time
-        if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
-            sys.stdin.read()
-            print("ALLOCTUNE-PROBE " + json.dumps(dict(
-                python=sys.argv[0], python_version="3", torch_version="2.13.0", torch_git=None, cuda_version="12",
-                cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=2**34)],
-                driver="1", host="h", env_id="torch-2.13.0")))
-        elif sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
-            os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])
-        elif os.path.exists({str(tmp_path / "finish-default")!r}) and not os.environ["PYTORCH_CUDA_ALLOC_CONF"]:
+    probe = PROBE_AS_ONE_GPU.format(torch="2.13.0", python=sys.executable)
+    head = "#!" + sys.executable + "\nimport json, os, subprocess, sys, time\n" + probe
+    python.write_text(head + textwrap.dedent(f"""
+        if os.path.exists({str(tmp_path / "finish-default")!r}) and not os.environ["PYTORCH_CUDA_ALLOC_CONF"]:
             spec = json.load(open(sys.argv[3]))   # the default's trial, told to finish: what a trial child writes
             peaks = dict(peak_reserved_bytes=2**30, peak_allocated_bytes=2**29, peak_requested_bytes=2**29,
                          num_alloc_retries=0, num_ooms=0, device_peak_used_bytes=2**30 + 2**28)
@@ -69,15 +62,15 @@ def start(command, env, pids: Path) -> tuple[subprocess.Popen, list[int]]:
 
 
 def gone(pids: list[int], tmp: Path, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(map(running, pids)) and not list(tmp.glob("alloctune-trial-*")):
-            return True
-        time.sleep(0.05)
-    for pid in pids:  # leave nothing behind when the test fails
-        if running(pid):
-            os.kill(pid, signal.SIGKILL)
-    return False
+    try:
+        wait_until(lambda: not any(map(running, pids)) and not list(tmp.glob("alloctune-trial-*")), timeout,
+                   "every process of the trial exited and its temporary folder is gone")
+        return True
+    except AssertionError:
+        for pid in pids:  # leave nothing behind when the test fails
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        return False
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ from alloctune.trial import probe_child
 from alloctune.trial.probe import (ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe,
                                    probe_and_judge)
 from alloctune.trial.provenance import collect_env
+from standin import PROBE_AS_ONE_GPU
 
 LOCAL_VERSION = parse_version(torch.__version__)
 
@@ -94,15 +95,10 @@ def test_the_probe_child_judges_the_settings_as_the_judge_does(local, local_chec
 
 
 def test_an_interpreter_that_answers_the_probe_without_verdicts_is_judged_apart(tmp_path):
-    """A wrapper answering the probe itself (as the tests' stand-in GPUs do) leaves the verdicts to the judge."""
+    """A wrapper answering the probe itself (the tests' stand-in GPU) leaves the verdicts to the judge."""
     stand_in = tmp_path / "python3"
-    stand_in.write_text("#!" + sys.executable + "\n" + (
-        "import json, os, sys\n"
-        "if sys.argv[1:4] == ['-m', 'alloctune.trial.probe', 'probe']:\n"
-        "    sys.stdin.read()\n"
-        "    print('ALLOCTUNE-PROBE ' + json.dumps(dict(python=sys.argv[0], python_version='3', torch_version='2.13.0',"
-        " torch_git=None, cuda_version=None, cuda_available=False, device_count=0, devices=[], driver=None,"
-        " host='h', env_id='torch-2.13.0')))\n"))
+    stand_in.write_text("#!" + sys.executable + "\nimport json, os, sys\n"
+                        + PROBE_AS_ONE_GPU.format(torch="2.13.0", python=sys.executable))
     stand_in.chmod(0o755)
     facts, check = probe_and_judge(str(stand_in), [AllocConf()])
     assert facts.torch_version == "2.13.0" and check is None
