@@ -162,6 +162,42 @@ class DeviceMemorySource(str, enum.Enum):
         return self.value
 
 
+PerStep = Annotated[float, at_least(0)]
+
+
+@dataclass(frozen=True)
+class DriverWork:
+    """The allocator's calls into the CUDA driver per steady-state step, counted by a replay (a prediction of what
+    the job does under one setting, not a measurement). Averages over `steps` steps after the warm-up.
+
+    What makes one setting slower than another is this work: cudaMalloc, cudaFree (which synchronises the
+    device), mapping and unmapping pages of expandable segments, the free-everything-and-retry path, and garbage
+    collection releasing cached blocks.
+    """
+
+    steps: Count                          # steady steps the averages are over (0: the trace has none)
+    device_allocs: PerStep = 0.0          # cudaMalloc calls (a new segment)
+    device_alloc_bytes: PerStep = 0.0
+    device_frees: PerStep = 0.0           # cudaFree calls (a released segment; each synchronises the device)
+    device_free_bytes: PerStep = 0.0
+    maps: PerStep = 0.0                   # expandable segments: page ranges mapped (cuMemMap)
+    map_bytes: PerStep = 0.0
+    unmaps: PerStep = 0.0                 # page ranges unmapped (cuMemUnmap, after a device synchronisation)
+    unmap_bytes: PerStep = 0.0
+    syncs: PerStep = 0.0                  # device-wide synchronisations (cudaFree, unmap, the retry path)
+    alloc_retries: PerStep = 0.0          # the free-everything-and-retry path taken
+    gc_passes: PerStep = 0.0              # garbage-collection passes that released cached blocks
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "driver work") -> "DriverWork":
+        return from_json(cls, data, where)
+
+    @property
+    def calls(self) -> float:
+        """Driver calls per step, of every kind."""
+        return self.device_allocs + self.device_frees + self.maps + self.unmaps
+
+
 @dataclass(frozen=True)
 class Measurement:
     """What one trial measured. Names follow torch.cuda.memory_stats where one exists.
