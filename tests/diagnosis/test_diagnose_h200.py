@@ -3,7 +3,7 @@ cause, each read from the message alone, from the snapshot alone and from both; 
 replay against the GPU run that confirmed it; the mid-run trace against the whole one.
 
 Fixtures (tests/fixtures/oom/h200/<case>/): oom-rank0.pickle and oom-rank0.txt as alloctune.dump_on_oom left
-them, result.json as scripts/oom_case.py wrote it (the exception's text, memory_stats after the OOM).
+them, result.json as scripts/jobs/oom_case.py wrote it (the exception's text, memory_stats after the OOM).
 """
 import json
 import os

@@ -1,6 +1,6 @@
 """A rank-1 OOM, as `alloctune.dump_on_oom` left it on the H200 (issue 21, on one GPU): `torchrun --nproc-per-node 2
-scripts/h200/rank1_oom.py` with both ranks on GPU 0, each held to a fifth of the card; rank 1 kept a step's output
-alive every step until a 92 MiB request no longer fitted (results/h200-own-job-2026-12-01/oom/, its log beside it).
+scripts/jobs/rank1_oom.py` (the `rank1-oom` evidence job) with both ranks on GPU 0, each held to a fifth of the card;
+rank 1 kept a step's output alive every step until a 92 MiB request no longer fitted (results/h200-own-job-2026-12-01/oom/, its log beside it).
 The fixture is that run's snapshot and message, as written."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """alloctune.dump_on_oom runs inside the user's job: it must stay light, and name files by rank. (Its GPU side is
-exercised by scripts/h200_oom.sh; the files it wrote there are the fixtures of test_diagnose_h200.py.)"""
+exercised by the `oom` job of scripts/evidence_jobs.toml (scripts/h200_oom.sh at the time); the files it wrote there are the fixtures of test_diagnose_h200.py.)"""
 import os
 import subprocess
 import sys

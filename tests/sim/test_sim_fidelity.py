@@ -1,6 +1,6 @@
 """The simulator against the hardware: every shipped trace (recorded on an H200, torch 2.11, in a fresh process)
 replayed under every setting whose peaks a GPU sweep measured in fresh processes (results/, attached to the trace
-by scripts/attach_measurements.py). Peak reserved must match within 1% for native settings, within 2% for
+by scripts/attach_measurements.py, since removed: see docs/evidence.md). Peak reserved must match within 1% for native settings, within 2% for
 expandable segments and for runs that filled the device."""
 from __future__ import annotations
 

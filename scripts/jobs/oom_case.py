@@ -1,6 +1,6 @@
 """Make one real CUDA out-of-memory error on purpose, of a known cause, for `alloctune diagnose`'s fixtures.
 
-    python3 scripts/oom_case.py CASE OUTDIR [--gpu N]
+    python3 scripts/jobs/oom_case.py CASE OUTDIR [--gpu N]
 
 CASE is one of:
   shortage  live tensors of 4 GiB until the card is full: the tensors alone do not fit.

@@ -1,6 +1,6 @@
 """Rank 1 of two runs out of memory; `alloctune.dump_on_oom` leaves its snapshot (issue 21, on one GPU).
 
-`torchrun --nproc-per-node 2 scripts/h200/rank1_oom.py FOLDER`: both ranks on cuda:0 (gloo between them), each
+`torchrun --nproc-per-node 2 scripts/jobs/rank1_oom.py FOLDER`: both ranks on cuda:0 (gloo between them), each
 held to a fifth of the card by `set_per_process_memory_fraction`, as a job sharing a GPU would be. Both train a
 few steps of an MLP on drawn batch sizes; then rank 1 keeps its activations of several steps alive (a leak, as
 a forgotten `loss` in a list would) until a step no longer fits. Rank 0 finishes; rank 1 exits with the OOM.
