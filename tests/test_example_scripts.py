@@ -1,7 +1,7 @@
 """The example user jobs of examples/ run to their end on the CPU at tiny sizes, each in a fresh interpreter the way
 a user starts it (`python3 examples/X.py ...`, the DDP one under torchrun with gloo), and print their closing line.
 Those that need lightning, transformers or torch_geometric skip where that library is missing (CI has only torch);
-the plain-PyTorch ones (ddp_train.py, long_train.py) always run."""
+the plain-PyTorch ones (ddp_train.py, long_train.py, empty_cache_train.py) always run."""
 from __future__ import annotations
 
 import importlib.util
@@ -31,6 +31,12 @@ def test_long_train_runs_and_repeats_itself():
     assert "done, 6 steps" in first
     losses = re.findall(r"loss (\S+)", first)
     assert len(losses) == 2 and losses == re.findall(r"loss (\S+)", second)   # seeded: the same run twice
+
+
+def test_empty_cache_train_runs_on_the_cpu():
+    out = run("examples/empty_cache_train.py", "--steps", "3", *TINY_LM, "--min-len", "4", "--max-len", "16",
+              "--batch", "1", "3", "--log-every", "1")
+    assert "empty_cache after each: False" in out and "step 3:" in out and "done, 3 steps" in out
 
 
 def test_ddp_train_under_torchrun_with_gloo():
