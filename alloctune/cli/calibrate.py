@@ -31,7 +31,6 @@ def run(args) -> int:
     from ..report.tables import figures_table, print_table
     from ..results.calibration import write_calibration
     from ..trial.calibration import measure, store
-    from ..units import format_bytes
 
     calibration = measure(args.python, args.gpu)
     stored = store(calibration)
@@ -42,16 +41,18 @@ def run(args) -> int:
         return 0
     rows = []
     for call, fit in (("cudaMalloc", calibration.device_alloc), ("cudaFree", calibration.device_free),
-                      ("map (expandable)", calibration.map), ("unmap (expandable)", calibration.unmap),
+                      ("map pages", calibration.map), ("unmap pages", calibration.unmap),
                       ("synchronize", calibration.sync)):
-        points = ", ".join(f"{format_bytes(s.bytes, 0)} {s.median_us:.0f}" if s.bytes else f"idle {s.median_us:.1f}"
+        points = ", ".join(f"{s.bytes / 2**20:g}: {s.median_us:.0f}" if s.bytes else f"idle: {s.median_us:.1f}"
                            for s in fit.samples)
         rows.append([call, f"{fit.fixed_us:.1f}", f"{fit.per_mib_us:.3f}", points])
     out = console()
     print_table(out, figures_table(
-        ["call", "fixed µs", "µs per MiB", "measured (median µs)"], rows, column={0: {}, 3: {}},
+        ["call", "fixed µs", "µs per MiB", "MiB: median µs"], rows, column={0: {}, 3: {}},
         title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
-              f"torch {calibration.torch}, {calibration.measured_at}"))
-    say(out, Text(f"Kept in {stored}" + (f" and {args.output}" if args.output else "") +
-                  ": sweeps on this GPU model, driver and torch use it."))
+              f"torch {calibration.torch}", caption=f"measured {calibration.measured_at}; pages: of expandable segments"))
+    say(out, Text("Kept for sweeps on this GPU model, driver and torch:"))
+    out.print(Text(f"  {stored}"), soft_wrap=True)   # a path whole, to copy
+    if args.output:
+        say(out, Text(f"Also written to {args.output}."))
     return 0
