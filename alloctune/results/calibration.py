@@ -20,6 +20,8 @@ CALIBRATION_SCHEMA = 1
 FOLDER_FILE = "calibration.json"   # the copy in a results folder of the calibration a sweep used
 MiB = 2**20
 
+COST_KINDS = ("device_alloc", "device_free", "map", "unmap", "sync")   # the CostFit fields of a Calibration
+
 Micros = Annotated[float, at_least(0)]
 Bytes = Annotated[int, at_least(0)]
 Runs = Annotated[int, at_least(1)]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import spawn_group
-from ..results.calibration import CALIBRATION_SCHEMA, Calibration, read_calibration, write_calibration
+from ..results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, read_calibration, write_calibration
 from ..results.typed import from_json, loads
 from ..settings.conf import AllocConf
 from .calibration_child import MARK, NO_GPU_EXIT, Answer
@@ -41,17 +41,19 @@ def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
         raise AlloctuneError(f"the two calibration runs saw different GPUs or software: {native.facts} and "
                              f"{expandable.facts}")
     facts, fits = native.facts, {**native.fits, **expandable.fits}
+    missing = [kind for kind in COST_KINDS if kind not in fits]
+    if missing:
+        raise AlloctuneError(f"the calibration child under {python} measured no {', '.join(missing)}")
     return Calibration(schema=CALIBRATION_SCHEMA, gpu=facts.gpu, driver=facts.driver, cuda=facts.cuda,
                        torch=facts.torch, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       device_alloc=fits["device_alloc"], device_free=fits["device_free"], map=fits["map"],
-                       unmap=fits["unmap"], sync=fits["sync"])
+                       **{kind: fits[kind] for kind in COST_KINDS})
 
 
 def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     """The calibration of `target`'s GPU `gpu` (an index into the GPUs it sees) from the per-user store, or
     measured now and stored there. A stored file that cannot be read is measured again, with a warning."""
     if not target.cuda_available or gpu >= len(target.devices):
-        raise AlloctuneError(f"calibrating needs a CUDA GPU {gpu}, and {target.python} sees none")
+        raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
     path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version)
     if path.is_file():
         try:

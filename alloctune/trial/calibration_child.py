@@ -55,8 +55,9 @@ class Answer:
     fits: dict[str, CostFit]
 
 
-class Miscount(RuntimeError):
-    """A timed call that was not the driver call it should have been (the allocator did something else)."""
+class Unmeasured(RuntimeError):
+    """A measurement the child could not make as it should: a timed call that was not the driver call it was to
+    be (the allocator did something else), or no room on the device to make it."""
 
 
 def summarise(nbytes: int, times_us: list[float]) -> CostSample:
@@ -97,7 +98,7 @@ def child_main(argv: list[str]) -> int:
         return _answer({"error": "no CUDA GPU is visible"}, NO_GPU_EXIT)
     try:
         fits = _native(torch) if mode == "native" else _expandable(torch)
-    except Miscount as exc:
+    except Unmeasured as exc:
         return _answer({"error": str(exc)}, 1)
     return _answer(asdict(Answer(_facts(torch), fits)), 0)
 
@@ -124,7 +125,10 @@ def _native(torch) -> dict[str, CostFit]:
 def _sizes(torch, per_round: int) -> list[int]:
     """The segment sizes measured: those that fit, `per_round` at once, in half the device's free memory."""
     free, _ = torch.cuda.mem_get_info()
-    return [s for s in SEGMENTS if s * per_round <= free // 2]
+    sizes = [s for s in SEGMENTS if s * per_round <= free // 2]
+    if not sizes:
+        raise Unmeasured(f"only {free} B of the device are free: too little to measure a segment")
+    return sizes
 
 
 def _segments(torch, segment: int) -> tuple[list[float], list[float]]:
@@ -179,7 +183,7 @@ def _expandable(torch) -> dict[str, CostFit]:
                 unmap_us.append(unmapped)
                 mapped.add(grown)
         if len(mapped) != 1 or min(mapped) < request:
-            raise Miscount(f"a request of {request} B mapped {sorted(mapped)} B in different rounds")
+            raise Unmeasured(f"a request of {request} B mapped {sorted(mapped)} B in different rounds")
         (grown,) = mapped
         maps.append(summarise(grown, map_us))
         unmaps.append(summarise(grown, unmap_us))
@@ -195,12 +199,12 @@ def _grow_and_release(cuda, request: int) -> tuple[int, float, float]:
     grown = cuda.memory_reserved() - base
     expandable = [s.get("is_expandable") for s in cuda.memory_snapshot() if s.get("allocated_size", 0) >= request]
     if not expandable or not all(expandable):
-        raise Miscount("expandable segments are not on in this process (its segments are not expandable)")
+        raise Unmeasured("expandable segments are not on in this process (its segments are not expandable)")
     cuda.caching_allocator_delete(pointer)
     cuda.synchronize()
     unmapped, _ = _timed(cuda.empty_cache)
     if cuda.memory_reserved() != base:
-        raise Miscount(f"empty_cache left {cuda.memory_reserved() - base} B of the {grown} B mapped for a "
+        raise Unmeasured(f"empty_cache left {cuda.memory_reserved() - base} B of the {grown} B mapped for a "
                        f"request of {request} B")
     return grown, micros, unmapped
 
@@ -222,7 +226,7 @@ def _history(torch, check: bool) -> Iterator[None]:
         memory._record_memory_history(None)
     moved = {a: after.get(a, 0) - before.get(a, 0) for a in ("segment_map", "segment_unmap")}
     if moved != {"segment_map": 1, "segment_unmap": 1}:
-        raise Miscount(f"expected one segment_map and one segment_unmap, the memory history has {moved}")
+        raise Unmeasured(f"expected one segment_map and one segment_unmap, the memory history has {moved}")
 
 
 def _actions(memory) -> dict[str, int]:
@@ -240,12 +244,12 @@ def _counts(cuda) -> tuple[int, int]:
 
 def _expect(cuda, before: tuple[int, int], calls: tuple[int, int], reserved: int, what: str) -> None:
     """The driver calls since `before` are `calls` (cudaMalloc, cudaFree) and the reserved bytes are `reserved`,
-    or Miscount saying what was expected and what happened."""
+    or Unmeasured saying what was expected and what happened."""
     after = _counts(cuda)
     moved = (after[0] - before[0], after[1] - before[1])
     now = cuda.memory_reserved()
     if moved != calls or now != reserved:
-        raise Miscount(f"expected {what}: memory_stats counted {moved[0]} cudaMalloc and {moved[1]} cudaFree, "
+        raise Unmeasured(f"expected {what}: memory_stats counted {moved[0]} cudaMalloc and {moved[1]} cudaFree, "
                        f"reserved {now} B where {reserved} B was expected")
 
 

@@ -4,7 +4,9 @@ driver-call counts it checks itself."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +20,25 @@ from alloctune.trial.calibration import calibration_for, measure, store, store_p
 from alloctune.trial.calibration_child import SEGMENTS, SYNCS, fit, summarise
 from alloctune.trial.probe import ProbeResult
 
-H200 = Path(__file__).resolve().parents[1] / "fixtures" / "calibration" / "h200-torch2.11.json"
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
 
 
 def point(mib: float, us: float) -> CostSample:
     return CostSample(bytes=int(mib * MiB), runs=8, median_us=us, low_us=us, high_us=us)
+
+
+def test_the_calibration_child_loads_only_light_modules():
+    """It runs under the job's interpreter, which may lack pyyaml, scipy, rich or numpy (docs/DESIGN.md)."""
+    code = "import json, sys, alloctune.trial.calibration_child\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    loaded = set(json.loads(done.stdout))
+    assert not {"scipy", "matplotlib", "rich", "yaml", "numpy", "torch"} & loaded   # torch: once it runs
+    ours = {m for m in loaded if m.startswith("alloctune.")}
+    assert ours == {"alloctune.errors", "alloctune.files", "alloctune.results", "alloctune.results.calibration",
+                    "alloctune.results.typed", "alloctune.trial", "alloctune.trial.calibration_child",
+                    "alloctune.trial.provenance", "alloctune.units"}
 
 
 def test_repeats_are_summarised_as_their_median_and_quartiles():
@@ -121,7 +137,7 @@ def test_a_damaged_stored_calibration_is_measured_again_and_without_a_gpu_that_i
 def test_an_interpreter_that_sees_no_gpu_is_refused_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     none = replace(probed(read_calibration(H200)), cuda_available=False, device_count=0, devices=[])
-    with pytest.raises(AlloctuneError, match="calibrating needs a CUDA GPU 0"):
+    with pytest.raises(AlloctuneError, match="calibrating needs CUDA GPU 0, and .* sees no such GPU"):
         calibration_for(none)
     assert not list(tmp_path.iterdir())
 
