@@ -2,4 +2,5 @@
 are usable and the whole-card rule (`device`), the one ordering of settings (`order`), the choice (`choice`) and
 its reasons as data (`reasons`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep
 planned (`planned`), whether reserved memory keeps growing (`growth`), what a short trial cannot show: known
-problems for the job's features and the growth check, as reasons (`safety`). No words: report/ says the reasons."""
+problems for the job's features and the growth check, as reasons (`safety`), a setting's speed predicted from its
+driver work and the GPU's calibration (`speed`). No words: report/ says the reasons."""

@@ -1,1 +1,2 @@
-"""What a sweep stores: the records (`records`), the one typed reader (`typed`), the trials file (`trials`) and the results folder (`folder`)."""
+"""What a sweep stores: the records (`records`), the one typed reader (`typed`), the trials file (`trials`), the
+results folder (`folder`) and a GPU's driver-call costs (`calibration`)."""

@@ -1,0 +1,58 @@
+"""`alloctune calibrate`: measure this GPU's driver-call costs, which predict each setting's speed, and keep them."""
+from __future__ import annotations
+
+import json
+import sys
+
+from .args import console
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="measure the GPU's cost of the allocator's driver calls (a few seconds)",
+        description="Time, on an idle GPU and through torch's own allocator, the driver calls the caching "
+                    "allocator makes: cudaMalloc and cudaFree of segments from 2 MiB to 1 GiB, mapping and "
+                    "unmapping pages of expandable segments, and a device synchronisation. Each is fitted as a "
+                    "fixed cost plus a cost per MiB. The result is kept in the per-user store "
+                    "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver and torch), where "
+                    "sweeps on this GPU find it.")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the calibration (JSON) to FILE")
+    p.add_argument("--gpu", type=int, default=0, metavar="N", help="GPU index (default: 0)")
+    p.add_argument("--python", default=sys.executable,
+                   help="interpreter whose torch is calibrated (default: this one)")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.text import Text
+
+    from ..report.layout import say
+    from ..report.tables import figures_table, print_table
+    from ..results.calibration import write_calibration
+    from ..trial.calibration import measure, store
+
+    calibration = measure(args.python, args.gpu)
+    stored = store(calibration)
+    if args.output:
+        write_calibration(args.output, calibration)
+    if args.json:
+        print(json.dumps(calibration.to_json(), indent=2))
+        return 0
+    rows = []
+    for call, fit in (("cudaMalloc", calibration.device_alloc), ("cudaFree", calibration.device_free),
+                      ("map pages", calibration.map), ("unmap pages", calibration.unmap),
+                      ("synchronize", calibration.sync)):
+        points = ", ".join(f"{s.bytes / 2**20:g}: {s.median_us:.0f}" if s.bytes else f"idle: {s.median_us:.1f}"
+                           for s in fit.samples)
+        rows.append([call, f"{fit.fixed_us:.1f}", f"{fit.per_mib_us:.3f}", points])
+    out = console()
+    print_table(out, figures_table(
+        ["call", "fixed µs", "µs per MiB", "MiB: median µs"], rows, column={0: {}, 3: {}},
+        title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
+              f"torch {calibration.torch}", caption=f"measured {calibration.measured_at}; pages: of expandable segments"))
+    say(out, Text("Kept for sweeps on this GPU model, driver and torch:"))
+    out.print(Text(f"  {stored}"), soft_wrap=True)   # a path whole, to copy
+    if args.output:
+        say(out, Text(f"Also written to {args.output}."))
+    return 0

@@ -1,0 +1,93 @@
+"""A GPU's measured cost of the driver calls the caching allocator makes (`Calibration`), as a sweep stores it
+(`calibration.json` in its folder, and the per-user cache) and the cost model reads it (decide/speed.py).
+
+Each kind of call is a straight-line fit, microseconds = fixed + per MiB x MiB, with the sample points it was
+fitted to (median and quartiles of the repeats at each size), so a reader can see how well the line holds.
+Standard library only: the calibration child (trial/calibration_child.py) builds these records.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
+
+from ..errors import ResultsError
+from ..files import write_file
+from .typed import at_least, from_json, load_json
+
+CALIBRATION_SCHEMA = 1
+FOLDER_FILE = "calibration.json"   # the copy in a results folder of the calibration a sweep used
+MiB = 2**20
+
+COST_KINDS = ("device_alloc", "device_free", "map", "unmap", "sync")   # the CostFit fields of a Calibration
+
+Micros = Annotated[float, at_least(0)]
+Bytes = Annotated[int, at_least(0)]
+Runs = Annotated[int, at_least(1)]
+
+
+@dataclass(frozen=True)
+class CostSample:
+    """The repeats of one call at one size: their median and quartiles, in microseconds."""
+
+    bytes: Bytes
+    runs: Runs
+    median_us: Micros
+    low_us: Micros     # first quartile (the median itself when there was one run)
+    high_us: Micros    # third quartile
+
+
+@dataclass(frozen=True)
+class CostFit:
+    """One kind of driver call: microseconds = fixed_us + per_mib_us x MiB, fitted to `samples`."""
+
+    fixed_us: Micros
+    per_mib_us: Micros
+    samples: list[CostSample]
+
+    def seconds(self, calls: float, nbytes: float) -> float:
+        """What `calls` calls moving `nbytes` in all cost, in seconds (the fit is linear, so averages per step
+        give the average cost per step)."""
+        return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A GPU's driver-call costs, measured on an idle device by `alloctune calibrate` (or a sweep that needed
+    them). `gpu`, `driver` and `torch` are what the per-user cache is keyed by."""
+
+    schema: int
+    gpu: str
+    driver: str | None
+    cuda: str | None
+    torch: str
+    measured_at: str             # ISO 8601, UTC
+    device_alloc: CostFit        # cudaMalloc of a new segment
+    device_free: CostFit         # cudaFree of a cached segment, its own synchronisation of an idle device included
+    map: CostFit                 # expandable segments: growing by whole pages (create, map, set access)
+    unmap: CostFit               # expandable segments: releasing whole pages (synchronise, unmap, release)
+    sync: CostFit                # torch.cuda.synchronize() with nothing queued: the fixed overhead alone
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "calibration") -> "Calibration":
+        if isinstance(data, dict) and data.get("schema") != CALIBRATION_SCHEMA:
+            raise ResultsError(f"{where}: schema {data.get('schema')!r} is not one this alloctune reads "
+                               f"({CALIBRATION_SCHEMA}); run `alloctune calibrate` again")
+        return from_json(cls, data, where)
+
+
+def read_calibration(path: str | os.PathLike[str]) -> Calibration:
+    """The calibration in `path`; damage is one ResultsError line naming the file and the field."""
+    return Calibration.from_json(load_json(path), os.fspath(path))
+
+
+def write_calibration(path: str | os.PathLike[str], calibration: Calibration) -> None:
+    """`calibration` as JSON in `path`, written whole (its folder made if missing)."""
+    folder = os.path.dirname(os.fspath(path))
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    write_file(path, json.dumps(calibration.to_json(), indent=2) + "\n")

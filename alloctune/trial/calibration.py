@@ -1,0 +1,103 @@
+"""Measuring a GPU's driver-call costs (`measure`) and keeping them for reuse (`calibration_for`).
+
+`measure` runs the calibration child (calibration_child.py) twice under the job's interpreter, on one GPU: once
+with the default allocator (cudaMalloc, cudaFree, a synchronisation) and once under expandable_segments:True
+(mapping and unmapping pages), each in a fresh process, as a process has one allocator configuration. A few
+seconds in all, most of them two torch imports.
+
+The per-user store is a folder of JSON files, one per GPU model, driver and torch (what the costs depend on):
+`$XDG_CACHE_HOME/alloctune/calibration/` (`~/.cache/...` where that is unset). `calibration_for` is what a sweep
+calls: the stored calibration for its GPU, or a new one measured and stored. A sweep keeps a copy of what it used
+in its results folder (results/calibration.FOLDER_FILE).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import AlloctuneError, ResultsError
+from ..processes import spawn_group
+from ..results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, read_calibration, write_calibration
+from ..results.typed import from_json, loads
+from ..settings.conf import AllocConf
+from .calibration_child import MARK, NO_GPU_EXIT, Answer
+from .probe import ProbeResult
+from .task import child_environment
+
+TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then about a second of measuring
+
+
+def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
+    """The driver-call costs of GPU `gpu` as `python`'s torch sees them, measured now. AlloctuneError (one line)
+    when that interpreter sees no GPU or a measurement went wrong."""
+    native = _child(python, gpu, "native", "")
+    expandable = _child(python, gpu, "expandable", "expandable_segments:True")
+    if expandable.facts != native.facts:
+        raise AlloctuneError(f"the two calibration runs saw different GPUs or software: {native.facts} and "
+                             f"{expandable.facts}")
+    facts, fits = native.facts, {**native.fits, **expandable.fits}
+    missing = [kind for kind in COST_KINDS if kind not in fits]
+    if missing:
+        raise AlloctuneError(f"the calibration child under {python} measured no {', '.join(missing)}")
+    return Calibration(schema=CALIBRATION_SCHEMA, gpu=facts.gpu, driver=facts.driver, cuda=facts.cuda,
+                       torch=facts.torch, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       **{kind: fits[kind] for kind in COST_KINDS})
+
+
+def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
+    """The calibration of `target`'s GPU `gpu` (an index into the GPUs it sees) from the per-user store, or
+    measured now and stored there. A stored file that cannot be read is measured again, with a warning."""
+    if not target.cuda_available or gpu >= len(target.devices):
+        raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
+    path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version)
+    if path.is_file():
+        try:
+            return read_calibration(path)
+        except ResultsError as exc:
+            warnings.warn(f"{exc}; measuring again")
+    calibration = measure(target.python, gpu)
+    store(calibration)
+    return calibration
+
+
+def store(calibration: Calibration) -> Path:
+    """Keep `calibration` in the per-user store, under its GPU, driver and torch; the file's path."""
+    path = store_path(calibration.gpu, calibration.driver, calibration.torch)
+    write_calibration(path, calibration)
+    return path
+
+
+def store_path(gpu: str, driver: str | None, torch: str) -> Path:
+    """Where the per-user store keeps the calibration of this GPU model, driver and torch."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    name = re.sub(r"[^A-Za-z0-9.+_-]+", "_", f"{gpu}-driver-{driver or 'unknown'}-torch-{torch}")
+    return Path(cache) / "alloctune" / "calibration" / f"{name}.json"
+
+
+def _child(python: str, gpu: int, mode: str, conf: str) -> Answer:
+    """One calibration child's answer."""
+    env = child_environment(AllocConf.parse(conf), gpu)
+    try:
+        with spawn_group([python, "-m", "alloctune.trial.calibration_child", mode], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+            try:
+                out, err = child.communicate(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise AlloctuneError(f"calibrating under {python} took longer than {TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise AlloctuneError(f"cannot run Python interpreter {python}: {exc}") from None
+    if child.returncode == NO_GPU_EXIT:
+        raise AlloctuneError(f"calibrating needs a CUDA GPU, and {python} sees none")
+    where = f"the calibration child ({mode}) under {python}"
+    answers = [line[len(MARK):] for line in out.decode(errors="replace").splitlines() if line.startswith(MARK)]
+    answer = loads(answers[-1], where, AlloctuneError) if answers else {}
+    if child.returncode != 0 or not isinstance(answer, dict) or "fits" not in answer:
+        said = answer.get("error") if isinstance(answer, dict) else None
+        last = (err.decode(errors="replace").strip().splitlines() or [""])[-1]
+        raise AlloctuneError(f"{where} failed: {said or last or f'exit code {child.returncode}'}")
+    return from_json(Answer, answer, where, AlloctuneError)

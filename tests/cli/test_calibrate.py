@@ -1,0 +1,74 @@
+"""`alloctune calibrate` as a user runs it: refused in one line where no GPU is visible; and, through a stand-in
+interpreter that answers the calibration child with the committed H200 measurements (as the real child would on
+that GPU, and only under the allocator setting each mode needs), what it prints, writes and keeps."""
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from clirun import ROOT, cli
+
+from alloctune.results.calibration import read_calibration
+
+H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
+MODES = {"native": ("device_alloc", "device_free", "sync"), "expandable": ("map", "unmap")}
+
+
+@pytest.mark.usefixtures("no_visible_gpu")
+def test_without_a_gpu_calibrate_is_one_line_and_exit_2(tmp_path):
+    done = cli("calibrate", "--json", "-o", tmp_path / "c.json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"alloctune: error: calibrating needs a CUDA GPU, and {sys.executable} sees none\n"
+    assert not list(tmp_path.iterdir())   # nothing written, nothing stored
+
+
+@pytest.fixture
+def standin(tmp_path) -> Path:
+    script = tmp_path / "python"
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
+        import json, os, sys
+        assert sys.argv[1:3] == ["-m", "alloctune.trial.calibration_child"], sys.argv
+        mode = sys.argv[3]
+        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+        if conf != ("expandable_segments:True" if mode == "expandable" else ""):
+            sys.exit(f"{{mode}} run under {{conf!r}}")
+        cal = json.load(open({str(H200)!r}))
+        facts = {{key: cal[key] for key in ("gpu", "driver", "cuda", "torch")}}
+        fits = {{kind: cal[kind] for kind in {MODES!r}[mode]}}
+        print("torch says hello")
+        print("ALLOCTUNE-CALIBRATION " + json.dumps({{"facts": facts, "fits": fits}}))
+    """))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_calibrate_json_prints_writes_and_keeps_the_calibration(tmp_path, standin):
+    cache = tmp_path / "cache"
+    done = cli("calibrate", "--python", standin, "--json", "-o", tmp_path / "c.json",
+               env={"XDG_CACHE_HOME": str(cache)})
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    expected = json.loads(H200.read_text())
+    assert {k: v for k, v in printed.items() if k != "measured_at"} == \
+           {k: v for k, v in expected.items() if k != "measured_at"}
+    assert read_calibration(tmp_path / "c.json").to_json() == printed
+    [kept] = (cache / "alloctune" / "calibration").iterdir()
+    assert read_calibration(kept).to_json() == printed
+
+
+def test_calibrate_prints_each_calls_fit_and_where_it_is_kept(tmp_path, standin):
+    done = cli("calibrate", "--python", standin, env={"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "120"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].strip() == "NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130"
+    cal = read_calibration(H200)
+    row = next(line for line in lines if line.strip().startswith("cudaMalloc"))
+    assert row.split()[1:3] == [f"{cal.device_alloc.fixed_us:.1f}", f"{cal.device_alloc.per_mib_us:.3f}"]
+    assert row.split()[3:] == ["2:", "49,", "20:", "46,", "128:", "64,", "1024:", "89"]   # MiB: median µs
+    assert any(line.split()[0] == "synchronize" and "idle: 4.0" in line for line in lines if line.strip())
+    assert lines[-2] == "Kept for sweeps on this GPU model, driver and torch:"
+    assert lines[-1] == f"  {tmp_path}/alloctune/calibration/NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130.json"

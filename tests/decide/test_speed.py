@@ -1,0 +1,98 @@
+"""The cost model (decide/speed.py) on built driver work and calibrations: the arithmetic of a prediction, what is
+negligible, and each case where there is nothing to predict from."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from alloctune.decide.speed import NEGLIGIBLE_SHARE, Unpredicted, driver_seconds, predict
+from alloctune.results.calibration import CALIBRATION_SCHEMA, Calibration, CostFit, CostSample, MiB
+from alloctune.results.records import DriverWork
+
+
+def line(fixed_us: float, per_mib_us: float) -> CostFit:
+    return CostFit(fixed_us, per_mib_us, [CostSample(20 * MiB, 8, fixed_us + 20 * per_mib_us, fixed_us,
+                                                     fixed_us + 40 * per_mib_us)])
+
+
+# Round figures: a cudaMalloc 50 µs + 0.1 µs/MiB, a cudaFree 30 + 0.3, a map 100 + 2, an unmap 70 + 2, a sync 5.
+CAL = Calibration(schema=CALIBRATION_SCHEMA, gpu="GPU", driver="1", cuda="12", torch="2.11.0",
+                  measured_at="2026-12-02T00:00:00+00:00", device_alloc=line(50, 0.1), device_free=line(30, 0.3),
+                  map=line(100, 2), unmap=line(70, 2), sync=line(5, 0))
+QUIET = DriverWork(steps=10)   # a steady state with no driver calls
+CHURN = DriverWork(steps=10, device_allocs=40, device_alloc_bytes=400 * MiB, device_frees=40,
+                   device_free_bytes=400 * MiB, syncs=1)
+
+
+def test_each_kind_of_call_is_priced_by_its_fit_at_the_steps_average_count_and_bytes():
+    work = DriverWork(steps=4, device_allocs=2, device_alloc_bytes=10 * MiB, device_frees=1,
+                      device_free_bytes=20 * MiB, maps=3, map_bytes=60 * MiB, unmaps=0.5, unmap_bytes=10 * MiB,
+                      syncs=2)
+    priced = driver_seconds(work, CAL)
+    assert priced.device_allocs == pytest.approx((2 * 50 + 10 * 0.1) * 1e-6)
+    assert priced.device_frees == pytest.approx((30 + 20 * 0.3) * 1e-6)
+    assert priced.maps == pytest.approx((3 * 100 + 60 * 2) * 1e-6)
+    assert priced.unmaps == pytest.approx((0.5 * 70 + 10 * 2) * 1e-6)
+    assert priced.syncs == pytest.approx(2 * 5e-6)
+    assert priced.total == pytest.approx((101 + 36 + 420 + 55 + 10) * 1e-6)
+
+
+def test_a_setting_that_churns_where_the_default_does_not_is_predicted_slower_by_its_driver_seconds():
+    churn = driver_seconds(CHURN, CAL).total   # 40 x (50 + 1) + 40 x (30 + 3) + 5 µs = 3.365 ms
+    assert churn == pytest.approx(3.365e-3)
+    p = predict(CHURN, QUIET, 0.05, CAL)
+    assert p.unpredicted is None and p.default_driver_seconds.total == 0
+    assert p.predicted_step_seconds == pytest.approx(0.05 + churn)
+    assert p.predicted_slowdown == pytest.approx(churn / 0.05)
+    assert not p.negligible and p.added_syncs == 1
+    # and the other way round: the default's driver time is taken out of its step
+    back = predict(QUIET, CHURN, 0.05, CAL)
+    assert back.predicted_step_seconds == pytest.approx(0.05 - churn)
+    assert back.predicted_slowdown == pytest.approx(-churn / 0.05)
+    assert back.negligible
+
+
+def test_no_driver_work_predicts_the_defaults_step_and_is_negligible():
+    p = predict(QUIET, QUIET, 0.05, CAL)
+    assert p.predicted_step_seconds == 0.05 and p.predicted_slowdown == 0.0
+    assert p.driver_seconds.total == 0 and p.negligible
+
+
+def test_negligible_is_driver_time_below_its_share_of_the_step_without_added_synchronisations():
+    step = 1.0
+    fits = int(NEGLIGIBLE_SHARE * step / 51e-6)   # cudaMalloc calls of 1 MiB (51 µs each) just under the share
+    under = DriverWork(steps=10, device_allocs=fits, device_alloc_bytes=fits * MiB)
+    over = DriverWork(steps=10, device_allocs=fits + 1, device_alloc_bytes=(fits + 1) * MiB)
+    assert predict(under, QUIET, step, CAL).negligible
+    assert not predict(over, QUIET, step, CAL).negligible
+    # one synchronisation more than the default: its stall is unknown, whatever its fixed cost
+    synced = predict(DriverWork(steps=10, syncs=1), QUIET, step, CAL)
+    assert synced.driver_seconds.total == pytest.approx(5e-6) and not synced.negligible
+
+
+def test_a_default_whose_priced_calls_exceed_its_measured_step_keeps_no_time_outside_them():
+    p = predict(QUIET, CHURN, 0.001, CAL)   # 3.4 ms of priced calls in a measured 1 ms step
+    assert p.predicted_step_seconds == 0.0 and p.predicted_slowdown == -1.0
+
+
+@pytest.mark.parametrize("work, default, step, calibration, why", [
+    (CHURN, QUIET, 0.05, None, Unpredicted.NO_CALIBRATION),
+    (CHURN, QUIET, 0.0, CAL, Unpredicted.NO_STEP_TIME),
+    (CHURN, QUIET, None, CAL, Unpredicted.NO_STEP_TIME),
+    (DriverWork(steps=0), QUIET, 0.05, CAL, Unpredicted.NO_STEADY_STEPS),
+    (CHURN, DriverWork(steps=0), 0.05, CAL, Unpredicted.NO_STEADY_STEPS),
+])
+def test_nothing_to_predict_from_is_said_and_predicts_nothing(work, default, step, calibration, why):
+    p = predict(work, default, step, calibration)
+    assert p.unpredicted is why
+    assert (p.driver_seconds, p.predicted_step_seconds, p.predicted_slowdown) == (None, None, None)
+    assert not p.negligible
+    assert json.loads(json.dumps(p.to_json()))["unpredicted"] == why.value
+
+
+def test_a_prediction_as_json_keeps_the_counts_and_seconds_it_rests_on():
+    data = json.loads(json.dumps(predict(CHURN, QUIET, 0.05, CAL).to_json()))
+    assert data["work"]["device_allocs"] == 40 and data["default_step_seconds"] == 0.05
+    assert data["driver_seconds"]["device_frees"] == pytest.approx(40 * 33e-6)
+    assert data["predicted_slowdown"] == pytest.approx(3.365e-3 / 0.05) and data["unpredicted"] is None

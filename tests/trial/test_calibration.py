@@ -1,0 +1,159 @@
+"""The calibration: its analysis (summarising repeats, fitting a line) on built samples; the store, with real files
+(written, read back, damaged); the get-or-measure a sweep calls; and on a GPU, the child's measurements, whose
+driver-call counts it checks itself."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from alloctune.errors import AlloctuneError, ResultsError
+from alloctune.results.calibration import FOLDER_FILE, CostSample, MiB, read_calibration, write_calibration
+from alloctune.trial.calibration import calibration_for, measure, store, store_path
+from alloctune.trial.calibration_child import SEGMENTS, SYNCS, fit, summarise
+from alloctune.trial.probe import ProbeResult
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
+
+
+def point(mib: float, us: float) -> CostSample:
+    return CostSample(bytes=int(mib * MiB), runs=8, median_us=us, low_us=us, high_us=us)
+
+
+def test_the_calibration_child_loads_only_light_modules():
+    """It runs under the job's interpreter, which may lack pyyaml, scipy, rich or numpy (docs/DESIGN.md)."""
+    code = "import json, sys, alloctune.trial.calibration_child\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    loaded = set(json.loads(done.stdout))
+    assert not {"scipy", "matplotlib", "rich", "yaml", "numpy", "torch"} & loaded   # torch: once it runs
+    ours = {m for m in loaded if m.startswith("alloctune.")}
+    assert ours == {"alloctune.errors", "alloctune.files", "alloctune.results", "alloctune.results.calibration",
+                    "alloctune.results.typed", "alloctune.trial", "alloctune.trial.calibration_child",
+                    "alloctune.trial.provenance", "alloctune.units"}
+
+
+def test_repeats_are_summarised_as_their_median_and_quartiles():
+    s = summarise(20 * MiB, [10.0, 11.0, 12.0, 13.0, 50.0])
+    assert (s.bytes, s.runs, s.median_us, s.low_us, s.high_us) == (20 * MiB, 5, 12.0, 11.0, 13.0)
+    one = summarise(0, [4.5])
+    assert (one.runs, one.median_us, one.low_us, one.high_us) == (1, 4.5, 4.5, 4.5)
+
+
+def test_points_on_a_line_give_back_its_fixed_cost_and_cost_per_mib():
+    f = fit([point(mib, 40 + 0.25 * mib) for mib in (2, 20, 128, 1024)])
+    assert f.fixed_us == pytest.approx(40) and f.per_mib_us == pytest.approx(0.25)
+    assert [s.bytes for s in f.samples] == [2 * MiB, 20 * MiB, 128 * MiB, 1024 * MiB]
+    assert f.seconds(2, 100 * MiB) == pytest.approx((2 * 40 + 100 * 0.25) * 1e-6)
+
+
+def test_a_falling_line_is_a_flat_one_at_the_mean_and_a_negative_intercept_goes_through_the_origin():
+    falling = fit([point(2, 60), point(20, 55), point(1024, 50)])
+    assert falling.per_mib_us == 0 and falling.fixed_us == pytest.approx(55)
+    steep = fit([point(2, 1), point(20, 30), point(1024, 2000)])   # least squares would cross zero at ~7 MiB
+    assert steep.fixed_us == 0
+    assert steep.per_mib_us == pytest.approx((2 * 1 + 20 * 30 + 1024 * 2000) / (4 + 400 + 1024**2))
+
+
+def test_one_size_is_a_fixed_cost():
+    sync = fit([summarise(0, [4.0, 4.2, 3.9])])
+    assert sync.fixed_us == pytest.approx(4.0) and sync.per_mib_us == 0
+
+
+def test_the_committed_h200_calibration_reads_back_and_holds_every_size():
+    cal = read_calibration(H200)
+    assert cal.gpu == "NVIDIA H200" and cal.torch.startswith("2.11")
+    assert [s.bytes for s in cal.device_alloc.samples] == list(SEGMENTS)
+    assert [s.runs for s in cal.sync.samples] == [SYNCS]
+    for fit_ in (cal.device_alloc, cal.device_free, cal.map, cal.unmap):
+        assert all(s.low_us <= s.median_us <= s.high_us for s in fit_.samples)
+
+
+def test_the_store_writes_one_file_per_gpu_driver_and_torch_and_reads_it_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cal = read_calibration(H200)
+    path = store(cal)
+    assert path == store_path(cal.gpu, cal.driver, cal.torch)
+    assert path.parent == tmp_path / "cache" / "alloctune" / "calibration"
+    assert path.name == "NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130.json"
+    assert read_calibration(path) == cal
+    other = store(replace(cal, torch="2.13.0"))
+    assert other != path and read_calibration(other).torch == "2.13.0"
+    write_calibration(tmp_path / "sweep" / FOLDER_FILE, cal)   # a results folder's copy
+    assert read_calibration(tmp_path / "sweep" / FOLDER_FILE) == cal
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda text: text[: len(text) // 2], "not valid JSON"),
+    (lambda text: text.replace('"fixed_us": ', '"fixed_us": -', 1),
+     "field 'device_alloc.fixed_us': expected at least 0"),
+    (lambda text: text.replace('"schema": 1', '"schema": 9'), "schema 9 is not one this alloctune reads"),
+    (lambda text: text.replace('"gpu"', '"card"'), "field 'gpu': missing"),
+])
+def test_a_damaged_calibration_is_one_line_naming_the_file_and_the_field(tmp_path, damage, says):
+    path = tmp_path / FOLDER_FILE
+    path.write_text(damage(H200.read_text()))
+    with pytest.raises(ResultsError) as caught:
+        read_calibration(path)
+    assert str(caught.value).startswith(f"{path}: ") and says in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def probed(cal, python: str = sys.executable) -> ProbeResult:
+    """What the probe says of an interpreter that sees the calibrated GPU."""
+    return ProbeResult(python=python, python_version="3.11", torch_version=cal.torch, torch_git=None,
+                       cuda_version="13.0", cuda_available=True, device_count=1,
+                       devices=[{"index": 0, "name": cal.gpu, "total_memory": 143 * 2**30}], driver=cal.driver,
+                       host="h", env_id=f"torch-{cal.torch}")
+
+
+def test_a_sweep_gets_the_stored_calibration_of_its_gpu_without_measuring(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cal = read_calibration(H200)
+    store(cal)
+    # no GPU here: measuring would fail, so what comes back is the stored one
+    assert calibration_for(probed(cal, python="/nonexistent/python")) == cal
+
+
+@pytest.mark.usefixtures("no_visible_gpu")
+def test_a_damaged_stored_calibration_is_measured_again_and_without_a_gpu_that_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cal = read_calibration(H200)
+    store_path(cal.gpu, cal.driver, cal.torch).parent.mkdir(parents=True)
+    store_path(cal.gpu, cal.driver, cal.torch).write_text("{")
+    with pytest.warns(UserWarning, match="not valid JSON.*; measuring again"):
+        with pytest.raises(AlloctuneError, match=f"^calibrating needs a CUDA GPU, and {sys.executable} sees none$"):
+            calibration_for(probed(cal))
+
+
+def test_an_interpreter_that_sees_no_gpu_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    none = replace(probed(read_calibration(H200)), cuda_available=False, device_count=0, devices=[])
+    with pytest.raises(AlloctuneError, match="calibrating needs CUDA GPU 0, and .* sees no such GPU"):
+        calibration_for(none)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_path, monkeypatch):
+    """The child stops (an error here) unless memory_stats counted exactly the cudaMalloc and cudaFree calls timed,
+    the reserved bytes moved by the segments' sizes, and the memory history holds one segment_map and one
+    segment_unmap per expandable round."""
+    cal = measure(sys.executable, 0)
+    assert cal.gpu == torch.cuda.get_device_name(0) and cal.torch == torch.__version__
+    assert [s.bytes for s in cal.device_alloc.samples] == [s.bytes for s in cal.device_free.samples]
+    assert cal.device_alloc.samples[0].bytes == 2 * MiB and cal.device_alloc.samples[0].runs == 32
+    small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
+    assert small == 2 * MiB and all(b % (20 * MiB) == 0 for b in large)   # whole pages of each pool
+    assert cal.sync.fixed_us < statistics.median(s.median_us for s in cal.device_alloc.samples)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert json.loads(store(cal).read_text())["gpu"] == cal.gpu
