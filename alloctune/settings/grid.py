@@ -12,6 +12,7 @@ import yaml
 from ..errors import ConfError
 from ..files import read_input
 from .conf import AllocConf
+from .keys import KEYS
 from .known import Problem, forbidden_combination
 from .versions import check_conf, did_you_mean, parse_version
 
@@ -138,13 +139,12 @@ def _invalid(conf: AllocConf, torch_version: str | None, accepted: dict[str, str
 
 def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
     """Why a setting torch accepts is still not worth a trial, by grid policy."""
-    reasons = []
-    if conf.per_process_memory_fraction is not None:
-        reasons.append("per_process_memory_fraction does not belong in a grid: use --budget, which puts every "
-                       "setting under the same limit so they compare fairly")
-    if conf.garbage_collection_threshold is not None and not has_budget:
-        reasons.append("garbage_collection_threshold does nothing without a memory fraction below 1: "
-                       "give --budget to try it")
+    known = [KEYS[name] for name in conf.keys if name in KEYS]
+    reasons = [f"{key.name} does not belong in a grid: use --budget, which puts every setting under the same "
+               "limit so they compare fairly" for key in known if key.is_budget]
+    if not has_budget:
+        reasons += [f"{key.name} does nothing without a memory fraction below 1: give --budget to try it"
+                    for key in known if key.needs_budget]
     return reasons
 
 
