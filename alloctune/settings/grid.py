@@ -32,10 +32,15 @@ DEFAULT_GRID: list[str] = [
 
 @dataclass(frozen=True)
 class Skip:
-    conf: str
+    setting: AllocConf
     reason: str
     rejected: bool = False   # the target torch refuses it (not merely pointless under the rules)
     problem: Problem | None = None   # the known problem it has on the target torch whatever the job does
+
+    @property
+    def conf(self) -> str:
+        """The setting, canonical."""
+        return str(self.setting)
 
     def to_json(self) -> dict:
         return {"conf": self.conf, "reason": self.reason}
@@ -114,7 +119,7 @@ def apply_rules(confs, torch_version: str | None, *, has_budget: bool,
         problem = forbidden_combination(conf, torch_version)
         reasons = ([invalid] if invalid else []) + _reasons(conf, has_budget) + ([problem.reason] if problem else [])
         if reasons:
-            skipped.append(Skip(str(conf), "; ".join(reasons), bool(invalid), problem))
+            skipped.append(Skip(conf, "; ".join(reasons), bool(invalid), problem))
         else:
             kept.append(conf)
     return kept, skipped
@@ -125,7 +130,7 @@ def refuse_rejected(skips: list[Skip], torch_version: str | None) -> None:
     a typo silently dropped would make the default win. Only default-grid entries may be dropped quietly."""
     for skip in skips:
         if skip.rejected:
-            hint = did_you_mean(AllocConf.parse(skip.conf), torch_version) if torch_version else None
+            hint = did_you_mean(skip.setting, torch_version) if torch_version else None
             raise ConfError(f"setting {skip.conf!r}: {skip.reason}{hint or ''}; fix or remove it")
 
 

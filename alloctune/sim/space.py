@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..settings.conf import AllocConf, DivisionList
-from ..settings.grid import DEFAULT_GRID
+from ..settings.grid import DEFAULT_GRID, expand
 from ..settings.keys import KEYS
 from ..settings.known import forbidden_combination
 from ..settings.versions import behaviour, parse_version
@@ -44,7 +44,7 @@ class Space:
 
     def scan(self) -> list[AllocConf]:
         """The default grid and every key alone at each of its values (those that mean something alone)."""
-        confs = [AllocConf.parse(c) for c in DEFAULT_GRID]
+        confs = expand(DEFAULT_GRID)
         for key, values in self.axes.items():
             if KEYS[key].needs is None:
                 confs += [AllocConf(**{key: value}) for value in values]
