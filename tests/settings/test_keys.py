@@ -8,6 +8,7 @@ from alloctune.errors import ConfError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import apply_rules
 from alloctune.settings.keys import KEYS, Sim
+from alloctune.settings.readback import conf_from_settings, mismatch, readable_keys
 from alloctune.settings.versions import check_conf
 from alloctune.sim.config import allocator_config
 
@@ -42,3 +43,20 @@ def test_grid_rules_follow_the_keys_budget_flags():
     _, [skip] = apply_rules(confs, "2.13.0", has_budget=False)
     assert skip.reason.startswith("per_process_memory_fraction does not belong in a grid")
     assert "garbage_collection_threshold does nothing without a memory fraction below 1" in skip.reason
+
+
+def test_readback_reads_what_each_key_reports_and_compares_what_is_in_force():
+    settings = {"expandable_segments": True, "garbage_collection_threshold": 0.6000000238,
+                "roundup_power2_divisions": {"1": 4, "2": 4}}
+    effective = conf_from_settings(settings, 128 << 20)
+    assert str(effective) == ("expandable_segments:True,max_split_size_mb:128,roundup_power2_divisions:4,"
+                              "garbage_collection_threshold:0.6")
+    assert readable_keys(False) == {"backend", "max_split_size_mb"}
+    asked = AllocConf.parse("garbage_collection_threshold:0.6,max_split_size_mb:128,expandable_segments:True")
+    assert mismatch(asked, effective, readable_keys(True)) is None
+    assert mismatch(AllocConf.parse("backend:native"), AllocConf(), readable_keys(False)) is None
+    assert mismatch(AllocConf(), effective, readable_keys(True)) == (
+        "allocator settings did not take effect: expandable_segments: False asked, True in force; "
+        "max_split_size_mb: None asked, 128 in force; garbage_collection_threshold: None asked, 0.6 in force")
+    assert mismatch(AllocConf(), effective, readable_keys(False)) == (
+        "allocator settings did not take effect: max_split_size_mb: None asked, 128 in force")
