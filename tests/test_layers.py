@@ -156,8 +156,8 @@ HEAVY = {"scipy", "matplotlib", "rich", "yaml"}   # the orchestrator's: a child'
 # one rule for a budget as a share of the device (units.budget_share, shared with the hook): standard library too.
 CHILD = ["alloctune", "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
          "alloctune.runtime", "alloctune.runtime.oom", "alloctune.settings", "alloctune.settings.conf",
-         "alloctune.settings.readback", "alloctune.trial", "alloctune.trial.child", "alloctune.trial.peaks",
-         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.units", "alloctune.workload",
+         "alloctune.settings.keys", "alloctune.settings.readback", "alloctune.trial", "alloctune.trial.child",
+         "alloctune.trial.peaks", "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.units", "alloctune.workload",
          "alloctune.workload.builtin", "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
 
 
@@ -183,7 +183,7 @@ HOOK_START = ["alloctune", "alloctune.trial", "alloctune.trial.features", "alloc
 HOOK_REPORT = HOOK_START + [
     "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
     "alloctune.runtime", "alloctune.runtime.process", "alloctune.runtime.steps", "alloctune.settings",
-    "alloctune.settings.conf", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.trial.counting",
+    "alloctune.settings.conf", "alloctune.settings.keys", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.trial.counting",
     "alloctune.trial.devices", "alloctune.trial.observation", "alloctune.trial.peaks", "alloctune.units"]
 
 

@@ -41,15 +41,17 @@ def run(args) -> int:
 
     from ..errors import AlloctuneError
     from ..report.layout import command, say
+    from ..settings.conf import AllocConf
     from ..trial.recording import record_command, record_workload
     from ..units import format_bytes
 
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
+    conf = AllocConf.parse(args.conf)
     if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
         if args.steps:
             raise AlloctuneError("--steps applies to '-- COMMAND'; a workload file says its steps itself")
-        traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=args.conf,
+        traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=conf,
                                                 gpu=args.gpu[0], python=args.python, timeout_s=args.timeout))]
     else:
         if args.preset or args.python:
@@ -57,7 +59,7 @@ def run(args) -> int:
         if args.warmup_steps < 0:
             raise AlloctuneError(f"--warmup-steps must be a whole number of steps >= 0, got {args.warmup_steps}")
         traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
-                                conf=args.conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
+                                conf=conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
                                 steps=args.steps or 0)
     if args.json:
         print(json.dumps([{"trace": str(path), "events": len(trace.kinds), "allocations": trace.num_allocs,

@@ -60,7 +60,6 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
 
     from ..report.progress import Phases
     from ..report.replay import TraceReplay, print_trace
-    from ..settings.conf import AllocConf
     from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from ..sim.replay import min_memory_many, replay
     from ..sim.simulate import core_notice
@@ -70,7 +69,7 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
         shown.phase(f"loading {path}")
         trace = load_trace(path, device=args.device)
     entries = (args.conf or []) + grid
-    confs = expand(entries) if entries else [AllocConf.parse(c) for c in DEFAULT_GRID]
+    confs = expand(entries or DEFAULT_GRID)
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
 
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.

@@ -6,6 +6,7 @@ import json
 import sys
 
 from ..settings.conf import conf_label
+from ..settings.keys import names
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
 
@@ -23,7 +24,8 @@ def register(subparsers) -> None:
                         "simulator follows its version (default: this one)")
     p.add_argument("--max-settings", type=positive_int, default=DEFAULT_MAX_SETTINGS, metavar="N",
                    help="most settings to replay (default: %(default)s)")
-    add_replay_limits(p, budget="; adds garbage_collection_threshold to the space")
+    budget_keys = " and ".join(names(lambda key: key.needs_budget and key.search))
+    add_replay_limits(p, budget=f"; adds {budget_keys} to the space")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print the search as one JSON object")
     p.set_defaults(func=run)

@@ -299,7 +299,6 @@ def _this_process(message: OomMessage, reserved: int | None,
 
 def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFacts, confs: list[str] | None,
             jobs: int | None) -> None:
-    from ..settings.conf import AllocConf
     from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
     from ..settings.readback import conf_from_settings
     from ..settings.versions import replay_note
@@ -314,7 +313,7 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     max_split = stats.get("max_split_size", (view.settings or {}).get("max_split_size", -1))
     recorded = conf_from_settings(view.settings, int(max_split))
     version = view.extra.get("torch_version")
-    candidates = expand(confs) if confs else [AllocConf.parse(c) for c in DEFAULT_GRID]
+    candidates = expand(confs or DEFAULT_GRID)
     candidates, skipped = apply_rules(candidates, version, has_budget=facts.allowed is not None)
     if confs:   # settings the user named: a typo stops here instead of being dropped, as in `replay`
         refuse_rejected(skipped, version)
@@ -331,5 +330,5 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     fitting = result.replay.fitting
     if fitting and result.replay.confidence != "low":
         best = fitting[0]
-        result.recommended_conf = str(AllocConf.parse(best.conf))
+        result.recommended_conf = str(best.setting)
         result.recommended_peak_reserved = best.result.peak_reserved_bytes if best.result else None

@@ -171,11 +171,10 @@ def reconstruct(snapshot: dict, device: int, requested: int, oom_stream: int) ->
                           sum(blocks.values()), sum(start.segments.values()))
 
 
-def replay_window(recon: Reconstruction, recorded_conf: str, candidates: list[AllocConf], device_memory: int,
+def replay_window(recon: Reconstruction, recorded_conf: AllocConf, candidates: list[AllocConf], device_memory: int,
                   overhead: int, budget: int | None, torch_version: str | None,
                   jobs: int | None = None) -> WindowReplay:
-    recorded_label = AllocConf.parse(recorded_conf).label
-    confs: list[AllocConf | str] = [recorded_conf, *(c for c in candidates if c.label != recorded_label)]
+    confs = [recorded_conf, *(c for c in candidates if c.label != recorded_conf.label)]
     outcomes = replay(recon.trace, confs, device_memory, budget_bytes=budget, overhead_bytes=overhead, jobs=jobs,
                       torch_version=torch_version)
     recorded, others = outcomes[0], outcomes[1:]

@@ -18,13 +18,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..errors import ConfError, shown
+from .keys import KEYS, DivisionList, format_value
 
 SAFE_VALUE = re.compile(r"[A-Za-z0-9_.+\-]+")   # a verbatim value (see the module docstring)
 _SAFE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-# Divisions in list form, as PyTorch writes it: ((256, 1), (512, 2), ('>', 4)) for "[256:1,512:2,>:4]".
-DivisionList = tuple[tuple["int | str", int], ...]
-
 
 
 def conf_label(conf: str | None) -> str:
@@ -35,7 +32,8 @@ def conf_label(conf: str | None) -> str:
 class AllocConf:
     """One allocator setting. `None` means "key not given" (PyTorch's default applies).
 
-    Field order is the canonical key order of `str(conf)`.
+    Field order is the canonical key order of `str(conf)`. A field for each key that `keys.KEYS` parses (its
+    entry gives the value's parser); every other key stays verbatim in `extra`.
     """
 
     backend: str | None = None
@@ -56,7 +54,7 @@ class AllocConf:
         text = (text or "").strip()
         if text in ("", "default"):
             return cls()
-        values: dict[str, Any] = {}  # each value of the type its _PARSERS entry gives its field
+        values: dict[str, Any] = {}  # each value of the type its key's parser gives its field
         extra: list[tuple[str, str]] = []
         for item in _split_top_level(text):
             key, sep, raw = item.partition(":")
@@ -65,8 +63,9 @@ class AllocConf:
                 raise ConfError(f"expected 'key:value' in allocator setting {text!r}, got {item!r}")
             if key in values or any(k == key for k, _ in extra):
                 raise ConfError(f"key {key!r} given twice in {text!r}")
-            if key in _PARSERS:
-                values[key] = _PARSERS[key](key, raw)
+            parse = KEYS[key].parse if key in KEYS else None
+            if parse is not None:
+                values[key] = parse(key, raw)
             else:
                 extra.append((_checked_key(key, text), _verbatim(key, raw)))
         return cls(**values, extra=tuple(extra))
@@ -78,7 +77,7 @@ class AllocConf:
             value = getattr(self, f.name)
             if f.name == "extra" or value is None:
                 continue
-            parts.append(f"{f.name}:{_format_value(value)}")
+            parts.append(f"{f.name}:{format_value(value)}")
         parts.extend(f"{k}:{v}" for k, v in self.extra)
         return ",".join(parts)
 
@@ -153,90 +152,3 @@ def _split_top_level(text: str) -> list[str]:
         raise ConfError(f"unbalanced '[' in allocator setting {text!r}")
     items.append(text[start:])
     return [item for item in (s.strip() for s in items) if item] or [""]
-
-
-def _bool(key: str, raw: str) -> bool:
-    # PyTorch accepts exactly 'True' / 'False' (allocator config tokenizer, all versions).
-    if raw not in ("True", "False"):
-        raise ConfError(f"{key} expects 'True' or 'False' (capitalised, as PyTorch requires), got {raw!r}")
-    return raw == "True"
-
-
-def _int(key: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfError(f"{key} expects a whole number of MiB, got {raw!r}") from None
-    if value <= 0:
-        raise ConfError(f"{key} must be positive, got {raw!r}")
-    return value
-
-
-def _fraction(key: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfError(f"{key} expects a number, got {raw!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise ConfError(f"{key} expects a value in [0, 1], got {raw!r}")
-    return value
-
-
-def _backend(key: str, raw: str) -> str:
-    if raw not in ("native", "cudaMallocAsync"):
-        raise ConfError(f"backend expects 'native' or 'cudaMallocAsync', got {raw!r}")
-    return raw
-
-
-def _divisions(key: str, raw: str) -> int | DivisionList:
-    if not raw.startswith("["):
-        return _power_of_two(key, raw)
-    if not raw.endswith("]"):
-        raise ConfError(f"{key}: unterminated list {raw!r}")
-    entries: list[tuple[int | str, int]] = []
-    for item in raw[1:-1].split(","):
-        bound, sep, div = (s.strip() for s in item.partition(":"))
-        if not sep:
-            raise ConfError(f"{key}: expected 'size_mb:divisions' or '>:divisions' in list, got {item!r}")
-        if bound == ">":
-            entries.append((">", _power_of_two(key, div)))
-            continue
-        try:
-            size = int(bound)
-        except ValueError:
-            raise ConfError(f"{key}: list bound must be a size in MiB or '>', got {bound!r}") from None
-        if size <= 0 or size & (size - 1):
-            raise ConfError(f"{key}: list bound must be a power of two, got {bound!r}")
-        entries.append((size, _power_of_two(key, div)))
-    if not entries:
-        raise ConfError(f"{key}: empty list")
-    return tuple(entries)
-
-
-def _power_of_two(key: str, raw: str) -> int:
-    value = _int(key, raw)
-    if value & (value - 1):
-        raise ConfError(f"{key} expects a power of two, got {raw!r}")
-    return value
-
-
-def _format_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, tuple):
-        return "[" + ",".join(f"{b}:{d}" for b, d in value) + "]"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-_PARSERS = {
-    "backend": _backend,
-    "expandable_segments": _bool,
-    "max_split_size_mb": _int,
-    "roundup_power2_divisions": _divisions,
-    "garbage_collection_threshold": _fraction,
-    "max_non_split_rounding_mb": _int,
-    "large_segment_size_mb": _int,
-    "per_process_memory_fraction": _fraction,
-}

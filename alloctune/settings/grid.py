@@ -12,6 +12,7 @@ import yaml
 from ..errors import ConfError
 from ..files import read_input
 from .conf import AllocConf
+from .keys import KEYS
 from .known import Problem, forbidden_combination
 from .versions import check_conf, did_you_mean, parse_version
 
@@ -31,10 +32,15 @@ DEFAULT_GRID: list[str] = [
 
 @dataclass(frozen=True)
 class Skip:
-    conf: str
+    setting: AllocConf
     reason: str
     rejected: bool = False   # the target torch refuses it (not merely pointless under the rules)
     problem: Problem | None = None   # the known problem it has on the target torch whatever the job does
+
+    @property
+    def conf(self) -> str:
+        """The setting, canonical."""
+        return str(self.setting)
 
     def to_json(self) -> dict:
         return {"conf": self.conf, "reason": self.reason}
@@ -113,7 +119,7 @@ def apply_rules(confs, torch_version: str | None, *, has_budget: bool,
         problem = forbidden_combination(conf, torch_version)
         reasons = ([invalid] if invalid else []) + _reasons(conf, has_budget) + ([problem.reason] if problem else [])
         if reasons:
-            skipped.append(Skip(str(conf), "; ".join(reasons), bool(invalid), problem))
+            skipped.append(Skip(conf, "; ".join(reasons), bool(invalid), problem))
         else:
             kept.append(conf)
     return kept, skipped
@@ -124,7 +130,7 @@ def refuse_rejected(skips: list[Skip], torch_version: str | None) -> None:
     a typo silently dropped would make the default win. Only default-grid entries may be dropped quietly."""
     for skip in skips:
         if skip.rejected:
-            hint = did_you_mean(AllocConf.parse(skip.conf), torch_version) if torch_version else None
+            hint = did_you_mean(skip.setting, torch_version) if torch_version else None
             raise ConfError(f"setting {skip.conf!r}: {skip.reason}{hint or ''}; fix or remove it")
 
 
@@ -138,13 +144,12 @@ def _invalid(conf: AllocConf, torch_version: str | None, accepted: dict[str, str
 
 def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
     """Why a setting torch accepts is still not worth a trial, by grid policy."""
-    reasons = []
-    if conf.per_process_memory_fraction is not None:
-        reasons.append("per_process_memory_fraction does not belong in a grid: use --budget, which puts every "
-                       "setting under the same limit so they compare fairly")
-    if conf.garbage_collection_threshold is not None and not has_budget:
-        reasons.append("garbage_collection_threshold does nothing without a memory fraction below 1: "
-                       "give --budget to try it")
+    known = [KEYS[name] for name in conf.keys if name in KEYS]
+    reasons = [f"{key.name} does not belong in a grid: use --budget, which puts every setting under the same "
+               "limit so they compare fairly" for key in known if key.is_budget]
+    if not has_budget:
+        reasons += [f"{key.name} does nothing without a memory fraction below 1: give --budget to try it"
+                    for key in known if key.needs_budget]
     return reasons
 
 

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Iterable, Mapping
 
 from .conf import AllocConf
+from .keys import names
 from .versions import Version, _fmt, parse_version
 
 
@@ -51,10 +52,9 @@ ALWAYS: frozenset[Feature] = frozenset()
 
 # Keys only the native allocator reads (backend:cudaMallocAsync's driver pool has no blocks to split, round,
 # collect or map into segments).
-NATIVE_ONLY_KEYS = ("expandable_segments", "max_split_size_mb", "roundup_power2_divisions",
-                    "garbage_collection_threshold", "max_non_split_rounding_mb", "large_segment_size_mb")
+NATIVE_ONLY_KEYS = names(lambda key: key.native_only)
 # Those a run-time parse puts back to their defaults unless it gives them.
-RESET_AT_RUN_TIME = ("max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold")
+RESET_AT_RUN_TIME = names(lambda key: key.resets)
 # Every name a setting is read from by some torch build (HIP: ROCm builds, which this table does not cover): a
 # trial removes them all and sets its own.
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")

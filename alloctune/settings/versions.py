@@ -1,7 +1,8 @@
 """What each torch version accepts in an allocator setting, and how it behaves.
 
-The one place for what each version parses and how its allocator behaves (`docs/ALLOCATOR.md` §1 and §6, checked
-against c10's `AllocatorConfig.cpp` / `CUDAAllocatorConfig.cpp`). Where a real interpreter is at hand,
+Which versions accept each key is its entry in `keys.KEYS`; here are the checks made of it, the value ranges per
+version and the behaviour switches (`docs/ALLOCATOR.md` §1 and §6, checked against c10's `AllocatorConfig.cpp` /
+`CUDAAllocatorConfig.cpp`). Where a real interpreter is at hand,
 `probe.check_settings` asks its torch as well; this table is the fallback and explains the answers. Which
 variable each version reads, and the known problems of settings per version, are `known.py`'s.
 
@@ -12,48 +13,18 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING
 
 from ..errors import ConfError
+from .keys import KEYS, Version
 
 if TYPE_CHECKING:
     from .conf import AllocConf
-
-Version = Tuple[int, int, int]
 
 # Newest release this table was checked against (torch 2.13.0 on this project's machines). For newer versions an
 # unknown key is left to torch's own parse rather than rejected here.
 NEWEST_KNOWN: Version = (2, 13, 0)
 
-
-@dataclass(frozen=True)
-class KeySpec:
-    since: Version
-    removed: Optional[Version] = None   # first version that no longer accepts the key
-
-
-# Keys the CUDA allocator parses. Those before 2.0 are given their first release; alloctune targets >= 2.1.
-KEYS = {
-    "max_split_size_mb": KeySpec((1, 10, 0)),
-    "garbage_collection_threshold": KeySpec((1, 11, 0)),
-    "roundup_power2_divisions": KeySpec((1, 12, 0)),
-    "roundup_bypass_threshold_mb": KeySpec((1, 13, 0), removed=(2, 0, 0)),
-    "backend": KeySpec((2, 0, 0)),
-    "expandable_segments": KeySpec((2, 1, 0)),
-    "max_non_split_rounding_mb": KeySpec((2, 6, 0)),
-    "per_process_memory_fraction": KeySpec((2, 10, 0)),
-    "large_segment_size_mb": KeySpec((2, 11, 0)),
-    # No effect on device memory layout. Their first versions are the earliest we could place them; where
-    # unsure we err early, so the static check never rejects what torch accepts (torch's parse decides).
-    "release_lock_on_cudamalloc": KeySpec((2, 2, 0)),
-    "pinned_use_cuda_host_register": KeySpec((2, 2, 0)),
-    "pinned_num_register_threads": KeySpec((2, 2, 0)),
-    "pinned_use_background_threads": KeySpec((2, 6, 0)),
-    "graph_capture_record_stream_reuse": KeySpec((2, 8, 0)),
-    "pinned_reserve_segment_size_mb": KeySpec((2, 8, 0)),
-    "pinned_max_round_threshold_mb": KeySpec((2, 10, 0)),
-    "pinned_max_cached_size_mb": KeySpec((2, 10, 0)),
-}
 
 # (version, what changed): for docs, `compare`, and the simulator's version switches in `behaviour()`.
 BEHAVIOUR_CHANGES: list[tuple[str, str]] = [
@@ -159,7 +130,7 @@ def check_keys(conf: "AllocConf", torch_version: str) -> str | None:
 
 
 def known_keys(torch_version: str) -> list[str]:
-    """The keys `torch_version`'s CUDA allocator accepts, per the table above."""
+    """The keys `torch_version`'s CUDA allocator accepts, per `keys.KEYS`."""
     v = parse_version(torch_version)
     return [key for key, spec in KEYS.items() if spec.since <= v and not (spec.removed and v >= spec.removed)]
 

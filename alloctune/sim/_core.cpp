@@ -737,21 +737,29 @@ class LiveBlocks {
   i64 limit_;
 };
 
-PyObject* simulate(PyObject*, PyObject* args) {
-  PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *divisions_obj;
+// The trace's four columns by position, then the setting by name: the fields of sim/config.py's AllocatorConfig
+// (all but its label; `allowed` None for no limit), and whether to stop at the first release-and-retry.
+PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* names[] = {"kinds", "addrs", "sizes", "streams", "device_memory", "overhead", "allowed",
+                                "max_split", "non_split_rounding", "large_segment", "divisions",
+                                "divisions_one_rounds_512", "expandable", "gc_threshold", "stop_at_retry", nullptr};
+  PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *allowed_obj, *divisions_obj;
   unsigned long long device_memory, overhead, max_split, non_split_rounding, large_segment;
-  long long allowed;
   int rounds_512, expandable, stop_at_retry;
   double gc_threshold;
-  if (!PyArg_ParseTuple(args, "OOOOKKLKKKOppdp", &kinds_obj, &addrs_obj, &sizes_obj, &streams_obj, &device_memory,
-                        &overhead, &allowed, &max_split, &non_split_rounding, &large_segment, &divisions_obj,
-                        &rounds_512, &expandable, &gc_threshold, &stop_at_retry))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOppdp", const_cast<char**>(names), &kinds_obj,
+                                   &addrs_obj, &sizes_obj, &streams_obj, &device_memory, &overhead, &allowed_obj,
+                                   &max_split, &non_split_rounding, &large_segment, &divisions_obj, &rounds_512,
+                                   &expandable, &gc_threshold, &stop_at_retry))
     return nullptr;
   Config c{};
   c.device_memory = device_memory;
   c.overhead = overhead;
-  c.has_allowed = allowed >= 0;
-  c.allowed = allowed >= 0 ? static_cast<u64>(allowed) : 0;
+  c.has_allowed = allowed_obj != Py_None;
+  if (c.has_allowed) {
+    c.allowed = PyLong_AsUnsignedLongLong(allowed_obj);
+    if (PyErr_Occurred()) return nullptr;
+  }
   c.max_split = max_split;
   c.non_split_rounding = non_split_rounding;
   c.large_segment = large_segment;
@@ -843,7 +851,8 @@ PyObject* simulate(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"simulate", simulate, METH_VARARGS, "Replay a trace under one allocator setting (see simulate.py)."},
+    {"simulate", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(simulate)), METH_VARARGS | METH_KEYWORDS,
+     "Replay a trace under one allocator setting (see simulate.py)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

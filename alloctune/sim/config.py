@@ -10,7 +10,9 @@ Upstream keeps these in `c10/cuda/CUDAAllocatorConfig.*`; here they are computed
   2.8 only a fraction below 1 does.
 - `large_segment_size_mb` (the segment for 1-10 MiB requests and the page of large-pool expandable segments)
   exists from 2.11; earlier versions use 20 MiB. A key that `torch_version` does not know raises `ConfError`.
-`backend:cudaMallocAsync` hands memory to the driver's pool and cannot be simulated: it raises `ConfError`.
+`backend:cudaMallocAsync` hands memory to the driver's pool and cannot be simulated: it raises `ConfError`, as
+does a key whose effect on device memory the simulator does not follow (`Sim.UNMODELLED` in `settings/keys.py`);
+the keys without one (`Sim.IGNORED`) are left out.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
+from ..settings.keys import KEYS, Sim
 from ..settings.versions import behaviour, check_keys
 from .blocks import DEFAULT_LARGE_SEGMENT, DIVISION_INTERVALS, NO_LIMIT, MiB
 
@@ -47,6 +50,9 @@ def allocator_config(conf: AllocConf, device_memory: int, *, budget_bytes: int |
     problem = check_keys(conf, torch_version)
     if problem:
         raise ConfError(f"cannot simulate {conf.label!r} as torch {torch_version}: {problem}")
+    if unmodelled := [key for key in conf.keys if key in KEYS and KEYS[key].sim is Sim.UNMODELLED]:
+        raise ConfError(f"cannot simulate {conf.label!r}: what {', '.join(unmodelled)} does to device memory is not "
+                        "known to this simulator: measure it on the GPU")
     if device_memory <= 0:
         raise ConfError(f"device memory must be positive, got {device_memory}")
     if budget_bytes is not None and budget_bytes <= 0:

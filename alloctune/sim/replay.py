@@ -57,9 +57,14 @@ VERIFY_STEPS = 8  # sizes checked above a bisection answer before it is trusted
 class ReplayOutcome:
     """One setting's replay: `result` is None when the setting cannot be simulated, and `reason` says why."""
 
-    conf: str
+    setting: AllocConf
     result: SimResult | None
     reason: str | None = None
+
+    @property
+    def conf(self) -> str:
+        """The setting as tables show it ('default' for the default)."""
+        return self.setting.label
 
     @property
     def simulated(self) -> bool:
@@ -71,10 +76,10 @@ class ReplayOutcome:
 
     def sort_key(self) -> tuple:
         """Rank: simulated before not, fits before OOM, then lowest peak reserved, then the simpler setting."""
-        conf = AllocConf.parse(self.conf)
+        keys = self.setting.complexity
         if self.result is None:
-            return (2, 0, conf.complexity, self.conf)
-        return (0 if self.fits else 1, self.result.peak_reserved_bytes, conf.complexity, self.conf)
+            return (2, 0, keys, self.conf)
+        return (0 if self.fits else 1, self.result.peak_reserved_bytes, keys, self.conf)
 
     def measurement(self) -> Measurement | None:
         """The simulated peaks as a `Measurement` (no throughput: replay has no clock)."""
@@ -200,11 +205,11 @@ def _simulate(ops: Any, conf: AllocConf, device_memory: int, args: _Args, stop_a
 def _replay_one(ops: Any, conf: AllocConf, args: _Args) -> ReplayOutcome:
     reason = _not_simulated(conf)
     if reason:
-        return ReplayOutcome(conf.label, None, reason)
+        return ReplayOutcome(conf, None, reason)
     try:
-        return ReplayOutcome(conf.label, _simulate(ops, conf, args.device_memory, args))
+        return ReplayOutcome(conf, _simulate(ops, conf, args.device_memory, args))
     except ConfError as exc:  # a setting the simulator refuses: report it, keep the grid going
-        return ReplayOutcome(conf.label, None, str(exc))
+        return ReplayOutcome(conf, None, str(exc))
 
 
 def _capacity_one(ops: Any, conf: AllocConf, args: _Args) -> Capacity:

@@ -165,7 +165,7 @@ def search(trace: Trace, *, validate: Validator, trace_name: str = "", device_me
         neighbours: list[AllocConf] = []
         for seed in seeds:
             state.expanded.add(seed.conf)
-            neighbours += space.neighbours(AllocConf.parse(seed.conf))
+            neighbours += space.neighbours(seed.outcome.setting)
         run_batch(neighbours, round_no)
 
     candidates = state.finished()

@@ -19,7 +19,7 @@ the replay got.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import count
 from typing import Any, Literal
 
@@ -164,10 +164,9 @@ def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool) -> Sim
     columns = (ops.kinds, ops.addrs, ops.sizes, ops.streams)
     if not isinstance(ops, PackedOps):  # lists, or arrays of any dtype: read as Python ints
         columns = tuple(_as_list(c) for c in columns)
-    counters, ignored, first_oom, first_retry, replayed = _core.simulate(
-        *columns,
-        c.device_memory, c.overhead, -1 if c.allowed is None else c.allowed, c.max_split, c.non_split_rounding,
-        c.large_segment, list(c.divisions), c.divisions_one_rounds_512, c.expandable, c.gc_threshold, stop_at_retry)
+    setting = {f.name: getattr(c, f.name) for f in fields(c) if f.name != "label"}   # the core's named fields
+    counters, ignored, first_oom, first_retry, replayed = _core.simulate(*columns, stop_at_retry=stop_at_retry,
+                                                                         **setting)
     stats = memory_stats(counters, c.max_split)
     stats["ignored_frees"] = ignored
     return _result(c, stats, None if first_oom < 0 else first_oom, None if first_retry < 0 else first_retry, replayed)

@@ -1,10 +1,8 @@
 """The settings space a target torch offers for one trace, and how to step between its settings.
 
-Per torch version (`settings/versions.py` says which keys exist and which values it accepts):
-`expandable_segments`, `max_split_size_mb`, `max_non_split_rounding_mb` (with max_split_size_mb only: without it
-the key changes nothing), `large_segment_size_mb` (2.11+), `garbage_collection_threshold` (under a budget only),
-and `roundup_power2_divisions`, as one value or one value per size interval (only the intervals that hold a
-request of the trace). The whole space is far too large to replay (the list form alone has 6^12 members on a
+Per torch version, the keys of `settings/keys.py` that have search values and exist on it (each with the key it
+needs, those that need a memory fraction under a budget only), and `roundup_power2_divisions` also as one value per
+size interval (only the intervals that hold a request of the trace). The whole space is far too large to replay (the list form alone has 6^12 members on a
 trace with requests in 12 size intervals): `search.py` scans it and steps through it best first.
 """
 from __future__ import annotations
@@ -13,19 +11,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..settings.conf import AllocConf, DivisionList
-from ..settings.grid import DEFAULT_GRID
+from ..settings.grid import DEFAULT_GRID, expand
+from ..settings.keys import KEYS
 from ..settings.known import forbidden_combination
 from ..settings.versions import behaviour, parse_version
 from .blocks import DIVISION_INTERVALS, round_size
 from .config import division_table
 from .trace import ALLOC, Trace
 
-DIVISIONS = (1, 2, 4, 8, 16, 32)
-MAX_SPLIT_MB = (20, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-NON_SPLIT_ROUNDING_MB = (40, 64, 128, 256, 512, 1024)
-# Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages.
-LARGE_SEGMENT_MB = (12, 16, 32, 40, 64, 128)
-GC_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+DIVISIONS = KEYS["roundup_power2_divisions"].search   # also the steps of one size interval's divisions
 
 
 @dataclass(frozen=True)
@@ -44,22 +38,15 @@ class Space:
         distinct = sorted({int(s) for k, s in zip(_as_list(kinds), _as_list(sizes)) if k == ALLOC})
         intervals = sorted({_interval(s) for s in distinct})
         v = parse_version(torch_version)
-        axes: dict = {"roundup_power2_divisions": DIVISIONS, "max_split_size_mb": MAX_SPLIT_MB}
-        if v >= (2, 1, 0):
-            axes["expandable_segments"] = (True,)
-        if v >= (2, 6, 0):
-            axes["max_non_split_rounding_mb"] = NON_SPLIT_ROUNDING_MB
-        if v >= (2, 11, 0):
-            axes["large_segment_size_mb"] = LARGE_SEGMENT_MB
-        if has_budget:
-            axes["garbage_collection_threshold"] = GC_THRESHOLDS
+        axes = {key.name: key.search for key in KEYS.values()
+                if key.search and key.since <= v and (has_budget or not key.needs_budget)}
         return cls(torch_version, has_budget, tuple(intervals), tuple(distinct), axes)
 
     def scan(self) -> list[AllocConf]:
         """The default grid and every key alone at each of its values (those that mean something alone)."""
-        confs = [AllocConf.parse(c) for c in DEFAULT_GRID]
+        confs = expand(DEFAULT_GRID)
         for key, values in self.axes.items():
-            if key != "max_non_split_rounding_mb":
+            if KEYS[key].needs is None:
                 confs += [AllocConf(**{key: value}) for value in values]
         return confs
 
@@ -119,8 +106,8 @@ class Space:
 
 
 def _sensible(conf: AllocConf) -> bool:
-    # only oversize blocks (>= max_split_size_mb) are ever judged by max_non_split_rounding_mb
-    return not (conf.max_non_split_rounding_mb is not None and conf.max_split_size_mb is None)
+    """No key given without the key it needs (`Key.needs`)."""
+    return all(KEYS[key].needs is None or KEYS[key].needs in conf.keys for key in conf.keys)
 
 
 def _interval(size: int) -> int:

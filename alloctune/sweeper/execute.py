@@ -107,7 +107,7 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
     `slots`: trials the executor runs at once (for the time estimate). Settings the rounds never measured, and
     why, join the sweep's skipped list at the end."""
     started, done, envs = time.monotonic(), 0, sorted(planned)
-    default = AllocConf.parse("")
+    default = AllocConf()
     predicted = _predictions(folder.trials())
     final: dict[str, list[Standing]] = {}
     left = 0    # trials still expected after those run so far: the progress bar's total counts them

@@ -22,7 +22,8 @@ from typing import Any
 
 from ..results.records import TrialState
 from ..runtime.oom import is_oom
-from ..settings.readback import conf_from_settings, mismatch
+from ..settings.conf import AllocConf
+from ..settings.readback import conf_from_settings, mismatch, readable_keys
 from ..units import budget_share
 from .peaks import device_peaks
 from .timing import Observer, timed_pass
@@ -86,8 +87,9 @@ def _measure(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, tot
 
     workload, device = spec["workload"], sampler.device
     step = resolve_factory(workload)(dict(workload["params"]), device, int(workload["seed"]))
-    out["effective_conf"], readable = effective_settings()
-    problem = mismatch(spec["conf"], out["effective_conf"], readable)
+    effective, readable = effective_settings()
+    out["effective_conf"] = str(effective)
+    problem = mismatch(AllocConf.parse(spec["conf"]), effective, readable)
     if problem:
         out.update(state=TrialState.MISMATCH.value, error=problem)
         return
@@ -173,25 +175,21 @@ def _memory(torch: ModuleType, sampler: _DevicePeak, unit: str) -> dict:
     return asdict(peaks.measurement(unit))
 
 
-def effective_settings() -> tuple[str, frozenset]:
+def effective_settings() -> tuple[AllocConf, frozenset]:
     """The allocator settings in force, as this torch reports them (call after the allocator started), and the
-    keys it could read back.
-
-    The backend and max_split_size (memory_stats) read back on every version; expandable_segments, GC threshold
-    and divisions only where the snapshot carries `allocator_settings` (recent versions)."""
+    keys it could read back (each key's `readback` in `settings/keys.py`: memory_stats and the backend on every
+    version, the snapshot's `allocator_settings` on recent ones)."""
     import torch
 
     backend = torch.cuda.get_allocator_backend()
     if backend != "native":
-        return f"backend:{backend}", frozenset({"backend"})
-    readable = {"backend", "max_split_size_mb"}
+        return AllocConf(backend=backend), frozenset({"backend"})
     try:
         settings = torch.cuda.memory._snapshot().get("allocator_settings")
     except Exception:
         settings = None
-    if isinstance(settings, dict):
-        readable |= {"expandable_segments", "garbage_collection_threshold"}
-    return conf_from_settings(settings, torch.cuda.memory_stats().get("max_split_size", -1)), frozenset(readable)
+    effective = conf_from_settings(settings, torch.cuda.memory_stats().get("max_split_size", -1))
+    return effective, readable_keys(isinstance(settings, dict))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ interpreter being probed: `probe` prints that interpreter's torch, CUDA and GPUs
 sent on stdin (a JSON list, possibly none) as `serve` would, so that a sweep's start imports torch once; `serve`
 says what its settings parser can do, then judges each batch of settings that comes on stdin with that parser, as
 a fresh torch would.
-Each answer is one line marked MARK on stdout. Standard library and torch only (and `provenance.driver_version`,
-standard library too).
+Each answer is one line marked MARK on stdout. Standard library and torch only (and `provenance.driver_version`
+and the table of keys, `settings.keys`, standard library too).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import socket
 import sys
 import warnings
 
+from ..settings.keys import KEYS
 from .provenance import driver_version
 
 MARK = "ALLOCTUNE-PROBE "   # prefixes the result line, so whatever else torch prints on stdout cannot confuse us
@@ -107,17 +108,13 @@ def _without_backend(text: str) -> str:
 
 
 # What a parse leaves behind for the next one, on the parser of torch 2.9 on (AcceleratorAllocatorConfig in
-# c10/core/AllocatorConfig.{h,cpp}; a CUDA build adds a hook for its own keys, which reads none of these):
-# max_split_size_mb, garbage_collection_threshold and roundup_power2_divisions are reset at the start of every parse
-# (2.13: max_non_split_rounding_mb too, to large_segment_size_mb's value; no check reads it otherwise).
-# large_segment_size_mb and expandable_segments persist, and large_segment_size_mb is the minimum of
-# max_split_size_mb and max_non_split_rounding_mb in every later parse (tests/trial/test_probe.py shows it): after a
-# setting that names either, that key is parsed again at its default (2.13's AllocatorConfig.h: 20 MiB, False). A
-# setting of these keys alone is thus parsed in this process; any other key (pinned_*, the CUDA builds' own, keys
-# no torch knows), or any key under an older parser, in a fork of it.
-_IN_PLACE_KEYS = frozenset({"max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold",
-                            "roundup_power2_divisions", "expandable_segments", "large_segment_size_mb"})
-_DEFAULTS = {"large_segment_size_mb": "20", "expandable_segments": "False"}
+# c10/core/AllocatorConfig.{h,cpp}; a CUDA build adds a hook for its own keys, which reads none of these): the
+# keys it sets in this process (`in_place` in settings/keys.py), some reset at the start of every parse, others
+# kept for the next (`persists`: after a setting that names one, it is parsed again at its default). A setting of
+# these keys alone is thus parsed in this process; any other key (pinned_*, the CUDA builds' own, keys no torch
+# knows), or any key under an older parser, in a fork of it.
+_IN_PLACE_KEYS = frozenset(name for name, key in KEYS.items() if key.in_place)
+_DEFAULTS = {name: key.persists for name, key in KEYS.items() if key.persists is not None}
 
 
 def _judge(parse, text: str, in_place: bool) -> str | None:

@@ -27,13 +27,13 @@ from .task import TrialTask, child_environment
 
 
 def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, preset: str | None = None,
-                    conf: str = "", gpu: int = 0, python: str | None = None,
+                    conf: AllocConf = AllocConf(), gpu: int = 0, python: str | None = None,
                     timeout_s: float | None = None) -> Trace:
     spec = load_workload(workload, preset)
     target = _with_gpu(probe(python or sys.executable))
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         snapshot = os.path.join(tmp, "snapshot.pickle")
-        task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(conf), 0, target.python, target.env_id,
+        task = TrialTask(spec.to_dict(), spec.digest(), conf, 0, target.python, target.env_id,
                          timeout_s=timeout_s or spec.timeout_s or DEFAULT_TIMEOUT_S, record_trace=snapshot)
         record = run_trial(task, gpu)
         if record.state.value != "ok" or not os.path.exists(snapshot):
@@ -43,7 +43,8 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 
 
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
-                   conf: str = "", timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS,
+                   conf: AllocConf = AllocConf(), timeout_s: float | None = None,
+                   warmup_steps: int = DEFAULT_WARMUP_STEPS,
                    steps: int = 0) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
@@ -58,9 +59,8 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
     if (python := command_python(spec)) is not None:
         with contextlib.suppress(ProbeError):
             _with_gpu(probe(python))
-    conf_ = AllocConf.parse(conf)
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
-        env = hook_environment(child_environment(conf_, gpus), str(conf_), record=True, warmup_steps=warmup_steps,
+        env = hook_environment(child_environment(conf, gpus), str(conf), record=True, warmup_steps=warmup_steps,
                                window_steps=steps)
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
         if run.timed_out:

@@ -169,7 +169,7 @@ def test_default_is_never_dropped():
 
 
 def test_skip_to_json():
-    assert Skip("a:1", "why").to_json() == {"conf": "a:1", "reason": "why"}
+    assert Skip(AllocConf.parse("a:1"), "why").to_json() == {"conf": "a:1", "reason": "why"}
 
 
 def test_bad_torch_version():

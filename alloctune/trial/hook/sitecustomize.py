@@ -304,6 +304,7 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
     """`report` with what the allocator and the driver saw on each device, and the settings in force."""
     from dataclasses import replace
 
+    from alloctune.settings.conf import AllocConf
     from alloctune.settings.readback import mismatch
     from alloctune.trial.child import effective_settings
     from alloctune.trial.devices import peaks
@@ -312,8 +313,9 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
         _state.sampler.last()
     devices = peaks(torch.cuda, _state.sampler)
     effective, readable = effective_settings()
-    return replace(report, devices=devices, effective_conf=effective,
-                   mismatch=mismatch(os.environ.get("ALLOCTUNE_HOOK_CONF", ""), effective, readable),
+    asked = AllocConf.parse(os.environ.get("ALLOCTUNE_HOOK_CONF", ""))
+    return replace(report, devices=devices, effective_conf=str(effective),
+                   mismatch=mismatch(asked, effective, readable),
                    device_total_bytes=torch.cuda.get_device_properties(0).total_memory)
 
 

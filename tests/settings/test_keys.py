@@ -1,0 +1,62 @@
+"""The registry of setting keys: one entry per key, which the setting string, the versions, the grid, the search
+space and the simulator read."""
+from dataclasses import fields
+
+import pytest
+
+from alloctune.errors import ConfError
+from alloctune.settings.conf import AllocConf
+from alloctune.settings.grid import apply_rules
+from alloctune.settings.keys import KEYS, Sim
+from alloctune.settings.readback import conf_from_settings, mismatch, readable_keys
+from alloctune.settings.versions import check_conf
+from alloctune.sim.config import allocator_config
+
+GiB = 1 << 30
+
+
+def test_every_parsed_key_is_a_field_of_a_setting_in_canonical_order():
+    parsed = [name for name in (f.name for f in fields(AllocConf)) if name != "extra"]
+    assert sorted(parsed) == sorted(name for name, key in KEYS.items() if key.parse is not None)
+    assert all(KEYS[name].sim is Sim.MODELLED for name in parsed)
+
+
+def test_a_key_kept_verbatim_is_still_judged_by_its_versions():
+    conf = AllocConf.parse("per_process_memory_fraction:0.9,throw_on_cudamalloc_oom:True")
+    assert conf.extra == (("throw_on_cudamalloc_oom", "True"),)
+    assert check_conf(conf, "2.12.0") is None
+    assert check_conf(conf, "2.11.0") == "throw_on_cudamalloc_oom needs torch >= 2.12 (torch 2.11 does not know it)"
+    assert "needs torch >= 2.14" in check_conf(AllocConf.parse("expandable_segments_reserve:1"), "2.13.0")
+
+
+def test_the_simulator_leaves_out_keys_without_effect_and_refuses_those_it_does_not_follow():
+    plain = allocator_config(AllocConf(), 80 * GiB, torch_version="2.13")
+    reuse = allocator_config(AllocConf.parse("graph_capture_record_stream_reuse:True"), 80 * GiB,
+                             torch_version="2.13")
+    assert reuse.label != plain.label and {**vars(reuse), "label": ""} == {**vars(plain), "label": ""}
+    with pytest.raises(ConfError, match="throw_on_cudamalloc_oom does to device memory is not known"):
+        allocator_config(AllocConf.parse("throw_on_cudamalloc_oom:True"), 80 * GiB, torch_version="2.13")
+
+
+def test_grid_rules_follow_the_keys_budget_flags():
+    confs = [AllocConf.parse("garbage_collection_threshold:0.6,per_process_memory_fraction:0.5")]
+    _, [skip] = apply_rules(confs, "2.13.0", has_budget=False)
+    assert skip.reason.startswith("per_process_memory_fraction does not belong in a grid")
+    assert "garbage_collection_threshold does nothing without a memory fraction below 1" in skip.reason
+
+
+def test_readback_reads_what_each_key_reports_and_compares_what_is_in_force():
+    settings = {"expandable_segments": True, "garbage_collection_threshold": 0.6000000238,
+                "roundup_power2_divisions": {"1": 4, "2": 4}}
+    effective = conf_from_settings(settings, 128 << 20)
+    assert str(effective) == ("expandable_segments:True,max_split_size_mb:128,roundup_power2_divisions:4,"
+                              "garbage_collection_threshold:0.6")
+    assert readable_keys(False) == {"backend", "max_split_size_mb"}
+    asked = AllocConf.parse("garbage_collection_threshold:0.6,max_split_size_mb:128,expandable_segments:True")
+    assert mismatch(asked, effective, readable_keys(True)) is None
+    assert mismatch(AllocConf.parse("backend:native"), AllocConf(), readable_keys(False)) is None
+    assert mismatch(AllocConf(), effective, readable_keys(True)) == (
+        "allocator settings did not take effect: expandable_segments: False asked, True in force; "
+        "max_split_size_mb: None asked, 128 in force; garbage_collection_threshold: None asked, 0.6 in force")
+    assert mismatch(AllocConf(), effective, readable_keys(False)) == (
+        "allocator settings did not take effect: max_split_size_mb: None asked, 128 in force")
