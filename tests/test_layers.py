@@ -156,15 +156,15 @@ HEAVY = {"scipy", "matplotlib", "rich", "yaml"}   # the orchestrator's: a child'
 # one rule for a budget as a share of the device (units.budget_share, shared with the hook): standard library too.
 CHILD = ["alloctune", "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
          "alloctune.runtime", "alloctune.runtime.oom", "alloctune.settings", "alloctune.settings.conf",
-         "alloctune.settings.readback", "alloctune.trial", "alloctune.trial.child", "alloctune.trial.peaks",
-         "alloctune.trial.provenance", "alloctune.trial.timing", "alloctune.units", "alloctune.workload",
+         "alloctune.settings.readback", "alloctune.trial", "alloctune.child.main", "alloctune.runtime.peaks",
+         "alloctune.child.provenance", "alloctune.child.timing", "alloctune.units", "alloctune.workload",
          "alloctune.workload.builtin", "alloctune.workload.builtin.common", "alloctune.workload.builtin.transformer"]
 
 
 def test_a_trial_child_loads_only_light_modules():
-    """What `python -m alloctune.trial.child` loads to run a built-in workload: no orchestrator, no scipy-backed
+    """What `python -m alloctune.child.main` loads to run a built-in workload: no orchestrator, no scipy-backed
     statistics, no reports (the child also runs under interpreters that lack them)."""
-    loaded = _loaded("import alloctune.trial.child as c, alloctune.trial.provenance\n"
+    loaded = _loaded("import alloctune.child.main as c, alloctune.child.provenance\n"
                      "from alloctune.workload.builtin import resolve_factory\n"
                      "resolve_factory({'kind': 'transformer', 'entry': None})")
     assert _ours(loaded) == CHILD
@@ -179,19 +179,19 @@ def test_the_probe_child_loads_no_orchestrator():
 
 # The start-up hook runs in every Python process of the user's job, before the program: at start-up it loads the
 # import and feature watches alone; what counting steps and writing the report add is standard library and records.
-HOOK_START = ["alloctune", "alloctune.trial", "alloctune.trial.features", "alloctune.trial.imports"]
+HOOK_START = ["alloctune", "alloctune.trial", "alloctune.runtime.features", "alloctune.runtime.imports"]
 HOOK_REPORT = HOOK_START + [
     "alloctune.errors", "alloctune.results", "alloctune.results.records", "alloctune.results.typed",
     "alloctune.runtime", "alloctune.runtime.process", "alloctune.runtime.steps", "alloctune.settings",
-    "alloctune.settings.conf", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.trial.counting",
-    "alloctune.trial.devices", "alloctune.trial.observation", "alloctune.trial.peaks", "alloctune.units"]
+    "alloctune.settings.conf", "alloctune.settings.known", "alloctune.settings.versions", "alloctune.runtime.counting",
+    "alloctune.runtime.devices", "alloctune.runtime.observation", "alloctune.runtime.peaks", "alloctune.units"]
 
 
 def test_the_start_up_hook_loads_only_light_modules(tmp_path):
     """What the hook loads in a process of a command: at start-up, and once that process marked a step and wrote
     its report (CPU only here; on CUDA initialisation it adds trial.devices' figures and, at exit, the settings
     read back, `trial.child.effective_settings`: the trial child's own light set)."""
-    from alloctune.trial.hook import HOOK_DIR
+    from alloctune.runtime.hook import HOOK_DIR
 
     env = {"PYTHONPATH": os.pathsep.join([HOOK_DIR, str(ROOT)]), "ALLOCTUNE_HOOK_OUT": str(tmp_path)}
     assert _ours(_loaded("", **env)) == HOOK_START

@@ -30,7 +30,7 @@ from ..processes import GroupProcess, kill_group, spawn_group
 from ..settings.conf import AllocConf
 from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
-from .probe_child import MARK, NO_TORCH_EXIT
+from ..child.probe import MARK, NO_TORCH_EXIT
 from .task import child_environment
 
 
@@ -270,6 +270,6 @@ def _failed(python: str, code: int | None, lines: list[str], stderr: str, stdout
 
 
 if __name__ == "__main__":
-    from .probe_child import child_main
+    from ..child.probe import child_main
 
     sys.exit(child_main(sys.argv[1:]))

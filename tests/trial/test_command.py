@@ -32,7 +32,7 @@ from alloctune.trial.command import (
     run_command_trial,
     step_rate,
 )
-from alloctune.trial.peaks import DevicePeaks, ProcessReport
+from alloctune.runtime.peaks import DevicePeaks, ProcessReport
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
 from alloctune.workload.loader import load_workload

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from alloctune.results.records import ThroughputSource
-from alloctune.trial.counting import Counter, leader, rising
-from alloctune.trial.peaks import StepCount
+from alloctune.runtime.counting import Counter, leader, rising
+from alloctune.runtime.peaks import StepCount
 
 
 class Job:

@@ -1,6 +1,6 @@
 """The trial child: one workload under one allocator setting, in a fresh process.
 
-    python -m alloctune.trial.child SPEC.json
+    python -m alloctune.child.main SPEC.json
 
 The parent (`launch.py`) has already put the setting in this process's environment (PYTORCH_CUDA_ALLOC_CONF),
 so the allocator reads it when it starts. This module writes one JSON object to the spec's `result` path and
@@ -24,7 +24,7 @@ from ..results.records import TrialState
 from ..runtime.oom import is_oom
 from ..settings.readback import conf_from_settings, mismatch
 from ..units import budget_share
-from .peaks import device_peaks
+from ..runtime.peaks import device_peaks
 from .timing import Observer, timed_pass
 
 

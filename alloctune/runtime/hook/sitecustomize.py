@@ -4,8 +4,8 @@ This folder is first on the command's PYTHONPATH, so each Python process (every 
 forked workers that start an interpreter) imports this module at start-up. It chains to the user's own
 sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 
-- installs the feature watch (`alloctune.trial.features`) and, without importing torch, watches imports
-  (`alloctune.trial.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
+- installs the feature watch (`alloctune.runtime.features`) and, without importing torch, watches imports
+  (`alloctune.runtime.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
   process initialises CUDA: each device's memory baseline, the budget where there is one GPU, allocation history
   when recording, the sampler of the process's device memory (`trial/devices.py`: it also sets the budget on each
   device it sees the process allocate on), the SIGTERM handler; with a budget it wraps `torch.cuda.set_device`,
@@ -16,7 +16,7 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
-  (`alloctune/trial/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
+  (`alloctune/runtime/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
   used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
   window readings, growth samples, features and an uncaught OOM's message; when recording, also
   `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else). A process that never
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from types import FrameType, ModuleType, TracebackType
     from typing import Any, Callable
 
-    from alloctune.trial.counting import Counter
-    from alloctune.trial.devices import Budget, Sampler
-    from alloctune.trial.peaks import ProcessReport
+    from alloctune.runtime.counting import Counter
+    from alloctune.runtime.devices import Budget, Sampler
+    from alloctune.runtime.peaks import ProcessReport
 
 
 def _chain_user_sitecustomize() -> None:
@@ -97,7 +97,7 @@ def _on_cuda_init() -> None:
     """Runs inside torch.cuda's lazy initialisation, before the program's first allocation."""
     import torch
 
-    from alloctune.trial.devices import Budget, DeviceMemory, Sampler
+    from alloctune.runtime.devices import Budget, DeviceMemory, Sampler
 
     _state.started = True
     memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
@@ -149,8 +149,8 @@ def _window_over() -> None:
 
 def _counter() -> Counter:
     if _state.counter is None:
-        from alloctune.trial.counting import Counter
-        from alloctune.trial.devices import CudaJob
+        from alloctune.runtime.counting import Counter
+        from alloctune.runtime.devices import CudaJob
 
         with _state.lock:
             if _state.counter is None:
@@ -179,7 +179,7 @@ def _counted(count: Callable[[Counter], None]) -> None:
 
 
 def _count_optimizer_steps(optimizer_module: ModuleType) -> None:
-    from alloctune.trial.stepwatch import optimizer_steps
+    from alloctune.runtime.stepwatch import optimizer_steps
 
     _state.optimizer_hook = optimizer_steps(optimizer_module,
                                             lambda optimizer: _counted(lambda c: c.optimizer_step(optimizer)))
@@ -194,13 +194,13 @@ def _count_call() -> None:
 
 
 def _count_calls(module: ModuleType, qualname: str) -> None:
-    from alloctune.trial.stepwatch import callable_returns
+    from alloctune.runtime.stepwatch import callable_returns
 
     callable_returns(module, qualname, _count_call)
 
 
 def _count_forward(module_module: ModuleType) -> None:
-    from alloctune.trial.stepwatch import top_level_calls
+    from alloctune.runtime.stepwatch import top_level_calls
 
     top_level_calls(module_module, _count_call)
 
@@ -257,7 +257,7 @@ def _write(sync: bool = True) -> None:
     if _state.sampler is not None:
         _state.sampler.stop.set()
     from alloctune.runtime.process import rank, write_whole
-    from alloctune.trial.peaks import ProcessReport, report_path
+    from alloctune.runtime.peaks import ProcessReport, report_path
 
     torch = sys.modules.get("torch")
     report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=rank(), argv=[str(a) for a in sys.argv],
@@ -277,7 +277,7 @@ def _write(sync: bool = True) -> None:
 
 def _features() -> dict[str, Any] | None:
     try:
-        from alloctune.trial import features
+        from alloctune.runtime import features
 
         return features.observed()
     except Exception as exc:   # the figures still count without it
@@ -305,8 +305,8 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
     from dataclasses import replace
 
     from alloctune.settings.readback import mismatch
-    from alloctune.trial.child import effective_settings
-    from alloctune.trial.devices import peaks
+    from alloctune.child.main import effective_settings
+    from alloctune.runtime.devices import peaks
 
     if _state.sampler is not None:
         _state.sampler.last()
@@ -321,7 +321,7 @@ def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     import pickle
 
     from alloctune.runtime.process import write_whole
-    from alloctune.trial.peaks import trace_meta, trace_path
+    from alloctune.runtime.peaks import trace_meta, trace_path
 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
@@ -360,8 +360,8 @@ def _start() -> None:
     """Watch the imports that matter (without importing them), the features, uncaught OOMs, and exit."""
     if not _state.out:
         return
-    from alloctune.trial import features
-    from alloctune.trial.imports import after_import
+    from alloctune.runtime import features
+    from alloctune.runtime.imports import after_import
 
     features.install()
     watches: list[tuple[str, Callable[[ModuleType], None]]] = [

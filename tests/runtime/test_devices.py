@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
-from alloctune.trial.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
-from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
+from alloctune.runtime.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
+from alloctune.runtime.peaks import DeviceBudget, DevicePeaks, job_measurement
 
 GiB = 2**30
 ME = 4242
