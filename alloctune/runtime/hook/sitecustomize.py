@@ -7,11 +7,11 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 - installs the feature watch (`alloctune.runtime.features`) and, without importing torch, watches imports
   (`alloctune.runtime.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
   process initialises CUDA: each device's memory baseline, the budget where there is one GPU, allocation history
-  when recording, the sampler of the process's device memory (`trial/devices.py`: it also sets the budget on each
+  when recording, the sampler of the process's device memory (`runtime/devices.py`: it also sets the budget on each
   device it sees the process allocate on), the SIGTERM handler; with a budget it wraps `torch.cuda.set_device`,
   so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
-  no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`trial/stepwatch.py`
-  sees them, `trial/counting.py` counts them, times the steps after the warm-up and ends the process at the end
+  no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`runtime/stepwatch.py`
+  sees them, `runtime/counting.py` counts them, times the steps after the warm-up and ends the process at the end
   of a --steps window);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
@@ -75,9 +75,9 @@ class _State:
     def __init__(self, out: str):
         self.out = out                        # ALLOCTUNE_HOOK_OUT; empty: the hook does nothing
         self.started = False
-        self.sampler: Sampler | None = None    # this process's memory on each device (trial/devices.py)
+        self.sampler: Sampler | None = None    # this process's memory on each device (runtime/devices.py)
         self.budget: Budget | None = None       # with a budget: set on each device as the process first uses it
-        self.counter: Counter | None = None    # made at the first step (trial/counting.py)
+        self.counter: Counter | None = None    # made at the first step (runtime/counting.py)
         self.optimizer_hook: bool | None = None
         self.window_ended = False
         self.oom_message: str | None = None
@@ -256,7 +256,8 @@ def _write(sync: bool = True) -> None:
         _state.written = True
     if _state.sampler is not None:
         _state.sampler.stop.set()
-    from alloctune.runtime.process import rank, write_whole
+    from alloctune.files import write_file
+    from alloctune.runtime.process import rank
     from alloctune.runtime.peaks import ProcessReport, report_path
 
     torch = sys.modules.get("torch")
@@ -272,7 +273,7 @@ def _write(sync: bool = True) -> None:
         report = _with_cuda(cuda, report)
         if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
             _dump_trace(cuda, report)
-    write_whole(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
+    write_file(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
 def _features() -> dict[str, Any] | None:
@@ -305,7 +306,7 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
     from dataclasses import replace
 
     from alloctune.settings.readback import mismatch
-    from alloctune.child.main import effective_settings
+    from alloctune.runtime.allocator import effective_settings
     from alloctune.runtime.devices import peaks
 
     if _state.sampler is not None:
@@ -320,14 +321,14 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
 def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     import pickle
 
-    from alloctune.runtime.process import write_whole
+    from alloctune.files import write_file
     from alloctune.runtime.peaks import trace_meta, trace_path
 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
                                        lambda device: torch.cuda.get_device_properties(device).name)
-    write_whole(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
+    write_file(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 
 def _watch_excepthook() -> None:
