@@ -7,8 +7,8 @@ string, and a string that names one of our modules (`python -m alloctune.child.m
 constants (`__version__`) any module may use.
 
 Layers, lowest first (docs/DESIGN.md draws them): errors, units, files, processes; settings; results and workload;
-runtime (inside the job) and child (the trial child; never the other way); sim and decide; trial (the parent's side
-of a trial); report; diagnosis; sweeper; cli; and the root package's API.
+runtime (inside the job), then child (the trial child); sim and decide; trial (the parent's side of a trial);
+report; diagnosis and sweeper (neither imports the other); cli; and the root package's API.
 """
 from __future__ import annotations
 

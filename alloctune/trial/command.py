@@ -42,13 +42,13 @@ from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
 from ..results.typed import from_json
-from ..runtime.oom import is_oom_text, oom_line
-from ..workload.command import CommandSpec, is_python
-from ..workload.spec import DEFAULT_WARMUP_STEPS
 from ..runtime.counting import leader, rising
 from ..runtime.hook import HOOK_DIR
 from ..runtime.observation import Observation, used_by_job
+from ..runtime.oom import is_oom_text, oom_line
 from ..runtime.peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
+from ..workload.command import CommandSpec, is_python
+from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"

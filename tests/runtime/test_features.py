@@ -1,4 +1,4 @@
-"""Feature observation (`trial/features.py`, `trial/observation.py`) in real subprocesses with real torch (the CPU
+"""Feature observation (`runtime/features.py`, `runtime/observation.py`) in real subprocesses with real torch (the CPU
 build): every process starts with a sitecustomize that calls `features.install()` and writes `observed()` at
 exit, as the start-up hook will. What the CPU build cannot exercise is said where it matters: a CUDA tensor
 sent between processes (here CPU tensors go through the same reducers, counted under 'cpu'), an actual graph
