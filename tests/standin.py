@@ -1,16 +1,16 @@
 """The start of a stand-in GPU interpreter's script (a template for `str.format` with `torch` and `python`): asked
-`-m alloctune.trial.probe probe`, it answers as a machine with one GPU and judges no settings, so the sweep asks the
+`-m alloctune.child.probe probe`, it answers as a machine with one GPU and judges no settings, so the sweep asks the
 judge, which runs under the real interpreter (`python`) as every other probe call does. Needs json, os and sys
 imported before it."""
 
 PROBE_AS_ONE_GPU = """
-if sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"]:
+if sys.argv[1:4] == ["-m", "alloctune.child.probe", "probe"]:
     sys.stdin.read()
     print("ALLOCTUNE-PROBE " + json.dumps(dict(
         python=sys.argv[0], python_version="3", torch_version={torch!r}, torch_git=None, cuda_version="12",
         cuda_available=True, device_count=1, devices=[dict(index=0, name="fake", total_memory=143 * 2**30)],
         driver="1", host="h", env_id="torch-gpu")))
     sys.exit(0)
-if sys.argv[1:3] == ["-m", "alloctune.trial.probe"]:
+if sys.argv[1:3] == ["-m", "alloctune.child.probe"]:
     os.execv({python!r}, [{python!r}, *sys.argv[1:]])
 """

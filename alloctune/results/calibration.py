@@ -3,7 +3,7 @@
 
 Each kind of call is a straight-line fit, microseconds = fixed + per MiB x MiB, with the sample points it was
 fitted to (median and quartiles of the repeats at each size), so a reader can see how well the line holds.
-Standard library only: the calibration child (trial/calibration_child.py) builds these records.
+Standard library only: the calibration child (child/calibration.py) builds these records.
 """
 from __future__ import annotations
 

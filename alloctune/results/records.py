@@ -140,7 +140,7 @@ class Conditions:
 class ThroughputSource(str, enum.Enum):
     """Where a trial's throughput comes from (a command's, in order of precedence; a workload's is its timed pass)."""
 
-    TIMED_PASS = "timed_pass"            # a workload: the measured steps run again and timed (trial/timing.py)
+    TIMED_PASS = "timed_pass"            # a workload: the measured steps run again and timed (child/timing.py)
     METRIC_REGEX = "metric_regex"        # numbers the command printed
     STEP_MARKS = "step_marks"            # alloctune.step() in the user's code
     STEP_CALLS = "step_calls"            # returns of a named callable, or top-level forward calls (--step-on)
@@ -323,7 +323,7 @@ def peak_row(rows: list[dict]) -> dict | None:
     return max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0, default=None)
 
 
-# A row's figures: names both `Measurement` and the hook's per-device peaks (`trial.peaks.DevicePeaks`) have.
+# A row's figures: names both `Measurement` and the hook's per-device peaks (`runtime.peaks.DevicePeaks`) have.
 _ROW_FIGURES = ("peak_reserved_bytes", "peak_allocated_bytes", "peak_requested_bytes", "num_alloc_retries", "num_ooms",
                 "device_peak_used_bytes", "overhead_bytes", "device_memory_source")
 

@@ -1,3 +1,8 @@
-"""What runs inside the user's own job: `alloctune.step()` (`steps`), `alloctune.dump_on_oom()` (`oomdump`), what
-counts as an out-of-memory error (`oom`, also used by the trial child, the start-up hook and command trials), and a
-process's rank and whole-file writes (`process`, shared with the start-up hook). Standard library and torch only."""
+"""What runs inside a process that runs the workload: the user's own job (the start-up hook, `hook/`, and what it
+runs) and, for what it shares, the trial child (`child/`). The user's API: `alloctune.step()` (`steps`),
+`alloctune.dump_on_oom()` (`oomdump`). What counts as an out-of-memory error (`oom`, the rule of every part), the
+process's rank (`process`), the settings in force as its allocator reports them (`allocator`), memory stats as
+figures and the hook's per-process record (`peaks`). The hook's: patches as modules load (`imports`), where it sees
+steps (`stepwatch`), step counting and the --steps window (`counting`), the process's own device memory, its
+sampler and budget per device (`devices`), its allocator-sensitive features (`features`, `observation`).
+A light package (tests/test_layers.py's `LIGHT`): the standard library, torch and light alloctune modules only."""

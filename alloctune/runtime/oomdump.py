@@ -17,8 +17,8 @@ also writes its message to `FOLDER/oom-rank{R}.txt`; a program that catches the 
 `save_oom_message(exc)` itself. `diagnose` reads the text file beside the snapshot when it is there.
 
 Everything written is plain data (dicts, lists, strings, numbers): the loader that reads it admits nothing else.
-This module imports only the standard library and torch (and `oom.py`, the OOM rule, and `process.py`, the rank and
-whole-file writes: standard library too): it runs inside the user's job.
+This module imports only the standard library and torch (and `oom.py`, the OOM rule, `process.py`, the rank, and
+`files.write_file`, whole-file writes: standard library too): it runs inside the user's job.
 """
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ import shlex
 import sys
 from types import TracebackType
 
+from ..files import write_file
 from .oom import is_oom
-from .process import rank, write_whole
+from .process import rank
 
 DEFAULT_MAX_ENTRIES = 100_000  # ~12 MB of pickle: ~120 bytes an event with context=None (torch 2.11)
 
@@ -58,7 +59,7 @@ def save_oom_message(exc: BaseException) -> str | None:
     if "stem" not in _state:
         return None
     path = _state["stem"] + ".txt"
-    write_whole(path, str(exc).encode())
+    write_file(path, str(exc).encode())
     return path
 
 
@@ -82,7 +83,7 @@ def _observer(device: int, requested: int, limit: int, device_free: int) -> None
                     "memory_stats": {k: int(v) for k, v in torch.cuda.memory_stats(device).items()
                                      if isinstance(v, (int, float))}},
         }
-        write_whole(_state["stem"] + ".pickle", pickle.dumps(snapshot, protocol=4))
+        write_file(_state["stem"] + ".pickle", pickle.dumps(snapshot, protocol=4))
         print(f"alloctune: out of memory on GPU {device}: snapshot written to {_state['stem']}.pickle "
               f"(read it with: alloctune diagnose {shlex.quote(_state['stem'] + '.pickle')})", file=sys.stderr)
     except Exception as exc:  # an observer must never turn the OOM into another error

@@ -1,6 +1,5 @@
-"""One process of the user's job, as the code that runs inside it sees it: its rank in the job, and how it leaves a
-file. Shared by `dump_on_oom` (`oomdump.py`) and the start-up hook (`trial/hook/sitecustomize.py`). Standard
-library only."""
+"""One process of the user's job, as the code that runs inside it sees it: its rank in the job. Shared by
+`dump_on_oom` (`oomdump.py`) and the start-up hook (`hook/sitecustomize.py`). Standard library only."""
 from __future__ import annotations
 
 import os
@@ -14,11 +13,3 @@ def rank() -> int | None:
             return int(value)
     return None
 
-
-def write_whole(path: str, data: bytes) -> None:
-    """Write `path` whole or not at all (a temporary file of this process, then a rename): a reader never sees
-    half a file, and two processes writing the same path do not mix."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

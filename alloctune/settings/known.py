@@ -3,7 +3,7 @@ how bad, and the public record it rests on. The one table the grid, the search, 
 `export` consult, plus the variables each torch reads the setting from.
 
 A problem applies when the setting matches (`Setting`), the target torch lies in its range (`Versions`) and the
-job used every feature in `when` (`Feature`, observed in each trial by `trial/features.py`); an empty `when`
+job used every feature in `when` (`Feature`, observed in each trial by `runtime/features.py`); an empty `when`
 means always, whatever the job does. Ranges say what could be established from the sources: `first` is the
 earliest release known to be affected, `fixed` the first release known to be free of it; where the record gives
 no release the bound is None, and `evidence` says what is known instead.

@@ -30,7 +30,7 @@ from ..results.records import DEFAULT_TIE, Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
-from ..trial.peaks import rank_order, trace_targets
+from ..runtime.peaks import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 from .options import HYBRID_FINALISTS

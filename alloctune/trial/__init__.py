@@ -1,6 +1,4 @@
-"""One trial in a fresh process: the task (`task`), running it (`launch`, `command`), the child that measures
-(`child`, `timing`), memory stats as figures and the hook's per-process record (`peaks`), probing interpreters
-(`probe`, its child side `probe_child`, `provenance`), recording a trace (`recording`), the start-up hook (`hook/`)
-and what it runs inside the job: patches as modules load (`imports`), where it sees steps (`stepwatch`), step
-counting and the --steps window (`counting`), the process's own device memory, its sampler and budget per device
-(`devices`), its allocator-sensitive features (`features`, `observation`)."""
+"""One trial in a fresh process, the parent's side (alloctune's own process): the task and its environment
+(`task`), running it (`launch`: the trial child of `child/`; `command`: a user's command, with the start-up hook of
+`runtime/hook/`), probing interpreters (`probe`, its child side `child/probe.py`), recording a trace
+(`recording`)."""

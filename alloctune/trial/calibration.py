@@ -1,6 +1,6 @@
 """Measuring a GPU's driver-call costs (`measure`) and keeping them for reuse (`calibration_for`).
 
-`measure` runs the calibration child (calibration_child.py) twice under the job's interpreter, on one GPU: once
+`measure` runs the calibration child (child/calibration.py) twice under the job's interpreter, on one GPU: once
 with the default allocator (cudaMalloc, cudaFree, a synchronisation) and once under expandable_segments:True
 (mapping and unmapping pages), each in a fresh process, as a process has one allocator configuration. A few
 seconds in all, most of them two torch imports.
@@ -25,7 +25,7 @@ from ..processes import spawn_group
 from ..results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, read_calibration, write_calibration
 from ..results.typed import from_json, loads
 from ..settings.conf import AllocConf
-from .calibration_child import MARK, NO_GPU_EXIT, Answer
+from ..child.calibration import MARK, NO_GPU_EXIT, Answer
 from .probe import ProbeResult
 from .task import child_environment
 
@@ -83,7 +83,7 @@ def _child(python: str, gpu: int, mode: str, conf: str) -> Answer:
     """One calibration child's answer."""
     env = child_environment(AllocConf.parse(conf), gpu)
     try:
-        with spawn_group([python, "-m", "alloctune.trial.calibration_child", mode], env=env,
+        with spawn_group([python, "-m", "alloctune.child.calibration", mode], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
             try:
                 out, err = child.communicate(timeout=TIMEOUT_S)

@@ -42,13 +42,13 @@ from ..errors import AlloctuneError, ResultsError
 from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
 from ..results.typed import from_json
+from ..runtime.counting import leader, rising
+from ..runtime.hook import HOOK_DIR
+from ..runtime.observation import Observation, used_by_job
 from ..runtime.oom import is_oom_text, oom_line
+from ..runtime.peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
 from ..workload.command import CommandSpec, is_python
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .counting import leader, rising
-from .hook import HOOK_DIR
-from .observation import Observation, used_by_job
-from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
 from .task import TrialTask, child_environment, exit_reason, identity_fields
 
 NOTHING_TO_MEASURE = "nothing to measure"
@@ -345,7 +345,7 @@ def metric_values(path: str, pattern: str) -> list[float]:
 
 
 def _env(processes: list[ProcessReport]) -> dict:
-    from .provenance import collect_env
+    from ..child.provenance import collect_env
 
     try:
         env = collect_env()

@@ -42,7 +42,7 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
         t0 = time.monotonic()
         env = child_environment(task.conf, gpu)
         timed_out = False
-        with spawn_group([task.python, "-m", "alloctune.trial.child", spec_path], env=env, stdout=subprocess.DEVNULL,
+        with spawn_group([task.python, "-m", "alloctune.child.main", spec_path], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, remove=[tmp]) as proc:
             deadline = t0 + task.timeout_s
             while True:

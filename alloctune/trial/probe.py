@@ -1,16 +1,13 @@
 """Probe a Python interpreter in a child process: its torch, CUDA and GPUs, and which allocator settings its torch
 accepts.
 
-`probe()` runs `PYTHON -m alloctune.trial.probe probe` with our package on PYTHONPATH and reads one JSON line from
+`probe()` runs `PYTHON -m alloctune.child.probe probe` with our package on PYTHONPATH and reads one JSON line from
 its stdout; `probe_and_judge()` sends that child the sweep's settings too, so a sweep's start imports torch once
-(about a second less). A `SettingsJudge` keeps one `PYTHON -m alloctune.trial.probe serve` child for as long as it is open: the
-child imports torch once and answers every batch of settings sent to it, one JSON line each way (a search sends a
-batch per refinement round; starting an interpreter and importing torch costs more than all of its parses). What
-the child does is `probe_child.py`'s (standard library and torch only). At load time this module imports, besides
-the standard library, only light alloctune modules, which that interpreter can run without pyyaml, scipy or torch:
-errors, processes, settings (conf, versions, validation), probe_child, provenance, and task (for
-`child_environment`, the environment every child gets), which brings results.records, workload.spec and the
-built-in kinds' table (workload.builtin). tests/test_layers.py checks that the probe child loads no orchestrator.
+(about a second less). A `SettingsJudge` keeps one `PYTHON -m alloctune.child.probe serve` child for as long as it
+is open: the child imports torch once and answers every batch of settings sent to it, one JSON line each way (a
+search sends a batch per refinement round; starting an interpreter and importing torch costs more than all of its
+parses). What the child does is `child/probe.py`'s, a light module (tests/test_layers.py): this module is the
+parent's side only.
 """
 from __future__ import annotations
 
@@ -25,12 +22,12 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import IO, NoReturn, Sequence
 
+from ..child.probe import MARK, NO_TORCH_EXIT
 from ..errors import ProbeError
 from ..processes import GroupProcess, kill_group, spawn_group
 from ..settings.conf import AllocConf
 from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
-from .probe_child import MARK, NO_TORCH_EXIT
 from .task import child_environment
 
 
@@ -74,7 +71,7 @@ def probe_and_judge(python: str, confs: Sequence[AllocConf],
     try:
         # A guarded group (processes.py): the probe, and what its torch starts, die with alloctune, even when
         # alloctune is SIGKILLed while it waits here.
-        with spawn_group([exe, "-m", "alloctune.trial.probe", "probe"], env=_environment(), stdin=subprocess.PIPE,
+        with spawn_group([exe, "-m", "alloctune.child.probe", "probe"], env=_environment(), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
             try:
                 out, err = child.communicate(request, timeout=timeout)
@@ -133,7 +130,7 @@ class SettingsJudge:
             exe = _interpreter(self.python)
             self._stderr = tempfile.TemporaryFile()
             try:
-                self._proc = spawn_group([exe, "-m", "alloctune.trial.probe", "serve"], env=_environment(),
+                self._proc = spawn_group([exe, "-m", "alloctune.child.probe", "serve"], env=_environment(),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
             except OSError as exc:
                 self.close()
@@ -268,8 +265,3 @@ def _failed(python: str, code: int | None, lines: list[str], stderr: str, stdout
     return ProbeError(f"probing {python} failed (exit code {code})"
                       + (f":\n{tail}" if tail else ": it printed nothing; is it a Python interpreter?"))
 
-
-if __name__ == "__main__":
-    from .probe_child import child_main
-
-    sys.exit(child_main(sys.argv[1:]))

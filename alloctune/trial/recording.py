@@ -16,12 +16,12 @@ from typing import Sequence
 
 from ..errors import AlloctuneError, ProbeError, TraceError
 from ..processes import temp_folder
+from ..runtime.peaks import traced
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .launch import run_trial
-from .peaks import traced
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment
 

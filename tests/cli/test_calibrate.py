@@ -31,7 +31,7 @@ def standin(tmp_path) -> Path:
     script = tmp_path / "python"
     script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
         import json, os, sys
-        assert sys.argv[1:3] == ["-m", "alloctune.trial.calibration_child"], sys.argv
+        assert sys.argv[1:3] == ["-m", "alloctune.child.calibration"], sys.argv
         mode = sys.argv[3]
         conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
         if conf != ("expandable_segments:True" if mode == "expandable" else ""):

@@ -47,7 +47,7 @@ PYTHON = """
 import importlib.metadata, json, os, random, shutil, sys, time
 """ + PROBE_AS_ONE_GPU + """
 conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.trial.child"] else None   # a workload's
+spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.child.main"] else None   # a workload's
 recording = bool(spec["record_trace"]) if spec else os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
 with open({log!r}, "a") as f:
     f.write(("R" if recording else "") + conf + "\\n")

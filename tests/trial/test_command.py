@@ -32,7 +32,7 @@ from alloctune.trial.command import (
     run_command_trial,
     step_rate,
 )
-from alloctune.trial.peaks import DevicePeaks, ProcessReport
+from alloctune.runtime.peaks import DevicePeaks, ProcessReport
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
 from alloctune.workload.loader import load_workload
@@ -112,7 +112,7 @@ def test_a_trial_gets_its_setting_alone_and_its_gpus(tmp_path, monkeypatch):
     env = json.loads(out.read_text())
     assert env["PYTORCH_CUDA_ALLOC_CONF"] == "roundup_power2_divisions:4" and "PYTORCH_ALLOC_CONF" not in env
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["MY_FLAG"] == "1"
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT / "alloctune" / "trial" / "hook")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT / "alloctune" / "runtime" / "hook")
 
 
 def test_the_hook_chains_to_the_users_sitecustomize_writes_plain_json_and_leaves_torch_alone(tmp_path):

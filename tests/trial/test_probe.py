@@ -12,10 +12,10 @@ from alloctune.errors import ProbeError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.settings.versions import check_conf, parse_version
-from alloctune.trial import probe_child
+from alloctune.child import probe as probe_child
 from alloctune.trial.probe import (ProbeResult, SettingsJudge, check_settings, check_settings_detail, probe,
                                    probe_and_judge)
-from alloctune.trial.provenance import collect_env
+from alloctune.child.provenance import collect_env
 from standin import PROBE_AS_ONE_GPU
 
 LOCAL_VERSION = parse_version(torch.__version__)

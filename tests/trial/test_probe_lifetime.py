@@ -1,5 +1,5 @@
 """The probe child dies with alloctune (issue 19): SIGKILL during start-up, while an interpreter is being probed,
-leaves no `python -m alloctune.trial.probe` running, nor anything that probe started."""
+leaves no `python -m alloctune.child.probe` running, nor anything that probe started."""
 from __future__ import annotations
 
 import os

@@ -26,7 +26,7 @@ WORKLOAD = {"name": "w", "kind": "transformer", "entry": None, "params": {}, "wa
 
 
 def fake_python(tmp_path, body: str) -> str:
-    """An executable that the runner starts in place of python: `$1 $2` are '-m alloctune.trial.child', `$3` the spec."""
+    """An executable that the runner starts in place of python: `$1 $2` are '-m alloctune.child.main', `$3` the spec."""
     path = tmp_path / "fake-python"
     path.write_text("#!" + sys.executable + "\n" + textwrap.dedent(body))
     path.chmod(path.stat().st_mode | stat.S_IEXEC)

@@ -24,7 +24,7 @@ from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.command import Run, hook_environment, run_command, run_command_trial, timing
-from alloctune.trial.peaks import DevicePeaks, ProcessReport, StepCount
+from alloctune.runtime.peaks import DevicePeaks, ProcessReport, StepCount
 from alloctune.trial.task import TrialTask, child_environment
 from alloctune.workload.command import CommandSpec, check_command, command_workload
 from alloctune.workload.loader import load_workload

@@ -1,4 +1,4 @@
-"""One device's memory stats as figures (alloctune/trial/peaks.py), as the trial child and the start-up hook both
+"""One device's memory stats as figures (alloctune/runtime/peaks.py), as the trial child and the start-up hook both
 make them; a command's processes combined into one measurement; the hook's per-process file read through the
 typed reader, where damage is one line and the trial that met it crashed."""
 import json
@@ -12,7 +12,7 @@ from alloctune.errors import ResultsError
 from alloctune.results.records import Measurement, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.command import run_command_trial
-from alloctune.trial.peaks import DevicePeaks, device_peaks, job_measurement, read_reports, report_path
+from alloctune.runtime.peaks import DevicePeaks, device_peaks, job_measurement, read_reports, report_path
 from alloctune.trial.task import TrialTask
 from alloctune.workload.command import check_command, command_workload
 

@@ -1,4 +1,4 @@
-"""The child side of the probe (`probe.py`), run as `PYTHON -m alloctune.trial.probe probe|serve` under the
+"""The child side of the probe (`trial/probe.py`), run as `PYTHON -m alloctune.child.probe probe|serve` under the
 interpreter being probed: `probe` prints that interpreter's torch, CUDA and GPUs, and judges the settings it is
 sent on stdin (a JSON list, possibly none) as `serve` would, so that a sweep's start imports torch once; `serve`
 says what its settings parser can do, then judges each batch of settings that comes on stdin with that parser, as
@@ -161,3 +161,7 @@ def _parse(parse, text: str) -> str | None:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         return lines[0] if lines else type(exc).__name__
     return None
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

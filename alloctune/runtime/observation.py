@@ -1,4 +1,4 @@
-"""One process's observation of its allocator-sensitive features (`trial/features.py` writes it inside the job),
+"""One process's observation of its allocator-sensitive features (`runtime/features.py` writes it inside the job),
 as the parent reads it back (`typed.from_json(Observation, ...)`), and the `known.Feature`s it shows."""
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from alloctune.results.records import Conditions, Measurement, TrialRecord, TrialState
-from alloctune.trial.timing import Observer, split, timed_pass
+from alloctune.child.timing import Observer, split, timed_pass
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,19 +4,19 @@ This folder is first on the command's PYTHONPATH, so each Python process (every 
 forked workers that start an interpreter) imports this module at start-up. It chains to the user's own
 sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 
-- installs the feature watch (`alloctune.trial.features`) and, without importing torch, watches imports
-  (`alloctune.trial.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
+- installs the feature watch (`alloctune.runtime.features`) and, without importing torch, watches imports
+  (`alloctune.runtime.imports`): when `torch.cuda` loads it queues (torch.cuda._lazy_call) what must happen when the
   process initialises CUDA: each device's memory baseline, the budget where there is one GPU, allocation history
-  when recording, the sampler of the process's device memory (`trial/devices.py`: it also sets the budget on each
+  when recording, the sampler of the process's device memory (`runtime/devices.py`: it also sets the budget on each
   device it sees the process allocate on), the SIGTERM handler; with a budget it wraps `torch.cuda.set_device`,
   so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
-  no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`trial/stepwatch.py`
-  sees them, `trial/counting.py` counts them, times the steps after the warm-up and ends the process at the end
+  no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`runtime/stepwatch.py`
+  sees them, `runtime/counting.py` counts them, times the steps after the warm-up and ends the process at the end
   of a --steps window);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
-  (`alloctune/trial/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
+  (`alloctune/runtime/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
   used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
   window readings, growth samples, features and an uncaught OOM's message; when recording, also
   `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else). A process that never
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from types import FrameType, ModuleType, TracebackType
     from typing import Any, Callable
 
-    from alloctune.trial.counting import Counter
-    from alloctune.trial.devices import Budget, Sampler
-    from alloctune.trial.peaks import ProcessReport
+    from alloctune.runtime.counting import Counter
+    from alloctune.runtime.devices import Budget, Sampler
+    from alloctune.runtime.peaks import ProcessReport
 
 
 def _chain_user_sitecustomize() -> None:
@@ -75,9 +75,9 @@ class _State:
     def __init__(self, out: str):
         self.out = out                        # ALLOCTUNE_HOOK_OUT; empty: the hook does nothing
         self.started = False
-        self.sampler: Sampler | None = None    # this process's memory on each device (trial/devices.py)
+        self.sampler: Sampler | None = None    # this process's memory on each device (runtime/devices.py)
         self.budget: Budget | None = None       # with a budget: set on each device as the process first uses it
-        self.counter: Counter | None = None    # made at the first step (trial/counting.py)
+        self.counter: Counter | None = None    # made at the first step (runtime/counting.py)
         self.optimizer_hook: bool | None = None
         self.window_ended = False
         self.oom_message: str | None = None
@@ -97,7 +97,7 @@ def _on_cuda_init() -> None:
     """Runs inside torch.cuda's lazy initialisation, before the program's first allocation."""
     import torch
 
-    from alloctune.trial.devices import Budget, DeviceMemory, Sampler
+    from alloctune.runtime.devices import Budget, DeviceMemory, Sampler
 
     _state.started = True
     memory = DeviceMemory(torch.cuda)   # reads each device's baseline now, before any allocation
@@ -149,8 +149,8 @@ def _window_over() -> None:
 
 def _counter() -> Counter:
     if _state.counter is None:
-        from alloctune.trial.counting import Counter
-        from alloctune.trial.devices import CudaJob
+        from alloctune.runtime.counting import Counter
+        from alloctune.runtime.devices import CudaJob
 
         with _state.lock:
             if _state.counter is None:
@@ -179,7 +179,7 @@ def _counted(count: Callable[[Counter], None]) -> None:
 
 
 def _count_optimizer_steps(optimizer_module: ModuleType) -> None:
-    from alloctune.trial.stepwatch import optimizer_steps
+    from alloctune.runtime.stepwatch import optimizer_steps
 
     _state.optimizer_hook = optimizer_steps(optimizer_module,
                                             lambda optimizer: _counted(lambda c: c.optimizer_step(optimizer)))
@@ -194,13 +194,13 @@ def _count_call() -> None:
 
 
 def _count_calls(module: ModuleType, qualname: str) -> None:
-    from alloctune.trial.stepwatch import callable_returns
+    from alloctune.runtime.stepwatch import callable_returns
 
     callable_returns(module, qualname, _count_call)
 
 
 def _count_forward(module_module: ModuleType) -> None:
-    from alloctune.trial.stepwatch import top_level_calls
+    from alloctune.runtime.stepwatch import top_level_calls
 
     top_level_calls(module_module, _count_call)
 
@@ -256,8 +256,9 @@ def _write(sync: bool = True) -> None:
         _state.written = True
     if _state.sampler is not None:
         _state.sampler.stop.set()
-    from alloctune.runtime.process import rank, write_whole
-    from alloctune.trial.peaks import ProcessReport, report_path
+    from alloctune.files import write_file
+    from alloctune.runtime.process import rank
+    from alloctune.runtime.peaks import ProcessReport, report_path
 
     torch = sys.modules.get("torch")
     report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=rank(), argv=[str(a) for a in sys.argv],
@@ -272,12 +273,12 @@ def _write(sync: bool = True) -> None:
         report = _with_cuda(cuda, report)
         if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
             _dump_trace(cuda, report)
-    write_whole(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
+    write_file(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
 def _features() -> dict[str, Any] | None:
     try:
-        from alloctune.trial import features
+        from alloctune.runtime import features
 
         return features.observed()
     except Exception as exc:   # the figures still count without it
@@ -306,8 +307,8 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
 
     from alloctune.settings.conf import AllocConf
     from alloctune.settings.readback import mismatch
-    from alloctune.trial.child import effective_settings
-    from alloctune.trial.devices import peaks
+    from alloctune.runtime.allocator import effective_settings
+    from alloctune.runtime.devices import peaks
 
     if _state.sampler is not None:
         _state.sampler.last()
@@ -322,14 +323,14 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
 def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     import pickle
 
-    from alloctune.runtime.process import write_whole
-    from alloctune.trial.peaks import trace_meta, trace_path
+    from alloctune.files import write_file
+    from alloctune.runtime.peaks import trace_meta, trace_path
 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
                                        lambda device: torch.cuda.get_device_properties(device).name)
-    write_whole(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
+    write_file(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 
 def _watch_excepthook() -> None:
@@ -362,8 +363,8 @@ def _start() -> None:
     """Watch the imports that matter (without importing them), the features, uncaught OOMs, and exit."""
     if not _state.out:
         return
-    from alloctune.trial import features
-    from alloctune.trial.imports import after_import
+    from alloctune.runtime import features
+    from alloctune.runtime.imports import after_import
 
     features.install()
     watches: list[tuple[str, Callable[[ModuleType], None]]] = [

@@ -89,7 +89,7 @@ def _counted_problem(source: ThroughputSource) -> str | None:
 
 @dataclass(frozen=True)
 class StepCount:
-    """Steps of one kind that the start-up hook counted in one process (`trial/counting.py`): one optimizer's
+    """Steps of one kind that the start-up hook counted in one process (`runtime/counting.py`): one optimizer's
     steps, or the calls that --step-on names. Times are the process's time.perf_counter()."""
 
     source: Annotated[ThroughputSource, Check(_counted_problem)]   # OPTIMIZER_STEPS or STEP_CALLS

@@ -1,4 +1,4 @@
-"""The calibration child: `PYTHON -m alloctune.trial.calibration_child native|expandable` times, on an idle GPU and
+"""The calibration child: `PYTHON -m alloctune.child.calibration native|expandable` times, on an idle GPU and
 through torch's own caching allocator, the driver calls that allocator makes; the parent (calibration.py) runs it
 once per mode, `expandable` under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a process has one allocator
 configuration), and builds the `Calibration` from the two answers.

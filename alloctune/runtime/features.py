@@ -1,7 +1,7 @@
 """Inside each process of a trial's job: what it does that allocator settings are sensitive to.
 
 The start-up hook calls `install()` before the program runs; `observed()` at exit gives the process's record (a
-JSON-able dict of `trial/observation.py`'s `Observation`). Nothing here imports torch: `install()` wraps each watched
+JSON-able dict of `runtime/observation.py`'s `Observation`). Nothing here imports torch: `install()` wraps each watched
 torch module right after it executes (`imports.after_import`: before the code that imported it continues, so
 `from torch.cuda import graph_pool_handle` gets the wrapper too), and queues a look at the
 environment for when CUDA initialises. Wrappers note, then call the original with the same arguments and

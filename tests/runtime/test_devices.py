@@ -1,4 +1,4 @@
-"""What of a device belongs to a process, and the budget per device (`trial/devices.py`), against stand-ins for
+"""What of a device belongs to a process, and the budget per device (`runtime/devices.py`), against stand-ins for
 torch.cuda and nvidia-ml-py: which figure is used when NVML lists the process, when it does not (a PID namespace),
 when it gives no figure, and without NVML; how the trial's measurement says which; what the sampler keeps and what
 the step counter reads of the devices. The real NVML is tests/trial/test_window_gpu.py's."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
-from alloctune.trial.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
-from alloctune.trial.peaks import DeviceBudget, DevicePeaks, job_measurement
+from alloctune.runtime.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
+from alloctune.runtime.peaks import DeviceBudget, DevicePeaks, job_measurement
 
 GiB = 2**30
 ME = 4242

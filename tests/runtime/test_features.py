@@ -1,9 +1,9 @@
-"""Feature observation (`trial/features.py`, `trial/observation.py`) in real subprocesses with real torch (the CPU
+"""Feature observation (`runtime/features.py`, `runtime/observation.py`) in real subprocesses with real torch (the CPU
 build): every process starts with a sitecustomize that calls `features.install()` and writes `observed()` at
 exit, as the start-up hook will. What the CPU build cannot exercise is said where it matters: a CUDA tensor
 sent between processes (here CPU tensors go through the same reducers, counted under 'cpu'), an actual graph
 capture (the wrapper is called and the CPU build's own error comes through), NCCL, and the environment at CUDA
-initialisation; tests/trial/test_features_gpu.py covers those on a GPU."""
+initialisation; tests/runtime/test_features_gpu.py covers those on a GPU."""
 from __future__ import annotations
 
 import json
@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from alloctune.settings.known import Feature
-from alloctune.trial.observation import Observation, used, used_by_job
+from alloctune.runtime.observation import Observation, used, used_by_job
 from alloctune.results.typed import from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SITECUSTOMIZE = """\
 import atexit, json, os
-from alloctune.trial import features
+from alloctune.runtime import features
 features.install()
 
 @atexit.register
@@ -109,7 +109,7 @@ def test_a_late_install_still_sees_sends(tmp_path):
         import os, pickle
         from multiprocessing.reduction import ForkingPickler
         import torch
-        from alloctune.trial import features
+        from alloctune.runtime import features
         features.install()
         ForkingPickler.dumps(torch.zeros(2))
         print(os.getpid(), features.observed()["ipc_sent"])
@@ -262,7 +262,7 @@ def test_a_forked_child_starts_its_own_record(tmp_path):
         import os, pickle
         from multiprocessing.reduction import ForkingPickler
         import torch
-        from alloctune.trial import features
+        from alloctune.runtime import features
         print(os.getpid())
         ForkingPickler.dumps(torch.zeros(2))
         child = os.fork()

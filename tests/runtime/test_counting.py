@@ -1,4 +1,4 @@
-"""The step counter the start-up hook runs inside a job (`trial/counting.py`), with a stand-in for the process:
+"""The step counter the start-up hook runs inside a job (`runtime/counting.py`), with a stand-in for the process:
 which source it follows, where the timed window starts, the growth samples, the --steps window's 80% and end
 readings, and the end itself. The same counter in real processes is tests/trial/test_window.py."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from alloctune.results.records import ThroughputSource
-from alloctune.trial.counting import Counter, leader, rising
-from alloctune.trial.peaks import StepCount
+from alloctune.runtime.counting import Counter, leader, rising
+from alloctune.runtime.peaks import StepCount
 
 
 class Job:

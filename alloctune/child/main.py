@@ -1,13 +1,14 @@
 """The trial child: one workload under one allocator setting, in a fresh process.
 
-    python -m alloctune.trial.child SPEC.json
+    python -m alloctune.child.main SPEC.json
 
-The parent (`launch.py`) has already put the setting in this process's environment (PYTORCH_CUDA_ALLOC_CONF),
-so the allocator reads it when it starts. This module writes one JSON object to the spec's `result` path and
-exits 0, whatever happened to the workload: a failure is data. Besides torch and the standard library it imports
-only alloctune modules that need nothing else (records, readback, the OOM rule, peaks, timing, provenance, the
-built-in kinds; tests/test_layers.py pins the list): the child may run under another interpreter than alloctune's
-(`--python`), which gets the package through PYTHONPATH and may lack pyyaml or scipy.
+The parent (`trial/launch.py`) has already put the setting in this process's environment
+(PYTORCH_CUDA_ALLOC_CONF), so the allocator reads it when it starts. This module writes one JSON object to the
+spec's `result` path (whole: `files.write_file`) and exits 0, whatever happened to the workload: a failure is data.
+Besides torch and the standard library it imports only light alloctune modules (records, readback, the OOM rule,
+peaks, the settings in force, timing, provenance, the built-in kinds; tests/test_layers.py's `LIGHT` holds the
+rule): the child may run under another interpreter than alloctune's (`--python`), which gets the package through
+PYTHONPATH and may lack pyyaml or scipy.
 """
 from __future__ import annotations
 
@@ -20,24 +21,21 @@ from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
+from ..files import write_file
 from ..results.records import TrialState
+from ..runtime.allocator import effective_settings
 from ..runtime.oom import is_oom
+from ..runtime.peaks import device_peaks
 from ..settings.conf import AllocConf
-from ..settings.readback import conf_from_settings, mismatch, readable_keys
+from ..settings.readback import mismatch
 from ..units import budget_share
-from .peaks import device_peaks
 from .timing import Observer, timed_pass
 
 
 def main(spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
-    result = run(spec)
-    # whole or not at all, without runtime.process: the child loads only the modules tests/test_layers.py lists
-    tmp = spec["result"] + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    os.replace(tmp, spec["result"])
+    write_file(spec["result"], json.dumps(run(spec)))
     return 0
 
 
@@ -173,23 +171,6 @@ def _memory(torch: ModuleType, sampler: _DevicePeak, unit: str) -> dict:
     sampler.sample()
     peaks = device_peaks(torch.cuda.memory_stats(sampler.device), sampler.device.index, sampler.peak)
     return asdict(peaks.measurement(unit))
-
-
-def effective_settings() -> tuple[AllocConf, frozenset]:
-    """The allocator settings in force, as this torch reports them (call after the allocator started), and the
-    keys it could read back (each key's `readback` in `settings/keys.py`: memory_stats and the backend on every
-    version, the snapshot's `allocator_settings` on recent ones)."""
-    import torch
-
-    backend = torch.cuda.get_allocator_backend()
-    if backend != "native":
-        return AllocConf(backend=backend), frozenset({"backend"})
-    try:
-        settings = torch.cuda.memory._snapshot().get("allocator_settings")
-    except Exception:
-        settings = None
-    effective = conf_from_settings(settings, torch.cuda.memory_stats().get("max_split_size", -1))
-    return effective, readable_keys(isinstance(settings, dict))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Feature observation on a real GPU, what the CPU build cannot exercise (tests/trial/test_features.py has the rest):
+"""Feature observation on a real GPU, what the CPU build cannot exercise (tests/runtime/test_features.py has the rest):
 graph captures and shared pools, torch.compile's CUDA graphs, CUDA tensors sent to another process, MemPools,
 the environment when CUDA initialises, an NCCL process group and its registration variables."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 import test_features as base
 from alloctune.settings.known import Feature
-from alloctune.trial.observation import used, used_by_job
+from alloctune.runtime.observation import used, used_by_job
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
