@@ -6,10 +6,11 @@ import json
 import shlex
 from dataclasses import asdict, fields
 
+from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
 from ..results.folder import DEFAULT_RESULTS_ROOT
-from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions

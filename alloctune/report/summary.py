@@ -8,11 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 from ..decide.choice import Choice, something_to_export
+from ..decide.parameters import DEFAULT_TIE, max_slowdown_of
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import DEFAULT_TIE, measured_env_id, peak_row, process_name
+from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from .problems import features_phrase
@@ -83,7 +84,8 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
     """`recording`: a trial that recorded the allocation trace is among those counted (summary.counted)."""
     tie = choices[0].tie if choices else DEFAULT_TIE
-    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
+    # `report` may override the sweep's max slowdown: the choices hold the one applied
+    max_slowdown = choices[0].max_slowdown if choices else max_slowdown_of(None, info.max_slowdown)
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
                 "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
                 "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "

@@ -7,12 +7,13 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
+from ..decide.parameters import DEFAULT_TIE
 from ..decide.reasons import BackendSkipped, Code, Reason, Unmeasured
 from ..decide.rounds import Contention, Standing, contenders, standings, trials_to_come
 from ..decide.summary import SettingResult, summarize_settings
 from ..report.words import sentence
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import DEFAULT_TIE, Backend, TrialRecord, TrialState, measured_env_id
+from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
 from ..settings.conf import AllocConf
 from ..trial.task import TrialTask
 from .executors import Executor
