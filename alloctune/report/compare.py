@@ -35,6 +35,7 @@ from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical, conf_label
 from ..units import format_bytes, plural
+from .words import skipped_words
 
 DEFAULT_FACTOR = 0.05   # a relative change of memory or throughput beyond this counts as changed
 
@@ -238,9 +239,9 @@ def _cell(records: list[TrialRecord]) -> Cell:
 def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
     if workload != info.workload_name:
         return f"no {workload} results here"
-    reason = info.skip_reason(conf, env_id)
-    if reason:
-        return f"skipped: {reason}"
+    skipped = info.skipped_as(conf, env_id)
+    if skipped is not None:
+        return f"skipped: {skipped_words(skipped)}"
     return "not run" if conf in {canonical(c) for c in info.grid} else "not in its grid"
 
 

@@ -19,7 +19,7 @@ from ..settings.conf import conf_label
 from .problems import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
-from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines
+from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines, skipped_words
 
 SUMMARY_FILE = "summary.md"
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
@@ -204,7 +204,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     if info.skipped:
         lines += ["## Skipped settings", "",
                   markdown_table(("setting", "environment", "reason"),
-                                 ((conf_label(s.conf), s.env_id or "all", s.reason) for s in info.skipped)), ""]
+                                 ((conf_label(s.conf), s.env_id or "all", skipped_words(s)) for s in info.skipped)), ""]
     lines += ["## Environment", ""]
     env_ids = sorted({s.env_id for s in settings} | set(info.envs))
     for env_id in env_ids:

@@ -34,13 +34,17 @@ LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; s
 
 @dataclass(frozen=True)
 class Skipped:
-    """A grid setting that was not run, and why (invalid for that torch, pointless, known upstream bug)."""
+    """A grid setting that was not run, and why: a rule of the settings (invalid for that torch, pointless, a known
+    upstream bug) in its own words, or a decision of the sweep's rounds (memory left it unmeasured) as data."""
 
     conf: str
-    reason: str
+    reason: str = ""             # the settings rule's text; "" where `why` holds the decision
     env_id: str | None = None
     problem: str | None = None   # the known problem's id (settings/known.py) where one skipped it
     source: str | None = None    # ... and the public record it rests on
+    # A decision as data (decide/reasons.py; report/words.skipped_words says it). A sweep.json from before kept it
+    # as a sentence in `reason`, which is shown as it is.
+    why: ReasonRecord | None = None
 
 
 @dataclass
@@ -81,11 +85,11 @@ class SweepInfo:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def skip_reason(self, conf: str, env_id: str) -> str | None:
-        """Why this sweep did not run `conf` (canonical) for `env_id`, or None."""
+    def skipped_as(self, conf: str, env_id: str) -> Skipped | None:
+        """This sweep's entry for not running `conf` (canonical) for `env_id`, or None where it did not skip it."""
         for skipped in self.skipped:
             if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
-                return skipped.reason
+                return skipped
         return None
 
     @property
