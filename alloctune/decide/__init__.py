@@ -1,5 +1,7 @@
-"""Pure decisions over recorded trials: statistics (`stats`), per-setting results (`summary`), which device figures
-are usable and the whole-card rule (`device`), the one ordering of settings (`order`), the choice (`choice`) and
-its reasons as data (`reasons`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep
-planned (`planned`), whether reserved memory keeps growing (`growth`), what a short trial cannot show: known
-problems for the job's features and the growth check, as reasons (`safety`). No words: report/ says the reasons."""
+"""Pure decisions over recorded trials: the decision's parameters and their defaults (`parameters`), statistics
+(`stats`), per-setting results (`summary`), which device figures are usable and the whole-card rule (`device`), the
+one ordering of settings (`order`), the choice (`choice`) and its reasons as data (`reasons`), a folder decided
+(`decision`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep planned (`planned`),
+whether reserved memory keeps growing (`growth`), what a short trial cannot show: known problems for the job's
+features and the growth check, as reasons (`safety`), compare's judgement of one cell against another
+(`regression`). No words: report/ says the reasons."""

@@ -9,7 +9,8 @@ Each source is a path (or '-' for stdin) to one of:
 - a results folder: its latest trial that ended in an OOM (the child records the exception's text).
 
 Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
-and the card's total come from the message or from what `dump_on_oom` stored. `verdict.judge` names the cause.
+and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). `verdict.judge`
+names the cause, as data (a `Cause` and the figures it quotes); `words.py` says it.
 With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
 reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
 recommendation. The setting recommended (or, without a replay, the one the verdict suggests trying) is looked up
