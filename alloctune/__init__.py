@@ -19,7 +19,7 @@ from importlib import import_module
 __version__ = "0.1.0"
 
 _API = {
-    "sweep": "sweeper.sweep", "analyze": "report.analysis", "load_workload": "workload.loader",
+    "sweep": "sweeper.sweep", "analyze": "sweeper.sweep", "load_workload": "workload.loader",
     "load_trace": "sim.trace", "replay": "sim.replay", "export_results": "report.export", "diagnose": "diagnosis",
     "dump_on_oom": "runtime.oomdump", "step": "runtime.steps", "SweepOptions": "sweeper.options",
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from ..report.compare import DEFAULT_FACTOR
+from ..decide.regression import DEFAULT_FACTOR
 from ..report.layout import say
 from .args import console
 

@@ -34,7 +34,7 @@ def decisions(folder, choices) -> dict:
 
 
 def run(args) -> int:
-    from ..report.analysis import analyze
+    from ..sweeper.sweep import analyze
     from ..report.ranked import print_choice
     from ..results.folder import find_results
     from .args import console as wide_console

@@ -6,10 +6,11 @@ import json
 import shlex
 from dataclasses import asdict, fields
 
+from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
 from ..results.folder import DEFAULT_RESULTS_ROOT
-from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
@@ -159,6 +160,7 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
+    from ..report.words import skipped_words
     from ..sweeper.sweep import sweep
 
     workload, options = _workload(args), _options(args)
@@ -169,7 +171,8 @@ def run(args) -> int:
                         f"plot.png, trials.jsonl)")
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
-                              skipped=[asdict(skip) for skip in outcome.skipped]), indent=2))
+                              skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in outcome.skipped]),
+                         indent=2))
     else:
         _print(outcome)
     return 0
@@ -226,10 +229,11 @@ def _print(outcome) -> None:
     from ..report.layout import command, say
     from ..decide.choice import something_to_export
     from ..report.ranked import print_choice
+    from ..report.words import skipped_words
 
     out = console()
     for skip in outcome.skipped:
-        say(out, Text(f"skipped {conf_label(skip.conf)} ({skip.env_id}): {skip.reason}", style="dim"))
+        say(out, Text(f"skipped {conf_label(skip.conf)} ({skip.env_id}): {skipped_words(skip)}", style="dim"))
     for choice in outcome.choices:
         print_choice(out, outcome.settings, choice)
     if gpu := _gpu_lines(outcome):

@@ -1,6 +1,8 @@
-"""Pure decisions over recorded trials: statistics (`stats`), per-setting results (`summary`), which device figures
-are usable and the whole-card rule (`device`), the one ordering of settings (`order`), the choice (`choice`) and
-its reasons as data (`reasons`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep
-planned (`planned`), whether reserved memory keeps growing (`growth`), what a short trial cannot show: known
-problems for the job's features and the growth check, as reasons (`safety`), a setting's speed predicted from its
-driver work and the GPU's calibration (`speed`). No words: report/ says the reasons."""
+"""Pure decisions over recorded trials: the decision's parameters and their defaults (`parameters`), statistics
+(`stats`), per-setting results (`summary`), which device figures are usable and the whole-card rule (`device`), the
+one ordering of settings (`order`), the choice (`choice`) and its reasons as data (`reasons`), a folder decided
+(`decision`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep planned (`planned`),
+whether reserved memory keeps growing (`growth`), what a short trial cannot show: known problems for the job's
+features and the growth check, as reasons (`safety`), compare's judgement of one cell against another
+(`regression`), a setting's speed predicted from its driver work and the GPU's calibration (`speed`). No words:
+report/ says the reasons."""

@@ -17,17 +17,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, TypeGuard
 
-from ..results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend
+from ..results.records import Backend
 from ..settings.known import Feature
 from .device import DEVICE_AGREEMENT
 from .order import preferred, ranked, tie_rule, within
+from .parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
                       Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
                       SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard,
                       finite)
 from .safety import Safety, job_features, safety, target_torch
 from .stats import Comparison
-from .summary import MemoryMeasure, SettingResult, versus
+from .summary import MemoryMeasure, SettingResult
 
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good
 NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible even when a test can detect it
@@ -97,13 +98,6 @@ class Choice:
         return self.best.vs_default.ratio if self.best is not None and self.best.vs_default else None
 
 
-def _comparison(s: SettingResult, base: SettingResult | None, max_slowdown: float) -> Comparison | None:
-    """`s.vs_default`, recomputed when it was summarised with another tolerance."""
-    if s.vs_default is None or s.vs_default.tolerance == max_slowdown or base is None:
-        return s.vs_default
-    return versus(list(s.pairs), base.throughputs, s.throughputs, max_slowdown)
-
-
 def _failed(s: SettingResult) -> Failed:
     return Failed(s.state, s.failed_repeats, len(s.trials), s.budget_bytes, s.error)
 
@@ -132,14 +126,14 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
         return Reason(Code.MORE_MEMORY, MoreMemory(measure, mine, default))
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
         return Reason(Code.MORE_RETRIES, Retries(s.num_alloc_retries, base.num_alloc_retries))
-    c = _comparison(s, base, max_slowdown)
+    c = s.vs_default
     if _too_slow(c):
         return Reason(Code.TOO_SLOW, TooSlow(default - mine, c, max_slowdown))
     return None
 
 
 def _throughput_reason(best: SettingResult, base: SettingResult, max_slowdown: float) -> Reason:
-    c = _comparison(best, base, max_slowdown)
+    c = best.vs_default
     if c is None or best.throughput is None or base.throughput is None:
         return Reason(Code.THROUGHPUT_UNCOMPARED)
     figures = Throughput(c, best.throughput.median, base.throughput.median, best.unit, base.unit, max_slowdown,
@@ -246,7 +240,7 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
     if rejected := _rejection(s, base, max_slowdown, unsafe):
         return rejected
     assert best is not None   # with nothing to recommend, every setting has a rejection
-    c = _comparison(s, base, max_slowdown)
+    c = s.vs_default
     measure, mine, winner = s.compared_with(best)
     if within(mine, winner, tie):
         return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, _tie_break(best, s)))
@@ -279,13 +273,13 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
         features=tuple(f for f in Feature if f in features))
 
 
-def choose(settings: Iterable[SettingResult], max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
-           tie: float = DEFAULT_TIE) -> list[Choice]:
-    """One `Choice` per (env_id, backend, budget_bytes), in the order the groups first appear."""
+def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[Choice]:
+    """One `Choice` per (env_id, backend, budget_bytes), in the order the groups first appear. The max slowdown is
+    the one the settings' comparisons with the default were judged against (`summarize_settings`): applied once."""
     groups: dict[tuple, list[SettingResult]] = {}
     for s in settings:
         groups.setdefault(s.group, []).append(s)
-    return [_choose_group(members, max_slowdown, tie) for members in groups.values()]
+    return [_choose_group(members, members[0].max_slowdown, tie) for members in groups.values()]
 
 
 def something_to_export(choices: Iterable[Choice]) -> bool:

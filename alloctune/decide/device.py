@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..results.records import DEFAULT_TIE, TrialRecord, TrialState
+from ..results.records import TrialRecord, TrialState
 from ..units import GiB
+from .parameters import DEFAULT_TIE
 from .stats import relative_spread
 
 # Device memory a clean trial holds beyond its peak reserved (CUDA context, kernels, libraries' own buffers), where

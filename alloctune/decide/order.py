@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Iterable
 
-from ..results.records import DEFAULT_TIE
+from .parameters import DEFAULT_TIE
 
 if TYPE_CHECKING:
     from .summary import SettingResult

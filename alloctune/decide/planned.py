@@ -7,7 +7,7 @@ from ..results.records import Backend, TrialRecord, measured_env_id
 
 
 def _runs(info: SweepInfo, conf: str, env_ids: tuple[str, ...]) -> bool:
-    return not any(info.skip_reason(conf, e) for e in env_ids)
+    return all(info.skipped_as(conf, e) is None for e in env_ids)
 
 
 def planned_trials(info: SweepInfo, env_id: str, backend: str) -> int | None:

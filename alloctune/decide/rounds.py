@@ -33,9 +33,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ..results.records import DEFAULT_TIE
 from ..settings.conf import AllocConf
 from .order import by_preference, lower_beyond_tie, within
+from .parameters import DEFAULT_TIE
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy (under summary) is wanted
     from .stats import Comparison

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..results.calibration import Calibration
-from ..results.records import DEFAULT_MAX_SLOWDOWN, DriverWork
+from ..results.records import DriverWork
+from .parameters import DEFAULT_MAX_SLOWDOWN
 
 # A setting whose predicted driver time per step is below this share of the default's step time cannot change a
 # speed answer: a tenth of the default --max-slowdown (0.2% of the step).

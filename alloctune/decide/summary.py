@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ..errors import ResultsError
-from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, Measurement, TrialRecord, TrialState, decision_group
+from ..results.records import Backend, Measurement, TrialRecord, TrialState, decision_group
 from ..settings.conf import AllocConf, conf_label
 from .device import DEVICE_AGREEMENT, Contamination, device_memory, plausible_device, takes_whole_card
+from .parameters import DEFAULT_MAX_SLOWDOWN
 from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
 
 class SettingState(str, enum.Enum):
@@ -90,6 +91,7 @@ class SettingResult:
     device_spread: float = 0.0       # max / min - 1 of the plausible device figures over repeats
     contaminated: tuple[Contamination, ...] = ()   # repeats whose device figure was not used
     device_bytes: int | None = None  # the memory of the device it ran on (a replay's: the simulated one's)
+    max_slowdown: float = DEFAULT_MAX_SLOWDOWN   # the allowance `vs_default` was judged against, which choose applies
 
     @property
     def group(self) -> tuple:
@@ -262,7 +264,7 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
         memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
         unit=next((m.unit for m in ok if m.unit), None),
         error=errors[0] if errors else None,
-        device_bytes=device_memory(trials),
+        device_bytes=device_memory(trials), max_slowdown=max_slowdown,
     )
 
 

@@ -9,7 +9,8 @@ Each source is a path (or '-' for stdin) to one of:
 - a results folder: its latest trial that ended in an OOM (the child records the exception's text).
 
 Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
-and the card's total come from the message or from what `dump_on_oom` stored. `verdict.judge` names the cause.
+and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). `verdict.judge`
+names the cause, as data (a `Cause` and the figures it quotes); `words.py` says it.
 With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
 reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
 recommendation. The setting recommended (or, without a replay, the one the verdict suggests trying) is looked up
@@ -33,7 +34,9 @@ from ..settings.known import Feature, Problem
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
-from .verdict import FRAGMENTATION, OomFacts, Verdict, judge
+from .facts import Cause, OomFacts
+from .verdict import Verdict, judge
+from .words import replay_step
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -62,13 +65,11 @@ class Diagnosis:
             return []
         steps = list(self.verdict.next_steps)
         if self.recommended_conf is not None:
-            if self.verdict.cause == FRAGMENTATION:
+            if self.verdict.cause is Cause.FRAGMENTATION:
                 steps = steps[1:]  # the untested suggestion the replay has just tested
-            steps.insert(0, f"by replay, PYTORCH_CUDA_ALLOC_CONF={self.recommended_conf} would have avoided this "
-                            f"OOM (peak reserved {format_bytes(self.recommended_peak_reserved)}); confirm it in a "
-                            "real run")
+            steps.insert(0, replay_step(self.recommended_conf, self.recommended_peak_reserved))
         elif self.replay is not None and not self.replay.fitting:
-            steps.insert(0, "by replay, no setting tried would have avoided this OOM")
+            steps.insert(0, replay_step(None, None))
         if self.checked_conf is not None:   # right after the step that names it
             from ..report.problems import known_problems_line
 

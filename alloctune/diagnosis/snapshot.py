@@ -20,7 +20,7 @@ from ..results.records import Bytes, Count
 from ..results.typed import FieldError, check_plain, from_json
 from ..settings.versions import behaviour
 from ..units import MiB, format_bytes, plural
-from .verdict import OomFacts
+from .facts import OomFacts
 
 SMALL_SIZE = MiB  # requests up to 1 MiB (after rounding to 512 B) come from the small pool
 

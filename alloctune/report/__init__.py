@@ -1,4 +1,5 @@
-"""What users read: deciding a folder and writing it (`analysis`), the reasons in words (`words`, with the known
+"""What users read: a decided folder written (`analysis`), the reasons in words (`words`, with the known
 problems' in `problems`), summary.md (`summary`) and the ranked table (`ranked`), the shared table builders
 (`tables`) and the width rule (`layout`), the plot (`plot`), progress (`progress`), replay's and search's output
-(`replay`, `search`), comparisons (`compare`, shown by `compare_output`), export formats (`export`)."""
+(`replay`, `search`), comparisons (`compare`: rows and columns, its marks' notes in words; shown by
+`compare_output`), export formats (`export`)."""

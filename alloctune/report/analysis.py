@@ -1,46 +1,25 @@
-"""Decide from a results folder's recorded trials and write what the folder says about them: choice.json (each
-reason as a sentence and as data), summary.md, plot.png and, for a finished sweep, best.env.
-
-A sweep ends with `analyze`; `alloctune report` (and `alloctune.analyze`) calls it again, e.g. with another
---max-slowdown, without measuring anything.
+"""What a decided results folder says about its decision (`decide/decision.py`), written: choice.json (each
+reason as data and in words), summary.md, plot.png and, for a finished sweep, best.env. The sweeper decides and
+calls this (`sweeper/sweep.analyze`, also behind `alloctune report`).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..decide.choice import Choice, choose
-from ..decide.planned import planned_trials, recorded_trials
-from ..decide.precision import precision
+from ..decide.choice import Choice
+from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
-from ..decide.summary import SettingResult, summarize_settings
 from ..files import write_file
-from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp
+from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
-def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
-    """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
-    sweep) best.env. `max_slowdown`: instead of the sweep's own (sweep.json keeps what was asked; the override
-    lives with the decision, in choice.json)."""
-    with folder.lock():  # not while a sweep writes the folder
-        return _analyze(folder, max_slowdown)
-
-
-def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
+def write_folder(folder: ResultsFolder, info: SweepInfo, decision: FolderDecision) -> None:
+    """Write choice.json, summary.md, plot.png and (for a finished sweep) best.env for `decision`."""
     # matplotlib and rich load when a folder is written, not when the sweeper imports this module
     from .export import provenance, render, standing
     from .plot import plot_pareto
     from .summary import write_summary
 
-    info = folder.info()
-    max_slowdown = info.max_slowdown if max_slowdown is None else max_slowdown
-    trials = folder.trials()
-    settings = summarize_settings(trials, max_slowdown)
-    choices = []
-    for c in choose(settings, max_slowdown):
-        c = replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
-                    trials_planned=planned_trials(info, c.env_id, c.backend), finished=info.finished is not False)
-        choices.append(replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats)))
+    settings, choices = decision.settings, decision.choices
     records = [choice_record(c) for c in choices]
     folder.write_choice(records)
     write_summary(folder, info, settings, choices)
@@ -52,7 +31,6 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
         write_file(folder.path / "best.env", render(best, "env", provenance(folder, info, best)))
     else:
         (folder.path / "best.env").unlink(missing_ok=True)
-    return settings, choices
 
 
 def choice_record(choice: Choice) -> ChoiceRecord:

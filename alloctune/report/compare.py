@@ -2,54 +2,25 @@
 
 Grouping is by two explicit key functions: a row is a workload and a setting (`row_key`), a column is one
 environment of one results folder (`column_key`). The first column is the baseline; every other cell is judged
-against the baseline cell of its row:
-
-  incomparable          a side has no trials (not run, not in its grid, or skipped: the reason from sweep.json),
-                        or the workload definition (hash) differs, or both fit under different memory budgets
-                        (their peaks answer different questions)
-  new failure           fits in the baseline, OOM / crash / time-out in this column
-  fixed failure         the reverse;  "fails in both" when neither fits. Also judged across different budgets:
-                        "fits in 24 GiB but not in 16 GiB" is what a budget comparison asks
-  regression            peak reserved up by more than `factor`, or throughput significantly lower by more than
-                        `factor` (one-sided Welch test on log throughput, `stats.compare`)
-  improvement           peak reserved down by more than `factor`, or throughput significantly higher by more
-                        than `factor`, and no regression
-  change within factor  neither, but throughput differs significantly (by less than `factor`)
-  no significant change memory within `factor` and throughput within noise (or too few repeats to tell)
+against the baseline cell of its row by `decide/regression.judge` (its marks are listed there), and what
+qualifies a mark is said here in words (`note`), once, from its code and the cells' figures.
 
 `compare_output.py` shows a comparison: the terminal table, compare.md and compare.png.
 """
 from __future__ import annotations
 
-import enum
 import json
-import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..decide import stats
-from ..decide.device import device_memory, takes_whole_card
+from ..decide.regression import DEFAULT_FACTOR, Cell, Delta, Mark, Why, cell_of, judge
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..settings.conf import canonical, conf_label
 from ..units import format_bytes, plural
-
-DEFAULT_FACTOR = 0.05   # a relative change of memory or throughput beyond this counts as changed
-
-
-class Mark(str, enum.Enum):
-    BASELINE = "baseline"
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    WITHIN_FACTOR = "change within factor"
-    SAME = "no significant change"
-    NEW_FAILURE = "new failure"
-    FIXED_FAILURE = "fixed failure"
-    BOTH_FAIL = "fails in both"
-    INCOMPARABLE = "incomparable"
-
+from .words import skipped_words
 
 def row_key(record: TrialRecord) -> tuple[str, str]:
     """A row: workload name and canonical setting."""
@@ -59,43 +30,6 @@ def row_key(record: TrialRecord) -> tuple[str, str]:
 def column_key(folder_index: int, record: TrialRecord) -> tuple[int, str, str]:
     """A column: one environment (and backend: a replay never compares with a measurement) of one folder."""
     return folder_index, record.env_id, record.backend
-
-
-@dataclass(frozen=True)
-class Cell:
-    """The trials of one setting in one environment."""
-
-    trials: int
-    failure: str | None               # the commonest non-OK state when any trial did not end OK, else None
-    failed: int                       # how many trials did not end OK
-    workload_hash: str
-    budget_bytes: int | None
-    peak_reserved: float | None       # medians over the OK trials
-    ratio: float | None               # peak reserved / peak allocated
-    throughput: stats.Summary | None
-    samples: tuple[float, ...] = ()   # throughput of each OK trial
-    unit: str | None = None
-    device_bytes: int | None = None   # the memory of the device it ran on (a replay's: the simulated one's)
-
-    @property
-    def fits(self) -> bool:
-        return self.failure is None
-
-    @property
-    def whole_card(self) -> bool:
-        """It fits, but took (nearly) all of the device's memory (decide.device.takes_whole_card)."""
-        return self.fits and takes_whole_card(self.peak_reserved, self.device_bytes)
-
-
-@dataclass(frozen=True)
-class Delta:
-    """A cell judged against the baseline cell of its row."""
-
-    mark: Mark
-    reserved: float | None = None     # peak reserved: this / baseline - 1
-    throughput: float | None = None   # throughput median: this / baseline - 1
-    p_value: float | None = None      # two-sided Welch test on log throughput
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +53,7 @@ class Row:
     cells: list[Cell | None]          # one per column; None where the setting has no trials
     missing: list[str]                # per column: why there is no cell ('' where there is one)
     deltas: list[Delta] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # per column: what qualifies its mark, in words (`note`)
 
     @property
     def label(self) -> str:
@@ -167,11 +102,12 @@ def compare(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR) -> Com
                                   + [(info.workload_name, canonical(c)) for info in infos for c in info.grid]))
     rows = []
     for workload, conf in row_keys:
-        cells = [_cell(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
+        cells = [cell_of(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
         missing = ["" if cell else _why_missing(infos[key[0]], workload, conf, key[1])
                    for key, cell in zip(keys, cells)]
         row = Row(workload, conf, cells, missing)
-        row.deltas = [Delta(Mark.BASELINE)] + [_judge(row, 0, j, columns, factor) for j in range(1, len(keys))]
+        row.deltas = [Delta(Mark.BASELINE)] + [judge(cells[0], cells[j], factor) for j in range(1, len(keys))]
+        row.notes = [note(row, j, columns) for j in range(len(keys))]
         rows.append(row)
     return Comparison(columns, rows, factor)
 
@@ -215,32 +151,12 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     return Column(**facts, best=canonical(choice.conf), best_note=choice.decision)
 
 
-def _cell(records: list[TrialRecord]) -> Cell:
-    ms = [r.measurement for r in records if r.state.fits and r.measurement is not None]
-    bad = Counter(r.state.value for r in records if not (r.state.fits and r.measurement is not None))
-    samples = tuple(m.throughput for m in ms if m.throughput is not None)
-    ratios = [m.reserved_ratio for m in ms if m.reserved_ratio is not None]
-    return Cell(
-        trials=len(records),
-        failure=bad.most_common(1)[0][0] if bad else None,
-        failed=sum(bad.values()),
-        workload_hash=records[0].workload_hash,
-        budget_bytes=records[0].budget_bytes,
-        peak_reserved=statistics.median(m.peak_reserved_bytes for m in ms) if ms else None,
-        ratio=statistics.median(ratios) if ratios else None,
-        throughput=stats.summarize(list(samples)) if samples else None,
-        samples=samples,
-        unit=next((m.unit for m in ms if m.unit), None),
-        device_bytes=device_memory(records),
-    )
-
-
 def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
     if workload != info.workload_name:
         return f"no {workload} results here"
-    reason = info.skip_reason(conf, env_id)
-    if reason:
-        return f"skipped: {reason}"
+    skipped = info.skipped_as(conf, env_id)
+    if skipped is not None:
+        return f"skipped: {skipped_words(skipped)}"
     return "not run" if conf in {canonical(c) for c in info.grid} else "not in its grid"
 
 
@@ -248,45 +164,27 @@ def budget_label(n: int | None) -> str:
     return "none" if n is None else format_bytes(n)
 
 
-def _join(*parts: str) -> str:
-    return "; ".join(p for p in parts if p)
+def _failed(c: Cell, was: str = "") -> str:
+    return f"{was}{c.failure} in {c.failed} of {c.trials} trials"
 
 
-def _judge(row: Row, i: int, j: int, columns: list[Column], factor: float) -> Delta:
-    a, b = row.cells[i], row.cells[j]
+def note(row: Row, j: int, columns: list[Column]) -> str:
+    """What qualifies column `j`'s mark in `row`, in words ('' where nothing does): its `Why` said from the two
+    cells' figures."""
+    delta, a, b = row.deltas[j], row.cells[0], row.cells[j]
+    budgets = (f"budget differs ({budget_label(delta.budgets[0])} vs {budget_label(delta.budgets[1])})"
+               if delta.budgets else "")
+    if delta.why is Why.MISSING:
+        side = 0 if a is None else j
+        return f"{row.missing[side]} in {columns[side].label}"
     if a is None or b is None:
-        side = columns[i] if a is None else columns[j]
-        why = row.missing[i] if a is None else row.missing[j]
-        return Delta(Mark.INCOMPARABLE, note=f"{why} in {side.label}")
-    if a.workload_hash != b.workload_hash:
-        return Delta(Mark.INCOMPARABLE, note=f"workload definition differs ({a.workload_hash[:12]} vs "
-                                             f"{b.workload_hash[:12]})")
-    budgets = "" if a.budget_bytes == b.budget_bytes else \
-        f"budget differs ({budget_label(a.budget_bytes)} vs {budget_label(b.budget_bytes)})"
-    if not a.fits and not b.fits:
-        return Delta(Mark.BOTH_FAIL, note=_join(f"{a.failure} / {b.failure}", budgets))
-    if not b.fits:
-        return Delta(Mark.NEW_FAILURE, note=_join(f"{b.failure} in {b.failed} of {b.trials} trials", budgets))
-    if not a.fits:
-        return Delta(Mark.FIXED_FAILURE, note=_join(f"was {a.failure} in {a.failed} of {a.trials} trials", budgets))
-    if budgets:
-        return Delta(Mark.INCOMPARABLE, note=f"{budgets}; both fit, and peaks under different limits do not compare")
-    reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved and b.peak_reserved is not None else None
-    slower = faster = significant = False
-    throughput = p_value = None
-    if a.samples and b.samples:
-        test = stats.compare(list(a.samples), list(b.samples), tolerance=factor)
-        # The same one-sided test with the sides swapped: is the baseline slower than (1 - factor) x this one?
-        faster = stats.compare(list(b.samples), list(a.samples), tolerance=factor).slower_beyond_tolerance
-        slower, significant = test.slower_beyond_tolerance, test.significant
-        throughput, p_value = test.ratio - 1, test.p_value
-    note = "" if p_value is not None or throughput is None else "too few repeats to test throughput"
-    if (reserved or 0) > factor or slower:
-        mark = Mark.REGRESSION
-    elif (reserved or 0) < -factor or faster:
-        mark = Mark.IMPROVEMENT
-    elif significant:
-        mark = Mark.WITHIN_FACTOR
-    else:
-        mark = Mark.SAME
-    return Delta(mark, reserved, throughput, p_value, note)
+        return ""
+    if delta.why is Why.WORKLOAD_DIFFERS:
+        return f"workload definition differs ({a.workload_hash[:12]} vs {b.workload_hash[:12]})"
+    if delta.why is Why.FAILED:
+        failed = {Mark.BOTH_FAIL: f"{a.failure} / {b.failure}", Mark.NEW_FAILURE: _failed(b),
+                  Mark.FIXED_FAILURE: _failed(a, "was ")}[delta.mark]
+        return "; ".join(p for p in (failed, budgets) if p)
+    if delta.why is Why.BUDGET_DIFFERS:
+        return f"{budgets}; both fit, and peaks under different limits do not compare"
+    return "too few repeats to test throughput" if delta.why is Why.UNTESTED else ""

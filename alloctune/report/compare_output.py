@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
+from ..decide.regression import Mark
 from ..files import write_file
 from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
 from ..units import format_bytes
-from .compare import Column, Comparison, Mark, Row, budget_label
+from .compare import Column, Comparison, Row, budget_label
 from .layout import INDENT, say
 from .tables import add_setting_column, markdown_table, print_table
 
@@ -54,8 +55,8 @@ def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
                                + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
     if j:
         lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
-        if delta.note and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
-            lines.append(note(delta.note))
+        if row.notes[j] and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
+            lines.append(note(row.notes[j]))
     return lines
 
 

@@ -41,6 +41,7 @@ from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
+from .words import skipped_words
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
 
@@ -226,10 +227,10 @@ def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, con
     env_id, backend = choice.env_id, choice.backend
     trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
     if not trials:
-        reason = info.skip_reason(wanted, env_id)
-        if reason:
+        skipped = info.skipped_as(wanted, env_id)
+        if skipped is not None:
             raise ResultsError(OptionText("{path}: {conf} {label!r} was skipped for {env}: {reason}",
-                                          path=folder.path, label=label, env=env_id, reason=reason))
+                                          path=folder.path, label=label, env=env_id, reason=skipped_words(skipped)))
         ran = sorted({conf_label(r.conf) for r in folder.trials() if r.env_id == env_id and r.backend == backend})
         raise ResultsError(OptionText("{path}: {conf} {label!r} was not run for {env} ({backend}); settings run: "
                                       "{ran}", path=folder.path, label=label, env=env_id, backend=backend,

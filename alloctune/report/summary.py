@@ -8,17 +8,18 @@ from collections import Counter
 from pathlib import Path
 
 from ..decide.choice import Choice, something_to_export
+from ..decide.parameters import DEFAULT_TIE, max_slowdown_of
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import DEFAULT_TIE, measured_env_id, peak_row, process_name
+from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from .problems import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
-from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines
+from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines, skipped_words
 
 SUMMARY_FILE = "summary.md"
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
@@ -83,7 +84,8 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
 def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
     """`recording`: a trial that recorded the allocation trace is among those counted (summary.counted)."""
     tie = choices[0].tie if choices else DEFAULT_TIE
-    max_slowdown = choices[0].max_slowdown if choices else info.max_slowdown   # `report` may override it
+    # `report` may override the sweep's max slowdown: the choices hold the one applied
+    max_slowdown = choices[0].max_slowdown if choices else max_slowdown_of(None, info.max_slowdown)
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
                 "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
                 "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "
@@ -202,7 +204,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     if info.skipped:
         lines += ["## Skipped settings", "",
                   markdown_table(("setting", "environment", "reason"),
-                                 ((conf_label(s.conf), s.env_id or "all", s.reason) for s in info.skipped)), ""]
+                                 ((conf_label(s.conf), s.env_id or "all", skipped_words(s)) for s in info.skipped)), ""]
     lines += ["## Environment", ""]
     env_ids = sorted({s.env_id for s in settings} | set(info.envs))
     for env_id in env_ids:

@@ -16,6 +16,7 @@ from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated,
                               Unmeasured, Unstable, WholeCard)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..results.folder import SWEEP_FILE, Skipped
 from ..results.records import ThroughputSource
 from ..units import format_bytes, plural
 from ..settings.conf import conf_label
@@ -360,3 +361,11 @@ TIME_SOURCES = {
     ThroughputSource.WALL_TIME: "the whole run's wall time, start-up included (one run = one unit): no steps were "
                                 "seen",
 }
+
+
+def skipped_words(skipped: Skipped) -> str:
+    """Why a sweep skipped a setting (sweep.json's entry), in words: its decision said, or the settings rule's own
+    text (and an older sweep.json's sentence) as it is."""
+    if skipped.why is None:
+        return skipped.reason
+    return sentence(Reason.from_record(skipped.why, f"{SWEEP_FILE}: skipped {skipped.conf!r}"))

@@ -19,7 +19,7 @@ from ..errors import FolderBusy, ResultsError
 from ..files import write_file
 from ..settings.conf import canonical
 from ..units import plural
-from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
+from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
 from .typed import from_json, load_json
 
@@ -34,13 +34,17 @@ LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; s
 
 @dataclass(frozen=True)
 class Skipped:
-    """A grid setting that was not run, and why (invalid for that torch, pointless, known upstream bug)."""
+    """A grid setting that was not run, and why: a rule of the settings (invalid for that torch, pointless, a known
+    upstream bug) in its own words, or a decision of the sweep's rounds (memory left it unmeasured) as data."""
 
     conf: str
-    reason: str
+    reason: str = ""             # the settings rule's text; "" where `why` holds the decision
     env_id: str | None = None
     problem: str | None = None   # the known problem's id (settings/known.py) where one skipped it
     source: str | None = None    # ... and the public record it rests on
+    # A decision as data (decide/reasons.py; report/words.skipped_words says it). A sweep.json from before kept it
+    # as a sentence in `reason`, which is shown as it is.
+    why: ReasonRecord | None = None
 
 
 @dataclass
@@ -62,7 +66,9 @@ class SweepInfo:
     trace: dict[str, Any] | None = None  # replayed: {path, sha256} (`trace_paths`); another trace, another sweep
     search: int | None = None         # --search: the most settings replayed per interpreter (else the grid)
     finalists: int | None = None      # hybrid: best simulated settings measured beside the default (None: 3)
-    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    # What the sweep was asked (the decision's parameter, decide/parameters.py). None: a folder from before it was
+    # kept, which the default decided.
+    max_slowdown: float | None = None
     check_growth: int | None = None   # --check-growth K: each measured trial sampled memory at steps K and 2K
     # The sweep ran to its end: False from its start (and a resume's) until then, so a decision taken from an
     # interrupted sweep says so even where no trial count was planned (--repeats auto, hybrid, search). None: a
@@ -79,11 +85,11 @@ class SweepInfo:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def skip_reason(self, conf: str, env_id: str) -> str | None:
-        """Why this sweep did not run `conf` (canonical) for `env_id`, or None."""
+    def skipped_as(self, conf: str, env_id: str) -> Skipped | None:
+        """This sweep's entry for not running `conf` (canonical) for `env_id`, or None where it did not skip it."""
         for skipped in self.skipped:
             if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
-                return skipped.reason
+                return skipped
         return None
 
     @property
@@ -95,7 +101,7 @@ class SweepInfo:
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
         info = from_json(cls, data, where)
-        if not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
+        if info.max_slowdown is not None and not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
             raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
                                f"got {info.max_slowdown!r}")
         _trace_paths(info.trace or {}, where)
@@ -178,8 +184,10 @@ class ChoiceRecord:
     reasons_data: tuple[ReasonRecord, ...] = ()
     precision_data: ReasonRecord | None = None
     verdict: str = ""
-    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
-    tie: float = DEFAULT_TIE
+    # The parameters the decision applied (decide/parameters.py). None: a file from before they were kept, whose
+    # decision had the defaults.
+    max_slowdown: float | None = None
+    tie: float | None = None
     repeats: Count = 0
     complete: bool = True             # False: the sweep stopped before its end, or recorded fewer trials than planned
     trials_recorded: Count = 0

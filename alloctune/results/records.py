@@ -5,8 +5,8 @@ JSON with `to_json()` and read back with `from_json()`. The trials file carries 
 reader refuses a version it does not know (`trials.py`).
 
 The identities every layer shares live here too, once: the backend (`Backend`), a trial's key (`trial_key`), the
-group one decision is made for (`decision_group`), the environment id of a replay (`sim_env_id`), and the decision
-defaults every sweep records (`DEFAULT_MAX_SLOWDOWN`, `DEFAULT_TIE`).
+group one decision is made for (`decision_group`) and the environment id of a replay (`sim_env_id`). The decision's
+parameters and their defaults are decide/'s (`decide/parameters.py`); files record the values used.
 """
 from __future__ import annotations
 
@@ -50,11 +50,6 @@ def _growth_problem(rows: list[list[int]]) -> str | None:
 
 
 GrowthSamples = Annotated[list[list[int]], Check(_growth_problem)]
-
-# The decision rules' defaults, recorded with every sweep and choice (older files that lack them meant these).
-DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
-DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
-
 
 class Backend(str, enum.Enum):
     """How a sweep judges settings and, on a trial or a choice, where its figures come from."""

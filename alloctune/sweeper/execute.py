@@ -7,12 +7,12 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
+from ..decide.parameters import DEFAULT_TIE
 from ..decide.reasons import BackendSkipped, Code, Reason, Unmeasured
 from ..decide.rounds import Contention, Standing, contenders, standings, trials_to_come
 from ..decide.summary import SettingResult, summarize_settings
-from ..report.words import sentence
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import DEFAULT_TIE, Backend, TrialRecord, TrialState, measured_env_id
+from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
 from ..settings.conf import AllocConf
 from ..trial.task import TrialTask
 from .executors import Executor
@@ -165,7 +165,7 @@ def _unmeasured(folder: ResultsFolder, final: dict[str, list[Standing]]) -> None
     ran = {(t.env_id, t.conf) for t in folder.trials() if t.backend == Backend.CUDA}
     info = folder.info()
     listed = {(s.env_id, s.conf) for s in info.skipped}
-    new = [Skipped(st.conf, sentence(why), env_id) for env_id, rows in final.items() for st in rows
+    new = [Skipped(st.conf, env_id=env_id, why=why.record()) for env_id, rows in final.items() for st in rows
            if (env_id, st.conf) not in ran | listed and (why := unmeasured_reason(st)) is not None]
     if new:
         info.skipped.extend(new)

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..decide.order import by_preference
+from ..decide.parameters import DEFAULT_TIE
 from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError, OptionText, TraceError
 from ..files import write_file
 from ..results.folder import ResultsFolder
-from ..results.records import DEFAULT_TIE, Backend, TrialRecord
+from ..results.records import Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace

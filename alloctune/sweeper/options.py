@@ -10,10 +10,11 @@ import sys
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
+from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS
 from ..errors import OptionError
 from ..results.folder import DEFAULT_RESULTS_ROOT
-from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
+from ..results.records import Backend, TrialRecord
 from ..units import parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec

@@ -1,4 +1,4 @@
-"""`sweep()`: workload -> options -> plan -> executor -> records -> choice -> reports.
+"""`sweep()`: workload -> options -> plan -> executor -> records -> choice -> reports; `analyze()`: the last two again.
 
 The Python API behind `alloctune sweep`, and its top-level flow: the options checked (options.py), what will run
 settled (plan.py: interpreters probed, backend resolved, settings each torch accepts, the trace), the results
@@ -17,7 +17,8 @@ from typing import Any
 from ..decide.choice import Choice
 from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.summary import SettingResult
-from ..report.analysis import analyze
+from ..decide.decision import decide
+from ..report.analysis import write_folder
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
@@ -67,6 +68,17 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
         callbacks.phase("choosing and writing the reports", None)
         settings, choices = analyze(folder, options.max_slowdown)
     return SweepOutcome(folder, settings, choices, folder.info().skipped, plan.backend)
+
+
+def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
+    """Decide again from the folder's recorded trials alone and write what it says (choice.json, summary.md,
+    plot.png and, for a finished sweep, best.env); measures nothing. `max_slowdown`: instead of the sweep's own
+    (sweep.json keeps what was asked; the override lives with the decision, in choice.json)."""
+    with folder.lock():  # not while a sweep writes the folder
+        info = folder.info()
+        decision = decide(info, folder.trials(), max_slowdown)
+        write_folder(folder, info, decision)
+    return decision.settings, decision.choices
 
 
 def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,

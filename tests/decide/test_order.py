@@ -9,8 +9,9 @@ import pytest
 from alloctune.decide.choice import choose
 from alloctune.decide.order import (TieRule, by_preference, lower_beyond_tie, preferred, ranked, tie_rank, tie_rule,
                                     within)
+from alloctune.decide.parameters import DEFAULT_TIE
 from alloctune.decide.summary import summarize_settings
-from alloctune.results.records import DEFAULT_TIE, Measurement, TrialRecord, TrialState
+from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sweeper.hybrid import finalists
 from alloctune.units import GiB

@@ -6,10 +6,11 @@ import pytest
 
 from alloctune.decide.choice import choose
 from alloctune.decide.order import TieRule, ranked
+from alloctune.decide.parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
 from alloctune.decide.reasons import Code, StateCount
 from alloctune.decide.summary import MemoryMeasure, SettingState, pareto_front, summarize_settings
 from alloctune.errors import ResultsError
-from alloctune.results.records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Measurement, TrialRecord, TrialState
+from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 
 ES = "expandable_segments:True"
@@ -247,10 +248,10 @@ def test_ok_without_measurement_counts_as_crashed():
     assert choice.best.is_default
 
 
-def test_choose_applies_its_own_max_slowdown():
-    settings = summarize_settings(setting("") + setting(ES, reserved=8.0, tputs=(90.0, 90.5, 89.5)))
-    [strict] = choose(settings, max_slowdown=0.02)
-    [lenient] = choose(settings, max_slowdown=0.15)
+def test_the_max_slowdown_is_applied_once_where_the_settings_are_summarised():
+    records = setting("") + setting(ES, reserved=8.0, tputs=(90.0, 90.5, 89.5))
+    [strict] = choose(summarize_settings(records))
+    [lenient] = choose(summarize_settings(records, max_slowdown=0.15))
     assert strict.best.is_default and lenient.best.conf == ES
     differs = reason(lenient, Code.THROUGHPUT_DIFFERS)
     assert differs.max_slowdown == 0.15 and differs.vs_default.tolerance == 0.15

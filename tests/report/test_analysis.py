@@ -1,4 +1,4 @@
-"""Deciding a folder and writing it (report/analysis.py): choice.json's record of a choice, every reason as a
+"""Writing a decided folder (report/analysis.py): choice.json's record of a choice, every reason as a
 sentence and as data, and the schema story: a choice.json from before the data still reads."""
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from folders import make_folder, repeats, trial
 from alloctune.decide.choice import choose
 from alloctune.decide.reasons import Code, Reason
 from alloctune.decide.summary import summarize_settings
-from alloctune.report.analysis import analyze, choice_record
+from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
 from alloctune.results.folder import CHOICE_FILE, ChoiceRecord, ReasonRecord, ResultsFolder
 from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.sweeper.sweep import analyze
 from alloctune.units import GiB
 
 ES, MS = "expandable_segments:True", "max_split_size_mb:128"
@@ -27,8 +28,8 @@ def device(conf, reserved, used, tputs=(100.0, 101.0, 99.0)):
             for i, t in enumerate(tputs)]
 
 
-def record_of(records, **kw) -> ChoiceRecord:
-    [choice] = choose(summarize_settings(records), **kw)
+def record_of(records, max_slowdown=0.02) -> ChoiceRecord:
+    [choice] = choose(summarize_settings(records, max_slowdown))
     return choice_record(choice)
 
 

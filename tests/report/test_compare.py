@@ -5,7 +5,8 @@ from rich.console import Console
 
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
-from alloctune.report.compare import Mark, compare
+from alloctune.decide.regression import Mark, Why
+from alloctune.report.compare import compare
 from alloctune.report.compare_output import plot_comparison, print_comparison, write_compare_md
 from alloctune.results.folder import find_results
 from alloctune.results.records import TrialState
@@ -80,11 +81,11 @@ def test_deltas_and_notes(folders):
     slow = rows["max_split_size_mb:256"].deltas[1]
     assert slow.reserved == 0 and slow.throughput == pytest.approx(-0.2) and slow.p_value < 0.05
     assert rows[""].deltas[1].p_value > 0.05
-    assert rows["large_segment_size_mb:40"].deltas[1].note == f"skipped: {SKIP_REASON} in torch-2.10.0"
-    assert rows["backend:cudaMallocAsync"].deltas[1].note == "not in its grid in torch-2.11.0"
-    assert "budget differs" in rows["expandable_segments:False"].deltas[1].note
-    assert rows["max_split_size_mb:128"].deltas[1].note == "oom in 3 of 3 trials"
-    assert rows["max_split_size_mb:64"].deltas[1].note == "was crashed in 1 of 3 trials"
+    assert rows["large_segment_size_mb:40"].notes[1] == f"skipped: {SKIP_REASON} in torch-2.10.0"
+    assert rows["backend:cudaMallocAsync"].notes[1] == "not in its grid in torch-2.11.0"
+    assert "budget differs" in rows["expandable_segments:False"].notes[1]
+    assert rows["max_split_size_mb:128"].notes[1] == "oom in 3 of 3 trials"
+    assert rows["max_split_size_mb:64"].notes[1] == "was crashed in 1 of 3 trials"
     cell = rows["expandable_segments:True"].cells[1]
     assert cell.peak_reserved == int(13.2 * GiB) and cell.ratio == pytest.approx(1.32)
     assert cell.throughput.median == 100.0 and cell.unit == "tokens"
@@ -101,7 +102,7 @@ def test_best_setting_per_environment_and_whether_it_changed(folders, tmp_path):
     assert comparison.columns[2].best is None and "not finished" in comparison.columns[2].best_note
     assert comparison.best_changed(2) is None
     row = by_conf(comparison)[""]
-    assert row.deltas[2].mark is Mark.INCOMPARABLE and "workload definition differs" in row.deltas[2].note
+    assert row.deltas[2].mark is Mark.INCOMPARABLE and "workload definition differs" in row.notes[2]
 
 
 def test_two_identical_sweeps_show_no_change(tmp_path):
@@ -129,9 +130,10 @@ def test_one_folder_with_two_environments_and_replays(tmp_path):
 def test_too_few_repeats_cannot_show_a_throughput_change(tmp_path):
     a = make_folder(tmp_path / "a", [trial("", tput=100.0, **OLD)])
     b = make_folder(tmp_path / "b", [trial("", tput=80.0, **NEW)])
-    delta = compare([a, b]).rows[0].deltas[1]
-    assert delta.mark is Mark.SAME and delta.throughput == pytest.approx(-0.2)
-    assert delta.note == "too few repeats to test throughput"
+    row = compare([a, b]).rows[0]
+    delta = row.deltas[1]
+    assert delta.mark is Mark.SAME and delta.throughput == pytest.approx(-0.2) and delta.why is Why.UNTESTED
+    assert row.notes[1] == "too few repeats to test throughput"
 
 
 def test_refusals(tmp_path, folders):

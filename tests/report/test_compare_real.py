@@ -27,7 +27,8 @@ from test_export import docker_env_file, shell_read
 import alloctune
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
-from alloctune.report.compare import Mark, compare
+from alloctune.decide.regression import Mark
+from alloctune.report.compare import compare
 from alloctune.report.compare_output import write_compare_md
 from alloctune.report.export import FORMATS, export_results
 from alloctune.results.folder import ResultsFolder
@@ -71,7 +72,7 @@ def marks(comparison, column=1) -> dict[str, Mark]:
 
 
 def notes(comparison, column=1) -> dict[str, str]:
-    return {row.conf: row.deltas[column].note for row in comparison.rows}
+    return {row.conf: row.notes[column] for row in comparison.rows}
 
 
 @pytest.fixture(scope="module")

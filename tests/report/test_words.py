@@ -565,7 +565,7 @@ UNMEASURED = [
 
 def decided(name):
     records, max_slowdown = SCENARIOS[name]
-    [choice] = choose(summarize_settings(records, max_slowdown), max_slowdown)
+    [choice] = choose(summarize_settings(records, max_slowdown))
     return choice
 
 

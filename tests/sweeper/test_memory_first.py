@@ -156,6 +156,9 @@ def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path, peaks)
     assert choice.precision.code is Code.PRECISION_REACHED and choice.precision.figures.detectable <= 0.02
     # the other finalists need more than the default (predicted), and the backend switch cannot beat ES
     assert skipped(outcome) == OTHERS | {ASYNC}
+    # sweep.json keeps why as data: predicted to lose on memory, or the backend switch that cannot beat ES
+    why = {s.conf: (s.reason, s.why.code) for s in outcome.folder.info().skipped if s.why is not None}
+    assert why == {**dict.fromkeys(OTHERS, ("", Code.LOSES_ON_MEMORY)), ASYNC: ("", Code.BACKEND_SKIPPED)}
     # about 9 before anything ran (a leader and the backend switch), 8 once the replay said who leads
     assert (estimates[0].trials, estimates[0].done, estimates[0].seconds_left) == (9, 0, None)
     assert (estimates[-1].trials, estimates[-1].done, estimates[-1].seconds_left) == (8, 8, 0.0)

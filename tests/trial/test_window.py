@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from alloctune.errors import WorkloadError
-from alloctune.report.analysis import analyze
+from alloctune.sweeper.sweep import analyze
 from alloctune.results.folder import ResultsFolder, SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf

@@ -1,0 +1,36 @@
+"""A results folder decided: from its sweep.json and its recorded trials alone, the per-setting results and one
+`Choice` per (environment, backend, budget), with what the sweep planned and how precise it got. Pure: writing
+what the folder says about it is report/'s (`report/analysis.py`), and the sweeper puts the two together
+(`sweeper/sweep.analyze`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..results.folder import SweepInfo
+from ..results.records import TrialRecord
+from .choice import Choice, choose
+from .parameters import DEFAULT_TIE, max_slowdown_of
+from .planned import planned_trials, recorded_trials
+from .precision import precision
+from .summary import SettingResult, summarize_settings
+
+
+@dataclass(frozen=True)
+class FolderDecision:
+    settings: list[SettingResult]
+    choices: list[Choice]
+    max_slowdown: float   # the allowance applied (the sweep's own, or the one asked again)
+    tie: float = DEFAULT_TIE
+
+
+def decide(info: SweepInfo, trials: list[TrialRecord], max_slowdown: float | None = None) -> FolderDecision:
+    """Decide from the recorded trials. `max_slowdown`: instead of the sweep's own (sweep.json keeps what was
+    asked; the override lives with the decision)."""
+    allowance = max_slowdown_of(max_slowdown, info.max_slowdown)
+    settings = summarize_settings(trials, allowance)
+    choices = []
+    for c in choose(settings):
+        c = replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
+                    trials_planned=planned_trials(info, c.env_id, c.backend), finished=info.finished is not False)
+        choices.append(replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats)))
+    return FolderDecision(settings, choices, allowance)

@@ -1,0 +1,15 @@
+"""The decision's two parameters and their defaults, once: the max slowdown (how much significantly slower than
+the default a setting may be and still be recommended) and the tie margin (peaks within it tie). sweep.json and
+choice.json record the values a decision used; a file from before they were kept holds none and meant these."""
+from __future__ import annotations
+
+DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
+DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
+
+
+def max_slowdown_of(asked: float | None, recorded: float | None = None) -> float:
+    """The max slowdown a decision applies: the one asked now (`report --max-slowdown`), else the one the sweep
+    recorded, else (a folder from before it was recorded) the default."""
+    if asked is not None:
+        return asked
+    return DEFAULT_MAX_SLOWDOWN if recorded is None else recorded

@@ -1,0 +1,110 @@
+"""What a diagnosis rests on, as data: the figures at the OOM (`OomFacts`, from a message or a snapshot), how the
+memory other processes held is known (`Known`), the cause (`Cause`) and the figures a verdict quotes (`Figures`).
+`verdict.py` decides from them; `words.py` says them."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..units import MiB
+
+# What the CUDA context and libraries hold per process, when nothing measured it: 755-783 MiB on the H200
+# (torch 2.11), the rest of the 1.36 GiB between nvidia-smi's and torch's totals being the driver's own.
+CONTEXT_ESTIMATE = 1024 * MiB
+# nvidia-smi's total exceeds torch's by the driver's reservation (615 MiB on the H200): an estimate of other
+# processes' memory below this is that, not a process
+DRIVER_SLACK = 512 * MiB
+
+
+class Cause(str, enum.Enum):
+    SHORTAGE = "shortage"
+    FRAGMENTATION = "fragmentation"
+    OTHER_PROCESSES = "other-processes"
+    BUDGET = "budget"
+
+    def __str__(self) -> str:   # messages and --json show the value
+        return self.value
+
+
+class Known(enum.Enum):
+    """How the memory other processes held is known."""
+
+    LISTED = "listed"          # the message lists them
+    NVML = "nvml"              # card total - free - this process (NVML's figure for it)
+    ESTIMATED = "estimated"    # card total - free - reserved - CONTEXT_ESTIMATE
+    WITHIN_SLACK = "within slack"   # no process listed, and the estimate is within the context and driver's share
+    UNKNOWN = "unknown"        # the source gives neither processes nor the card's figures
+
+
+class Limit(enum.Enum):
+    """What a fragmentation verdict's tensors and request fit within."""
+
+    BUDGET = "budget"
+    CARD = "card"   # what this process could have of the card
+
+
+@dataclass(frozen=True)
+class OomFacts:
+    """The figures at the OOM, in bytes, from a message or a snapshot; None where the source does not say."""
+
+    requested: int
+    allocated: int
+    reserved: int
+    device_free: int | None = None
+    device_total: int | None = None
+    allowed: int | None = None
+    this_process: int | None = None                 # NVML's figure for this process (CUDA context included)
+    processes: tuple[tuple[int, int], ...] = ()     # other processes on the GPU: (pid, bytes)
+    largest_free_block: int | None = None           # in the pool the request needed (snapshot only)
+    precision: int = 0                              # rounding of the figures
+    gpu: int | None = None
+    expandable_segments: bool = True                # the failing torch has them (2.1+; False: 2.0 and older)
+
+    @property
+    def unallocated(self) -> int:
+        return self.reserved - self.allocated
+
+    @property
+    def free(self) -> int:
+        """Free on the card, none where the source does not say: what the request could still have had."""
+        return self.device_free if self.device_free is not None else 0
+
+    @property
+    def tolerance(self) -> int:
+        """How far a deciding margin can be off: it adds or subtracts up to three figures, each rounded."""
+        return 3 * self.precision
+
+    def others_bytes(self) -> tuple[int | None, Known]:
+        """Memory other processes held, and how it is known."""
+        if self.processes:
+            return sum(b for _, b in self.processes), Known.LISTED
+        if self.device_total is not None and self.device_free is not None:
+            used = self.this_process if self.this_process is not None else self.reserved + CONTEXT_ESTIMATE
+            outside = self.device_total - self.device_free - used
+            how = Known.NVML if self.this_process is not None else Known.ESTIMATED
+            if outside > DRIVER_SLACK:
+                return outside, how
+            # Below DRIVER_SLACK the difference is the driver's own memory, not another process. Where NVML
+            # reported this process, it listed the others too: none. Where nothing was listed (torch 2.0 and
+            # older never list processes) the estimate rests on a guess of the CUDA context: no figure is known.
+            if self.this_process is not None:
+                return 0, how
+            return None, Known.WITHIN_SLACK
+        return None, Known.UNKNOWN
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a verdict quotes beyond the facts: what other processes held and how it is known, and the cause's own
+    margins."""
+
+    facts: OomFacts
+    others: int | None
+    known: Known
+    shortfall: int | None = None     # device-bound: what the request lacked beyond unused cache and free memory
+    margin: int = 0                  # fragmentation: what the tensors and the request leave within `limit`
+    limit: Limit | None = None
+    dominant: bool = False           # other processes: they hold more than this job's live tensors and request
+    card_room: int | None = None     # budget: this process's reserved plus the card's free memory
+    suggested_conf: str | None = None   # fragmentation: the setting the steps suggest trying, untested
+    replay_hint: str = "alloctune replay SNAPSHOT"   # the command that replays the snapshot

@@ -1,0 +1,171 @@
+"""A diagnosis in words, the one place they are made: a verdict's summary, reasons, next steps and notes from its
+cause and the figures it quotes (`facts.py`), and what the replay of the failed run adds to the steps."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..units import MiB, format_bytes as fb
+from .facts import CONTEXT_ESTIMATE, Cause, Figures, Known, Limit
+
+_KNOWN = {
+    Known.LISTED: "listed in the message",
+    Known.NVML: "card total - free - this process",
+    Known.ESTIMATED: f"card total - free - reserved - {fb(CONTEXT_ESTIMATE)} for the CUDA context",
+    Known.WITHIN_SLACK: "not known: the message lists no processes, and the card's total less its free memory and "
+                        "this process's cache is within what the CUDA context and the driver take",
+    Known.UNKNOWN: "unknown",
+}
+
+
+def _size_arg(n: int | None) -> str:
+    """A size as a CLI argument: whole MiB."""
+    return f"{(n or 0) // MiB}MiB"
+
+
+def summary(cause: Cause, g: Figures) -> str:
+    f = g.facts
+    if cause is Cause.OTHER_PROCESSES:
+        return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
+    if cause is Cause.SHORTAGE:
+        return (f"A true shortage: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) do not "
+                "fit in this GPU's memory.")
+    if cause is Cause.BUDGET:
+        return (f"The memory budget is the limit: the job needs {fb(f.allocated + f.requested)} now, "
+                f"{fb(f.allowed)} is allowed, and the card had room.")
+    enough = ("enough for" if f.unallocated >= f.requested
+              else f"with the {fb(f.device_free)} free on the card enough for")
+    return (f"Cached, fragmented memory: {fb(f.unallocated)} was reserved but unused, {enough} the "
+            f"{fb(f.requested)} request, yet in pieces too small for it.")
+
+
+def notes(cause: Cause, g: Figures) -> list[str]:
+    """What the verdict says beside its cause: a budget in force, and what other processes held (a reason of its
+    own where they are the cause)."""
+    f, out = g.facts, []
+    if f.allowed is not None and f.device_total:
+        out.append(f"a memory budget is in force: {fb(f.allowed)} allowed of the card's {fb(f.device_total)} "
+                   f"({f.allowed / f.device_total:.3f} of it)")
+    if cause is Cause.OTHER_PROCESSES:
+        return out
+    if g.others and g.others > f.tolerance:
+        out.append(f"other processes held {fb(g.others)} of the card ({_KNOWN[g.known]})")
+    elif g.others is None and g.known is Known.WITHIN_SLACK:
+        out.append(f"the memory other processes held is {_KNOWN[g.known]}")
+    return out
+
+
+def reasons(cause: Cause, g: Figures) -> list[str]:
+    return _REASONS[cause](g)
+
+
+def steps(cause: Cause, g: Figures) -> list[str]:
+    return _STEPS[cause](g)
+
+
+def _other_processes_reasons(g: Figures) -> list[str]:
+    f = g.facts
+    listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
+    return [f"the request {fb(f.requested)} against this process's unused cache {fb(f.unallocated)} plus the "
+            f"{fb(f.free)} free on the card" + (f": {fb(g.shortfall)} short" if g.shortfall else ""),
+            f"other processes held {fb(g.others)} ({_KNOWN[g.known]}{': ' + listed if listed else ''}), more than "
+            + ("the shortfall" if not g.dominant else f"this job's live tensors ({fb(f.allocated)})")]
+
+
+def _other_processes_steps(g: Figures) -> list[str]:
+    f = g.facts
+    return ["free the GPU or use another: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` "
+            "lists who holds it; CUDA_VISIBLE_DEVICES picks an idle GPU",
+            f"the job itself needs {fb(f.allocated + f.requested)} live here; no allocator setting makes up for "
+            "memory that other processes hold"]
+
+
+def _shortage_reasons(g: Figures) -> list[str]:
+    f, shortfall = g.facts, g.shortfall or 0
+    q, a = f.requested, f.allocated
+    context = f.this_process - f.reserved if f.this_process is not None else CONTEXT_ESTIMATE
+    usable = f.device_total - (g.others or 0) - context if f.device_total else None
+    out = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
+           + (f", {'more than' if a + q > usable else 'within'} the {fb(usable)} this process can have of the "
+              f"{fb(f.device_total)} card" if usable else ""),
+           f"unused cache {fb(f.unallocated)} + free {fb(f.free)}"
+           + (f" fall {fb(shortfall)} short of the request" if shortfall else
+              " would cover the request, but the cache is nearly empty: the allocation rounded up to a whole "
+              "segment did not fit, or the memory was taken meanwhile")]
+    if f.device_total and q > f.device_total:
+        out.append(f"the single request {fb(q)} is larger than the whole card")
+    return out
+
+
+def _shortage_steps(g: Figures) -> list[str]:
+    f = g.facts
+    fewer = max(g.shortfall or 0, f.requested - f.free)
+    return [f"hold less at once{f': at least {fb(fewer)} fewer bytes live' if fewer > 0 else ''} (smaller batches "
+            "or sequences, activation checkpointing, lower precision, sharding or offloading)",
+            "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
+            "an allocator setting cannot help: the live tensors themselves do not fit"]
+
+
+def _budget_reasons(g: Figures) -> list[str]:
+    f = g.facts
+    needed = f.allocated + f.requested
+    return [f"live tensors {fb(f.allocated)} + the request {fb(f.requested)} = {fb(needed)}, "
+            f"{'more than' if needed > (f.allowed or 0) else 'at'} the {fb(f.allowed)} allowed"
+            + ("" if f.unallocated > f.tolerance else ", with no cached memory left to blame"),
+            (f"the card had {fb(f.device_free)} free beyond this process's {fb(f.reserved)}: it had room"
+             if g.card_room is not None else "the message does not say how much of the card was free")]
+
+
+def _budget_steps(g: Figures) -> list[str]:
+    f = g.facts
+    needed = f.allocated + f.requested
+    frac = f"{needed / f.device_total:.3f}" if f.device_total else None
+    return [f"raise the budget above {fb(needed)}"
+            + (f" (torch.cuda.set_per_process_memory_fraction({frac}) or, on torch >= 2.10, "
+               f"PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:{frac}; more for headroom)" if frac else ""),
+            "or make the job need less under this budget: `alloctune sweep WORKLOAD --budget "
+            f"{_size_arg(f.allowed)}` measures the settings, then `alloctune export RESULTS`"]
+
+
+def _fragmentation_reasons(g: Figures) -> list[str]:
+    f = g.facts
+    q, a, u = f.requested, f.allocated, f.unallocated
+    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else "what this process could have of the card"
+    out = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)} fit within {limit} ({fb(g.margin)} to spare)",
+           f"{fb(u)} was reserved by PyTorch but unallocated: free pieces inside segments that also hold live "
+           "tensors, so the allocator could neither use them for this request nor give them back"]
+    if f.largest_free_block is not None:
+        out.append(f"the largest free block was {fb(f.largest_free_block)}, smaller than the request")
+    return out
+
+
+def _fragmentation_steps(g: Figures) -> list[str]:
+    f, conf = g.facts, g.suggested_conf
+    budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
+    if f.expandable_segments:
+        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (memory is mapped page by page, so free pages "
+                 "between live tensors are given back and reused)")
+        confs = "--conf expandable_segments:True --conf max_split_size_mb:512"
+    else:   # expandable segments came with torch 2.1
+        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (cached blocks above 512 MiB are not split, so "
+                 "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
+                 "torch 2.1 and later offer for this")
+        confs = "--conf max_split_size_mb:512 --conf max_split_size_mb:128"
+    return [first,
+            f"check it offline on a snapshot (alloctune.dump_on_oom): `{g.replay_hint}{budget} {confs}`, or measure "
+            f"the settings: `alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
+
+
+_REASONS: dict[Cause, Callable[[Figures], list[str]]] = {
+    Cause.OTHER_PROCESSES: _other_processes_reasons, Cause.SHORTAGE: _shortage_reasons,
+    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons}
+_STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
+    Cause.OTHER_PROCESSES: _other_processes_steps, Cause.SHORTAGE: _shortage_steps,
+    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps}
+
+
+def replay_step(conf: str | None, peak_reserved: int | None) -> str:
+    """What the replay of the failed run found, the first of the next steps."""
+    if conf is None:
+        return "by replay, no setting tried would have avoided this OOM"
+    return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={conf} would have avoided this OOM (peak reserved "
+            f"{fb(peak_reserved)}); confirm it in a real run")

@@ -1,0 +1,50 @@
+"""The verdict as data (diagnosis/verdict.py): the cause code and the figures it quotes, decided from the figures at
+the OOM; its sentences are made from those alone (diagnosis/words.py), and the Python API reads them as before."""
+from __future__ import annotations
+
+from alloctune.diagnosis import words
+from alloctune.diagnosis.facts import Cause, Known, Limit, OomFacts
+from alloctune.diagnosis.verdict import EXPANDABLE, SPLIT_LIMIT, judge
+from alloctune.units import GiB, MiB
+
+CARD = 140 * GiB
+
+
+def test_fragmentation_on_the_card_and_within_a_budget():
+    card = judge(OomFacts(2 * GiB, 60 * GiB, 70 * GiB, device_free=1 * GiB, device_total=73 * GiB, this_process=71 * GiB))
+    g = card.figures
+    assert (card.cause, card.sure, g.limit, g.margin, g.suggested_conf) == (
+        Cause.FRAGMENTATION, True, Limit.CARD, 10 * GiB + 1 * GiB - 2 * GiB, EXPANDABLE)
+    assert (g.others, g.known, g.shortfall) == (1 * GiB, Known.NVML, None)   # 73 - 1 free - 71 this process
+    budget = judge(OomFacts(2 * GiB, 10 * GiB, 15 * GiB, allowed=16 * GiB, expandable_segments=False))
+    assert (budget.cause, budget.figures.limit, budget.figures.margin) == (Cause.FRAGMENTATION, Limit.BUDGET, 4 * GiB)
+    assert budget.suggested_conf == SPLIT_LIMIT and budget.figures.known is Known.UNKNOWN
+
+
+def test_budget_shortage_and_other_processes():
+    budget = judge(OomFacts(4 * GiB, 15 * GiB, 15 * GiB, device_free=100 * GiB, device_total=CARD, allowed=16 * GiB))
+    assert (budget.cause, budget.figures.card_room, budget.sure) == (Cause.BUDGET, 115 * GiB, True)
+    short = judge(OomFacts(8 * GiB, 130 * GiB, 131 * GiB, device_free=2 * GiB, device_total=134 * GiB,
+                           this_process=132 * GiB))   # nothing outside this process
+    assert (short.cause, short.figures.shortfall, short.numbers["shortfall"]) == (Cause.SHORTAGE, 5 * GiB, 5 * GiB)
+    assert short.figures.others == 0
+    others = judge(OomFacts(8 * GiB, 10 * GiB, 11 * GiB, device_free=2 * GiB, device_total=CARD,
+                            processes=((42, 100 * GiB),)))
+    g = others.figures
+    assert (others.cause, g.others, g.known, g.dominant, g.shortfall) == (
+        Cause.OTHER_PROCESSES, 100 * GiB, Known.LISTED, True, 5 * GiB)
+
+
+def test_a_margin_within_the_rounding_is_not_sure():
+    rounded = judge(OomFacts(2 * GiB, 14 * GiB, 14 * GiB + 10 * MiB, allowed=16 * GiB, precision=20 * MiB))
+    assert rounded.cause is Cause.BUDGET and not rounded.sure
+
+
+def test_the_sentences_are_made_from_the_cause_and_figures_alone():
+    v = judge(OomFacts(2 * GiB, 60 * GiB, 70 * GiB, device_free=1 * GiB, device_total=73 * GiB, this_process=71 * GiB))
+    assert v.summary == words.summary(v.cause, v.figures) == (
+        "Cached, fragmented memory: 10.00 GiB was reserved but unused, enough for the 2.00 GiB request, yet in pieces "
+        "too small for it.")
+    assert v.next_steps == words.steps(v.cause, v.figures) and EXPANDABLE in v.next_steps[0]
+    assert v.notes == ["other processes held 1.00 GiB of the card (card total - free - this process)"]
+    assert v.to_json()["cause"] == "fragmentation" == v.cause and v.to_json()["summary"] == v.summary
