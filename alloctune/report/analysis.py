@@ -37,7 +37,7 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     trials = folder.trials()
     settings = summarize_settings(trials, max_slowdown)
     choices = []
-    for c in choose(settings, max_slowdown):
+    for c in choose(settings, max_slowdown, horizon=info.repeats if info.auto_repeats else None):
         c = replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
                     trials_planned=planned_trials(info, c.env_id, c.backend), finished=info.finished is not False)
         choices.append(replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats)))

@@ -290,3 +290,21 @@ def test_bracket_pairs_interpolate_the_default_between_its_runs():
     assert bracket_pairs([d0], [c], {id(d0): 0, id(c): 1}) == [(100.0, 110.0)]
     assert bracket_pairs([d0, d1], [c], {id(d0): 0, id(c): 3, id(d1): 2}) == [(100.0, 110.0)]
     assert bracket_pairs([rec("", 0, None, state=TrialState.OOM)], [c], {}) == []
+
+
+def test_the_choice_refuses_a_setting_of_rounds_as_their_sequential_test_did():
+    """Four rounds 4% slower: one test at 5% on them finds it slower beyond the 2% allowance, which refuses it where
+    a fixed number of repeats ran; after rounds capped at 10 the sequential test has not refused it, and neither
+    does the choice, which keeps it (inconclusive rounds are not refused)."""
+    from alloctune.decide.choice import choose
+
+    base = [100.0, 90.0, 110.0, 95.0, 100.0]
+    g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (0.95, 0.97, 0.96, 0.955))], 15.0)})
+    assert g[1].vs_default.slower_beyond_tolerance
+    [fixed] = choose(g, 0.02)
+    assert fixed.best.is_default and fixed.runners_up[0][1].code is Code.TOO_SLOW
+    [st] = standings(g, ["", ES], 0.02, max_rounds=10)
+    [rounds] = choose(g, 0.02, horizon=10)
+    assert st.why is Contention.TOO_WIDE and rounds.best.conf == ES
+    [capped] = choose(g, 0.02, horizon=4)      # the same rounds as the last look of a cap at 4: refused
+    assert capped.best.is_default and capped.runners_up[0][1].code is Code.TOO_SLOW
