@@ -110,7 +110,7 @@ def _failed(s: SettingResult) -> Failed:
     return Failed(s.state, s.failed_repeats, len(s.trials), s.budget_bytes, s.error)
 
 
-def _too_slow(s: SettingResult, c: Comparison | None, max_slowdown: float,
+def _too_slow(c: Comparison | None, s: SettingResult, max_slowdown: float,
               horizon: int | None) -> TypeGuard[Comparison]:
     # With one repeat a side there is no test, and one process's throughput moves ±6% (outliers 20% low) on its
     # own: a single pair of runs cannot show a slowdown, so it refuses nothing; the reasons say it is untested.
@@ -143,7 +143,7 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
         return Reason(Code.MORE_RETRIES, Retries(s.num_alloc_retries, base.num_alloc_retries))
     c = _comparison(s, base, max_slowdown)
-    if _too_slow(s, c, max_slowdown, horizon):
+    if _too_slow(c, s, max_slowdown, horizon):
         return Reason(Code.TOO_SLOW, TooSlow(default - mine, c, max_slowdown))
     return None
 
