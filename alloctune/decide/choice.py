@@ -26,7 +26,9 @@ from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedS
                       Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
                       SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard,
                       finite)
+from .rounds import sequential
 from .safety import Safety, job_features, safety, target_torch
+from .sequential import Outcome
 from .stats import Comparison
 from .summary import MemoryMeasure, SettingResult
 
@@ -102,13 +104,21 @@ def _failed(s: SettingResult) -> Failed:
     return Failed(s.state, s.failed_repeats, len(s.trials), s.budget_bytes, s.error)
 
 
-def _too_slow(c: Comparison | None) -> TypeGuard[Comparison]:
+def _too_slow(c: Comparison | None, s: SettingResult, max_slowdown: float,
+              horizon: int | None) -> TypeGuard[Comparison]:
     # With one repeat a side there is no test, and one process's throughput moves ±6% (outliers 20% low) on its
     # own: a single pair of runs cannot show a slowdown, so it refuses nothing; the reasons say it is untested.
-    return c is not None and c.slower_beyond_tolerance
+    # Rounds (`--repeats auto`, `horizon` their cap) refuse by the sequential test they looked with after every
+    # round: one more test at 5% on all of them, at the cap, would refuse a setting at the allowance twice as often.
+    if c is None:
+        return False
+    if horizon is not None and len(s.pairs) >= 2:
+        return sequential(s, max_slowdown, horizon).outcome is Outcome.REFUSED
+    return c.slower_beyond_tolerance
 
 
-def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float, unsafe: Safety) -> Reason | None:
+def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float, unsafe: Safety,
+               horizon: int | None) -> Reason | None:
     """Why `s` may not be recommended, or None when it may. A known problem comes first: it may be why `s`
     failed, and it refuses `s` whatever `s` measured."""
     if unsafe.refusal is not None:
@@ -127,7 +137,7 @@ def _rejection(s: SettingResult, base: SettingResult | None, max_slowdown: float
     if s.simulated and (s.num_alloc_retries or 0) > (base.num_alloc_retries or 0):
         return Reason(Code.MORE_RETRIES, Retries(s.num_alloc_retries, base.num_alloc_retries))
     c = s.vs_default
-    if _too_slow(c):
+    if _too_slow(c, s, max_slowdown, horizon):
         return Reason(Code.TOO_SLOW, TooSlow(default - mine, c, max_slowdown))
     return None
 
@@ -236,8 +246,8 @@ def _whole_card(members: list[SettingResult]) -> list[Reason]:
 
 
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
-             max_slowdown: float, tie: float, unsafe: Safety) -> Reason:
-    if rejected := _rejection(s, base, max_slowdown, unsafe):
+             max_slowdown: float, tie: float, unsafe: Safety, horizon: int | None) -> Reason:
+    if rejected := _rejection(s, base, max_slowdown, unsafe, horizon):
         return rejected
     assert best is not None   # with nothing to recommend, every setting has a rejection
     c = s.vs_default
@@ -247,15 +257,15 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
     return Reason(Code.COSTS_MORE, AgainstWinner(measure, mine, winner, c))
 
 
-def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float) -> Choice:
+def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float, horizon: int | None) -> Choice:
     base = next((s for s in members if s.is_default), None)
     first = members[0].trials[0]
     features = job_features(r for s in members for r in s.trials)
     torch_version = target_torch(first.env)
     safe = {s.conf: safety(s.conf, s.trials, torch_version, features) for s in members}
-    eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf]) is None]
+    eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf], horizon) is None]
     best = preferred(eligible, tie)
-    runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf]))
+    runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf], horizon))
                        for s in ranked(members) if s is not best)
     unsafe = tuple(s.conf for s, why in runners_up if why.code in (Code.KNOWN_PROBLEM, Code.GROWING))
     reasons = _reasons(best, base, members, eligible, max_slowdown, tie, set(unsafe))
@@ -273,13 +283,15 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float)
         features=tuple(f for f in Feature if f in features))
 
 
-def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[Choice]:
+def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE, horizon: int | None = None) -> list[Choice]:
     """One `Choice` per (env_id, backend, budget_bytes), in the order the groups first appear. The max slowdown is
-    the one the settings' comparisons with the default were judged against (`summarize_settings`): applied once."""
+    the one the settings' comparisons with the default were judged against (`summarize_settings`): applied once.
+    `horizon`: the cap of the rounds that measured them (`--repeats auto`, sweep.json), None for a fixed number of
+    repeats."""
     groups: dict[tuple, list[SettingResult]] = {}
     for s in settings:
         groups.setdefault(s.group, []).append(s)
-    return [_choose_group(members, members[0].max_slowdown, tie) for members in groups.values()]
+    return [_choose_group(members, members[0].max_slowdown, tie, horizon) for members in groups.values()]
 
 
 def something_to_export(choices: Iterable[Choice]) -> bool:

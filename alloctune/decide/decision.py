@@ -29,7 +29,7 @@ def decide(info: SweepInfo, trials: list[TrialRecord], max_slowdown: float | Non
     allowance = max_slowdown_of(max_slowdown, info.max_slowdown)
     settings = summarize_settings(trials, allowance)
     choices = []
-    for c in choose(settings):
+    for c in choose(settings, horizon=info.repeats if info.auto_repeats else None):
         c = replace(c, trials_recorded=recorded_trials(trials, c.env_id, c.backend),
                     trials_planned=planned_trials(info, c.env_id, c.backend), finished=info.finished is not False)
         choices.append(replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats)))

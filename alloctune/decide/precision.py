@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .choice import Choice
 from .reasons import Code, Precision, Reason, Stop
-from .rounds import settles
+from .rounds import sequential
+from .sequential import Outcome
 from .stats import rounds_needed
 
 
@@ -19,9 +20,10 @@ def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
         return None
     best = choice.best
     shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
-    compared = [s.vs_default for s in shown if s.vs_default is not None]
+    compared = [s for s in shown if s.vs_default is not None]
     rounds = max((c.pairs or len(s.trials) for s in shown if (c := s.vs_default) is not None), default=0)
-    settled = bool(compared) and all(settles(c, choice.max_slowdown) for c in compared)
+    settled = bool(compared) and all(sequential(s, choice.max_slowdown, max_repeats).outcome
+                                     in (Outcome.ACCEPTED, Outcome.REFUSED) for s in compared)
     return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats,
                         settled=settled)
 
@@ -29,7 +31,8 @@ def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
 def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bool, max_repeats: int,
                  settled: bool = False) -> Reason:
     """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on; `settled`: the
-    comparisons shown answer the max-slowdown question already (`rounds.settles`), which ends rounds early."""
+    comparisons shown answer the max-slowdown question already (accepted or refused, `rounds.sequential`),
+    which ends rounds early."""
     if detectable is None:
         return Reason(Code.PRECISION_UNKNOWN)
     if detectable <= goal:

@@ -79,7 +79,7 @@ class Stop(str, enum.Enum):
     FIXED_REPEATS = "fixed_repeats"   # --repeats N
     MAX_REPEATS = "max_repeats"
     TIME_BUDGET = "time_budget"       # or an interrupted sweep
-    SETTLED = "settled"               # the interval already ruled out a slowdown beyond the allowance
+    SETTLED = "settled"               # the sequential test accepted or refused (`rounds.sequential`)
 
     def __str__(self) -> str:
         return self.value

@@ -21,10 +21,11 @@ is known (predicted by replay, or measured once) and
 a backend switch whose memory is not known leaves it when a native candidate's peak reserved is within the tie of
 the program's peak requested bytes (`backend_skip`). A setting still in contention leaves it when it failed (OOM,
 crash, time-out, mismatch) and, after at least MIN_ROUNDS rounds of its own, when its throughput settles the
-question: significantly slower than the default beyond `max_slowdown` (refused), or its 95% interval within
-±`max_slowdown` (the goal), or above 1 - `max_slowdown` (not slower than allowed, however many more rounds ran).
-Rounds stop when no setting is in contention, or `max_repeats` rounds or the time budget are spent (pyperf and asv
-also bound a benchmark by a count and a time).
+question by the sequential non-inferiority test at the `max_slowdown` margin (`sequential.py`, with `max_repeats`
+rounds as its horizon): no slower than the margin (accepted) or slower beyond it (refused); looking after every
+round keeps each error at 5%. Rounds stop when no setting is in contention, or `max_repeats` rounds or the time
+budget are spent (pyperf and asv also bound a benchmark by a count and a time); a setting neither accepted nor
+refused at `max_repeats` is inconclusive.
 """
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from ..settings.conf import AllocConf
 from .order import by_preference, lower_beyond_tie, within
 from .parameters import DEFAULT_TIE
+from .sequential import Look, Outcome, look
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy (under summary) is wanted
-    from .stats import Comparison
     from .summary import MemoryMeasure, SettingResult, SettingState
 
-MIN_ROUNDS = 3          # a t-interval from two pairs is too wide to mean much, and a lucky one too narrow
+MIN_ROUNDS = 3          # the first look: two pairs that happen to agree make a spread too small to trust
 DEFAULT_MAX_REPEATS = 10
 
 
@@ -50,16 +51,16 @@ class Contention(str, enum.Enum):
 
     NOT_MEASURED = "not_measured"
     TOO_FEW_ROUNDS = "too_few_rounds"   # fewer than MIN_ROUNDS of its own
-    TOO_WIDE = "too_wide"               # its interval neither meets the goal nor settles the question yet
+    TOO_WIDE = "too_wide"               # neither accepted nor refused yet, rounds left
     FAILED = "failed"
     NO_BASELINE = "no_baseline"         # the default did not run to the end: no throughput to compare with
     NO_THROUGHPUT = "no_throughput"
     MORE_MEMORY = "more_memory"         # than the default: never recommended
     LOSES_ON_MEMORY = "loses_on_memory"   # a candidate not refused needs less memory beyond the tie (`winner`)
     BACKEND_SKIPPED = "backend_skipped"   # a backend switch that cannot need less than `winner` (`backend_skip`)
-    TOO_SLOW = "too_slow"               # significantly slower than the default beyond max_slowdown
-    ANSWERED = "answered"               # its interval is within ±max_slowdown
-    CLEARED = "cleared"                 # its interval lies above 1 - max_slowdown: not slower than allowed
+    TOO_SLOW = "too_slow"               # refused: slower than the default beyond max_slowdown (`sequential`)
+    CLEARED = "cleared"                 # accepted: no slower than the default beyond max_slowdown
+    INCONCLUSIVE = "inconclusive"       # neither at max_repeats rounds
 
     def __str__(self) -> str:
         return self.value
@@ -77,7 +78,7 @@ class Standing:
     rounds: int = 0                     # rounds it was measured in
     memory_known: bool = False          # measured once, or predicted by replay
     state: SettingState | None = None   # FAILED: how
-    half_width: float | None = None     # ANSWERED, CLEARED, TOO_WIDE: the interval's (None: no interval yet)
+    half_width: float | None = None     # TOO_SLOW, CLEARED, TOO_WIDE, INCONCLUSIVE: the interval's (None: none yet)
     ratio: float | None = None          # with half_width: its throughput against the default's
     winner: str | None = None           # LOSES_ON_MEMORY, BACKEND_SKIPPED: the candidate it cannot beat
     # MORE_MEMORY, LOSES_ON_MEMORY: the pair's measure and figures (this one's, the other's); BACKEND_SKIPPED: the
@@ -92,14 +93,17 @@ class Standing:
         return self.why in _OPEN
 
 
-def settles(c: Comparison, max_slowdown: float) -> bool:
-    """The comparison answers the max-slowdown question whatever more rounds add: significantly slower beyond it,
-    or the 95% interval above 1 - max_slowdown."""
-    return c.slower_beyond_tolerance or (c.ci_low is not None and c.ci_low >= 1 - max_slowdown)
+def sequential(s: SettingResult, max_slowdown: float, max_rounds: int) -> Look:
+    """The sequential test's decision on a setting's bracketed rounds (`summary.bracket_pairs`), looking from
+    MIN_ROUNDS rounds on with `max_rounds` as the horizon. It takes every round: leaving out those the outlier
+    rule flags (as the interval does from `stats.PAIRED_OUTLIER_MIN` on) makes the spread look smaller than it
+    is, and in simulation raised each error from 5% to 7%; an outlying round widens the spread, which only makes
+    the test slower to decide."""
+    return look([math.log(c / b) for b, c in s.pairs], max_slowdown, max_rounds, MIN_ROUNDS)
 
 
-def _answered(c: Comparison | None, max_slowdown: float) -> bool:
-    return c is not None and c.half_width is not None and c.half_width <= max_slowdown
+_DECIDED = {Outcome.ACCEPTED: Contention.CLEARED, Outcome.REFUSED: Contention.TOO_SLOW,
+            Outcome.INCONCLUSIVE: Contention.INCONCLUSIVE, Outcome.CONTINUE: Contention.TOO_WIDE}
 
 
 def backend_skip(native: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
@@ -118,29 +122,30 @@ def backend_skip(native: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> S
 
 
 def standings(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
-              predicted: Mapping[str, SettingResult] | None = None) -> list[Standing]:
+              predicted: Mapping[str, SettingResult] | None = None, *, max_rounds: int) -> list[Standing]:
     """Each planned non-default setting of one group (one environment, backend and budget), in planned order.
     `group` holds what was measured so far (any order; settings not yet run may be missing); `predicted` the
-    replay's result per setting, where there is one (a hybrid sweep's native settings)."""
+    replay's result per setting, where there is one (a hybrid sweep's native settings); `max_rounds` the cap, the
+    sequential test's horizon."""
     by_conf = {s.conf: s for s in group}
     base = by_conf.get("")
     # What each planned setting is known to need: measured, else predicted.
     views = {c: v for c in planned if (v := by_conf.get(c) or (predicted or {}).get(c)) is not None}
-    candidates = [v for c, v in views.items() if v.fits and not _refused(v, by_conf.get(c), base, max_slowdown)]
-    return [_standing(conf, by_conf.get(conf), views.get(conf), base, candidates, max_slowdown, tie)
+    candidates = [v for c, v in views.items()
+                  if v.fits and not _refused(v, by_conf.get(c), base, max_slowdown, max_rounds)]
+    return [_standing(conf, by_conf.get(conf), views.get(conf), base, candidates, max_slowdown, max_rounds, tie)
             for conf in planned if conf != ""]
 
 
 def _refused(view: SettingResult, measured: SettingResult | None, base: SettingResult | None,
-             max_slowdown: float) -> bool:
+             max_slowdown: float, max_rounds: int) -> bool:
     """May not be recommended, on what is known so far (the default never is)."""
     if view.is_default:
         return False
     if base is not None and base.fits and _more_than(view, base):
         return True
-    c = measured.vs_default if measured is not None else None
-    return (measured is not None and len(measured.trials) >= MIN_ROUNDS and c is not None
-            and c.slower_beyond_tolerance)
+    return (measured is not None and len(measured.trials) >= MIN_ROUNDS
+            and sequential(measured, max_slowdown, max_rounds).outcome is Outcome.REFUSED)
 
 
 def _more_than(view: SettingResult, base: SettingResult) -> bool:
@@ -149,7 +154,7 @@ def _more_than(view: SettingResult, base: SettingResult) -> bool:
 
 
 def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, base: SettingResult | None,
-              candidates: list[SettingResult], max_slowdown: float, tie: float) -> Standing:
+              candidates: list[SettingResult], max_slowdown: float, max_rounds: int, tie: float) -> Standing:
     at = Standing(conf, Contention.NOT_MEASURED, len(s.trials) if s is not None else 0, view is not None,
                   predicted=s is None and view is not None)
     if view is not None and not view.fits:
@@ -175,23 +180,18 @@ def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, ba
     c = s.vs_default
     if c is None:
         return replace(at, why=Contention.NO_THROUGHPUT)
-    if at.rounds < MIN_ROUNDS:
-        why = Contention.TOO_FEW_ROUNDS
-    elif c.slower_beyond_tolerance:
-        why = Contention.TOO_SLOW
-    elif _answered(c, max_slowdown):
-        why = Contention.ANSWERED
-    else:
-        why = Contention.CLEARED if settles(c, max_slowdown) else Contention.TOO_WIDE
+    why = (Contention.TOO_FEW_ROUNDS if at.rounds < MIN_ROUNDS
+           else _DECIDED[sequential(s, max_slowdown, max_rounds).outcome])
     return replace(at, why=why, half_width=c.half_width, ratio=c.ratio)
 
 
 def contenders(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
-               predicted: Mapping[str, SettingResult] | None = None) -> list[str]:
+               predicted: Mapping[str, SettingResult] | None = None, *, max_rounds: int) -> list[str]:
     """The settings that the next round runs after its default: those in contention, lowest memory first (the
     preference's order), then those whose memory nobody knows yet, in planned order; [] when none is open.
     (The next round's default, or a closing run, follows them: `summary.bracket_pairs`.)"""
-    open_ = {st.conf for st in standings(group, planned, max_slowdown, tie, predicted) if st.open}
+    open_ = {st.conf for st in standings(group, planned, max_slowdown, tie, predicted, max_rounds=max_rounds)
+             if st.open}
     by_conf = {s.conf: s for s in group}
     views = [v for c in planned if c in open_ and (v := by_conf.get(c) or (predicted or {}).get(c)) is not None]
     known = [v.conf for v in by_preference(views, tie)]
@@ -200,11 +200,11 @@ def contenders(group: list[SettingResult], planned: list[str], max_slowdown: flo
 
 def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> int:
     """About how many trials the rounds still run, from the standings after a round's default ran: the open
-    settings' trials (one to learn a memory nobody knows; a leader MIN_ROUNDS of its own; an interval too wide,
-    the rounds its spread implies, `stats.rounds_needed`, to the goal or, where fewer, to settling the question
-    at the ratio measured so far), each capped at `rounds_left` (this round included), and one default run per
-    round after this one plus the closing one. Where no open setting's memory is known, one of those measured for
-    it is taken to lead."""
+    settings' trials (one to learn a memory nobody knows; a leader MIN_ROUNDS of its own; one not decided yet,
+    the rounds its spread implies, `stats.rounds_needed`, for an interval around the ratio measured so far to
+    leave 1 - goal out, or to be ±goal where no ratio is known), each capped at `rounds_left` (this round
+    included), and one default run per round after this one plus the closing one. Where no open setting's
+    memory is known, one of those measured for it is taken to lead."""
     per: list[int] = []
     unknown = 0
     for st in standings:
@@ -217,7 +217,8 @@ def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> 
         if st.why is Contention.TOO_WIDE and st.half_width is not None:
             from .stats import rounds_needed   # scipy: not at the CLI's start-up
 
-            need = rounds_needed(st.half_width, st.rounds, max(goal, _settling(st.ratio, goal))) - st.rounds
+            need = rounds_needed(st.half_width, st.rounds, _settling(st.ratio, goal) or goal,
+                                 most=st.rounds + rounds_left) - st.rounds
         per.append(max(1, min(need, rounds_left)))
     if unknown and not per:
         per.append(max(1, min(MIN_ROUNDS, rounds_left)))
@@ -227,6 +228,6 @@ def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> 
 
 
 def _settling(ratio: float | None, goal: float) -> float:
-    """The half-width at which an interval around `ratio` settles the max-slowdown question (`settles`): its
-    distance from 1 - goal, on the log scale the intervals are built on (0 when not known)."""
+    """The half-width at which an interval around `ratio` leaves 1 - goal out: its distance from 1 - goal, on
+    the log scale the intervals are built on (0 when not known)."""
     return math.expm1(abs(math.log(ratio) - math.log1p(-goal))) if ratio else 0.0

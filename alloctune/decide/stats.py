@@ -187,10 +187,11 @@ def relative_spread(values: list[float]) -> float:
     return hi / lo - 1
 
 
-def rounds_needed(detectable: float, rounds: int, goal: float) -> int:
-    """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`."""
+def rounds_needed(detectable: float, rounds: int, goal: float, most: int = 10_000) -> int:
+    """Rounds whose t-interval would be ±goal at the spread implied by a half-width `detectable` over `rounds`
+    (`most` where more)."""
     sd = math.log1p(detectable) * math.sqrt(rounds) / float(_scipy().t.ppf(0.975, rounds - 1))
     n = 2
-    while n < 10_000 and float(_scipy().t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
+    while n < most and float(_scipy().t.ppf(0.975, n - 1)) * sd / math.sqrt(n) > math.log1p(goal):
         n += 1
     return n

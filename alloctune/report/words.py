@@ -241,8 +241,8 @@ def _precision(f: Precision, _: Refusals) -> str:
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
            Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after "
                              f"{plural(f.rounds, 'round')}",
-           Stop.SETTLED: f"after {plural(f.rounds, 'round')} the interval already ruled out a slowdown beyond "
-                         f"{f.goal:.0%}, which settles the choice"}[f.stop]
+           Stop.SETTLED: f"after {plural(f.rounds, 'round')} the sequential test already answered whether it "
+                         f"is slower than the {f.goal:.0%} allowance, which settles the choice"}[f.stop]
     need = (f"; at this spread between rounds ±{f.goal:.0%} needs about {f.rounds_needed} rounds"
             if f.rounds_needed is not None else "")
     return got + f"): wider than the ±{f.goal:.0%} goal because {why}{need}"

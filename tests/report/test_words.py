@@ -596,9 +596,9 @@ def test_a_settled_interval_says_why_the_rounds_stopped():
     reason = precision_of(0.03, 3, 0.02, auto=True, max_repeats=10, settled=True)
     assert reason.figures.stop is Stop.SETTLED
     assert sentence(reason) == ("the smallest slowdown this sweep could detect is 3.0% (95% interval ±3.0%): wider "
-                                "than the ±2% goal because after 3 rounds the interval already ruled out a slowdown "
-                                "beyond 2%, which settles the choice; at this spread between rounds ±2% needs about "
-                                "4 rounds")
+                                "than the ±2% goal because after 3 rounds the sequential test already answered "
+                                "whether it is slower than the 2% allowance, which settles the choice; at this spread "
+                                "between rounds ±2% needs about 4 rounds")
 
 
 def read_back(reason: Reason) -> Reason:

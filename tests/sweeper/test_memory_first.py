@@ -143,14 +143,17 @@ def skipped(outcome) -> set[str]:
 
 
 OTHERS = {"max_split_size_mb:512", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"}   # the finalists beside ES
+# The rounds ES runs against the default at ±0.5% noise before the sequential test accepts it: the first look, after
+# MIN_ROUNDS of the 10, spends almost none of its error (decide/sequential.py), the next decides.
+ROUNDS = MIN_ROUNDS + 1
 
 
-def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path, peaks):
+def test_a_command_sweep_of_the_default_grid_takes_ten_trials(tmp_path, peaks):
     estimates = []
     outcome, order = command_sweep(tmp_path, peaks, estimate=estimates.append)
     assert outcome.backend == Backend.HYBRID   # auto, for a command on a GPU
-    # one extra trial records the trace; then only ES can win: the default and ES, MIN_ROUNDS rounds, closed
-    assert order == ["R"] + ["", ES] * MIN_ROUNDS + [""] and len(gpu_trials(outcome)) == 8
+    # one extra trial records the trace; then only ES can win: the default and ES, ROUNDS rounds, closed
+    assert order == ["R"] + ["", ES] * ROUNDS + [""] and len(gpu_trials(outcome)) == 10
     choice = measured_choice(outcome)
     assert choice.best.conf == ES and choice.decision.code is Code.SAVES_MEMORY
     assert choice.precision.code is Code.PRECISION_REACHED and choice.precision.figures.detectable <= 0.02
@@ -159,9 +162,9 @@ def test_a_command_sweep_of_the_default_grid_takes_eight_trials(tmp_path, peaks)
     # sweep.json keeps why as data: predicted to lose on memory, or the backend switch that cannot beat ES
     why = {s.conf: (s.reason, s.why.code) for s in outcome.folder.info().skipped if s.why is not None}
     assert why == {**dict.fromkeys(OTHERS, ("", Code.LOSES_ON_MEMORY)), ASYNC: ("", Code.BACKEND_SKIPPED)}
-    # about 9 before anything ran (a leader and the backend switch), 8 once the replay said who leads
+    # about 9 before anything ran (a leader and the backend switch), 10 once the rounds ran
     assert (estimates[0].trials, estimates[0].done, estimates[0].seconds_left) == (9, 0, None)
-    assert (estimates[-1].trials, estimates[-1].done, estimates[-1].seconds_left) == (8, 8, 0.0)
+    assert (estimates[-1].trials, estimates[-1].done, estimates[-1].seconds_left) == (10, 10, 0.0)
     assert all(e.seconds_left is not None and e.seconds_done > 0 for e in estimates[1:])
 
 
@@ -200,7 +203,7 @@ def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_w
     outcome, order = workload_sweep(tmp_path, peaks, backend="cuda")
     grid = order[:7]
     assert grid[0] == "" and len(set(grid)) == 7 and ASYNC in grid      # the first round: every setting
-    assert order[7:] == ["", ES] * (MIN_ROUNDS - 1) + [""]              # 12 trials (22 before memory first)
+    assert order[7:] == ["", ES] * (ROUNDS - 1) + [""]                  # 14 trials (24 before memory first)
     choice = measured_choice(outcome)
     assert choice.best.conf == ES and choice.precision.code is Code.PRECISION_REACHED
     runners = {s.conf: r.code for s, r in choice.runners_up}
@@ -209,7 +212,9 @@ def test_a_workload_sweep_measures_every_memory_once_then_rounds_only_what_can_w
 
 def test_a_hybrid_workload_sweep_counts_its_recording_as_the_first_default(tmp_path, peaks):
     outcome, order = workload_sweep(tmp_path, peaks, backend="hybrid")
-    assert order == ["R", ES] + ["", ES] * (MIN_ROUNDS - 1) + [""] and len(gpu_trials(outcome)) == 7
+    # ES runs one round more than in the workload sweep: the stand-in's noise is drawn by run index, and these
+    # runs' draws leave the spread a little wider at the second look
+    assert order == ["R", ES] + ["", ES] * ROUNDS + [""] and len(gpu_trials(outcome)) == 11
     assert measured_choice(outcome).best.conf == ES and skipped(outcome) == OTHERS | {ASYNC}
 
 
@@ -222,6 +227,6 @@ def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path, peaks):
     told = [line for line in done.stderr.splitlines() if line.startswith("estimate: ")]
     assert told[0] == "estimate: about 9 trials" and told[1].startswith("estimate: about 9 trials, ")
     said = " ".join(done.stdout.split())
-    assert "GPU trials: 8, " in said and "hybrid: 1 recorded the trace, 6 settings replayed, 2 measured" in said
+    assert "GPU trials: 10, " in said and "hybrid: 1 recorded the trace, 6 settings replayed, 2 measured" in said
     help_text = " ".join(in_process("sweep", "--help").stdout.split())
     assert "hybrid for '-- COMMAND'" in help_text
