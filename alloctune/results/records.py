@@ -184,9 +184,14 @@ class DriverWork:
     map_bytes: PerStep = 0.0
     unmaps: PerStep = 0.0                 # page ranges unmapped (cuMemUnmap, after a device synchronisation)
     unmap_bytes: PerStep = 0.0
-    syncs: PerStep = 0.0                  # device-wide synchronisations (cudaFree, unmap, the retry path)
+    # device-wide synchronisations: each release (empty_cache, the retry path, an oversize release, a GC pass that
+    # freed) waits for the device once, however many cudaFree / unmap calls it then makes
+    syncs: PerStep = 0.0
     alloc_retries: PerStep = 0.0          # the free-everything-and-retry path taken
     gc_passes: PerStep = 0.0              # garbage-collection passes that released cached blocks
+    # True: the trace marks no steady step (no step marks, or none after the warm-up); `steps` is 0 and the
+    # figures are the whole run's totals, start-up and teardown included
+    whole_run: bool = False
 
     @classmethod
     def from_json(cls, data: object, where: str = "driver work") -> "DriverWork":
