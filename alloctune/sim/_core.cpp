@@ -833,8 +833,9 @@ PyObject* simulate(PyObject*, PyObject* args) {
     LiveBlocks live(static_cast<i64>(n) + 1024);
     size_t next_mark = 0;
     bool stopped = false;
-    auto reach = [&](i64 i) {
-      for (; next_mark < marks.size() && marks[next_mark] == i; ++next_mark) at_marks.push_back(alloc.driver_counters());
+    auto reach = [&](i64 i) {  // the counters at every mark before event i
+      for (; next_mark < marks.size() && marks[next_mark] == i; ++next_mark)
+        at_marks.push_back(alloc.driver_counters());
     };
     for (Py_ssize_t i = 0; i < n; ++i) {
       reach(i);
