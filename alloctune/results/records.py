@@ -241,6 +241,9 @@ class Measurement:
     # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of
     # the process that peaked; [] when asked but the job ended before step K; None when not asked.
     growth_samples: GrowthSamples | None = None
+    # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
+    # records from before it was counted.
+    driver_work: DriverWork | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":

@@ -297,6 +297,8 @@ class Allocator {
     return alloc_found_block(block, pool, size, rsize);
   }
 
+  void empty_cache() { release_cached_blocks(); }
+
   void free(Block* block) {
     block->allocated = false;
     allocated -= block->size;
@@ -868,10 +870,12 @@ PyObject* simulate(PyObject*, PyObject* args) {
           break;
         }
         live.put(addr, block);
-      } else {
+      } else if (kind == 1) {
         Block* block = live.pop(addr);
         if (block == nullptr) ++ignored;
         else alloc.free(block);
+      } else {
+        alloc.empty_cache();
       }
     }
     if (!stopped) reach(n);

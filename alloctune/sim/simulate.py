@@ -103,7 +103,8 @@ def core_notice() -> str | None:
 def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
              overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
              core: Core = "auto", window: SteadyWindow | None = None) -> SimResult:
-    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free), .addrs, .sizes, .streams) under `conf`.
+    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache), .addrs, .sizes, .streams) under
+    `conf`.
 
     A trace address names the block allocated under it until it is freed. A free of an address that is not
     live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
@@ -161,12 +162,14 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
                     first_oom = replayed - 1
                     break
                 live[addr] = block
-            else:
+            elif kind == 1:
                 block = pop(addr, None)
                 if block is None:
                     ignored += 1
                 else:
                     free(block)
+            else:
+                alloc.empty_cache()
         else:
             at_marks.append([getattr(alloc, name) for name in DRIVER_COUNTERS])
             continue

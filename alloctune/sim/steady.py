@@ -40,9 +40,11 @@ def steady_window(meta: dict) -> SteadyWindow | None:
 
 def per_step(start: Sequence[int], end: Sequence[int], steps: int) -> DriverWork:
     """The driver work between two readings of the counters (DRIVER_COUNTERS order), per step."""
-    return DriverWork(steps, **{name: (b - a) / steps for name, a, b in zip(_FIGURES, start, end)})
+    figures: dict[str, float] = {name: (b - a) / steps for name, a, b in zip(_FIGURES, start, end)}
+    return DriverWork.from_json({"steps": steps, **figures})
 
 
 def whole_run(counters: Sequence[int]) -> DriverWork:
     """The driver counters of a whole replay, as totals."""
-    return DriverWork(0, **{name: float(value) for name, value in zip(_FIGURES, counters)}, whole_run=True)
+    figures: dict[str, float] = {name: float(value) for name, value in zip(_FIGURES, counters)}
+    return DriverWork.from_json({"steps": 0, "whole_run": True, **figures})
