@@ -14,7 +14,7 @@ from alloctune.results.records import DriverWork
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID
 from alloctune.sim.simulate import compiled_core_available, pack, simulate
-from alloctune.sim.steady import SteadyWindow
+from alloctune.sim.steady import SteadyWindow, steady_window
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
 
 pytestmark = pytest.mark.skipif(not compiled_core_available(),
@@ -50,7 +50,7 @@ def test_compiled_core_matches_python_on_shipped_traces(path):
     packed = pack(trace)
     for conf, device, budget, version, stop in cases(trace):
         kw = dict(budget_bytes=budget, overhead_bytes=trace.meta["overhead_bytes"], torch_version=version,
-                  stop_at_retry=stop)
+                  stop_at_retry=stop, window=steady_window(trace.meta))
         want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
         got = simulate(packed, AllocConf.parse(conf), device, core="compiled", **kw)
         assert got == want, f"{path.name} {conf or 'default'} device={device} budget={budget} {version} {stop}"
