@@ -16,6 +16,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 from dataclasses import asdict
 from types import ModuleType
@@ -96,8 +97,8 @@ def _measure(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, tot
     sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
     for i in range(warmup):   # every step once, as the job runs them
         step(i)
-        sampler.sample()
-    warm = timed_pass(step, measured, sync, after_step=sampler.sample)
+        sampler.step_done()
+    warm = timed_pass(step, measured, sync, after_step=sampler.step_done)
     memory = _memory(torch, sampler, workload["unit"])
     if spec.get("record_trace"):  # the trace covers what the peaks cover
         _dump_trace(torch, spec, out, memory, TrialState.OK.value, total, sampler)
@@ -138,6 +139,8 @@ def _dump_trace(torch: ModuleType, spec: dict, out: dict, measured: dict | None,
         "budget_bytes": spec.get("budget_bytes"),
         "measured": [dict(measured or {}, conf=spec["conf"], state=state,
                           effective_conf=out.get("effective_conf"))],
+        # where the steps ended, placed among the trace's entries by their time when it is loaded (sim/trace.py)
+        "step_ends_us": sampler.step_ends_us, "warmup_steps": int(spec["workload"]["warmup_steps"]),
     })
     with open(spec["record_trace"], "wb") as f:
         pickle.dump(snapshot, f)
@@ -159,6 +162,11 @@ class _DevicePeak:
     def __init__(self, torch: ModuleType, device: Any):
         self._torch, self.device = torch, device
         self.peak = self.overhead = 0
+        self.step_ends_us: list[int] = []   # Unix time in µs at each step's end, the clock of a trace's time_us
+
+    def step_done(self) -> None:
+        self.step_ends_us.append(time.time_ns() // 1000)
+        self.sample()
 
     def sample(self) -> None:
         free, total = self._torch.cuda.mem_get_info(self.device)

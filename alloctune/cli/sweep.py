@@ -9,6 +9,7 @@ from dataclasses import asdict, fields
 from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
+from ..report.tables import driver_phrase
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
@@ -344,6 +345,7 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
         what += f" on {record.node}" + (f" GPU {record.gpus}" if record.gpus else "")
     if record.state.value == "ok" and m:
         speed = f", {format_number(m.throughput)} {m.unit}/s" if m.throughput else ""
+        speed += f", {driver_phrase(m.driver_work)}" if m.driver_work else ""
         return f"  [green]ok[/] {escape(what)}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
     last = (record.error or "").strip().splitlines()
     return f"  [red]{record.state.value}[/] {escape(what)}: {escape(last[-1]) if last else ''}"   # a job's words

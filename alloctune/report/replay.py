@@ -11,11 +11,13 @@ from rich.text import Text
 
 from ..settings.grid import Skip
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
+from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from .layout import say
-from .tables import figures_table, in_unit, keep_columns, print_table, size_unit, whole_settings
+from .tables import (driver_caption, driver_cells, driver_headers, figures_table, in_unit, keep_columns, print_table, size_unit,
+                     whole_settings)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,6 +37,11 @@ class TraceReplay:
     memory_from: str              # where the device memory came from, in words
     budget_bytes: int | None
     warnings: list[str]
+
+    @property
+    def window(self) -> SteadyWindow | None:
+        """The steady steps the driver work is counted over; None: the whole run."""
+        return steady_window(self.trace.meta)
 
     @classmethod
     def ranked(cls, path: str, trace: Trace, outcomes: list[ReplayOutcome], capacities: list[Capacity | None],
@@ -80,7 +87,8 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     with_capacity = bool(r.rows) and r.rows[0][1] is not None
     caption = ("res. = peak reserved, alloc. = peak allocated"
                + (", GPU = measured on the GPU under these conditions" if r.measured else "")
-               + ("; fits from / no retry from: the smallest device memory" if with_capacity else ""))
+               + ("; fits from / no retry from: the smallest device memory" if with_capacity else "")
+               + f"; {driver_caption(None if r.window is None else r.window.steps)}")
     title = ("Simulated (replay): settings that fit, ranked by peak reserved"
              + ("; OOM = does not fit under this budget" if r.budget_bytes else "; OOM = does not fit on this device"))
 
@@ -104,7 +112,8 @@ def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
                      + [m.get("peak_reserved_bytes") for m in r.measured.values()]
                      + [c.no_retry_bytes for _, c in r.rows if c is not None])
     # Short headers (no word over 6 letters) keep the table within 100 columns; the caption spells them out.
-    headers = ["#", "setting", f"peak\nres.\n{unit[0]}", f"peak\nalloc.\n{unit[0]}", "res/\nalloc", "retry", "OOMs"]
+    headers = ["#", "setting", f"peak\nres.\n{unit[0]}", f"peak\nalloc.\n{unit[0]}", "res/\nalloc", "retry", "OOMs",
+               *driver_headers(r.window is None)]
     if r.measured:
         headers.append(f"GPU\nres.\n{unit[0]}")
     if with_capacity:
@@ -114,11 +123,12 @@ def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
         x = outcome.result
         mark = "-" if x is None else "[bold red]OOM[/]" if x.num_ooms else str(rank)
         if x is None:
-            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", ""]
+            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", "", "", ""]
         else:
             ratio = f"{x.peak_reserved_bytes / x.peak_allocated_bytes:.3f}" if x.peak_allocated_bytes else "-"
             cells = [mark, outcome.conf, in_unit(x.peak_reserved_bytes, unit), in_unit(x.peak_allocated_bytes, unit),
-                     ratio, str(x.num_alloc_retries), f"[red]{x.num_ooms}[/]" if x.num_ooms else "0"]
+                     ratio, str(x.num_alloc_retries), f"[red]{x.num_ooms}[/]" if x.num_ooms else "0",
+                     *driver_cells(x.driver_work)]
         if r.measured:
             cells.append(in_unit(r.measured.get(outcome.conf, {}).get("peak_reserved_bytes"), unit))
         if with_capacity:

@@ -11,7 +11,7 @@ from ..settings.conf import conf_label
 from ..sim.search import SearchResult
 from ..units import format_bytes
 from .layout import say
-from .tables import figures_table, natural_width, print_table
+from .tables import driver_caption, driver_cells, driver_headers, figures_table, natural_width, print_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,16 +44,21 @@ def print_front(console: Console, result: SearchResult, warnings: list[str]) -> 
 
 def front_table(result: SearchResult, with_setting: bool):
     """The front as a table: number, setting (unless `with_setting` is false), peak reserved, reserved/allocated,
-    retries, keys, and the change against the default."""
+    retries, the driver work predicted (per steady step, or over the run where the trace marks no steady step),
+    keys, and the change against the default."""
     default = result.default
+    works = [w for m in result.front if m.candidate.outcome.result and (w := m.candidate.outcome.result.driver_work)]
+    whole_run = any(w.whole_run for w in works)
     rows = []
     for n, member in enumerate(result.front, 1):
         c = member.candidate
         vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
               else "-")
         rows.append([str(n), *([conf_label(c.conf)] if with_setting else []), format_bytes(c.peak_reserved),
-                     f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries), str(c.keys), vs])
-    headers = ["#", *(["setting"] if with_setting else []), "peak\nreserved", "res/\nalloc", "retries", "keys",
-               "vs\ndefault"]
-    return figures_table(headers, rows, title="Pareto front: peak reserved, retries, keys",
+                     f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries),
+                     *driver_cells(c.outcome.result.driver_work if c.outcome.result else None), str(c.keys), vs])
+    headers = ["#", *(["setting"] if with_setting else []), "peak\nreserved", "res/\nalloc", "retries",
+               *driver_headers(whole_run), "keys", "vs\ndefault"]
+    caption = driver_caption(None if whole_run else works[0].steps) if works else None
+    return figures_table(headers, rows, title="Pareto front: peak reserved, retries, keys", caption=caption,
                          setting=1 if with_setting else None, column={0: {"justify": "right"}})

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from ..results.records import DriverWork
+
 EMPTY = ("", "-")
 FIGURE = {"justify": "right", "no_wrap": True}   # a column of figures: right-aligned, never broken
 
@@ -107,3 +109,32 @@ def size_unit(values: Iterable[int | None]) -> tuple[str, int]:
 
 def in_unit(value: int | None, unit: tuple[str, int]) -> str:
     return "-" if value is None else f"{value / unit[1]:,.2f}"
+
+
+def driver_headers(whole_run: bool) -> list[str]:
+    """The two columns of the driver work a replay predicts (results.records.DriverWork): its driver calls and its
+    waits for the device, per steady step, or over the whole run where the trace marks no steady step."""
+    per = "run" if whole_run else "step"
+    return [f"driver\ncalls\n/{per}", f"syncs\n/{per}"]
+
+
+def driver_caption(steps: int | None) -> str:
+    """What those columns count, in words: per steady step of `steps`, or (None) over the whole run."""
+    what = "driver calls (cudaMalloc, cudaFree, page maps and unmaps) and syncs (waits for the device) predicted"
+    if steps is None:
+        return f"{what} over the whole run: the trace marks no steady step"
+    return f"{what} per steady step ({steps} after the warm-up)"
+
+
+def driver_cells(work: DriverWork | None) -> list[str]:
+    return ["-", "-"] if work is None else [_count(work.calls), _count(work.syncs)]
+
+
+def _count(value: float) -> str:
+    return "0" if value == 0 else f"{value:.2f}" if value < 10 else f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def driver_phrase(work: DriverWork) -> str:
+    """The driver work predicted for one replayed trial, in a line of progress."""
+    per = "over the run" if work.whole_run else "a step"
+    return f"predicted {_count(work.calls)} driver calls, {_count(work.syncs)} syncs {per}"

@@ -179,9 +179,14 @@ class DriverWork:
     map_bytes: PerStep = 0.0
     unmaps: PerStep = 0.0                 # page ranges unmapped (cuMemUnmap, after a device synchronisation)
     unmap_bytes: PerStep = 0.0
-    syncs: PerStep = 0.0                  # device-wide synchronisations (cudaFree, unmap, the retry path)
+    # device-wide synchronisations: each release (empty_cache, the retry path, an oversize release, a GC pass that
+    # freed) waits for the device once, however many cudaFree / unmap calls it then makes
+    syncs: PerStep = 0.0
     alloc_retries: PerStep = 0.0          # the free-everything-and-retry path taken
     gc_passes: PerStep = 0.0              # garbage-collection passes that released cached blocks
+    # True: the trace marks no steady step (no step marks, or none after the warm-up); `steps` is 0 and the
+    # figures are the whole run's totals, start-up and teardown included
+    whole_run: bool = False
 
     @classmethod
     def from_json(cls, data: object, where: str = "driver work") -> "DriverWork":
@@ -231,6 +236,9 @@ class Measurement:
     # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of
     # the process that peaked; [] when asked but the job ended before step K; None when not asked.
     growth_samples: GrowthSamples | None = None
+    # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
+    # records from before it was counted.
+    driver_work: DriverWork | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":

@@ -3,8 +3,8 @@ does with each optimizer step, each call that --step-on names and each `alloctun
 
 Per process, `Counter` counts each source: every optimizer (by object), the --step-on calls, the marks. At the
 end of step `warmup` of each counted source it synchronises the devices the process used and takes the timed
-window's start; every step keeps the host's time of its end (`last`). The source it follows, for the --steps
-window and the growth samples, is the first of ThroughputSource's order that has steps: the marks, then the calls when
+window's start; every step keeps the host's time of its end (`last`), and its Unix time (`step_ends_us`: where a
+recorded trace's steps end). The source it follows, for the --steps window, the growth samples and those step ends, is the first of ThroughputSource's order that has steps: the marks, then the calls when
 --step-on names some, else the optimizer that stepped most (`leader`: ties go to the first seen; a GAN's two
 optimizers step alike and the first is followed). On the followed source's steps:
 
@@ -20,7 +20,7 @@ rank that had gone. The warm-up is at least one step: a window starts at the end
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence, TypeVar
 
 from ..results.records import ThroughputSource
@@ -55,6 +55,7 @@ class _Source:
     start: float | None = None
     last: float | None = None
     end: float | None = None
+    ends_us: list[int] = field(default_factory=list)   # Unix time in µs at the end of each step
 
 
 Counted = TypeVar("Counted", _Source, StepCount)
@@ -80,6 +81,7 @@ class Counter:
         self.optimizers: dict[int, _Source] = {}  # id(optimizer) -> its source
         self.calls: _Source | None = None
         self.marks = 0
+        self.mark_ends_us: list[int] = []
         self.at_80: int | None = None
         self.window_reserved: list[int] | None = None
         self.growth_samples: list[list[int]] = []
@@ -99,6 +101,7 @@ class Counter:
     def mark(self) -> None:
         """An alloctune.step() mark (runtime/steps.py keeps its time and units)."""
         self.marks += 1
+        self.mark_ends_us.append(time.time_ns() // 1000)
         if self._watching:
             self._progress(self.marks, None)
 
@@ -107,6 +110,14 @@ class Counter:
         without CUDA), the end of every source whose window did not end."""
         return [StepCount(s.source, s.name, s.count, self.warmup, s.start, s.last,
                           s.end if s.end is not None else synced) for s in self.sources]
+
+    def step_ends_us(self) -> list[int]:
+        """The Unix time in µs at the end of each step of the source followed: the clock of a trace's `time_us`,
+        so that a recording can say where among its entries the steps ended."""
+        followed = self._followed()
+        if isinstance(followed, str):
+            return list(self.mark_ends_us)
+        return [] if followed is None else list(followed.ends_us)
 
     @property
     def _watching(self) -> bool:
@@ -119,6 +130,7 @@ class Counter:
     def _count(self, source: _Source) -> None:
         source.count += 1
         source.last = time.perf_counter()
+        source.ends_us.append(time.time_ns() // 1000)
         if source.count == self.warmup:
             source.start = self.job.synced()
         if self._watching and self._followed() is source:

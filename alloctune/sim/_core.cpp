@@ -8,7 +8,8 @@
 //
 // Entry point: simulate(kinds, addrs, sizes, streams, device_memory, overhead, allowed (-1: none), max_split,
 // non_split_rounding, large_segment, divisions (16 ints), divisions_one_rounds_512, expandable, gc_threshold,
-// stop_at_retry) -> (counters (allocator.COUNTERS order), ignored_frees, first_oom, first_retry, replayed).
+// stop_at_retry[, marks]) -> (counters (allocator.COUNTERS order), ignored_frees, first_oom, first_retry, replayed,
+// [allocator.DRIVER_COUNTERS at each mark reached]).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -264,6 +265,14 @@ class Allocator {
   u64 reserved = 0, reserved_peak = 0, allocated = 0, allocated_peak = 0, requested = 0, requested_peak = 0;
   u64 segments = 0, segments_peak = 0, num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0;
   u64 num_device_free = 0, num_sync_all_streams = 0;
+  // the driver calls behind those, and the waits for the device (allocator.py's comments say what each counts)
+  u64 cuda_mallocs = 0, cuda_malloc_bytes = 0, cuda_frees = 0, cuda_free_bytes = 0, maps = 0, map_bytes = 0;
+  u64 unmaps = 0, unmap_bytes = 0, syncs = 0, gc_passes = 0;
+  // allocator.DRIVER_COUNTERS, in its order
+  std::vector<u64> driver_counters() const {
+    return {cuda_mallocs, cuda_malloc_bytes, cuda_frees,   cuda_free_bytes,   maps,     map_bytes,
+            unmaps,       unmap_bytes,       syncs,        num_alloc_retries, gc_passes};
+  }
 
   Block* malloc(u64 size, i64 stream) {
     u64 rsize = round_size(size);
@@ -287,6 +296,8 @@ class Allocator {
     }
     return alloc_found_block(block, pool, size, rsize);
   }
+
+  void empty_cache() { release_cached_blocks(); }
 
   void free(Block* block) {
     block->allocated = false;
@@ -438,6 +449,8 @@ class Allocator {
     if (reserved + c_.overhead + alloc_size > c_.device_memory) return nullptr;
     Block* block = new_block(va_.take(alloc_size), alloc_size, pool, nullptr, true);
     grow_reserved(alloc_size);
+    cuda_mallocs += 1;
+    cuda_malloc_bytes += alloc_size;
     segments += 1;
     if (segments > segments_peak) segments_peak = segments;
     return block;
@@ -454,6 +467,8 @@ class Allocator {
     reserved -= block->size;
     segments -= 1;
     num_device_free += 1;
+    cuda_frees += 1;
+    cuda_free_bytes += block->size;
     delete_block(block);
   }
 
@@ -465,6 +480,7 @@ class Allocator {
     if (it != blocks.end()) {
       Block* block = blocks.at(it);
       blocks.remove(it);
+      syncs += 1;
       release_block(block);
       return true;
     }
@@ -476,11 +492,13 @@ class Allocator {
       it = blocks.take(it);
       release_block(block);
     }
+    if (released > 0) syncs += 1;
     return released >= want;
   }
 
   void release_cached_blocks() {
     num_sync_all_streams += 1;
+    syncs += 1;
     for (auto* pools : {&large_pools_, &small_pools_}) {
       for (auto& pool : *pools) {
         BlockSet& blocks = pool->blocks;
@@ -537,6 +555,10 @@ class Allocator {
         }
       }
       candidates.swap(kept);
+    }
+    if (reclaimed > 0) {
+      gc_passes += 1;
+      syncs += 1;
     }
   }
 
@@ -607,6 +629,8 @@ class Allocator {
     }
     pool->blocks.insert(block);
     grow_reserved(mapped);
+    maps += 1;
+    map_bytes += mapped;
     return block;
   }
 
@@ -656,6 +680,8 @@ class Allocator {
     }
     reserved -= length;
     num_device_free += 1;
+    unmaps += 1;
+    unmap_bytes += length;
     if (!hole->is_split()) {
       pool->unmapped.erase(hole);
       delete_block(hole);
@@ -737,20 +763,38 @@ class LiveBlocks {
   i64 limit_;
 };
 
+// Marks: event indices in order, none past the trace's end (`n`); the replay takes the driver counters as it
+// reaches each one (before replaying that event; `n`: at the end).
+bool read_marks(PyObject* obj, Py_ssize_t n, std::vector<i64>* marks) {
+  Column column;
+  if (!column.open(obj, "marks must be a sequence")) return false;
+  for (Py_ssize_t i = 0; i < column.size; ++i) {
+    i64 mark;
+    if (!column.get(i, &mark)) return false;
+    if (mark < 0 || mark > n || (!marks->empty() && mark < marks->back())) {
+      PyErr_SetString(PyExc_ValueError, "marks must be event indices in order, within the trace");
+      return false;
+    }
+    marks->push_back(mark);
+  }
+  return true;
+}
+
 // The trace's four columns by position, then the setting by name: the fields of sim/config.py's AllocatorConfig
-// (all but its label; `allowed` None for no limit), and whether to stop at the first release-and-retry.
+// (all but its label; `allowed` None for no limit), whether to stop at the first release-and-retry, and the marks.
 PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"kinds", "addrs", "sizes", "streams", "device_memory", "overhead", "allowed",
                                 "max_split", "non_split_rounding", "large_segment", "divisions",
-                                "divisions_one_rounds_512", "expandable", "gc_threshold", "stop_at_retry", nullptr};
-  PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *allowed_obj, *divisions_obj;
+                                "divisions_one_rounds_512", "expandable", "gc_threshold", "stop_at_retry", "marks",
+                                nullptr};
+  PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *allowed_obj, *divisions_obj, *marks_obj;
   unsigned long long device_memory, overhead, max_split, non_split_rounding, large_segment;
   int rounds_512, expandable, stop_at_retry;
   double gc_threshold;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOppdp", const_cast<char**>(names), &kinds_obj,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOppdpO", const_cast<char**>(names), &kinds_obj,
                                    &addrs_obj, &sizes_obj, &streams_obj, &device_memory, &overhead, &allowed_obj,
                                    &max_split, &non_split_rounding, &large_segment, &divisions_obj, &rounds_512,
-                                   &expandable, &gc_threshold, &stop_at_retry))
+                                   &expandable, &gc_threshold, &stop_at_retry, &marks_obj))
     return nullptr;
   Config c{};
   c.device_memory = device_memory;
@@ -787,6 +831,10 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
 
+  std::vector<i64> marks;
+  if (!read_marks(marks_obj, n, &marks)) return nullptr;
+  std::vector<std::vector<u64>> at_marks;  // the driver counters at each mark the replay reached
+
   i64 ignored = 0, first_oom = -1, first_retry = -1, replayed = 0;
   std::unique_ptr<Allocator> alloc_owner;
   // The loop, for a way of reading a column's item i (false: a Python error is set). Instantiated twice, so
@@ -794,7 +842,14 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
   auto replay_all = [&](auto get) -> bool {
     Allocator& alloc = *alloc_owner;
     LiveBlocks live(static_cast<i64>(n) + 1024);
+    size_t next_mark = 0;
+    bool stopped = false;
+    auto reach = [&](i64 i) {  // the counters at every mark before event i
+      for (; next_mark < marks.size() && marks[next_mark] == i; ++next_mark)
+        at_marks.push_back(alloc.driver_counters());
+    };
     for (Py_ssize_t i = 0; i < n; ++i) {
+      reach(i);
       i64 kind, addr;
       if (!get(kinds, i, &kind) || !get(addrs, i, &addr)) return false;
       replayed = i + 1;
@@ -814,20 +869,25 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
           first_retry = i;
           if (stop_at_retry) {
             if (block == nullptr) first_oom = i;
+            stopped = true;
             break;
           }
         }
         if (block == nullptr) {
           first_oom = i;
+          stopped = true;
           break;
         }
         live.put(addr, block);
-      } else {
+      } else if (kind == 1) {
         Block* block = live.pop(addr);
         if (block == nullptr) ++ignored;
         else alloc.free(block);
+      } else {
+        alloc.empty_cache();
       }
     }
+    if (!stopped) reach(n);
     return true;
   };
   try {
@@ -843,11 +903,21 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   Allocator& a = *alloc_owner;
-  return Py_BuildValue("(KKKKKKKKKKKKK)LLLL", a.reserved, a.reserved_peak, a.allocated, a.allocated_peak,
-                       a.requested, a.requested_peak, a.segments, a.segments_peak, a.num_alloc_retries, a.num_ooms,
-                       a.num_device_alloc, a.num_device_free, a.num_sync_all_streams, static_cast<long long>(ignored),
+  PyObject* reached = PyList_New(0);
+  for (const auto& counters : at_marks) {
+    PyObject* row = PyTuple_New(static_cast<Py_ssize_t>(counters.size()));
+    for (size_t k = 0; k < counters.size(); ++k)
+      PyTuple_SET_ITEM(row, static_cast<Py_ssize_t>(k), PyLong_FromUnsignedLongLong(counters[k]));
+    PyList_Append(reached, row);
+    Py_DECREF(row);
+  }
+  return Py_BuildValue("(KKKKKKKKKKKKKKKKKKKKKKK)LLLLN", a.reserved, a.reserved_peak, a.allocated,
+                       a.allocated_peak, a.requested, a.requested_peak, a.segments, a.segments_peak,
+                       a.num_alloc_retries, a.num_ooms, a.num_device_alloc, a.num_device_free, a.num_sync_all_streams,
+                       a.cuda_mallocs, a.cuda_malloc_bytes, a.cuda_frees, a.cuda_free_bytes, a.maps, a.map_bytes,
+                       a.unmaps, a.unmap_bytes, a.syncs, a.gc_passes, static_cast<long long>(ignored),
                        static_cast<long long>(first_oom), static_cast<long long>(first_retry),
-                       static_cast<long long>(replayed));
+                       static_cast<long long>(replayed), reached);
 }
 
 PyMethodDef methods[] = {

@@ -68,6 +68,9 @@ class Allocator(Segments):
         self.requested = self.requested_peak = 0
         self.num_alloc_retries = self.num_ooms = 0
         self.num_sync_all_streams = 0
+        # waits for the device: a run of cudaFree / unmap calls with no work queued between them waits once
+        # (the release of every cached segment, an oversize release or a GC pass that freed something)
+        self.syncs = self.gc_passes = 0   # gc_passes: those that released a block
 
     # ---------------------------------------------------------------- requests
 
@@ -231,6 +234,8 @@ class Allocator(Segments):
         block = Block(self._va.take(alloc_size), alloc_size, pool)
         self._blocks[block.addr] = block
         self._grow_reserved(alloc_size)
+        self.cuda_mallocs += 1
+        self.cuda_malloc_bytes += alloc_size
         self.segments += 1
         if self.segments > self.segments_peak:
             self.segments_peak = self.segments
@@ -245,6 +250,7 @@ class Allocator(Segments):
         keys = pool.blocks
         i = bisect_left(keys, want << KEY_SHIFT)
         if i < len(keys):
+            self.syncs += 1
             self._release_cached_key(keys, i)
             return True
         released = 0
@@ -252,6 +258,7 @@ class Allocator(Segments):
             i -= 1
             released += keys[i] >> KEY_SHIFT
             self._release_cached_key(keys, i)
+        self.syncs += released > 0
         return released >= want
 
     def _release_cached_key(self, keys: list[int], i: int) -> None:
@@ -262,6 +269,7 @@ class Allocator(Segments):
     def release_cached_blocks(self) -> None:
         """What empty_cache and the last retry do: free every whole cached segment, unmap free pages."""
         self.num_sync_all_streams += 1
+        self.syncs += 1
         for pool in [*self._large_pools.values(), *self._small_pools.values()]:
             if self.expandable:
                 for key in list(pool.blocks):
@@ -311,6 +319,9 @@ class Allocator(Segments):
                 else:
                     kept.append(block)
             candidates = kept
+        if reclaimed:
+            self.gc_passes += 1
+            self.syncs += 1
 
     # ---------------------------------------------------------------- statistics
 
@@ -319,10 +330,14 @@ class Allocator(Segments):
         return memory_stats([getattr(self, name) for name in COUNTERS], self.max_split)
 
 
+# The driver work (results.records.DriverWork's figures, in its order) as the allocator counts it: counter names.
+DRIVER_COUNTERS = ("cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free_bytes", "maps", "map_bytes",
+                   "unmaps", "unmap_bytes", "syncs", "num_alloc_retries", "gc_passes")
 # The allocator's counters, in the order the compiled core returns them.
 COUNTERS = ("reserved", "reserved_peak", "allocated", "allocated_peak", "requested", "requested_peak",
             "segments", "segments_peak", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
-            "num_sync_all_streams")
+            "num_sync_all_streams", "cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free_bytes", "maps",
+            "map_bytes", "unmaps", "unmap_bytes", "syncs", "gc_passes")
 
 
 def memory_stats(counters: list[int], max_split: int) -> dict:

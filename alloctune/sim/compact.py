@@ -20,7 +20,8 @@ from ..units import format_bytes
 from .limits import MAX_EVENTS
 
 FORMAT = "alloctune-trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: empty_cache events (kind 2), which an alloctune that reads version 1 could not replay
+READ_VERSIONS = (1, 2)
 XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_HEADER_BYTES = 64 * 2**20
 ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}   # in file order
@@ -50,9 +51,9 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
         raise TraceError(f"{where!r} is truncated or corrupt ({shown(str(exc))})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise TraceError(f"{where!r} is an xz file but not an alloctune trace (no '{FORMAT}' header)")
-    if header.get("version") != FORMAT_VERSION:
+    if header.get("version") not in READ_VERSIONS:
         raise TraceError(f"{where!r} is alloctune trace format version {shown(header.get('version'))}; this "
-                         f"alloctune reads version {FORMAT_VERSION} only")
+                         f"alloctune reads versions {', '.join(map(str, READ_VERSIONS))} only")
     try:
         layout = [(name, *header["arrays"][name]) for name in ARRAYS]
         if not all(dtype == ARRAYS[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
@@ -62,7 +63,7 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
         if (longest := max(counts.values())) > MAX_EVENTS:   # said from the header, before anything is inflated
             raise TraceError(f"{where!r}: the header announces arrays of {longest:,} events, more than the "
                              f"{MAX_EVENTS:,} alloctune replays")
-        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] != counts["kinds"]:
+        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] > counts["kinds"]:
             raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")
         body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from ..errors import ConfError
@@ -42,6 +42,7 @@ from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes
 from .config import allocator_config
 from .simulate import SimResult, pack, simulate
+from .steady import SteadyWindow, steady_window
 from .trace import Trace
 
 DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
@@ -89,7 +90,7 @@ class ReplayOutcome:
         return Measurement(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
                            peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
                            num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc,
-                           num_device_free=r.num_device_free)
+                           num_device_free=r.num_device_free, driver_work=r.driver_work)
 
     def to_json(self) -> dict:
         out: dict = {"conf": self.conf, "simulated": self.simulated}
@@ -100,7 +101,8 @@ class ReplayOutcome:
         out.update(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
                    peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
                    num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc, num_device_free=r.num_device_free,
-                   first_oom_index=r.first_oom_index)
+                   first_oom_index=r.first_oom_index,
+                   driver_work=None if r.driver_work is None else asdict(r.driver_work))
         return out
 
 
@@ -125,10 +127,12 @@ def replay(trace: Trace, confs: Sequence[AllocConf | str], device_memory: int, *
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
     (memory the CUDA context held outside the allocator), else DEFAULT_OVERHEAD. `torch_version` (whose
     allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores. A single
-    setting may be given as a string."""
+    setting may be given as a string. Each result counts the driver work per steady step of the trace
+    (`steady.py`), or over the whole run where it marks none."""
     confs = [confs] if isinstance(confs, str) else confs   # not its characters, one setting each
     version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
-    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version)
+    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version,
+                 window=steady_window(trace.meta))
     return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs, progress)
 
 
@@ -171,6 +175,7 @@ class _Args:
     overhead_bytes: int
     torch_version: str
     granularity: int = GRANULARITY
+    window: SteadyWindow | None = None   # the steady steps replay counts the driver work over
 
 
 def _parse(conf: AllocConf | str) -> AllocConf:
@@ -199,7 +204,7 @@ def _not_simulated(conf: AllocConf) -> str | None:
 
 def _simulate(ops: Any, conf: AllocConf, device_memory: int, args: _Args, stop_at_retry: bool = False) -> SimResult:
     return simulate(ops, conf, device_memory, budget_bytes=args.budget_bytes, overhead_bytes=args.overhead_bytes,
-                    torch_version=args.torch_version, stop_at_retry=stop_at_retry)
+                    torch_version=args.torch_version, stop_at_retry=stop_at_retry, window=args.window)
 
 
 def _replay_one(ops: Any, conf: AllocConf, args: _Args) -> ReplayOutcome:

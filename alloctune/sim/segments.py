@@ -23,6 +23,10 @@ class Segments:
         self.reserved = self.reserved_peak = 0
         self.segments = self.segments_peak = 0
         self.num_device_alloc = self.num_device_free = 0
+        # the driver calls behind those (DriverWork's figures): cudaMalloc and cudaFree of whole segments, and the
+        # page ranges of expandable segments mapped and unmapped, each with its bytes
+        self.cuda_mallocs = self.cuda_malloc_bytes = self.cuda_frees = self.cuda_free_bytes = 0
+        self.maps = self.map_bytes = self.unmaps = self.unmap_bytes = 0
 
     def _grow_reserved(self, size: int) -> None:
         self.reserved += size
@@ -37,6 +41,8 @@ class Segments:
         self.reserved -= block.size
         self.segments -= 1
         self.num_device_free += 1
+        self.cuda_frees += 1
+        self.cuda_free_bytes += block.size
 
     def _absorb_next(self, lo: Block, hi: Block) -> None:
         """Merge `hi` into `lo`, its lower neighbour; the caller keeps the pool lists right."""
@@ -119,6 +125,8 @@ class Segments:
             self._absorb_next(block, nxt)
         insort(pool.blocks, block.key)  # no GC age: GC skips expandable blocks
         self._grow_reserved(mapped)
+        self.maps += 1
+        self.map_bytes += mapped
         return block
 
     def unmap_block(self, block: Block) -> None:
@@ -168,6 +176,8 @@ class Segments:
             self._absorb_next(hole, nxt)
         self.reserved -= length
         self.num_device_free += 1
+        self.unmaps += 1
+        self.unmap_bytes += length
         if not hole.is_split():
             del unmapped[bisect_left(unmapped, hole.addr)]
             del self._blocks[hole.addr]

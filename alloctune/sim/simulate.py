@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, fields
-from itertools import count
+from itertools import count, islice
 from typing import Any, Literal
 
 import numpy as np
 
+from ..results.records import DriverWork
 from ..settings.conf import AllocConf
-from .allocator import Allocator, memory_stats
+from .allocator import DRIVER_COUNTERS, Allocator, memory_stats
 from .config import AllocatorConfig, allocator_config
+from .steady import SteadyWindow, per_step, whole_run
 
 try:
     from . import _core  # type: ignore[attr-defined]
@@ -81,6 +83,9 @@ class SimResult:
     stats: dict
     first_retry_index: int | None = None  # index of the first op that needed a release-and-retry
     events_replayed: int = 0              # ops replayed: all of them unless an OOM (or stop_at_retry) ended it
+    # per steady step of the `window` asked for, else over the whole run; None when the replay ended early (an
+    # OOM, or stop_at_retry)
+    driver_work: DriverWork | None = None
 
 
 def compiled_core_available() -> bool:
@@ -97,24 +102,28 @@ def core_notice() -> str | None:
 
 def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
              overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
-             core: Core = "auto") -> SimResult:
-    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free), .addrs, .sizes, .streams) under `conf`.
+             core: Core = "auto", window: SteadyWindow | None = None) -> SimResult:
+    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache), .addrs, .sizes, .streams) under
+    `conf`.
 
     A trace address names the block allocated under it until it is freed. A free of an address that is not
     live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
-    compiled or the Python core; "auto" takes the compiled one when it is available.
+    compiled or the Python core; "auto" takes the compiled one when it is available. `window`: the steady steps
+    the driver work is counted over (`steady.steady_window`); None: the whole run.
     """
     config = allocator_config(conf, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                               torch_version=torch_version)
     if core == "compiled" and _core is None:
         raise RuntimeError(core_notice())
+    if window is not None and not 0 <= window.start <= window.end <= len(ops.kinds):
+        raise ValueError(f"steady window {window} is not within the {len(ops.kinds)} events")
     if core != "python" and _core is not None and _fits_compiled(config):
         try:
-            return _simulate_compiled(ops, config, stop_at_retry)
+            return _simulate_compiled(ops, config, stop_at_retry, window)
         except OverflowError:  # a size beyond 64-bit arithmetic: the Python core has no such limit
             if core == "compiled":
                 raise
-    return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry)
+    return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry, window)
 
 
 def _fits_compiled(c: AllocatorConfig) -> bool:
@@ -127,7 +136,7 @@ def _as_list(seq: Any) -> Any:
 
 
 def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_bytes: int | None,
-                     torch_version: str, stop_at_retry: bool) -> SimResult:
+                     torch_version: str, stop_at_retry: bool, window: SteadyWindow | None) -> SimResult:
     alloc = Allocator(conf, config.device_memory, budget_bytes=budget_bytes, overhead_bytes=config.overhead,
                       torch_version=torch_version)
     malloc, free = alloc.malloc_block, alloc.free_block  # blocks, not handles: no lookup of the handle on free
@@ -135,45 +144,68 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
     pop = live.pop
     ignored = replayed = 0
     first_oom = first_retry = None
+    at_marks: list[list[int]] = []
     ops_iter = zip(count(1), _as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
-    for replayed, kind, addr, size, stream in ops_iter:
-        if kind == 0:
-            block = malloc(size, stream)
-            if first_retry is None and alloc.num_alloc_retries:
-                first_retry = replayed - 1
-                if stop_at_retry:
-                    if block is None:
-                        first_oom = first_retry
+    # The events in pieces that end at the window's marks, where the driver counters are read.
+    bounds = [] if window is None else [window.start, window.end]
+    for bound in [*bounds, len(ops.kinds)]:
+        for replayed, kind, addr, size, stream in islice(ops_iter, bound - replayed):
+            if kind == 0:
+                block = malloc(size, stream)
+                if first_retry is None and alloc.num_alloc_retries:
+                    first_retry = replayed - 1
+                    if stop_at_retry:
+                        if block is None:
+                            first_oom = first_retry
+                        break
+                if block is None:
+                    first_oom = replayed - 1
                     break
-            if block is None:
-                first_oom = replayed - 1
-                break
-            live[addr] = block
-        else:
-            block = pop(addr, None)
-            if block is None:
-                ignored += 1
+                live[addr] = block
+            elif kind == 1:
+                block = pop(addr, None)
+                if block is None:
+                    ignored += 1
+                else:
+                    free(block)
             else:
-                free(block)
+                alloc.empty_cache()
+        else:
+            at_marks.append([getattr(alloc, name) for name in DRIVER_COUNTERS])
+            continue
+        break
     stats = alloc.stats()
     stats["ignored_frees"] = ignored
-    return _result(config, stats, first_oom, first_retry, replayed)
+    return _result(config, stats, first_oom, first_retry, replayed, _driver_work(window, stats, at_marks))
 
 
-def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool) -> SimResult:
+def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool, window: SteadyWindow | None) -> SimResult:
     columns = (ops.kinds, ops.addrs, ops.sizes, ops.streams)
     if not isinstance(ops, PackedOps):  # lists, or arrays of any dtype: read as Python ints
         columns = tuple(_as_list(c) for c in columns)
+    end = len(columns[0])
+    marks = [end] if window is None else [window.start, window.end, end]
     setting = {f.name: getattr(c, f.name) for f in fields(c) if f.name != "label"}   # the core's named fields
-    counters, ignored, first_oom, first_retry, replayed = _core.simulate(*columns, stop_at_retry=stop_at_retry,
-                                                                         **setting)
+    counters, ignored, first_oom, first_retry, replayed, at_marks = _core.simulate(
+        *columns, stop_at_retry=stop_at_retry, marks=marks, **setting)
     stats = memory_stats(counters, c.max_split)
     stats["ignored_frees"] = ignored
-    return _result(c, stats, None if first_oom < 0 else first_oom, None if first_retry < 0 else first_retry, replayed)
+    return _result(c, stats, None if first_oom < 0 else first_oom, None if first_retry < 0 else first_retry, replayed,
+                   _driver_work(window, stats, at_marks))
+
+
+def _driver_work(window: SteadyWindow | None, stats: dict, at_marks: list) -> DriverWork | None:
+    """The driver work from the counters read at the window's marks and at the end of the trace (the last one
+    read only when the replay got to the end)."""
+    if len(at_marks) < (1 if window is None else 3):
+        return None
+    if window is None:
+        return whole_run(at_marks[0])
+    return per_step(at_marks[0], at_marks[1], window.steps)
 
 
 def _result(c: AllocatorConfig, stats: dict, first_oom: int | None, first_retry: int | None,
-            replayed: int) -> SimResult:
+            replayed: int, driver_work: DriverWork | None) -> SimResult:
     return SimResult(
         conf=c.label,
         peak_reserved_bytes=stats["reserved_bytes.all.peak"],
@@ -187,4 +219,5 @@ def _result(c: AllocatorConfig, stats: dict, first_oom: int | None, first_retry:
         stats=stats,
         first_retry_index=first_retry,
         events_replayed=replayed,
+        driver_work=driver_work,
     )

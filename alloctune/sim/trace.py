@@ -3,7 +3,8 @@
 A `Trace` is the sequence of requests the caching allocator saw on one device, as parallel lists
 (`kinds`, `addrs`, `sizes`, `streams`) that the simulator reads directly:
 
-- `kinds[i]` is `ALLOC` (0) or `FREE` (1).
+- `kinds[i]` is `ALLOC` (0), `FREE` (1) or `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
+  that is told from the allocator's own releases; its addr is -1, its size 0).
 - `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free
   carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
   itself, and ids cannot be confused when the recorded run reused an address.
@@ -16,9 +17,11 @@ A `Trace` is the sequence of requests the caching allocator saw on one device, a
 `meta` keys that replay reads when present: `torch_version` (the simulator follows that version's behaviour),
 `device_total_bytes` (the recording GPU's memory: replay's default device memory), `overhead_bytes` (what the
 CUDA context held outside the allocator), `measured` (a list of {conf, peak_reserved_bytes,
-peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes), `allocator_settings`, `env`.
-Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end` and
-`warnings` (a list of strings to show the user).
+peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes), `allocator_settings`, `env`,
+`step_ends` and `warmup_steps` (the steps the driver work per steady step is counted over: `steady.py`).
+Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end`,
+`empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`) and `warnings` (a list of strings to show
+the user).
 
 Two file formats, told apart by content, not by name:
 
@@ -29,7 +32,7 @@ Two file formats, told apart by content, not by name:
 2. **The compact format** (`save_trace`; the bytes are `compact.py`'s): an xz stream holding one JSON header
    line followed by little-endian arrays: event kinds, the sizes and stream indexes of the allocations, and for
    each free how many allocations back its block was made; a million events take a few MB. An unknown format
-   name or version is refused.
+   name or version is refused (version 2 added empty_cache events; version 1 files read as they were).
 
 What loading does with the awkward parts of real traces, on purpose:
 
@@ -39,15 +42,10 @@ What loading does with the awkward parts of real traces, on purpose:
 - several devices: the one with allocations is taken; if several have them, `device=` must choose, else
   `TraceError` listing them.
 - several streams: kept, one index each (the simulator pools per stream).
-- a free of a block the trace never allocated (recording started mid-run, or the ring buffer of
-  `max_entries` wrapped): dropped; counted in `meta["dropped_frees"]` / `meta["dropped_free_bytes"]`, with
-  a warning, since memory that was live before the recording is missing from the replay.
-- a block is returned to its pool at `free_completed`, not `free_requested` (a `record_stream`ed block waits
-  for other streams); `segment_*`, `snapshot` and unknown actions are not requests and are skipped.
-- `oom` entries (no `addr`; the request failed, so nothing was allocated): counted in
-  `meta["recorded_ooms"]`. When allocations follow an OOM the program caught it and went on, so what it
-  asked for depended on free memory: `meta["warnings"]` says the trace looks allocation-order dependent.
-  The same warning is given when `meta["measured"]` holds an `alloc_digest` (see `alloc_digest`) from a run
+- a snapshot's entries (frees of blocks from before the recording, OOMs, releases of the cache, step ends):
+  `entries.py`.
+- When allocations follow an OOM the program caught it and went on, so what it asked for depended on free
+  memory: `meta["warnings"]` says the trace looks allocation-order dependent. The same warning is given when `meta["measured"]` holds an `alloc_digest` (see `alloc_digest`) from a run
   under another setting whose allocation sequence differs from this trace's.
 """
 from __future__ import annotations
@@ -55,19 +53,17 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
 from ..errors import TraceError, shown
 from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
-from ..units import MAX_SIZE, format_bytes
 from .compact import XZ_MAGIC, read_compact, write_compact
-from .limits import MAX_EVENTS, open_trace
+from .entries import ALLOC, EMPTY_CACHE, FREE, INT64, ORDER_DEPENDENT, from_entries, is_int  # the event kinds here too
+from .limits import open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
-
-ALLOC, FREE = 0, 1
 
 
 
@@ -87,7 +83,7 @@ class Trace:
 
     @property
     def num_allocs(self) -> int:
-        return len(self.kinds) - sum(self.kinds)
+        return int(np.count_nonzero(np.asarray(self.kinds) == ALLOC))
 
     @property
     def warnings(self) -> list[str]:
@@ -122,6 +118,8 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
         else:
             raise TraceError(f"{where!r} is neither a PyTorch memory snapshot (pickle) nor an "
                              f"alloctune trace (xz): it starts with {head!r}")
+    if (ends := trace.meta.get("step_ends")) and ends[-1] > len(trace):
+        raise TraceError(f"{where!r} is corrupt: its step ends run past its {len(trace)} events")
     _check_order_dependence(trace)
     return trace
 
@@ -157,99 +155,15 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
         meta.setdefault("allocator_settings", snapshot["allocator_settings"])
-    return _from_entries(traces[device], device, meta, where)
-
-
-def _from_entries(entries: list[dict], device: int, meta: dict, where: str) -> Trace:
-    kinds: list[int] = []
-    addrs: list[int] = []
-    sizes: list[int] = []
-    streams: list[int] = []
-    live: dict[int, int] = {}           # recorded address -> allocation id
-    alloc_size: list[int] = []          # per allocation id
-    alloc_stream: list[int] = []
-    stream_keys: dict[tuple, int] = {}  # (stream, *pool_id) -> index
-    dropped = dropped_bytes = ooms = 0
-    allocs_after_oom = False
-    for n, e in enumerate(entries):
-        action = e.get("action")
-        if action not in ("alloc", "free_completed", "oom"):
-            continue
-        size, addr = e.get("size"), e.get("addr")
-        if not _is_int(size, 0, MAX_SIZE) or (action != "oom" and not _is_int(addr, -_INT64, _INT64 - 1)):
-            needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
-            raise _bad_entry(where, n, action, needs, e)
-        if action == "oom":  # the request failed: nothing was allocated
-            ooms += 1
-            continue
-        if action == "alloc":
-            assert isinstance(addr, int)  # checked above for every action but 'oom'
-            if addr in live:
-                raise TraceError(f"{where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
-                                 f"(allocated earlier and never freed): the trace is corrupt")
-            allocs_after_oom |= ooms > 0
-            pool = e.get("pool_id") or (0, 0)
-            key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
-            if not all(_is_int(k, -_INT64, _INT64 - 1) for k in key):
-                raise _bad_entry(where, n, action, "an integer 'stream' and 'pool_id'", e)
-            stream = stream_keys.setdefault(key, len(stream_keys))
-            ident = len(alloc_size)
-            live[addr] = ident
-            alloc_size.append(size)
-            alloc_stream.append(stream)
-            event = (ALLOC, ident, size, stream)
-        else:
-            assert isinstance(addr, int)
-            freed = live.pop(addr, None)
-            if freed is None:  # allocated before the recording started
-                dropped += 1
-                dropped_bytes += size
-                continue
-            event = (FREE, freed, alloc_size[freed], alloc_stream[freed])
-        if len(kinds) == MAX_EVENTS:
-            raise TraceError(f"{where!r} holds more than {MAX_EVENTS:,} allocation events, the most alloctune "
-                             f"replays")
-        for column, value in zip((kinds, addrs, sizes, streams), event):
-            column.append(value)
-    meta = {**meta, "streams": [list(k) for k in stream_keys], "dropped_frees": dropped,
-            "dropped_free_bytes": dropped_bytes, "recorded_ooms": ooms, "live_at_end": len(live)}
-    return Trace(kinds, addrs, sizes, streams, device, dict(meta, warnings=_entry_warnings(meta, allocs_after_oom)))
-
-
-def _bad_entry(where: str, n: int, action: str, needs: str, entry: dict) -> TraceError:
-    return TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(entry, 200)}")
-
-
-def _entry_warnings(meta: dict, allocs_after_oom: bool) -> list[str]:
-    """The trace's warnings, with what reading its entries found: frees of blocks from before the recording, and
-    allocations after an OOM (then what was asked for depended on what was free)."""
-    warnings = list(meta.get("warnings", []))
-    if meta["dropped_frees"]:
-        warnings.append(f"{meta['dropped_frees']} frees of blocks allocated before the recording started were dropped "
-                        f"({format_bytes(meta['dropped_free_bytes'])} live before the trace are missing from the "
-                        f"replay)")
-    if allocs_after_oom:
-        warnings.append(_ORDER_DEPENDENT + f": the recorded run hit {meta['recorded_ooms']} OOM(s) and went on "
-                        f"allocating")
-    return warnings
-
-
-_INT64 = 1 << 63
-
-
-def _is_int(value: object, low: int, high: int) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-
-
-_ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
-                    "so a replay under other settings may not match them")
+    columns, meta = from_entries(traces[device], meta, where)
+    return Trace(*columns, device, meta)
 
 
 def _check_order_dependence(trace: Trace) -> None:
     """Warn (in meta) when runs measured under other settings asked for a different allocation sequence."""
     digests = {m.get("alloc_digest") for m in trace.meta.get("measured", []) if m.get("alloc_digest")}
     if digests and digests != {alloc_digest(trace)}:
-        warning = _ORDER_DEPENDENT + ": runs measured under other settings made different allocations"
+        warning = ORDER_DEPENDENT + ": runs measured under other settings made different allocations"
         if warning not in trace.warnings:
             trace.meta["warnings"] = [*trace.warnings, warning]
 
@@ -261,8 +175,8 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     kinds = np.asarray(trace.kinds, dtype=np.uint8)
     if len({len(trace.kinds), len(trace.addrs), len(trace.sizes), len(trace.streams)}) != 1:
         raise TraceError("trace lists kinds, addrs, sizes and streams must have the same length")
-    if kinds.size and kinds.max() > FREE:
-        raise TraceError(f"trace kinds must be {ALLOC} (alloc) or {FREE} (free)")
+    if kinds.size and kinds.max() > EMPTY_CACHE:
+        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free) or {EMPTY_CACHE} (empty_cache)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
     alloc_sizes: list[int] = []
     alloc_streams: list[int] = []
@@ -274,7 +188,7 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
             live[addr] = len(alloc_sizes)
             alloc_sizes.append(trace.sizes[i])
             alloc_streams.append(trace.streams[i])
-        else:
+        elif kind == FREE:
             ident = live.pop(addr, None)
             if ident is None:
                 raise TraceError(f"trace event {i} frees {addr}, which is not live")
@@ -287,7 +201,7 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
 def _load_compact(head: bytes, compressed, where: str) -> Trace:
     header, arrays = read_compact(head, compressed, where)
     try:
-        if not isinstance(header["meta"], dict) or not _is_int(header["device"], 0, _INT64):
+        if not isinstance(header["meta"], dict) or not is_int(header["device"], 0, INT64):
             raise ValueError("'meta' must be an object and 'device' an integer")
         check_plain(header["meta"], "meta")
         return _decode(arrays, header["device"], _checked_meta(header["meta"]))
@@ -319,7 +233,8 @@ class MeasuredRun:
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
     "torch_version": (str,), "device_total_bytes": (int,), "overhead_bytes": (int,), "measured": (list,),
-    "warnings": (list,), "env": (dict,), "workload_hash": (str,)}
+    "warnings": (list,), "env": (dict,), "workload_hash": (str,), "step_ends": (list,), "step_ends_us": (list,),
+    "warmup_steps": (int,)}
 
 
 def _checked_meta(meta: dict) -> dict:
@@ -335,25 +250,31 @@ def _checked_meta(meta: dict) -> dict:
         from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
+    for key in ("step_ends", "step_ends_us"):
+        marks = meta.get(key) or []
+        if not all(is_int(m, 0, INT64 - 1) for m in marks) or marks != sorted(marks):
+            raise ValueError(f"meta {key!r} must be integers >= 0 in order, got {shown(marks)}")
     return meta
 
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
     kinds, sizes, streams, back = arrays["kinds"], arrays["sizes"], arrays["streams"], arrays["frees"]
-    is_alloc = kinds == ALLOC
-    if kinds.size and kinds.max() > FREE:
-        raise ValueError("event kinds other than alloc and free")
-    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or kinds.size - sizes.size != back.size:
+    is_alloc, is_free = kinds == ALLOC, kinds == FREE
+    if kinds.size and kinds.max() > EMPTY_CACHE:
+        raise ValueError("event kinds other than alloc, free and empty_cache")
+    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size:
         raise ValueError("array lengths do not agree with the event kinds")
     if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
         raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
     if not sizes.size:
         raise ValueError("no allocations")
     allocs_before = np.cumsum(is_alloc)  # at event i: allocations made up to and including i
-    ids = np.empty(kinds.size, dtype=np.int64)
+    ids = np.full(kinds.size, -1, dtype=np.int64)   # an empty_cache names no allocation
     ids[is_alloc] = np.arange(sizes.size)
-    freed = allocs_before[~is_alloc] - 1 - back
+    freed = allocs_before[is_free] - 1 - back
     if freed.size and (freed.min() < 0 or back.min() < 0 or np.unique(freed).size != freed.size):
         raise ValueError("a free names an allocation that does not exist or was already freed")
-    ids[~is_alloc] = freed
-    return Trace(kinds.tolist(), ids.tolist(), sizes[ids].tolist(), streams[ids].tolist(), device, meta)
+    ids[is_free] = freed
+    named = ids >= 0
+    return Trace(kinds.tolist(), ids.tolist(), np.where(named, sizes[ids], 0).tolist(),
+                 np.where(named, streams[ids], 0).tolist(), device, meta)

@@ -42,3 +42,33 @@ def test_rows_with_ooms_are_marked_and_the_title_says_so():
     fitting = next(line for line in text.splitlines() if "expandable_segments:True" in line)
     assert fitting.split()[0] == "1"
 
+
+
+def test_driver_work_per_steady_step_is_shown_and_in_the_json(tmp_path):
+    """A trace whose step i allocates (60 + 10 i) MiB: the default cudaMallocs once a steady step (80-110 MiB in
+    steps 2-5); without step marks the same trace is counted over the whole run, and the table says so."""
+    from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+
+    MiB = 2**20
+    sizes = [s for i in range(6) for s in [(60 + 10 * i) * MiB] * 2]
+    marked = Trace([ALLOC, FREE] * 6, [i // 2 for i in range(12)], sizes, [0] * 12,
+                   meta={"step_ends": list(range(2, 13, 2)), "warmup_steps": 2})
+    save_trace(marked, tmp_path / "marked.xz")
+    save_trace(Trace(marked.kinds, marked.addrs, sizes, marked.streams), tmp_path / "unmarked.xz")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+
+    def run(name, *args):
+        proc = subprocess.run([sys.executable, "-m", "alloctune", "replay", str(tmp_path / name), "--conf", "default",
+                               *args], capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    (row,) = [r for r in json.loads(run("marked.xz", "--json"))["results"] if r["conf"] == "default"]
+    assert row["driver_work"] == {"steps": 4, "device_allocs": 1.0, "device_alloc_bytes": 95.0 * MiB,
+                                  **{k: 0.0 for k in ("device_frees", "device_free_bytes", "maps", "map_bytes",
+                                                      "unmaps", "unmap_bytes", "syncs", "alloc_retries",
+                                                      "gc_passes")}, "whole_run": False}
+    text = " ".join(run("marked.xz").split())
+    assert "/step" in text and "predicted per steady step (4 after the warm-up)" in text
+    text = " ".join(run("unmarked.xz").split())
+    assert "/run" in text and "/step" not in text and "predicted over the whole run: the trace marks no steady step" in text

@@ -3,6 +3,8 @@ which source it follows, where the timed window starts, the growth samples, the 
 readings, and the end itself. The same counter in real processes is tests/trial/test_window.py."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from alloctune.results.records import ThroughputSource
@@ -166,3 +168,20 @@ def test_marks_come_first_then_step_on_calls_then_optimizers():
 def test_leader():
     counts = [StepCount(ThroughputSource.OPTIMIZER_STEPS, name, n, 1) for name, n in (("a", 3), ("b", 5), ("c", 5))]
     assert leader(counts).name == "b" and leader([]) is None
+
+
+def test_step_ends_are_the_followed_sources_in_unix_microseconds():
+    """What a recording keeps to place the steps among its entries (whose time_us is Unix time in µs): the end of
+    each step of the source followed, the optimizer that stepped most, then the marks once there are any."""
+    before = time.time_ns() // 1000
+    counter = Counter(Job(), warmup=1)
+    sgd, adam = SGD(), Adam()
+    counter.optimizer_step(sgd)
+    for _ in range(3):
+        counter.optimizer_step(adam)
+    ends = counter.step_ends_us()
+    assert len(ends) == 3 and ends == sorted(ends) and before <= ends[0] <= time.time_ns() // 1000
+    assert ends == counter.optimizers[id(adam)].ends_us
+    counter.mark()
+    assert counter.step_ends_us() == counter.mark_ends_us and len(counter.mark_ends_us) == 1
+    assert Counter(Job(), warmup=1).step_ends_us() == []

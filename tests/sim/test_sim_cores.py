@@ -4,13 +4,17 @@ recording GPU, under budgets where GC acts, and on devices small enough to force
 from __future__ import annotations
 
 import random
+from collections import Counter
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
 
+from alloctune.results.records import DriverWork
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID
 from alloctune.sim.simulate import compiled_core_available, pack, simulate
+from alloctune.sim.steady import SteadyWindow, steady_window
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
 
 pytestmark = pytest.mark.skipif(not compiled_core_available(),
@@ -46,7 +50,7 @@ def test_compiled_core_matches_python_on_shipped_traces(path):
     packed = pack(trace)
     for conf, device, budget, version, stop in cases(trace):
         kw = dict(budget_bytes=budget, overhead_bytes=trace.meta["overhead_bytes"], torch_version=version,
-                  stop_at_retry=stop)
+                  stop_at_retry=stop, window=steady_window(trace.meta))
         want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
         got = simulate(packed, AllocConf.parse(conf), device, core="compiled", **kw)
         assert got == want, f"{path.name} {conf or 'default'} device={device} budget={budget} {version} {stop}"
@@ -73,12 +77,34 @@ def random_trace(events: int, seed: int) -> Trace:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_compiled_core_matches_python_on_random_traces(seed):
+    """Every field, the driver work per step of a window included; every kind of driver work happens in some case,
+    so that each of its counters is compared."""
     trace = random_trace(4000, seed)
+    seen: Counter = Counter()
+    # a little above the most ever live: retries and GC passes in a replay that runs to its end
+    tight = simulate(trace, AllocConf.parse(""), 1 << 40).peak_requested_bytes * 11 // 10 + (300 << 20)
     for conf in GRID + MORE + ["max_split_size_mb:40,garbage_collection_threshold:0.5",
                                "roundup_power2_divisions:[64:8,128:2,>:1]",
                                "expandable_segments:True,large_segment_size_mb:40"]:
-        for device, budget in ((1 << 40, None), (3 << 30, None), (4 << 30, 2 << 30), (1 << 30, None)):
-            kw = dict(budget_bytes=budget, overhead_bytes=300 << 20)
-            want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
-            got = simulate(trace, AllocConf.parse(conf), device, core="compiled", **kw)
-            assert got == want, f"seed {seed} {conf or 'default'} device={device} budget={budget}"
+        for device, budget in ((1 << 40, None), (3 << 30, None), (4 << 30, 2 << 30), (1 << 30, None),
+                               (tight, None), (tight, tight - (300 << 20))):
+            for window in (None, SteadyWindow(seed * 100, 4000 - seed * 300, 7)):
+                kw = dict(budget_bytes=budget, overhead_bytes=300 << 20, window=window)
+                want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
+                got = simulate(trace, AllocConf.parse(conf), device, core="compiled", **kw)
+                assert got == want, f"seed {seed} {conf or 'default'} device={device} budget={budget} {window}"
+                if want.driver_work is not None:
+                    seen.update(k for k, v in asdict(want.driver_work).items() if v)
+    assert set(seen) >= {f.name for f in fields(DriverWork)} - {"steps", "whole_run"}, seen
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_driver_work_window_at_the_trace_ends(core):
+    """A window from the first event to the last counts everything; one past the end is refused."""
+    trace = random_trace(500, 1)
+    whole = simulate(trace, AllocConf.parse(""), 1 << 40, core=core).driver_work
+    window = simulate(trace, AllocConf.parse(""), 1 << 40, core=core, window=SteadyWindow(0, 500, 5)).driver_work
+    assert whole is not None and whole.whole_run and whole.device_allocs > 0
+    assert window is not None and window.steps == 5 and window.device_allocs == whole.device_allocs / 5
+    with pytest.raises(ValueError):
+        simulate(trace, AllocConf.parse(""), 1 << 40, core=core, window=SteadyWindow(0, 501, 5))

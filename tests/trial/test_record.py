@@ -45,6 +45,10 @@ def test_record_workload_and_command_on_the_gpu(tmp_path):
     trace = record_workload(ROOT / "workloads" / "transformer-varlen.yaml", tmp_path / "t.xz", preset="tiny")
     assert trace.num_allocs > 0 and trace.meta["measured"][0]["peak_reserved_bytes"] > 0
     assert load_trace(tmp_path / "t.xz").kinds == trace.kinds
+    # the tiny preset's 1 + 3 steps, placed among the events by time: each step allocates
+    ends = load_trace(tmp_path / "t.xz").meta["step_ends"]
+    assert len(ends) == 4 and 0 < ends[0] < ends[1] < ends[2] < ends[3] <= len(trace)
+    assert trace.meta["warmup_steps"] == 1
     script = tmp_path / "job.py"
     script.write_text("import torch\nx = [torch.empty(2**20 * n, device='cuda') for n in (1, 3, 5)]\ndel x\n")
     ((path, env_trace),) = record_command([sys.executable, str(script)], tmp_path / "job.pickle")

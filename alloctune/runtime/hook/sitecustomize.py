@@ -328,8 +328,11 @@ def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
 
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
+    counter = _state.counter
     snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
-                                       lambda device: torch.cuda.get_device_properties(device).name)
+                                       lambda device: torch.cuda.get_device_properties(device).name,
+                                       counter.step_ends_us() if counter is not None else [],
+                                       counter.warmup if counter is not None else None)
     write_file(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 

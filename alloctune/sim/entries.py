@@ -1,0 +1,171 @@
+"""A PyTorch snapshot's trace entries of one device as a trace's events (`trace.Trace`'s columns and meta).
+
+- `alloc` and `free_completed` are the requests (a block returns to its pool at `free_completed`, not
+  `free_requested`: a `record_stream`ed block waits for other streams); allocations are numbered in order and a
+  free names the allocation it returns. A free of a block allocated before the recording started is dropped and
+  counted (`dropped_frees`, `dropped_free_bytes`, with a warning).
+- `oom` (no `addr`: nothing was allocated) is counted (`recorded_ooms`); allocations after one make the trace
+  allocation-order dependent (a warning).
+- A run of `segment_free` / `segment_unmap` entries is a release of cached memory. The job's own call
+  (`torch.cuda.empty_cache()`, its own or a library's) becomes an `EMPTY_CACHE` event, which the replay performs
+  under every setting; a release the allocator made by itself inside a request (garbage collection, the oversize
+  release, the retry before an OOM) does not, since the replay makes those itself. The allocator releases by itself
+  only inside a request that needs new memory, so a release followed by anything but new memory for the next
+  request (a segment or pages, or an OOM) is a call; one followed by new memory is a call only where the
+  recording's settings (`allocator_settings`) neither collect garbage nor release oversize blocks. A retry on a full
+  device, followed by new memory, would also be taken for a call there; an `empty_cache` that found nothing cached
+  to release leaves no entry, and is not replayed.
+- Step ends: `meta["step_ends_us"]` (the Unix time in µs the start-up hook or the trial child noted at the end of
+  each step) become `meta["step_ends"]`, placed among the events by their entries' `time_us` (the same clock):
+  `step_ends[k]` is the number of events up to the end of step k.
+- `segment_alloc`, `segment_map`, `snapshot` and unknown actions are not requests and are skipped.
+"""
+from __future__ import annotations
+
+from typing import TypeGuard
+
+import numpy as np
+
+from ..errors import TraceError, shown
+from ..units import MAX_SIZE, format_bytes
+from .limits import MAX_EVENTS
+
+ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
+INT64 = 1 << 63
+ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
+                   "so a replay under other settings may not match them")
+_RELEASES = ("segment_free", "segment_unmap")
+_NEW_MEMORY = ("segment_alloc", "segment_map")
+
+
+def is_int(value: object, low: int, high: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+class _Events:
+    """The events read so far, and what reading the entries found."""
+
+    def __init__(self, where: str, settings_release: bool):
+        self.where = where
+        self.columns: Columns = ([], [], [], [])
+        self.times: list = []                   # each event's entry's time_us
+        self.live: dict[int, int] = {}          # recorded address -> allocation id
+        self.alloc_size: list[int] = []         # per allocation id
+        self.alloc_stream: list[int] = []
+        self.stream_keys: dict[tuple, int] = {}  # (stream, *pool_id) -> index
+        self.dropped = self.dropped_bytes = self.ooms = self.empty_caches = 0
+        self.allocs_after_oom = False
+        self.settings_release = settings_release   # the recording's allocator may release inside a request
+        self.released: dict | None = None           # the first entry of a release not yet told apart
+        self.then_new_memory = False                # new memory came after that release
+
+    def entry(self, n: int, e: dict) -> None:
+        action = e.get("action")
+        if action in _RELEASES:
+            self.released = self.released or e
+        elif action in _NEW_MEMORY:
+            self.then_new_memory |= self.released is not None
+        elif action in ("alloc", "free_completed", "oom"):
+            self.request(n, e, action)
+
+    def request(self, n: int, e: dict, action: str) -> None:
+        size, addr = e.get("size"), e.get("addr")
+        if not is_int(size, 0, MAX_SIZE) or (action != "oom" and not is_int(addr, -INT64, INT64 - 1)):
+            needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
+            raise _bad_entry(self.where, n, action, needs, e)
+        self.end_release(action == "oom" or self.then_new_memory and self.settings_release)
+        if action == "oom":  # the request failed: nothing was allocated
+            self.ooms += 1
+        elif action == "alloc":
+            assert isinstance(addr, int)
+            self.alloc(n, e, size, addr)
+        else:
+            assert isinstance(addr, int)
+            freed = self.live.pop(addr, None)
+            if freed is None:  # allocated before the recording started
+                self.dropped += 1
+                self.dropped_bytes += size
+            else:
+                self.add((FREE, freed, self.alloc_size[freed], self.alloc_stream[freed]), e)
+
+    def alloc(self, n: int, e: dict, size: int, addr: int) -> None:
+        if addr in self.live:
+            raise TraceError(f"{self.where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
+                             f"(allocated earlier and never freed): the trace is corrupt")
+        self.allocs_after_oom |= self.ooms > 0
+        pool = e.get("pool_id") or (0, 0)
+        key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
+        if not all(is_int(k, -INT64, INT64 - 1) for k in key):
+            raise _bad_entry(self.where, n, "alloc", "an integer 'stream' and 'pool_id'", e)
+        stream = self.stream_keys.setdefault(key, len(self.stream_keys))
+        ident = len(self.alloc_size)
+        self.live[addr] = ident
+        self.alloc_size.append(size)
+        self.alloc_stream.append(stream)
+        self.add((ALLOC, ident, size, stream), e)
+
+    def end_release(self, own: bool) -> None:
+        """A request (or the end) after a release: the release becomes the job's empty_cache unless `own`."""
+        released, self.released, self.then_new_memory = self.released, None, False
+        if released is not None and not own:
+            self.empty_caches += 1
+            self.add((EMPTY_CACHE, -1, 0, 0), released)
+
+    def add(self, event: tuple[int, int, int, int], e: dict) -> None:
+        if len(self.times) == MAX_EVENTS:
+            raise TraceError(f"{self.where!r} holds more than {MAX_EVENTS:,} allocation events, the most "
+                             f"alloctune replays")
+        for column, value in zip(self.columns, event):
+            column.append(value)
+        self.times.append(e.get("time_us"))
+
+
+Columns = tuple[list[int], list[int], list[int], list[int]]   # kinds, addrs, sizes, streams
+
+
+def from_entries(entries: list[dict], meta: dict, where: str) -> tuple[Columns, dict]:
+    """The events of `entries` (kinds, addrs, sizes, streams) and `meta` with what reading them found."""
+    events = _Events(where, _settings_release(meta.get("allocator_settings")))
+    for n, e in enumerate(entries):
+        events.entry(n, e)
+    events.end_release(events.then_new_memory and events.settings_release)
+    meta = {**_placed_steps(meta, events.times), "streams": [list(k) for k in events.stream_keys],
+            "dropped_frees": events.dropped, "dropped_free_bytes": events.dropped_bytes,
+            "recorded_ooms": events.ooms, "live_at_end": len(events.live), "empty_cache_calls": events.empty_caches}
+    return events.columns, dict(meta, warnings=_entry_warnings(meta, events.allocs_after_oom))
+
+
+def _settings_release(settings: object) -> bool:
+    """Whether the recording's allocator settings let it release cached memory inside a request by itself (garbage
+    collection, the oversize release); True when the snapshot does not say."""
+    if not isinstance(settings, dict):
+        return True
+    return bool(settings.get("garbage_collection_threshold")) or settings.get("max_split_size") not in (-1, None)
+
+
+def _placed_steps(meta: dict, times: list) -> dict:
+    """`meta` with `step_ends_us` placed among the events as `step_ends`; entries without a time (torch before 2.1)
+    place nothing."""
+    ends_us = meta.pop("step_ends_us", None)
+    if not ends_us or not all(is_int(t, 0, INT64 - 1) for t in times):
+        return meta
+    clock = np.maximum.accumulate(np.asarray(times, dtype=np.int64)) if times else np.zeros(0, dtype=np.int64)
+    return {**meta, "step_ends": np.searchsorted(clock, np.asarray(ends_us), side="right").tolist()}
+
+
+def _bad_entry(where: str, n: int, action: str, needs: str, entry: dict) -> TraceError:
+    return TraceError(f"{where!r}: trace entry {n} ({action}) needs {needs}, got {shown(entry, 200)}")
+
+
+def _entry_warnings(meta: dict, allocs_after_oom: bool) -> list[str]:
+    """The trace's warnings, with what reading its entries found: frees of blocks from before the recording, and
+    allocations after an OOM (then what was asked for depended on what was free)."""
+    warnings = list(meta.get("warnings", []))
+    if meta["dropped_frees"]:
+        warnings.append(f"{meta['dropped_frees']} frees of blocks allocated before the recording started were dropped "
+                        f"({format_bytes(meta['dropped_free_bytes'])} live before the trace are missing from the "
+                        f"replay)")
+    if allocs_after_oom:
+        warnings.append(ORDER_DEPENDENT + f": the recorded run hit {meta['recorded_ooms']} OOM(s) and went on "
+                        f"allocating")
+    return warnings
