@@ -7,9 +7,10 @@ growing) is read in pieces and refused as soon as it passes the limit. So `/dev/
 file cost at most the limit, never all memory. A FIFO without a writer waits for one, as every reader of a pipe
 does.
 
-Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, which is
-then renamed over it, so a reader never sees half a file and a full disk leaves the old file as it was, and no
-temporary file behind. A symbolic link at the target is replaced, never written through: the file it points to,
+Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
+flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
+cannot be encoded or a crash leave the old file as it was, and no temporary file behind. Every file alloctune writes
+for the user (exports, traces, a results folder's files) is written so. A symbolic link at the target is replaced, never written through: the file it points to,
 perhaps outside the results folder, is left untouched, and a warning says so.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -110,13 +112,36 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
                 f.write(content)
             else:
                 content(f)
+            f.flush()
+            os.fsync(f.fileno())   # the bytes on the disk before the name points at them
         if os.path.islink(path):
             warnings.warn(f"{path} was a symbolic link to {os.readlink(path)}: replaced it with the file itself, "
                           f"leaving what it pointed to as it was")
         os.replace(tmp, path)
+        _sync_folder(folder or ".")
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def copy_whole(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Copy the file `source` to `path` as `write_file` writes (whole or not at all), in pieces."""
+    with open(source, "rb") as f:
+        write_file(path, lambda out: shutil.copyfileobj(f, out, _PIECE))
+
+
+def _sync_folder(folder: str) -> None:
+    """The rename itself on the disk, where the file system lets a folder be synced."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
+from ..files import copy_whole
 from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
 from ..results.typed import from_json
@@ -201,7 +201,7 @@ def keep_traces(procs: str, processes: list[ProcessReport], target: str) -> None
     hybrid sweep replays each, as the ranks of one job differ (each draws its own data: on the H200 the rank that
     peaked changed with the setting) and the job fits only where every rank fits."""
     for trace, path in traced(procs, processes, Path(target)):
-        shutil.move(trace, path)
+        copy_whole(trace, path)   # whole or not at all, also from a temporary folder on another file system
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
