@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
 from ..files import write_file
@@ -21,7 +20,7 @@ from ..settings.conf import canonical
 from ..units import plural
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
-from .typed import from_json, load_json
+from .typed import checked_text, from_json, load_json
 
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
@@ -212,8 +211,14 @@ class ChoiceFile:
         return asdict(self)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    write_file(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+def sweep_text(info: SweepInfo, where: str = SWEEP_FILE) -> str:
+    """sweep.json's text for `info`, once read back as `ResultsFolder.info` reads it (ResultsError for a value it
+    would refuse): a sweep checks it before it creates its folder."""
+    return _json_text(info.to_json(), SweepInfo.from_json, where)
+
+
+def _json_text(data: dict[str, Any], read: Callable[[Any, str], object], where: str) -> str:
+    return checked_text(data, read, where, indent=2, sort_keys=True) + "\n"
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -273,7 +278,8 @@ class ResultsFolder:
         return folder
 
     def write_info(self, info: SweepInfo) -> None:
-        _write_json(self.path / SWEEP_FILE, info.to_json())
+        path = self.path / SWEEP_FILE
+        write_file(path, sweep_text(info, str(path)))
 
     def info(self) -> SweepInfo:
         if not self.path.is_dir():
@@ -285,7 +291,8 @@ class ResultsFolder:
         return self.store.load()
 
     def write_choice(self, choices: Iterable[ChoiceRecord]) -> None:
-        _write_json(self.path / CHOICE_FILE, ChoiceFile(tuple(choices)).to_json())
+        path = self.path / CHOICE_FILE
+        write_file(path, _json_text(ChoiceFile(tuple(choices)).to_json(), _read_choices, str(path)))
 
     def has_choice(self) -> bool:
         """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
@@ -297,7 +304,11 @@ class ResultsFolder:
         if not self.has_choice():
             raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
                                f"run the sweep again to resume it")
-        return list(from_json(ChoiceFile, _read_json(path, "choice"), str(path)).choices)
+        return list(_read_choices(_read_json(path, "choice"), str(path)).choices)
+
+
+def _read_choices(data: object, where: str) -> ChoiceFile:
+    return from_json(ChoiceFile, data, where)
 
 
 def find_results(path: str | os.PathLike) -> list[ResultsFolder]:

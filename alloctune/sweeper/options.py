@@ -14,7 +14,7 @@ from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS
 from ..errors import OptionError
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import DEFAULT_MAX_SLOWDOWN, Backend, TrialRecord
-from ..units import parse_budget
+from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
 
@@ -116,8 +116,9 @@ class SweepOptions:
         return self.backend
 
     def _check_rounds(self) -> None:
-        if not self.auto and (not _whole(self.repeats) or int(self.repeats) < 1):
-            raise OptionError("repeats", "{repeats} must be 'auto' or at least 1, got {got!r}", got=self.repeats)
+        if not self.auto and not (_whole(self.repeats) and 1 <= int(self.repeats) <= MAX_INT):
+            raise OptionError("repeats", "{repeats} must be 'auto' or a whole number from 1 to {most}, got {got!r}",
+                              most=MAX_INT_TEXT, got=self.repeats)
         if self.auto:
             _at_least("max_repeats", self.max_repeats, MIN_ROUNDS)
         if self.time_budget_s is not None and not (_finite(self.time_budget_s) and self.time_budget_s > 0):
@@ -226,8 +227,10 @@ def _member(name: str, kind: type[enum.Enum], value: object) -> Any:
 
 
 def _at_least(name: str, value: object, least: int) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-        raise OptionError(name, "{%s} must be at least {least}, got {got!r}" % name, least=least, got=value)
+    """A whole number from `least` to MAX_INT (64 bits: what sweep.json holds)."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_INT):
+        raise OptionError(name, "{%s} must be a whole number from {least} to {most}, got {got!r}" % name,
+                          least=least, most=MAX_INT_TEXT, got=value)
 
 
 def _whole(value: object) -> bool:

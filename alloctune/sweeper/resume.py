@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo
+from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo, sweep_text
 from .options import SweepOptions
 
 
@@ -16,7 +16,8 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
                 held: contextlib.ExitStack) -> ResultsFolder:
     """The folder for the sweep `info` describes, its lock held in `held`: a folder another sweep is writing is
     refused. An `out` that holds files but no sweep is the user's own folder: refused before anything is written
-    there."""
+    there. So is a sweep whose sweep.json would not read back, before any folder exists."""
+    sweep_text(info)
     if options.out is not None:
         folder = ResultsFolder(options.out)
         if not (folder.path / "sweep.json").exists() and (theirs := _not_ours(folder.path)):

@@ -40,7 +40,8 @@ from typing import Sequence
 from ..errors import AlloctuneError, ResultsError
 from ..files import copy_whole
 from ..processes import kill_group, spawn_group, temp_folder
-from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
+from ..results.records import (Measurement, ThroughputSource, TrialRecord, TrialState, process_row,
+                               is_rate)
 from ..results.typed import from_json
 from ..runtime.oom import is_oom_text, oom_line
 from ..workload.command import CommandSpec, is_python
@@ -214,7 +215,8 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
                   features=run.features)
     if error:
         return TrialRecord(state=TrialState.CRASHED, error=error, **common)
-    measurement = _measurement(devices, timing(run, command, task.workload), run.processes) if devices else None
+    timed = timing(run, command, task.workload)
+    measurement = _measurement(devices, timed, run.processes) if devices else None
     oom = next((p.oom_message for p in run.processes if p.oom_message), None)
     if oom is None and (any(d.num_ooms for d in devices) or (run.returncode and is_oom_text(tail))):
         oom = oom_line(tail) or "out of memory (torch counted an OOM)"
@@ -233,7 +235,7 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     if not cuda:
         return TrialRecord(state=TrialState.CRASHED, error=f"{NOTHING_TO_MEASURE}: the command ran and exited 0, "
                            f"but no Python process of it initialised CUDA through torch", **common)
-    return TrialRecord(state=TrialState.OK, measurement=measurement, **common)
+    return TrialRecord(state=TrialState.OK, measurement=measurement, error=timed.problem, **common)
 
 
 def _after_window(processes: list[ProcessReport]) -> str:
@@ -264,11 +266,22 @@ class Timing:
     seconds: float | None      # the longest window measured
     steps: int | None          # steps in it
     source: ThroughputSource
+    problem: str | None = None   # why the figure the job gave is no throughput (then `throughput` is None)
 
 
 def timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
     """The one place that decides where a command's throughput comes from: the first of ThroughputSource's
-    order that the run gives (a --metric-regex, when given, even if it matched nothing)."""
+    order that the run gives (a --metric-regex, when given, even if it matched nothing). A figure that is no
+    throughput (`is_rate`: -5 from a regex, negative units of alloctune.step, inf) is left out, and why is kept
+    (the trial's `error`): the trial stays one its folder reads back."""
+    timed = _timing(run, command, workload)
+    if timed.throughput is None or is_rate(timed.throughput):
+        return timed
+    return replace(timed, throughput=None, problem=f"no throughput: {timed.source} gave {timed.throughput!r} "
+                                                   f"{timed.unit}/s (expected a finite number above 0)")
+
+
+def _timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
     unit = workload["unit"]
     named = unit if unit != "runs" else None   # "runs" is what a command without --unit counts
     if command.metric_regex:
