@@ -114,11 +114,8 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
                 content(f)
             f.flush()
             os.fsync(f.fileno())   # the bytes on the disk before the name points at them
-        if os.path.islink(path):
-            warnings.warn(f"{path} was a symbolic link to {os.readlink(path)}: replaced it with the file itself, "
-                          f"leaving what it pointed to as it was")
-        os.replace(tmp, path)
-        _sync_folder(folder or ".")
+        put_in_place(tmp, path)
+        sync_folder(folder or ".")
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -127,14 +124,23 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         raise
 
 
+def put_in_place(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename the file `source` over `path`. A symbolic link at `path` is replaced, never written through: what it
+    points to is left as it was, and a warning says so."""
+    if os.path.islink(path):
+        warnings.warn(f"{os.fspath(path)} was a symbolic link to {os.readlink(path)}: replaced it with the file "
+                      f"itself, leaving what it pointed to as it was")
+    os.replace(source, path)
+
+
 def copy_whole(source: str | os.PathLike, path: str | os.PathLike) -> None:
     """Copy the file `source` to `path` as `write_file` writes (whole or not at all), in pieces."""
     with open(source, "rb") as f:
         write_file(path, lambda out: shutil.copyfileobj(f, out, _PIECE))
 
 
-def _sync_folder(folder: str) -> None:
-    """The rename itself on the disk, where the file system lets a folder be synced."""
+def sync_folder(folder: str | os.PathLike) -> None:
+    """Renames in `folder` on the disk, where the file system lets a folder be synced."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:

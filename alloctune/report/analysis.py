@@ -14,7 +14,7 @@ from ..decide.precision import precision
 from ..decide.safety import target_torch
 from ..decide.summary import SettingResult, summarize_settings
 from ..files import write_file
-from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp
+from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder, RunnerUp
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
@@ -22,14 +22,14 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
     sweep) best.env. `max_slowdown`: instead of the sweep's own (sweep.json keeps what was asked; the override
     lives with the decision, in choice.json)."""
-    with folder.lock():  # not while a sweep writes the folder
+    with folder.together():  # not while a sweep writes the folder; its files change together or not at all
         return _analyze(folder, max_slowdown)
 
 
 def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice]]:
     # matplotlib and rich load when a folder is written, not when the sweeper imports this module
     from .export import provenance, render, standing
-    from .plot import plot_pareto
+    from .plot import PLOT_FILE, plot_pareto
     from .summary import write_summary
 
     info = folder.info()
@@ -44,14 +44,14 @@ def _analyze(folder: ResultsFolder, max_slowdown: float | None) -> tuple[list[Se
     records = [choice_record(c) for c in choices]
     folder.write_choice(records)
     write_summary(folder, info, settings, choices)
-    plot_pareto(settings, choices, folder.path / "plot.png")
+    plot_pareto(settings, choices, folder.file(PLOT_FILE))
     best = next((c for c in standing(records) if c.conf is not None), None)   # what `export` takes
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
     # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
     if best is not None and best.complete:
-        write_file(folder.path / "best.env", render(best, "env", provenance(folder, info, best)))
+        write_file(folder.file(BEST_FILE), render(best, "env", provenance(folder, info, best)))
     else:
-        (folder.path / "best.env").unlink(missing_ok=True)
+        folder.remove(BEST_FILE)
     return settings, choices
 
 

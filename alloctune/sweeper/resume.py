@@ -63,12 +63,14 @@ def _not_ours(path: Path) -> list[str]:
 
 
 def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
-    """`folder`, its writer lock held until `held` closes."""
+    """`folder`, its writer lock held until `held` closes, and a decision a killed report left half written
+    finished (`settle`)."""
     try:
         held.enter_context(folder.lock())
     except FolderBusy as busy:   # another sweep writes the folder: this one can go elsewhere
         raise ResultsError(OptionText("{busy}, or choose another folder with {out} or {fresh=True}",
                                       busy=str(busy))) from None
+    folder.settle()
     return folder
 
 
