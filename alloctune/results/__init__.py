@@ -1,1 +1,1 @@
-"""What a sweep stores: the records (`records`), the one typed reader (`typed`), the trials file (`trials`) and the results folder (`folder`)."""
+"""What a sweep stores: the records (`records`), the one typed reader (`typed`), the trials file (`trials`) the results folder (`folder`) and its files that change together (`batch`)."""

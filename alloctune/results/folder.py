@@ -5,10 +5,7 @@ decided (`choice.json`, written only once the sweep finished).
         sweep.json  trials.jsonl  choice.json  summary.md  best.env  plot.png
 
 What a decision writes (choice.json, summary.md, plot.png, best.env) changes together or not at all
-(`ResultsFolder.together`): each file is written whole under a staged name beside it, then a marker listing the
-batch is written (the commit point), then the files are renamed into place, choice.json last, and the marker
-removed. A process killed before the marker leaves the old files whole; killed after it, the next writer, or a
-reader of the choice, finishes the renames (`settle`). So whoever reads the folder sees all old or all new files.
+(`ResultsFolder.together`, `batch.py`).
 """
 from __future__ import annotations
 
@@ -18,15 +15,16 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
-from ..files import put_in_place, sync_folder, write_file
+from ..files import write_file
 from ..settings.conf import canonical
 from ..units import plural
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
-from .typed import Check, checked_text, from_json, load_json
+from . import batch
+from .typed import checked_text, from_json, load_json
 
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
@@ -36,8 +34,6 @@ BEST_FILE = "best.env"
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
 LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
-PENDING_FILE = ".pending.json"   # a batch of files committed but not yet all in place (ResultsFolder.together)
-_STAGED = ".{}.staged"           # where a batch writes a file before it is renamed into place
 
 
 @dataclass(frozen=True)
@@ -309,7 +305,7 @@ class ResultsFolder:
         if self._batch is None:
             return self.path / name
         self._batch[name] = True
-        return self.path / _STAGED.format(name)
+        return batch.staged(self.path, name)
 
     def remove(self, name: str) -> None:
         """Remove the folder's file `name` (in `together`: with the rest of the batch)."""
@@ -320,43 +316,23 @@ class ResultsFolder:
 
     @contextlib.contextmanager
     def together(self) -> Iterator[None]:
-        """The files written (`file`) and removed (`remove`) inside change together or not at all (see the module
-        docstring). With the writer lock held."""
+        """The files written (`file`) and removed (`remove`) inside change together or not at all (`batch.py`).
+        With the writer lock held."""
         with self.lock():
             self.settle()
             self._batch = {}
             try:
                 yield
             except BaseException:
-                for name in self._batch:
-                    (self.path / _STAGED.format(name)).unlink(missing_ok=True)
+                batch.discard(self.path, list(self._batch))
                 raise
             finally:
-                batch, self._batch = self._batch, None
-            pending = Pending(sorted(n for n, w in batch.items() if w), sorted(n for n, w in batch.items() if not w))
-            write_file(self.path / PENDING_FILE, _json_text(pending.to_json(), _read_pending, PENDING_FILE))
-            self._finish(pending)
+                done, self._batch = self._batch, None
+            batch.commit(self.path, [n for n, w in done.items() if w], [n for n, w in done.items() if not w])
 
     def settle(self) -> None:
-        """With the writer lock held: finish a batch a killed process committed (its marker is there), or drop the
-        staged files of one it had not."""
-        marker = self.path / PENDING_FILE
-        if marker.exists():
-            self._finish(_read_pending(load_json(marker), str(marker)))
-        for stray in self.path.glob(_STAGED.format("*")):
-            stray.unlink(missing_ok=True)
-
-    def _finish(self, batch: "Pending") -> None:
-        """The committed batch put in place: removals, then renames, choice.json last (a reader of the choice sees
-        the files it was written with), then the marker removed. Safe to run again where it stopped."""
-        for name in batch.removed:
-            (self.path / name).unlink(missing_ok=True)
-        for name in sorted(batch.written, key=lambda n: n == CHOICE_FILE):
-            staged = self.path / _STAGED.format(name)
-            if staged.exists():
-                put_in_place(staged, self.path / name)
-        sync_folder(self.path)
-        (self.path / PENDING_FILE).unlink(missing_ok=True)
+        """With the writer lock held: a decision a killed process left half written finished, or dropped."""
+        batch.settle(self.path)
 
     def has_choice(self) -> bool:
         """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
@@ -365,7 +341,7 @@ class ResultsFolder:
     def choices(self) -> list[ChoiceRecord]:
         """The decisions (one per environment and backend); refuses a sweep that did not finish. A batch a killed
         report left half in place is finished first (FolderBusy while another process writes the folder)."""
-        if (self.path / PENDING_FILE).exists() and self._lock_fd is None:
+        if (self.path / batch.PENDING_FILE).exists() and self._lock_fd is None:
             with self.lock():
                 self.settle()
         path = self.path / CHOICE_FILE
@@ -377,25 +353,6 @@ class ResultsFolder:
 
 def _read_choices(data: object, where: str) -> ChoiceFile:
     return from_json(ChoiceFile, data, where)
-
-
-def _plain_name(name: str) -> str | None:
-    return None if name and "/" not in name and not name.startswith(".") else f"expected a file name, got {name!r}"
-
-
-@dataclass(frozen=True)
-class Pending:
-    """The marker of a committed batch (PENDING_FILE): the files to rename into place, and those to remove."""
-
-    written: list[Annotated[str, Check(_plain_name)]]
-    removed: list[Annotated[str, Check(_plain_name)]]
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _read_pending(data: object, where: str) -> Pending:
-    return from_json(Pending, data, where)
 
 
 def find_results(path: str | os.PathLike) -> list[ResultsFolder]:

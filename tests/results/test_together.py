@@ -16,7 +16,8 @@ from folders import make_folder, repeats
 
 from alloctune.errors import FolderBusy
 from alloctune.report.analysis import analyze
-from alloctune.results.folder import PENDING_FILE, ResultsFolder
+from alloctune.results.batch import PENDING_FILE
+from alloctune.results.folder import ResultsFolder
 
 FILES = ("choice.json", "summary.md", "plot.png", "best.env")
 OLD, NEW = 0.02, 0.5   # --max-slowdown: the default, and expandable_segments (20% slower, a third less memory)
