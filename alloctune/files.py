@@ -50,6 +50,15 @@ class _Capped(io.RawIOBase):
     def fileno(self) -> int:
         return self._fd
 
+    def seekable(self) -> bool:
+        return stat.S_ISREG(os.fstat(self._fd).st_mode)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self._fd, offset, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")
         # one byte beyond the limit is asked for, so that an input of exactly `limit` bytes reads whole
@@ -66,10 +75,11 @@ class _Capped(io.RawIOBase):
 
 
 def open_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError) -> io.BufferedReader:
+               error: type[AlloctuneError] = AlloctuneError, whole: bool = True) -> io.BufferedReader:
     """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
-    '-' is standard input, which closing the result leaves open."""
+    '-' is standard input, which closing the result leaves open. `whole=False`: the caller reads only part of a
+    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped."""
     name = os.fspath(source)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
@@ -80,13 +90,21 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(21, os.strerror(21), name)
-        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        if whole and stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise too_large
     except BaseException:
         if close:
             os.close(fd)
         raise
     return io.BufferedReader(_Capped(fd, limit, too_large, close), _PIECE)
+
+
+def read_tail(path: str | os.PathLike, limit: int) -> bytes:
+    """The last `limit` bytes of the file `path` (all of a smaller one), read from there: a job's output of
+    gigabytes costs `limit`."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+        return f.read(limit)
 
 
 def read_input(source: str | os.PathLike, limit: int, what: str,
@@ -124,7 +142,7 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         raise
 
 
-def put_in_place(source: str | os.PathLike, path: str | os.PathLike) -> None:
+def put_in_place(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
     """Rename the file `source` over `path`. A symbolic link at `path` is replaced, never written through: what it
     points to is left as it was, and a warning says so."""
     if os.path.islink(path):

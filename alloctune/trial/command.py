@@ -50,11 +50,10 @@ from .counting import leader, rising
 from .hook import HOOK_DIR
 from .observation import Observation, used_by_job
 from .peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
-from .task import TrialTask, child_environment, exit_reason, identity_fields
+from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
-STDERR_LINES = 25
 
 
 def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
@@ -206,7 +205,7 @@ def keep_traces(procs: str, processes: list[ProcessReport], target: str) -> None
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
-    tail = _tail(run.stderr)
+    tail = stderr_tail(run.stderr)
     rows = process_rows(run.processes)
     devices = [d for p in run.processes for d in p.devices]
     cuda = [p for p in run.processes if p.cuda]
@@ -338,6 +337,9 @@ def step_rate(marks_per_process: Sequence[Sequence[tuple[float, float]]],
     return (total, longest, steps) if steps else None
 
 
+_METRIC_LINE_CHARS = 1 << 20
+
+
 def metric_values(path: str, pattern: str) -> list[float]:
     """Numbers the regex finds in a file, in order: group 'value', else group 1, else the match; commas allowed
     as thousands separators."""
@@ -345,7 +347,7 @@ def metric_values(path: str, pattern: str) -> list[float]:
     out = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
+            while line := f.readline(_METRIC_LINE_CHARS):   # a job's one line of gigabytes, read in pieces
                 for match in regex.finditer(line):
                     text = (match.groupdict().get("value") or (match.group(1) if regex.groups else match.group(0)))
                     try:
@@ -366,17 +368,6 @@ def _env(processes: list[ProcessReport]) -> dict:
         env = {}
     torch = next((p.torch_version for p in processes if p.torch_version), None)
     return {**env, **({"torch": torch} if torch else {})}
-
-
-def _tail(path: str, lines: int = STDERR_LINES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _with(tail: str) -> str:

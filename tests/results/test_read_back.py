@@ -127,7 +127,7 @@ def test_an_integer_beyond_64_bits_in_a_workload_is_refused_before_any_folder(tm
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("option", [dict(repeats=2**64), dict(search=2**70, backend="sim"),
+@pytest.mark.parametrize("option", [dict(search=2**70, backend="sim"),
                                     dict(finalists=2**63), dict(check_growth=2**80)])
 def test_an_integer_beyond_64_bits_in_an_option_is_refused(option):
     with pytest.raises(OptionError, match="must be .*whole number from .* to 2\\*\\*63 - 1"):
