@@ -272,7 +272,8 @@ class TrialRecord:
     state: TrialState
     measurement: Measurement | None = None
     budget_bytes: Budget | None = None
-    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM
+    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM; on an OK
+    #                               trial, why the figure the job gave is no throughput (trial/command.timing)
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
