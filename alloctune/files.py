@@ -7,9 +7,10 @@ growing) is read in pieces and refused as soon as it passes the limit. So `/dev/
 file cost at most the limit, never all memory. A FIFO without a writer waits for one, as every reader of a pipe
 does.
 
-Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, which is
-then renamed over it, so a reader never sees half a file and a full disk leaves the old file as it was, and no
-temporary file behind. A symbolic link at the target is replaced, never written through: the file it points to,
+Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
+flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
+cannot be encoded or a crash leave the old file as it was, and no temporary file behind. Every file alloctune writes
+for the user (exports, traces, a results folder's files) is written so. A symbolic link at the target is replaced, never written through: the file it points to,
 perhaps outside the results folder, is left untouched, and a warning says so.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -48,6 +50,15 @@ class _Capped(io.RawIOBase):
     def fileno(self) -> int:
         return self._fd
 
+    def seekable(self) -> bool:
+        return stat.S_ISREG(os.fstat(self._fd).st_mode)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self._fd, offset, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")
         # one byte beyond the limit is asked for, so that an input of exactly `limit` bytes reads whole
@@ -64,10 +75,11 @@ class _Capped(io.RawIOBase):
 
 
 def open_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError) -> io.BufferedReader:
+               error: type[AlloctuneError] = AlloctuneError, whole: bool = True) -> io.BufferedReader:
     """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
-    '-' is standard input, which closing the result leaves open."""
+    '-' is standard input, which closing the result leaves open. `whole=False`: the caller reads only part of a
+    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped."""
     name = os.fspath(source)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
@@ -78,13 +90,21 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(21, os.strerror(21), name)
-        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+        if whole and stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise too_large
     except BaseException:
         if close:
             os.close(fd)
         raise
     return io.BufferedReader(_Capped(fd, limit, too_large, close), _PIECE)
+
+
+def read_tail(path: str | os.PathLike, limit: int) -> bytes:
+    """The last `limit` bytes of the file `path` (all of a smaller one), read from there: a job's output of
+    gigabytes costs `limit`."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+        return f.read(limit)
 
 
 def read_input(source: str | os.PathLike, limit: int, what: str,
@@ -110,13 +130,42 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
                 f.write(content)
             else:
                 content(f)
-        if os.path.islink(path):
-            warnings.warn(f"{path} was a symbolic link to {os.readlink(path)}: replaced it with the file itself, "
-                          f"leaving what it pointed to as it was")
-        os.replace(tmp, path)
+            f.flush()
+            os.fsync(f.fileno())   # the bytes on the disk before the name points at them
+        put_in_place(tmp, path)
+        sync_folder(folder or ".")
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def put_in_place(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Rename the file `source` over `path`. A symbolic link at `path` is replaced, never written through: what it
+    points to is left as it was, and a warning says so."""
+    if os.path.islink(path):
+        warnings.warn(f"{os.fspath(path)} was a symbolic link to {os.readlink(path)}: replaced it with the file "
+                      f"itself, leaving what it pointed to as it was")
+    os.replace(source, path)
+
+
+def copy_whole(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Copy the file `source` to `path` as `write_file` writes (whole or not at all), in pieces."""
+    with open(source, "rb") as f:
+        write_file(path, lambda out: shutil.copyfileobj(f, out, _PIECE))
+
+
+def sync_folder(folder: str | os.PathLike) -> None:
+    """Renames in `folder` on the disk, where the file system lets a folder be synced."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -17,7 +17,11 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNOR
 MiB = 2**20
 GiB = 2**30
 MIN_FRACTION = 2**-20   # of the device: 1 MiB of a card with 1 TiB, which none has; less is a typo, not a budget
-MAX_SIZE = 2**63 - 1  # int64, as torch and the simulator count bytes; 8 EiB is no device anyone has
+# int64: the largest integer a results file holds (results/typed.py reads none larger), so also the largest count,
+# seed or step a workload or an option may give
+MAX_INT = 2**63 - 1
+MAX_INT_TEXT = "2**63 - 1"   # as messages say it
+MAX_SIZE = MAX_INT  # as torch and the simulator count bytes; 8 EiB is no device anyone has
 
 
 def parse_size(text: str | int | float) -> int:

@@ -12,6 +12,7 @@ trial. Around the measured pass it notes what explains an outlier (`Observer`).
 from __future__ import annotations
 
 import gc
+import math
 import os
 import shutil
 import subprocess
@@ -50,13 +51,18 @@ def split(indices: list[int], blocks: int = BLOCKS) -> list[list[int]]:
 def timed_pass(step, indices: list[int], sync, blocks: int = BLOCKS, after_step=None) -> PassTiming:
     """Run `step(i)` for each index, timing blocks of steps; `sync()` waits for the device at each block edge
     (queued GPU work belongs to the block that queued it). `after_step()`, if given, runs after every step inside
-    the timing (the warm pass samples device memory there: a driver query of microseconds)."""
+    the timing (the warm pass samples device memory there: a driver query of microseconds). ValueError for a
+    step that returns no count of work (negative, NaN, infinite): a throughput no results file holds."""
     sync()
     times, units = [], []
     for block in split(indices, blocks):
         start, done = time.perf_counter(), 0.0
         for i in block:
-            done += float(step(i))
+            did = float(step(i))
+            done += did
+            if not (did >= 0 and math.isfinite(done)):   # a factory's bug: the trial crashes, saying so
+                raise ValueError(f"step {i} returned {did!r} units of work: expected a finite number >= 0 "
+                                 f"(the tokens, samples or requests it did)")
             if after_step is not None:
                 after_step()
         sync()

@@ -9,6 +9,7 @@ import os
 import sys
 
 from ..errors import OptionText, python_name
+from ..units import MAX_INT, MAX_INT_TEXT
 from ..workload.spec import MAX_TIMEOUT_S
 
 
@@ -24,9 +25,9 @@ def gpu_list(text: str) -> list[int]:
 
 
 def positive_int(text: str) -> int:
-    """--jobs, --finalists and the like: a whole number >= 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    """--jobs, --finalists and the like: a whole number >= 1, of 64 bits (a results file holds no larger)."""
+    if not text.isdigit() or len(text) > len(str(MAX_INT)) or not 1 <= int(text) <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_INT_TEXT}, got {text!r}")
     return int(text)
 
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from ..files import write_file
 from ..report.export import FORMATS, export_results
 
 # export_results()'s parameters as this command's flags: a library message that names one shows the flag.
@@ -31,7 +31,7 @@ def run(args) -> int:
     text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id,
                           allow_incomplete=args.allow_incomplete)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        write_file(args.output, text)   # an existing FILE stays whole if the write fails
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

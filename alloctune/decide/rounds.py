@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy
 
 MIN_ROUNDS = 3          # the first look: two pairs that happen to agree make a spread too small to trust
 DEFAULT_MAX_REPEATS = 10
+# The most repeats a sweep takes (fixed, or --max-repeats): an interval narrows as 1/sqrt(rounds), ten times from 10
+# rounds to 1000, and a sweep lists its trials before the first runs (a billion would not fit in memory).
+MAX_REPEATS = 1000
 
 
 class Contention(str, enum.Enum):

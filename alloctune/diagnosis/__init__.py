@@ -158,7 +158,8 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     if name != "-" and os.path.isdir(name):
         return _results_message(name), None
     try:
-        f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError)
+        # a log of any size is read from its end (_log_text); a snapshot is read whole, within the limit
+        f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError, whole=False)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
     with f:
@@ -167,6 +168,9 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
             raise DiagnoseError(f"{name!r} is empty: expected an OOM message, a snapshot pickle or a results "
                                 "folder")
         if head[:1] == bytes([PICKLE_PROTO]):
+            if f.seekable() and os.fstat(f.fileno()).st_size > MAX_SNAPSHOT_BYTES:
+                raise DiagnoseError(f"{name!r} is larger than the {format_bytes(MAX_SNAPSHOT_BYTES)} alloctune "
+                                    f"reads as a memory snapshot")
             return unpickle_snapshot(head, f, name), None if name == "-" else name
         if head == XZ_MAGIC:
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
@@ -191,7 +195,7 @@ def _read_text(path: str) -> str:
     from ..sim.limits import MAX_SNAPSHOT_BYTES
 
     try:
-        with open_input(path, MAX_SNAPSHOT_BYTES, "a log", DiagnoseError) as f:
+        with open_input(path, MAX_SNAPSHOT_BYTES, "a log", DiagnoseError, whole=False) as f:
             return _log_text(b"", f, path)
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
@@ -204,6 +208,9 @@ def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
     if not bom and b"\0" in kept:   # no text but UTF-16 holds NUL bytes: said now, not after reading it all
         raise DiagnoseError(f"{name!r} holds binary data: neither an OOM message or log, nor a snapshot pickle")
     dropped = 0   # bytes of the log before kept[0]: cut at an even count, UTF-16 keeps whole code units
+    if f.seekable() and (start := (os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES) // 2 * 2) > len(kept):
+        f.seek(start)   # a regular file: straight to its end, whatever its size
+        kept, dropped = bytearray(), start
     while piece := f.read(1 << 20):
         kept += piece
         if len(kept) > 2 * LOG_TAIL_BYTES:

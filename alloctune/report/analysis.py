@@ -8,29 +8,30 @@ from ..decide.choice import Choice
 from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
 from ..files import write_file
-from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
+from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
 def write_folder(folder: ResultsFolder, info: SweepInfo, decision: FolderDecision) -> None:
-    """Write choice.json, summary.md, plot.png and (for a finished sweep) best.env for `decision`."""
+    """Write choice.json, summary.md, plot.png and (for a finished sweep) best.env for `decision`: inside
+    `folder.together()` (its caller's), so that they change together or not at all."""
     # matplotlib and rich load when a folder is written, not when the sweeper imports this module
     from .export import provenance, render, standing
-    from .plot import plot_pareto
+    from .plot import PLOT_FILE, plot_pareto
     from .summary import write_summary
 
     settings, choices = decision.settings, decision.choices
     records = [choice_record(c) for c in choices]
     folder.write_choice(records)
     write_summary(folder, info, settings, choices)
-    plot_pareto(settings, choices, folder.path / "plot.png")
+    plot_pareto(settings, choices, folder.file(PLOT_FILE))
     best = next((c for c in standing(records) if c.conf is not None), None)   # what `export` takes
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted
     # sweep, as `export` refuses one without --allow-incomplete; a stale one would contradict choice.json.
     if best is not None and best.complete:
-        write_file(folder.path / "best.env", render(best, "env", provenance(folder, info, best)))
+        write_file(folder.file(BEST_FILE), render(best, "env", provenance(folder, info, best)))
     else:
-        (folder.path / "best.env").unlink(missing_ok=True)
+        folder.remove(BEST_FILE)
 
 
 def choice_record(choice: Choice) -> ChoiceRecord:

@@ -225,7 +225,6 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
                      f"folder holding it)")
     lines.append("")
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
-    path = folder.path / SUMMARY_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, "\n".join(lines))
-    return path
+    folder.path.mkdir(parents=True, exist_ok=True)
+    write_file(folder.file(SUMMARY_FILE), "\n".join(lines))
+    return folder.path / SUMMARY_FILE

@@ -3,17 +3,19 @@ decided (`choice.json`, written only once the sweep finished).
 
     results/<workload>-<YYYYmmdd-HHMMSS>/
         sweep.json  trials.jsonl  choice.json  summary.md  best.env  plot.png
+
+What a decision writes (choice.json, summary.md, plot.png, best.env) changes together or not at all
+(`ResultsFolder.together`, `batch.py`).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
 from ..files import write_file
@@ -21,11 +23,13 @@ from ..settings.conf import canonical
 from ..units import plural
 from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
 from .trials import TRIALS_FILE, TrialStore
-from .typed import from_json, load_json
+from . import batch
+from .typed import checked_text, from_json, load_json
 
 RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
+BEST_FILE = "best.env"
 # Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
@@ -220,8 +224,14 @@ class ChoiceFile:
         return asdict(self)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    write_file(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+def sweep_text(info: SweepInfo, where: str = SWEEP_FILE) -> str:
+    """sweep.json's text for `info`, once read back as `ResultsFolder.info` reads it (ResultsError for a value it
+    would refuse): a sweep checks it before it creates its folder."""
+    return _json_text(info.to_json(), SweepInfo.from_json, where)
+
+
+def _json_text(data: dict[str, Any], read: Callable[[Any, str], object], where: str) -> str:
+    return checked_text(data, read, where, indent=2, sort_keys=True) + "\n"
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -240,6 +250,7 @@ class ResultsFolder:
         self.path = Path(path)
         self.store = TrialStore(self.path / TRIALS_FILE)
         self._lock_fd: int | None = None
+        self._batch: dict[str, bool] | None = None   # in `together`: name -> written (True) or removed (False)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -281,7 +292,8 @@ class ResultsFolder:
         return folder
 
     def write_info(self, info: SweepInfo) -> None:
-        _write_json(self.path / SWEEP_FILE, info.to_json())
+        path = self.path / SWEEP_FILE
+        write_file(path, sweep_text(info, str(path)))
 
     def info(self) -> SweepInfo:
         if not self.path.is_dir():
@@ -293,19 +305,62 @@ class ResultsFolder:
         return self.store.load()
 
     def write_choice(self, choices: Iterable[ChoiceRecord]) -> None:
-        _write_json(self.path / CHOICE_FILE, ChoiceFile(tuple(choices)).to_json())
+        path = self.path / CHOICE_FILE
+        write_file(self.file(CHOICE_FILE), _json_text(ChoiceFile(tuple(choices)).to_json(), _read_choices, str(path)))
+
+    def file(self, name: str) -> Path:
+        """Where to write the folder's file `name`: in `together`, its staged name, renamed into place at the end."""
+        if self._batch is None:
+            return self.path / name
+        self._batch[name] = True
+        return batch.staged(self.path, name)
+
+    def remove(self, name: str) -> None:
+        """Remove the folder's file `name` (in `together`: with the rest of the batch)."""
+        if self._batch is None:
+            (self.path / name).unlink(missing_ok=True)
+        else:
+            self._batch[name] = False
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """The files written (`file`) and removed (`remove`) inside change together or not at all (`batch.py`).
+        With the writer lock held."""
+        with self.lock():
+            self.settle()
+            self._batch = {}
+            try:
+                yield
+            except BaseException:
+                batch.discard(self.path, list(self._batch))
+                raise
+            finally:
+                done, self._batch = self._batch, None
+            batch.commit(self.path, [n for n, w in done.items() if w], [n for n, w in done.items() if not w])
+
+    def settle(self) -> None:
+        """With the writer lock held: a decision a killed process left half written finished, or dropped."""
+        batch.settle(self.path)
 
     def has_choice(self) -> bool:
         """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
         return (self.path / CHOICE_FILE).exists()
 
     def choices(self) -> list[ChoiceRecord]:
-        """The decisions (one per environment and backend); refuses a sweep that did not finish."""
+        """The decisions (one per environment and backend); refuses a sweep that did not finish. A batch a killed
+        report left half in place is finished first (FolderBusy while another process writes the folder)."""
+        if (self.path / batch.PENDING_FILE).exists() and self._lock_fd is None:
+            with self.lock():
+                self.settle()
         path = self.path / CHOICE_FILE
         if not self.has_choice():
             raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
                                f"run the sweep again to resume it")
-        return list(from_json(ChoiceFile, _read_json(path, "choice"), str(path)).choices)
+        return list(_read_choices(_read_json(path, "choice"), str(path)).choices)
+
+
+def _read_choices(data: object, where: str) -> ChoiceFile:
+    return from_json(ChoiceFile, data, where)
 
 
 def find_results(path: str | os.PathLike) -> list[ResultsFolder]:

@@ -11,12 +11,12 @@ parameters and their defaults are decide/'s (`decide/parameters.py`); files reco
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, Protocol
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
-from .typed import Check, at_least, from_json
+from .typed import Check, at_least, from_json, problem
 
 SCHEMA_VERSION = 1
 
@@ -25,6 +25,12 @@ Bytes = Annotated[int, at_least(0)]    # zero is possible: a process that set up
 Count = Annotated[int, at_least(0)]
 Rate = Annotated[float, at_least(0)]
 Budget = Annotated[int, at_least(1)]   # a budget of no bytes fits nothing: no sweep writes one
+
+
+def is_rate(value: float) -> bool:
+    """A throughput a job reported (a --metric-regex's numbers, alloctune.step's units) that a trial keeps: a Rate
+    the typed reader takes back, and above 0 (no work done is no throughput)."""
+    return problem(Rate, value) is None and value > 0
 
 
 def _conf_problem(text: str) -> str | None:
@@ -269,7 +275,8 @@ class TrialRecord:
     state: TrialState
     measurement: Measurement | None = None
     budget_bytes: Budget | None = None
-    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM
+    error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM; on an OK
+    #                               trial, why the figure the job gave is no throughput (trial/command.timing)
     effective_conf: str | None = None  # the settings the child read back after the allocator started
     wall_seconds: float | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
@@ -313,6 +320,27 @@ class TrialRecord:
     def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":
         """Checked field by field (`typed.from_json`): damage is one ResultsError naming `where` and the field."""
         return from_json(cls, data, where)
+
+
+# What one trial line carries at most (trials.MAX_LINE_BYTES holds it, each character escaped): the end of an error
+# (the last lines of a job's stderr, a traceback's end), and the rows of the processes that peaked highest, when a
+# command started thousands that used CUDA; the measurement is the maximum over all of them either way.
+MAX_ERROR_CHARS = 16_000
+MAX_PROCESS_ROWS = 1_000
+
+
+def fitted(record: TrialRecord) -> TrialRecord:
+    """`record` within what a trial line carries (MAX_ERROR_CHARS, MAX_PROCESS_ROWS): the trials file's writer
+    keeps every trial within the line a reader takes."""
+    error, rows = record.error, record.processes
+    if error is not None and len(error) > MAX_ERROR_CHARS:
+        error = "..." + error[-MAX_ERROR_CHARS:]
+    if rows is not None and len(rows) > MAX_PROCESS_ROWS:
+        peaks = [row.get("peak_reserved_bytes") or 0 for row in rows]
+        kept = set(sorted(range(len(rows)), key=peaks.__getitem__, reverse=True)[:MAX_PROCESS_ROWS])
+        rows = [row for i, row in enumerate(rows) if i in kept]
+    return record if error is record.error and rows is record.processes else replace(record, error=error,
+                                                                                       processes=rows)
 
 
 def process_name(row: dict) -> str:

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from ..errors import ResultsError, shown
 from ..files import open_input
-from .records import SCHEMA_VERSION, TrialRecord
-from .typed import loads
+from .records import SCHEMA_VERSION, TrialRecord, fitted
+from .typed import checked_text, loads
 
 TRIALS_FILE = "trials.jsonl"
 _TAIL_CHUNK = 1 << 16
-# The longest trial line in results/ takes 1.7 KB (a command's trial lists each of its processes, about 200 bytes
-# apiece); a line 600 times that is not a trial. 256 MiB holds some 150,000 such trials, where a search of 400
-# settings with 10 repeats under 2 interpreters records 8,000.
+# The longest trial line in results/ takes 1.7 KB (a command's trial lists each of its processes, about 250 bytes
+# apiece); a line 600 times that is not a trial, and `records.fitted` keeps every trial below it. 256 MiB holds
+# some 150,000 such trials, where a search of 400 settings with 10 repeats under 2 interpreters records 8,000.
 MAX_LINE_BYTES = 1 << 20
 MAX_TRIALS_BYTES = 256 * 2**20
 
@@ -37,8 +37,15 @@ class TrialStore:
         self.path = Path(path)
 
     def append(self, record: TrialRecord) -> None:
+        """Append `record` as one line, checked first as `load` reads it (ResultsError, nothing written, for a line
+        `load` would refuse): a folder never holds a trial that makes it unreadable."""
+        record = fitted(record)
+        where = f"{self.path}: the trial of {record.conf or 'the default'} #{record.repeat + 1}"
+        line = (checked_text(record.to_json(), TrialRecord.from_json, where, sort_keys=True) + "\n").encode()
+        if len(line) > MAX_LINE_BYTES:   # fitted() bounds what a line carries: a programming error, still refused
+            raise ResultsError(f"{where}: not written, its line of {len(line)} bytes passes the "
+                               f"{MAX_LINE_BYTES // 2**20} MiB a reader takes")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(record.to_json(), sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError:

@@ -25,13 +25,14 @@ import typing
 from typing import Annotated, Any, Callable, TypeVar, Union
 
 from ..errors import ResultsError, shown
+from ..units import MAX_INT
 
 T = TypeVar("T")
 MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
 # sweep.json, choice.json, search.json: the largest in results/ take 6 KB; a search over 400 settings in several
 # interpreters stays below 2 MB
 MAX_JSON_BYTES = 64 * 2**20
-_INT64 = 1 << 63
+_INT64 = MAX_INT + 1
 
 _HINTS: dict[type, dict[str, Any]] = {}
 
@@ -63,6 +64,29 @@ def from_json(cls: type[T], data: object, where: str, error: type[Exception] = R
     except FieldError as exc:
         field = f"field {exc.path!r}: " if exc.path else ""
         raise error(f"{where}: {field}{exc}") from None
+
+
+def problem(hint: Any, value: object) -> str | None:
+    """What the reader would say of `value` as `hint` (an annotation, checks included), or None."""
+    try:
+        _value(hint, value, "")
+    except FieldError as exc:
+        return str(exc)
+    return None
+
+
+def checked_text(data: dict[str, Any], read: Callable[[Any, str], object], where: str, **dump: Any) -> str:
+    """`data` as JSON text, once `read` (the reader of that file: a record's `from_json`) took it back: what a
+    reader would refuse is refused before it is written, as one ResultsError naming `where` and the field."""
+    try:
+        text = json.dumps(data, allow_nan=False, **dump)
+    except ValueError as exc:   # NaN or infinity, which JSON cannot hold
+        raise ResultsError(f"{where}: not written, {exc}") from None
+    try:
+        read(json.loads(text), where)
+    except ResultsError as exc:
+        raise ResultsError(f"not written, as it would not read back: {exc}") from None
+    return text
 
 
 def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) -> Any:

@@ -1,6 +1,6 @@
 """What a sweep is asked to do (`SweepOptions`, every check of it in this module) and what it tells its caller as
-it goes (`SweepCallbacks`). A bad option is an `OptionError` naming its field: `max_repeats must be at least 3,
-got 1`; the CLI names the flag instead (cli/sweep.py maps fields to flags)."""
+it goes (`SweepCallbacks`). A bad option is an `OptionError` naming its field: `max_repeats must be a whole number
+from 3 to 1000, got 1`; the CLI names the flag instead (cli/sweep.py maps fields to flags)."""
 from __future__ import annotations
 
 import enum
@@ -11,11 +11,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
-from ..decide.rounds import DEFAULT_MAX_REPEATS, MIN_ROUNDS
+from ..decide.rounds import DEFAULT_MAX_REPEATS, MAX_REPEATS, MIN_ROUNDS
 from ..errors import OptionError
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
-from ..units import parse_budget
+from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
 
@@ -117,10 +117,11 @@ class SweepOptions:
         return self.backend
 
     def _check_rounds(self) -> None:
-        if not self.auto and (not _whole(self.repeats) or int(self.repeats) < 1):
-            raise OptionError("repeats", "{repeats} must be 'auto' or at least 1, got {got!r}", got=self.repeats)
+        if not self.auto and not (_whole(self.repeats) and 1 <= int(self.repeats) <= MAX_REPEATS):
+            raise OptionError("repeats", "{repeats} must be 'auto' or a whole number from 1 to {most}, got {got!r}",
+                              most=MAX_REPEATS, got=self.repeats)
         if self.auto:
-            _at_least("max_repeats", self.max_repeats, MIN_ROUNDS)
+            _at_least("max_repeats", self.max_repeats, MIN_ROUNDS, MAX_REPEATS)
         if self.time_budget_s is not None and not (_finite(self.time_budget_s) and self.time_budget_s > 0):
             raise OptionError("time_budget_s", "{time_budget_s} must be positive, got {got}", got=self.time_budget_s)
 
@@ -226,9 +227,11 @@ def _member(name: str, kind: type[enum.Enum], value: object) -> Any:
                           names=", ".join(names[:-1]) + " or " + names[-1]) from None
 
 
-def _at_least(name: str, value: object, least: int) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-        raise OptionError(name, "{%s} must be at least {least}, got {got!r}" % name, least=least, got=value)
+def _at_least(name: str, value: object, least: int, most: int = MAX_INT) -> None:
+    """A whole number from `least` to `most` (by default 64 bits: what sweep.json holds)."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and least <= value <= most):
+        raise OptionError(name, "{%s} must be a whole number from {least} to {most}, got {got!r}" % name,
+                          least=least, most=MAX_INT_TEXT if most == MAX_INT else most, got=value)
 
 
 def _whole(value: object) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo
+from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo, sweep_text
 from .options import SweepOptions
 
 
@@ -16,7 +16,8 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
                 held: contextlib.ExitStack) -> ResultsFolder:
     """The folder for the sweep `info` describes, its lock held in `held`: a folder another sweep is writing is
     refused. An `out` that holds files but no sweep is the user's own folder: refused before anything is written
-    there."""
+    there. So is a sweep whose sweep.json would not read back, before any folder exists."""
+    sweep_text(info)
     if options.out is not None:
         folder = ResultsFolder(options.out)
         if not (folder.path / "sweep.json").exists() and (theirs := _not_ours(folder.path)):
@@ -62,12 +63,14 @@ def _not_ours(path: Path) -> list[str]:
 
 
 def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
-    """`folder`, its writer lock held until `held` closes."""
+    """`folder`, its writer lock held until `held` closes, and a decision a killed report left half written
+    finished (`settle`)."""
     try:
         held.enter_context(folder.lock())
     except FolderBusy as busy:   # another sweep writes the folder: this one can go elsewhere
         raise ResultsError(OptionText("{busy}, or choose another folder with {out} or {fresh=True}",
                                       busy=str(busy))) from None
+    folder.settle()
     return folder
 
 

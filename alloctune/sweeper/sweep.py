@@ -74,7 +74,7 @@ def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[l
     """Decide again from the folder's recorded trials alone and write what it says (choice.json, summary.md,
     plot.png and, for a finished sweep, best.env); measures nothing. `max_slowdown`: instead of the sweep's own
     (sweep.json keeps what was asked; the override lives with the decision, in choice.json)."""
-    with folder.lock():  # not while a sweep writes the folder
+    with folder.together():  # not while a sweep writes the folder; its files change together or not at all
         info = folder.info()
         decision = decide(info, folder.trials(), max_slowdown)
         write_folder(folder, info, decision)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,8 +38,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import AlloctuneError, ResultsError
+from ..files import copy_whole
 from ..processes import kill_group, spawn_group, temp_folder
-from ..results.records import Measurement, ThroughputSource, TrialRecord, TrialState, process_row
+from ..results.records import (Measurement, ThroughputSource, TrialRecord, TrialState, process_row,
+                               is_rate)
 from ..results.typed import from_json
 from ..runtime.counting import leader, rising
 from ..runtime.hook import HOOK_DIR
@@ -49,11 +50,10 @@ from ..runtime.oom import is_oom_text, oom_line
 from ..runtime.peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
 from ..workload.command import CommandSpec, is_python
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .task import TrialTask, child_environment, exit_reason, identity_fields
+from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
-STDERR_LINES = 25
 
 
 def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
@@ -201,11 +201,11 @@ def keep_traces(procs: str, processes: list[ProcessReport], target: str) -> None
     hybrid sweep replays each, as the ranks of one job differ (each draws its own data: on the H200 the rank that
     peaked changed with the setting) and the job fits only where every rank fits."""
     for trace, path in traced(procs, processes, Path(target)):
-        shutil.move(trace, path)
+        copy_whole(trace, path)   # whole or not at all, also from a temporary folder on another file system
 
 
 def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, fields: dict) -> TrialRecord:
-    tail = _tail(run.stderr)
+    tail = stderr_tail(run.stderr)
     rows = process_rows(run.processes)
     devices = [d for p in run.processes for d in p.devices]
     cuda = [p for p in run.processes if p.cuda]
@@ -214,7 +214,8 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
                   features=run.features)
     if error:
         return TrialRecord(state=TrialState.CRASHED, error=error, **common)
-    measurement = _measurement(devices, timing(run, command, task.workload), run.processes) if devices else None
+    timed = timing(run, command, task.workload)
+    measurement = _measurement(devices, timed, run.processes) if devices else None
     oom = next((p.oom_message for p in run.processes if p.oom_message), None)
     if oom is None and (any(d.num_ooms for d in devices) or (run.returncode and is_oom_text(tail))):
         oom = oom_line(tail) or "out of memory (torch counted an OOM)"
@@ -233,7 +234,7 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     if not cuda:
         return TrialRecord(state=TrialState.CRASHED, error=f"{NOTHING_TO_MEASURE}: the command ran and exited 0, "
                            f"but no Python process of it initialised CUDA through torch", **common)
-    return TrialRecord(state=TrialState.OK, measurement=measurement, **common)
+    return TrialRecord(state=TrialState.OK, measurement=measurement, error=timed.problem, **common)
 
 
 def _after_window(processes: list[ProcessReport]) -> str:
@@ -264,11 +265,22 @@ class Timing:
     seconds: float | None      # the longest window measured
     steps: int | None          # steps in it
     source: ThroughputSource
+    problem: str | None = None   # why the figure the job gave is no throughput (then `throughput` is None)
 
 
 def timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
     """The one place that decides where a command's throughput comes from: the first of ThroughputSource's
-    order that the run gives (a --metric-regex, when given, even if it matched nothing)."""
+    order that the run gives (a --metric-regex, when given, even if it matched nothing). A figure that is no
+    throughput (`is_rate`: -5 from a regex, negative units of alloctune.step, inf) is left out, and why is kept
+    (the trial's `error`): the trial stays one its folder reads back."""
+    timed = _timing(run, command, workload)
+    if timed.throughput is None or is_rate(timed.throughput):
+        return timed
+    return replace(timed, throughput=None, problem=f"no throughput: {timed.source} gave {timed.throughput!r} "
+                                                   f"{timed.unit}/s (expected a finite number above 0)")
+
+
+def _timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
     unit = workload["unit"]
     named = unit if unit != "runs" else None   # "runs" is what a command without --unit counts
     if command.metric_regex:
@@ -325,6 +337,9 @@ def step_rate(marks_per_process: Sequence[Sequence[tuple[float, float]]],
     return (total, longest, steps) if steps else None
 
 
+_METRIC_LINE_CHARS = 1 << 20
+
+
 def metric_values(path: str, pattern: str) -> list[float]:
     """Numbers the regex finds in a file, in order: group 'value', else group 1, else the match; commas allowed
     as thousands separators."""
@@ -332,7 +347,7 @@ def metric_values(path: str, pattern: str) -> list[float]:
     out = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
+            while line := f.readline(_METRIC_LINE_CHARS):   # a job's one line of gigabytes, read in pieces
                 for match in regex.finditer(line):
                     text = (match.groupdict().get("value") or (match.group(1) if regex.groups else match.group(0)))
                     try:
@@ -353,17 +368,6 @@ def _env(processes: list[ProcessReport]) -> dict:
         env = {}
     torch = next((p.torch_version for p in processes if p.torch_version), None)
     return {**env, **({"torch": torch} if torch else {})}
-
-
-def _tail(path: str, lines: int = STDERR_LINES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _with(tail: str) -> str:

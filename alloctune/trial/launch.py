@@ -21,7 +21,7 @@ from ..errors import ResultsError
 from ..processes import kill_all, kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, TrialRecord, TrialState
 from ..results.typed import from_json, load_json
-from .task import TrialTask, child_environment, exit_reason, identity_fields
+from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
 
 
 def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialRecord:
@@ -42,26 +42,28 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
         t0 = time.monotonic()
         env = child_environment(task.conf, gpu)
         timed_out = False
-        with spawn_group([task.python, "-m", "alloctune.child.main", spec_path], env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, remove=[tmp]) as proc:
+        err_path = os.path.join(tmp, "stderr")   # to a file, of which the tail is read: a job may print gigabytes
+        with open(err_path, "wb") as err, spawn_group([task.python, "-m", "alloctune.child.main", spec_path],
+                                                      env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                                      remove=[tmp]) as proc:
             deadline = t0 + task.timeout_s
             while True:
                 # In slices: an interrupt that is only a flag, not a signal (Ray cancels a task with
                 # _thread.interrupt_main), is seen between them, so a cancelled trial stops its child at once.
                 try:
-                    _, stderr = proc.communicate(timeout=max(0.0, min(_WAIT_SLICE_S, deadline - time.monotonic())))
+                    proc.wait(timeout=max(0.0, min(_WAIT_SLICE_S, deadline - time.monotonic())))
                     break
                 except subprocess.TimeoutExpired:
                     if time.monotonic() >= deadline:
                         timed_out = True
                         kill_group(proc)
-                        _, stderr = proc.communicate()
+                        proc.wait()
                         break
             wall = time.monotonic() - t0
             result = _read_result(result_path)  # before the group's end, when the watchdog removes `tmp`
+            tail = stderr_tail(err_path)
     fields = dict(identity_fields(task), wall_seconds=round(wall, 3), started_at=started, node=socket.gethostname(),
                   gpus=env.get("CUDA_VISIBLE_DEVICES"))
-    tail = _tail(stderr)
     if timed_out:
         return TrialRecord(state=TrialState.TIMEOUT, error=f"killed after the {task.timeout_s:g} s time limit"
                            + (f"\n{tail}" if tail else ""), env=result.env if result else {}, **fields)
@@ -148,6 +150,3 @@ def _read_result(path: str) -> ChildResult | None:
         return None
 
 
-def _tail(stderr: bytes | None, lines: int = 25) -> str:
-    text = (stderr or b"").decode("utf-8", "replace").strip().splitlines()
-    return "\n".join(text[-lines:])

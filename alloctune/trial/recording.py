@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import AlloctuneError, ProbeError, TraceError
+from ..files import copy_whole
 from ..processes import temp_folder
 from ..runtime.peaks import traced
 from ..settings.conf import AllocConf
@@ -92,11 +93,11 @@ def _keep(snapshot: str, output) -> Trace:
         trace = load_trace(snapshot)
     except TraceError:
         # Keep what was recorded, so that a loader problem costs no second GPU run.
-        output.with_name(output.name + ".raw.pickle").write_bytes(Path(snapshot).read_bytes())
+        copy_whole(snapshot, output.with_name(output.name + ".raw.pickle"))
         raise
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix in (".pickle", ".pkl"):
-        output.write_bytes(Path(snapshot).read_bytes())
+        copy_whole(snapshot, output)
     else:
         save_trace(trace, output)
     return trace

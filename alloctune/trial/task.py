@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..files import read_tail
 from ..results.records import Backend, trial_key
 from ..settings.conf import AllocConf
 from ..settings.known import ALLOC_CONF_VARS
@@ -81,3 +82,16 @@ def exit_reason(code: int | None, who: str, exited: str = "") -> str:
     return f"{who} exited with status {code}{exited}"
 
 
+
+
+STDERR_LINES = 25           # of a failed trial's stderr, kept in its record
+_STDERR_TAIL_BYTES = 64 * 1024   # read from the end of the file a trial's stderr went to: a job may print gigabytes
+
+
+def stderr_tail(path: str, lines: int = STDERR_LINES) -> str:
+    """The last `lines` lines of the file a trial's stderr went to ('' where there is none)."""
+    try:
+        text = read_tail(path, _STDERR_TAIL_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])

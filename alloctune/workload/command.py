@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import OptionText, WorkloadError
 from ..settings.known import ALLOC_CONF_VARS
+from ..units import MAX_INT, MAX_INT_TEXT
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
@@ -153,9 +154,9 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
     if name is not None and not NAME_PATTERN.match(name):
         raise WorkloadError(OptionText("{name} {given!r}: expected letters, digits, '.', '_', '-'", given=name))
     for option, value, least in (("warmup_steps", warmup_steps, 0), ("steps", steps, 0)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-            raise WorkloadError(OptionText("{%s} must be a whole number of steps >= %d, got {given!r}"
-                                           % (option, least), given=value))
+        if not (isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_INT):
+            raise WorkloadError(OptionText("{%s} must be a whole number of steps from %d to %s, got {given!r}"
+                                           % (option, least, MAX_INT_TEXT), given=value))
     count, unit = _unit(unit)
     if count is not None:
         if command.metric_regex is not None:

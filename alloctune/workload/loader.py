@@ -46,6 +46,7 @@ from pathlib import Path
 from ..errors import ConfError, WorkloadError
 from ..files import read_input
 from ..settings.conf import AllocConf
+from ..units import MAX_INT, MAX_INT_TEXT
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .command import check_command, command_workload
 from .spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, NAME_PATTERN, WorkloadSpec
@@ -77,8 +78,9 @@ class _Checker:
         return value
 
     def integer(self, key: str, value, minimum: int):
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-        return self.expect(key, value, ok, "a positive integer" if minimum == 1 else f"an integer >= {minimum}")
+        """An integer from `minimum` to MAX_INT (64 bits: what a results file holds)."""
+        ok = isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= MAX_INT
+        return self.expect(key, value, ok, f"an integer from {minimum} to {MAX_INT_TEXT}")
 
     def run_value(self, key: str, value):
         """warmup_steps, steps, timeout_s or trace (at the top level or in a preset; `key` ends with the name)."""

@@ -24,16 +24,16 @@ VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
 
 
 @pytest.mark.parametrize("given, field, message", [
-    (dict(repeats=0), "repeats", "repeats must be 'auto' or at least 1, got 0"),
-    (dict(repeats="5"), "repeats", "repeats must be 'auto' or at least 1, got '5'"),
-    (dict(max_repeats=1), "max_repeats", "max_repeats must be at least 3, got 1"),
+    (dict(repeats=0), "repeats", "repeats must be 'auto' or a whole number from 1 to 1000, got 0"),
+    (dict(repeats="5"), "repeats", "repeats must be 'auto' or a whole number from 1 to 1000, got '5'"),
+    (dict(max_repeats=1), "max_repeats", "max_repeats must be a whole number from 3 to 1000, got 1"),
     (dict(time_budget_s=0), "time_budget_s", "time_budget_s must be positive, got 0"),
     (dict(max_slowdown=1.0), "max_slowdown", "max_slowdown must be a fraction in [0, 1) such as 0.02, got 1.0"),
     (dict(timeout_s=float("inf")), "timeout_s", "timeout_s must be a positive number of seconds, at most 604800, "
                                                 "got inf"),
-    (dict(search=0, backend="sim"), "search", "search must be at least 1, got 0"),
-    (dict(finalists=0), "finalists", "finalists must be at least 1, got 0"),
-    (dict(check_growth=0), "check_growth", "check_growth must be at least 1, got 0"),
+    (dict(search=0, backend="sim"), "search", "search must be a whole number from 1 to 2**63 - 1, got 0"),
+    (dict(finalists=0), "finalists", "finalists must be a whole number from 1 to 2**63 - 1, got 0"),
+    (dict(check_growth=0), "check_growth", "check_growth must be a whole number from 1 to 2**63 - 1, got 0"),
     (dict(gpus=[0, 0]), "gpus", "gpus must be distinct GPU indices >= 0, got (0, 0)"),
     (dict(backend="gpu"), "backend", "backend expects auto, cuda, sim or hybrid, got 'gpu'"),
     (dict(executor="slurm"), "executor", "executor expects local or ray, got 'slurm'"),
@@ -56,7 +56,7 @@ def test_each_bad_option_is_one_error_naming_its_field(given, field, message):
 def test_the_cli_names_the_flag_instead():
     with pytest.raises(OptionError) as caught:
         SweepOptions(repeats="auto", max_repeats=1)
-    assert flagged(caught.value, FLAGS) == "--max-repeats must be at least 3, got 1"
+    assert flagged(caught.value, FLAGS) == "--max-repeats must be a whole number from 3 to 1000, got 1"
     with pytest.raises(OptionError) as caught:
         SweepOptions(repeats=2, max_repeats=1, time_budget_s=-1.0)   # fixed repeats: no cap on rounds to check
     assert flagged(caught.value, FLAGS) == "--time-budget must be positive, got -1.0"

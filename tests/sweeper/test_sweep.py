@@ -95,7 +95,7 @@ def test_same_sweep_resumes_and_skips_finished_trials(swept, tmp_path):
 def test_a_bad_workload_file_stops_before_anything_runs(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(VARLEN.read_text().replace("steps: 80", "steps: ten"))
-    with pytest.raises(WorkloadError, match=r"bad.yaml: key 'steps': expected a positive integer, got 'ten'"):
+    with pytest.raises(WorkloadError, match=r"bad.yaml: key 'steps': expected an integer from 1 to 2\*\*63 - 1, got 'ten'"):
         alloctune.sweep(bad, results_root=tmp_path / "results")
     assert not (tmp_path / "results").exists()
 

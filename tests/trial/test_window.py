@@ -310,7 +310,7 @@ def _cli(*args, cwd):
 
 @pytest.mark.parametrize("args, message", [
     (["sweep", "--steps", "0", "--", sys.executable, "-c", "pass"],
-     "argument --steps: expected a whole number >= 1, got '0'"),
+     "argument --steps: expected a whole number from 1 to 2**63 - 1, got '0'"),
     (["sweep", "--step-on", "generate", "--", sys.executable, "-c", "pass"],
      "--step-on 'generate': expected 'forward' (calls of the top-level model) or module:qualname of a callable in "
      "a module the job imports, e.g. transformers.generation.utils:GenerationMixin.generate"),
@@ -318,7 +318,7 @@ def _cli(*args, cwd):
      "--unit 32 samples: a count per step applies to the steps alloctune counts; --metric-regex reads the "
      "throughput from the output"),
     (["sweep", "--warmup-steps", "-1", "--", sys.executable, "-c", "pass"],
-     "--warmup-steps must be a whole number of steps >= 0, got -1"),
+     "--warmup-steps must be a whole number of steps from 0 to 2**63 - 1, got -1"),
     (["sweep", "--steps", "5", "w.yaml"], "--steps apply to '-- COMMAND'; a workload file says these itself"),
     (["record", "-o", "t.pickle", "--steps", "5", "w.yaml"],
      "--steps applies to '-- COMMAND'; a workload file says its steps itself"),

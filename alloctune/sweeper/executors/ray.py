@@ -32,6 +32,23 @@ from .base import Executor, OnDone, OnSkip
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2])  # alloctune/, shipped to the nodes with the job
 CANCEL_GRACE_S = 10.0  # how long Ctrl-C waits for cancelled tasks to kill their children
+CONNECT_TIMEOUT_S = 5.0   # for a cluster's address to answer at all; Ray itself retries for minutes
+
+
+def _answers(address: str | None) -> None:
+    """A cluster address (host:6379, ray://host:10001) where nothing answers is refused in seconds, in one line:
+    ray.init would retry it 60 times, for some 14 minutes. Ray's own words ('auto', 'local') and None are its own
+    rules, as is an address without a port."""
+    host, colon, port = (address or "").removeprefix("ray://").rpartition(":")
+    if not (colon and host and port.isdigit()):
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, OverflowError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise AlloctuneError(f"cannot connect to the Ray cluster at {address}: {why} (nothing answered within "
+                             f"{CONNECT_TIMEOUT_S:g} s: is the address right, and is 'ray start --head' running "
+                             f"there?)") from None
 
 
 class RayExecutor(Executor):
@@ -50,6 +67,7 @@ class RayExecutor(Executor):
         self._ray, self.gpus_per_trial, self.notice = ray, gpus_per_trial, notice
         self._owned = not ray.is_initialized()
         if self._owned:
+            _answers(address or os.environ.get("RAY_ADDRESS"))
             try:
                 ray.init(address=address, runtime_env={"py_modules": [PACKAGE_DIR]}, log_to_driver=False,
                          logging_level=logging.WARNING)

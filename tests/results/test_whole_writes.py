@@ -1,0 +1,109 @@
+"""Every file alloctune writes for the user is written whole or not at all (files.write_file): a write that fails
+for real (the kernel's file-size limit, which fails a write as a full disk does; text that cannot be encoded)
+leaves the user's existing file as it was, and no temporary file beside it."""
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+from clirun import ROOT, in_process
+from folders import choice, make_folder, repeats
+
+from alloctune.files import copy_whole, write_file
+
+OLD = "PYTORCH_CUDA_ALLOC_CONF=the user's own, kept\n"
+
+
+def _small_files(limit: int = 16):
+    """In the child: any write past `limit` bytes of a file fails with EFBIG (SIGXFSZ ignored, as a full disk's
+    ENOSPC is an error, not a signal)."""
+    def setup():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return setup
+
+
+def _python(code: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1"),
+                          preexec_fn=_small_files(), timeout=120)
+
+
+def _only(folder, name):
+    assert sorted(os.listdir(folder)) == [name], "a temporary file was left behind"
+
+
+def test_export_to_a_file_that_cannot_be_written_whole_keeps_the_old_one(tmp_path):
+    folder = make_folder(tmp_path / "r", repeats("") + repeats("expandable_segments:True"),
+                         [choice("expandable_segments:True")])
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "alloc.env"
+    target.write_text(OLD)
+    run = _python("import sys; from alloctune.cli.main import main; sys.exit(main(sys.argv[1:]))",
+                  "export", folder.path, "-o", target)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [f"alloctune: error: File too large: {target}"]
+    assert target.read_text() == OLD
+    _only(out, "alloc.env")
+
+
+def test_export_to_a_file_writes_it_whole(tmp_path):
+    folder = make_folder(tmp_path / "r", repeats("") + repeats("expandable_segments:True"),
+                         [choice("expandable_segments:True")])
+    target = tmp_path / "alloc.env"
+    target.write_text(OLD)
+    run = in_process("export", folder.path, "-o", target)
+    assert run.returncode == 0, run.stderr
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in target.read_text()
+    assert sorted(os.listdir(tmp_path)) == ["alloc.env", "r"]
+
+
+def test_text_that_cannot_be_encoded_leaves_the_file_as_it_was(tmp_path):
+    target = tmp_path / "summary.md"
+    target.write_text(OLD)
+    with pytest.raises(UnicodeEncodeError):
+        write_file(target, "a lone surrogate \ud800 is no UTF-8")
+    assert target.read_text() == OLD
+    _only(tmp_path, "summary.md")
+
+
+def test_a_path_that_is_not_utf8_keeps_its_bytes(tmp_path):
+    name = os.fsdecode(b"caf\xe9")   # Latin-1 bytes, as the file system has them
+    target = tmp_path / "best.env"
+    write_file(target, f"# from {name}\n")
+    assert target.read_bytes() == b"# from caf\xe9\n"
+
+
+def test_a_function_that_fails_midway_leaves_the_file_as_it_was(tmp_path):
+    target = tmp_path / "plot.png"
+    target.write_text(OLD)
+
+    def half(f):
+        f.write(b"half a plot")
+        raise RuntimeError("the plot failed")
+
+    with pytest.raises(RuntimeError):
+        write_file(target, half)
+    assert target.read_text() == OLD
+    _only(tmp_path, "plot.png")
+
+
+def test_a_trace_copied_to_the_user_is_whole_or_not_there(tmp_path):
+    """What `record -o x.pickle` and a hybrid sweep's trace.xz go through (copy_whole), past the size limit."""
+    source = tmp_path / "snapshot.pickle"
+    source.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}) * 10)
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "trace.pickle"
+    target.write_text(OLD)
+    run = _python("import sys; from alloctune.files import copy_whole; copy_whole(sys.argv[1], sys.argv[2])",
+                  source, target)
+    assert run.returncode != 0 and "File too large" in run.stderr
+    assert target.read_text() == OLD
+    _only(out, "trace.pickle")
+    copy_whole(source, target)
+    assert target.read_bytes() == source.read_bytes()
