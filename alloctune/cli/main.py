@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import io
 import os
@@ -68,8 +69,43 @@ def _stand_in_for_closed_streams() -> None:
                 os.dup2(null, fd)
                 os.close(null)
         stream = io.TextIOWrapper(io.FileIO(fd, "r" if fd == 0 else "w", closefd=False), encoding="utf-8",
-                                  errors="surrogateescape" if fd < 2 else "backslashreplace", line_buffering=fd == 2)
+                                  errors="surrogateescape" if fd == 0 else _OUTPUT_ERRORS, line_buffering=fd == 2)
         setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+
+
+# The characters beyond ASCII that alloctune's own words and tables print, as a stream whose encoding lacks them
+# shows them (PYTHONIOENCODING=ascii, LC_ALL=C): one character for one where a table's columns depend on it.
+_STAND_INS = {"·": "-", "×": "x", "÷": "/", "±": "~", "—": "-", "≥": ">=", "▲": "^", "▼": "v", "✗": "X", "✓": "+"}
+_OUTPUT_ERRORS = "alloctune-output"
+
+
+def _unencodable(error: UnicodeError) -> tuple[bytes, int]:
+    """What standard output and error write for what their encoding cannot: a glyph's ASCII stand-in; any other
+    text (a path, a GPU's name) as the bytes it came from, as the file system has a path: the UTF-8 bytes of a
+    character, the original byte of one that was not UTF-8 (surrogateescape's). So no output dies on a character,
+    and a path printed is still the path."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = bytearray()
+    for char in error.object[error.start:error.end]:
+        if "\udc80" <= char <= "\udcff":
+            out.append(ord(char) - 0xDC00)
+        elif char in _STAND_INS:
+            out += _STAND_INS[char].encode("ascii")
+        else:
+            out += char.encode("utf-8", "surrogatepass")
+    return bytes(out), error.end
+
+
+codecs.register_error(_OUTPUT_ERRORS, _unencodable)
+
+
+def _writable_output() -> None:
+    """Standard output and error never fail on a character (see `_unencodable`); their encoding stays the
+    caller's."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=_OUTPUT_ERRORS)
 
 
 def _reader_left() -> int:
@@ -91,8 +127,7 @@ def _say(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _stand_in_for_closed_streams()
-    if isinstance(sys.stdout, io.TextIOWrapper):   # a path that is not UTF-8 is printed as the file system has it
-        sys.stdout.reconfigure(errors="surrogateescape")
+    _writable_output()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
