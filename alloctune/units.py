@@ -73,13 +73,37 @@ def budget_on(budget_bytes: int | None, fraction: float | None, device_bytes: in
     return int(fraction * device_bytes) if fraction is not None else budget_bytes
 
 
+_LONGEST = 16   # characters: a figure longer in its format is far beyond any measurement (1e308 tokens/s)
+NOT_FINITE = "not finite"
+
+
+def figure(value: float, spec: str) -> str:
+    """`value` in the format `spec` ('.3f', ',.0f', '+.1%'), the one way a figure is printed: where that would take
+    more than 16 characters, three significant digits with an exponent ('1e+308', '+1.5e+12%'), and a value that is
+    not finite (a figure no measurement gives) flagged as such, never printed as a number."""
+    if not math.isfinite(value):
+        return NOT_FINITE
+    text = format(value, spec)
+    if len(text) <= _LONGEST and "inf" not in text:   # '%' multiplies by 100: 1e308 would print as 'inf%'
+        return text
+    sign = "+" if "+" in spec else ""
+    if not spec.endswith("%"):
+        return format(value, sign + ".3g")
+    if math.isfinite(value * 100):
+        return format(value * 100, sign + ".3g") + "%"
+    mantissa, exponent = format(value, sign + ".2e").split("e")   # x 100 is past the float range
+    return f"{mantissa}e{int(exponent) + 2:+d}%"
+
+
 def format_bytes(n: int | float | None, digits: int = 2) -> str:
     """'27.31 GiB', '512.00 MiB'; '-' for None."""
     if n is None:
         return "-"
+    if not math.isfinite(n):
+        return NOT_FINITE
     for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
         if abs(n) >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
+            return f"{figure(n / scale, f'.{digits}f')} {unit}"
     return f"{int(n)} B"
 
 
@@ -90,4 +114,4 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 def format_number(value: float) -> str:
     """A throughput as a person reads it: whole units from 100 up, else three significant digits (0.0336)."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return figure(value, ",.0f" if abs(value) >= 100 else ".3g")

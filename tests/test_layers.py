@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "units": {"errors"},
     "files": {"errors", "units"},
     "processes": set(),
-    "runtime": set(),
+    "runtime": {"errors"},
     "settings": {"errors", "units", "files"},
     "results": {"errors", "units", "files", "settings"},
     "workload": {"errors", "units", "files", "settings"},

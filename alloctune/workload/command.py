@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..errors import OptionText, WorkloadError
+from ..errors import OptionText, WorkloadError, shown
 from ..settings.known import ALLOC_CONF_VARS
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
@@ -55,7 +55,10 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
     what is wrong, before any trial runs. A relative `cwd` is relative to `folder` (the workload file's), else to
     the current directory."""
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) and a for a in argv):
-        raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {argv!r}")
+        raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {shown(argv)}")
+    for arg in argv:
+        if "\0" in arg:   # no program can be given one: exec refuses it
+            raise WorkloadError(f"a command's argument cannot hold a NUL character, got {shown(arg)}")
     base = Path(folder or os.getcwd())
     if cwd is not None:
         if not isinstance(cwd, str) or not (base / cwd).is_dir():
@@ -63,7 +66,12 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
         cwd = str((base / cwd).resolve())
     env = env or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise WorkloadError(f"command env: expected a mapping of names to strings, got {env!r}")
+        raise WorkloadError(f"command env: expected a mapping of names to strings, got {shown(env)}")
+    # What an environment cannot hold: a name with '=' (it would read as another name and value) or none, a NUL.
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name + value:
+            raise WorkloadError(f"command env: {shown(name)} cannot be set: a variable's name is not empty and has no "
+                                f"'=', and neither name nor value holds a NUL character")
     if set(env) & set(ALLOC_CONF_VARS):
         raise WorkloadError(f"command env sets {', '.join(sorted(set(env) & set(ALLOC_CONF_VARS)))}: the sweep sets "
                             f"the allocator variable itself, one setting per trial")
