@@ -23,12 +23,21 @@ import tempfile
 import warnings
 from typing import BinaryIO, Callable
 
-from .errors import AlloctuneError
+from .errors import AlloctuneError, shown
 from .units import format_bytes
 
 _PIECE = 1 << 20
 _UMASK = os.umask(0o022)   # read once, at import, and put back: files are created as open() would create them
 os.umask(_UMASK)
+
+
+def checked_path(value: object, what: str) -> str:
+    """`value` as a path: a str or os.PathLike, not empty and without NUL (no file has such a name), else an
+    AlloctuneError in one line naming `what` it was given as."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise AlloctuneError(f"{what}: expected a path (a non-empty str or os.PathLike), got {shown(value)}")
+    return text
 
 
 def describe(source: str | os.PathLike) -> str:
@@ -68,7 +77,7 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
     """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
     '-' is standard input, which closing the result leaves open."""
-    name = os.fspath(source)
+    name = checked_path(source, what)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
         fd, close = sys.stdin.fileno(), False

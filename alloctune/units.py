@@ -42,6 +42,18 @@ def _bytes(value: int | float, text: object) -> int:
     return int(value)
 
 
+def size_argument(value: object, name: str, least: int = 1) -> int:
+    """A size given to the Python API (`device_memory=`): bytes as an int, or a size such as '24GiB'. SizeError
+    naming `name` when it is neither or below `least` bytes (a negative size, NaN and True are no sizes)."""
+    try:
+        size = parse_size(value)   # type: ignore[arg-type]   # whatever it was given: refused unless a size
+    except SizeError as exc:
+        raise SizeError(f"{name}: {exc}") from None
+    if size < least:
+        raise SizeError(f"{name} must be at least {plural(least, 'byte')}, got {value!r}")
+    return size
+
+
 def parse_budget(text: str) -> tuple[int | None, float | None]:
     """A memory budget: a size ('24GiB') -> (bytes, None), or a fraction of the device ('0.5') -> (None, 0.5)."""
     try:

@@ -6,6 +6,7 @@ A sweep ends with `analyze`; `alloctune report` (and `alloctune.analyze`) calls 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from ..decide.choice import Choice, choose
@@ -14,14 +15,20 @@ from ..decide.precision import precision
 from ..decide.safety import target_torch
 from ..decide.summary import SettingResult, summarize_settings
 from ..files import write_file
-from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp
+from ..results.folder import ChoiceRecord, ResultsFolder, RunnerUp, results_folder
+from ..results.records import check_max_slowdown
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
-def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
+def analyze(folder: ResultsFolder | str | os.PathLike,
+            max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
     """Decide from the recorded trials alone and write choice.json, summary.md, plot.png and (for a finished
-    sweep) best.env. `max_slowdown`: instead of the sweep's own (sweep.json keeps what was asked; the override
-    lives with the decision, in choice.json)."""
+    sweep) best.env; returns the settings and choices, as `sweep()`'s outcome holds them. `folder`: a results
+    folder (as `sweep()` returns it) or its path. `max_slowdown`: instead of the sweep's own (sweep.json keeps what
+    was asked; the override lives with the decision, in choice.json)."""
+    folder = results_folder(folder)
+    if max_slowdown is not None:
+        check_max_slowdown(max_slowdown)
     with folder.lock():  # not while a sweep writes the folder
         return _analyze(folder, max_slowdown)
 

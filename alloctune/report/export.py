@@ -34,7 +34,7 @@ import os
 from dataclasses import replace
 
 from .. import __version__
-from ..errors import AlloctuneError, OptionText, ResultsError
+from ..errors import AlloctuneError, OptionText, ResultsError, shown
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results, how_far
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
@@ -61,8 +61,8 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
 
 
 def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise AlloctuneError(f"unknown export format {shown(fmt)}; expected one of {', '.join(FORMATS)}")
 
 
 def _value(choice: ChoiceRecord) -> str:
@@ -139,15 +139,22 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     return "; ".join(parts)
 
 
-def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str | None = None,
+def export_results(path: str | os.PathLike | ResultsFolder, fmt: str = "env", *, workload: str | None = None,
                    conf: str | None = None, env_id: str | None = None, allow_incomplete: bool = False) -> str:
-    """The choice of a results folder (or of the one selected from a folder of them) as text in `fmt`.
+    """The choice of a results folder (a ResultsFolder, as `sweep()` returns it, or a path; or the one selected
+    from a folder of them) as text in `fmt`.
 
     `workload` selects a folder by workload name, `env_id` a choice by environment; `conf` exports that
     setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
     interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
     """
     _check_format(fmt)
+    for name, value in (("workload", workload), ("conf", conf), ("env_id", env_id)):
+        if value is not None and not isinstance(value, str):
+            raise AlloctuneError(f"{name}: expected a str, got {shown(value)}")
+    if not isinstance(allow_incomplete, bool):
+        raise AlloctuneError(f"allow_incomplete: expected True or False, got {shown(allow_incomplete)}")
+    path = path.path if isinstance(path, ResultsFolder) else path
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
     _check_setting(folder, choice)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FolderBusy, ResultsError
-from ..files import write_file
+from ..files import checked_path, write_file
 from ..settings.conf import canonical
 from ..units import plural
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
@@ -300,12 +300,25 @@ class ResultsFolder:
         return list(from_json(ChoiceFile, _read_json(path, "choice"), str(path)).choices)
 
 
-def find_results(path: str | os.PathLike) -> list[ResultsFolder]:
-    """A results folder itself, or every results folder directly below `path` (sorted by name)."""
-    path = Path(path)
+def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]:
+    """A results folder itself (a ResultsFolder, as `sweep()` returns in its outcome, or its path), or every results
+    folder directly below `path` (sorted by name)."""
+    if isinstance(path, ResultsFolder):   # itself: the lock it may hold is the object's
+        return [path]
+    path = Path(checked_path(path, "a results folder"))
     if (path / SWEEP_FILE).exists():
         return [ResultsFolder(path)]
     found = sorted(p for p in path.iterdir() if (p / SWEEP_FILE).exists()) if path.is_dir() else []
     if not found:
         raise ResultsError(f"{path}: no results folder here (expected {SWEEP_FILE})")
     return [ResultsFolder(p) for p in found]
+
+
+def results_folder(path: str | os.PathLike | ResultsFolder) -> ResultsFolder:
+    """The one results folder `path` is (a ResultsFolder or its path), for what works on one folder
+    (`alloctune.analyze`): a folder of several is refused, naming them."""
+    found = find_results(path)
+    if len(found) > 1:
+        raise ResultsError(f"{found[0].path.parent} holds {plural(len(found), 'results folder')}; give one of them: "
+                           + ", ".join(f.path.name for f in found))
+    return found[0]

@@ -14,7 +14,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Protocol
 
-from ..errors import ConfError
+from ..errors import ConfError, OptionError
 from ..settings.conf import AllocConf
 from .typed import Check, at_least, from_json
 
@@ -53,6 +53,13 @@ GrowthSamples = Annotated[list[list[int]], Check(_growth_problem)]
 
 # The decision rules' defaults, recorded with every sweep and choice (older files that lack them meant these).
 DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
+
+
+def check_max_slowdown(value: object) -> None:
+    """A max slowdown is a fraction in [0, 1): else an OptionError naming the option (`sweep()`, `analyze()`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:   # NaN fails too
+        raise OptionError("max_slowdown", "{max_slowdown} must be a fraction in [0, 1) such as 0.02, got {got!r}",
+                          got=value)
 DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
 
 

@@ -44,7 +44,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfError, WorkloadError
-from ..files import read_input
+from ..files import checked_path, read_input
 from ..settings.conf import AllocConf
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .command import check_command, command_workload
@@ -182,7 +182,7 @@ def _load_yaml(text: str, source: str):
 
 def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:
     """Read and validate a workload file, apply `preset` (else the file's `default_preset`, else none)."""
-    text, source, folder, resolved = _read(Path(path))
+    text, source, folder, resolved = _read(Path(checked_path(path, "a workload file")))
     c = _Checker(source, folder)
     doc = _document(c, text)
     if "command" in doc:
