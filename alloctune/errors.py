@@ -5,6 +5,7 @@ Messages that name options (a `sweep()` option, an `export_results()` parameter.
 caller reads the option's name, a CLI user its flag (each subcommand maps names to its flags)."""
 from __future__ import annotations
 
+import re
 import reprlib
 from string import Formatter
 from typing import Any, Callable
@@ -129,3 +130,13 @@ def shown(value: object, limit: int = 80) -> str:
     except Exception:  # a str subclass or an object whose repr fails: say what it is
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_LONGEST_WORD = 200   # characters of one word of a message: a path is shorter, a pasted file or a typo's paste longer
+
+
+def bounded(message: str) -> str:
+    """A message as a person reads it: each word (a run without whitespace) of more than 200 characters cut, with
+    how long it was, so that a value of 100,000 characters given by mistake is not echoed whole, twice."""
+    return re.sub(r"\S{%d,}" % (_LONGEST_WORD + 1),
+                  lambda m: f"{m.group()[:_LONGEST_WORD - 40]}...({len(m.group()):,} characters)", message)

@@ -70,7 +70,7 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
          lambda: alloctune.export_results(folder, allow_incomplete="yes"), "allow_incomplete: expected True"),
         ("load_trace(5)", lambda: alloctune.load_trace(5), "a trace: expected a path"),
         ("load_trace(NUL)", lambda: alloctune.load_trace("a\0b"), "a trace: expected a path"),
-        ("load_trace(folder)", lambda: alloctune.load_trace(ROOT), "Is a directory"),
+        ("load_trace(folder)", lambda: alloctune.load_trace(ROOT), "is a directory, not a trace"),
         ("load_trace(device='x')", lambda: alloctune.load_trace(TRACE, device="x"), "device: expected"),
         ("replay(nan)", lambda: alloctune.replay(trace, [""], device_memory=math.nan), "device_memory: expected a "
                                                                                       "finite size"),

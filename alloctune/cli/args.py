@@ -43,6 +43,18 @@ def _number(valid, expected: str):
     return parse
 
 
+def written(what: str, stdout: bool = False):
+    """An argparse type for a path alloctune writes (`what` it names, for the message): never empty (that would be
+    the current folder), and '-' standard output where `stdout`, else refused: never a file or folder named '-'."""
+    def parse(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"an empty path cannot be {what}: give a path")
+        if text == "-" and not stdout:
+            raise argparse.ArgumentTypeError(f"'-' (standard output) cannot be {what}: give a path")
+        return text
+    return parse
+
+
 fraction = _number(lambda v: 0 <= v < 1, "a fraction in [0, 1) such as 0.02")   # --max-slowdown
 seconds = _number(lambda v: 0 < v <= MAX_TIMEOUT_S,                             # --timeout
                   f"a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")

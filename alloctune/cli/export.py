@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from ..report.export import FORMATS, export_results
+from .args import written
 
 # export_results()'s parameters as this command's flags: a library message that names one shows the flag.
 FLAGS = {"workload": "--workload", "conf": "--conf", "env_id": "--env", "allow_incomplete": "--allow-incomplete"}
@@ -18,7 +19,8 @@ def register(subparsers) -> None:
                     "inherited setting).")
     p.add_argument("results", metavar="RESULTS", help="a results folder, or a folder of them")
     p.add_argument("--format", "-f", choices=FORMATS, default="env", help="output format (default: env)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("-o", "--output", metavar="FILE", type=written("a file", stdout=True),
+                   help="write to FILE instead of standard output ('-': standard output)")
     p.add_argument("--workload", metavar="NAME", help="the workload, when RESULTS holds several")
     p.add_argument("--conf", metavar="CONF", help="export this setting (one that ran and fitted) instead of the choice")
     p.add_argument("--env", dest="env_id", metavar="ENV", help="the environment (env_id), when the sweep had several")
@@ -30,7 +32,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id,
                           allow_incomplete=args.allow_incomplete)
-    if args.output:
+    if args.output and args.output != "-":
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
     else:

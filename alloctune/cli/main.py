@@ -11,17 +11,26 @@ import sys
 import threading
 import warnings
 from types import FrameType
+from typing import NoReturn
 
 from .. import __version__
-from ..errors import AlloctuneError
+from ..errors import AlloctuneError, bounded
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
 SUBCOMMANDS = ("sweep", "record", "replay", "search", "export", "compare", "report", "diagnose")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors bounded as alloctune's own (`errors.bounded`); subcommands' parsers are
+    of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(bounded(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="alloctune",
         description="Find the best PYTORCH_CUDA_ALLOC_CONF for a GPU workload, prove it with measurements, "
                     "and export it as an env file.")
@@ -155,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         return _reader_left()
     except AlloctuneError as exc:
         # Options named as this subcommand's flags (its `flags` table: field -> flag).
-        _say(f"alloctune: error: {flagged(exc, getattr(args, 'flags', {}))}")
+        _say(f"alloctune: error: {bounded(flagged(exc, getattr(args, 'flags', {})))}")
         return exc.exit_code
     except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
-        _say(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        _say(bounded(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
         return 2
     except KeyboardInterrupt as exc:
         # What the interrupted command leaves behind, as it says it (`interrupted` on args; sweep updates it once

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FolderBusy, ResultsError
-from ..files import checked_path, write_file
+from ..files import checked_path, not_a_file, write_file
 from ..settings.conf import canonical
 from ..units import plural
 from .records import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE, Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
@@ -249,6 +249,9 @@ class ResultsFolder:
                 raise ResultsError(f"{self.path / LOCK_FILE} is a symbolic link, which alloctune would write "
                                    f"through: remove it") from None
             raise
+        if problem := not_a_file(self.path / LOCK_FILE, os.fstat(fd).st_mode):   # flock on one: 'Invalid argument'
+            os.close(fd)
+            raise ResultsError(f"{self.path / LOCK_FILE}, the folder's writer lock, {problem}: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -305,7 +308,9 @@ def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]
     folder directly below `path` (sorted by name)."""
     if isinstance(path, ResultsFolder):   # itself: the lock it may hold is the object's
         return [path]
-    path = Path(checked_path(path, "a results folder"))
+    if checked_path(path, "a results folder") == "-":
+        raise ResultsError("'-' (standard input) cannot be a results folder: give its path")
+    path = Path(path)
     if (path / SWEEP_FILE).exists():
         return [ResultsFolder(path)]
     found = sorted(p for p in path.iterdir() if (p / SWEEP_FILE).exists()) if path.is_dir() else []

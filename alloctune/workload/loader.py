@@ -44,7 +44,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfError, WorkloadError
-from ..files import checked_path, read_input
+from ..files import checked_path, not_a_file, read_text
 from ..settings.conf import AllocConf
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .command import check_command, command_workload
@@ -86,8 +86,8 @@ class _Checker:
         if name == "trace":
             self.text(key, value, expected="a path to an allocation trace file")
             full = (self.folder / value).resolve()
-            if not full.is_file():
-                raise self.fail(key, f"expected an existing trace file, {full} does not exist")
+            if problem := not_a_file(full):
+                raise self.fail(key, f"expected an existing trace file, {full} {problem}")
             return str(full)
         if name != "timeout_s":
             return self.integer(key, value, 1 if name == "steps" else 0)
@@ -127,14 +127,12 @@ def _read(path: Path) -> tuple[str, str, Path, str]:
     `-` is standard input: its relative paths start from the current folder."""
     source = "<stdin>" if str(path) == "-" else str(path)
     try:
-        text = read_input(path, MAX_WORKLOAD_BYTES, "a workload file", WorkloadError).decode("utf-8")
+        text = read_text(path, MAX_WORKLOAD_BYTES, "a workload file", WorkloadError)
         if source == "<stdin>":
             return text, source, Path.cwd(), ""
         return text, source, path.parent, str(path.resolve())
     except OSError as exc:
         raise WorkloadError(f"{source}: cannot read workload file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{source}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _load_yaml(text: str, source: str):
@@ -330,8 +328,8 @@ def _entry(c: _Checker, value) -> str:
     if path is None:
         return value
     full = (c.folder / path).resolve()
-    if not full.is_file():
-        raise c.fail("entry", f"expected an existing Python file, {full} does not exist")
+    if problem := not_a_file(full):
+        raise c.fail("entry", f"expected an existing Python file, {full} {problem}")
     return f"{full}:{value.rpartition(':')[2]}"
 
 
