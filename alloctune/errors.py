@@ -140,3 +140,20 @@ def bounded(message: str) -> str:
     how long it was, so that a value of 100,000 characters given by mistake is not echoed whole, twice."""
     return re.sub(r"\S{%d,}" % (_LONGEST_WORD + 1),
                   lambda m: f"{m.group()[:_LONGEST_WORD - 40]}...({len(m.group()):,} characters)", message)
+
+
+# What a terminal would act on instead of showing: C0 controls but tab and newline (ESC starts escape sequences, BEL
+# rings, CR and backspace overwrite), DEL, C1 controls, and the bidirectional overrides that reorder what follows.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(match: re.Match) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7f else "\ufffd"
+
+
+def printable(text: str) -> str:
+    """`text` safe to show: each control character a terminal would act on shown as its picture, one character
+    for one ('␛' for ESC, '␀' for NUL, '␇' for BEL, '␡' for DEL, '�' for the rest), so that nothing from a trace, a
+    GPU's name, a path or a log moves the cursor, rings or rewrites the screen, and columns keep their width."""
+    return _CONTROLS.sub(_picture, text)

@@ -12,7 +12,7 @@ _UNITS = {
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", re.IGNORECASE)   # fullmatch
 
 MiB = 2**20
 GiB = 2**30
@@ -26,7 +26,7 @@ def parse_size(text: str | int | float) -> int:
         raise SizeError(f"expected a size such as '24GiB', got {text!r}")
     if isinstance(text, (int, float)):
         return _bytes(text, text)
-    match = _SIZE.match(str(text))
+    match = _SIZE.fullmatch(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise SizeError(f"expected a size such as '24GiB', '143771MiB' or plain bytes, got {text!r}")
     return _bytes(float(match.group(1)) * _UNITS[match.group(2).lower()], text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..errors import printable
 from ..report.export import FORMATS, export_results
 from .args import written
 
@@ -34,7 +35,7 @@ def run(args) -> int:
                           allow_incomplete=args.allow_incomplete)
     if args.output and args.output != "-":
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        print(printable(f"wrote {args.output}"), file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -14,7 +14,7 @@ from types import FrameType
 from typing import NoReturn
 
 from .. import __version__
-from ..errors import AlloctuneError, bounded
+from ..errors import AlloctuneError, bounded, printable
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
     of the same class."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(bounded(message))
+        super().error(printable(bounded(message)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def _warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"alloctune: warning: {message}", file=sys.stderr)
+    print(printable(bounded(f"alloctune: warning: {message}")), file=sys.stderr)
 
 
 def _stand_in_for_closed_streams() -> None:
@@ -127,9 +127,10 @@ def _reader_left() -> int:
 
 
 def _say(text: str) -> None:
-    """A last line on standard error; a reader of it that left is no reason for a traceback."""
+    """A last line on standard error, its long words cut and its controls shown (errors.bounded, printable); a
+    reader of it that left is no reason for a traceback."""
     try:
-        print(text, file=sys.stderr)
+        print(printable(bounded(text)), file=sys.stderr)
     except (OSError, ValueError):
         pass
 
@@ -164,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         return _reader_left()
     except AlloctuneError as exc:
         # Options named as this subcommand's flags (its `flags` table: field -> flag).
-        _say(f"alloctune: error: {bounded(flagged(exc, getattr(args, 'flags', {})))}")
+        _say(f"alloctune: error: {flagged(exc, getattr(args, 'flags', {}))}")
         return exc.exit_code
     except OSError as exc:  # a file we were told to read or write, or a command to run, that is not there
-        _say(bounded(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")))
+        _say(f"alloctune: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
         return 2
     except KeyboardInterrupt as exc:
         # What the interrupted command leaves behind, as it says it (`interrupted` on args; sweep updates it once

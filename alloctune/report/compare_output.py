@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
+from ..errors import printable
 from ..files import write_file
 from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
@@ -208,7 +209,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
-    write_file(path, "\n".join(out) + "\n")
+    write_file(path, printable("\n".join(out) + "\n"))   # a GPU's name or a path may hold controls
     return path
 
 

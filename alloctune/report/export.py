@@ -9,7 +9,8 @@ Formats:
   json    an object: {"env": {KEY: value, ...}, "conf", "is_default", "env_id", "backend", "simulated",
           "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
-  k8s     a container `env:` list (YAML), to paste under `containers[i]`.
+  k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
+          `containers[i]`; the comments after it.
 
 Which variable: the one the target torch reads first, `known.export_variable(torch)`, for the torch the choice
 was made for: the one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's
@@ -34,7 +35,7 @@ import os
 from dataclasses import replace
 
 from .. import __version__
-from ..errors import AlloctuneError, OptionText, ResultsError, shown
+from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results, how_far
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
@@ -75,8 +76,9 @@ def _value(choice: ChoiceRecord) -> str:
 
 
 def _one_line(text: str) -> str:
-    # A comment must stay one line in every format, whatever a workload name or path holds.
-    return " ".join(text.split())
+    # A comment must stay one line in every format, whatever a workload name, GPU name or path holds, and hold no
+    # control character: YAML refuses one even in a comment, and a terminal acts on it when the file is shown.
+    return printable(" ".join(text.split()))
 
 
 def _comments(comments: list[str]) -> str:
@@ -97,8 +99,11 @@ def _docker(name: str, value: str, comments: list[str]) -> str:
 
 
 def _k8s(name: str, value: str, comments: list[str]) -> str:
-    # json.dumps gives a YAML double-quoted scalar: always a string, never read as a bool, number or null.
-    return _comments(comments) + f"env:\n  - name: {name}\n    value: {json.dumps(value)}\n"
+    # The container's `env:` key on one line (a flow sequence), first: pasted where the cursor stands at a
+    # container's indentation, it sits there whatever the manifest's indentation; the comments follow, as YAML
+    # takes a comment at any indentation. json.dumps gives double-quoted scalars: always strings, never read as a
+    # bool, number or null.
+    return f"env: [{{name: {json.dumps(name)}, value: {json.dumps(value)}}}]\n" + _comments(comments)
 
 
 def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str | None) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..decide.choice import Choice, something_to_export
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
+from ..errors import printable
 from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import DEFAULT_TIE, measured_env_id, peak_row, process_name
@@ -225,5 +226,5 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     path = folder.path / SUMMARY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, "\n".join(lines))
+    write_file(path, printable("\n".join(lines)))   # a GPU's name or a path may hold controls
     return path

@@ -16,7 +16,7 @@ from ..errors import OptionText, WorkloadError, shown
 from ..settings.known import ALLOC_CONF_VARS
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
-_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")   # fullmatch, as every validating pattern here
 _DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
 _CALLABLE = re.compile(f"{_DOTTED}:{_DOTTED}")   # --step-on module:qualname
 STEP_ON_FORWARD = "forward"                       # --step-on forward: calls of a top-level nn.Module
@@ -113,7 +113,7 @@ def resolve_program(program: str, cwd: str | None = None, env: dict | None = Non
 
 
 def is_python(program: str) -> bool:
-    return bool(_PYTHON.match(os.path.basename(program)))
+    return bool(_PYTHON.fullmatch(os.path.basename(program)))
 
 
 def command_python(command: CommandSpec) -> str | None:
@@ -158,8 +158,8 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
     """The WorkloadSpec of a command. `steps`: end each trial after this many steps past the warm-up (the --steps
     window); 0: the command decides how much work a run does. `unit`: what the throughput counts, optionally
     with what one counted step is worth ('32 samples')."""
-    if name is not None and not NAME_PATTERN.match(name):
-        raise WorkloadError(OptionText("{name} {given!r}: expected letters, digits, '.', '_', '-'", given=name))
+    if name is not None and not (isinstance(name, str) and NAME_PATTERN.fullmatch(name)):
+        raise WorkloadError(OptionText("{name} {given}: expected letters, digits, '.', '_', '-'", given=shown(name)))
     for option, value, least in (("warmup_steps", warmup_steps, 0), ("steps", steps, 0)):
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
             raise WorkloadError(OptionText("{%s} must be a whole number of steps >= %d, got {given!r}"
