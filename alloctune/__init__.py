@@ -13,6 +13,9 @@ matplotlib or rich):
     alloctune.diagnose(source, ...)       the cause of a CUDA out-of-memory error and the next step
     alloctune.dump_on_oom(folder)         leave a memory snapshot at the next OOM, for `diagnose`
     alloctune.step(units=1)               in your own script: mark a step (a no-op outside an alloctune trial)
+    alloctune.AlloctuneError              what each of them raises for a wrong argument or input, in one line
+
+Each takes a path or the object another returns (a results folder, a trace).
 """
 from importlib import import_module
 
@@ -22,6 +25,7 @@ _API = {
     "sweep": "sweeper.sweep", "analyze": "sweeper.sweep", "load_workload": "workload.loader",
     "load_trace": "sim.trace", "replay": "sim.replay", "export_results": "report.export", "diagnose": "diagnosis",
     "dump_on_oom": "runtime.oomdump", "step": "runtime.steps", "SweepOptions": "sweeper.options",
+    "AlloctuneError": "errors",
 }
 
 

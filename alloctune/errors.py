@@ -5,6 +5,7 @@ Messages that name options (a `sweep()` option, an `export_results()` parameter.
 caller reads the option's name, a CLI user its flag (each subcommand maps names to its flags)."""
 from __future__ import annotations
 
+import re
 import reprlib
 from string import Formatter
 from typing import Any, Callable
@@ -129,3 +130,30 @@ def shown(value: object, limit: int = 80) -> str:
     except Exception:  # a str subclass or an object whose repr fails: say what it is
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_LONGEST_WORD = 200   # characters of one word of a message: a path is shorter, a pasted file or a typo's paste longer
+
+
+def bounded(message: str) -> str:
+    """A message as a person reads it: each word (a run without whitespace) of more than 200 characters cut, with
+    how long it was, so that a value of 100,000 characters given by mistake is not echoed whole, twice."""
+    return re.sub(r"\S{%d,}" % (_LONGEST_WORD + 1),
+                  lambda m: f"{m.group()[:_LONGEST_WORD - 40]}...({len(m.group()):,} characters)", message)
+
+
+# What a terminal would act on instead of showing: C0 controls but tab and newline (ESC starts escape sequences, BEL
+# rings, CR and backspace overwrite), DEL, C1 controls, and the bidirectional overrides that reorder what follows.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(match: re.Match) -> str:
+    code = ord(match.group())
+    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7f else "\ufffd"
+
+
+def printable(text: str) -> str:
+    """`text` safe to show: each control character a terminal would act on shown as its picture, one character
+    for one ('␛' for ESC, '␀' for NUL, '␇' for BEL, '␡' for DEL, '�' for the rest), so that nothing from a trace, a
+    GPU's name, a path or a log moves the cursor, rings or rewrites the screen, and columns keep their width."""
+    return _CONTROLS.sub(_picture, text)

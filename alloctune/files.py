@@ -4,8 +4,8 @@ Reading: what the user gives, a path or '-' (standard input), is read in bounded
 one size limit, defined where that kind is read (a trace, a snapshot, a log, a results file...). A regular file
 larger than its limit is refused before a byte of it is read; anything else (a pipe, a device, a file still
 growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`, `/dev/urandom` or a 3 GB
-file cost at most the limit, never all memory. A FIFO without a writer waits for one, as every reader of a pipe
-does.
+file cost at most the limit, never all memory. A FIFO without a writer reads as empty at once (it never waits for
+one); with a writer it is read as a pipe. `not_a_file` says what a path that should be a regular file is instead.
 
 Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
 flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
@@ -25,12 +25,41 @@ import tempfile
 import warnings
 from typing import BinaryIO, Callable
 
-from .errors import AlloctuneError
+from .errors import AlloctuneError, shown
 from .units import format_bytes
 
 _PIECE = 1 << 20
 _UMASK = os.umask(0o022)   # read once, at import, and put back: files are created as open() would create them
 os.umask(_UMASK)
+
+
+def checked_path(value: object, what: str) -> str:
+    """`value` as a path: a str or os.PathLike, not empty and without NUL (no file has such a name), else an
+    AlloctuneError in one line naming `what` it was given as."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise AlloctuneError(f"{what}: expected a path (a non-empty str or os.PathLike), got {shown(value)}")
+    return text
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_a_file(path: str | os.PathLike, mode: int | None = None) -> str | None:
+    """Why `path` (or a file of `mode`) is not a regular file a reader can take as one, in words ('does not exist',
+    'is a directory, not a regular file'); None for a regular file (through symbolic links)."""
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            return "does not exist"
+        except OSError as exc:
+            return f"cannot be read: {exc.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return f"is {kind}, not a regular file"
 
 
 def describe(source: str | os.PathLike) -> str:
@@ -80,16 +109,19 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
     '-' is standard input, which closing the result leaves open. `whole=False`: the caller reads only part of a
     regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped."""
-    name = os.fspath(source)
+    name = checked_path(source, what)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
         fd, close = sys.stdin.fileno(), False
     else:
-        fd, close = os.open(name, os.O_RDONLY | os.O_CLOEXEC), True
+        # Without O_NONBLOCK a FIFO's open waits for a writer, for ever if none comes: opened at once, it reads as
+        # empty without one, and as a pipe (blocking) with one.
+        fd, close = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK), True
+        os.set_blocking(fd, True)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(21, os.strerror(21), name)
+            raise error(f"{describe(name)} is a directory, not {what}")
         if whole and stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise too_large
     except BaseException:
@@ -112,6 +144,17 @@ def read_input(source: str | os.PathLike, limit: int, what: str,
     """All of `source` (see `open_input`)."""
     with open_input(source, limit, what, error) as f:
         return f.read()
+
+
+def read_text(source: str | os.PathLike, limit: int, what: str,
+              error: type[AlloctuneError] = AlloctuneError) -> str:
+    """All of `source` as UTF-8 text (see `open_input`), a byte-order mark at its start dropped (editors on Windows
+    write one); `error` when it is not UTF-8."""
+    data = read_input(source, limit, what, error)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{describe(source)} is not UTF-8 text (byte {exc.start})") from None
 
 
 def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> None:

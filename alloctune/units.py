@@ -12,7 +12,7 @@ _UNITS = {
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", re.IGNORECASE)   # fullmatch
 
 MiB = 2**20
 GiB = 2**30
@@ -30,7 +30,7 @@ def parse_size(text: str | int | float) -> int:
         raise SizeError(f"expected a size such as '24GiB', got {text!r}")
     if isinstance(text, (int, float)):
         return _bytes(text, text)
-    match = _SIZE.match(str(text))
+    match = _SIZE.fullmatch(str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise SizeError(f"expected a size such as '24GiB', '143771MiB' or plain bytes, got {text!r}")
     return _bytes(float(match.group(1)) * _UNITS[match.group(2).lower()], text)
@@ -44,6 +44,18 @@ def _bytes(value: int | float, text: object) -> int:
     if value > MAX_SIZE:
         raise SizeError(f"a size must be below 8 EiB, got {text!r}")
     return int(value)
+
+
+def size_argument(value: object, name: str, least: int = 1) -> int:
+    """A size given to the Python API (`device_memory=`): bytes as an int, or a size such as '24GiB'. SizeError
+    naming `name` when it is neither or below `least` bytes (a negative size, NaN and True are no sizes)."""
+    try:
+        size = parse_size(value)   # type: ignore[arg-type]   # whatever it was given: refused unless a size
+    except SizeError as exc:
+        raise SizeError(f"{name}: {exc}") from None
+    if size < least:
+        raise SizeError(f"{name} must be at least {plural(least, 'byte')}, got {value!r}")
+    return size
 
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:
@@ -77,13 +89,37 @@ def budget_on(budget_bytes: int | None, fraction: float | None, device_bytes: in
     return int(fraction * device_bytes) if fraction is not None else budget_bytes
 
 
+_LONGEST = 16   # characters: a figure longer in its format is far beyond any measurement (1e308 tokens/s)
+NOT_FINITE = "not finite"
+
+
+def figure(value: float, spec: str) -> str:
+    """`value` in the format `spec` ('.3f', ',.0f', '+.1%'), the one way a figure is printed: where that would take
+    more than 16 characters, three significant digits with an exponent ('1e+308', '+1.5e+12%'), and a value that is
+    not finite (a figure no measurement gives) flagged as such, never printed as a number."""
+    if not math.isfinite(value):
+        return NOT_FINITE
+    text = format(value, spec)
+    if len(text) <= _LONGEST and "inf" not in text:   # '%' multiplies by 100: 1e308 would print as 'inf%'
+        return text
+    sign = "+" if "+" in spec else ""
+    if not spec.endswith("%"):
+        return format(value, sign + ".3g")
+    if math.isfinite(value * 100):
+        return format(value * 100, sign + ".3g") + "%"
+    mantissa, exponent = format(value, sign + ".2e").split("e")   # x 100 is past the float range
+    return f"{mantissa}e{int(exponent) + 2:+d}%"
+
+
 def format_bytes(n: int | float | None, digits: int = 2) -> str:
     """'27.31 GiB', '512.00 MiB'; '-' for None."""
     if n is None:
         return "-"
+    if not math.isfinite(n):
+        return NOT_FINITE
     for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
         if abs(n) >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
+            return f"{figure(n / scale, f'.{digits}f')} {unit}"
     return f"{int(n)} B"
 
 
@@ -94,4 +130,4 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 def format_number(value: float) -> str:
     """A throughput as a person reads it: whole units from 100 up, else three significant digits (0.0336)."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return figure(value, ",.0f" if abs(value) >= 100 else ".3g")

@@ -7,10 +7,14 @@ import errno
 import math
 import os
 import sys
+from typing import TYPE_CHECKING, cast
 
-from ..errors import OptionText, python_name
+from ..errors import OptionText, printable, python_name
 from ..units import MAX_INT, MAX_INT_TEXT
 from ..workload.spec import MAX_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from rich.console import RenderHook
 
 
 def gpu_list(text: str) -> list[int]:
@@ -41,6 +45,18 @@ def _number(valid, expected: str):
         if value is None or not math.isfinite(value) or not valid(value):
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
+    return parse
+
+
+def written(what: str, stdout: bool = False):
+    """An argparse type for a path alloctune writes (`what` it names, for the message): never empty (that would be
+    the current folder), and '-' standard output where `stdout`, else refused: never a file or folder named '-'."""
+    def parse(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError(f"an empty path cannot be {what}: give a path")
+        if text == "-" and not stdout:
+            raise argparse.ArgumentTypeError(f"'-' (standard output) cannot be {what}: give a path")
+        return text
     return parse
 
 
@@ -77,7 +93,28 @@ def console(stderr: bool = False):
             # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-    return PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout))
+    shown = PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout))
+    shown.push_render_hook(cast("RenderHook", _Printable()))   # rich loads with the console, not before
+    return shown
+
+
+class _Printable:
+    """A rich RenderHook: what any renderable prints (a table's cells, a path, a trace's metadata) passes through
+    `errors.printable`; rich's own styles and cursor controls stay as they are."""
+
+    def process_renderables(self, renderables: list) -> list:
+        return [_PrintableText(r) for r in renderables]
+
+
+class _PrintableText:
+    def __init__(self, renderable) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console, options):
+        from rich.segment import Segment
+
+        for segment in console.render(self.renderable, options):
+            yield segment if segment.control else Segment(printable(segment.text), segment.style)
 
 
 ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says

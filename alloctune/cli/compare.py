@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..decide.regression import DEFAULT_FACTOR
 from ..report.layout import say
-from .args import console
+from .args import console, written
 
 
 def _factor(text: str) -> float:
@@ -33,6 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--factor", type=_factor, default=DEFAULT_FACTOR,
                    help=f"relative change beyond which memory or throughput counts as changed (default {DEFAULT_FACTOR})")
     p.add_argument("-o", "--output", metavar="DIR", default=".",
+                   type=written("the folder of compare.md and compare.png"),
                    help="where to write compare.md and compare.png (default: the current folder)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")
     p.set_defaults(func=run)

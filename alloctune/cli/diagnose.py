@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from ..errors import printable
 from ..report import layout
 
 from .args import positive_int
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print("\n".join(_lines(result, output_width(sys.stdout))))
+        print(printable("\n".join(_lines(result, output_width(sys.stdout)))))
     return 0
 
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import printable
 from ..files import write_file
 from ..report.export import FORMATS, export_results
+from .args import written
 
 # export_results()'s parameters as this command's flags: a library message that names one shows the flag.
 FLAGS = {"workload": "--workload", "conf": "--conf", "env_id": "--env", "allow_incomplete": "--allow-incomplete"}
@@ -18,7 +20,8 @@ def register(subparsers) -> None:
                     "inherited setting).")
     p.add_argument("results", metavar="RESULTS", help="a results folder, or a folder of them")
     p.add_argument("--format", "-f", choices=FORMATS, default="env", help="output format (default: env)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("-o", "--output", metavar="FILE", type=written("a file", stdout=True),
+                   help="write to FILE instead of standard output ('-': standard output)")
     p.add_argument("--workload", metavar="NAME", help="the workload, when RESULTS holds several")
     p.add_argument("--conf", metavar="CONF", help="export this setting (one that ran and fitted) instead of the choice")
     p.add_argument("--env", dest="env_id", metavar="ENV", help="the environment (env_id), when the sweep had several")
@@ -30,9 +33,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id,
                           allow_incomplete=args.allow_incomplete)
-    if args.output:
+    if args.output and args.output != "-":
         write_file(args.output, text)   # an existing FILE stays whole if the write fails
-        print(f"wrote {args.output}", file=sys.stderr)
+        print(printable(f"wrote {args.output}"), file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

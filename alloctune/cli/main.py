@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import importlib
 import io
 import os
@@ -10,17 +11,26 @@ import sys
 import threading
 import warnings
 from types import FrameType
+from typing import NoReturn
 
 from .. import __version__
-from ..errors import AlloctuneError
+from ..errors import AlloctuneError, bounded, printable
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
 SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "compare", "report", "diagnose")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors bounded as alloctune's own (`errors.bounded`); subcommands' parsers are
+    of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(bounded(message)))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="alloctune",
         description="Find the best PYTORCH_CUDA_ALLOC_CONF for a GPU workload, prove it with measurements, "
                     "and export it as an env file.")
@@ -41,7 +51,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def _warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"alloctune: warning: {message}", file=sys.stderr)
+    print(printable(bounded(f"alloctune: warning: {message}")), file=sys.stderr)
 
 
 def _stand_in_for_closed_streams() -> None:
@@ -68,8 +78,43 @@ def _stand_in_for_closed_streams() -> None:
                 os.dup2(null, fd)
                 os.close(null)
         stream = io.TextIOWrapper(io.FileIO(fd, "r" if fd == 0 else "w", closefd=False), encoding="utf-8",
-                                  errors="surrogateescape" if fd < 2 else "backslashreplace", line_buffering=fd == 2)
+                                  errors="surrogateescape" if fd == 0 else _OUTPUT_ERRORS, line_buffering=fd == 2)
         setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+
+
+# The characters beyond ASCII that alloctune's own words and tables print, as a stream whose encoding lacks them
+# shows them (PYTHONIOENCODING=ascii, LC_ALL=C): one character for one where a table's columns depend on it.
+_STAND_INS = {"·": "-", "×": "x", "÷": "/", "±": "~", "—": "-", "≥": ">=", "▲": "^", "▼": "v", "✗": "X", "✓": "+"}
+_OUTPUT_ERRORS = "alloctune-output"
+
+
+def _unencodable(error: UnicodeError) -> tuple[bytes, int]:
+    """What standard output and error write for what their encoding cannot: a glyph's ASCII stand-in; any other
+    text (a path, a GPU's name) as the bytes it came from, as the file system has a path: the UTF-8 bytes of a
+    character, the original byte of one that was not UTF-8 (surrogateescape's). So no output dies on a character,
+    and a path printed is still the path."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = bytearray()
+    for char in error.object[error.start:error.end]:
+        if "\udc80" <= char <= "\udcff":
+            out.append(ord(char) - 0xDC00)
+        elif char in _STAND_INS:
+            out += _STAND_INS[char].encode("ascii")
+        else:
+            out += char.encode("utf-8", "surrogatepass")
+    return bytes(out), error.end
+
+
+codecs.register_error(_OUTPUT_ERRORS, _unencodable)
+
+
+def _writable_output() -> None:
+    """Standard output and error never fail on a character (see `_unencodable`); their encoding stays the
+    caller's."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=_OUTPUT_ERRORS)
 
 
 def _reader_left() -> int:
@@ -82,17 +127,17 @@ def _reader_left() -> int:
 
 
 def _say(text: str) -> None:
-    """A last line on standard error; a reader of it that left is no reason for a traceback."""
+    """A last line on standard error, its long words cut and its controls shown (errors.bounded, printable); a
+    reader of it that left is no reason for a traceback."""
     try:
-        print(text, file=sys.stderr)
+        print(printable(bounded(text)), file=sys.stderr)
     except (OSError, ValueError):
         pass
 
 
 def main(argv: list[str] | None = None) -> int:
     _stand_in_for_closed_streams()
-    if isinstance(sys.stdout, io.TextIOWrapper):   # a path that is not UTF-8 is printed as the file system has it
-        sys.stdout.reconfigure(errors="surrogateescape")
+    _writable_output()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

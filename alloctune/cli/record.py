@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import console, gpu_list, positive_int, seconds
+from .args import console, gpu_list, positive_int, seconds, written
 
 
 def register(subparsers) -> None:
@@ -17,7 +17,7 @@ def register(subparsers) -> None:
                     "leaves its own trace: trace.rank0.pickle, trace.rank1.pickle, ... when there are several)")
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND",
                    help="a workload file, or after '--' your own command")
-    p.add_argument("-o", "--output", required=True,
+    p.add_argument("-o", "--output", required=True, type=written("the trace files, one per process"),
                    help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
     p.add_argument("--preset", help="workload preset")
     p.add_argument("--conf", default="", help="allocator setting to record under (the alloc sequence does not "

@@ -29,8 +29,9 @@ def register(subparsers) -> None:
                         "(to 2 MiB; the whole device, --budget does not apply)")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true",
-                   help="print a JSON object: the trace, its warnings, and results, one object per setting (for "
-                        "several traces: traces, a list of those, and maximum)")
+                   help="print a JSON object: the trace, its warnings, results (one object per setting simulated) "
+                        "and skipped (the settings without figures, with why; for several traces: traces, a list "
+                        "of those, and maximum)")
     p.set_defaults(func=run)
 
 

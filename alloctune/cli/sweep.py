@@ -17,7 +17,7 @@ from ..sim.limits import DEFAULT_MAX_SETTINGS
 from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
-from .args import console, flagged, fraction, gpu_list, positive_int, seconds
+from .args import console, flagged, fraction, gpu_list, positive_int, seconds, written
 from .report import decisions
 
 # The options this command passes on, as its flags: SweepOptions fields, then those of a command
@@ -150,9 +150,10 @@ def _how(p) -> None:
 def _output(p) -> None:
     """Where the results go, and what is printed."""
     p.add_argument("--results", default=DEFAULT_RESULTS_ROOT, metavar="RESULTS", dest="results_root",
+                   type=written("a folder of results folders"),
                    help=f"folder under which results folders are created (default: {DEFAULT_RESULTS_ROOT}, in the "
                         f"current folder)")
-    p.add_argument("--out", help="exact results folder to write (or resume)")
+    p.add_argument("--out", type=written("a results folder"), help="exact results folder to write (or resume)")
     p.add_argument("--fresh", action="store_true", help="start a new results folder instead of resuming")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document instead of the tables: the results folder, its decisions (as "

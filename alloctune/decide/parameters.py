@@ -3,6 +3,8 @@ the default a setting may be and still be recommended) and the tie margin (peaks
 choice.json record the values a decision used; a file from before they were kept holds none and meant these."""
 from __future__ import annotations
 
+from ..errors import OptionError
+
 DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
 DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
 
@@ -13,3 +15,10 @@ def max_slowdown_of(asked: float | None, recorded: float | None = None) -> float
     if asked is not None:
         return asked
     return DEFAULT_MAX_SLOWDOWN if recorded is None else recorded
+
+
+def check_max_slowdown(value: object) -> None:
+    """A max slowdown is a fraction in [0, 1): else an OptionError naming the option (`sweep()`, `analyze()`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:   # NaN fails too
+        raise OptionError("max_slowdown", "{max_slowdown} must be a fraction in [0, 1) such as 0.02, got {got!r}",
+                          got=value)

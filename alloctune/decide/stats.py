@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
@@ -19,6 +20,25 @@ OUTLIER_Z = 3.5   # modified z-score beyond which a sample is an outlier (Iglewi
 # agree closely make the MAD tiny and the third an "outlier", and dropping it fakes a significant difference.
 PAIRED_OUTLIER_MIN = 6
 ALPHA = 0.05
+
+
+# A ratio of throughputs beyond the float range (1e308 against 5e-324 units/s) is held at the largest float: every
+# figure stays finite, as the JSON files that keep them require, and an interval that reaches it has no width.
+_LARGEST = sys.float_info.max
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return _LARGEST
+
+
+def _ratio(candidate: float, baseline: float) -> float:
+    """candidate / baseline; against no throughput (a folder that recorded 0), the largest (1.0 where both are 0)."""
+    if baseline > 0:
+        return min(candidate / baseline, _LARGEST)
+    return 1.0 if candidate == baseline else _LARGEST
 
 
 @cache
@@ -64,7 +84,7 @@ class Comparison:
     def half_width(self) -> float | None:
         """Half the interval's width, relative (0.02 = ±2%): the smallest difference this comparison could
         detect. The interval is symmetric on the log scale, so this is exp(h) - 1 for a log half-width h."""
-        if self.ci_low is None or self.ci_high is None or self.ci_low <= 0:
+        if self.ci_low is None or self.ci_high is None or self.ci_low <= 0 or self.ci_high >= _LARGEST:
             return None
         return math.sqrt(self.ci_high / self.ci_low) - 1
 
@@ -113,12 +133,12 @@ def summarize(values: list[float], confidence: float = 0.95) -> Summary:
     logs = [math.log(v) for v in kept]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
     half = _scipy().t.ppf(0.5 + confidence / 2, len(logs) - 1) * sd / math.sqrt(len(logs))
-    return Summary(len(values), med, math.exp(mean - half), math.exp(mean + half), outliers)
+    return Summary(len(values), med, _exp(mean - half), _exp(mean + half), outliers)
 
 
 def _log_interval(centre: float, se: float, df: float, confidence: float = 1 - ALPHA) -> tuple[float, float]:
     half = float(_scipy().t.ppf(0.5 + confidence / 2, df)) * se
-    return math.exp(centre - half), math.exp(centre + half)
+    return _exp(centre - half), _exp(centre + half)
 
 
 def compare_paired(pairs: list[tuple[float, float]], tolerance: float = 0.0) -> Comparison:
@@ -132,23 +152,23 @@ def compare_paired(pairs: list[tuple[float, float]], tolerance: float = 0.0) -> 
         raise ValueError("compare_paired() needs at least one pair")
     if any(b <= 0 or c <= 0 for b, c in pairs):
         raise ValueError("compare_paired() needs positive throughputs")
-    logs = [math.log(c / b) for b, c in pairs]
+    logs = [math.log(c) - math.log(b) for b, c in pairs]   # c / b may underflow to 0
     if len(logs) >= PAIRED_OUTLIER_MIN:
         logs = inliers(logs)
     mean = statistics.fmean(logs)
     if len(logs) < 2:
-        return Comparison(math.exp(mean), None, None, tolerance, pairs=len(logs))
+        return Comparison(_exp(mean), None, None, tolerance, pairs=len(logs))
     shift = math.log(1 - tolerance) if tolerance < 1 else -math.inf
     sd = statistics.stdev(logs)
     if sd == 0:
-        return Comparison(math.exp(mean), 0.0 if mean != 0 else 1.0, 0.0 if mean < shift else 1.0, tolerance,
-                          math.exp(mean), math.exp(mean), len(logs))
+        return Comparison(_exp(mean), 0.0 if mean != 0 else 1.0, 0.0 if mean < shift else 1.0, tolerance,
+                          _exp(mean), _exp(mean), len(logs))
     se, df = sd / math.sqrt(len(logs)), len(logs) - 1
     p_two = float(2 * _scipy().t.sf(abs(mean) / se, df))
     # H1: the mean log ratio is below log(1 - tolerance), i.e. the candidate is slower than the tolerance allows.
     p_slow = float(_scipy().t.cdf((mean - shift) / se, df))
     low, high = _log_interval(mean, se, df)
-    return Comparison(math.exp(mean), p_two, p_slow, tolerance, low, high, len(logs))
+    return Comparison(_exp(mean), p_two, p_slow, tolerance, low, high, len(logs))
 
 
 def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.0) -> Comparison:
@@ -156,7 +176,7 @@ def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.
     fewer than 2 samples a side -> no p-values; zero spread on both sides -> differ iff the values differ."""
     if not baseline or not candidate:
         raise ValueError("compare() needs samples on both sides")
-    ratio = statistics.median(candidate) / statistics.median(baseline)
+    ratio = _ratio(statistics.median(candidate), statistics.median(baseline))
     a, b = inliers(baseline), inliers(candidate)
     if len(a) < 2 or len(b) < 2 or min(a + b) <= 0:
         return Comparison(ratio, None, None, tolerance)
@@ -166,7 +186,7 @@ def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.
     diff = statistics.fmean(lb) - statistics.fmean(la)
     if va == 0 and vb == 0:
         return Comparison(ratio, 0.0 if diff != 0 else 1.0, 0.0 if diff < shift else 1.0, tolerance,
-                          math.exp(diff), math.exp(diff))
+                          _exp(diff), _exp(diff))
     p_two = float(_scipy().ttest_ind(lb, la, equal_var=False).pvalue)
     # H1: mean(log b) - mean(log a) < log(1 - tolerance), i.e. b is slower than the tolerance allows.
     p_slow = float(_scipy().ttest_ind([x - shift for x in lb], la, equal_var=False, alternative="less").pvalue)

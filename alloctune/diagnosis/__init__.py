@@ -28,7 +28,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError, shown
-from ..files import open_input
+from ..files import checked_path, open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature, Problem
 from ..units import format_bytes
@@ -103,7 +103,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     message: OomMessage | None = None
     snapshot: dict | None = None
     where, beside = "", None
-    names = [os.fspath(source) for source in sources]
+    names = [checked_path(source, "diagnose") for source in sources]
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
     for name in names:

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..decide import stats
 from ..decide.regression import Mark
+from ..errors import printable
 from ..files import write_file
 from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
-from ..units import format_bytes
+from ..units import figure, format_bytes
 from .compare import Column, Comparison, Row, budget_label
 from .layout import INDENT, say
 from .tables import add_setting_column, markdown_table, print_table
+from .words import format_rate
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -28,11 +30,11 @@ STYLE = {
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:+.1f}%"
+    return "-" if x is None else figure(x, "+.1%")
 
 
 def _rate(throughput: stats.Summary, unit: str | None) -> str:
-    return f"{throughput.median:,.0f} {unit or 'units'}/s"
+    return format_rate(throughput.median, unit)
 
 
 def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
@@ -45,7 +47,7 @@ def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
     elif cell.failure is not None:  # not cell.fits
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
-        ratio = "-" if cell.ratio is None else f"×{cell.ratio:.2f}"
+        ratio = "-" if cell.ratio is None else f"×{figure(cell.ratio, '.2f')}"
         # A replay measures no throughput: its cells show memory only.
         lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
         if cell.whole_card:
@@ -208,7 +210,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     out += _changes_md(cols)
     counts = comparison.marks()
     out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
-    write_file(path, "\n".join(out) + "\n")
+    write_file(path, printable("\n".join(out) + "\n"))   # a GPU's name or a path may hold controls
     return path
 
 

@@ -9,7 +9,8 @@ Formats:
   json    an object: {"env": {KEY: value, ...}, "conf", "is_default", "env_id", "backend", "simulated",
           "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
-  k8s     a container `env:` list (YAML), to paste under `containers[i]`.
+  k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
+          `containers[i]`; the comments after it.
 
 Which variable: the one the target torch reads first, `known.export_variable(torch)`, for the torch the choice
 was made for: the one that ran the trials, or for a replay the one whose allocator was simulated (choice.json's
@@ -34,7 +35,7 @@ import os
 from dataclasses import replace
 
 from .. import __version__
-from ..errors import AlloctuneError, OptionText, ResultsError
+from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results, how_far
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
@@ -62,8 +63,8 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
 
 
 def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise AlloctuneError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise AlloctuneError(f"unknown export format {shown(fmt)}; expected one of {', '.join(FORMATS)}")
 
 
 def _value(choice: ChoiceRecord) -> str:
@@ -76,8 +77,9 @@ def _value(choice: ChoiceRecord) -> str:
 
 
 def _one_line(text: str) -> str:
-    # A comment must stay one line in every format, whatever a workload name or path holds.
-    return " ".join(text.split())
+    # A comment must stay one line in every format, whatever a workload name, GPU name or path holds, and hold no
+    # control character: YAML refuses one even in a comment, and a terminal acts on it when the file is shown.
+    return printable(" ".join(text.split()))
 
 
 def _comments(comments: list[str]) -> str:
@@ -98,8 +100,11 @@ def _docker(name: str, value: str, comments: list[str]) -> str:
 
 
 def _k8s(name: str, value: str, comments: list[str]) -> str:
-    # json.dumps gives a YAML double-quoted scalar: always a string, never read as a bool, number or null.
-    return _comments(comments) + f"env:\n  - name: {name}\n    value: {json.dumps(value)}\n"
+    # The container's `env:` key on one line (a flow sequence), first: pasted where the cursor stands at a
+    # container's indentation, it sits there whatever the manifest's indentation; the comments follow, as YAML
+    # takes a comment at any indentation. json.dumps gives double-quoted scalars: always strings, never read as a
+    # bool, number or null.
+    return f"env: [{{name: {json.dumps(name)}, value: {json.dumps(value)}}}]\n" + _comments(comments)
 
 
 def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str | None) -> str:
@@ -140,15 +145,22 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     return "; ".join(parts)
 
 
-def export_results(path: str | os.PathLike, fmt: str = "env", *, workload: str | None = None,
+def export_results(path: str | os.PathLike | ResultsFolder, fmt: str = "env", *, workload: str | None = None,
                    conf: str | None = None, env_id: str | None = None, allow_incomplete: bool = False) -> str:
-    """The choice of a results folder (or of the one selected from a folder of them) as text in `fmt`.
+    """The choice of a results folder (a ResultsFolder, as `sweep()` returns it, or a path; or the one selected
+    from a folder of them) as text in `fmt`.
 
     `workload` selects a folder by workload name, `env_id` a choice by environment; `conf` exports that
     setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
     interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
     """
     _check_format(fmt)
+    for name, value in (("workload", workload), ("conf", conf), ("env_id", env_id)):
+        if value is not None and not isinstance(value, str):
+            raise AlloctuneError(f"{name}: expected a str, got {shown(value)}")
+    if not isinstance(allow_incomplete, bool):
+        raise AlloctuneError(f"allow_incomplete: expected True or False, got {shown(allow_incomplete)}")
+    path = path.path if isinstance(path, ResultsFolder) else path
     folder, info = _select_folder(path, workload)
     choice = _select_choice(folder, env_id)
     _check_setting(folder, choice)

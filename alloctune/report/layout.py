@@ -20,9 +20,15 @@ from typing import IO, Any, Sequence
 NOT_A_TERMINAL = 80   # columns when the output is not a terminal and COLUMNS is unset: what a log or a pager shows
 INDENT = "  "
 
-# A number and the unit after it ('26.87 GiB', '238,631 tokens/s') are one word to the wrapper.
-_NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:B|KiB|MiB|GiB|TiB|[A-Za-z]+/s)\b)")
+# One word to the wrapper: a number and the unit after it ('26.87 GiB', '238,631 tokens/s'), and a test's figure
+# ('p = 0.046').
+_UNBROKEN = re.compile(r"(?<=\d) (?=(?:B|KiB|MiB|GiB|TiB|[A-Za-z]+/s)\b)|(?<=\bp) (?== \d)|(?<=\bp =) (?=\d)")
 _GLUE = "\u00a0"   # textwrap never breaks at a no-break space
+
+
+def unbreakable_words(text: str) -> list[str]:
+    """The words of `text` as the wrapper keeps them: a figure with its unit, 'p = 0.046', whole."""
+    return [word.replace(_GLUE, " ") for word in re.split(r"[ \t\n\r\f\v]+", _UNBROKEN.sub(_GLUE, text)) if word]
 
 
 def output_width(stream: IO[Any]) -> int:
@@ -42,7 +48,7 @@ def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> lis
     """`text` as lines of at most `width` columns, broken between words only; `first` starts the first line and
     `rest` (default: as many spaces) the others."""
     rest = " " * len(first) if rest is None else rest
-    lines = textwrap.wrap(_NUMBER_UNIT.sub(_GLUE, text), width, initial_indent=first, subsequent_indent=rest,
+    lines = textwrap.wrap(_UNBROKEN.sub(_GLUE, text), width, initial_indent=first, subsequent_indent=rest,
                           break_long_words=False, break_on_hyphens=False)
     return [line.replace(_GLUE, " ") for line in lines] or [first.rstrip()]
 

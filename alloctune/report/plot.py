@@ -5,8 +5,10 @@ display.
 """
 from __future__ import annotations
 
+import math
 import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
@@ -18,6 +20,7 @@ from matplotlib.transforms import Bbox
 
 from ..decide.choice import Choice
 from ..decide.order import ranked
+from ..decide.stats import Summary
 from ..decide.summary import SettingResult, pareto_front
 from ..files import write_file
 from ..results.records import decision_group
@@ -49,12 +52,24 @@ def _value(s: SettingResult) -> str:
 
 
 WHOLE_CARD = {"color": "tab:red", "label": "took (nearly) the whole card"}
+# matplotlib's limits and ticks overflow within a few orders of the largest float: throughput that large is drawn
+# in units of a power of ten, which the axis's label names.
+_DRAWABLE = 1e300
+
+
+def _in_units(points: list[tuple[SettingResult, Summary]]) -> tuple[list[tuple[SettingResult, Summary]], float]:
+    top = max(max(t.median, t.ci_high or 0) for _, t in points)
+    unit = 10.0 ** math.floor(math.log10(top)) if top > _DRAWABLE else 1.0
+    if unit == 1:
+        return points, unit
+    return [(s, replace(t, median=t.median / unit, ci_low=None if t.ci_low is None else t.ci_low / unit,
+                        ci_high=None if t.ci_high is None else t.ci_high / unit)) for s, t in points], unit
 
 
 def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
     # The chosen setting and the default are labelled first, so that others give way to them (_unoverlap).
-    points = sorted(((s, s.throughput) for s in fitting if s.throughput is not None),
-                    key=lambda p: (p[0] is not choice.best, not p[0].is_default))
+    points, scale = _in_units(sorted(((s, s.throughput) for s in fitting if s.throughput is not None),
+                                     key=lambda p: (p[0] is not choice.best, not p[0].is_default)))
     labels, ringed = [], False
     for s, t in points:
         err = None
@@ -81,7 +96,8 @@ def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
         labels.append(label)
     front = pareto_front([s for s, _ in points])
     if front:
-        ax.step([_gib(s.peak_reserved_bytes) for s in front], [s.throughput.median for s in front if s.throughput],
+        median = {id(s): t.median for s, t in points}
+        ax.step([_gib(s.peak_reserved_bytes) for s in front], [median[id(s)] for s in front],
                 where="post", color="tab:orange", linestyle="--", marker="o", markersize=15, markerfacecolor="none",
                 label="Pareto front (less memory, more throughput)")
     top = _limit_lines(ax, fitting, choice, ax.axvline)
@@ -94,7 +110,7 @@ def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
     _unoverlap(ax, labels, [(_gib(s.peak_reserved_bytes), t.median) for s, t in points])
     unit = next((s.unit for s, _ in points if s.unit), "units")
     ax.set_xlabel("peak reserved (GiB)")
-    ax.set_ylabel(f"throughput ({unit}/s), " + ("median and 95% CI" if with_ci else "one repeat"))
+    ax.set_ylabel(f"throughput ({'' if scale == 1 else f'{scale:g} '}{unit}/s), " + ("median and 95% CI" if with_ci else "one repeat"))
 
 
 def _legend(ax, extra: list | None = None) -> None:

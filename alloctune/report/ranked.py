@@ -15,7 +15,7 @@ from ..decide.reasons import Code
 from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.folder import how_far
 from ..results.records import decision_group
-from ..units import format_bytes, format_number, plural
+from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
 from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
 from .words import format_rate, precision_line, reason_lines
@@ -61,8 +61,8 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         vs = "baseline"
     elif s.vs_default is not None:
         c = s.vs_default
-        width = f" ±{c.half_width:.1%}" if c.half_width is not None else ""
-        vs = f"{c.ratio:.3f}x{width} {c.verdict}"
+        width = f" ±{figure(c.half_width, '.1%')}" if c.half_width is not None else ""
+        vs = f"{figure(c.ratio, '.3f')}x{width} {c.verdict}"
     else:
         vs = "-"
     return [
@@ -124,8 +124,8 @@ def _versus(s: SettingResult) -> str:
     c = s.vs_default
     if s.is_default:
         return "baseline"
-    width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
-    return "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    width = "" if c is None or c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
+    return "-" if c is None else f"{figure(c.ratio, '.2f')}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
 
 def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:

@@ -54,11 +54,12 @@ class TraceReplay:
                    warnings)
 
     def to_json(self) -> dict:
-        """The trace, its warnings, and results: one object per setting, the skipped ones last."""
+        """The trace, its warnings, `results` (one object per setting simulated, with its figures) and `skipped`
+        (the settings without figures: not simulated, or skipped for this torch; each with its reason)."""
         return {"trace": self.path, "warnings": self.warnings,
-                "results": ([_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows]
-                            + [{"conf": s.conf, "simulated": False, "skipped": True, "reason": s.reason}
-                               for s in self.skipped])}
+                "results": [_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows if o.result is not None],
+                "skipped": ([{"conf": o.conf, "reason": o.reason} for o, _ in self.rows if o.result is None]
+                            + [{"conf": s.conf, "reason": s.reason} for s in self.skipped])}
 
 
 def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict | None) -> dict:
@@ -89,7 +90,10 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
                + (", GPU = measured on the GPU under these conditions" if r.measured else "")
                + ("; fits from / no retry from: the smallest device memory" if with_capacity else "")
                + f"; {driver_caption(None if r.window is None else r.window.steps)}")
-    title = ("Simulated (replay): settings that fit, ranked by peak reserved"
+    simulated = [o.result for o, _ in r.rows if o.result is not None]
+    fitting = sum(1 for x in simulated if not x.num_ooms)
+    which = "settings that fit" if fitting == len(simulated) else f"{fitting} of {len(simulated)} settings fit"
+    title = (f"Simulated (replay): {which}, ranked by peak reserved"
              + ("; OOM = does not fit under this budget" if r.budget_bytes else "; OOM = does not fit on this device"))
 
     def table_of(labels: list[str]):
@@ -166,9 +170,7 @@ def maximum(replayed: list[dict]) -> list[dict]:
     ooms: dict[str, list[int]] = {}
     for one in replayed:
         path = one["trace"]
-        for row in one["results"]:
-            if row.get("skipped") or row.get("peak_reserved_bytes") is None:
-                continue
+        for row in one["results"]:   # each with its figures
             ooms.setdefault(row["conf"], []).extend([row["num_ooms"]] if row.get("num_ooms") is not None else [])
             if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
                 best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],

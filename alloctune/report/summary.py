@@ -11,6 +11,7 @@ from ..decide.choice import Choice, something_to_export
 from ..decide.parameters import DEFAULT_TIE, max_slowdown_of
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
+from ..errors import printable
 from ..files import write_file
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import measured_env_id, peak_row, process_name
@@ -226,5 +227,5 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
     lines.append("")
     lines += _statistics(info, choices, recording=any(r.recording for s in settings for r in s.trials))
     folder.path.mkdir(parents=True, exist_ok=True)
-    write_file(folder.file(SUMMARY_FILE), "\n".join(lines))
+    write_file(folder.file(SUMMARY_FILE), printable("\n".join(lines)))   # a GPU's name or a path may hold controls
     return folder.path / SUMMARY_FILE

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from .layout import unbreakable_words
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -62,13 +64,31 @@ def natural_width(table) -> int:
     return Console(width=10_000).measure(table).maximum
 
 
+def _unbreakable(table) -> int:
+    """Each column's least width made what its cells need unbroken (a figure, a setting, a cell that does not wrap
+    whole; a wrapping cell its longest word: 'p = 0.046' is one), and the table's width at those least widths: below
+    it rich would cut a figure, so the table is printed that wide instead, past a narrower console."""
+    from rich.console import Console
+    from rich.text import Text
+
+    for column in table.columns:
+        texts = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells if isinstance(c, (str, Text))]
+        plain = [t.plain for t in texts] + [str(column.header)]
+        need = max((len(line) for text in plain for line in text.split("\n")) if column.no_wrap
+                   else (len(word) for text in plain for word in unbreakable_words(text)), default=0)
+        column.min_width = max(column.min_width or 0, need)
+    return Console(width=10_000).measure(table).minimum
+
+
 def print_table(console, table) -> None:
-    """`table` on `console`; a title or caption wider than the table is printed above or below it as wrapped lines
-    (rich would centre it over the table, broken into the table's width)."""
+    """`table` on `console`, no figure cut: wider than the console where its cells need it (`_unbreakable`); a
+    title or caption wider than the table is printed above or below it as wrapped lines (rich would centre it over
+    the table, broken into the table's width)."""
     from rich.text import Text
 
     from .layout import say
 
+    least = _unbreakable(table)
     width = natural_width(table)
     title, caption = table.title, table.caption
     if title is not None and len(str(title)) > width:
@@ -78,18 +98,39 @@ def print_table(console, table) -> None:
         table.caption = None
     else:
         caption = None
-    console.print(table)
+    narrower, console.width = console.width, max(console.width, least)   # print(width=) is capped at the console's
+    try:
+        console.print(table)
+    finally:
+        console.width = narrower
     if caption is not None:
         say(console, Text(str(caption), style="dim"))
 
 
 def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:
-    """`make(labels)` with the settings as labels when that fits `width`; else with (1), (2), ... in their place,
-    and the lines that give each setting whole, to print below the table."""
-    table = make(settings)
-    if natural_width(table) <= width:
-        return table, []
-    return make([f"({n})" for n in range(1, len(settings) + 1)]), [f"  ({n}) {s}" for n, s in enumerate(settings, 1)]
+    """`make(labels)` with each setting as its label where the table still fits `width`: the longest are numbered
+    first, as few as it takes ((1), (2), ... in the table's order), and the lines that give each numbered setting
+    whole are returned, to print below the table."""
+    longest_first = sorted(range(len(settings)), key=lambda i: -len(settings[i]))
+
+    def numbered(count: int) -> tuple[Table, list[str]]:
+        labels: list[str]
+        below: list[str]
+        chosen, labels, below = set(longest_first[:count]), [], []
+        for i, setting in enumerate(settings):
+            if i in chosen:
+                below.append(f"  ({len(below) + 1}) {setting}")
+            labels.append(f"({len(below)})" if i in chosen else setting)
+        return make(labels), below
+
+    low, high = 0, len(settings)   # the fewest numbered that fit: numbering more never widens the table
+    while low < high:
+        middle = (low + high) // 2
+        if natural_width(numbered(middle)[0]) <= width:
+            high = middle
+        else:
+            low = middle + 1
+    return numbered(low)
 
 
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],

@@ -18,7 +18,7 @@ from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
 from ..results.folder import SWEEP_FILE, Skipped
 from ..results.records import ThroughputSource
-from ..units import format_bytes, plural
+from ..units import figure, format_bytes, format_number, plural
 from ..settings.conf import conf_label
 from .problems import known_problem
 
@@ -29,8 +29,7 @@ def format_rate(value: float | None, unit: str | None = None) -> str:
     """'12,345 tokens/s', '3.21 samples/s'; '-' for None."""
     if value is None:
         return "-"
-    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-    return f"{text} {unit or 'units'}/s"
+    return f"{format_number(value)} {unit or 'units'}/s"
 
 
 def _retries(count: int | None) -> str:
@@ -39,7 +38,7 @@ def _retries(count: int | None) -> str:
 
 def _pct(a: float, b: float) -> str:
     """a against b as a signed percentage: '-33.3%'."""
-    return f"{(a / b - 1) * 100:+.1f}%" if b else "n/a"
+    return figure(a / b - 1, "+.1%") if b else "n/a"
 
 
 def _spread(value: float | None) -> float:
@@ -52,9 +51,9 @@ def _test(c: Comparison) -> str:
 
 def _interval(c: Comparison) -> str:
     """'; 95% interval 0.981-1.004, ±1.1%': the half-width is the smallest difference the sweep could detect."""
-    if c.ci_low is None or c.half_width is None:
+    if c.ci_low is None or c.ci_high is None or c.half_width is None:
         return ""
-    return f"; 95% interval {c.ci_low:.3f}-{c.ci_high:.3f}x, ±{c.half_width:.1%}"
+    return f"; 95% interval {figure(c.ci_low, '.3f')}-{figure(c.ci_high, '.3f')}x, ±{figure(c.half_width, '.1%')}"
 
 
 _FAILURES = {SettingState.OOM: "does not fit: out of memory", SettingState.CRASHED: "crashed",
@@ -88,7 +87,7 @@ def _too_slow(f: TooSlow, _: Refusals) -> str:
 def _throughput(code: Code) -> Callable[[Throughput, Refusals], str]:
     def say(f: Throughput, _: Refusals) -> str:
         c = f.vs_default
-        head = (f"throughput {c.ratio:.3f}x the default's (median {format_rate(f.median, f.unit)} against "
+        head = (f"throughput {figure(c.ratio, '.3f')}x the default's (median {format_rate(f.median, f.unit)} against "
                 f"{format_rate(f.default_median, f.default_unit)}): ")
         if code is Code.THROUGHPUT_UNTESTED:
             return head + ("NOT TESTED, one repeat cannot tell a difference from noise (fresh processes vary by "
@@ -224,7 +223,7 @@ def _backend_skipped(f: BackendSkipped, _: Refusals) -> str:
 
 def _against_winner(f: AgainstWinner, _: Refusals) -> str:
     c = f.vs_default
-    diff = f"; throughput {c.ratio:.3f}x the default's ({c.verdict})" if c is not None else ""
+    diff = f"; throughput {figure(c.ratio, '.3f')}x the default's ({c.verdict})" if c is not None else ""
     pct = _pct(f.peak_bytes, f.winner_bytes)
     if f.tie_break is not None:
         return (f"ties with the winner on {f.measure} ({format_bytes(f.peak_bytes)}, {pct}) but loses the tie: "

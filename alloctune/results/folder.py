@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
-from ..files import write_file
+from ..files import checked_path, not_a_file, write_file
 from ..settings.conf import canonical
 from ..units import plural
 from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
@@ -268,6 +268,9 @@ class ResultsFolder:
                 raise ResultsError(f"{self.path / LOCK_FILE} is a symbolic link, which alloctune would write "
                                    f"through: remove it") from None
             raise
+        if problem := not_a_file(self.path / LOCK_FILE, os.fstat(fd).st_mode):   # flock on one: 'Invalid argument'
+            os.close(fd)
+            raise ResultsError(f"{self.path / LOCK_FILE}, the folder's writer lock, {problem}: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -363,8 +366,13 @@ def _read_choices(data: object, where: str) -> ChoiceFile:
     return from_json(ChoiceFile, data, where)
 
 
-def find_results(path: str | os.PathLike) -> list[ResultsFolder]:
-    """A results folder itself, or every results folder directly below `path` (sorted by name)."""
+def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]:
+    """A results folder itself (a ResultsFolder, as `sweep()` returns in its outcome, or its path), or every results
+    folder directly below `path` (sorted by name)."""
+    if isinstance(path, ResultsFolder):   # itself: the lock it may hold is the object's
+        return [path]
+    if checked_path(path, "a results folder") == "-":
+        raise ResultsError("'-' (standard input) cannot be a results folder: give its path")
     path = Path(path)
     if (path / SWEEP_FILE).exists():
         return [ResultsFolder(path)]
@@ -372,3 +380,13 @@ def find_results(path: str | os.PathLike) -> list[ResultsFolder]:
     if not found:
         raise ResultsError(f"{path}: no results folder here (expected {SWEEP_FILE})")
     return [ResultsFolder(p) for p in found]
+
+
+def results_folder(path: str | os.PathLike | ResultsFolder) -> ResultsFolder:
+    """The one results folder `path` is (a ResultsFolder or its path), for what works on one folder
+    (`alloctune.analyze`): a folder of several is refused, naming them."""
+    found = find_results(path)
+    if len(found) > 1:
+        raise ResultsError(f"{found[0].path.parent} holds {plural(len(found), 'results folder')}; give one of them: "
+                           + ", ".join(f.path.name for f in found))
+    return found[0]

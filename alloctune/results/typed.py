@@ -90,10 +90,11 @@ def checked_text(data: dict[str, Any], read: Callable[[Any, str], object], where
 
 
 def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) -> Any:
-    """Parse JSON text (bytes must be UTF-8); one `error` line for anything wrong with it."""
+    """Parse JSON text (bytes must be UTF-8, a byte-order mark at the start dropped); one `error` line for anything
+    wrong with it."""
     try:
         if isinstance(text, bytes):
-            text = text.decode("utf-8")
+            text = text.decode("utf-8-sig")
         return json.loads(text)
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text (byte {exc.start})") from None

@@ -17,8 +17,8 @@ also writes its message to `FOLDER/oom-rank{R}.txt`; a program that catches the 
 `save_oom_message(exc)` itself. `diagnose` reads the text file beside the snapshot when it is there.
 
 Everything written is plain data (dicts, lists, strings, numbers): the loader that reads it admits nothing else.
-This module imports only the standard library and torch (and `oom.py`, the OOM rule, `process.py`, the rank, and
-`files.write_file`, whole-file writes: standard library too): it runs inside the user's job.
+This module imports only the standard library and torch (and `oom.py`, the OOM rule, `process.py`, the rank,
+`files.write_file`, whole-file writes, and `errors.py`: standard library too): it runs inside the user's job.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import shlex
 import sys
 from types import TracebackType
 
+from ..errors import AlloctuneError, shown
 from ..files import write_file
 from .oom import is_oom
 from .process import rank
@@ -37,12 +38,20 @@ DEFAULT_MAX_ENTRIES = 100_000  # ~12 MB of pickle: ~120 bytes an event with cont
 _state: dict = {}
 
 
-def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> str:
-    """Record allocator events and dump a snapshot into `folder` at the next OOM; returns the snapshot path."""
+def dump_on_oom(folder: str | os.PathLike, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> str | None:
+    """Record allocator events and dump a snapshot into `folder` at the next OOM; returns the snapshot path. Where
+    torch sees no CUDA device (a CPU build, a machine without a GPU) there is nothing to record: one line on
+    standard error says so and it returns None, so the same script runs there unchanged."""
+    if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder) or "\0" in str(os.fspath(folder)):
+        raise AlloctuneError(f"dump_on_oom: folder must be a path, got {shown(folder)}")
+    if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 1:
+        raise AlloctuneError(f"dump_on_oom: max_entries must be an integer of at least 1, got {shown(max_entries)}")
     import torch
 
-    if max_entries < 1:
-        raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+    if not torch.cuda.is_available():
+        print("alloctune: dump_on_oom: torch sees no CUDA device here: no out-of-memory snapshot will be written",
+              file=sys.stderr)
+        return None
     os.makedirs(folder, exist_ok=True)
     stem = os.path.join(os.fspath(folder), f"oom-rank{rank() or 0}")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=max_entries)

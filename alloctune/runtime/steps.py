@@ -9,6 +9,7 @@ steps the queue is bounded, so the rate over the window converges.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -22,7 +23,12 @@ _LISTENERS: list[Callable[[], None]] = []
 
 
 def step(units: float = 1) -> None:
-    """Mark that the process finished one step that did `units` of work (samples, tokens, images...)."""
+    """Mark that the process finished one step that did `units` of work (samples, tokens, images...): a finite
+    number of at least 0, checked in a trial or not, so that a script learns of a wrong one before it is swept."""
+    if isinstance(units, bool) or not isinstance(units, (int, float)) or not 0 <= units < math.inf:   # NaN fails
+        from ..errors import AlloctuneError, shown   # on a mistake only: a mark loads nothing more
+
+        raise AlloctuneError(f"alloctune.step: units must be a finite number of at least 0, got {shown(units)}")
     if _ACTIVE:
         _MARKS.append((time.perf_counter(), float(units)))
         for listener in _LISTENERS:

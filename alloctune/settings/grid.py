@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfError
-from ..files import read_input
+from ..files import read_text
 from .conf import AllocConf
 from .keys import KEYS
 from .known import Problem, forbidden_combination
@@ -162,11 +162,9 @@ def load_grid_file(path) -> list:
     setting per line ('#' starts a comment); '-' reads stdin. Entries are checked here, so errors name the file."""
     path = Path(path)
     try:
-        text = read_input(path, MAX_GRID_BYTES, "a grid file", ConfError).decode("utf-8")
+        text = read_text(path, MAX_GRID_BYTES, "a grid file", ConfError)
     except OSError as exc:
         raise ConfError(f"cannot read grid file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfError(f"grid file {path} is not UTF-8 text (byte {exc.start})") from None
     lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
     lines = [line for line in lines if line]
     if path.suffix in (".yaml", ".yml") or any(line.startswith(("-", "[", "{", "grid:")) for line in lines):

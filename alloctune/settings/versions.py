@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ConfError
+from ..errors import ConfError, shown
 from .keys import KEYS, Version
 
 if TYPE_CHECKING:
@@ -55,14 +55,15 @@ class Behaviour:
     has_large_segment_size: bool         # 2.11+
 
 
-_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+# A part of up to 9 digits (no torch numbers one higher); a longer one is refused, not cut.
+_VERSION = re.compile(r"^\s*v?(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?(?!\d)")
 
 
 def parse_version(v: str) -> Version:
     """'2.11.0+cu130' -> (2, 11, 0); '2.12.0.dev20260101' -> (2, 12, 0); '2.1' -> (2, 1, 0)."""
     match = _VERSION.match(str(v))
     if not match:
-        raise ConfError(f"expected a torch version such as '2.11.0+cu130', got {v!r}")
+        raise ConfError(f"expected a torch version such as '2.11.0+cu130', got {shown(v)}")
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 

@@ -35,15 +35,15 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ..errors import ConfError
+from ..errors import AlloctuneError, ConfError, shown
 from ..processes import die_with_parent
 from ..results.records import Measurement
 from ..settings.conf import AllocConf
-from ..units import MiB, format_bytes
+from ..units import MiB, format_bytes, size_argument
 from .config import allocator_config
 from .simulate import SimResult, pack, simulate
 from .steady import SteadyWindow, steady_window
-from .trace import Trace
+from .trace import Trace, load_trace
 
 DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
 GRANULARITY = 2 * MiB
@@ -121,17 +121,26 @@ class Capacity:
 Progress = Callable[[int, int], None]  # (settings done, settings in all)
 
 
-def replay(trace: Trace, confs: Sequence[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
+def replay(trace: Trace | str | os.PathLike, confs: Sequence[AllocConf | str], device_memory: int, *, budget_bytes: int | None = None,
            overhead_bytes: int | None = None, jobs: int | None = None,
            torch_version: str | None = None, progress: Progress | None = None) -> list[ReplayOutcome]:
     """Simulate `trace` under each setting. `overhead_bytes` defaults to what the trace's meta recorded
     (memory the CUDA context held outside the allocator), else DEFAULT_OVERHEAD. `torch_version` (whose
     allocator behaviour to follow) defaults to the recording's. `jobs` defaults to the usable cores. A single
     setting may be given as a string. Each result counts the driver work per steady step of the trace
-    (`steady.py`), or over the whole run where it marks none."""
+    (`steady.py`), or over the whole run where it marks none. `trace`: a Trace (`load_trace`'s) or its path;
+    sizes in bytes or as '24GiB'."""
+    trace = trace if isinstance(trace, Trace) else load_trace(trace)
     confs = [confs] if isinstance(confs, str) else confs   # not its characters, one setting each
+    if torch_version is not None and not isinstance(torch_version, str):
+        raise ConfError(f"torch_version: expected a version such as '2.11.0', got {shown(torch_version)}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise AlloctuneError(f"jobs: expected a number of processes of at least 1, got {shown(jobs)}")
     version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
-    args = _Args(device_memory, budget_bytes, _overhead(trace, overhead_bytes), version,
+    args = _Args(size_argument(device_memory, "device_memory"),
+                 None if budget_bytes is None else size_argument(budget_bytes, "budget_bytes"),
+                 _overhead(trace, None if overhead_bytes is None else size_argument(overhead_bytes, "overhead_bytes",
+                                                                                    least=0)), version,
                  window=steady_window(trace.meta))
     return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs, progress)
 
@@ -179,6 +188,8 @@ class _Args:
 
 
 def _parse(conf: AllocConf | str) -> AllocConf:
+    if not isinstance(conf, (AllocConf, str)):
+        raise ConfError(f"a setting is a str such as 'expandable_segments:True' or an AllocConf, got {shown(conf)}")
     return conf if isinstance(conf, AllocConf) else AllocConf.parse(conf)
 
 

@@ -60,6 +60,7 @@ import numpy as np
 from ..errors import TraceError, shown
 from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
+from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
 from .entries import ALLOC, EMPTY_CACHE, FREE, INT64, ORDER_DEPENDENT, from_entries, is_int  # the event kinds here too
 from .limits import open_trace
@@ -103,7 +104,9 @@ def alloc_digest(trace: Trace) -> str:
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
     """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin.
     Both are read as a stream, within MAX_SNAPSHOT_BYTES and MAX_EVENTS."""
-    where = os.fspath(path)
+    where = checked_path(path, "a trace")
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
+        raise TraceError(f"device: expected a CUDA device index (0, 1, ...), got {shown(device)}")
     with open_trace(where, "a trace") as f:
         head = f.read(len(XZ_MAGIC))
         if not head:

@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
-from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
+from ..decide.parameters import DEFAULT_MAX_SLOWDOWN, check_max_slowdown
 from ..decide.rounds import DEFAULT_MAX_REPEATS, MAX_REPEATS, MIN_ROUNDS
-from ..errors import OptionError
+from ..errors import OptionError, shown
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
@@ -71,6 +71,7 @@ class SweepOptions:
         self._check_rounds()
         self._check_limits()
         self._check_where()
+        self._check_paths()
         if self.budget is not None:
             parse_budget(self.budget)   # a SizeError saying what a budget is
 
@@ -126,9 +127,7 @@ class SweepOptions:
             raise OptionError("time_budget_s", "{time_budget_s} must be positive, got {got}", got=self.time_budget_s)
 
     def _check_limits(self) -> None:
-        if not (_finite(self.max_slowdown) and 0 <= self.max_slowdown < 1):
-            raise OptionError("max_slowdown", "{max_slowdown} must be a fraction in [0, 1) such as 0.02, got "
-                              "{got!r}", got=self.max_slowdown)
+        check_max_slowdown(self.max_slowdown)
         if self.timeout_s is not None and not (_finite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
             raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
                               "got {got!r}", most=MAX_TIMEOUT_S, got=self.timeout_s)
@@ -138,6 +137,14 @@ class SweepOptions:
         if self.gpus is not None and (not self.gpus or not all(_whole(g) and g >= 0 for g in self.gpus)
                                       or len(set(self.gpus)) != len(self.gpus)):
             raise OptionError("gpus", "{gpus} must be distinct GPU indices >= 0, got {got!r}", got=self.gpus)
+
+    def _check_paths(self) -> None:
+        """A folder or file named by a path: '' would be the current folder, written into as a results folder."""
+        for name in ("results_root", "out", "trace"):
+            value = getattr(self, name)
+            text = os.fspath(value) if isinstance(value, os.PathLike) else value
+            if value is not None and (not isinstance(text, str) or not text or "\0" in text):
+                raise OptionError(name, "{%s} must be a non-empty path, got {got}" % name, got=shown(value))
 
     def _check_where(self) -> None:
         """Which backend and executor go with which other options."""

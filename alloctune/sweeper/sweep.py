@@ -18,8 +18,9 @@ from ..decide.choice import Choice
 from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.summary import SettingResult
 from ..decide.decision import decide
+from ..decide.parameters import check_max_slowdown
 from ..report.analysis import write_folder
-from ..results.folder import ResultsFolder, Skipped
+from ..results.folder import ResultsFolder, Skipped, results_folder
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
@@ -70,10 +71,16 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     return SweepOutcome(folder, settings, choices, folder.info().skipped, plan.backend)
 
 
-def analyze(folder: ResultsFolder, max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
+def analyze(folder: ResultsFolder | str | os.PathLike,
+            max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
     """Decide again from the folder's recorded trials alone and write what it says (choice.json, summary.md,
-    plot.png and, for a finished sweep, best.env); measures nothing. `max_slowdown`: instead of the sweep's own
-    (sweep.json keeps what was asked; the override lives with the decision, in choice.json)."""
+    plot.png and, for a finished sweep, best.env); measures nothing; returns the settings and choices, as
+    `sweep()`'s outcome holds them. `folder`: a results folder (as `sweep()` returns it) or its path.
+    `max_slowdown`: instead of the sweep's own (sweep.json keeps what was asked; the override lives with the
+    decision, in choice.json)."""
+    folder = results_folder(folder)
+    if max_slowdown is not None:
+        check_max_slowdown(max_slowdown)
     with folder.together():  # not while a sweep writes the folder; its files change together or not at all
         info = folder.info()
         decision = decide(info, folder.trials(), max_slowdown)

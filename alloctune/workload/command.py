@@ -12,12 +12,12 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..errors import OptionText, WorkloadError
+from ..errors import OptionText, WorkloadError, shown
 from ..settings.known import ALLOC_CONF_VARS
 from ..units import MAX_INT, MAX_INT_TEXT
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
 
-_PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
+_PYTHON = re.compile(r"python(\d+(\.\d+)*)?")   # fullmatch, as every validating pattern here
 _DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
 _CALLABLE = re.compile(f"{_DOTTED}:{_DOTTED}")   # --step-on module:qualname
 STEP_ON_FORWARD = "forward"                       # --step-on forward: calls of a top-level nn.Module
@@ -56,7 +56,10 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
     what is wrong, before any trial runs. A relative `cwd` is relative to `folder` (the workload file's), else to
     the current directory."""
     if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) and a for a in argv):
-        raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {argv!r}")
+        raise WorkloadError(f"a command is a non-empty list of non-empty strings, got {shown(argv)}")
+    for arg in argv:
+        if "\0" in arg:   # no program can be given one: exec refuses it
+            raise WorkloadError(f"a command's argument cannot hold a NUL character, got {shown(arg)}")
     base = Path(folder or os.getcwd())
     if cwd is not None:
         if not isinstance(cwd, str) or not (base / cwd).is_dir():
@@ -64,7 +67,12 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
         cwd = str((base / cwd).resolve())
     env = env or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise WorkloadError(f"command env: expected a mapping of names to strings, got {env!r}")
+        raise WorkloadError(f"command env: expected a mapping of names to strings, got {shown(env)}")
+    # What an environment cannot hold: a name with '=' (it would read as another name and value) or none, a NUL.
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name + value:
+            raise WorkloadError(f"command env: {shown(name)} cannot be set: a variable's name is not empty and has no "
+                                f"'=', and neither name nor value holds a NUL character")
     if set(env) & set(ALLOC_CONF_VARS):
         raise WorkloadError(f"command env sets {', '.join(sorted(set(env) & set(ALLOC_CONF_VARS)))}: the sweep sets "
                             f"the allocator variable itself, one setting per trial")
@@ -106,7 +114,7 @@ def resolve_program(program: str, cwd: str | None = None, env: dict | None = Non
 
 
 def is_python(program: str) -> bool:
-    return bool(_PYTHON.match(os.path.basename(program)))
+    return bool(_PYTHON.fullmatch(os.path.basename(program)))
 
 
 def command_python(command: CommandSpec) -> str | None:
@@ -151,8 +159,8 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
     """The WorkloadSpec of a command. `steps`: end each trial after this many steps past the warm-up (the --steps
     window); 0: the command decides how much work a run does. `unit`: what the throughput counts, optionally
     with what one counted step is worth ('32 samples')."""
-    if name is not None and not NAME_PATTERN.match(name):
-        raise WorkloadError(OptionText("{name} {given!r}: expected letters, digits, '.', '_', '-'", given=name))
+    if name is not None and not (isinstance(name, str) and NAME_PATTERN.fullmatch(name)):
+        raise WorkloadError(OptionText("{name} {given}: expected letters, digits, '.', '_', '-'", given=shown(name)))
     for option, value, least in (("warmup_steps", warmup_steps, 0), ("steps", steps, 0)):
         if not (isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_INT):
             raise WorkloadError(OptionText("{%s} must be a whole number of steps from %d to %s, got {given!r}"

@@ -44,7 +44,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfError, WorkloadError
-from ..files import read_input
+from ..files import checked_path, not_a_file, read_text
 from ..settings.conf import AllocConf
 from ..units import MAX_INT, MAX_INT_TEXT
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
@@ -88,8 +88,8 @@ class _Checker:
         if name == "trace":
             self.text(key, value, expected="a path to an allocation trace file")
             full = (self.folder / value).resolve()
-            if not full.is_file():
-                raise self.fail(key, f"expected an existing trace file, {full} does not exist")
+            if problem := not_a_file(full):
+                raise self.fail(key, f"expected an existing trace file, {full} {problem}")
             return str(full)
         if name != "timeout_s":
             return self.integer(key, value, 1 if name == "steps" else 0)
@@ -129,14 +129,12 @@ def _read(path: Path) -> tuple[str, str, Path, str]:
     `-` is standard input: its relative paths start from the current folder."""
     source = "<stdin>" if str(path) == "-" else str(path)
     try:
-        text = read_input(path, MAX_WORKLOAD_BYTES, "a workload file", WorkloadError).decode("utf-8")
+        text = read_text(path, MAX_WORKLOAD_BYTES, "a workload file", WorkloadError)
         if source == "<stdin>":
             return text, source, Path.cwd(), ""
         return text, source, path.parent, str(path.resolve())
     except OSError as exc:
         raise WorkloadError(f"{source}: cannot read workload file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{source}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _load_yaml(text: str, source: str):
@@ -184,7 +182,7 @@ def _load_yaml(text: str, source: str):
 
 def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:
     """Read and validate a workload file, apply `preset` (else the file's `default_preset`, else none)."""
-    text, source, folder, resolved = _read(Path(path))
+    text, source, folder, resolved = _read(Path(checked_path(path, "a workload file")))
     c = _Checker(source, folder)
     doc = _document(c, text)
     if "command" in doc:
@@ -332,8 +330,8 @@ def _entry(c: _Checker, value) -> str:
     if path is None:
         return value
     full = (c.folder / path).resolve()
-    if not full.is_file():
-        raise c.fail("entry", f"expected an existing Python file, {full} does not exist")
+    if problem := not_a_file(full):
+        raise c.fail("entry", f"expected an existing Python file, {full} {problem}")
     return f"{full}:{value.rpartition(':')[2]}"
 
 

@@ -13,34 +13,17 @@ from pathlib import Path
 import pytest
 from bounded import bounded_cli, one_line_error
 from clirun import ROOT
-from folders import choice, make_folder, repeats
+from commands import NAMES, PACKED, TRACE, every_command
 from waiting import wait_until
 
 from alloctune.sim.trace import Trace, save_trace
 
-SNAPSHOT = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle"
-TRACE = ROOT / "workloads" / "traces" / "transformer-packed-h200.xz"
-PACKED = ROOT / "workloads" / "transformer-packed.yaml"
 PIPE_READER_LEFT = 128 + signal.SIGPIPE
 
 
 @pytest.fixture(scope="module")
 def commands(tmp_path_factory):
-    """One real invocation of every command, with what it exits with when all is well."""
-    tmp = tmp_path_factory.mktemp("closed")
-    a, b = (make_folder(tmp / name, repeats("") + repeats("expandable_segments:True", reserved=10.0),
-                        [choice("expandable_segments:True")]).path for name in ("w-1", "w-2"))
-    return {
-        "sweep": (["sweep", PACKED, "--preset", "h200", "--backend", "sim", "--conf", "expandable_segments:True",
-                   "--results", tmp / "swept"], 0),
-        "record": (["record", "-o", tmp / "t.pickle", "--", sys.executable, "-c", "pass"], 2),   # no GPU here
-        "replay": (["replay", TRACE, "--conf", "expandable_segments:True"], 0),
-        "search": (["search", TRACE, "--max-settings", "4"], 0),
-        "export": (["export", a], 0),
-        "compare": (["compare", a, b, "-o", tmp / "compared"], 0),
-        "report": (["report", a], 0),
-        "diagnose": ([ "diagnose", SNAPSHOT], 0),
-    }
+    return every_command(tmp_path_factory.mktemp("closed"))
 
 
 def run_with_closed(args, fds: tuple[int, ...]) -> subprocess.CompletedProcess:
@@ -54,7 +37,7 @@ def run_with_closed(args, fds: tuple[int, ...]) -> subprocess.CompletedProcess:
                           stdin=subprocess.DEVNULL)
 
 
-@pytest.mark.parametrize("name", ["sweep", "record", "replay", "search", "export", "compare", "report", "diagnose"])
+@pytest.mark.parametrize("name", NAMES)
 def test_every_command_survives_a_closed_stdout_or_stderr(commands, name):
     args, status = commands[name]
     # stdout closed: what the command prints meets a pipe nobody reads, as with a reader that left

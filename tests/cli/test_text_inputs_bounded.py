@@ -24,4 +24,4 @@ def test_a_grid_file_that_is_not_utf8_is_named(tmp_path):
     grid = tmp_path / "grid.txt"
     grid.write_bytes(b"expandable_segments:True\n\xff\xfe\n")
     error = one_line_error(bounded_cli("sweep", PACKED, "--preset", "h200", "--grid", grid))
-    assert "grid.txt is not UTF-8 text (byte 25)" in error
+    assert "grid.txt' is not UTF-8 text (byte 25)" in error

@@ -251,3 +251,42 @@ def test_cli_prints_every_format(sample, capsys):
         assert capsys.readouterr().out == export_results(sample.path, fmt)
     assert main(["export", str(sample.path), "--env", "nope"]) == 2
     assert "no choice for environment 'nope'" in capsys.readouterr().err
+
+
+CONTROLS = "G\x1b[2J\x1b]0;title\x07\x00\r\x7f\x85\u202eX"
+
+
+def raw_controls(text: str) -> list[str]:
+    """The characters a terminal (or a YAML reader) would act on: every control but newline and tab."""
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f or c == "\u202e"]
+
+
+def test_control_characters_in_the_provenance_reach_no_consumer_raw(tmp_path):
+    provenance = f"workload 'w' on {CONTROLS}; results /tmp/{CONTROLS}"
+    c = choice("expandable_segments:True", torch="2.13.0")
+    for fmt in FORMATS:
+        assert raw_controls(render(c, fmt, provenance)) == [], fmt
+    env = render(c, "env", provenance)
+    (tmp_path / "best.env").write_text(env)
+    assert docker_env_file(env) == dotenv_values(tmp_path / "best.env") == {VAR: "expandable_segments:True"}
+    (tmp_path / "best.sh").write_text(render(c, "shell", provenance))
+    assert shell_read(tmp_path / "best.sh", "bash", [VAR]) == ["set|expandable_segments:True"]
+    assert yaml.safe_load(render(c, "k8s", provenance)) == {"env": [{"name": VAR, "value": "expandable_segments:True"}]}
+    assert "␛[2J" in json.loads(render(c, "json", provenance))["source"]
+
+
+POD = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n    - name: app\n      image: img\n{paste}\n"
+DEPLOYMENT = ("apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n"
+              "        image: img\n{paste}\n        resources: {{}}\n")
+
+
+@pytest.mark.parametrize("manifest, indent", [(POD, 6), (DEPLOYMENT, 8)])
+def test_the_k8s_export_pastes_under_a_container_at_any_indentation(manifest, indent):
+    """Pasted as an editor pastes at the cursor: the first line where the cursor stands (the container's
+    indentation), the lines after it as they are."""
+    c = choice("roundup_power2_divisions:[256:1,>:8]", torch="2.11.0+cu130")
+    text = render(c, "k8s", f"alloctune: provenance with {CONTROLS}")
+    spec = yaml.safe_load(manifest.format(paste=" " * indent + text.rstrip("\n")))
+    pod = spec["spec"] if spec["kind"] == "Pod" else spec["spec"]["template"]["spec"]
+    assert pod["containers"][0]["env"] == [{"name": VAR, "value": "roundup_power2_divisions:[256:1,>:8]"}]
+    assert pod["containers"][0]["image"] == "img"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from clirun import in_process
 from rich.console import Console
 
 from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
-from alloctune.report.tables import figures_table, markdown_table, print_table, whole_settings
+from alloctune.report.tables import figures_table, markdown_table, natural_width, print_table, whole_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
@@ -62,8 +64,47 @@ def test_settings_too_long_for_the_table_are_numbered_and_given_whole():
     settings = ["default", LONGEST]
     table, below = whole_settings(table_of, settings, 80)
     assert below == []
-    table, below = whole_settings(table_of, settings, 40)
+    table, below = whole_settings(table_of, settings, 40)   # the long one alone: 'default' fits beside the figures
+    assert below == [f"  (1) {LONGEST}"] and [c for c in table.columns[0].cells] == ["default", "(1)"]
+    table, below = whole_settings(table_of, settings, 10)   # nothing fits: every setting numbered
     assert below == ["  (1) default", f"  (2) {LONGEST}"]
+
+
+def test_only_the_settings_that_do_not_fit_are_numbered():
+    settings = ["default", "expandable_segments:True", LONGEST, "max_split_size_mb:128",
+                "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.8"]
+    for width in range(10, 120):
+        table, below = whole_settings(table_of, settings, width)
+        numbered = [line.split(") ", 1)[1] for line in below]
+        inline = [s for s in settings if s not in numbered]
+        assert natural_width(table) <= width or not inline, width
+        if numbered:   # the shortest one numbered, inline, would not fit: no setting is numbered that fits
+            shortest = min(numbered, key=len)
+            labels = [s if s in inline or s == shortest else "(9)" for s in settings]
+            assert natural_width(table_of(labels)) > width, (width, shortest)
+        assert all(len(n) >= len(i) for n in numbered for i in inline), width   # the longest go first
+
+
+@pytest.mark.parametrize("command", ["report", "replay"])
+def test_no_figure_is_cut_at_any_width_and_names_stand_inline_where_they_fit(tmp_path, command):
+    """From 20 to 200 columns: every figure and every setting whole on a line of the output; the table wider than
+    the console rather than a figure cut; at 200 columns no setting numbered."""
+    folder = ROOT / "results" / "transformer-varlen-h200-20261129-234646"
+    args = (["report", shutil.copytree(folder, tmp_path / "f")] if command == "report"
+            else ["replay", ROOT / "workloads" / "traces" / "transformer-varlen-h200.xz", "--conf",
+                  "expandable_segments:True", "--conf", "max_split_size_mb:128"])
+    outputs = {width: in_process(*args, env={"COLUMNS": str(width)}) for width in range(20, 201, 9)}
+    wide = outputs[200].stdout
+    assert "(1)" not in wide
+    figures = sorted({w for line in wide.splitlines() for w in re.findall(r"\d[\d,]*\.\d+(?: GiB)?|\d{1,3}(?:,\d{3})+", line)})
+    settings = [s for s in ("default", "expandable_segments:True", "max_split_size_mb:128") if s in wide]
+    assert len(figures) > 5 and len(settings) >= 2
+    for width, run in outputs.items():
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        for word in figures + settings:
+            assert any(word in line for line in lines), (width, word)
+        assert "…" not in run.stdout, width
 
 
 def test_a_title_wider_than_its_table_is_printed_above_it():

@@ -175,17 +175,18 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 )}
 
 # 'package.module:function' or 'path/to/file.py:function'
-_MODULE_ENTRY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
-_FILE_ENTRY = re.compile(r"^(?P<path>.+\.py):(?P<func>[A-Za-z_]\w*)$")
+# ('$' would match before a final newline: both are fullmatched)
+_MODULE_ENTRY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+_FILE_ENTRY = re.compile(r"(?P<path>.+\.py):(?P<func>[A-Za-z_]\w*)")
 
 
 def entry_path(entry: str) -> str | None:
     """The file of a 'path/to/file.py:function' entry, or None for a 'package.module:function' entry.
     ValueError when the entry is neither."""
-    match = _FILE_ENTRY.match(entry)
+    match = _FILE_ENTRY.fullmatch(entry)
     if match:
         return match.group("path")
-    if _MODULE_ENTRY.match(entry):
+    if _MODULE_ENTRY.fullmatch(entry):
         return None
     raise ValueError(f"expected 'package.module:function' or 'path/to/file.py:function', got {entry!r}")
 
