@@ -6,6 +6,11 @@ A causal transformer LM (`nn.TransformerEncoder`) on 8-16 sequences of 128-1024 
 bf16 autocast on CUDA. `--no-empty-cache` runs the same job without the call (no driver work in the steady state).
 
     python3 examples/empty_cache_train.py [--steps 200] [--no-empty-cache] [--layers 6] [--d-model 1024]
+    python3 examples/empty_cache_train.py --alternate 20    # blocks of 20 steps with and without the call, in turn
+
+`--alternate N` measures what the call costs inside one process, where the noise between processes (a few percent)
+does not enter: after the first block (warm-up), blocks of N steps alternate between calling it and not, each block
+timed with the device synchronised at its ends, and the closing line gives both rates.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, nargs=2, default=(8, 16), help="sequences per step: drawn in [lo, hi]")
     p.add_argument("--no-empty-cache", dest="empty_cache", action="store_false",
                    help="do not call torch.cuda.empty_cache() after each step")
+    p.add_argument("--alternate", type=int, default=0, metavar="N",
+                   help="blocks of N steps with and without empty_cache in turn; print both rates (0: off)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-every", type=int, default=50, help="print the rate every N steps (0: never)")
     return p.parse_args(argv)
@@ -57,8 +64,11 @@ def main(argv=None) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rng, data = random.Random(args.seed), torch.Generator().manual_seed(args.seed)
     print(f"causal LM: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters on {device}, "
-          f"{args.steps} steps, empty_cache after each: {args.empty_cache and cuda}", flush=True)
+          f"{args.steps} steps, empty_cache after each: "
+          f"{f'every other block of {args.alternate}' if args.alternate else args.empty_cache and cuda}", flush=True)
     start = time.perf_counter()
+    blocks: dict[bool, list[float]] = {True: [0.0, 0], False: [0.0, 0]}   # with the call: [seconds, steps]
+    block_start = start
     for i in range(args.steps):
         batch, length = rng.randint(*args.batch), rng.randint(args.min_len, args.max_len)
         x = torch.randint(args.vocab, (batch, length + 1), generator=data).to(device)
@@ -69,12 +79,25 @@ def main(argv=None) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         del logits, loss, x
-        if args.empty_cache and cuda:
+        calling = args.empty_cache if not args.alternate else (i // args.alternate) % 2 == 1
+        if calling and cuda:
             torch.cuda.empty_cache()
+        if args.alternate and (i + 1) % args.alternate == 0:
+            if cuda:
+                torch.cuda.synchronize()
+            now = time.perf_counter()
+            if i + 1 > args.alternate:   # the first block is the warm-up
+                blocks[calling][0] += now - block_start
+                blocks[calling][1] += args.alternate
+            block_start = now
         if args.log_every and (i + 1) % args.log_every == 0:
             if cuda:
                 torch.cuda.synchronize()
             print(f"step {i + 1}: {(i + 1) / (time.perf_counter() - start):.2f} steps/s", flush=True)
+    if args.alternate:
+        rates = {k: (n / sec if sec else 0.0) for k, (sec, n) in blocks.items()}
+        print(f"alternating blocks of {args.alternate}: {rates[True]:.3f} steps/s with empty_cache, "
+              f"{rates[False]:.3f} without ({blocks[True][1]:.0f} and {blocks[False][1]:.0f} steps)", flush=True)
     print(f"done, {args.steps} steps", flush=True)
 
 

@@ -37,6 +37,9 @@ def test_empty_cache_train_runs_on_the_cpu():
     out = run("examples/empty_cache_train.py", "--steps", "3", *TINY_LM, "--min-len", "4", "--max-len", "16",
               "--batch", "1", "3", "--log-every", "1")
     assert "empty_cache after each: False" in out and "step 3:" in out and "done, 3 steps" in out
+    out = run("examples/empty_cache_train.py", "--steps", "6", *TINY_LM, "--min-len", "4", "--max-len", "16",
+              "--batch", "1", "3", "--log-every", "0", "--alternate", "2")
+    assert "every other block of 2" in out and "(2 and 2 steps)" in out   # the first block is the warm-up
 
 
 def test_ddp_train_under_torchrun_with_gloo():
