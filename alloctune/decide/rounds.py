@@ -102,7 +102,9 @@ def sequential(s: SettingResult, max_slowdown: float, max_rounds: int) -> Look:
     rule flags (as the interval does from `stats.PAIRED_OUTLIER_MIN` on) makes the spread look smaller than it
     is, and in simulation raised each error from 5% to 7%; an outlying round widens the spread, which only makes
     the test slower to decide."""
-    return look([math.log(c / b) for b, c in s.pairs], max_slowdown, max_rounds, MIN_ROUNDS)
+    # as differences of logs: a ratio of extreme rates (1e308 over 5e-324) would overflow or round to 0
+    return look([math.log(c) - math.log(b) for b, c in s.pairs if b > 0 and c > 0], max_slowdown, max_rounds,
+                MIN_ROUNDS)
 
 
 _DECIDED = {Outcome.ACCEPTED: Contention.CLEARED, Outcome.REFUSED: Contention.TOO_SLOW,
