@@ -183,5 +183,5 @@ def test_step_ends_are_the_followed_sources_in_unix_microseconds():
     assert len(ends) == 3 and ends == sorted(ends) and before <= ends[0] <= time.time_ns() // 1000
     assert ends == counter.optimizers[id(adam)].ends_us
     counter.mark()
-    assert counter.step_ends_us() == counter.mark_ends_us and len(counter.mark_ends_us) == 1
+    assert counter.step_ends_us() == counter.marks.ends_us and len(counter.marks.ends_us) == 1
     assert Counter(Job(), warmup=1).step_ends_us() == []
