@@ -4,9 +4,9 @@ stop (`SharedStop`), so that the ranks of a torchrun job end together as they do
 
 Why these figures. The window's memory is what the replay of the recording already predicted for the whole run, so
 the confirmation is there for its speed: the rate over the window, paired with the default's. Within one trial
-that rate's precision beyond about 1% buys nothing, since one setting's rate already moves by more than that
-between processes (docs/measuring.md: 0.2-1.2% between processes on a steady workload, and a user's command
-spreads more: its paired rounds reach ±2% only after several). So the window ends once
+that rate's precision beyond about 1% buys little: the decision's margin is the 2% --max-slowdown, and one
+setting's rate already moves by up to 1.2% between processes on a steady workload (docs/evidence.md), more on a
+user's command. So the window ends once
 
 - the relative standard error of the mean steady step time, from the host's step ends, is at most 1%
   (`TARGET_ERROR`): steps of variable-shape batches vary, and a rate over n of them with coefficient of variation
