@@ -20,7 +20,8 @@ from ..settings.conf import conf_label
 from .problems import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
-from .words import TIME_SOURCES, precision_line, reason_lines, runner_up_lines, skipped_words
+from .words import (TIME_SOURCES, auto_window_line, precision_line, reason_lines, runner_up_lines,
+                    skipped_words)
 
 SUMMARY_FILE = "summary.md"
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
@@ -163,16 +164,19 @@ def _per_process(settings: list[SettingResult]) -> list[str]:
 
 
 def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str]:
-    """Where the measured trials' throughput came from, and, for a command's --steps window, what their memory
-    covers and whether its peak was still rising at the end."""
+    """Where the measured trials' throughput came from, and, for a command's automatic or --steps window, what
+    their memory covers and whether its peak was still rising at the end."""
     measured = [(s.label, m) for s in settings if not s.simulated for r in s.trials if (m := r.measurement)]
     sources = Counter(m.throughput_source for _, m in measured if m.throughput_source is not None)
     lines = [f"- Where the time came from: {TIME_SOURCES[source]}"
              + (f" ({count} of {len(measured)} trials)" if count < len(measured) else "")
              for source, count in sources.most_common()]
+    auto = [(name, m) for name, m in measured if m.auto_window]
+    if auto:
+        lines.append(auto_window_line(sorted({name for name, _ in auto}), len(auto), len(measured)))
     window = int(info.workload.get("steps") or 0) if info.workload.get("command") else 0
     if window and measured:
-        ended = sum(m.ended_by_window for _, m in measured)
+        ended = sum(m.ended_by_window and not m.auto_window for _, m in measured)
         lines.append(f"- Window: --steps {window} after {info.workload.get('warmup_steps')} warm-up steps; the "
                      f"start-up hook ended {ended} of {len(measured)} trials there, every process at the same step "
                      f"(the others ended first): memory covers the warm-up and the window, not the rest of the job.")

@@ -362,6 +362,14 @@ TIME_SOURCES = {
 }
 
 
+def auto_window_line(labels: list[str], ended: int, measured: int) -> str:
+    """summary.md's line on the confirmation trials that ended at their automatic window (`Measurement.auto_window`:
+    the rule is runtime/stopping.py's, which docs/commands.md gives with its figures)."""
+    return (f"- Automatic window: the start-up hook ended {ended} of {measured} trials ({', '.join(labels)}) once "
+            f"their steps after the warm-up had timed the rate well enough, every process at the same step: their "
+            f"memory is confirmed for the steps they ran, not for the whole run.")
+
+
 def skipped_words(skipped: Skipped) -> str:
     """Why a sweep skipped a setting (sweep.json's entry), in words: its decision said, or the settings rule's own
     text (and an older sweep.json's sentence) as it is."""

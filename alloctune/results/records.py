@@ -237,6 +237,8 @@ class Measurement:
     overhead_bytes: Bytes | None = None          # device memory held outside the allocator (CUDA context, libraries)
     throughput_source: ThroughputSource | None = None
     ended_by_window: bool = False                # a command stopped by the hook after its --steps window
+    auto_window: bool = False                    # that window was the automatic one of a confirmation trial: its
+                                                 # memory is confirmed for the steps it ran, not the whole run
     peak_rising: bool | None = None              # peak reserved still rose in the window's last fifth
     # The growth check (`sweep --check-growth K`): [step, reserved, allocated] of one process at steps K and 2K,
     # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of

@@ -3,6 +3,7 @@ runs) and, for what it shares, the trial child (`child/`). The user's API: `allo
 `alloctune.dump_on_oom()` (`oomdump`). What counts as an out-of-memory error (`oom`, the rule of every part), the
 process's rank (`process`), the settings in force as its allocator reports them (`allocator`), memory stats as
 figures and the hook's per-process record (`peaks`). The hook's: patches as modules load (`imports`), where it sees
-steps (`stepwatch`), step counting and the --steps window (`counting`), the process's own device memory, its
+steps (`stepwatch`), step counting and the --steps window (`counting`),
+the automatic window of a confirmation trial (`stopping`), the process's own device memory, its
 sampler and budget per device (`devices`), its allocator-sensitive features (`features`, `observation`).
 A light package (tests/test_layers.py's `LIGHT`): the standard library, torch and light alloctune modules only."""

@@ -90,15 +90,19 @@ def _counted_problem(source: ThroughputSource) -> str | None:
 @dataclass(frozen=True)
 class StepCount:
     """Steps of one kind that the start-up hook counted in one process (`runtime/counting.py`): one optimizer's
-    steps, or the calls that --step-on names. Times are the process's time.perf_counter()."""
+    steps (or those of optimizers that succeeded each other), or the calls that --step-on names. Times are the
+    process's time.perf_counter()."""
 
     source: Annotated[ThroughputSource, Check(_counted_problem)]   # OPTIMIZER_STEPS or STEP_CALLS
-    name: str                     # the optimizer's class, or what --step-on names
+    name: str                     # the optimizer's class (a chain's first), or what --step-on names
     count: Count
-    warmup: Count                 # the timed window starts at the end of this step (--warmup-steps, at least 1)
+    warmup: Count                 # the timed window starts at the end of this step (--warmup-steps, at least 1;
+                                  # later where a chain's optimizers took over before it)
     start: float | None = None    # then, after synchronising the device; None: never got that far
     last: float | None = None     # the host's time at the end of the last step counted
     end: float | None = None      # synchronised: at the end of the --steps window, or at exit; None without CUDA
+    # Optimizers whose steps these are, one after another (`counting.py`'s chains; older reports: one); 0: calls.
+    optimizers: Count = 1
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ class ProcessReport:
     counted: list[StepCount] = field(default_factory=list)   # steps the hook counted, first seen first
     optimizer_hook: bool | None = None   # torch has the global optimizer step hook; None: torch.optim never loaded
     window_ended: bool = False           # the hook ended the process at the end of its --steps window
+    auto_window: bool = False            # that window was the automatic one (ALLOCTUNE_HOOK_EARLY_STOP=1)
     # Peak reserved (the most over its devices) at 80% of the window and at its end; None without a window or CUDA.
     window_reserved: Annotated[list[Bytes], Check(_window_problem)] | None = None
     # ALLOCTUNE_HOOK_GROWTH_STEPS=K: [step, reserved, allocated] (summed over its devices) at steps K and 2K.

@@ -22,7 +22,9 @@ the run's wall time, one run = one unit (as hyperfine measures a command). The r
 With a --steps window (the workload's `steps`), the hook ends every process that counts steps at the same step
 count, after writing its report: such a trial is `ok` when the command then exits 0 (`ended_by_window`), its
 memory covers the warm-up and the window, and `peak_rising` says whether peak reserved still rose in the window's
-last fifth.
+last fifth. A confirmation trial (`TrialTask.early_stop`) ends the same way at an automatic window, once its
+steps after the warm-up time the rate well enough (`runtime/stopping.py`): `auto_window` says its memory is
+confirmed for the steps it ran; a job whose steps the hook does not see runs whole.
 """
 from __future__ import annotations
 
@@ -59,16 +61,17 @@ TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook 
 def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
                      budget_fraction: float | None = None, record: bool = False,
                      warmup_steps: int = DEFAULT_WARMUP_STEPS, window_steps: int = 0, step_on: str | None = None,
-                     growth_steps: int | None = None) -> dict:
+                     growth_steps: int | None = None, early_stop: bool = False) -> dict:
     """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder):
     the setting asked for, the budget, recording, the warm-up steps, the --steps window (0: none), what --step-on
-    counts, and the steps K at which (and at 2K) the growth check samples memory."""
+    counts, the steps K at which (and at 2K) the growth check samples memory, and the automatic window."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     env["ALLOCTUNE_HOOK_CONF"] = conf
     env["ALLOCTUNE_HOOK_WARMUP_STEPS"] = str(warmup_steps)
     for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD",
-                "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS"):
+                "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS",
+                "ALLOCTUNE_HOOK_EARLY_STOP"):
         env.pop(var, None)
     if budget_bytes:
         env["ALLOCTUNE_HOOK_BUDGET_BYTES"] = str(budget_bytes)
@@ -82,6 +85,8 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
         env["ALLOCTUNE_HOOK_STEP_ON"] = step_on
     if growth_steps:
         env["ALLOCTUNE_HOOK_GROWTH_STEPS"] = str(growth_steps)
+    if early_stop:
+        env["ALLOCTUNE_HOOK_EARLY_STOP"] = "1"
     return env
 
 
@@ -186,7 +191,7 @@ def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequenc
     env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
                            task.budget_fraction, record=task.record_trace is not None,
                            warmup_steps=int(task.workload["warmup_steps"]), window_steps=int(task.workload["steps"]),
-                           step_on=command.step_on)
+                           step_on=command.step_on, early_stop=task.early_stop)
     if not command.isolate_cwd:
         return env, command.cwd
     # `python -m pkg.mod` still finds the modules of the folder it was started in
@@ -248,7 +253,7 @@ def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[Proc
     rises = [r for p in processes if p.window_ended and (r := rising(p.window_reserved)) is not None]
     return replace(job_measurement(devices, timed.throughput, timed.unit, timed.seconds, timed.steps),
                    throughput_source=timed.source, ended_by_window=any(p.window_ended for p in processes),
-                   peak_rising=any(rises) if rises else None)
+                   auto_window=any(p.auto_window for p in processes), peak_rising=any(rises) if rises else None)
 
 
 def process_rows(processes: list[ProcessReport]) -> list[dict]:

@@ -3,29 +3,34 @@ which source it follows, where the timed window starts, the growth samples, the 
 readings, and the end itself. The same counter in real processes is tests/trial/test_window.py."""
 from __future__ import annotations
 
+import gc
+import os
 import time
 
 import pytest
 
 from alloctune.results.records import ThroughputSource
+from alloctune.runtime import counting
 from alloctune.runtime.counting import Counter, leader, rising
 from alloctune.runtime.peaks import StepCount
+from alloctune.runtime.stopping import AHEAD_STEPS, SharedStop
 
 
 class Job:
     """A stand-in process: each synchronisation and reading is logged with the step count at that moment;
     `finish` ends the 'process' by raising, as os._exit would stop the step."""
 
-    def __init__(self, reserved=(), memory=(5, 3)):
+    def __init__(self, reserved=(), memory=(5, 3), clock=None):
         self.log: list[str] = []
         self.reserved = list(reserved)
         self.mem = memory
         self.clock = 100.0
+        self.time = clock   # a Clock: synchronisations read it
 
     def synced(self) -> float:
         self.clock += 1
         self.log.append("sync")
-        return self.clock
+        return self.time.now if self.time is not None else self.clock
 
     def reserved_peak(self):
         self.log.append("peak")
@@ -183,5 +188,144 @@ def test_step_ends_are_the_followed_sources_in_unix_microseconds():
     assert len(ends) == 3 and ends == sorted(ends) and before <= ends[0] <= time.time_ns() // 1000
     assert ends == counter.optimizers[id(adam)].ends_us
     counter.mark()
-    assert counter.step_ends_us() == counter.mark_ends_us and len(counter.mark_ends_us) == 1
+    assert counter.step_ends_us() == counter.marks.ends_us and len(counter.marks.ends_us) == 1
     assert Counter(Job(), warmup=1).step_ends_us() == []
+
+
+def test_optimizers_that_succeed_each_other_are_one_source():
+    """A search loop: ten models one after another, a new optimizer each, eight steps each. Rebinding `opt` makes
+    the new optimizer before the old one dies (at the rebinding, before the new one's first step)."""
+    job = Job()
+    counter = Counter(job, warmup=2)
+    opt = Adam()
+    for trial in range(10):
+        if trial:
+            opt = SGD() if trial % 2 else Adam()
+        for _ in range(8):
+            counter.optimizer_step(opt)
+    (count,) = counter.at_exit(synced=None)
+    assert (count.name, count.count, count.warmup, count.optimizers) == ("Adam", 80, 2, 10)
+    assert job.log == ["sync"] and len(counter.step_ends_us()) == 80
+
+
+def test_an_optimizer_freed_only_by_a_collection_joins_the_chain_when_it_is_collected():
+    counter = Counter(Job(), warmup=2)
+    old = Adam()
+    old.cycle = old   # a reference cycle: only the garbage collector frees it
+    for _ in range(8):
+        counter.optimizer_step(old)
+    new = Adam()
+    gc.disable()   # no collection before the one below
+    try:
+        del old
+        for _ in range(3):
+            counter.optimizer_step(new)
+        assert [c.count for c in counter.at_exit(None)] == [8, 3]   # the first still alive: two sources so far
+        gc.collect()
+    finally:
+        gc.enable()
+    counter.optimizer_step(new)
+    (count,) = counter.at_exit(None)
+    assert (count.count, count.warmup, count.optimizers) == (12, 2, 2)
+    assert len(counter.step_ends_us()) == 12
+
+
+def test_a_chain_whose_first_optimizers_stepped_less_than_the_warm_up_starts_its_time_in_a_later_one():
+    job = Job()
+    counter = Counter(job, warmup=5)
+    for _ in range(4):
+        opt = SGD()
+        for _ in range(2):
+            counter.optimizer_step(opt)
+    (count,) = counter.at_exit(None)
+    assert (count.count, count.warmup, count.optimizers, count.start) == (8, 5, 4, 101.0)
+
+
+def test_optimizers_alive_and_stepping_at_once_stay_separate_sources():
+    """A GAN (today's rule: the one that stepped most, the first on a tie), one made after the other had stepped,
+    one kept alive but no longer stepped; and a GAN rebuilt per trial: each new pair continues the pair before it,
+    in the order first seen."""
+    counter = Counter(Job(), warmup=1)
+    d = Adam()
+    counter.optimizer_step(d)
+    g = Adam()
+    for _ in range(5):
+        counter.optimizer_step(g)
+        counter.optimizer_step(d)
+    head = SGD()   # d and g stay alive (their names hold them) without stepping again
+    for _ in range(3):
+        counter.optimizer_step(head)
+    assert [(c.count, c.optimizers) for c in counter.at_exit(None)] == [(6, 1), (5, 1), (3, 1)]
+
+    counter = Counter(Job(), warmup=1)
+    for trial in range(3):
+        d, g = Adam(), SGD()
+        for _ in range(4):
+            counter.optimizer_step(d)
+            counter.optimizer_step(d)
+            counter.optimizer_step(g)
+    assert [(c.name, c.count, c.optimizers) for c in counter.at_exit(None)] == [("Adam", 24, 3), ("SGD", 12, 3)]
+
+
+class Clock:
+    """Stand-in time for counting.py: each step takes `step` seconds, the i-th `jitter[i % len]` times that."""
+
+    def __init__(self, step, jitter=(1.0,)):
+        self.now, self.step, self.jitter, self.i = 0.0, step, jitter, 0
+
+    def tick(self):
+        self.now += self.step * self.jitter[self.i % len(self.jitter)]
+        self.i += 1
+
+    def perf_counter(self):
+        return self.now
+
+    def time_ns(self):
+        return int(self.now * 1e9)
+
+
+def _until_finished(counter, clock, limit=100_000):
+    opt = SGD()
+    for step in range(1, limit + 1):
+        clock.tick()
+        try:
+            counter.optimizer_step(opt)
+        except Finished:
+            return step
+    return None
+
+
+@pytest.mark.parametrize("step_s, jitter, steady", [
+    (1 / 128, (1.0,), 640),          # even steps: the 5 s of steady time decide
+    (1.0, (1.0,), 20),               # slow steps: the 20 steady steps
+    (0.01, (0.7, 1.3), 902),         # a 30% spread: the 1% error, 0.3/√(n-1) at an even n (as many short as long)
+])
+def test_the_automatic_window_ends_after_the_warm_up_and_enough_steady_steps(tmp_path, monkeypatch, step_s, jitter,
+                                                                          steady):
+    clock = Clock(step_s, jitter)
+    monkeypatch.setattr(counting, "time", clock)
+    job = Job(reserved=[9], clock=clock)
+    counter = Counter(job, warmup=2, early=SharedStop(str(tmp_path)))
+    steps = _until_finished(counter, clock)
+    assert steps == 2 + steady + AHEAD_STEPS and counter.auto_ended
+    assert SharedStop(str(tmp_path)).read() == steps and os.listdir(tmp_path) == ["stop-step"]
+    (count,) = counter.at_exit(None)
+    assert count.end == pytest.approx(clock.now) and count.start == pytest.approx(step_s * (jitter[0] + jitter[-1]))
+    assert counter.window_reserved is None   # no 80% reading without --steps: nothing says whether it still rose
+
+
+def test_every_process_stops_at_the_step_the_first_one_proposed(tmp_path, monkeypatch):
+    """A second rank reads the step agreed on, even before its own steps meet the rule; a --steps window that
+    ends first ends it as before, and not as the automatic window."""
+    assert SharedStop(str(tmp_path)).propose(40) == 40 and SharedStop(str(tmp_path)).propose(30) == 40
+    clock = Clock(1.0)
+    monkeypatch.setattr(counting, "time", clock)
+    counter = Counter(Job(clock=clock), warmup=2, early=SharedStop(str(tmp_path)))
+    assert _until_finished(counter, clock) == 40 and counter.auto_ended
+    counter = Counter(Job(clock=clock), warmup=2, window=30, early=SharedStop(str(tmp_path)))
+    assert _until_finished(counter, clock) == 32 and not counter.auto_ended
+
+
+def test_without_steps_nothing_stops(tmp_path):
+    counter = Counter(Job(), warmup=2, early=SharedStop(str(tmp_path)))
+    assert counter.at_exit(None) == [] and counter.step_ends_us() == [] and os.listdir(tmp_path) == []

@@ -355,3 +355,121 @@ def test_the_summary_says_where_the_time_came_from_and_what_the_window_covers(tm
             "process at the same step (the others ended first): memory covers the warm-up and the window, not the "
             "rest of the job.") in summary
     assert "**Peak reserved was still rising in the window's last fifth** for expandable_segments:True:" in summary
+
+
+SEARCH_LOOP = [str(ROOT / "examples" / "search_loop.py"), "--widths", "16", "32", "--layers", "1", "2", "--heads",
+               "2", "--vocab", "50", "--seq-len", "8", "--batch", "1", "2"]
+
+
+def test_a_search_loop_in_one_process_is_timed_over_every_model(tmp_path):
+    """examples/search_loop.py: ten models one after another, eight optimizer steps each, a new AdamW each time:
+    one source of 80 steps, its rate over the 78 after the warm-up, from the first model to the last."""
+    run = _run(tmp_path, [sys.executable, *SEARCH_LOOP], warmup_steps=2)
+    assert run.returncode == 0 and "done, 10 models" in _out(run), Path(run.stderr).read_text()
+    (proc,) = run.processes
+    (count,) = proc.counted
+    assert (count.name, count.count, count.warmup, count.optimizers) == ("AdamW", 80, 2, 10)
+    spec = command_workload(check_command([sys.executable, *SEARCH_LOOP]), warmup_steps=2)
+    timed = timing(run, CommandSpec.from_dict(spec.command), spec.to_dict())
+    assert (timed.source, timed.steps) == (ThroughputSource.OPTIMIZER_STEPS, 78)
+    assert timed.throughput == pytest.approx(78 / (count.last - count.start))
+
+
+def test_a_gan_keeps_its_optimizers_apart_and_the_one_that_steps_most_is_timed(tmp_path):
+    """Two optimizers alive and stepping at once (the discriminator twice per generator step), the pair rebuilt
+    once: each pair continues the one before it, and the rate is the discriminator's."""
+    job = _script(tmp_path, """
+        import torch
+        for trial in range(2):
+            d, g = torch.nn.Linear(4, 1), torch.nn.Linear(2, 4)
+            opt_d, opt_g = torch.optim.Adam(d.parameters()), torch.optim.SGD(g.parameters(), lr=0.01)
+            for i in range(10):
+                for _ in range(2):
+                    d(g(torch.randn(8, 2)).detach()).mean().backward()
+                    opt_d.step()
+                d(g(torch.randn(8, 2))).mean().backward()
+                opt_g.step()
+        """)
+    run = _run(tmp_path, [sys.executable, str(job)], warmup_steps=2)
+    assert run.returncode == 0, Path(run.stderr).read_text()
+    (proc,) = run.processes
+    assert [(c.name, c.count, c.optimizers) for c in proc.counted] == [("Adam", 40, 2), ("SGD", 20, 2)]
+    spec = command_workload(check_command([sys.executable, str(job)]), warmup_steps=2)
+    assert timing(run, CommandSpec.from_dict(spec.command), spec.to_dict()).steps == 38
+
+
+# Steps of about 10 ms (a sleep in each), so that the automatic window's rule is met in about its 5 s; DDP over
+# gloo when started by torchrun.
+STEADY = """
+import os, sys, time, torch
+model = torch.nn.Linear(8, 8)
+if "RANK" in os.environ:
+    torch.distributed.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(int(sys.argv[1])):
+    model(torch.randn(4, 8)).square().mean().backward()
+    time.sleep(0.01)
+    opt.step()
+print("the loop ended")
+"""
+
+
+def test_a_confirmation_trial_ends_itself_once_its_steps_time_the_rate_well_enough(tmp_path):
+    """early_stop: a job of 100,000 steps ends after the warm-up and enough steady steps (runtime/stopping.py:
+    at least 20 steps and 5 s, the rate to 1%), and its record says the window was the automatic one."""
+    stand_in = _stand_in_cuda_process(tmp_path)
+    job = _script(tmp_path, STEADY)
+    script = _script(tmp_path, f"""
+        import subprocess, sys
+        sys.exit(subprocess.call([sys.executable, {str(job)!r}, "100000"])
+                 or subprocess.call([sys.executable, {str(stand_in)!r}]))
+        """, "launch.py")
+    spec = command_workload(check_command([sys.executable, str(script)]), warmup_steps=2)
+    task = TrialTask(spec.to_dict(), spec.digest(), AllocConf.parse(""), 0, sys.executable, "torch-test",
+                     timeout_s=120, early_stop=True)
+    record = run_command_trial(task)
+    assert record.state is TrialState.OK, record.error
+    m = record.measurement
+    assert m.ended_by_window and m.auto_window and m.throughput_source is ThroughputSource.OPTIMIZER_STEPS
+    assert m.measured_steps >= 20 + 2 and m.measured_seconds >= 5 and record.wall_seconds < 100
+    assert not replace(task, early_stop=False).early_stop   # the default: the job runs whole
+
+
+def test_without_steps_a_confirmation_runs_whole(tmp_path):
+    _script(tmp_path, LIBRARY, "mylib.py")
+    job = _script(tmp_path, USES_LIBRARY)
+    run = _run(tmp_path, [sys.executable, str(job), "30"], early_stop=True)
+    assert run.returncode == 0 and "done" in _out(run) and run.processes == []
+
+
+def test_torchrun_ranks_stop_together_at_the_automatic_window(tmp_path):
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    job = _script(tmp_path, STEADY)
+    run = _run(tmp_path, [torchrun, "--standalone", "--nproc-per-node", "2", str(job), "100000"], warmup_steps=2,
+               early_stop=True)
+    assert run.returncode == 0, Path(run.stderr).read_text()[-3000:]
+    assert "the loop ended" not in _out(run)
+    counts = [(p.rank, p.window_ended, p.auto_window, [c.count for c in p.counted]) for p in run.processes]
+    assert [c[:3] for c in counts] == [(0, True, True), (1, True, True)] and counts[0][3] == counts[1][3]
+    assert counts[0][3][0] >= 2 + 20 + 2
+
+
+def test_the_summary_says_which_trials_ended_at_their_automatic_window(tmp_path):
+    spec = command_workload(check_command([sys.executable, "train.py"]))
+    info = SweepInfo(workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
+                     grid=["", "expandable_segments:True"], repeats=1, created_at="2026-01-02T03:04:05Z",
+                     command="alloctune sweep -- python train.py")
+    folder = ResultsFolder.create(tmp_path / "f", info)
+    for conf, auto in (("", True), ("expandable_segments:True", True), ("expandable_segments:True", False)):
+        m = Measurement(peak_reserved_bytes=100 * MiB, peak_allocated_bytes=80 * MiB, throughput=10.0, unit="steps",
+                        throughput_source=ThroughputSource.OPTIMIZER_STEPS, ended_by_window=auto, auto_window=auto)
+        folder.store.append(TrialRecord(workload=spec.name, workload_hash=spec.digest(), conf=conf,
+                                        repeat=0 if auto else 1, env_id="torch-x", backend="cuda",
+                                        state=TrialState.OK, measurement=m, env={"torch": "2.11.0"}))
+    analyze(folder)
+    summary = (folder.path / "summary.md").read_text()
+    assert ("- Automatic window: the start-up hook ended 2 of 3 trials (default, expandable_segments:True) once their "
+            "steps after the warm-up had timed the rate well enough, every process at the same step: their memory is "
+            "confirmed for the steps they ran, not for the whole run.\n") in summary
+    assert "- Window: --steps" not in summary

@@ -12,7 +12,7 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
   so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
   no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`runtime/stepwatch.py`
   sees them, `runtime/counting.py` counts them, times the steps after the warm-up and ends the process at the end
-  of a --steps window);
+  of a --steps window or of the automatic one);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
@@ -33,7 +33,8 @@ Environment (set by `alloctune.trial.command.hook_environment`): ALLOCTUNE_HOOK_
 (the setting asked for, checked against the one in force), ALLOCTUNE_HOOK_BUDGET_BYTES or
 ALLOCTUNE_HOOK_BUDGET_FRACTION (the memory budget), ALLOCTUNE_HOOK_RECORD=1 (record the allocation trace),
 ALLOCTUNE_HOOK_WARMUP_STEPS (steps before the timed window), ALLOCTUNE_HOOK_WINDOW_STEPS (the --steps window),
-ALLOCTUNE_HOOK_STEP_ON (what --step-on counts), ALLOCTUNE_HOOK_GROWTH_STEPS=K (memory samples at steps K and 2K).
+ALLOCTUNE_HOOK_STEP_ON (what --step-on counts), ALLOCTUNE_HOOK_GROWTH_STEPS=K (memory samples at steps K and 2K),
+ALLOCTUNE_HOOK_EARLY_STOP=1 (the automatic window of a confirmation trial: `runtime/stopping.py`).
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from alloctune.runtime.counting import Counter
     from alloctune.runtime.devices import Budget, Sampler
     from alloctune.runtime.peaks import ProcessReport
+    from alloctune.runtime.stopping import SharedStop
 
 
 def _chain_user_sitecustomize() -> None:
@@ -158,8 +160,15 @@ def _counter() -> Counter:
                 _state.counter = Counter(job, _number("ALLOCTUNE_HOOK_WARMUP_STEPS") or 0,
                                          _number("ALLOCTUNE_HOOK_WINDOW_STEPS"),
                                          _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
-                                         os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""))
+                                         os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop())
     return _state.counter
+
+
+def _early_stop() -> SharedStop | None:
+    """ALLOCTUNE_HOOK_EARLY_STOP=1: the automatic window, agreed on in the hook's folder by every process."""
+    from alloctune.runtime.stopping import SharedStop
+
+    return SharedStop(_state.out) if os.environ.get("ALLOCTUNE_HOOK_EARLY_STOP") == "1" else None
 
 
 def _capturing() -> bool:
@@ -266,6 +275,7 @@ def _write(sync: bool = True) -> None:
                            torch_version=str(torch.__version__) if torch is not None else None,
                            exit_time=time.time(), optimizer_hook=_state.optimizer_hook,
                            window_ended=_state.window_ended, features=_features(),
+                           auto_window=_state.window_ended and counter is not None and counter.auto_ended,
                            budgets=list(_state.budget.set) if _state.budget is not None else [])
     if counter is not None:
         report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
