@@ -16,7 +16,8 @@ from ..errors import AlloctuneError
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
-SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "compare", "report", "diagnose")
+SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "compare", "report", "diagnose", "fit",
+               "fleet")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -95,13 +95,18 @@ def _runs(result) -> bool:
 
 
 def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, device_memory: int | None = None,
-                jobs: int | None = None) -> dict[str, dict[AllocConf, int | None]]:
-    """Each job's peak reserved under each setting on its recording GPU (or `device_memory`); None where the
-    setting has an OOM there or is not simulated."""
-    out = {}
+                jobs: int | None = None) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
+    """Each job's peak reserved under each simulated setting on its recording GPU (or `device_memory`), None where
+    the setting has an OOM there; and the settings not simulated, with why (left out of the peaks)."""
+    out: dict[str, dict[AllocConf, int | None]] = {}
+    not_simulated: dict[AllocConf, str] = {}
     for job, trace in traces.items():
         device = device_memory or recording_device([trace])
-        outcomes = replay(trace, confs, device, jobs=jobs)
-        out[job] = {o.setting: (o.result.peak_reserved_bytes if o.result is not None and o.fits else None)
-                    for o in outcomes}
-    return out
+        out[job] = {}
+        for o in replay(trace, confs, device, jobs=jobs):
+            if o.result is None:
+                not_simulated[o.setting] = o.reason or ""
+            else:
+                out[job][o.setting] = o.result.peak_reserved_bytes if o.fits else None
+    return {job: {s: p for s, p in peaks.items() if s not in not_simulated} for job, peaks in out.items()}, \
+        not_simulated

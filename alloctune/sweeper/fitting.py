@@ -49,9 +49,8 @@ def fit_traces(request: FitRequest, jobs: int | None = None) -> FitFile:
     curves = {id(s): _curves(s) for s in replayed}
     limit_fits = []
     for i, (limit, text) in enumerate(limits):
-        memory = limit.budget_bytes if limit.budget_bytes is not None else limit.device_bytes
         capacity = limit.capacity(overhead)
-        answers = [_answer(s, curves[id(s)][0], i, capacity, request.step, overhead, memory)
+        answers = [_answer(s, curves[id(s)][0], i, capacity, request.step, overhead)
                    for s in replayed if s.reason is None]
         limit_fits.append(LimitFit(limit.device_bytes, capacity, answers, text, limit.budget_bytes))
     warnings = list(dict.fromkeys(w for t in traces for w in t.warnings))
@@ -79,11 +78,12 @@ def _setting_fit(s: SettingPoints, reserved: Fit | None, allocated: Fit | None) 
     return SettingFit(str(s.setting), points, _curve_record(reserved), _curve_record(allocated), s.reason)
 
 
-def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step: int, overhead: int,
-            memory: int) -> Answer:
+def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step: int, overhead: int) -> Answer:
+    """One setting under the limit of index `limit`. Copies at once share what the limit gives one process: its
+    room for the allocator and its context (a card's memory; a budget and one context)."""
     assert curve is not None
     points = [Point(p.value, p.peak_reserved_bytes, p.runs[limit]) for p in s.points]
     best: Largest = largest(points, curve, capacity, step)
     return Answer(str(s.setting), best.value, None if best.basis is None else best.basis.value, best.need_bytes,
                   best.headroom_bytes, best.next_value, best.capped, [p.fits for p in points],
-                  [copies(p.need_bytes, overhead, memory) if p.fits else 0 for p in points])
+                  [copies(p.need_bytes, overhead, capacity + overhead) if p.fits else 0 for p in points])

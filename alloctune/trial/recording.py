@@ -45,12 +45,13 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
-                   warmup_steps: int = DEFAULT_WARMUP_STEPS,
-                   steps: int = 0) -> list[tuple[Path, Trace]]:
+                   warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
+                   env: dict[str, str] | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
-    recording covers the window a sweep measures (0: the whole run)."""
+    recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
+    environment."""
     from ..workload.command import check_command, command_python
     from .command import hook_environment, run_command
 
@@ -61,8 +62,9 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         with contextlib.suppress(ProbeError):
             _with_gpu(probe(python))
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
-        env = hook_environment(child_environment(conf, gpus), str(conf), record=True, warmup_steps=warmup_steps,
-                               window_steps=steps)
+        base = {**os.environ, **(env or {})}
+        env = hook_environment(child_environment(conf, gpus, base), str(conf), record=True,
+                               warmup_steps=warmup_steps, window_steps=steps)
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
         if run.timed_out:
             raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
