@@ -132,7 +132,7 @@ def _answer(args: argparse.Namespace, param: str, values: list[int]):
     confirms = [AllocConf.parse(c) for c in args.confirm or []]
     folder = _folder(args, param)
     say = _progress()
-    if args.command:
+    if args.command and folder is not None:
         traces = record_values(args.command, param, values, folder, gpu=args.gpu, timeout_s=args.timeout,
                                warmup_steps=args.warmup_steps, steps=args.steps, say=say)
     else:
@@ -204,6 +204,6 @@ def _request(args: argparse.Namespace, param: str, traces: dict, entries: list, 
     if entries:
         refuse_rejected(skipped, torch_version)
     device = recording_device([t for _, t in traces.values()])
-    on_device = [(text, budget_on(*parsed, device) or 0) for text, parsed in budgets]
+    on_device = [(text, budget_on(parsed[0], parsed[1], device) or 0) for text, parsed in budgets]
     return FitRequest(param, traces, confs, cards, on_device, args.step or step_of(list(traces)), overhead,
                       list(args.command) or None)

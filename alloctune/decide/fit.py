@@ -58,7 +58,7 @@ class Fit:
         return self.points < STRONG_LOO_POINTS
 
     def at(self, value: float) -> float:
-        return float(np.polyval(self.coefficients, value))
+        return float(np.polyval(np.asarray(self.coefficients), value))
 
 
 def fit(values: Sequence[int], peaks: Sequence[int]) -> Fit:
@@ -72,13 +72,18 @@ def fit(values: Sequence[int], peaks: Sequence[int]) -> Fit:
 
 def _fitted(values: Sequence[int], peaks: Sequence[int], degree: int) -> Fit:
     coefficients = _polyfit(values, peaks, degree)
-    errors = [_relative(float(np.polyval(coefficients, v)), p) for v, p in zip(values, peaks)]
+    errors = [_relative(float(np.polyval(np.asarray(coefficients), v)), p) for v, p in zip(values, peaks)]
     loo = None
     if len(values) > degree + 1:
-        loo = max(_relative(float(np.polyval(_polyfit(values[:i] + values[i + 1:], peaks[:i] + peaks[i + 1:],
-                                                      degree), values[i])), peaks[i])
-                  for i in range(len(values)))
+        loo = max(_relative(_predicted(values, peaks, i, degree), peaks[i]) for i in range(len(values)))
     return Fit(coefficients, max(errors), loo, len(values))
+
+
+def _predicted(values: Sequence[int], peaks: Sequence[int], left_out: int, degree: int) -> float:
+    """Point `left_out` as the curve through the others predicts it."""
+    others = [i for i in range(len(values)) if i != left_out]
+    coefficients = _polyfit([values[i] for i in others], [peaks[i] for i in others], degree)
+    return float(np.polyval(np.asarray(coefficients), values[left_out]))
 
 
 def _polyfit(values: Sequence[int], peaks: Sequence[int], degree: int) -> tuple[float, ...]:

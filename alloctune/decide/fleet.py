@@ -2,7 +2,7 @@
 least across them all. Figures only, no words.
 
 A job's loss under a setting is its peak reserved there relative to the lowest any setting gave it (0.25: a quarter
-more memory than its best). A setting that does not run a job (an OOM, or not simulated) loses it outright. The
+more memory than its best). A setting that does not run a job (an OOM or an alloc retry) loses it outright. The
 settings are ranked by the jobs they lose outright (fewest first), then by their worst loss, then by their mean
 loss, then by fewer keys (the default has none) and by name: the first is the one that loses least.
 """

@@ -26,7 +26,8 @@ def _percent(value: float | None) -> str:
 
 def limit_title(limit: LimitFit) -> str:
     if limit.budget is None:
-        return f"On a {format_bytes(limit.device_bytes, 0)} card: {format_bytes(limit.capacity_bytes)} for the allocator"
+        card = format_bytes(limit.device_bytes, 0)
+        return f"On a {card} card: {format_bytes(limit.capacity_bytes)} for the allocator"
     where = f"Under budget {limit.budget} of the recording GPU"
     if limit.capacity_bytes == limit.budget_bytes:
         return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator"
@@ -154,4 +155,4 @@ def _draw_setting(ax, s: SettingFit, fit: FitFile) -> float:
     for span, style in ((inside, "-"), (beyond, "--")):
         curve = np.polyval(s.reserved.coefficients, span) / GiB
         ax.plot(span, curve, style, color=line.get_color(), linewidth=1)
-    return float(max(max(ys), np.polyval(s.reserved.coefficients, EXTRAPOLATION * xs[-1]) / GiB))
+    return max(max(ys), float(np.polyval(s.reserved.coefficients, EXTRAPOLATION * xs[-1])) / GiB)

@@ -97,7 +97,7 @@ def _runs(result) -> bool:
 def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, device_memory: int | None = None,
                 jobs: int | None = None) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
     """Each job's peak reserved under each simulated setting on its recording GPU (or `device_memory`), None where
-    the setting has an OOM there; and the settings not simulated, with why (left out of the peaks)."""
+    it does not run there (an OOM or an alloc retry); and the settings not simulated, with why (left out)."""
     out: dict[str, dict[AllocConf, int | None]] = {}
     not_simulated: dict[AllocConf, str] = {}
     for job, trace in traces.items():
@@ -107,6 +107,6 @@ def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, devi
             if o.result is None:
                 not_simulated[o.setting] = o.reason or ""
             else:
-                out[job][o.setting] = o.result.peak_reserved_bytes if o.fits else None
+                out[job][o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
     return {job: {s: p for s, p in peaks.items() if s not in not_simulated} for job, peaks in out.items()}, \
         not_simulated

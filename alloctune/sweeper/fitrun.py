@@ -18,7 +18,7 @@ from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
 from ..trial.launch import run_trial
-from ..trial.recording import record_command
+from ..trial.recording import record_command, refuse_without_gpu
 from ..trial.task import TrialTask
 from ..units import parse_budget
 from ..workload.command import check_command, command_workload, target_python
@@ -39,7 +39,9 @@ def record_values(command: Sequence[str], param: str, values: Sequence[int], fol
                   conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                   warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
                   say: Say = lambda line: None) -> dict[int, tuple[str, Trace]]:
-    """One recording per value, kept in `folder`: value -> (path, trace)."""
+    """One recording per value, kept in `folder`: value -> (path, trace). Refused before the first runs when the
+    command's interpreter sees no GPU."""
+    refuse_without_gpu(at_value(command, param, values[0])[0])
     out = {}
     for value in values:
         path = folder / trace_name(param, value)

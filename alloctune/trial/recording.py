@@ -52,15 +52,9 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
     environment."""
-    from ..workload.command import check_command, command_python
     from .command import hook_environment, run_command
 
-    spec = check_command(command)
-    # Refused before the user's command runs (it may take hours) when its interpreter sees no GPU. A command
-    # whose interpreter cannot be told (a shell script) or probed (no torch there) runs, and says what it recorded.
-    if (python := command_python(spec)) is not None:
-        with contextlib.suppress(ProbeError):
-            _with_gpu(probe(python))
+    spec = refuse_without_gpu(command)
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         base = {**os.environ, **(env or {})}
         env = hook_environment(child_environment(conf, gpus, base), str(conf), record=True,
@@ -80,6 +74,19 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
         return [(target, _keep(trace, target)) for trace, target in traces]
+
+
+def refuse_without_gpu(command: list[str]):
+    """The checked command (a `CommandSpec`), refused before it runs (it may take hours) when its interpreter sees
+    no GPU. A command whose interpreter cannot be told (a shell script) or probed (no torch there) passes, and
+    its recording says what it recorded."""
+    from ..workload.command import check_command, command_python
+
+    spec = check_command(command)
+    if (python := command_python(spec)) is not None:
+        with contextlib.suppress(ProbeError):
+            _with_gpu(probe(python))
+    return spec
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:
