@@ -32,11 +32,12 @@ def print_fleet(console, ranked: list[SettingLoss], not_simulated: Mapping[Alloc
     jobs = [j.job for j in ranked[0].jobs] if ranked else []
     rows = [[_loss(s.worst), _loss(s.mean), str(len(s.failed)),
              *(_loss(j.loss) if j.loss is not None else "fails" for j in s.jobs)] for s in ranked]
-    headers = ["setting", "worst", "mean", "OOMs", *(f"job\n{n}" for n in range(1, len(jobs) + 1))]
+    headers = ["setting", "worst", "mean", "fails", *(f"job\n{n}" for n in range(1, len(jobs) + 1))]
 
     def make(labels: list[str]):
         return figures_table(headers, [[label, *row] for label, row in zip(labels, rows)], setting=0,
-                             title="Peak reserved above each job's own best, per setting")
+                             title="Peak reserved above each job's own best, per setting",
+                             caption="fails: the setting has an OOM or an alloc retry on the job's card")
 
     table, named = whole_settings(make, [s.setting.label for s in ranked], console.width)
     print_table(console, table)
