@@ -28,10 +28,10 @@ def limit_title(limit: LimitFit) -> str:
     if limit.budget is None:
         card = format_bytes(limit.device_bytes, 0)
         return f"On a {card} card: {format_bytes(limit.capacity_bytes)} for the allocator"
-    where = f"Under budget {limit.budget} of the recording GPU"
+    where = f"Under budget {limit.budget} ({format_bytes(limit.budget_bytes)}) of the recording GPU"
     if limit.capacity_bytes == limit.budget_bytes:
-        return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator"
-    return f"{where} ({format_bytes(limit.budget_bytes)}): {format_bytes(limit.capacity_bytes)} for the allocator"
+        return where
+    return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
 
 
 def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:

@@ -4,7 +4,10 @@ results folder read back, and bad input as one line and exit 2."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import sys
+
+import pytest
+import torch
 
 from clirun import ROOT, cli, in_process
 from scaled import CONTEXT, H200_BYTES, scaled_trace, write_traces
@@ -12,7 +15,7 @@ from scaled import CONTEXT, H200_BYTES, scaled_trace, write_traces
 from alloctune.results.fits import FIT_FILE, FIT_PLOT, FitFile
 from alloctune.results.typed import load_json
 from alloctune.sim.replay import replay
-from alloctune.units import GiB, MiB
+from alloctune.units import MiB
 
 TRACES = sorted((ROOT / "workloads" / "traces").glob("*.xz"))
 GRID = ["--conf", "default", "--conf", "expandable_segments:True"]
@@ -120,3 +123,32 @@ def test_fleet_bad_input_is_one_line_and_exit_2():
                        ([str(TRACES[0]), "--conf", "max_split_size_mb:x"], "max_split_size_mb")]:
         run = in_process("fleet", *args)
         assert run.returncode == 2 and says in run.stderr, (args, run.stderr)
+
+
+def test_the_value_goes_where_the_command_says_it_else_into_the_environment():
+    from alloctune.sweeper.fitrun import at_value
+
+    assert at_value(["python", "t.py", "--batch-size", "{batch}", "--x={batch}"], "batch", 16) == \
+        (["python", "t.py", "--batch-size", "16", "--x=16"], {})
+    assert at_value(["python", "t.py"], "BATCH", 8) == (["python", "t.py"], {"BATCH": "8"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fit_records_a_command_at_each_value_and_the_gpu_confirms_the_answer(tmp_path):
+    # n blocks of 64 MiB live at once, a segment each: n * 64 MiB reserved, exactly a line. Under 800 MiB, 12 blocks
+    # (768 MiB) fit and 16 do not: the answer lies between the recorded 8 and 16.
+    script = tmp_path / "job.py"
+    script.write_text("import sys, torch\nx = [torch.empty(2**26, dtype=torch.uint8, device='cuda') "
+                      "for _ in range(int(sys.argv[1]))]\ntorch.cuda.synchronize()\n")
+    out = tmp_path / "fit"
+    run = cli("fit", "--param", "n=4,8,16", "--conf", "default", "--budget", "800MiB", "--confirm", "default",
+              "--out", out, "--json", "--", sys.executable, script, "{n}")
+    assert run.returncode == 0, run.stderr
+    fit = FitFile.from_json(json.loads(run.stdout), "stdout")
+    [limit] = fit.limits
+    [answer] = limit.answers
+    assert (answer.largest, answer.basis, answer.next_value) == (12, "interpolated", 16)
+    assert [(c.value, c.predicted_runs) for c in limit.confirmed] == [(12, True), (16, False)]
+    assert all(c.agreed for c in limit.confirmed), limit.confirmed
+    assert sorted(p.name for p in out.glob("trace.*")) == ["trace.n-16.xz", "trace.n-4.xz", "trace.n-8.xz"]
