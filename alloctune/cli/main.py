@@ -18,7 +18,8 @@ from ..errors import AlloctuneError, bounded, printable
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
-SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "compare", "report", "diagnose")
+SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "compare", "report", "diagnose", "fit",
+               "fleet")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,6 +1,6 @@
 """How much one trace or snapshot may hold, and how such a file is opened: within those limits, '-' for standard
-input (files.open_input reads in bounded pieces); and how many settings a search replays unless told (here, where
-the CLI's help reads it without loading the simulator)."""
+input (files.open_input reads in bounded pieces); how many settings a search replays and which cards a fit answers
+for unless told (here, where the CLI's help reads them without loading the simulator)."""
 from __future__ import annotations
 
 from ..errors import TraceError
@@ -14,6 +14,9 @@ MAX_EVENTS = 1 << 24
 # A snapshot pickle: 128 bytes for each of MAX_EVENTS trace entries (a frameless entry pickles to about 120).
 MAX_SNAPSHOT_BYTES = MAX_EVENTS * 128
 DEFAULT_MAX_SETTINGS = 400   # the settings a search replays unless told
+# The cards `fit` answers for unless told (--cards), in GiB: common sizes as sold. What torch reports a card to hold
+# is a little less (an H200: 139.8 GiB); give --cards exact figures to plan to the byte.
+DEFAULT_CARDS_GIB = (16, 24, 40, 48, 80, 96, 141)
 
 
 def open_trace(where: str, what: str):

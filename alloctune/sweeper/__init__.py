@@ -7,5 +7,7 @@
     execute.py  the trials run and appended to the trials file; rounds for `repeats` 'auto'
     hybrid.py   planning by replay: recording the trace, searching, the finalists measured on the GPU
     sweep.py    `sweep()`, the top-level flow; `analyze()`, deciding again from a folder
+    fitting.py  `alloctune fit` answered from traces at several values of a parameter (no GPU)
+    fitrun.py   ... its recordings at each value and its confirmations, on the GPU
     executors/  where trials run: local child processes, simulator replays, a Ray cluster
 """

@@ -45,24 +45,20 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
-                   warmup_steps: int = DEFAULT_WARMUP_STEPS,
-                   steps: int = 0) -> list[tuple[Path, Trace]]:
+                   warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
+                   env: dict[str, str] | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
-    recording covers the window a sweep measures (0: the whole run)."""
-    from ..workload.command import check_command, command_python
+    recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
+    environment."""
     from .command import hook_environment, run_command
 
-    spec = check_command(command)
-    # Refused before the user's command runs (it may take hours) when its interpreter sees no GPU. A command
-    # whose interpreter cannot be told (a shell script) or probed (no torch there) runs, and says what it recorded.
-    if (python := command_python(spec)) is not None:
-        with contextlib.suppress(ProbeError):
-            _with_gpu(probe(python))
+    spec = refuse_without_gpu(command)
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
-        env = hook_environment(child_environment(conf, gpus), str(conf), record=True, warmup_steps=warmup_steps,
-                               window_steps=steps)
+        base = {**os.environ, **(env or {})}
+        env = hook_environment(child_environment(conf, gpus, base), str(conf), record=True,
+                               warmup_steps=warmup_steps, window_steps=steps)
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
         if run.timed_out:
             raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
@@ -78,6 +74,19 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
         return [(target, _keep(trace, target)) for trace, target in traces]
+
+
+def refuse_without_gpu(command: list[str]):
+    """The checked command (a `CommandSpec`), refused before it runs (it may take hours) when its interpreter sees
+    no GPU. A command whose interpreter cannot be told (a shell script) or probed (no torch there) passes, and
+    its recording says what it recorded."""
+    from ..workload.command import check_command, command_python
+
+    spec = check_command(command)
+    if (python := command_python(spec)) is not None:
+        with contextlib.suppress(ProbeError):
+            _with_gpu(probe(python))
+    return spec
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:

@@ -1,0 +1,162 @@
+"""A job's memory as a function of one parameter of its command (a batch size, a sequence length), and the largest
+value each setting allows under a memory limit: figures and codes, no words.
+
+The curve (`fit`) is a least-squares polynomial of peak bytes in the value: a line, or a parabola where enough points
+let a leave-one-out tell the two apart (attention without a fused kernel grows with the square of the sequence
+length); the form whose leave-one-out error is smaller is kept, the line on a tie. Beside it: its largest error at
+the recorded points and its leave-one-out error (each point predicted from the others), which with few points
+tests little (`Fit.loo_weak`).
+
+The largest value (`largest`): memory is taken to grow with the parameter, so a recorded value is decided by its
+own replay under the limit, a value between two recorded ones fits when the one above it fits (else the curve
+decides), and a value beyond the recorded ones by the curve, up to EXTRAPOLATION times the largest recorded value.
+Each answer says which of the three it rests on (`Basis`).
+"""
+from __future__ import annotations
+
+import bisect
+import enum
+import math
+from dataclasses import dataclass
+from functools import reduce
+from typing import Sequence
+
+import numpy as np
+
+QUADRATIC_POINTS = 4      # a parabola is tried from this many points: with fewer, no leave-one-out can test it
+STRONG_LOO_POINTS = 5     # a leave-one-out of fewer points predicts each from 1-3 others: it tests little
+EXTRAPOLATION = 2.0       # values are predicted up to this times the largest recorded one, and no further
+
+
+class Basis(str, enum.Enum):
+    """What an answer at a value rests on."""
+
+    REPLAYED = "replayed"           # a recorded value, replayed under the limit
+    INTERPOLATED = "interpolated"   # between recorded values, from the curve
+    EXTRAPOLATED = "extrapolated"   # beyond the recorded values, from the curve
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Peak bytes as a polynomial in the value; its error at the recorded points and its leave-one-out error, both
+    relative to the recorded figure (None: too few points for a leave-one-out)."""
+
+    coefficients: tuple[float, ...]   # highest power first
+    max_error: float
+    loo_error: float | None
+    points: int
+
+    @property
+    def degree(self) -> int:
+        return len(self.coefficients) - 1
+
+    @property
+    def loo_weak(self) -> bool:
+        return self.points < STRONG_LOO_POINTS
+
+    def at(self, value: float) -> float:
+        return float(np.polyval(np.asarray(self.coefficients), value))
+
+
+def fit(values: Sequence[int], peaks: Sequence[int]) -> Fit:
+    """The curve through (value, peak bytes) pairs of distinct values; one point gives a constant."""
+    if len(values) != len(peaks) or not values or len(set(values)) != len(values):
+        raise ValueError("fit needs as many peaks as values, and distinct values")
+    degrees = [0] if len(values) == 1 else [1, 2] if len(values) >= QUADRATIC_POINTS else [1]
+    candidates = [_fitted(values, peaks, d) for d in degrees]
+    return min(candidates, key=lambda f: (f.loo_error if f.loo_error is not None else 0.0, f.degree))
+
+
+def _fitted(values: Sequence[int], peaks: Sequence[int], degree: int) -> Fit:
+    coefficients = _polyfit(values, peaks, degree)
+    errors = [_relative(float(np.polyval(np.asarray(coefficients), v)), p) for v, p in zip(values, peaks)]
+    loo = None
+    if len(values) > degree + 1:
+        loo = max(_relative(_predicted(values, peaks, i, degree), peaks[i]) for i in range(len(values)))
+    return Fit(coefficients, max(errors), loo, len(values))
+
+
+def _predicted(values: Sequence[int], peaks: Sequence[int], left_out: int, degree: int) -> float:
+    """Point `left_out` as the curve through the others predicts it."""
+    others = [i for i in range(len(values)) if i != left_out]
+    coefficients = _polyfit([values[i] for i in others], [peaks[i] for i in others], degree)
+    return float(np.polyval(np.asarray(coefficients), values[left_out]))
+
+
+def _polyfit(values: Sequence[int], peaks: Sequence[int], degree: int) -> tuple[float, ...]:
+    return tuple(float(c) for c in np.polyfit(np.asarray(values, float), np.asarray(peaks, float), degree))
+
+
+def _relative(predicted: float, recorded: float) -> float:
+    return abs(predicted - recorded) / recorded if recorded else (0.0 if predicted == 0 else math.inf)
+
+
+@dataclass(frozen=True)
+class Point:
+    """A recorded value under one limit: its replayed peak reserved and whether its replay under the limit ran
+    without an OOM and without an alloc retry."""
+
+    value: int
+    need_bytes: int
+    fits: bool
+
+
+@dataclass(frozen=True)
+class Largest:
+    """The largest value that fits under a limit, and the value above it (to confirm on the GPU that it does not).
+    `value` None: not even the smallest candidate fits. `capped`: it is the last value predicted (EXTRAPOLATION),
+    so larger ones may fit too."""
+
+    value: int | None
+    basis: Basis | None
+    need_bytes: int | None       # peak reserved at `value`: replayed, or from the curve
+    headroom_bytes: int | None   # what the limit leaves at `value`
+    next_value: int
+    capped: bool
+
+
+def step_of(values: Sequence[int]) -> int:
+    """The default spacing of the candidates: the greatest common divisor of the recorded values (8, 16, 32 -> 8)."""
+    return reduce(math.gcd, values)
+
+
+def largest(points: Sequence[Point], curve: Fit, capacity: int, step: int) -> Largest:
+    """The largest multiple of `step` (or recorded value) that fits in `capacity` bytes of peak reserved, as the
+    module says."""
+    points = sorted(points, key=lambda p: p.value)
+    recorded = [p.value for p in points]
+    top = int(EXTRAPOLATION * recorded[-1]) // step * step
+    candidates = sorted(set(range(step, top + 1, step)) | set(recorded))
+    best: tuple[int, Basis, int] | None = None
+    for value in candidates:
+        verdict = _at(value, points, recorded, curve, capacity)
+        if verdict is None:
+            break
+        best = (value, *verdict)
+    if best is None:
+        return Largest(None, None, None, None, candidates[0], False)
+    value, basis, need = best
+    following = candidates.index(value) + 1
+    capped = following == len(candidates)
+    return Largest(value, basis, need, capacity - need, candidates[following] if not capped else value + step, capped)
+
+
+def _at(value: int, points: list[Point], recorded: list[int], curve: Fit, capacity: int) -> tuple[Basis, int] | None:
+    """(what it rests on, peak reserved) at `value` when it fits, else None."""
+    i = bisect.bisect_left(recorded, value)
+    if i < len(recorded) and recorded[i] == value:
+        return (Basis.REPLAYED, points[i].need_bytes) if points[i].fits else None
+    need = max(0, round(curve.at(value)))
+    if i == len(recorded):
+        return (Basis.EXTRAPOLATED, need) if need <= capacity else None
+    if points[i].fits:   # the recorded value above fits: so does this one
+        return (Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), min(need, points[i].need_bytes)
+    return ((Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), need) if need <= capacity else None
+
+
+def copies(need_bytes: int, overhead_bytes: int, memory_bytes: int) -> int:
+    """How many processes of a job fit at once in `memory_bytes`, each its peak reserved and its CUDA context."""
+    return max(0, memory_bytes // (need_bytes + overhead_bytes))

@@ -1,0 +1,158 @@
+"""`alloctune fit`'s output: the curve per setting, the answer per setting under each limit (the largest value,
+what it rests on, the headroom, the value above it to confirm, copies at once) and what the GPU said where it
+confirmed them; and the plot of peak reserved against the value with the limits as lines."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..decide.fit import EXTRAPOLATION
+from ..files import write_file
+from ..results.fits import Answer, CurveRecord, FitFile, LimitFit, SettingFit
+from ..settings.conf import conf_label
+from ..units import GiB, format_bytes, plural
+from .layout import say
+from .tables import figures_table, in_unit, print_table, size_unit, whole_settings
+
+
+def curve_words(curve: CurveRecord, param: str) -> str:
+    """'line', 'parabola' or 'constant', in `param`."""
+    return {0: "constant", 1: f"line in {param}", 2: f"parabola in {param}"}[len(curve.coefficients) - 1]
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def limit_title(limit: LimitFit) -> str:
+    if limit.budget is None:
+        card = format_bytes(limit.device_bytes, 0)
+        return f"On a {card} card: {format_bytes(limit.capacity_bytes)} for the allocator"
+    where = f"Under budget {limit.budget} ({format_bytes(limit.budget_bytes)}) of the recording GPU"
+    if limit.capacity_bytes == limit.budget_bytes:
+        return where
+    return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
+
+
+def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
+    """A table whose first column is the setting: numbered, and the settings given whole below, where they do not
+    fit the width."""
+    def make(labels: list[str]):
+        return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
+
+    made, named = whole_settings(make, [row[0] for row in rows], console.width)
+    print_table(console, made)
+    for line in named:
+        say(console, line)
+
+
+def print_fit(console, fit: FitFile) -> None:
+    context = "as the recordings measured it" if fit.overhead_measured else "assumed: the recordings do not say"
+    say(console, f"Peak memory in {fit.param}, from {plural(len(fit.values), 'recorded value')} "
+                 f"({', '.join(map(str, fit.values))}); each process holds a CUDA context of "
+                 f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
+    for warning in fit.warnings:
+        say(console, f"[yellow]warning:[/] {warning}")
+    _curves_table(console, fit)
+    for limit in fit.limits:
+        _limit_table(console, fit, limit)
+        if limit.confirmed:
+            _confirmed_table(console, fit, limit)
+    weak = any(s.reserved is not None and s.reserved.loo_weak for s in fit.settings)
+    if weak:
+        say(console, f"With {len(fit.values)} recorded values a leave-one-out predicts each from "
+                     f"{len(fit.values) - 1} others: it tests the curve little; record more values to test it more.")
+    say(console, f"Values above {fit.values[-1]} are extrapolated from the curve (up to {EXTRAPOLATION:g} times the "
+                 f"largest recorded; '+': more may fit); confirm an answer on the GPU with --confirm.")
+
+
+def _curves_table(console, fit: FitFile) -> None:
+    unit = size_unit(p.peak_reserved_bytes for s in fit.settings for p in s.points)
+    rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
+    headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
+               "leave-\none-out"]
+    _print(console, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
+           title=f"Peak reserved ({unit[0]}), replayed at each recorded {fit.param}, and its curve",
+           caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
+                                for s in fit.settings if s.reason) or None)
+
+
+def _peaks(s: SettingFit, fit: FitFile, unit) -> list[str]:
+    if s.reason is not None:
+        return ["n/a"] * len(fit.values)
+    return [in_unit(p.peak_reserved_bytes, unit) for p in s.points]
+
+
+def _curve_cells(s: SettingFit, param: str) -> list[str]:
+    if s.reserved is None:
+        return ["-", "-", "-"]
+    return [curve_words(s.reserved, param), _percent(s.reserved.max_error), _percent(s.reserved.loo_error)]
+
+
+def _largest(a: Answer) -> str:
+    return "none" if a.largest is None else f"{a.largest}{'+' if a.capped else ''}"
+
+
+def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
+    unit = size_unit([limit.capacity_bytes])
+    rows = [[conf_label(a.conf), _largest(a), a.basis or "-", in_unit(a.headroom_bytes, unit), str(a.next_value),
+             "/".join(map(str, a.copies))] for a in limit.answers]
+    headers = ["setting", f"largest\n{fit.param}", "from", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
+               f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
+    _print(console, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit))
+
+
+def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
+    rows = [[conf_label(c.conf), str(c.value), "runs" if c.predicted_runs else "does not run",
+             ("runs" if c.runs else c.state if c.state != "ok" else
+              plural(c.num_alloc_retries or 0, "alloc retry", "alloc retries")),
+             "yes" if c.agreed else "NO"] for c in limit.confirmed]
+    agreed = sum(c.agreed for c in limit.confirmed)
+    _print(console, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
+           column={2: {"no_wrap": True}, 3: {"no_wrap": True}},
+           title=f"Confirmed on the GPU under budget {limit.budget}: {agreed} of "
+                 f"{len(limit.confirmed)} agreed")
+
+
+def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
+    """Peak reserved against the value per setting: the replayed points, the curve (dashed where extrapolated),
+    and each limit's room for the allocator as a line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines
+
+    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    top = 0.0
+    for s in (s for s in fit.settings if s.reserved is not None):
+        top = max(top, _draw_setting(ax, s, fit))
+    limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
+               f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
+               DEVICE_STYLE) for lim in fit.limits]
+    extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
+    ax.set_ylim(0, extent * 1.05)
+    ax.set_xlabel(fit.param)
+    ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
+    return path
+
+
+def _draw_setting(ax, s: SettingFit, fit: FitFile) -> float:
+    """One setting's points and curve; returns the largest figure drawn, in GiB."""
+    import numpy as np
+
+    assert s.reserved is not None
+    xs = [p.value for p in s.points]
+    ys = [p.peak_reserved_bytes / GiB for p in s.points]
+    [line] = ax.plot(xs, ys, "o", markersize=4, label=conf_label(s.conf))
+    inside = np.linspace(xs[0], xs[-1], 50)
+    beyond = np.linspace(xs[-1], EXTRAPOLATION * xs[-1], 50)
+    for span, style in ((inside, "-"), (beyond, "--")):
+        curve = np.polyval(s.reserved.coefficients, span) / GiB
+        ax.plot(span, curve, style, color=line.get_color(), linewidth=1)
+    return max(max(ys), float(np.polyval(s.reserved.coefficients, EXTRAPOLATION * xs[-1])) / GiB)

@@ -1,0 +1,112 @@
+"""Replays for questions across traces: one job recorded at several values of a parameter (every setting at each
+value, without a limit for the peaks a curve is fitted to, and under each memory limit for whether it runs), and
+several jobs under one grid (a fleet's peaks).
+
+A limit is a card of some memory, or a budget on the recording GPU as a sweep applies it (the allocator may
+reserve `budget_bytes`); a replay under it "runs" when it has no OOM and no alloc retry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..settings.conf import AllocConf
+from .replay import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD, replay
+from .trace import Trace
+
+UNLIMITED = 1 << 60   # a device no replay fills: the peaks a setting reaches when nothing stops it
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A card of `device_bytes`, or with `budget_bytes` a budget on such a device."""
+
+    device_bytes: int
+    budget_bytes: int | None = None
+
+    def capacity(self, overhead_bytes: int) -> int:
+        """The peak reserved a job may reach under the limit: the card less its CUDA context, or the budget."""
+        room = self.device_bytes - overhead_bytes
+        return room if self.budget_bytes is None else min(room, self.budget_bytes)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One setting at one recorded value: its peaks without a limit, and whether it runs under each limit."""
+
+    value: int
+    peak_reserved_bytes: int
+    peak_allocated_bytes: int
+    runs: tuple[bool, ...]   # per limit, in the order given
+
+
+@dataclass(frozen=True)
+class SettingPoints:
+    """A setting at every recorded value (in order), or why it is not simulated (then `points` is empty)."""
+
+    setting: AllocConf
+    points: tuple[Replayed, ...]
+    reason: str | None = None
+
+
+def overhead_of(traces: Sequence[Trace]) -> int:
+    """The CUDA context one process holds outside the allocator: the most the recordings measured, else
+    DEFAULT_OVERHEAD."""
+    measured = [int(t.meta["overhead_bytes"]) for t in traces if t.meta.get("overhead_bytes") is not None]
+    return max(measured) if measured else DEFAULT_OVERHEAD
+
+
+def recording_device(traces: Sequence[Trace]) -> int:
+    """The memory of the GPU the traces were recorded on (a budget is a share of it), else an H200's."""
+    recorded = [int(t.meta["device_total_bytes"]) for t in traces if t.meta.get("device_total_bytes")]
+    return max(recorded) if recorded else DEFAULT_DEVICE_MEMORY
+
+
+def replay_points(traces: Mapping[int, Trace], confs: Sequence[AllocConf], limits: Sequence[Limit], *,
+                  overhead_bytes: int, jobs: int | None = None) -> list[SettingPoints]:
+    """Every setting of `confs` at every value of `traces`, without a limit and under each of `limits`."""
+    values = sorted(traces)
+    by_value = {}
+    for value in values:
+        trace = traces[value]
+        free = replay(trace, confs, UNLIMITED, overhead_bytes=overhead_bytes, jobs=jobs)
+        limited = [replay(trace, confs, limit.device_bytes, budget_bytes=limit.budget_bytes,
+                          overhead_bytes=overhead_bytes, jobs=jobs) for limit in limits]
+        by_value[value] = (free, limited)
+    out = []
+    for i, conf in enumerate(confs):
+        reason = next((by_value[v][0][i].reason for v in values if not by_value[v][0][i].simulated), None)
+        if reason is not None:
+            out.append(SettingPoints(conf, (), reason))
+            continue
+        points = []
+        for value in values:
+            free, limited = by_value[value]
+            result = free[i].result
+            assert result is not None
+            points.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes,
+                                   tuple(_runs(outcomes[i].result) for outcomes in limited)))
+        out.append(SettingPoints(conf, tuple(points)))
+    return out
+
+
+def _runs(result) -> bool:
+    return result is not None and result.num_ooms == 0 and result.num_alloc_retries == 0
+
+
+def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, device_memory: int | None = None,
+                jobs: int | None = None) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
+    """Each job's peak reserved under each simulated setting on its recording GPU (or `device_memory`), None where
+    it does not run there (an OOM or an alloc retry); and the settings not simulated, with why (left out)."""
+    out: dict[str, dict[AllocConf, int | None]] = {}
+    not_simulated: dict[AllocConf, str] = {}
+    for job, trace in traces.items():
+        device = device_memory or recording_device([trace])
+        out[job] = {}
+        for o in replay(trace, confs, device, jobs=jobs):
+            if o.result is None:
+                not_simulated[o.setting] = o.reason or ""
+            else:
+                out[job][o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
+    return {job: {s: p for s, p in peaks.items() if s not in not_simulated} for job, peaks in out.items()}, \
+        not_simulated

@@ -1,0 +1,99 @@
+"""`alloctune fit -- COMMAND` on a GPU: the user's command recorded once at each value of its parameter (a --steps
+window is enough), and the answers confirmed: under each budget, the predicted largest value and the next one run
+in fresh processes as a sweep's trials run (the budget applied as sweeps apply it), and whether the GPU agreed.
+
+The value goes where the command says `{param}`; a command that says it nowhere gets it in the environment
+variable of the parameter's name. A recording already in the folder (`trace.<param>-<value>.xz`) is kept: running
+the same fit again records only the values it lacks.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import AlloctuneError
+from ..results.fits import Confirmation, FitFile, LimitFit, trace_name
+from ..results.records import TrialState
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace, load_trace
+from ..trial.launch import run_trial
+from ..trial.recording import record_command, refuse_without_gpu
+from ..trial.task import TrialTask
+from ..units import parse_budget
+from ..workload.command import check_command, command_workload, target_python
+from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
+
+Say = Callable[[str], None]   # a line of progress for the user
+
+
+def at_value(command: Sequence[str], param: str, value: int) -> tuple[list[str], dict[str, str]]:
+    """The command and the variables it gets for one value (the module's rule)."""
+    mark = "{" + param + "}"
+    if any(mark in word for word in command):
+        return [word.replace(mark, str(value)) for word in command], {}
+    return list(command), {param: str(value)}
+
+
+def record_values(command: Sequence[str], param: str, values: Sequence[int], folder: Path, *, gpu: int = 0,
+                  conf: AllocConf = AllocConf(), timeout_s: float | None = None,
+                  warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
+                  say: Say = lambda line: None) -> dict[int, tuple[str, Trace]]:
+    """One recording per value, kept in `folder`: value -> (path, trace). Refused before the first runs when the
+    command's interpreter sees no GPU."""
+    refuse_without_gpu(at_value(command, param, values[0])[0])
+    out = {}
+    for value in values:
+        path = folder / trace_name(param, value)
+        if path.exists():
+            say(f"{param}={value}: kept recording {path}")
+            out[value] = (str(path), load_trace(path))
+            continue
+        say(f"{param}={value}: recording")
+        argv, env = at_value(command, param, value)
+        traces = record_command(argv, path, gpus=gpu, conf=conf, timeout_s=timeout_s, warmup_steps=warmup_steps,
+                                steps=steps, env=env)
+        if len(traces) != 1:
+            for written, _ in traces:
+                written.unlink()
+            raise AlloctuneError(f"{param}={value}: the command ran {len(traces)} processes that use CUDA; fit "
+                                 f"answers for one: record the ranks with 'alloctune record' and fit one rank's "
+                                 f"traces with --trace VALUE=FILE")
+        out[value] = (str(path), traces[0][1])
+    return out
+
+
+def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *, gpu: int = 0,
+            timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
+            say: Say = lambda line: None) -> FitFile:
+    """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one."""
+    limits = []
+    for limit in fit.limits:
+        if limit.budget is None:
+            limits.append(limit)
+            continue
+        confirmed = []
+        for answer in (a for a in limit.answers if AllocConf.parse(a.conf) in confs):
+            for value in ([answer.largest] if answer.largest is not None else []) + [answer.next_value]:
+                say(f"budget {limit.budget}, {AllocConf.parse(answer.conf).label}: running {fit.param}={value}")
+                confirmed.append(_run(command, fit.param, value, AllocConf.parse(answer.conf), limit, gpu,
+                                      timeout_s, warmup_steps, steps,
+                                      predicted=answer.largest is not None and value <= answer.largest))
+        limits.append(replace(limit, confirmed=confirmed))
+    return replace(fit, limits=limits)
+
+
+def _run(command: Sequence[str], param: str, value: int, conf: AllocConf, limit: LimitFit, gpu: int,
+         timeout_s: float | None, warmup_steps: int, steps: int, predicted: bool) -> Confirmation:
+    argv, env = at_value(command, param, value)
+    checked = check_command(argv, env=env)
+    spec = command_workload(checked, warmup_steps=warmup_steps, steps=steps)
+    budget_bytes, fraction = parse_budget(limit.budget or "")
+    task = TrialTask(spec.to_dict(), spec.digest(), conf, 0, target_python(checked), "fit",
+                     budget_bytes, fraction, timeout_s or DEFAULT_TIMEOUT_S)
+    record = run_trial(task, gpu)
+    m = record.measurement
+    runs = record.state is TrialState.OK and m is not None and not m.num_ooms and not m.num_alloc_retries
+    return Confirmation(str(conf), value, predicted, record.state.value, runs,
+                        None if m is None else m.peak_reserved_bytes, None if m is None else m.num_alloc_retries,
+                        record.error)

@@ -1,0 +1,92 @@
+"""The curve of memory in a parameter and the largest value under a limit, on cases whose answers are known."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from alloctune.decide.fit import EXTRAPOLATION, Basis, Point, copies, fit, largest, step_of
+
+GiB = 2**30
+
+
+def test_a_line_through_exact_points_has_no_error_and_predicts_between_and_beyond():
+    curve = fit([8, 16, 32], [10 * GiB + 8 * GiB, 10 * GiB + 16 * GiB, 10 * GiB + 32 * GiB])
+    assert curve.degree == 1 and curve.points == 3 and curve.loo_weak
+    assert curve.max_error < 1e-12 and curve.loo_error is not None and curve.loo_error < 1e-12
+    assert curve.at(24) == pytest.approx(34 * GiB) and curve.at(64) == pytest.approx(74 * GiB)
+
+
+def test_two_points_have_no_leave_one_out_and_one_point_is_a_constant():
+    two = fit([1, 2], [3 * GiB, 5 * GiB])
+    assert two.degree == 1 and two.loo_error is None and two.max_error < 1e-12
+    one = fit([4], [7 * GiB])
+    assert one.degree == 0 and one.loo_error is None and one.at(100) == pytest.approx(7 * GiB)
+
+
+def test_memory_in_the_square_of_the_value_is_fitted_by_a_parabola_once_four_points_can_tell():
+    values = [128, 256, 512, 1024]
+    peaks = [GiB + v * v * 4096 for v in values]
+    curve = fit(values, peaks)
+    assert curve.degree == 2 and curve.loo_error is not None and curve.loo_error < 1e-6
+    line = fit(values[:3], peaks[:3])   # three points: only a line, and its leave-one-out says it misses
+    assert line.degree == 1 and line.loo_error is not None and line.loo_error > 0.1
+
+
+def test_a_noisy_line_keeps_the_line_and_states_its_errors():
+    values = [8, 16, 24, 32, 40]
+    peaks = [GiB * (10 + v) * (1 + 0.01 * (-1) ** i) for i, v in enumerate(values)]
+    curve = fit(values, [round(p) for p in peaks])
+    assert curve.degree in (1, 2) and not curve.loo_weak
+    assert 0 < curve.max_error < 0.02 and curve.loo_error is not None and curve.loo_error >= curve.max_error
+
+
+def test_fit_refuses_repeated_values_and_mismatched_lists():
+    with pytest.raises(ValueError):
+        fit([8, 8], [1, 2])
+    with pytest.raises(ValueError):
+        fit([8, 16], [1])
+
+
+def _line(values, base=10 * GiB, per=GiB):
+    return fit(values, [base + per * v for v in values])
+
+
+def test_the_largest_value_between_recorded_points_comes_from_the_curve_below_a_failing_point():
+    values = [8, 16, 32]
+    curve = _line(values)
+    capacity = 10 * GiB + 27 * GiB     # room for 27 units; 32 does not run, 16 does
+    points = [Point(v, 10 * GiB + v * GiB, v <= 16) for v in values]
+    answer = largest(points, curve, capacity, step=8)
+    assert (answer.value, answer.basis, answer.next_value, answer.capped) == (24, Basis.INTERPOLATED, 32, False)
+    assert answer.need_bytes == 34 * GiB and answer.headroom_bytes == 3 * GiB
+
+
+def test_a_recorded_point_that_does_not_run_stops_the_answer_whatever_the_curve_says():
+    values = [8, 16, 32]
+    points = [Point(8, 18 * GiB, True), Point(16, 26 * GiB, False), Point(32, 42 * GiB, True)]
+    answer = largest(points, _line(values), 100 * GiB, step=8)
+    assert (answer.value, answer.basis, answer.next_value) == (8, Basis.REPLAYED, 16)
+
+
+def test_a_value_below_a_recorded_point_that_runs_runs():
+    points = [Point(8, 18 * GiB, True), Point(16, 26 * GiB, True)]
+    wrong = fit([8, 16], [40 * GiB, 50 * GiB])    # a curve far above the replays: the replay above decides
+    answer = largest(points, wrong, 27 * GiB, step=4)
+    assert (answer.value, answer.basis) == (16, Basis.REPLAYED)
+
+
+def test_nothing_fits_and_everything_fits_up_to_the_extrapolation_limit():
+    values = [8, 16]
+    none = largest([Point(v, 10 * GiB + v * GiB, False) for v in values], _line(values), GiB, step=8)
+    assert none.value is None and none.basis is None and none.next_value == 8
+    every = largest([Point(v, 10 * GiB + v * GiB, True) for v in values], _line(values), 10**6 * GiB, step=8)
+    assert every.value == int(EXTRAPOLATION * 16) and every.capped and every.basis is Basis.EXTRAPOLATED
+    assert every.next_value == every.value + 8
+
+
+def test_step_and_copies():
+    assert step_of([8, 16, 32]) == 8 and step_of([96, 128]) == 32 and step_of([3, 5]) == 1
+    assert copies(10 * GiB, GiB, 80 * GiB) == 7          # 7 * 11 GiB = 77 GiB
+    assert copies(10 * GiB, GiB, 10 * GiB) == 0
+    assert math.isclose(copies(GiB // 2, GiB // 2, 24 * GiB), 24)
