@@ -31,6 +31,8 @@ from ..units import MAX_SIZE, format_bytes
 from .limits import MAX_EVENTS
 
 ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
+POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM = 3, 4, 5, 6   # CUDA graphs' private pools: sim/pools.py
+LAST_KIND = POOL_STREAM
 INT64 = 1 << 63
 ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
                    "so a replay under other settings may not match them")

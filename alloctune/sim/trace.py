@@ -61,7 +61,8 @@ from ..errors import TraceError, shown
 from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
 from .compact import XZ_MAGIC, read_compact, write_compact
-from .entries import ALLOC, EMPTY_CACHE, FREE, INT64, ORDER_DEPENDENT, from_entries, is_int  # the event kinds here too
+from .entries import (ALLOC, EMPTY_CACHE, FREE, INT64, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
+                      POOL_RELEASE, POOL_STREAM, from_entries, is_int)  # the event kinds here too
 from .limits import open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
@@ -175,12 +176,15 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     kinds = np.asarray(trace.kinds, dtype=np.uint8)
     if len({len(trace.kinds), len(trace.addrs), len(trace.sizes), len(trace.streams)}) != 1:
         raise TraceError("trace lists kinds, addrs, sizes and streams must have the same length")
-    if kinds.size and kinds.max() > EMPTY_CACHE:
-        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free) or {EMPTY_CACHE} (empty_cache)")
+    if kinds.size and kinds.max() > LAST_KIND:
+        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free), {EMPTY_CACHE} (empty_cache) or "
+                         f"{POOL_BEGIN}-{LAST_KIND} (CUDA graph pool events)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
     alloc_sizes: list[int] = []
     alloc_streams: list[int] = []
     back: list[int] = []
+    pools: list[int] = []          # each pool event's pool number
+    pool_streams: list[int] = []   # each POOL_STREAM's stream index
     for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
         if kind == ALLOC:
             if addr in live:
@@ -193,9 +197,14 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
             if ident is None:
                 raise TraceError(f"trace event {i} frees {addr}, which is not live")
             back.append(len(alloc_sizes) - 1 - ident)
-    write_compact(path, trace.device, trace.meta, {"kinds": kinds, "sizes": np.asarray(alloc_sizes, dtype="<i8"),
-                                                   "streams": np.asarray(alloc_streams, dtype="<i8"),
-                                                   "frees": np.asarray(back, dtype="<i8")})
+        elif kind >= POOL_BEGIN:
+            pools.append(addr)
+            if kind == POOL_STREAM:
+                pool_streams.append(trace.streams[i])
+    columns = {"sizes": alloc_sizes, "streams": alloc_streams, "frees": back, "pools": pools,
+               "pool_streams": pool_streams}
+    write_compact(path, trace.device, trace.meta,
+                  {"kinds": kinds, **{name: np.asarray(values, dtype="<i8") for name, values in columns.items()}})
 
 
 def _load_compact(head: bytes, compressed, where: str) -> Trace:
@@ -259,10 +268,11 @@ def _checked_meta(meta: dict) -> dict:
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
     kinds, sizes, streams, back = arrays["kinds"], arrays["sizes"], arrays["streams"], arrays["frees"]
-    is_alloc, is_free = kinds == ALLOC, kinds == FREE
-    if kinds.size and kinds.max() > EMPTY_CACHE:
-        raise ValueError("event kinds other than alloc, free and empty_cache")
-    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size:
+    is_alloc, is_free, is_pool, is_pool_stream = kinds == ALLOC, kinds == FREE, kinds >= POOL_BEGIN, kinds == POOL_STREAM
+    if kinds.size and kinds.max() > LAST_KIND:
+        raise ValueError("event kinds other than alloc, free, empty_cache and pool events")
+    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size or \
+            int(is_pool.sum()) != arrays["pools"].size or int(is_pool_stream.sum()) != arrays["pool_streams"].size:
         raise ValueError("array lengths do not agree with the event kinds")
     if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
         raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
@@ -276,5 +286,7 @@ def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
         raise ValueError("a free names an allocation that does not exist or was already freed")
     ids[is_free] = freed
     named = ids >= 0
-    return Trace(kinds.tolist(), ids.tolist(), np.where(named, sizes[ids], 0).tolist(),
-                 np.where(named, streams[ids], 0).tolist(), device, meta)
+    size_of, stream_of = np.where(named, sizes[ids], 0), np.where(named, streams[ids], 0)
+    ids[is_pool] = arrays["pools"]   # a pool event names its pool, and a POOL_STREAM a stream index too
+    stream_of[is_pool_stream] = arrays["pool_streams"]
+    return Trace(kinds.tolist(), ids.tolist(), size_of.tolist(), stream_of.tolist(), device, meta)
