@@ -3,16 +3,17 @@
 A `Trace` is the sequence of requests the caching allocator saw on one device, as parallel lists
 (`kinds`, `addrs`, `sizes`, `streams`) that the simulator reads directly:
 
-- `kinds[i]` is `ALLOC` (0), `FREE` (1) or `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
-  that is told from the allocator's own releases; its addr is -1, its size 0).
+- `kinds[i]` is `ALLOC` (0), `FREE` (1), `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
+  that is told from the allocator's own releases; its addr is -1, its size 0) or a CUDA graph pool event
+  (`POOL_BEGIN`, `POOL_END`, `POOL_RELEASE`, `POOL_STREAM`: 3-6, `pools.py`; its addr is the pool number, its size
+  0, and a POOL_STREAM's stream the stream index that allocates in that pool).
 - `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free
   carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
   itself, and ids cannot be confused when the recorded run reused an address.
 - `sizes[i]` is the size the program requested (before rounding), for frees the size of that allocation.
 - `streams[i]` is a small stream index; `meta["streams"]` lists what each index was in the recording,
   `[stream, *pool_id]` (pool (0, 0) = the default pools). A block allocated in a private pool (CUDA graphs,
-  `MemPool`) gets its own index, so the simulator keeps it apart from the stream's default pools, as the
-  allocator does.
+  `MemPool`) gets its own index, which a POOL_STREAM event puts in that pool.
 
 `meta` keys that replay reads when present: `torch_version` (the simulator follows that version's behaviour),
 `device_total_bytes` (the recording GPU's memory: replay's default device memory), `overhead_bytes` (what the
@@ -20,7 +21,8 @@ CUDA context held outside the allocator), `measured` (a list of {conf, peak_rese
 peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes), `allocator_settings`, `env`,
 `step_ends` and `warmup_steps` (the steps the driver work per steady step is counted over: `steady.py`).
 Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end`,
-`empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`) and `warnings` (a list of strings to show
+`empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`), `pools` (the CUDA graph pools, from its
+`pool_events` and the entries' pool ids: `entries.py`) and `warnings` (a list of strings to show
 the user).
 
 Two file formats, told apart by content, not by name:
@@ -32,7 +34,7 @@ Two file formats, told apart by content, not by name:
 2. **The compact format** (`save_trace`; the bytes are `compact.py`'s): an xz stream holding one JSON header
    line followed by little-endian arrays: event kinds, the sizes and stream indexes of the allocations, and for
    each free how many allocations back its block was made; a million events take a few MB. An unknown format
-   name or version is refused (version 2 added empty_cache events; version 1 files read as they were).
+   name or version is refused (version 2 added empty_cache events, version 3 pool events; older files read as they were).
 
 What loading does with the awkward parts of real traces, on purpose:
 
@@ -156,8 +158,20 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
         meta.setdefault("allocator_settings", snapshot["allocator_settings"])
-    columns, meta = from_entries(traces[device], meta, where)
+    columns, meta = from_entries(traces[device], meta, where, device)
+    if not meta["pools"] and _graph_segments(snapshot.get("segments"), device):
+        meta["warnings"].append("the snapshot's segments include CUDA graph pools, but neither its entries (torch "
+                                "before pool ids in trace entries) nor alloctune's recording say which allocations "
+                                "were theirs: they are replayed as if in the default pools (record with `alloctune "
+                                "record` for exact pools)")
     return Trace(*columns, device, meta)
+
+
+def _graph_segments(segments: object, device: int) -> bool:
+    """Whether a snapshot's segments of `device` include some of a private pool (`segment_pool_id` not (0, 0))."""
+    return isinstance(segments, list) and any(
+        isinstance(s, dict) and s.get("device", 0) == device and s.get("segment_pool_id") not in (None, (0, 0), [0, 0])
+        for s in segments)
 
 
 def _check_order_dependence(trace: Trace) -> None:
@@ -243,7 +257,7 @@ class MeasuredRun:
 _META_TYPES: dict[str, tuple[type, ...]] = {
     "torch_version": (str,), "device_total_bytes": (int,), "overhead_bytes": (int,), "measured": (list,),
     "warnings": (list,), "env": (dict,), "workload_hash": (str,), "step_ends": (list,), "step_ends_us": (list,),
-    "warmup_steps": (int,)}
+    "warmup_steps": (int,), "pool_events": (list,)}
 
 
 def _checked_meta(meta: dict) -> dict:
