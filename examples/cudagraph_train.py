@@ -1,15 +1,19 @@
 """Train an MLP with its training step replayed from a CUDA graph, the way a plain script does it: the whole step
 (forward, loss, backward, Adam) captured once with torch.cuda.graph (`--mode graph`, PyTorch's "whole network
-capture"), or the model compiled with torch.compile(mode="reduce-overhead") (`--mode compile`, CUDA graphs
-through inductor). Synthetic data from a seeded generator, no download.
+capture"), the model's forward and backward captured with torch.cuda.make_graphed_callables and the optimizer run
+eagerly (`--mode graphed`, "partial network capture"), or the model compiled with
+torch.compile(mode="reduce-overhead") (`--mode compile`, CUDA graphs through inductor's cudagraph trees; with
+several `--batch` sizes, cycled step by step, each size records a graph of its own in the trees' one pool).
+Synthetic data from a seeded generator, no download.
 
 Graph replays reuse the memory captured in the graph's private pool; between them, every `--eval-every` steps,
 an evaluation runs eagerly on a batch of drawn size, so the allocator also serves requests that change size.
 
-    python3 examples/cudagraph_train.py [--mode graph|compile] [--steps 1500] [--width 2048] [--layers 12] ...
+    python3 examples/cudagraph_train.py [--mode graph|graphed|compile] [--steps 1500] [--batch 1024 [768 ...]] ...
 
-`--mode graph` needs a CUDA GPU. `--mode compile` also runs on the CPU (inductor leaves CUDA graphs out there),
-e.g. as a smoke test: --mode compile --steps 3 --width 32 --layers 2 --batch 8 --eval-batch 4 8
+`--mode graph` needs a CUDA GPU. `--mode graphed` runs the model eagerly on the CPU, and `--mode compile` too
+(inductor leaves CUDA graphs out there), e.g. as a smoke test: --mode compile --steps 3 --width 32 --layers 2
+--batch 8 6 --eval-batch 4 8
 """
 from __future__ import annotations
 
@@ -24,11 +28,12 @@ from torch import nn
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=("graph", "compile"), default="graph")
+    p.add_argument("--mode", choices=("graph", "graphed", "compile"), default="graph")
     p.add_argument("--steps", type=int, default=1500, help="training steps")
     p.add_argument("--width", type=int, default=2048, help="model width (the hidden layers are 4x wider)")
     p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--batch", type=int, default=1024, help="training batch (fixed: a graph replays one shape)")
+    p.add_argument("--batch", type=int, nargs="+", default=[1024],
+                   help="training batch sizes, cycled (one for graph and graphed: a graph replays one shape)")
     p.add_argument("--eval-every", type=int, default=50)
     p.add_argument("--eval-batch", type=int, nargs=2, default=[256, 4096], metavar=("LOW", "HIGH"))
     p.add_argument("--lr", type=float, default=1e-4)
@@ -75,6 +80,21 @@ class GraphStep:
         return self.loss
 
 
+class GraphedStep:
+    """The model's forward and backward as CUDA graphs (make_graphed_callables); the loss and Adam eager."""
+
+    def __init__(self, model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor):
+        self.opt = opt
+        self.model = torch.cuda.make_graphed_callables(model, (x,)) if x.is_cuda else model
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+
 class CompiledStep:
     """The model compiled with CUDA graphs (inductor's cudagraph trees capture forward and backward)."""
 
@@ -111,6 +131,9 @@ def main(argv=None) -> int:
         print("cudagraph_train: --mode graph needs a CUDA GPU (--mode compile also runs on the CPU)",
               file=sys.stderr)
         return 2
+    if args.mode != "compile" and len(args.batch) > 1:
+        print(f"cudagraph_train: --mode {args.mode} replays one shape: give one --batch", file=sys.stderr)
+        return 2
     torch.backends.cuda.matmul.allow_tf32 = True
     model = make_model(args, device)
     # capturable: Adam's step stays on the GPU, which graph capture requires
@@ -118,15 +141,18 @@ def main(argv=None) -> int:
     data, rng = torch.Generator().manual_seed(args.seed), random.Random(args.seed)
     params = sum(p.numel() for p in model.parameters())
     print(f"MLP: {params / 1e6:.0f}M parameters on {device}, --mode {args.mode}", flush=True)
-    first = batch(args.batch, args.width, data, device)
-    trainer = GraphStep(model, opt, *first) if args.mode == "graph" else CompiledStep(model, opt)
-    start = time.perf_counter()
+    first = batch(args.batch[0], args.width, data, device)
+    trainer = (GraphStep(model, opt, *first) if args.mode == "graph" else
+               GraphedStep(model, opt, first[0]) if args.mode == "graphed" else CompiledStep(model, opt))
+    start, samples = time.perf_counter(), 0
     for i in range(args.steps):
-        loss = trainer.step(*batch(args.batch, args.width, data, device))
+        n = args.batch[i % len(args.batch)]
+        loss = trainer.step(*batch(n, args.width, data, device))
+        samples += n
         if args.eval_every and (i + 1) % args.eval_every == 0:
             evaluate(model, rng.randint(*args.eval_batch), args.width, data, device)
         if args.log_every and (i + 1) % args.log_every == 0:
-            rate = (i + 1) * args.batch / (time.perf_counter() - start)
+            rate = samples / (time.perf_counter() - start)
             print(f"step {i + 1}/{args.steps} loss {loss.item():.4f} {rate:,.0f} samples/s", flush=True)
     print(f"final loss {loss.item():.4f}", flush=True)
     if device.type == "cuda":

@@ -78,3 +78,22 @@ def test_pyg_graphs():
     out = run("examples/pyg_graphs.py", "--steps", "5", "--graphs", "20", "--nodes", "3", "12", "--degree", "1",
               "4", "--hidden", "8", "--layers", "2", "--batch", "8")
     assert "epoch 2 step 5/5" in out and "done, 5 steps" in out   # 20 graphs in batches of 8: 3 steps an epoch
+
+
+def test_graph_decode_runs_its_decode_steps_eagerly_on_the_cpu():
+    out = run("examples/graph_decode.py", "--requests", "3", "--layers", "1", "--d-model", "32", "--heads", "2",
+              "--vocab", "100", "--max-len", "32", "--prompt", "4", "8", "--new-tokens", "4")
+    assert "0 decode graphs" in out and "done, 3 requests" in out
+
+
+def test_cudagraph_train_graphed_runs_the_model_eagerly_on_the_cpu():
+    out = run("examples/cudagraph_train.py", "--mode", "graphed", "--steps", "3", "--width", "32", "--layers", "2",
+              "--batch", "8", "--eval-every", "2", "--eval-batch", "4", "8", "--log-every", "3")
+    assert "--mode graphed" in out and "step 3/3" in out and "final loss" in out
+
+
+@pytest.mark.slow
+def test_cudagraph_train_compiles_for_two_batch_sizes_on_the_cpu():
+    out = run("examples/cudagraph_train.py", "--mode", "compile", "--steps", "4", "--width", "32", "--layers", "2",
+              "--batch", "8", "6", "--eval-every", "0", "--log-every", "4", timeout=600)
+    assert "step 4/4" in out and "final loss" in out

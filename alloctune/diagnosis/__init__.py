@@ -279,13 +279,13 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
                         message.device_total, message.allowed, this_process, others,
                         pool.largest_free if pool else None, message.precision, message.gpu,
-                        not message.predates_expandable_segments)
+                        not message.predates_expandable_segments, message.private_pools or 0)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
                     exact.allowed if exact.allowed is not None else message.allowed,
                     this_process, others, exact.largest_free_block, 0, exact.gpu,
-                    exact.expandable_segments and not message.predates_expandable_segments)
+                    exact.expandable_segments and not message.predates_expandable_segments, exact.graph_pools_free)
 
 
 def _this_process(message: OomMessage, reserved: int | None,

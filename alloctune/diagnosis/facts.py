@@ -21,6 +21,7 @@ class Cause(str, enum.Enum):
     FRAGMENTATION = "fragmentation"
     OTHER_PROCESSES = "other-processes"
     BUDGET = "budget"
+    GRAPH_POOLS = "graph-pools"   # free memory held in CUDA graphs' private pools is what the request lacked
 
     def __str__(self) -> str:   # messages and --json show the value
         return self.value
@@ -40,6 +41,7 @@ class Limit(enum.Enum):
     """What a fragmentation verdict's tensors and request fit within."""
 
     BUDGET = "budget"
+    GRAPH_POOLS = "graph-pools"   # free memory held in CUDA graphs' private pools is what the request lacked
     CARD = "card"   # what this process could have of the card
 
 
@@ -59,6 +61,10 @@ class OomFacts:
     precision: int = 0                              # rounding of the figures
     gpu: int | None = None
     expandable_segments: bool = True                # the failing torch has them (2.1+; False: 2.0 and older)
+    # free cached bytes in CUDA graphs' private pools (the message's "allocated in private pools (e.g., CUDA
+    # Graphs)", a snapshot's segments with a segment_pool_id): part of `unallocated`, which only captures into those
+    # pools can use and which is not released while a graph uses the pool
+    graph_pools_free: int = 0
 
     @property
     def unallocated(self) -> int:

@@ -151,11 +151,12 @@ class PoolView:
     largest_free: int
     free_blocks: int
     expandable: bool
+    private: bool = False   # a CUDA graph's (or MemPool's) private pool
 
     def to_json(self) -> dict:
         return {"pool": self.pool, "segments": self.segments, "reserved_bytes": self.reserved,
                 "allocated_bytes": self.allocated, "free_bytes": self.free, "largest_free_bytes": self.largest_free,
-                "free_blocks": self.free_blocks, "expandable": self.expandable}
+                "free_blocks": self.free_blocks, "expandable": self.expandable, "private": self.private}
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class SnapshotView:
                         requested=oom["requested"], allocated=self.allocated, reserved=self.reserved,
                         device_free=oom.get("device_free"), device_total=self.extra.get("device_total_bytes"),
                         allowed=oom.get("allowed"), largest_free_block=pool.largest_free if pool else 0,
-                        gpu=self.device)
+                        gpu=self.device, graph_pools_free=sum(p.free for p in self.pools if p.private))
 
     def pool_of(self, requested: int, stream: int) -> PoolView | None:
         name = _pool_name("small" if requested <= SMALL_SIZE else "large", stream, None)
@@ -252,7 +253,8 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
                                    sum(v.allocated for v in mine_views), sum(v.free for v in mine_views),
                                    max((v.largest_free for v in mine_views), default=0),
                                    sum(v.free_blocks for v in mine_views),
-                                   any(s.get("is_expandable") for s in segs)))
+                                   any(s.get("is_expandable") for s in segs),
+                                   _is_private(segs[0].get("segment_pool_id"))))
     ooms = [e for e in entries if isinstance(e, dict) and e.get("action") == "oom"]
     oom = None
     if ooms:
@@ -270,8 +272,12 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
                         any(isinstance(e, dict) and e.get("action") == "alloc" for e in entries))
 
 
+def _is_private(pool_id) -> bool:
+    return bool(pool_id) and tuple(pool_id) != (0, 0)
+
+
 def _pool_name(kind: str, stream: int, pool_id) -> str:
-    private = pool_id and tuple(pool_id) != (0, 0)
+    private = _is_private(pool_id)
     return f"{kind} pool, stream {stream:#x}" + (f", private pool {tuple(pool_id)}" if private else "")
 
 

@@ -1,4 +1,4 @@
-"""Which of four causes an out-of-memory error had, from the figures at the moment it happened (pure).
+"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure).
 
 The allocator gives up only after it has released every cached segment that holds no live tensor, so the
 "reserved but unallocated" memory a message or snapshot shows is free space stuck inside segments that still
@@ -13,6 +13,9 @@ Q requested and L allowed (memory fraction), in this order:
    - other processes hold more than this job's live tensors and its request: **other processes** (they
      dominate the card; freeing them is the plain fix whatever the cache holds);
    - Q <= U + F: **fragmentation**: what this process held unused plus what was free covers the request;
+     but where it does only with the free memory of CUDA graphs' private pools (P, part of U: no request outside
+     a capture into them can use it, and the allocator does not release it while a graph uses the pool), that is,
+     Q > U - P + F: **graph pools**. Likewise under a budget when A + Q <= L < A + P + Q;
    - else, if memory held by other processes covers the shortfall (Q - U - F): **other processes**;
    - else **shortage**: the live tensors alone do not fit.
 Fragmentation needs a cache: with U (about) 0, a failure at the limit is the limit (budget or shortage).
@@ -45,7 +48,7 @@ class Verdict:
         numbers = {"requested": f.requested, "allocated": f.allocated, "reserved": f.reserved,
                    "reserved_unallocated": f.unallocated, "device_free": f.device_free,
                    "device_total": f.device_total, "allowed": f.allowed, "largest_free_block": f.largest_free_block,
-                   "other_processes": self.figures.others}
+                   "other_processes": self.figures.others, "graph_pools_free": f.graph_pools_free}
         return numbers | ({"shortfall": self.figures.shortfall} if self.figures.shortfall is not None else {})
 
     @property
@@ -85,7 +88,7 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
         margin = f.allowed - (a + q)
         if margin >= 0 and cached:
             return _fragmentation(Figures(f, others, known, margin=margin, limit=Limit.BUDGET,
-                                          replay_hint=replay_hint))
+                                          replay_hint=replay_hint), margin - f.graph_pools_free)
         card_room = r + f.device_free if f.device_free is not None else None
         if card_room is None or a + q <= card_room:
             needed = a + q
@@ -96,7 +99,8 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     # them is the plain fix even when the job's own cache might have squeezed the request in.
     dominant = others is not None and others > max(q, a) + tol + (0 if f.processes else CONTEXT_ESTIMATE)
     if margin >= 0 and cached and not dominant:
-        return _fragmentation(Figures(f, others, known, margin=margin, limit=Limit.CARD, replay_hint=replay_hint))
+        return _fragmentation(Figures(f, others, known, margin=margin, limit=Limit.CARD, replay_hint=replay_hint),
+                              margin - f.graph_pools_free)
     shortfall = max(-margin, 0)
     if others is not None and (dominant or others >= shortfall > 0):
         return Verdict(Cause.OTHER_PROCESSES, Figures(f, others, known, shortfall, dominant=dominant),
@@ -104,8 +108,12 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     return Verdict(Cause.SHORTAGE, Figures(f, others, known, shortfall), sure=shortfall > tol)
 
 
-def _fragmentation(figures: Figures) -> Verdict:
+def _fragmentation(figures: Figures, outside_pools: int) -> Verdict:
+    """Fragmentation, or graph pools where the margin needs the pools' free memory (`outside_pools` < 0: what is
+    left to spare without it)."""
     f = figures.facts
+    if outside_pools < 0:
+        return Verdict(Cause.GRAPH_POOLS, figures, sure=-outside_pools > f.tolerance and figures.margin > f.tolerance)
     suggested = EXPANDABLE if f.expandable_segments else SPLIT_LIMIT
     return Verdict(Cause.FRAGMENTATION, replace(figures, suggested_conf=suggested),
                    sure=figures.margin > f.tolerance and f.unallocated > f.tolerance)

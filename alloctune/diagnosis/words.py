@@ -32,6 +32,10 @@ def summary(cause: Cause, g: Figures) -> str:
     if cause is Cause.BUDGET:
         return (f"The memory budget is the limit: the job needs {fb(f.allocated + f.requested)} now, "
                 f"{fb(f.allowed)} is allowed, and the card had room.")
+    if cause is Cause.GRAPH_POOLS:
+        return (f"CUDA graph pools hold the memory: {fb(f.graph_pools_free)} of the {fb(f.unallocated)} reserved but "
+                f"unused was free inside CUDA graphs' private pools, which this request could not use and which are "
+                f"not released while their graphs live; without them the {fb(f.requested)} request would have fit.")
     enough = ("enough for" if f.unallocated >= f.requested
               else f"with the {fb(f.device_free)} free on the card enough for")
     return (f"Cached, fragmented memory: {fb(f.unallocated)} was reserved but unused, {enough} the "
@@ -45,6 +49,9 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.allowed is not None and f.device_total:
         out.append(f"a memory budget is in force: {fb(f.allowed)} allowed of the card's {fb(f.device_total)} "
                    f"({f.allowed / f.device_total:.3f} of it)")
+    if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
+        out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
+                   "their graphs: no other request could use it")
     if cause is Cause.OTHER_PROCESSES:
         return out
     if g.others and g.others > f.tolerance:
@@ -155,12 +162,37 @@ def _fragmentation_steps(g: Figures) -> list[str]:
             f"the settings: `alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
 
 
+def _graph_pools_reasons(g: Figures) -> list[str]:
+    f = g.facts
+    q, a, p = f.requested, f.allocated, f.graph_pools_free
+    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else "what this process could have of the card"
+    rest = (f"without it, live tensors + the pools' free memory + the request = {fb(a + p + q)}, more than the budget"
+            if g.limit is Limit.BUDGET else
+            f"without it, the unused cache left ({fb(f.unallocated - p)}) plus the {fb(f.free)} free on the card "
+            f"fall {fb(q - (f.unallocated - p) - f.free)} short of the request")
+    return [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)} fit within {limit} ({fb(g.margin)} to spare)",
+            f"{fb(p)} of the {fb(f.unallocated)} reserved but unallocated was free in private pools (\"allocated in "
+            "private pools (e.g., CUDA Graphs)\"): only captures into those pools can use it, and the allocator "
+            "releases it neither on empty_cache nor before an OOM while a graph uses the pool", rest]
+
+
+def _graph_pools_steps(g: Figures) -> list[str]:
+    return ["let go of the graphs no longer replayed (`del graph` or `graph.reset()`, then `torch.cuda.empty_cache()`): "
+            "a pool is released once its last graph is gone",
+            "or share one pool between graphs that do not run at once (`torch.cuda.graph(g, pool=other.pool())`, "
+            "`make_graphed_callables(..., pool=torch.cuda.graph_pool_handle())`); under "
+            "`torch.compile(mode=\"reduce-overhead\")` every new input shape records another graph: fewer shapes "
+            "(padding to buckets) mean fewer graphs",
+            "an allocator setting changes how the pools' memory is laid out, not whether it is kept: `alloctune "
+            "record -- CMD` records the captures, and `alloctune replay TRACE` compares the settings on them"]
+
+
 _REASONS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_reasons, Cause.SHORTAGE: _shortage_reasons,
-    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons}
+    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons}
 _STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_steps, Cause.SHORTAGE: _shortage_steps,
-    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps}
+    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps}
 
 
 def replay_step(conf: str | None, peak_reserved: int | None) -> str:

@@ -197,11 +197,12 @@ def traced(folder: str, processes: Sequence[ProcessReport], output: Path) -> lis
 
 
 def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str], step_ends_us: list[int],
-               warmup_steps: int | None) -> dict[str, Any]:
+               warmup_steps: int | None, pool_events: list[dict] | None = None) -> dict[str, Any]:
     """The 'alloctune' entry of the snapshot a process recorded under `conf`: the command and the process, the
     figures of the device it peaked on most, and where it was recorded (`gpu_name(device)`, torch), as a workload's
     trace says it: reports of a replay name that GPU and torch; the Unix time in µs at the end of each step counted
-    and the warm-up (`counting.Counter`), which loading places among the entries. Plain JSON values only: the
+    and the warm-up (`counting.Counter`), and the CUDA graph captures (`graphs.py`), which loading places among the
+    entries. Plain JSON values only: the
     snapshot is read back with an unpickler that admits no class."""
     device = max(report.devices, key=lambda d: d.peak_reserved_bytes, default=None)
     measured = dict(asdict(device) if device else {}, conf=conf, state=TrialState.OK.value,
@@ -210,7 +211,7 @@ def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str],
             "device_total_bytes": report.device_total_bytes,
             "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured],
             "env": {"gpu": gpu_name(device.device if device else 0), "torch": report.torch_version},
-            "step_ends_us": step_ends_us, "warmup_steps": warmup_steps}
+            "step_ends_us": step_ends_us, "warmup_steps": warmup_steps, "pool_events": pool_events or []}
     return json.loads(json.dumps(meta, default=str))
 
 

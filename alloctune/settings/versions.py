@@ -52,6 +52,7 @@ class Behaviour:
     gt_overwrites_last_entry: bool       # before 2.10: '>' in the list also overwrote the last explicit entry
     has_expandable_segments: bool        # 2.1+
     gc_skips_expandable: bool            # 2.5+
+    expandable_in_private_pools: bool    # 2.5+: before, CUDA graphs' private pools cudaMalloc whole segments
     has_large_segment_size: bool         # 2.11+
 
 
@@ -79,6 +80,7 @@ def behaviour(torch_version: str) -> Behaviour:
         gt_overwrites_last_entry=v < (2, 10, 0),
         has_expandable_segments=v >= (2, 1, 0),
         gc_skips_expandable=v >= (2, 5, 0),
+        expandable_in_private_pools=v >= (2, 5, 0),
         has_large_segment_size=v >= (2, 11, 0),
     )
 

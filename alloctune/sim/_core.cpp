@@ -7,8 +7,8 @@
 // identical (tests/sim/test_sim_cores.py), so change both together.
 //
 // Entry point: simulate(kinds, addrs, sizes, streams, device_memory, overhead, allowed (-1: none), max_split,
-// non_split_rounding, large_segment, divisions (16 ints), divisions_one_rounds_512, expandable, gc_threshold,
-// stop_at_retry[, marks]) -> (counters (allocator.COUNTERS order), ignored_frees, first_oom, first_retry, replayed,
+// non_split_rounding, large_segment, divisions (16 ints), divisions_one_rounds_512, expandable, expandable_private,
+// gc_threshold, stop_at_retry[, marks]) -> (counters (allocator.COUNTERS order), ignored_frees, first_oom, first_retry, replayed,
 // [allocator.DRIVER_COUNTERS at each mark reached]).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -141,11 +141,18 @@ struct Block {
 
 bool by_address(const Block* a, const Block* b) { return a->addr < b->addr; }
 
+// A CUDA graph's private pool (pools.py's PrivatePool): the graphs that use it, the captures into it underway.
+struct PrivatePool {
+  u64 use_count = 0, capturing = 0;
+};
+
 struct BlockPool {
   bool is_small;
   BlockSet blocks;
   AddrSet unmapped{by_address};
-  explicit BlockPool(bool small) : is_small(small) {}
+  PrivatePool* owner;  // the private pool this is part of; nullptr: the default pools
+  bool expandable;     // grows expandable segments
+  BlockPool(bool small, PrivatePool* owner_pool, bool grows) : is_small(small), owner(owner_pool), expandable(grows) {}
 };
 
 Key BlockSet::key(const Block* b) { return static_cast<Key>(b->size) << 64 | b->addr; }
@@ -250,7 +257,7 @@ struct Config {
   u64 allowed;
   u64 max_split, non_split_rounding, large_segment;
   u64 divisions[16];
-  bool divisions_one_rounds_512, expandable;
+  bool divisions_one_rounds_512, expandable, expandable_private;
   double gc_threshold;
 };
 
@@ -285,7 +292,7 @@ class Allocator {
       block = alloc_block(pool, rsize, alloc_size, false);
       if (block == nullptr && release_available_cached_blocks(pool, rsize))
         block = alloc_block(pool, rsize, alloc_size, false);
-      if (block == nullptr) {
+      if (block == nullptr && capturing_ == 0) {  // skipped while a CUDA graph is being captured
         release_cached_blocks();
         block = alloc_block(pool, rsize, alloc_size, true);
       }
@@ -298,6 +305,27 @@ class Allocator {
   }
 
   void empty_cache() { release_cached_blocks(); }
+
+  // pools.py's GraphPools.event: kinds 3-6 (POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM) of pool `number`.
+  void graph_event(i64 kind, i64 number, i64 stream) {
+    auto it = graph_pools_.find(number);
+    PrivatePool* pool = it == graph_pools_.end() ? nullptr : it->second.get();
+    if (kind == 3) {
+      if (pool == nullptr) pool = graph_pools_.emplace(number, std::make_unique<PrivatePool>()).first->second.get();
+      pool->use_count += 1;
+      pool->capturing += 1;
+      capturing_ += 1;
+    } else if (pool == nullptr) {
+      return;
+    } else if (kind == 4 && pool->capturing > 0) {
+      pool->capturing -= 1;
+      capturing_ -= 1;
+    } else if (kind == 5 && pool->use_count > 0) {
+      pool->use_count -= 1;
+    } else if (kind == 6) {
+      pool_of_stream_.emplace(stream, pool);
+    }
+  }
 
   void free(Block* block) {
     block->allocated = false;
@@ -328,7 +356,10 @@ class Allocator {
   std::vector<Block*> all_blocks_, spare_blocks_;
   std::vector<std::unique_ptr<ExpandableSegment>> segments_;
   AddressSpace va_;
-  u64 gc_searches_[2] = {0, 0};  // get_free_block calls per pool kind [is_small]
+  u64 gc_searches_[2] = {0, 0};  // get_free_block calls per pool kind [is_small], in the default pools
+  std::unordered_map<i64, std::unique_ptr<PrivatePool>> graph_pools_;  // by pool number
+  std::unordered_map<i64, PrivatePool*> pool_of_stream_;               // the stream indexes in private pools
+  u64 capturing_ = 0;                                                  // captures underway
 
   Block* new_block(u64 addr, u64 size, BlockPool* pool, ExpandableSegment* segment, bool mapped) {
     Block* b;
@@ -360,7 +391,10 @@ class Allocator {
     auto it = by_stream.find(stream);
     if (it != by_stream.end()) return it->second;
     auto& pools = small ? small_pools_ : large_pools_;
-    pools.push_back(std::make_unique<BlockPool>(small));
+    auto owner = pool_of_stream_.find(stream);
+    PrivatePool* private_pool = owner == pool_of_stream_.end() ? nullptr : owner->second;
+    pools.push_back(std::make_unique<BlockPool>(small, private_pool,
+                                                private_pool ? c_.expandable_private : c_.expandable));
     by_stream.emplace(stream, pools.back().get());
     return pools.back().get();
   }
@@ -390,7 +424,7 @@ class Allocator {
   }
 
   Block* get_free_block(BlockPool* pool, u64 rsize) {
-    if (c_.gc_threshold > 0) gc_searches_[pool->is_small] += 1;
+    if (c_.gc_threshold > 0 && pool->owner == nullptr) gc_searches_[pool->is_small] += 1;
     BlockSet& blocks = pool->blocks;
     auto it = blocks.lower_bound_size(rsize);
     if (it == blocks.end()) return nullptr;
@@ -445,7 +479,7 @@ class Allocator {
   Block* alloc_block(BlockPool* pool, u64 rsize, u64 alloc_size, bool is_retry) {
     if (is_retry) num_alloc_retries += 1;
     if (c_.has_allowed && reserved + alloc_size > c_.allowed) return nullptr;
-    if (c_.expandable) return try_allocate_expandable_block(pool, rsize);
+    if (pool->expandable) return try_allocate_expandable_block(pool, rsize);
     if (reserved + c_.overhead + alloc_size > c_.device_memory) return nullptr;
     Block* block = new_block(va_.take(alloc_size), alloc_size, pool, nullptr, true);
     grow_reserved(alloc_size);
@@ -473,7 +507,7 @@ class Allocator {
   }
 
   bool release_available_cached_blocks(BlockPool* pool, u64 rsize) {
-    if (c_.max_split == kNoLimit || c_.expandable) return false;
+    if (c_.max_split == kNoLimit || pool->expandable) return false;
     u64 want = rsize > c_.max_split ? rsize : c_.max_split;
     BlockSet& blocks = pool->blocks;
     auto it = blocks.lower_bound_size(want);
@@ -501,8 +535,10 @@ class Allocator {
     syncs += 1;
     for (auto* pools : {&large_pools_, &small_pools_}) {
       for (auto& pool : *pools) {
+        // pools.py's releasable: a private pool once no graph uses it, the default pools when no capture is underway
+        if (pool->owner != nullptr ? pool->owner->use_count > 0 : capturing_ > 0) continue;
         BlockSet& blocks = pool->blocks;
-        if (c_.expandable) {
+        if (pool->expandable) {
           for (Block* block : blocks.all()) unmap_block(block);
           continue;
         }
@@ -526,6 +562,7 @@ class Allocator {
     u64 now = gc_searches_[0];
     std::vector<Block*> candidates;
     for (auto& pool : large_pools_) {
+      if (pool->owner != nullptr) continue;
       const BlockSet& blocks = pool->blocks;
       for (auto it = blocks.begin(); it != blocks.end(); it = blocks.next(it)) {
         Block* block = blocks.at(it);
@@ -785,16 +822,16 @@ bool read_marks(PyObject* obj, Py_ssize_t n, std::vector<i64>* marks) {
 PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"kinds", "addrs", "sizes", "streams", "device_memory", "overhead", "allowed",
                                 "max_split", "non_split_rounding", "large_segment", "divisions",
-                                "divisions_one_rounds_512", "expandable", "gc_threshold", "stop_at_retry", "marks",
-                                nullptr};
+                                "divisions_one_rounds_512", "expandable", "expandable_private", "gc_threshold",
+                                "stop_at_retry", "marks", nullptr};
   PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *allowed_obj, *divisions_obj, *marks_obj;
   unsigned long long device_memory, overhead, max_split, non_split_rounding, large_segment;
-  int rounds_512, expandable, stop_at_retry;
+  int rounds_512, expandable, expandable_private, stop_at_retry;
   double gc_threshold;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOppdpO", const_cast<char**>(names), &kinds_obj,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOpppdpO", const_cast<char**>(names), &kinds_obj,
                                    &addrs_obj, &sizes_obj, &streams_obj, &device_memory, &overhead, &allowed_obj,
                                    &max_split, &non_split_rounding, &large_segment, &divisions_obj, &rounds_512,
-                                   &expandable, &gc_threshold, &stop_at_retry, &marks_obj))
+                                   &expandable, &expandable_private, &gc_threshold, &stop_at_retry, &marks_obj))
     return nullptr;
   Config c{};
   c.device_memory = device_memory;
@@ -809,6 +846,7 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
   c.large_segment = large_segment;
   c.divisions_one_rounds_512 = rounds_512;
   c.expandable = expandable;
+  c.expandable_private = expandable_private;
   c.gc_threshold = gc_threshold;
   Column divisions;
   if (!divisions.open(divisions_obj, "divisions must be a sequence")) return nullptr;
@@ -883,8 +921,12 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
         Block* block = live.pop(addr);
         if (block == nullptr) ++ignored;
         else alloc.free(block);
-      } else {
+      } else if (kind == 2) {
         alloc.empty_cache();
+      } else {
+        i64 stream;
+        if (!get(streams, i, &stream)) return false;
+        alloc.graph_event(kind, addr, stream);
       }
     }
     if (!stopped) reach(n);

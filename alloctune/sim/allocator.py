@@ -20,8 +20,10 @@ Modelled as the source has it, and worth knowing:
   whole, non-expandable segments; `num_alloc_retries` counts the last attempt after releasing every cached
   segment, whether or not it then succeeds; allocated bytes count a block unsplit, rounding included.
 
-Not modelled: `record_stream` (a trace returns blocks at `free_completed`) and CUDA graph capture (a private
-pool is a stream index of its own in the trace). Where the driver places segments is modelled as seen on an
+CUDA graphs' private pools (`pools.py`): a stream index the trace puts in one allocates there; those blocks are
+released only once no graph uses the pool; GC and its search counts see the default large pools only; a capture
+underway skips the release of every cached block before an OOM. Not modelled: `record_stream` (a trace returns
+blocks at `free_completed`). Where the driver places segments is modelled as seen on an
 H200: top down (`blocks.AddressSpace`); it decides ties between equal-sized free blocks.
 """
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .blocks import (
     round_size,
 )
 from .config import allocator_config
+from .pools import GraphPools, releasable
 from .segments import Segments
 
 
@@ -59,6 +62,7 @@ class Allocator(Segments):
         self.non_split_rounding = c.non_split_rounding
         self.expandable = c.expandable
         self.gc_threshold = c.gc_threshold
+        self.graphs = GraphPools()
         self._rounded: dict[int, int] = {}   # request size -> round_size, filled as sizes come
 
         self._small_pools: dict[int, BlockPool] = {}   # by stream
@@ -106,7 +110,7 @@ class Allocator(Segments):
             block = self.alloc_block(pool, rsize, alloc_size, False)
             if block is None and self.release_available_cached_blocks(pool, rsize):
                 block = self.alloc_block(pool, rsize, alloc_size, False)
-            if block is None:
+            if block is None and not self.graphs.capturing:   # skipped while a CUDA graph is being captured
                 self.release_cached_blocks()
                 block = self.alloc_block(pool, rsize, alloc_size, True)
             if block is None:
@@ -118,7 +122,7 @@ class Allocator(Segments):
         """The smallest cached block of at least `rsize` (lowest address among equals), taken off the pool,
         unless the max_split_size_mb rules refuse it: an oversize block (>= max_split) is never split for a
         smaller request, and may be only max_non_split_rounding larger than an oversize one."""
-        if self.gc_threshold:
+        if self.gc_threshold and pool.owner is None:   # a private pool counts its own searches, which GC never reads
             self._gc_searches[pool.is_small] += 1
         keys = pool.blocks
         i = bisect_left(keys, rsize << KEY_SHIFT)
@@ -202,7 +206,8 @@ class Allocator(Segments):
         return rsize
 
     def _new_pool(self, stream: int, small: bool) -> BlockPool:
-        pool = BlockPool(small)
+        owner = self.graphs.owner(stream)
+        pool = BlockPool(small, owner, self.config.expandable_private if owner else self.expandable)
         (self._small_pools if small else self._large_pools)[stream] = pool
         return pool
 
@@ -227,7 +232,7 @@ class Allocator(Segments):
             self.num_alloc_retries += 1
         if self.allowed is not None and self.reserved + alloc_size > self.allowed:
             return None
-        if self.expandable:
+        if pool.expandable:
             return self.try_allocate_expandable_block(pool, rsize)
         if self.reserved + self.overhead + alloc_size > self.device_memory:
             return None  # cudaMalloc fails
@@ -244,7 +249,7 @@ class Allocator(Segments):
     def release_available_cached_blocks(self, pool: BlockPool, rsize: int) -> bool:
         """Free oversize cached blocks (only with max_split_size_mb set): the smallest one at least as large as
         the request (and max_split), else the largest ones until that much is freed."""
-        if self.max_split == NO_LIMIT or self.expandable:  # expandable blocks are skipped (2.5+)
+        if self.max_split == NO_LIMIT or pool.expandable:  # expandable blocks are skipped (2.5+)
             return False
         want = max(rsize, self.max_split)
         keys = pool.blocks
@@ -267,11 +272,15 @@ class Allocator(Segments):
         self.release_block(block)
 
     def release_cached_blocks(self) -> None:
-        """What empty_cache and the last retry do: free every whole cached segment, unmap free pages."""
+        """What empty_cache and the last retry do: free every whole cached segment, unmap free pages (of the pools
+        that may be released: `pools.releasable`)."""
         self.num_sync_all_streams += 1
         self.syncs += 1
+        capturing = self.graphs.capturing > 0
         for pool in [*self._large_pools.values(), *self._small_pools.values()]:
-            if self.expandable:
+            if not releasable(pool, capturing):
+                continue
+            if pool.expandable:
                 for key in list(pool.blocks):
                     self.unmap_block(self._blocks[key & KEY_MASK])
                 continue
@@ -296,6 +305,8 @@ class Allocator(Segments):
         now = self._gc_searches[False]
         candidates = []
         for pool in self._large_pools.values():
+            if pool.owner is not None:
+                continue
             for key in pool.blocks:
                 block = self._blocks[key & KEY_MASK]
                 if not block.is_split() and block.segment is None:

@@ -53,18 +53,32 @@ class Block:
 
 
 class BlockPool:
-    """One stream's small or large pool: its cached blocks, and its expandable segments' unmapped ranges."""
+    """One stream's small or large pool: its cached blocks, and its expandable segments' unmapped ranges; in a CUDA
+    graph's private pool, `owner` is that pool (else None), and `expandable` says whether it grows segments."""
 
-    __slots__ = ("is_small", "blocks", "unmapped")
+    __slots__ = ("is_small", "blocks", "unmapped", "owner", "expandable")
 
-    def __init__(self, is_small: bool):
+    def __init__(self, is_small: bool, owner: PrivatePool | None = None, expandable: bool = False):
         self.is_small = is_small
         self.blocks: list[int] = []    # cached mapped blocks as keys (size << KEY_SHIFT | addr), sorted
         self.unmapped: list[int] = []  # addresses of unmapped blocks, sorted
+        self.owner = owner
+        self.expandable = expandable
 
     def remove(self, block: Block) -> None:
         blocks = self.blocks
         del blocks[bisect_left(blocks, block.size << KEY_SHIFT | block.addr)]
+
+
+class PrivatePool:
+    """A CUDA graph's private pool (upstream's `PrivatePool`): the graphs (and captures) that use it, and whether
+    a capture into it is underway. Its blocks are never released while `use_count` > 0."""
+
+    __slots__ = ("use_count", "capturing")
+
+    def __init__(self) -> None:
+        self.use_count = 0
+        self.capturing = 0   # captures into it begun and not ended
 
 
 class ExpandableSegment:

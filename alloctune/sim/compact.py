@@ -20,11 +20,15 @@ from ..units import format_bytes
 from .limits import MAX_EVENTS
 
 FORMAT = "alloctune-trace"
-FORMAT_VERSION = 2   # 2: empty_cache events (kind 2), which an alloctune that reads version 1 could not replay
-READ_VERSIONS = (1, 2)
+# 2: empty_cache events (kind 2); 3: CUDA graphs' pool events (kinds 3-6, the arrays `pools`, `pool_streams`). An
+# alloctune that reads an older version could not replay them; older files read as they were.
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_HEADER_BYTES = 64 * 2**20
-ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8"}   # in file order
+# in file order; `pools`: each pool event's pool number, `pool_streams`: each POOL_STREAM's stream index
+ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8", "pools": "<i8", "pool_streams": "<i8"}
+_SINCE = {"pools": 3, "pool_streams": 3}   # arrays a file of an older version lacks (read as empty)
 _CHUNK = 1 << 20
 
 
@@ -55,7 +59,7 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
         raise TraceError(f"{where!r} is alloctune trace format version {shown(header.get('version'))}; this "
                          f"alloctune reads versions {', '.join(map(str, READ_VERSIONS))} only")
     try:
-        layout = [(name, *header["arrays"][name]) for name in ARRAYS]
+        layout = _layout(header)
         if not all(dtype == ARRAYS[name] and isinstance(n, int) and not isinstance(n, bool) and n >= 0
                    for name, dtype, n in layout):
             raise ValueError(f"array layout {shown(header['arrays'], 200)} is not {ARRAYS}")
@@ -63,7 +67,8 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
         if (longest := max(counts.values())) > MAX_EVENTS:   # said from the header, before anything is inflated
             raise TraceError(f"{where!r}: the header announces arrays of {longest:,} events, more than the "
                              f"{MAX_EVENTS:,} alloctune replays")
-        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] > counts["kinds"]:
+        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] + counts["pools"] > counts["kinds"] \
+                or counts["pool_streams"] > counts["pools"]:
             raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")
         body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0
@@ -78,6 +83,13 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"{where!r} is corrupt: {exc}") from None
     return header, arrays
+
+
+def _layout(header: dict) -> list[tuple]:
+    """(name, dtype, length) of each array the header announces; those its version predates are empty."""
+    arrays, version = header["arrays"], header["version"]
+    return [(name, *(arrays[name] if name in arrays or version >= _SINCE.get(name, 0) else (ARRAYS[name], 0)))
+            for name in ARRAYS]
 
 
 class _Inflater:

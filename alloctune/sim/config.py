@@ -8,6 +8,8 @@ Upstream keeps these in `c10/cuda/CUDAAllocatorConfig.*`; here they are computed
   also overwrote that last entry.
 - a memory fraction (or budget) of the whole device: before 2.8 it still switches the limit and GC on; from
   2.8 only a fraction below 1 does.
+- expandable segments in CUDA graphs' private pools from 2.5; before, a private pool cudaMallocs whole segments
+  even with `expandable_segments:True` (which still decides how blocks split).
 - `large_segment_size_mb` (the segment for 1-10 MiB requests and the page of large-pool expandable segments)
   exists from 2.11; earlier versions use 20 MiB. A key that `torch_version` does not know raises `ConfError`.
 `backend:cudaMallocAsync` hands memory to the driver's pool and cannot be simulated: it raises `ConfError`, as
@@ -37,6 +39,7 @@ class AllocatorConfig:
     divisions: tuple[int, ...]   # roundup_power2_divisions per size interval (`division_table`)
     divisions_one_rounds_512: bool
     expandable: bool
+    expandable_private: bool     # expandable segments in private pools (CUDA graphs) too
     gc_threshold: float          # 0.0: garbage collection off
 
 
@@ -71,6 +74,7 @@ def allocator_config(conf: AllocConf, device_memory: int, *, budget_bytes: int |
         divisions=tuple(division_table(conf, b.gt_overwrites_last_entry)),
         divisions_one_rounds_512=b.divisions_one_rounds_512,
         expandable=bool(conf.expandable_segments),
+        expandable_private=bool(conf.expandable_segments) and b.expandable_in_private_pools,
         gc_threshold=threshold if allowed is not None and threshold > 0 else 0.0,
     )
 

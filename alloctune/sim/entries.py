@@ -18,6 +18,12 @@
 - Step ends: `meta["step_ends_us"]` (the Unix time in µs the start-up hook or the trial child noted at the end of
   each step) become `meta["step_ends"]`, placed among the events by their entries' `time_us` (the same clock):
   `step_ends[k]` is the number of events up to the end of step k.
+- CUDA graphs: the recording's captures (`meta["pool_events"]`, placed by time: `captures.py`) become POOL_BEGIN,
+  POOL_END and POOL_RELEASE events of a pool number (its index in `meta["pools"]`, the pool ids in order, plus 1);
+  an allocation in a private pool gets the stream index of its (stream, pool), announced by a POOL_STREAM event
+  before its first allocation, and a capture that `torch.cuda.graph` began after emptying the cache gets an
+  EMPTY_CACHE before it (one the recording's release did not already show). A pool seen only in entries' `pool_id`
+  (a snapshot recorded without alloctune) is taken as kept from its first allocation to the end, with a warning.
 - `segment_alloc`, `segment_map`, `snapshot` and unknown actions are not requests and are skipped.
 """
 from __future__ import annotations
@@ -28,9 +34,12 @@ import numpy as np
 
 from ..errors import TraceError, shown
 from ..units import MAX_SIZE, format_bytes
+from .captures import DEFAULT_POOL, Captures
 from .limits import MAX_EVENTS
 
 ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
+POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM = 3, 4, 5, 6   # CUDA graphs' private pools: sim/pools.py
+LAST_KIND = POOL_STREAM
 INT64 = 1 << 63
 ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
                    "so a replay under other settings may not match them")
@@ -45,8 +54,12 @@ def is_int(value: object, low: int, high: int) -> TypeGuard[int]:
 class _Events:
     """The events read so far, and what reading the entries found."""
 
-    def __init__(self, where: str, settings_release: bool):
+    def __init__(self, where: str, settings_release: bool, captures: Captures):
         self.where = where
+        self.captures = captures
+        self.pools: dict[tuple, int] = {}        # private pool id -> its number (1, 2, ...)
+        self.begun: set[int] = set()             # pool numbers a capture began
+        self.unbegun_pools = 0                   # pools seen in entries only
         self.columns: Columns = ([], [], [], [])
         self.times: list = []                   # each event's entry's time_us
         self.live: dict[int, int] = {}          # recorded address -> allocation id
@@ -60,6 +73,8 @@ class _Events:
         self.then_new_memory = False                # new memory came after that release
 
     def entry(self, n: int, e: dict) -> None:
+        for event in self.captures.due(e.get("time_us")):
+            self.pool_event(event)
         action = e.get("action")
         if action in _RELEASES:
             self.released = self.released or e
@@ -93,16 +108,44 @@ class _Events:
             raise TraceError(f"{self.where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
                              f"(allocated earlier and never freed): the trace is corrupt")
         self.allocs_after_oom |= self.ooms > 0
-        pool = e.get("pool_id") or (0, 0)
-        key = (e.get("stream", 0), *(pool if isinstance(pool, (list, tuple)) else (pool,)))
+        pool = self.captures.route(e)
+        key = (e.get("stream", 0), *pool)
         if not all(is_int(k, -INT64, INT64 - 1) for k in key):
             raise _bad_entry(self.where, n, "alloc", "an integer 'stream' and 'pool_id'", e)
-        stream = self.stream_keys.setdefault(key, len(self.stream_keys))
+        stream = self.stream_keys.get(key)
+        if stream is None:
+            stream = self.stream_keys[key] = len(self.stream_keys)
+            if pool != DEFAULT_POOL:
+                self.in_pool(pool, stream, e)
         ident = len(self.alloc_size)
         self.live[addr] = ident
         self.alloc_size.append(size)
         self.alloc_stream.append(stream)
         self.add((ALLOC, ident, size, stream), e)
+
+    def pool_event(self, event: dict) -> None:
+        """A capture's begin, end or release (`captures.py`) as the simulator's pool event."""
+        self.end_release(False)   # a release before it was the job's: the allocator releases only inside a request
+        number = self.number(tuple(event["pool"]))
+        if event["action"] == "begin":
+            if event.get("empty_cache") and (not self.columns[0] or self.columns[0][-1] != EMPTY_CACHE):
+                self.empty_caches += 1
+                self.add((EMPTY_CACHE, -1, 0, 0), event)
+            self.begun.add(number)
+        self.add(({"begin": POOL_BEGIN, "end": POOL_END, "release": POOL_RELEASE}[event["action"]], number, 0, 0), event)
+
+    def in_pool(self, pool: tuple, stream: int, e: dict) -> None:
+        """Stream index `stream` allocates in private pool `pool`; a pool no capture began is kept to the end."""
+        number = self.number(pool)
+        if number not in self.begun:
+            self.begun.add(number)
+            self.unbegun_pools += 1
+            self.add((POOL_BEGIN, number, 0, 0), e)
+            self.add((POOL_END, number, 0, 0), e)
+        self.add((POOL_STREAM, number, 0, stream), e)
+
+    def number(self, pool: tuple) -> int:
+        return self.pools.setdefault(pool, len(self.pools) + 1)
 
     def end_release(self, own: bool) -> None:
         """A request (or the end) after a release: the release becomes the job's empty_cache unless `own`."""
@@ -123,16 +166,30 @@ class _Events:
 Columns = tuple[list[int], list[int], list[int], list[int]]   # kinds, addrs, sizes, streams
 
 
-def from_entries(entries: list[dict], meta: dict, where: str) -> tuple[Columns, dict]:
-    """The events of `entries` (kinds, addrs, sizes, streams) and `meta` with what reading them found."""
-    events = _Events(where, _settings_release(meta.get("allocator_settings")))
+def from_entries(entries: list[dict], meta: dict, where: str, device: int = 0) -> tuple[Columns, dict]:
+    """The events of `entries` (kinds, addrs, sizes, streams) of `device` and `meta` with what reading them found."""
+    pool_events = meta.pop("pool_events", None) or []
+    timed = all(is_int(e.get("time_us"), 0, INT64 - 1) for e in entries)
+    events = _Events(where, _settings_release(meta.get("allocator_settings")),
+                     Captures(pool_events if timed else [], device, where))
     for n, e in enumerate(entries):
         events.entry(n, e)
     events.end_release(events.then_new_memory and events.settings_release)
+    for event in events.captures.due(None):
+        events.pool_event(event)
     meta = {**_placed_steps(meta, events.times), "streams": [list(k) for k in events.stream_keys],
+            "pools": [list(p) for p in events.pools],
             "dropped_frees": events.dropped, "dropped_free_bytes": events.dropped_bytes,
             "recorded_ooms": events.ooms, "live_at_end": len(events.live), "empty_cache_calls": events.empty_caches}
-    return events.columns, dict(meta, warnings=_entry_warnings(meta, events.allocs_after_oom))
+    warnings = _entry_warnings(meta, events.allocs_after_oom)
+    if pool_events and not timed:
+        warnings.append("the entries carry no time_us (torch before 2.1): the recording's CUDA graph captures cannot "
+                        "be placed among them, and their allocations are replayed as if in the default pools")
+    if events.unbegun_pools:
+        warnings.append(f"{events.unbegun_pools} CUDA graph pool(s) appear in the entries' pool ids but no capture of "
+                        f"them was recorded (a snapshot taken without alloctune): each is taken as kept from its first "
+                        f"allocation to the end, and the release-and-retry before an OOM as possible throughout")
+    return events.columns, dict(meta, warnings=warnings)
 
 
 def _settings_release(settings: object) -> bool:

@@ -103,8 +103,8 @@ def core_notice() -> str | None:
 def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
              overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
              core: Core = "auto", window: SteadyWindow | None = None) -> SimResult:
-    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache), .addrs, .sizes, .streams) under
-    `conf`.
+    """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache, 3-6 the pool events of CUDA graphs:
+    `pools.py`), .addrs, .sizes, .streams) under `conf`.
 
     A trace address names the block allocated under it until it is freed. A free of an address that is not
     live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
@@ -168,8 +168,10 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
                     ignored += 1
                 else:
                     free(block)
-            else:
+            elif kind == 2:
                 alloc.empty_cache()
+            else:
+                alloc.graphs.event(kind, addr, stream)
         else:
             at_marks.append([getattr(alloc, name) for name in DRIVER_COUNTERS])
             continue

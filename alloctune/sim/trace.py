@@ -3,16 +3,17 @@
 A `Trace` is the sequence of requests the caching allocator saw on one device, as parallel lists
 (`kinds`, `addrs`, `sizes`, `streams`) that the simulator reads directly:
 
-- `kinds[i]` is `ALLOC` (0), `FREE` (1) or `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
-  that is told from the allocator's own releases; its addr is -1, its size 0).
+- `kinds[i]` is `ALLOC` (0), `FREE` (1), `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
+  that is told from the allocator's own releases; its addr is -1, its size 0) or a CUDA graph pool event
+  (`POOL_BEGIN`, `POOL_END`, `POOL_RELEASE`, `POOL_STREAM`: 3-6, `pools.py`; its addr is the pool number, its size
+  0, and a POOL_STREAM's stream the stream index that allocates in that pool).
 - `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free
   carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
   itself, and ids cannot be confused when the recorded run reused an address.
 - `sizes[i]` is the size the program requested (before rounding), for frees the size of that allocation.
 - `streams[i]` is a small stream index; `meta["streams"]` lists what each index was in the recording,
   `[stream, *pool_id]` (pool (0, 0) = the default pools). A block allocated in a private pool (CUDA graphs,
-  `MemPool`) gets its own index, so the simulator keeps it apart from the stream's default pools, as the
-  allocator does.
+  `MemPool`) gets its own index, which a POOL_STREAM event puts in that pool.
 
 `meta` keys that replay reads when present: `torch_version` (the simulator follows that version's behaviour),
 `device_total_bytes` (the recording GPU's memory: replay's default device memory), `overhead_bytes` (what the
@@ -20,7 +21,8 @@ CUDA context held outside the allocator), `measured` (a list of {conf, peak_rese
 peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes), `allocator_settings`, `env`,
 `step_ends` and `warmup_steps` (the steps the driver work per steady step is counted over: `steady.py`).
 Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end`,
-`empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`) and `warnings` (a list of strings to show
+`empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`), `pools` (the CUDA graph pools, from its
+`pool_events` and the entries' pool ids: `entries.py`) and `warnings` (a list of strings to show
 the user).
 
 Two file formats, told apart by content, not by name:
@@ -32,7 +34,7 @@ Two file formats, told apart by content, not by name:
 2. **The compact format** (`save_trace`; the bytes are `compact.py`'s): an xz stream holding one JSON header
    line followed by little-endian arrays: event kinds, the sizes and stream indexes of the allocations, and for
    each free how many allocations back its block was made; a million events take a few MB. An unknown format
-   name or version is refused (version 2 added empty_cache events; version 1 files read as they were).
+   name or version is refused (version 2 added empty_cache events, version 3 pool events; older files read as they were).
 
 What loading does with the awkward parts of real traces, on purpose:
 
@@ -62,7 +64,8 @@ from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
-from .entries import ALLOC, EMPTY_CACHE, FREE, INT64, ORDER_DEPENDENT, from_entries, is_int  # the event kinds here too
+from .entries import (ALLOC, EMPTY_CACHE, FREE, INT64, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
+                      POOL_RELEASE, POOL_STREAM, from_entries, is_int)  # the event kinds here too
 from .limits import open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
@@ -158,8 +161,20 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
         meta.setdefault("allocator_settings", snapshot["allocator_settings"])
-    columns, meta = from_entries(traces[device], meta, where)
+    columns, meta = from_entries(traces[device], meta, where, device)
+    if not meta["pools"] and _graph_segments(snapshot.get("segments"), device):
+        meta["warnings"].append("the snapshot's segments include CUDA graph pools, but neither its entries (torch "
+                                "before pool ids in trace entries) nor alloctune's recording say which allocations "
+                                "were theirs: they are replayed as if in the default pools (record with `alloctune "
+                                "record` for exact pools)")
     return Trace(*columns, device, meta)
+
+
+def _graph_segments(segments: object, device: int) -> bool:
+    """Whether a snapshot's segments of `device` include some of a private pool (`segment_pool_id` not (0, 0))."""
+    return isinstance(segments, list) and any(
+        isinstance(s, dict) and s.get("device", 0) == device and s.get("segment_pool_id") not in (None, (0, 0), [0, 0])
+        for s in segments)
 
 
 def _check_order_dependence(trace: Trace) -> None:
@@ -178,12 +193,15 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     kinds = np.asarray(trace.kinds, dtype=np.uint8)
     if len({len(trace.kinds), len(trace.addrs), len(trace.sizes), len(trace.streams)}) != 1:
         raise TraceError("trace lists kinds, addrs, sizes and streams must have the same length")
-    if kinds.size and kinds.max() > EMPTY_CACHE:
-        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free) or {EMPTY_CACHE} (empty_cache)")
+    if kinds.size and kinds.max() > LAST_KIND:
+        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free), {EMPTY_CACHE} (empty_cache) or "
+                         f"{POOL_BEGIN}-{LAST_KIND} (CUDA graph pool events)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
     alloc_sizes: list[int] = []
     alloc_streams: list[int] = []
     back: list[int] = []
+    pools: list[int] = []          # each pool event's pool number
+    pool_streams: list[int] = []   # each POOL_STREAM's stream index
     for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
         if kind == ALLOC:
             if addr in live:
@@ -196,9 +214,14 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
             if ident is None:
                 raise TraceError(f"trace event {i} frees {addr}, which is not live")
             back.append(len(alloc_sizes) - 1 - ident)
-    write_compact(path, trace.device, trace.meta, {"kinds": kinds, "sizes": np.asarray(alloc_sizes, dtype="<i8"),
-                                                   "streams": np.asarray(alloc_streams, dtype="<i8"),
-                                                   "frees": np.asarray(back, dtype="<i8")})
+        elif kind >= POOL_BEGIN:
+            pools.append(addr)
+            if kind == POOL_STREAM:
+                pool_streams.append(trace.streams[i])
+    columns = {"sizes": alloc_sizes, "streams": alloc_streams, "frees": back, "pools": pools,
+               "pool_streams": pool_streams}
+    write_compact(path, trace.device, trace.meta,
+                  {"kinds": kinds, **{name: np.asarray(values, dtype="<i8") for name, values in columns.items()}})
 
 
 def _load_compact(head: bytes, compressed, where: str) -> Trace:
@@ -237,7 +260,7 @@ class MeasuredRun:
 _META_TYPES: dict[str, tuple[type, ...]] = {
     "torch_version": (str,), "device_total_bytes": (int,), "overhead_bytes": (int,), "measured": (list,),
     "warnings": (list,), "env": (dict,), "workload_hash": (str,), "step_ends": (list,), "step_ends_us": (list,),
-    "warmup_steps": (int,)}
+    "warmup_steps": (int,), "pool_events": (list,)}
 
 
 def _checked_meta(meta: dict) -> dict:
@@ -262,10 +285,11 @@ def _checked_meta(meta: dict) -> dict:
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
     kinds, sizes, streams, back = arrays["kinds"], arrays["sizes"], arrays["streams"], arrays["frees"]
-    is_alloc, is_free = kinds == ALLOC, kinds == FREE
-    if kinds.size and kinds.max() > EMPTY_CACHE:
-        raise ValueError("event kinds other than alloc, free and empty_cache")
-    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size:
+    is_alloc, is_free, is_pool, is_pool_stream = kinds == ALLOC, kinds == FREE, kinds >= POOL_BEGIN, kinds == POOL_STREAM
+    if kinds.size and kinds.max() > LAST_KIND:
+        raise ValueError("event kinds other than alloc, free, empty_cache and pool events")
+    if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size or \
+            int(is_pool.sum()) != arrays["pools"].size or int(is_pool_stream.sum()) != arrays["pool_streams"].size:
         raise ValueError("array lengths do not agree with the event kinds")
     if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
         raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
@@ -279,5 +303,7 @@ def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
         raise ValueError("a free names an allocation that does not exist or was already freed")
     ids[is_free] = freed
     named = ids >= 0
-    return Trace(kinds.tolist(), ids.tolist(), np.where(named, sizes[ids], 0).tolist(),
-                 np.where(named, streams[ids], 0).tolist(), device, meta)
+    size_of, stream_of = np.where(named, sizes[ids], 0), np.where(named, streams[ids], 0)
+    ids[is_pool] = arrays["pools"]   # a pool event names its pool, and a POOL_STREAM a stream index too
+    stream_of[is_pool_stream] = arrays["pool_streams"]
+    return Trace(kinds.tolist(), ids.tolist(), size_of.tolist(), stream_of.tolist(), device, meta)

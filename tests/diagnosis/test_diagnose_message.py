@@ -50,6 +50,20 @@ def test_every_layout_is_read_and_judged(name, layout, cause, sure):
     assert d.verdict.next_steps and d.verdict.reasons
 
 
+def test_a_message_where_graph_pools_hold_the_memory(tmp_path):
+    """Crafted in torch 2.2+'s words: 6 GiB unused, 5 GiB of it in CUDA graph pools, 1 GiB free: the 3 GiB request
+    fits only with the graphs' memory."""
+    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of "
+            "79.18 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 77.50 GiB memory in "
+            "use. Of the allocated memory 70.00 GiB is allocated by PyTorch, with 5.00 GiB allocated in private pools "
+            "(e.g., CUDA Graphs), and 6.00 GiB is reserved by PyTorch but unallocated.")
+    path = tmp_path / "oom.txt"
+    path.write_text(text)
+    d = diagnose(path)
+    assert (d.verdict.cause, d.verdict.sure, d.facts.graph_pools_free) == ("graph-pools", True, 5 * GiB)
+    assert "CUDA graph pools hold the memory" in d.verdict.summary
+
+
 def test_figures_of_the_2_1_layout():
     m = parse_message((PUBLIC / "v2_1-shortage.txt").read_text())
     assert m.requested == 32 * GiB and m.gpu == 0
@@ -73,6 +87,9 @@ def test_private_pools_budget_and_the_issue_example():
     pools = parse_message((PUBLIC / "v2_x-private-pools.txt").read_text())
     assert pools.private_pools == round(1.38 * MiB) and pools.gpu == 4
     assert pools.hint == "expandable_segments:True"
+    # 1.38 MiB in graph pools leaves the fragmentation verdict as it was, and is quoted among its figures
+    public = diagnose(PUBLIC / "v2_x-private-pools.txt")
+    assert public.verdict.cause == "fragmentation" and public.verdict.numbers["graph_pools_free"] == round(1.38 * MiB)
     h200 = diagnose(PUBLIC / "v2_11-h200-budget-frag.txt")
     assert h200.facts is not None and h200.facts.allowed == 28 * GiB
     assert h200.facts.processes == ((1904, 518 * MiB),)
@@ -156,3 +173,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_a_message_without_the_allocated_figures_is_refused():
     with pytest.raises(DiagnoseError):
         parse_message("CUDA out of memory. Tried to allocate 2.00 MiB. and nothing else")
+
+
+def test_a_snapshots_graph_pool_segments_are_counted(tmp_path):
+    """The free blocks of segments whose segment_pool_id names a private pool are the graph pools' free memory."""
+    snapshot = pickle.loads((ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle").read_bytes())
+    graph = [s for s in snapshot["segments"] if any(b["state"] == "inactive" for b in s["blocks"])][:2]
+    for s in graph:
+        s["segment_pool_id"] = (1, 0)
+    path = tmp_path / "graphs.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    d = diagnose(path)
+    free = sum(b["size"] for s in graph for b in s["blocks"] if b["state"] == "inactive")
+    assert d.facts.graph_pools_free == free > 0 and d.verdict.numbers["graph_pools_free"] == free
+    assert sum(p.private for p in d.snapshot.pools) >= 1

@@ -48,3 +48,22 @@ def test_the_sentences_are_made_from_the_cause_and_figures_alone():
     assert v.next_steps == words.steps(v.cause, v.figures) and EXPANDABLE in v.next_steps[0]
     assert v.notes == ["other processes held 1.00 GiB of the card (card total - free - this process)"]
     assert v.to_json()["cause"] == "fragmentation" == v.cause and v.to_json()["summary"] == v.summary
+
+
+def test_graph_pools_hold_what_the_request_lacked():
+    """10 GiB unused, 8 GiB of it free in CUDA graph pools: with 1 GiB free the 4 GiB request fits only with the
+    pools' memory, which it cannot have. Without the pools it is fragmentation, with a note of the pools' share."""
+    pools = judge(OomFacts(4 * GiB, 60 * GiB, 70 * GiB, device_free=1 * GiB, device_total=73 * GiB,
+                           this_process=71 * GiB, graph_pools_free=8 * GiB))
+    assert (pools.cause, pools.sure, pools.figures.limit, pools.figures.margin) == (
+        Cause.GRAPH_POOLS, True, Limit.CARD, 7 * GiB)
+    assert pools.numbers["graph_pools_free"] == 8 * GiB
+    assert pools.summary.startswith("CUDA graph pools hold the memory: 8.00 GiB of the 10.00 GiB")
+    assert "fall 1.00 GiB short of the request" in pools.reasons[2] and "graph.reset()" in pools.next_steps[0]
+    some = judge(OomFacts(4 * GiB, 60 * GiB, 70 * GiB, device_free=1 * GiB, device_total=73 * GiB,
+                          this_process=71 * GiB, graph_pools_free=2 * GiB))
+    assert some.cause is Cause.FRAGMENTATION
+    assert "2.00 GiB of the unused cache was free in CUDA graphs' private pools" in some.notes[0]
+    budget = judge(OomFacts(2 * GiB, 10 * GiB, 15 * GiB, allowed=16 * GiB, graph_pools_free=5 * GiB))
+    assert (budget.cause, budget.figures.limit) == (Cause.GRAPH_POOLS, Limit.BUDGET)
+    assert "17.00 GiB, more than the budget" in budget.reasons[2]

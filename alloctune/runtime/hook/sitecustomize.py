@@ -19,7 +19,8 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
   (`alloctune/runtime/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
   used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
   window readings, growth samples, features and an uncaught OOM's message; when recording, also
-  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else). A process that never
+  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else), with the CUDA graph captures
+  the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load). A process that never
   initialised CUDA has no device figures in it.
 
 Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
@@ -334,6 +335,7 @@ def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     import pickle
 
     from alloctune.files import write_file
+    from alloctune.runtime import graphs
     from alloctune.runtime.peaks import trace_meta, trace_path
 
     snapshot = torch.cuda.memory._snapshot()
@@ -342,7 +344,7 @@ def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
     snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
                                        lambda device: torch.cuda.get_device_properties(device).name,
                                        counter.step_ends_us() if counter is not None else [],
-                                       counter.warmup if counter is not None else None)
+                                       counter.warmup if counter is not None else None, graphs.events())
     write_file(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 
@@ -383,6 +385,10 @@ def _start() -> None:
     watches: list[tuple[str, Callable[[ModuleType], None]]] = [
         ("torch.cuda", _watch_cuda), ("torch.optim.optimizer", _count_optimizer_steps),
         ("alloctune.runtime.steps", _count_marks)]
+    if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":   # the trace's CUDA graph captures (runtime/graphs.py)
+        from alloctune.runtime import graphs
+
+        watches += [("torch.cuda.graphs", graphs.watch_graphs), ("torch.cuda.memory", graphs.watch_memory)]
     step_on = os.environ.get("ALLOCTUNE_HOOK_STEP_ON", "")
     if step_on == "forward":
         watches.append(("torch.nn.modules.module", _count_forward))

@@ -1,0 +1,142 @@
+"""The CUDA graph captures of a recorded job, noted as the caching allocator sees them: what the start-up hook puts in
+a trace's metadata (`pool_events`), which `sim/captures.py` places among the trace's entries.
+
+When recording, the hook patches, as the modules load (`imports.after_import`):
+- `torch.cuda.graphs.CUDAGraph.capture_begin` / `capture_end` (what `torch.cuda.graph`, `make_graphed_callables` and
+  inductor's cudagraph trees call): a "begin" into the graph's pool (`graph.pool()`: a new one, or the one a `pool=`
+  handle shares) on the current stream, and an "end";
+- `CUDAGraph.reset` and the graph's death (a weakref finalizer): a "release", once per capture, as the C++ graph
+  releases its pool once (`releasePool`), whichever comes first;
+- `torch.cuda.graph.__enter__`, which empties the cache before it begins the capture: that begin says so;
+- `torch._C._cuda_beginAllocateCurrentThreadToPool`, `_cuda_beginAllocateToPool`, `_cuda_endAllocateToPool` and
+  `_cuda_releasePool` (cudagraph trees' warm-up in the pool, `torch.cuda.use_mem_pool`; also where
+  `torch.cuda.memory` imported them by name): a "begin" of every stream of the thread, an "end", a "release".
+Each event is {"time_us", "action", "pool", "stream", "device", "empty_cache"} (`sim/captures.py` says what each
+means), its time the Unix time in µs, the clock of the trace's `time_us`; a begin's time is taken before the call, an
+end's and a release's after it. Standard library only at import; torch is the program's own, given by the patches.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import weakref
+
+TYPE_CHECKING = False   # typing is not imported at start-up
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any, Callable
+
+_events: list[dict] = []   # appended to without a lock (atomic under the GIL): a finalizer may note inside a note
+_entering = threading.local()   # inside torch.cuda.graph.__enter__, which empties the cache first
+_C_NAMES = ("_cuda_beginAllocateCurrentThreadToPool", "_cuda_beginAllocateToPool", "_cuda_endAllocateToPool",
+            "_cuda_releasePool")
+
+
+def events() -> list[dict]:
+    """The events noted so far, in the order noted."""
+    return list(_events)
+
+
+def _note(action: str, pool: Any, stream: int | None, device: int, time_us: int, empty_cache: bool = False) -> None:
+    event = {"time_us": time_us, "action": action, "pool": [int(p) for p in pool], "stream": stream,
+             "device": int(device), "empty_cache": empty_cache}
+    _events.append(event)
+
+
+def _now() -> int:
+    return time.time_ns() // 1000
+
+
+def watch_graphs(graphs: ModuleType) -> None:
+    """torch.cuda.graphs has loaded: patch CUDAGraph and torch.cuda.graph, and the pool calls of torch._C."""
+    import torch
+
+    cls = graphs.CUDAGraph
+    begin, end, reset = cls.capture_begin, cls.capture_end, cls.reset
+
+    @functools.wraps(begin)
+    def capture_begin(self: Any, *args: Any, **kwargs: Any) -> None:
+        t = _now()
+        begin(self, *args, **kwargs)
+        _note("begin", self.pool(), torch.cuda.current_stream().cuda_stream, torch.cuda.current_device(), t,
+              getattr(_entering, "on", False))
+
+    @functools.wraps(end)
+    def capture_end(self: Any) -> None:
+        end(self)
+        device = torch.cuda.current_device()
+        _note("end", self.pool(), torch.cuda.current_stream().cuda_stream, device, _now())
+        finalizer = weakref.finalize(self, _released, tuple(self.pool()), device)
+        finalizer.atexit = False   # a graph alive at exit releases nothing the trace still shows
+        self._alloctune_release = finalizer
+
+    @functools.wraps(reset)
+    def reset_graph(self: Any) -> None:
+        reset(self)
+        finalizer = getattr(self, "_alloctune_release", None)
+        if finalizer is not None:
+            finalizer()   # noted now, once: the finalizer does nothing after
+
+    cls.capture_begin, cls.capture_end, cls.reset = capture_begin, capture_end, reset_graph
+    enter = graphs.graph.__enter__
+
+    @functools.wraps(enter)
+    def graph_enter(self: Any) -> Any:
+        _entering.on = True
+        try:
+            return enter(self)
+        finally:
+            _entering.on = False
+
+    graphs.graph.__enter__ = graph_enter
+    _patch_pool_calls(torch._C)
+
+
+def watch_memory(memory: ModuleType) -> None:
+    """torch.cuda.memory has loaded: its names for the pool calls (`use_mem_pool` calls them by those)."""
+    import torch
+
+    _patch_pool_calls(torch._C)
+    for name in _C_NAMES:
+        if hasattr(memory, name):
+            setattr(memory, name, getattr(torch._C, name))
+
+
+def _released(pool: tuple, device: int) -> None:
+    _note("release", pool, None, device, _now())
+
+
+def _patch_pool_calls(c: Any) -> None:
+    """torch._C's pool calls, each wrapped once."""
+    if getattr(c, "_alloctune_pools_watched", False):
+        return
+    wrapped: dict[str, Callable[..., Any]] = {
+        "_cuda_beginAllocateCurrentThreadToPool": lambda call: _timed_before(call, "begin"),
+        "_cuda_beginAllocateToPool": lambda call: _timed_before(call, "begin"),
+        "_cuda_endAllocateToPool": lambda call: _timed_after(call, "end"),
+        "_cuda_releasePool": lambda call: _timed_after(call, "release")}
+    for name, wrap in wrapped.items():
+        if hasattr(c, name):
+            setattr(c, name, wrap(getattr(c, name)))
+    c._alloctune_pools_watched = True
+
+
+def _timed_before(call: Callable[..., Any], action: str) -> Callable[..., Any]:
+    """A begin (device, pool[, filter]): every stream of the thread, or those torch's filter picks, as if every."""
+    @functools.wraps(call)
+    def run(device: Any, pool: Any, *args: Any) -> Any:
+        t = _now()
+        out = call(device, pool, *args)
+        _note(action, pool, None, device, t)
+        return out
+    return run
+
+
+def _timed_after(call: Callable[..., Any], action: str) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def run(device: Any, pool: Any) -> Any:
+        out = call(device, pool)
+        _note(action, pool, None, device, _now())
+        return out
+    return run
