@@ -33,6 +33,7 @@ class TrialTask:
     record_trace: str | None = None   # path: record the allocation trace of this run as a snapshot pickle
     backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
     check_growth: int | None = None   # a command's growth check: sample memory at steps K and 2K (--check-growth)
+    early_stop: bool = False          # a command's confirmation trial: may end once warm-up and enough steps ran
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
