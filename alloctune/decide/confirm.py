@@ -58,8 +58,8 @@ def plan_speed(replayed: list[SettingResult], predicted: Mapping[str, SpeedPredi
     fitting = [s for s in by_preference((s for s in replayed if not s.switches_backend), tie) if s.fits]
     winner: SettingResult | None = None
     for s in fitting:
-        if winner is not None:
-            skipped.append((s.conf, _loses(s, winner, tie)))
+        if winner is not None:   # the default, the baseline, runs whatever else does
+            skipped += [] if s.is_default else [(s.conf, _loses(s, winner, tie))]
             continue
         p = predicted.get(s.conf)
         if s.is_default or (p is not None and p.negligible and _within(p, max_slowdown)):

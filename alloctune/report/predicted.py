@@ -3,6 +3,8 @@ predicted, and the sentences `words.py` gives for the speed plan's reasons (not 
 confirmation pair against the prediction)."""
 from __future__ import annotations
 
+from ..decide.choice import Choice
+from ..decide.reasons import Code
 from ..decide.speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
 from ..settings.conf import conf_label
 from ..units import format_bytes
@@ -12,6 +14,26 @@ PREDICTED_HEADER = "predicted\nslowdown"
 PREDICTED_LEGEND = ("predicted slowdown = the step time the replay's driver calls per steady step predict, priced by "
                     "this GPU's calibration, against the default's measured step (a prediction, not a measurement); "
                     "? = not predicted")
+
+
+PAIR_MARK = "1 pair"
+
+
+def pair_legend(detectable: float) -> str:
+    return (f"{PAIR_MARK} = measured in one confirmation pair (the default, then the setting): only a difference "
+            f"beyond about ±{detectable:.0%} stands out of its noise; whether it agrees with the prediction is said "
+            f"below")
+
+
+def confirmed_pair(choice: Choice) -> Confirmation | None:
+    """The confirmation pair the choice's winner rests on, if it rests on one (decide/confirm.confirmed)."""
+    return next((r.figures for r in choice.reasons if r.code in (Code.CONFIRMED, Code.DISAGREES)
+                 and isinstance(r.figures, Confirmation)), None)
+
+
+def pair_cell(f: Confirmation) -> str:
+    """The 'vs default' cell of a winner measured in one pair."""
+    return f"{f.measured_ratio:.2f}x ±{f.detectable:.0%} {PAIR_MARK}"
 
 
 def predicted_cell(p: SpeedPrediction | None) -> str:

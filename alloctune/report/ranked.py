@@ -17,7 +17,8 @@ from ..results.folder import how_far
 from ..results.records import decision_group
 from ..units import format_bytes, format_number, plural
 from .layout import INDENT, say
-from .predicted import PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, predicted_cell
+from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
+                        predicted_cell)
 from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
 from .words import format_rate, precision_line, reason_lines
 
@@ -60,6 +61,8 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"
+    elif s is choice.best and (pair := confirmed_pair(choice)) is not None:
+        vs = pair_cell(pair)
     elif s.vs_default is not None:
         c = s.vs_default
         width = f" ±{c.half_width:.1%}" if c.half_width is not None else ""
@@ -124,14 +127,17 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     return [s.label, "best" if s is choice.best else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
-            "-" if t is None else format_number(t.median), _versus(s), *_predicted(s, choice)]
+            "-" if t is None else format_number(t.median), _versus(s, choice), *_predicted(s, choice)]
 
 
-def _versus(s: SettingResult) -> str:
-    """The 'vs default' cell: the ratio, its interval and a short verdict."""
+def _versus(s: SettingResult, choice: Choice) -> str:
+    """The 'vs default' cell: the ratio, its interval and a short verdict (the winner of one confirmation pair:
+    what one pair can detect)."""
     c = s.vs_default
     if s.is_default:
         return "baseline"
+    if s is choice.best and (pair := confirmed_pair(choice)) is not None:
+        return pair_cell(pair)
     width = "" if c is None or c.half_width is None else f" ±{c.half_width:.1%}"
     return "-" if c is None else f"{c.ratio:.2f}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
@@ -176,8 +182,10 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     notes = [(f"{s.label}: {flags}", "yellow") for s in group if (flags := _flags(s))]
     if not any(s.num_alloc_retries for s in group):
         notes.append(("no setting needed an alloc retry", "dim"))
-    verdicts = {_versus(s) for s in group}
+    verdicts = {_versus(s, choice) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if (pair := confirmed_pair(choice)) is not None:
+        notes.append((pair_legend(pair.detectable), "dim"))
     if any(s.conf in choice.predictions for s in group):
         notes.append((PREDICTED_LEGEND, "dim"))
     if note := incomplete_note(choice):
