@@ -100,10 +100,10 @@ def confirmation(f: Confirmation, agrees: bool) -> str:
     head = (f"one confirmation pair (the default, then this setting): throughput {f.measured_ratio:.3f}x the "
             f"default's, predicted {f.predicted_ratio:.3f}x from {driver_count(f.calls)} driver calls and "
             f"{driver_count(f.syncs)} syncs per steady step")
-    noise = (f"one pair tells a difference from noise only beyond about ±{f.detectable:.0%} (two processes at "
-             f"±{f.noise:.0%} each)")
     if agrees:
-        return (f"{head}: consistent with the prediction. {noise[0].upper()}{noise[1:]}; only rounds "
-                f"(--repeats auto) can say there is no significant difference")
+        return (f"{head}: consistent with the prediction. One pair tells a difference from noise only beyond about "
+                f"±{f.detectable:.0%} (two processes at ±{f.noise:.0%} each); only rounds (--repeats auto) can say "
+                f"there is no significant difference")
     way = "slower" if f.measured_ratio < f.predicted_ratio else "faster"
-    return f"{head}: disagrees with the prediction, {way} than {noise}"
+    return (f"{head}: disagrees with the prediction, {way} by more than the about ±{f.detectable:.0%} one pair "
+            f"can tell from noise (two processes at ±{f.noise:.0%} each)")
