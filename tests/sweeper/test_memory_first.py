@@ -243,6 +243,8 @@ def test_the_user_sees_the_estimate_and_what_the_gpu_ran(tmp_path, peaks):
     said = " ".join(done.stdout.split())
     assert "GPU trials: 3, " in said and "hybrid: 1 recorded the trace, 6 settings replayed, 2 measured" in said
     assert "1 pair" in said and "consistent with the prediction" in said and "predicted slowdown" in said
+    # COLUMNS unset, piped: 80 columns, but for a path, which is never broken
+    assert all(len(line) <= 80 for line in done.stdout.splitlines() if "/tmp" not in line)
     help_text = " ".join(in_process("sweep", "--help").stdout.split())
     assert "hybrid for '-- COMMAND'" in help_text
 
