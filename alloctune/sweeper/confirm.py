@@ -26,6 +26,7 @@ from ..trial.calibration import calibration_for
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from .execute import Tally, execute, run_rounds
+from .executors import Executor
 from .options import SweepCallbacks, SweepOptions
 from .plan import Plan
 
@@ -38,14 +39,16 @@ def folder_calibration(folder: ResultsFolder) -> Calibration | None:
     return read_calibration(path) if path.exists() else None
 
 
-def calibrate(folder: ResultsFolder, probe: ProbeResult, gpu: int, notice: Callable[[str], None]) -> Calibration | None:
-    """The GPU's calibration for this sweep: its folder's (a resumed sweep), else the per-user store's or one
-    measured now (trial/calibration.py), copied into the folder with its provenance (GPU, driver, torch). None,
-    said, where it cannot be measured: no setting's speed is then predicted, and those that could win get rounds."""
+def calibrate(folder: ResultsFolder, runner: Executor, probe: ProbeResult, gpu: int,
+              notice: Callable[[str], None]) -> Calibration | None:
+    """The GPU's calibration for this sweep: its folder's (a resumed sweep), else, where its trials run (`runner`),
+    the per-user store's or one measured now (trial/calibration.py), copied into the folder with its provenance
+    (GPU, driver, torch). None, said, where it cannot be measured: no setting's speed is then predicted, and those
+    that could win get rounds."""
     if (kept := folder_calibration(folder)) is not None:
         return kept
     try:
-        calibration = calibration_for(probe, gpu)
+        calibration = runner.call(calibration_for, probe, gpu)
     except AlloctuneError as exc:
         notice(f"no driver-call costs for this GPU ({exc}): speed is not predicted, and the settings that could "
                f"win are measured in rounds")
@@ -62,7 +65,7 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
     with plan.runner:
         if any(step_seconds(folder.trials(), env) is None for env in envs):
             execute(folder, plan.runner, [task(env, default, 0) for env in envs], callbacks.progress)
-        calibration = calibrate(folder, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
+        calibration = calibrate(folder, plan.runner, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
         records = folder.trials()
         predicted = predictions(records, calibration)
         replayed = summarize_settings([r for r in records if r.backend == Backend.SIM], options.max_slowdown)
