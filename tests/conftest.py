@@ -15,13 +15,6 @@ def no_visible_gpu(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
-@pytest.fixture(autouse=True)
-def own_cache(monkeypatch, tmp_path):
-    """Each test's own per-user cache: a GPU calibration a sweep measures (trial/calibration.py's store) goes
-    there, never into the home folder of whoever runs the tests."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """`-n N` without `--dist` deals the tests out a file at a time (`--dist loadfile`), so that a module fixture (one

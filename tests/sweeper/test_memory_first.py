@@ -97,6 +97,13 @@ def replayed_peaks(trace_path: Path, folder: Path) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path_factory):
+    """Each test's own per-user cache: the calibration a confirmed sweep measures on the stand-in GPU goes there
+    (trial/calibration.py's store), never into the home folder of whoever runs the tests."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 @pytest.fixture(scope="module")
 def peaks(tmp_path_factory) -> Path:
     """The transformer-packed trace's: no driver calls in its steady steps under any setting."""
@@ -275,7 +282,7 @@ def test_a_command_with_no_steady_driver_work_is_answered_in_three_gpu_trials(tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     again, order = command_sweep(tmp_path, peaks)
     assert order == ["R", "", ES] and measured_choice(again).reasons == choice.reasons
-    assert not (tmp_path / "empty-cache").exists()
+    assert not (tmp_path / "empty-cache" / "alloctune").exists()
 
 
 def test_a_hybrid_workload_is_answered_in_two_gpu_trials(tmp_path, peaks):
