@@ -64,7 +64,7 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
     default, envs, slots = AllocConf(), sorted(planned), len(options.gpus or (0,))
     with plan.runner:
         if any(step_seconds(folder.trials(), env) is None for env in envs):
-            execute(folder, plan.runner, [task(env, default, 0) for env in envs], callbacks.progress)
+            execute(folder, plan.runner, [_confirming(task(env, default, 0)) for env in envs], callbacks.progress)
         calibration = calibrate(folder, plan.runner, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
         records = folder.trials()
         predicted = predictions(records, calibration)
