@@ -78,7 +78,7 @@ def test_a_billion_repeats_is_one_line_at_once_and_no_folder(tmp_path):
     assert time.monotonic() - started < 30
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "alloctune: error: --repeats must be 'auto' or a whole number from 1 to 1000, got 1000000000"]
+        "alloctune: error: --repeats must be 'confirm', 'auto' or a whole number from 1 to 1000, got 1000000000"]
     assert not (tmp_path / "results").exists()
     with pytest.raises(OptionError, match="max_repeats must be a whole number from 3 to 1000, got 1000000000"):
         SweepOptions(max_repeats=10**9)

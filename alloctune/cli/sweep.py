@@ -14,7 +14,7 @@ from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from ..sweeper.options import AUTO_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
+from ..sweeper.options import AUTO_REPEATS, CONFIRM_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds, written
@@ -67,14 +67,17 @@ def _what(p) -> None:
                    help="a setting to include instead of the default grid (repeatable); the default is always added")
     p.add_argument("--grid", dest="grid_file", metavar="FILE",
                    help="a file listing the settings to sweep (- reads standard input)")
-    p.add_argument("--repeats", type=_repeats, default=AUTO_REPEATS,
-                   help="fresh processes per setting, interleaved across settings: a number, or auto (default): "
-                        "rounds of the default and each setting still in contention until the 95%% interval of "
-                        "its throughput ratio to the default is within --max-slowdown")
+    p.add_argument("--repeats", type=_repeats, default=CONFIRM_REPEATS,
+                   help="fresh processes per setting, interleaved across settings: confirm (default): a hybrid "
+                        "sweep predicts each setting's speed from the driver calls its replay makes and confirms "
+                        "the winner in one paired run (the default, then it), with rounds only where the "
+                        "prediction cannot answer (elsewhere: as auto); auto: rounds of the default and each "
+                        "setting still in contention until a sequential test at --max-slowdown answers; or a "
+                        "number")
     p.add_argument("--max-repeats", type=_repeats_limit, default=DEFAULT_MAX_REPEATS,
-                   help=f"with --repeats auto: at most this many rounds (default: {DEFAULT_MAX_REPEATS})")
+                   help=f"with rounds (auto, confirm): at most this many (default: {DEFAULT_MAX_REPEATS})")
     p.add_argument("--time-budget", type=seconds, metavar="S", dest="time_budget_s",
-                   help="with --repeats auto: start no round that would end after S seconds of measuring")
+                   help="with rounds (auto, confirm): start no round that would end after S seconds of measuring")
     p.add_argument("--gpus", type=gpu_list,
                    help="comma-separated GPU indices; one trial runs on each at a time (default: 0)")
     p.add_argument("--gpus-per-trial", type=int, default=SweepOptions.gpus_per_trial, metavar="N",
@@ -275,10 +278,12 @@ def _gpu_lines(outcome) -> list[str]:
 
 
 def _repeats(text: str) -> int | str:
-    """--repeats: 'auto' or a positive count."""
-    if text == AUTO_REPEATS:
+    """--repeats: 'confirm', 'auto' or a positive count."""
+    if text in (AUTO_REPEATS, CONFIRM_REPEATS):
         return text
-    return _repeats_limit(text)
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected confirm, auto or a whole number of repeats >= 1, got {text!r}")
 
 
 def _repeats_limit(text: str) -> int:

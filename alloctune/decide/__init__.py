@@ -4,6 +4,7 @@ one ordering of settings (`order`), the choice (`choice`) and its reasons as dat
 (`decision`), rounds of repeats (`rounds`) and how precise they got (`precision`), what a sweep planned (`planned`),
 whether reserved memory keeps growing (`growth`), what a short trial cannot show: known problems for the job's
 features and the growth check, as reasons (`safety`), compare's judgement of one cell against another
-(`regression`), a setting's speed predicted from its driver work and the GPU's calibration (`speed`), memory as a
-curve in a parameter and the largest value under a limit (`fit`), one setting for many jobs (`fleet`). No words:
+(`regression`), a setting's speed predicted from its driver work and the GPU's calibration (`speed`), a hybrid
+sweep's plan from those predictions and its confirmation pair (`confirm`), memory as a curve in a parameter and the
+largest value under a limit (`fit`), one setting for many jobs (`fleet`). No words:
 report/ says the reasons."""

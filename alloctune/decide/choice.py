@@ -29,6 +29,7 @@ from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedS
 from .rounds import sequential
 from .safety import Safety, job_features, safety, target_torch
 from .sequential import Outcome
+from .speed import SpeedPrediction
 from .stats import Comparison
 from .summary import MemoryMeasure, SettingResult
 
@@ -61,6 +62,9 @@ class Choice:
     trials_planned: int | None = None
     finished: bool = True            # the sweep ran to its end (SweepInfo.finished)
     features: tuple[Feature, ...] = ()   # what the job used, as its trials observed it (known.Feature order)
+    # Each replayed setting's speed predicted from its driver work (`speed.predictions`, set by `decision.decide`
+    # where the folder has a calibration): conf -> prediction.
+    predictions: dict[str, SpeedPrediction] = field(default_factory=dict)
 
     @property
     def simulated(self) -> bool:
@@ -169,7 +173,7 @@ def _lower(s: SettingResult, base: SettingResult) -> bool:
     return mine < default
 
 
-def _tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
+def tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
     return TieBreak(tie_rule(winner, loser), winner.complexity, loser.complexity, finite(loser.memory_spread))
 
 
@@ -214,7 +218,7 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
     tied = [(s, measure, theirs, mine) for s, (measure, mine, theirs) in pairs if within(theirs, mine, tie)]
     if tied and not best.is_default:
         reasons.append(Reason(Code.TIES, Ties(best.conf, best.memory_measure, best.peak, tie, tuple(
-            Tied(s.conf, theirs, _tie_break(best, s), measure, mine) for s, measure, theirs, mine in tied))))
+            Tied(s.conf, theirs, tie_break(best, s), measure, mine) for s, measure, theirs, mine in tied))))
     if best.unstable:
         reasons.append(Reason(Code.UNSTABLE, Unstable(finite(best.memory_spread))))
     return reasons
@@ -253,7 +257,7 @@ def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult |
     c = s.vs_default
     measure, mine, winner = s.compared_with(best)
     if within(mine, winner, tie):
-        return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, _tie_break(best, s)))
+        return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, tie_break(best, s)))
     return Reason(Code.COSTS_MORE, AgainstWinner(measure, mine, winner, c))
 
 

@@ -1,12 +1,23 @@
 """The decision's two parameters and their defaults, once: the max slowdown (how much significantly slower than
 the default a setting may be and still be recommended) and the tie margin (peaks within it tie). sweep.json and
-choice.json record the values a decision used; a file from before they were kept holds none and meant these."""
+choice.json record the values a decision used; a file from before they were kept holds none and meant these.
+Beside them, the one noise figure a single confirmation pair is judged against (`PROCESS_NOISE`)."""
 from __future__ import annotations
+
+import math
 
 from ..errors import OptionError
 
 DEFAULT_MAX_SLOWDOWN = 0.02   # a setting significantly slower than the default by more than this is refused
 DEFAULT_TIE = 0.01            # peaks within this fraction of each other tie
+
+# How far one fresh process's throughput moves from its setting's own: about ±6% between processes of one setting
+# on the H200 (torch 2.11; decide/stats.py, docs/evidence.md; steady passes of one job moved 0.2-5%, a variable-shape
+# job up to 45% max/min), outliers about 20% low. A confirmation pair (the default, then the winner) is the ratio of
+# two such processes, so its log ratio spreads sqrt(2) times as much, and only a difference beyond about two of those
+# spreads (±17%) stands out of one pair's noise.
+PROCESS_NOISE = 0.06
+PAIR_DETECTABLE = 2 * math.sqrt(2) * PROCESS_NOISE
 
 
 def max_slowdown_of(asked: float | None, recorded: float | None = None) -> float:

@@ -19,6 +19,7 @@ from ..settings.known import Feature, Severity
 from .device import Contamination
 from .growth import Sample
 from .order import TieRule
+from .speed import AsyncPlan, Confirmation, PredictedSpeed, Unpredictable
 from .stats import Comparison
 from .summary import MemoryMeasure, SettingState
 
@@ -64,6 +65,14 @@ class Code(str, enum.Enum):
     # why the rounds of a sweep did not measure a setting on the GPU (sweep.json's skipped list says it)
     LOSES_ON_MEMORY = "loses_on_memory"       # a candidate that was not refused needs less memory, beyond the tie
     BACKEND_SKIPPED = "backend_skipped"       # a backend switch cannot need less memory than the native winner
+    # a hybrid sweep's speed plan (`confirm.py`): not measured, measured in rounds, the confirmation pair
+    PREDICTED_TOO_SLOW = "predicted_too_slow"  # not measured: predicted slower than the allowance
+    ASYNC_NOT_NEEDED = "async_not_needed"     # not measured: the replay's native winner meets the budget
+    NOT_NEGLIGIBLE = "not_negligible"         # rounds: its predicted driver work could change a speed answer
+    UNPREDICTED = "unpredicted"               # rounds: no prediction to go by
+    ASYNC_MEASURED = "async_measured"         # rounds: cudaMallocAsync named, or no native setting meets the budget
+    CONFIRMED = "confirmed"                   # the pair is consistent with the prediction
+    DISAGREES = "disagrees"                   # the pair is beyond its noise from the prediction
     # how precise the throughput comparison got
     PRECISION_UNKNOWN = "precision_unknown"   # no interval: fewer than 2 rounds with both sides
     PRECISION_REACHED = "precision_reached"
@@ -320,7 +329,8 @@ class WholeCard:
 
 Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
                 Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
-                MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard, KnownProblem, GrowthCheck]
+                MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard, KnownProblem, GrowthCheck, PredictedSpeed,
+                Unpredictable, AsyncPlan, Confirmation]
 
 FIGURES: dict[Code, type] = {
     Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
@@ -335,7 +345,9 @@ FIGURES: dict[Code, type] = {
     Code.FAILED: Failed, Code.MORE_MEMORY: MoreMemory, Code.MORE_RETRIES: Retries, Code.TOO_SLOW: TooSlow,
     Code.LOSES_TIE: AgainstWinner, Code.COSTS_MORE: AgainstWinner,
     Code.PRECISION_UNKNOWN: NoFigures, Code.PRECISION_REACHED: Precision, Code.PRECISION_SHORT: Precision,
-    Code.WHOLE_CARD: WholeCard,
+    Code.WHOLE_CARD: WholeCard, Code.PREDICTED_TOO_SLOW: PredictedSpeed, Code.ASYNC_NOT_NEEDED: AsyncPlan,
+    Code.NOT_NEGLIGIBLE: PredictedSpeed, Code.UNPREDICTED: Unpredictable, Code.ASYNC_MEASURED: AsyncPlan,
+    Code.CONFIRMED: Confirmation, Code.DISAGREES: Confirmation,
 }
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from ..results.calibration import Calibration
-from ..results.records import DriverWork
+from ..results.records import Backend, DriverWork, TrialRecord, TrialState, measured_env_id
 from .parameters import DEFAULT_MAX_SLOWDOWN
 
 # A setting whose predicted driver time per step is below this share of the default's step time cannot change a
@@ -33,6 +33,7 @@ class Unpredicted(str, enum.Enum):
     NO_CALIBRATION = "no_calibration"     # no driver-call costs for this GPU
     NO_STEP_TIME = "no_step_time"         # the default's time per step is unknown or zero
     NO_STEADY_STEPS = "no_steady_steps"   # the trace has no steps after the warm-up to count over
+    NO_DRIVER_WORK = "no_driver_work"     # its replay counted none (a replay from before it was counted)
 
 
 @dataclass(frozen=True)
@@ -105,3 +106,79 @@ def predict(work: DriverWork, default_work: DriverWork, default_step_seconds: fl
         return SpeedPrediction(work, default_work, default_step_seconds, mine, default, step,
                                step / default_step_seconds - 1, negligible)
     return SpeedPrediction(work, default_work, default_step_seconds, None, None, None, None, False, why)
+
+
+def step_seconds(records: Iterable[TrialRecord], env_id: str) -> float | None:
+    """The default's measured time per step under `env_id`: its first GPU trial with a timed pass, in the order
+    the trials ran (a hybrid sweep's recording trial, which ran before any prediction was made, so that every
+    prediction of a sweep, resumed or not, rests on the same figure), measured seconds over measured steps."""
+    for r in records:
+        m = r.measurement
+        if (r.backend == Backend.CUDA and r.env_id == env_id and r.conf == "" and r.state is TrialState.OK
+                and m is not None and m.measured_seconds and m.measured_steps):
+            return m.measured_seconds / m.measured_steps
+    return None
+
+
+def predictions(records: list[TrialRecord],
+                calibration: Calibration | None) -> dict[str, dict[str, SpeedPrediction]]:
+    """Per measured environment, each replayed setting's prediction against the default replayed with it (the
+    replays' driver work, `step_seconds`, `calibration`); an environment whose default has no driver work (a
+    replay from before it was counted) has none."""
+    replayed: dict[str, dict[str, DriverWork]] = {}
+    for r in records:
+        if r.backend == Backend.SIM and r.state is TrialState.OK and r.measurement and r.measurement.driver_work:
+            replayed.setdefault(measured_env_id(r.env_id), {})[r.conf] = r.measurement.driver_work
+    out = {}
+    for env_id, works in replayed.items():
+        if (default := works.get("")) is not None:
+            step = step_seconds(records, env_id)
+            out[env_id] = {conf: predict(work, default, step, calibration) for conf, work in works.items()}
+    return out
+
+
+@dataclass(frozen=True)
+class PredictedSpeed:
+    """The figures of a reason that rests on a setting's prediction (decide/confirm.py)."""
+
+    slowdown: float          # predicted step / the default's measured step - 1
+    calls: float             # the setting's driver calls per steady step (DriverWork.calls)
+    syncs: float
+    default_calls: float
+    default_syncs: float
+    steps: int               # steady steps the counts are averaged over
+    max_slowdown: float
+
+    @classmethod
+    def of(cls, p: SpeedPrediction, max_slowdown: float) -> "PredictedSpeed":
+        assert p.predicted_slowdown is not None
+        return cls(p.predicted_slowdown, p.work.calls, p.work.syncs, p.default_work.calls, p.default_work.syncs,
+                   p.work.steps, max_slowdown)
+
+
+@dataclass(frozen=True)
+class Unpredictable:
+    why: Unpredicted
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One confirmation pair (the default, then the winner) against the winner's prediction."""
+
+    measured_ratio: float    # the winner's throughput over the default's in the pair
+    predicted_ratio: float   # 1 / (1 + predicted slowdown)
+    calls: float             # the prediction's driver calls and syncs per steady step
+    syncs: float
+    noise: float             # one process's throughput noise (parameters.PROCESS_NOISE)
+    detectable: float        # what one pair can tell from noise (parameters.PAIR_DETECTABLE)
+
+
+@dataclass(frozen=True)
+class AsyncPlan:
+    """Whether cudaMallocAsync, which the simulator cannot replay, is measured: named by the user, or needed
+    because no native setting meets the budget in the replay."""
+
+    winner: str | None       # the replay's native winner ('' = the default); None: none fits
+    winner_bytes: int | None
+    budget_bytes: int | None
+    named: bool

@@ -1,5 +1,5 @@
 """What users read: a decided folder written (`analysis`), the reasons in words (`words`, with the known
-problems' in `problems`), summary.md (`summary`) and the ranked table (`ranked`), the shared table builders
+problems' in `problems` and the predicted speed's in `predicted`), summary.md (`summary`) and the ranked table (`ranked`), the shared table builders
 (`tables`) and the width rule (`layout`), the plot (`plot`), progress (`progress`), replay's and search's output
 (`replay`, `search`), comparisons (`compare`: rows and columns, its marks' notes in words; shown by
 `compare_output`), export formats (`export`), fit's and fleet's output

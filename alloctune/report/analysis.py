@@ -73,4 +73,5 @@ def choice_record(choice: Choice) -> ChoiceRecord:
         max_slowdown=choice.max_slowdown, tie=choice.tie,
         repeats=max((len(s.trials) for s in (best, base) if s), default=0),
         complete=choice.complete, trials_recorded=choice.trials_recorded, trials_planned=choice.trials_planned,
+        predictions={conf: p.to_json() for conf, p in choice.predictions.items()},
     )

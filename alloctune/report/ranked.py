@@ -17,11 +17,13 @@ from ..results.folder import how_far
 from ..results.records import decision_group
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
+from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
+                        predicted_cell)
 from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
 from .words import format_rate, precision_line, reason_lines
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
-           "throughput median [95% CI]", "vs default", "flags")
+           "throughput median [95% CI]", "vs default", "driver calls/step (predicted)", "predicted slowdown", "flags")
 
 
 def in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
@@ -59,6 +61,8 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"
+    elif s is choice.best and (pair := confirmed_pair(choice)) is not None:
+        vs = pair_cell(pair)
     elif s.vs_default is not None:
         c = s.vs_default
         width = f" ±{figure(c.half_width, '.1%')}" if c.half_width is not None else ""
@@ -75,8 +79,15 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
         "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
         throughput,
         vs,
+        *_predicted(s, choice),
         _flags(s),
     ]
+
+
+def _predicted(s: SettingResult, choice: Choice) -> list[str]:
+    """The driver calls per steady step the replay predicts for `s`, and its predicted slowdown."""
+    p = choice.predictions.get(s.conf)
+    return [calls_cell(p), predicted_cell(p)]
 
 
 def title(choice: Choice) -> str:
@@ -116,14 +127,17 @@ def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
     return [s.label, "best" if s is choice.best else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
-            "-" if t is None else format_number(t.median), _versus(s)]
+            "-" if t is None else format_number(t.median), _versus(s, choice), *_predicted(s, choice)]
 
 
-def _versus(s: SettingResult) -> str:
-    """The 'vs default' cell: the ratio, its interval and a short verdict."""
+def _versus(s: SettingResult, choice: Choice) -> str:
+    """The 'vs default' cell: the ratio, its interval and a short verdict (the winner of one confirmation pair:
+    what one pair can detect)."""
     c = s.vs_default
     if s.is_default:
         return "baseline"
+    if s is choice.best and (pair := confirmed_pair(choice)) is not None:
+        return pair_cell(pair)
     width = "" if c is None or c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
     return "-" if c is None else f"{figure(c.ratio, '.2f')}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
@@ -136,7 +150,8 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) 
     unit = next((s.unit for s in group if s.unit), None) or "units"
     device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
     memory = "peak\ndevice" if device else "peak\nreserved"
-    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault"]
+    headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault", "driver\ncalls\n/step",
+               PREDICTED_HEADER]
     rows = [_terminal_row(s, choice) for s in group]
     # A baseline alone, or no retries anywhere, says nothing.
     said = [["-" if cell == "baseline" or (j == 4 and cell == "0") else cell for j, cell in enumerate(row)]
@@ -147,7 +162,7 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) 
         table = Table(title=title(choice), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         add_setting_column(table, labels)
         for j in keep[1:]:
-            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5) else "left", no_wrap=True)
+            table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5, 7, 8) else "left", no_wrap=True)
         for s, row, label in zip(group, rows, labels):
             style = "bold green" if s is choice.best else ("red" if not s.fits else None)
             table.add_row(label, *(row[j] for j in keep[1:]), style=style)
@@ -167,8 +182,12 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     notes = [(f"{s.label}: {flags}", "yellow") for s in group if (flags := _flags(s))]
     if not any(s.num_alloc_retries for s in group):
         notes.append(("no setting needed an alloc retry", "dim"))
-    verdicts = {_versus(s) for s in group}
+    verdicts = {_versus(s, choice) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if (pair := confirmed_pair(choice)) is not None:
+        notes.append((pair_legend(pair.detectable), "dim"))
+    if any(s.conf in choice.predictions for s in group):
+        notes.append((PREDICTED_LEGEND, "dim"))
     if note := incomplete_note(choice):
         notes.append((note, "bold red"))
     notes += [(reason, "") for reason in reason_lines(choice)]

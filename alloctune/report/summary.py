@@ -13,6 +13,7 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..errors import printable
 from ..files import write_file
+from ..results.calibration import FOLDER_FILE, read_calibration
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
@@ -117,6 +118,9 @@ def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False)
 
 
 def _repeats(info: SweepInfo) -> str:
+    if info.confirm:
+        return (f"confirm (speed predicted by replay, the winner confirmed by one paired run; rounds, at most "
+                f"{info.repeats}, only where the prediction cannot answer)")
     if not info.auto_repeats:
         return str(info.repeats)
     budget = f", time budget {info.time_budget_s:g} s" if info.time_budget_s else ""
@@ -188,6 +192,21 @@ def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str
     return lines
 
 
+def _calibration(folder: ResultsFolder, choices: list[Choice]) -> list[str]:
+    """What the predicted speeds rest on: the calibration the sweep kept, and the default's measured step."""
+    path = folder.path / FOLDER_FILE
+    steps = sorted({p.default_step_seconds for c in choices for p in c.predictions.values()
+                    if p.default_step_seconds})
+    if not path.exists() or not steps:
+        return []
+    cal = read_calibration(path)
+    step = ", ".join(f"{v * 1e3:.3g} ms" for v in steps)
+    return [f"- Predicted slowdown: each setting's driver calls per steady step, counted by its replay, priced by "
+            f"the calibration in {FOLDER_FILE} ({cal.gpu}, driver {cal.driver or 'unknown'}, torch {cal.torch}, "
+            f"measured {cal.measured_at}), against the default's measured step ({step}): a prediction, not a "
+            f"measurement."]
+
+
 def _code(text: str) -> str:
     """`text` as Markdown inline code, whatever backticks it holds: fenced by a longer run of them."""
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
@@ -222,7 +241,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Command: {_code(info.command or '(not recorded)')}",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
-              *_time_and_window(info, settings),
+              *_time_and_window(info, settings), *_calibration(folder, choices),
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}"]
     if something_to_export(choices):

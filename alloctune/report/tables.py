@@ -168,14 +168,14 @@ def driver_caption(steps: int | None) -> str:
 
 
 def driver_cells(work: DriverWork | None) -> list[str]:
-    return ["-", "-"] if work is None else [_count(work.calls), _count(work.syncs)]
+    return ["-", "-"] if work is None else [driver_count(work.calls), driver_count(work.syncs)]
 
 
-def _count(value: float) -> str:
+def driver_count(value: float) -> str:
     return "0" if value == 0 else f"{value:.2f}" if value < 10 else f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
 def driver_phrase(work: DriverWork) -> str:
     """The driver work predicted for one replayed trial, in a line of progress."""
     per = "over the run" if work.whole_run else "a step"
-    return f"predicted {_count(work.calls)} driver calls, {_count(work.syncs)} syncs {per}"
+    return f"predicted {driver_count(work.calls)} driver calls, {driver_count(work.syncs)} syncs {per}"

@@ -20,6 +20,8 @@ from ..results.folder import SWEEP_FILE, Skipped
 from ..results.records import ThroughputSource
 from ..units import figure, format_bytes, format_number, plural
 from ..settings.conf import conf_label
+from .predicted import (async_measured, async_not_needed, confirmation, not_negligible, predicted_too_slow,
+                        unpredicted)
 from .problems import known_problem
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -314,6 +316,10 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
                                    "the default and the setting): no slowdown could be detected"),
     Code.PRECISION_REACHED: _precision, Code.PRECISION_SHORT: _precision,
     Code.WHOLE_CARD: _whole_card,
+    Code.PREDICTED_TOO_SLOW: lambda f, _: predicted_too_slow(f), Code.NOT_NEGLIGIBLE: lambda f, _: not_negligible(f),
+    Code.UNPREDICTED: lambda f, _: unpredicted(f), Code.ASYNC_NOT_NEEDED: lambda f, _: async_not_needed(f),
+    Code.ASYNC_MEASURED: lambda f, _: async_measured(f),
+    Code.CONFIRMED: lambda f, _: confirmation(f, True), Code.DISAGREES: lambda f, _: confirmation(f, False),
 }
 
 

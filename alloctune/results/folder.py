@@ -63,6 +63,9 @@ class SweepInfo:
     envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
     repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
     auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
+    # --repeats confirm, a hybrid sweep's default: speed predicted by replay and confirmed by one paired GPU run,
+    # rounds (as auto_repeats, which it also sets) only where the prediction cannot answer (decide/confirm.py)
+    confirm: bool = False
     time_budget_s: float | None = None
     budget_bytes: Budget | None = None
     budget_fraction: float | None = None
@@ -196,6 +199,9 @@ class ChoiceRecord:
     complete: bool = True             # False: the sweep stopped before its end, or recorded fewer trials than planned
     trials_recorded: Count = 0
     trials_planned: Count | None = None
+    # Each replayed setting's speed predicted from its driver work, by conf (decide/speed.SpeedPrediction): a
+    # prediction, never a measurement; empty without a calibration.
+    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", Backend(self.backend))

@@ -6,6 +6,8 @@
     resume.py   the results folder: the one given, the same sweep's (resumed), or a new one; locked
     execute.py  the trials run and appended to the trials file; rounds for `repeats` 'auto'
     hybrid.py   planning by replay: recording the trace, searching, the finalists measured on the GPU
+    confirm.py  `repeats` 'confirm' (a hybrid's default): calibration, predictions, the plan, one confirmation
+                pair, rounds only where asked
     sweep.py    `sweep()`, the top-level flow; `analyze()`, deciding again from a folder
     fitting.py  `alloctune fit` answered from traces at several values of a parameter (no GPU)
     fitrun.py   ... its recordings at each value and its confirmations, on the GPU

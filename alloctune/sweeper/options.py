@@ -20,6 +20,9 @@ from ..workload.command import CommandSpec, is_python, target_python
 from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
 
 AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
+# `repeats`, the default: a hybrid sweep predicts each setting's speed by replay and confirms the winner in one pair,
+# with rounds only where the prediction cannot answer (decide/confirm.py); a sweep that replays nothing: 'auto'
+CONFIRM_REPEATS = "confirm"
 HYBRID_FINALISTS = 3    # `finalists`: the best simulated settings a hybrid sweep measures beside the default
 
 
@@ -40,7 +43,7 @@ class SweepOptions:
 
     preset: str | None = None               # the workload's preset (default: the file's default_preset)
     grid: Sequence | None = None            # grid entries to sweep instead of the workload's grid or the default
-    repeats: int | str = AUTO_REPEATS       # trials per setting, or 'auto'
+    repeats: int | str = CONFIRM_REPEATS    # trials per setting, 'auto' or 'confirm'
     max_repeats: int = DEFAULT_MAX_REPEATS  # with 'auto': the most rounds
     time_budget_s: float | None = None      # with 'auto': start no round that would end after this much measuring
     gpus: Sequence[int] | None = None       # this machine's GPUs (default: 0)
@@ -77,7 +80,12 @@ class SweepOptions:
 
     @property
     def auto(self) -> bool:
-        return self.repeats == AUTO_REPEATS
+        """Rounds where an answer needs them: 'auto', and 'confirm' (which runs as 'auto' where nothing replays)."""
+        return self.repeats in (AUTO_REPEATS, CONFIRM_REPEATS)
+
+    @property
+    def confirm(self) -> bool:
+        return self.repeats == CONFIRM_REPEATS
 
     @property
     def rounds(self) -> int:
@@ -119,7 +127,8 @@ class SweepOptions:
 
     def _check_rounds(self) -> None:
         if not self.auto and not (_whole(self.repeats) and 1 <= int(self.repeats) <= MAX_REPEATS):
-            raise OptionError("repeats", "{repeats} must be 'auto' or a whole number from 1 to {most}, got {got!r}",
+            raise OptionError("repeats", "{repeats} must be 'confirm', 'auto' or a whole number from 1 to {most}, "
+                              "got {got!r}",
                               most=MAX_REPEATS, got=self.repeats)
         if self.auto:
             _at_least("max_repeats", self.max_repeats, MIN_ROUNDS, MAX_REPEATS)

@@ -78,6 +78,7 @@ def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepIn
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in plan.confs], skipped=plan.skipped, envs={p.env_id: p.to_json() for p in plan.probes},
         repeats=options.rounds if measured else 1, auto_repeats=options.auto and measured,
+        confirm=options.confirm and plan.backend == Backend.HYBRID,
         time_budget_s=options.time_budget_s if options.auto else None, budget_bytes=budget_bytes,
         budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown,
         check_growth=options.check_growth, trace=trace,

@@ -76,7 +76,7 @@ def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
 
 def _identity(info: SweepInfo) -> tuple:
     """What makes two sweeps the same sweep (so the second resumes the first)."""
-    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.budget_bytes, info.budget_fraction,
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.confirm, info.budget_bytes, info.budget_fraction,
             info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists,
             info.check_growth)
 

@@ -31,6 +31,7 @@ from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
+from .confirm import folder_calibration, run_confirmed
 from .hybrid import finalists, record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions, from_arguments
 from .plan import Plan, make_plan, sweep_info
@@ -83,7 +84,7 @@ def analyze(folder: ResultsFolder | str | os.PathLike,
         check_max_slowdown(max_slowdown)
     with folder.together():  # not while a sweep writes the folder; its files change together or not at all
         info = folder.info()
-        decision = decide(info, folder.trials(), max_slowdown)
+        decision = decide(info, folder.trials(), max_slowdown, folder_calibration(folder))
         write_folder(folder, info, decision)
     return decision.settings, decision.choices
 
@@ -101,29 +102,47 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
         callbacks.progress(record, done, total)
 
     if plan.backend != Backend.SIM and not tally.done:
-        tally.expect(first_estimate(plan, options, command=spec.command is not None))
+        tally.expect(first_estimate(plan, options, command=spec.command is not None,
+                                    named=bool(_named(spec, options, plan))))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
         traces = record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress))
     if traces:
         planned = _replay(folder, spec, options, plan, traces, callbacks)
+    if plan.backend == Backend.HYBRID and options.confirm:
+        probe_of = {p.env_id: p for p in plan.probes}
+        run_confirmed(folder, plan, options, planned,
+                      lambda env_id, conf, r: _measured(spec, options, conf, r, probe_of[env_id]),
+                      _named(spec, options, plan), replace(callbacks, progress=progress), tally)
+        return
     if plan.backend == Backend.HYBRID:
         planned = finalists(folder.trials(), planned, options.max_slowdown, options.finalists)
     if plan.backend in (Backend.CUDA, Backend.HYBRID):
         _measure(folder, spec, options, plan, planned, replace(callbacks, progress=progress), tally)
 
 
-def first_estimate(plan: Plan, options: SweepOptions, command: bool) -> int:
+def _named(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> list[str]:
+    """The settings the user named (--conf, --grid, the workload's grid:), as the grid holds them."""
+    return [str(c) for c in plan.confs] if options.grid or spec.grid else []
+
+
+def first_estimate(plan: Plan, options: SweepOptions, command: bool, named: bool = False) -> int:
     """About how many GPU trials the sweep runs, before any has: with fixed repeats, what it plans (a hybrid's
     finalists, as many as asked, and a backend switch where the grid has one); with 'auto', the rounds' own
     estimate (`rounds.trials_to_come`) when no setting's memory is known yet (cuda), or, for a hybrid before its
-    replay, for one leader whose memory the replay gives and each backend switch; plus each first default run and
-    a command's recording trial (an extra one)."""
+    replay, for one leader whose memory the replay gives and each backend switch; with 'confirm' (a hybrid's), the
+    confirmation pair and, for a backend switch the user `named`, its rounds; plus each first default run and a
+    command's recording trial (an extra one)."""
     hybrid = plan.backend == Backend.HYBRID
     total = 1 if hybrid and plan.recording and command else 0
     for confs in plan.planned.values():
         switches = [c for c in confs if c.is_async]
         natives = [c for c in confs if not c.is_default and not c.is_async]
+        if hybrid and options.confirm:   # a workload's recording trial is the default's first run
+            rows = [Standing(str(c), Contention.NOT_MEASURED) for c in switches] if named else []
+            total += (not (plan.recording and not command)) + bool(natives or options.search is not None) \
+                + (trials_to_come(rows, options.max_slowdown, options.rounds) if rows else 0)
+            continue
         if not options.auto:
             total += (1 + (min(options.finalists, len(natives)) if hybrid else len(natives)) + len(switches)) \
                 * options.rounds

@@ -3,6 +3,7 @@ code), said from the reasons' figures alone, also once they have been through ch
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from alloctune.decide.summary import MemoryMeasure, summarize_settings
 from alloctune.report.words import reason_lines, runner_up_lines, sentence
 from alloctune.results.folder import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
-from alloctune.units import GiB
+from alloctune.units import GiB, MiB
 
 ES = "expandable_segments:True"
 MS = "max_split_size_mb:128"
@@ -563,6 +564,66 @@ UNMEASURED = [
 ]
 
 
+def planned_reasons() -> list[Reason]:
+    """The speed plan's reasons (decide/confirm.py) for replays with known driver work, priced by the committed H200
+    calibration against a default measured at 20 ms a step: expandable segments maps 10 pages a step (predicted too
+    slow), roundup one cudaMalloc (not negligible), max_split_size_mb:128's trace has no steady step, 512 none;
+    then the backend switch not named and named, and a confirmation pair of 0.99x and of 0.70x."""
+    from dataclasses import replace
+
+    from alloctune.decide.confirm import confirmation, plan_speed
+    from alloctune.decide.speed import predictions
+    from alloctune.results.calibration import read_calibration
+    from alloctune.results.records import DriverWork
+
+    def replayed(conf, reserved, **work):
+        r = rec(conf, reserved=reserved, backend="sim")
+        return replace(r, env_id="sim:torch-2.11.0",
+                       measurement=replace(r.measurement, driver_work=DriverWork(**{"steps": 50, **work})))
+
+    timed = replace(rec(""), measurement=Measurement(peak_reserved_bytes=40 * GiB, peak_allocated_bytes=10 * GiB,
+                                                     throughput=50.0, measured_seconds=0.2, measured_steps=10))
+    records = [timed, replayed("", 40), replayed(ES, 27, maps=10, map_bytes=200 * MiB),
+               replayed(RP, 30, device_allocs=1, device_alloc_bytes=20 * MiB), replayed(MS, 32, steps=0, whole_run=True),
+               replayed("max_split_size_mb:512", 35)]
+    h200 = read_calibration(Path(__file__).parents[1] / "fixtures" / "calibration" / "h200-torch2.11.json")
+    predicted = predictions(records, h200)["torch-2.11.0"]
+    replays = summarize_settings([r for r in records if r.backend == "sim"])
+    plain = plan_speed(replays, predicted, [ASYNC], 0.02)
+    assert plain.winner == "max_split_size_mb:512"
+    named = plan_speed(replays, predicted, [ASYNC], 0.02, named=[ASYNC])
+    return [why for _, why in plain.rounds + plain.skipped + named.rounds[-1:]] + [
+        confirmation(pair, predicted[RP]) for pair in ((100.0, 99.0), (100.0, 70.0))]
+
+
+PLANNED = [
+    "predicted 0.3% slower than the default, within the 2% allowance, from its 1.00 driver calls and 0 syncs per "
+    "steady step (the default: 0 and 0, over 50 steps): too much driver work for the prediction alone to answer",
+    "its speed was not predicted: the trace marks no steady step to count its driver calls over",
+    "not measured: predicted 7.4% slower than the default, beyond the 2% allowance, from its 10.0 driver calls and 0 "
+    "syncs per steady step (the default: 0 and 0, over 50 steps); the prediction prices the driver calls alone (a "
+    "synchronisation also waits for queued work), so it errs on the fast side; --repeats auto measures it",
+    "not measured: the simulator cannot replay it, and the native setting the replay prefers, "
+    "expandable_segments:True, already fits the card (no budget was set) at 27.00 GiB peak reserved; name it with "
+    "--conf (or use --repeats auto) to measure it",
+    "you named it, and the simulator cannot replay it",
+    "one confirmation pair (the default, then this setting): throughput 0.990x the default's, predicted 0.997x from "
+    "1.00 driver calls and 0 syncs per steady step: consistent with the prediction. One pair tells a difference from "
+    "noise only beyond about ±17% (two processes at ±6% each); only rounds (--repeats auto) can say there is no "
+    "significant difference",
+    "one confirmation pair (the default, then this setting): throughput 0.700x the default's, predicted 0.997x from "
+    "1.00 driver calls and 0 syncs per steady step: disagrees with the prediction, slower by more than the about "
+    "±17% one pair can tell from noise (two processes at ±6% each)",
+]
+
+
+def test_the_speed_plan_sentences():
+    reasons = planned_reasons()
+    assert [r.code for r in reasons] == [Code.NOT_NEGLIGIBLE, Code.UNPREDICTED, Code.PREDICTED_TOO_SLOW,
+                                         Code.ASYNC_NOT_NEEDED, Code.ASYNC_MEASURED, Code.CONFIRMED, Code.DISAGREES]
+    assert [sentence(r) for r in reasons] == PLANNED and [sentence(read_back(r)) for r in reasons] == PLANNED
+
+
 def decided(name):
     records, max_slowdown = SCENARIOS[name]
     [choice] = choose(summarize_settings(records, max_slowdown))
@@ -583,7 +644,7 @@ def test_the_scenarios_reach_every_reason_code():
         choice = decided(name)
         used |= {r.code for r in choice.reasons} | {why.code for _, why in choice.runners_up}
     used |= {precision_of(*args[:3], auto=args[3], max_repeats=args[4]).code for args, _ in PRECISION}
-    used |= {reason.code for reason, _ in UNMEASURED}
+    used |= {reason.code for reason, _ in UNMEASURED} | {reason.code for reason in planned_reasons()}
     assert used == set(Code)
 
 

@@ -24,8 +24,8 @@ VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
 
 
 @pytest.mark.parametrize("given, field, message", [
-    (dict(repeats=0), "repeats", "repeats must be 'auto' or a whole number from 1 to 1000, got 0"),
-    (dict(repeats="5"), "repeats", "repeats must be 'auto' or a whole number from 1 to 1000, got '5'"),
+    (dict(repeats=0), "repeats", "repeats must be 'confirm', 'auto' or a whole number from 1 to 1000, got 0"),
+    (dict(repeats="5"), "repeats", "repeats must be 'confirm', 'auto' or a whole number from 1 to 1000, got '5'"),
     (dict(max_repeats=1), "max_repeats", "max_repeats must be a whole number from 3 to 1000, got 1"),
     (dict(time_budget_s=0), "time_budget_s", "time_budget_s must be positive, got 0"),
     (dict(max_slowdown=1.0), "max_slowdown", "max_slowdown must be a fraction in [0, 1) such as 0.02, got 1.0"),

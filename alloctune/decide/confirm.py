@@ -1,0 +1,126 @@
+"""A hybrid sweep's speed plan (`--repeats confirm`, the default): from the replay's memory and each setting's
+predicted speed (`speed.py`), the setting one paired GPU run confirms, those that need throughput rounds and those
+not measured at all, each with its reason; and what the confirmation pair says against the prediction. Pure, no
+words (`report/words.py` says the reasons).
+
+The rules, over the native settings that fit in the replay, in the preference's order (`order.by_preference`: the
+lowest memory first, ties to fewer keys), up to the first that is confirmed:
+
+- a setting with no prediction (no calibration, no measured step of the default, no steady step in the trace) is
+  measured in rounds (UNPREDICTED): nothing says it is as fast as the default;
+- one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW): the
+  prediction prices the driver calls alone, and a synchronisation also waits for queued work, so a prediction errs
+  on the fast side (`speed.py`);
+- one predicted within the allowance whose driver work is not negligible is measured in rounds (NOT_NEGLIGIBLE):
+  the prediction's error could change the answer;
+- the first whose driver work is negligible, or the default, is the winner: one pair (the default, then it)
+  confirms it, and every setting after it loses to it on memory or on a tie (LOSES_ON_MEMORY, LOSES_TIE);
+- cudaMallocAsync, which the simulator cannot replay, is measured in rounds when the user named it or when no
+  native setting fits in the replay (ASYNC_MEASURED), else not (ASYNC_NOT_NEEDED): its memory can at best spare
+  what the budget (or the card) does not need.
+
+The confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
+noise allows (`parameters.PAIR_DETECTABLE`: two processes at `PROCESS_NOISE` each), when it DISAGREES; a
+confirmation that found the winner slower than predicted beyond that noise sends it to rounds (`needs_rounds`),
+as the answer may then change. One pair says "consistent with the prediction" or "disagrees", never "no
+significant difference": only rounds test that.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Collection, Mapping
+
+from ..settings.conf import AllocConf
+from .choice import Choice, tie_break
+from .order import by_preference, lower_beyond_tie
+from .parameters import DEFAULT_TIE, PAIR_DETECTABLE, PROCESS_NOISE
+from .reasons import AgainstWinner, Code, Reason, Unmeasured
+from .speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
+from .summary import SettingResult
+
+
+@dataclass(frozen=True)
+class SpeedPlan:
+    """What the GPU runs for one environment after the replay."""
+
+    winner: str | None                        # confirmed by one pair ('' = the default); None: no native fits
+    rounds: tuple[tuple[str, Reason], ...]    # measured in rounds (with the default), each with why
+    skipped: tuple[tuple[str, Reason], ...]   # not measured, each with why
+
+
+def plan_speed(replayed: list[SettingResult], predicted: Mapping[str, SpeedPrediction], switches: Collection[str],
+               max_slowdown: float, tie: float = DEFAULT_TIE, named: Collection[str] = ()) -> SpeedPlan:
+    """The plan for one environment: `replayed` its replays (one budget), `predicted` each one's prediction,
+    `switches` the backend switches planned (not replayed), `named` the settings the user named."""
+    rounds: list[tuple[str, Reason]] = []
+    skipped: list[tuple[str, Reason]] = []
+    fitting = [s for s in by_preference((s for s in replayed if not s.switches_backend), tie) if s.fits]
+    winner: SettingResult | None = None
+    for s in fitting:
+        if winner is not None:   # the default, the baseline, runs whatever else does
+            skipped += [] if s.is_default else [(s.conf, _loses(s, winner, tie))]
+            continue
+        p = predicted.get(s.conf)
+        if s.is_default or (p is not None and p.negligible and _within(p, max_slowdown)):
+            winner = s
+        elif p is None or p.predicted_slowdown is None:
+            rounds.append((s.conf, Reason(Code.UNPREDICTED, Unpredictable(
+                p.unpredicted if p is not None and p.unpredicted else Unpredicted.NO_DRIVER_WORK))))
+        elif not _within(p, max_slowdown):
+            skipped.append((s.conf, Reason(Code.PREDICTED_TOO_SLOW, PredictedSpeed.of(p, max_slowdown))))
+        else:
+            rounds.append((s.conf, Reason(Code.NOT_NEGLIGIBLE, PredictedSpeed.of(p, max_slowdown))))
+    first = fitting[0] if fitting else None
+    budget = replayed[0].budget_bytes if replayed else None
+    for conf in switches:
+        plan = AsyncPlan(first.conf if first else None, first.peak_reserved_bytes if first else None, budget,
+                         AllocConf.parse(conf) in {AllocConf.parse(c) for c in named})
+        (rounds if plan.named or first is None else skipped).append(
+            (conf, Reason(Code.ASYNC_MEASURED if plan.named or first is None else Code.ASYNC_NOT_NEEDED, plan)))
+    return SpeedPlan(winner.conf if winner is not None else None, tuple(rounds), tuple(skipped))
+
+
+def _within(p: SpeedPrediction, max_slowdown: float) -> bool:
+    return p.predicted_slowdown is not None and p.predicted_slowdown <= max_slowdown
+
+
+def _loses(s: SettingResult, winner: SettingResult, tie: float) -> Reason:
+    """Why `s`, after the winner in the preference's order, is not measured: more memory beyond the tie, or a tie
+    it loses."""
+    measure, mine, theirs = s.compared_with(winner)
+    if lower_beyond_tie(winner, s, tie):
+        return Reason(Code.LOSES_ON_MEMORY, Unmeasured(measure, mine, winner.conf, theirs, tie, predicted=True))
+    return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, theirs, None, tie_break(winner, s)))
+
+
+def confirmation(pair: tuple[float, float], p: SpeedPrediction) -> Reason | None:
+    """The confirmation pair (the default's throughput, the winner's) against the winner's prediction; None where
+    it has none."""
+    if p.predicted_slowdown is None or pair[0] <= 0:
+        return None
+    measured, predicted = pair[1] / pair[0], 1 / (1 + p.predicted_slowdown)
+    off = abs(math.log(measured / predicted)) > math.log1p(PAIR_DETECTABLE)
+    return Reason(Code.DISAGREES if off else Code.CONFIRMED,
+                  Confirmation(measured, predicted, p.work.calls, p.work.syncs, PROCESS_NOISE, PAIR_DETECTABLE))
+
+
+def needs_rounds(reason: Reason | None) -> bool:
+    """The confirmation found the winner slower than predicted beyond one pair's noise: its answer may change."""
+    f = reason.figures if reason is not None else None
+    return isinstance(f, Confirmation) and reason is not None and reason.code is Code.DISAGREES \
+        and f.measured_ratio < f.predicted_ratio
+
+
+def confirmed(choice: Choice, predicted: Mapping[str, SpeedPrediction]) -> Choice:
+    """A measured choice whose winner rests on one confirmation pair: its throughput reason is the confirmation
+    against the prediction (one pair has no interval, so no precision either); any other choice as it is."""
+    best = choice.best
+    p = predicted.get(best.conf) if best is not None else None
+    if best is None or best.is_default or choice.simulated or len(best.pairs) != 1 or p is None:
+        return choice
+    said = confirmation(best.pairs[0], p)
+    if said is None:
+        return choice
+    reasons = tuple(said if r.code is Code.THROUGHPUT_UNTESTED else r for r in choice.reasons)
+    return replace(choice, reasons=reasons, precision=None)

@@ -1,0 +1,109 @@
+"""A setting's predicted speed in words (decide/speed.py, decide/confirm.py): its table cells, always labelled as
+predicted, and the sentences `words.py` gives for the speed plan's reasons (not measured, measured in rounds, the
+confirmation pair against the prediction)."""
+from __future__ import annotations
+
+from ..decide.choice import Choice
+from ..decide.reasons import Code
+from ..decide.speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
+from ..settings.conf import conf_label
+from ..units import format_bytes
+from .tables import driver_count
+
+PREDICTED_HEADER = "predicted\nslowdown"
+PREDICTED_LEGEND = ("predicted slowdown = the step time the replay's driver calls per steady step predict, priced by "
+                    "this GPU's calibration, against the default's measured step (a prediction, not a measurement); "
+                    "? = not predicted")
+
+
+PAIR_MARK = "1 pair"
+
+
+def pair_legend(detectable: float) -> str:
+    return (f"{PAIR_MARK} = measured in one confirmation pair (the default, then the setting): only a difference "
+            f"beyond about ±{detectable:.0%} stands out of its noise; whether it agrees with the prediction is said "
+            f"below")
+
+
+def confirmed_pair(choice: Choice) -> Confirmation | None:
+    """The confirmation pair the choice's winner rests on, if it rests on one (decide/confirm.confirmed)."""
+    return next((r.figures for r in choice.reasons if r.code in (Code.CONFIRMED, Code.DISAGREES)
+                 and isinstance(r.figures, Confirmation)), None)
+
+
+def pair_cell(f: Confirmation) -> str:
+    """The 'vs default' cell of a winner measured in one pair."""
+    return f"{f.measured_ratio:.2f}x ±{f.detectable:.0%} {PAIR_MARK}"
+
+
+def predicted_cell(p: SpeedPrediction | None) -> str:
+    """'+0.4%' (predicted), '?' (no prediction: `unpredicted` says why), '-' (none made)."""
+    if p is None:
+        return "-"
+    return "?" if p.predicted_slowdown is None else f"{p.predicted_slowdown:+.1%}"
+
+
+def calls_cell(p: SpeedPrediction | None) -> str:
+    """The driver calls per steady step the prediction rests on."""
+    return "-" if p is None else driver_count(p.work.calls)
+
+
+def _counts(f: PredictedSpeed) -> str:
+    return (f"{driver_count(f.calls)} driver calls and {driver_count(f.syncs)} syncs per steady step (the default: "
+            f"{driver_count(f.default_calls)} and {driver_count(f.default_syncs)}, over {f.steps} steps)")
+
+
+def _slower(slowdown: float) -> str:
+    return f"{slowdown:.1%} slower than" if slowdown > 0 else f"{-slowdown:.1%} faster than" if slowdown else "as fast as"
+
+
+def predicted_too_slow(f: PredictedSpeed) -> str:
+    return (f"not measured: predicted {_slower(f.slowdown)} the default, beyond the {f.max_slowdown:.0%} allowance, "
+            f"from its {_counts(f)}; the prediction prices the driver calls alone (a synchronisation also waits for "
+            f"queued work), so it errs on the fast side; --repeats auto measures it")
+
+
+def not_negligible(f: PredictedSpeed) -> str:
+    return (f"predicted {_slower(f.slowdown)} the default, within the {f.max_slowdown:.0%} allowance, from its "
+            f"{_counts(f)}: too much driver work for the prediction alone to answer")
+
+
+_UNPREDICTED = {
+    Unpredicted.NO_CALIBRATION: "no driver-call costs were measured for this GPU",
+    Unpredicted.NO_STEP_TIME: "the default's time per step was not measured",
+    Unpredicted.NO_STEADY_STEPS: "the trace marks no steady step to count its driver calls over",
+    Unpredicted.NO_DRIVER_WORK: "its replay counted no driver work",
+}
+
+
+def unpredicted(f: Unpredictable) -> str:
+    return f"its speed was not predicted: {_UNPREDICTED[f.why]}"
+
+
+def _fits(f: AsyncPlan) -> str:
+    return f"the {format_bytes(f.budget_bytes)} budget" if f.budget_bytes else "the card (no budget was set)"
+
+
+def async_not_needed(f: AsyncPlan) -> str:
+    assert f.winner is not None and f.winner_bytes is not None
+    return (f"not measured: the simulator cannot replay it, and the native setting the replay prefers, "
+            f"{conf_label(f.winner)}, already fits {_fits(f)} at {format_bytes(f.winner_bytes)} peak reserved; name "
+            f"it with --conf (or use --repeats auto) to measure it")
+
+
+def async_measured(f: AsyncPlan) -> str:
+    why = "you named it" if f.named else f"no native setting fits {_fits(f)} in the replay"
+    return f"{why}, and the simulator cannot replay it"
+
+
+def confirmation(f: Confirmation, agrees: bool) -> str:
+    head = (f"one confirmation pair (the default, then this setting): throughput {f.measured_ratio:.3f}x the "
+            f"default's, predicted {f.predicted_ratio:.3f}x from {driver_count(f.calls)} driver calls and "
+            f"{driver_count(f.syncs)} syncs per steady step")
+    if agrees:
+        return (f"{head}: consistent with the prediction. One pair tells a difference from noise only beyond about "
+                f"±{f.detectable:.0%} (two processes at ±{f.noise:.0%} each); only rounds (--repeats auto) can say "
+                f"there is no significant difference")
+    way = "slower" if f.measured_ratio < f.predicted_ratio else "faster"
+    return (f"{head}: disagrees with the prediction, {way} by more than the about ±{f.detectable:.0%} one pair "
+            f"can tell from noise (two processes at ±{f.noise:.0%} each)")

@@ -1,0 +1,126 @@
+"""A hybrid sweep's trials after the replay, with `--repeats confirm` (the default): the GPU's driver-call costs
+(`calibrate`: the folder's calibration.json, else the per-user store, else measured, in seconds), each replayed
+setting's predicted speed, the plan (decide/confirm.py), one confirmation pair per environment (the default, then
+the winner), and throughput rounds (execute.run_rounds) only for what the plan or the confirmation sends there.
+
+A resumed sweep reads the calibration and its trials back: its predictions and its plan are the same, so it runs
+only what it lacks. With no recording trial (`--trace`), the default's first trial runs before the plan, as the
+predictions need its time per step."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Collection
+
+from ..decide.reasons import Reason
+from ..decide.confirm import SpeedPlan, confirmation, needs_rounds, plan_speed
+from ..decide.rounds import Contention, Standing, trials_to_come
+from ..decide.speed import SpeedPrediction, predictions, step_seconds
+from ..decide.summary import summarize_settings
+from ..errors import AlloctuneError
+from ..report.words import sentence
+from ..results.calibration import FOLDER_FILE, Calibration, read_calibration, write_calibration
+from ..results.folder import ResultsFolder, Skipped
+from ..results.records import Backend, measured_env_id
+from ..settings.conf import AllocConf, conf_label
+from ..trial.calibration import calibration_for
+from ..trial.probe import ProbeResult
+from ..trial.task import TrialTask
+from .execute import Tally, execute, run_rounds
+from .executors import Executor
+from .options import SweepCallbacks, SweepOptions
+from .plan import Plan
+
+TaskFn = Callable[[str, AllocConf, int], TrialTask]
+
+
+def folder_calibration(folder: ResultsFolder) -> Calibration | None:
+    """The calibration a sweep in `folder` used (calibration.json), if it kept one."""
+    path = folder.path / FOLDER_FILE
+    return read_calibration(path) if path.exists() else None
+
+
+def calibrate(folder: ResultsFolder, runner: Executor, probe: ProbeResult, gpu: int,
+              notice: Callable[[str], None]) -> Calibration | None:
+    """The GPU's calibration for this sweep: its folder's (a resumed sweep), else, where its trials run (`runner`),
+    the per-user store's or one measured now (trial/calibration.py), copied into the folder with its provenance
+    (GPU, driver, torch). None, said, where it cannot be measured: no setting's speed is then predicted, and those
+    that could win get rounds."""
+    if (kept := folder_calibration(folder)) is not None:
+        return kept
+    try:
+        calibration = runner.call(calibration_for, probe, gpu)
+    except AlloctuneError as exc:
+        notice(f"no driver-call costs for this GPU ({exc}): speed is not predicted, and the settings that could "
+               f"win are measured in rounds")
+        return None
+    write_calibration(folder.path / FOLDER_FILE, calibration)
+    return calibration
+
+
+def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, planned: dict[str, list[AllocConf]],
+                  task: TaskFn, named: Collection[str], callbacks: SweepCallbacks, tally: Tally) -> None:
+    """Predict, plan, confirm, and run rounds where asked (see the module). `planned`: the settings replayed and the
+    backend switches, per environment; `named`: the settings the user named (a backend switch is then measured)."""
+    default, envs, slots = AllocConf(), sorted(planned), len(options.gpus or (0,))
+    with plan.runner:
+        if any(step_seconds(folder.trials(), env) is None for env in envs):
+            execute(folder, plan.runner, [_confirming(task(env, default, 0)) for env in envs], callbacks.progress)
+        calibration = calibrate(folder, plan.runner, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
+        records = folder.trials()
+        predicted = predictions(records, calibration)
+        replayed = summarize_settings([r for r in records if r.backend == Backend.SIM], options.max_slowdown)
+        plans = {env: plan_speed([s for s in replayed if measured_env_id(s.env_id) == env], predicted.get(env, {}),
+                                 [str(c) for c in planned[env] if c.is_async], options.max_slowdown, named=named)
+                 for env in envs}
+        _record_skips(folder, plans)
+        pair = [_confirming(task(env, AllocConf.parse(conf), 0)) for env in envs
+                for conf in dict.fromkeys(["", plans[env].winner or ""])]
+        rounds = {env: [conf for conf, _ in p.rounds] for env, p in plans.items()}
+        finished = folder.store.finished_keys()
+        tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))
+        execute(folder, plan.runner, pair, callbacks.progress, phase=callbacks.phase, what="confirming the winner")
+        for env, p in plans.items():
+            for conf, why in p.rounds:
+                callbacks.notice(f"{conf_label(conf)}: measured in rounds: {sentence(why)}")
+            said = _confirmation(folder, env, p.winner, predicted.get(env, {})) if p.winner else None
+            if said is not None and needs_rounds(said):
+                callbacks.notice(f"{conf_label(p.winner or '')}: {sentence(said)}; measuring it in rounds")
+                rounds[env].append(p.winner or "")
+        asked = {env: [default, *map(AllocConf.parse, confs)] for env, confs in rounds.items() if confs}
+        if asked:
+            callbacks.phase("running trials in rounds", None)
+            run_rounds(folder, plan.runner, asked, task, options.rounds, options.time_budget_s, options.max_slowdown,
+                       slots, callbacks.progress, callbacks.notice, tally)
+
+
+def _confirming(task: TrialTask) -> TrialTask:
+    """A confirmation trial: a command's may stop once warm-up and enough steady steps were timed."""
+    return replace(task, early_stop=True) if task.workload.get("command") else task
+
+
+def _confirmation(folder: ResultsFolder, env: str, winner: str,
+                  predicted: dict[str, SpeedPrediction]) -> Reason | None:
+    """The winner's confirmation pair against its prediction (None: no pair, or no prediction)."""
+    gpu = [r for r in folder.trials() if r.backend == Backend.CUDA and r.env_id == env]
+    s = next((s for s in summarize_settings(gpu) if s.conf == winner), None)
+    p = predicted.get(winner)
+    return confirmation(s.pairs[0], p) if s is not None and s.pairs and p is not None else None
+
+
+def _to_come(rounds: dict[str, list[str]], options: SweepOptions) -> int:
+    """About how many trials the rounds the plan asks for run (`rounds.trials_to_come`): a native setting's memory
+    is the replay's, a backend switch's is not known."""
+    rows = [Standing(conf, Contention.NOT_MEASURED, memory_known=not AllocConf.parse(conf).is_async)
+            for confs in rounds.values() for conf in confs]
+    return trials_to_come(rows, options.max_slowdown, options.rounds) if rows else 0
+
+
+def _record_skips(folder: ResultsFolder, plans: dict[str, SpeedPlan]) -> None:
+    """Record in sweep.json why the plan left settings unmeasured (once: a resumed sweep finds them there)."""
+    info = folder.info()
+    listed = {(s.env_id, s.conf) for s in info.skipped}
+    new = [Skipped(conf, env_id=env, why=why.record()) for env, p in plans.items() for conf, why in p.skipped
+           if (env, conf) not in listed]
+    if new:
+        info.skipped.extend(new)
+        folder.write_info(info)
