@@ -62,9 +62,13 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
                      budget_fraction: float | None = None, record: bool = False,
                      warmup_steps: int = DEFAULT_WARMUP_STEPS, window_steps: int = 0, step_on: str | None = None,
                      growth_steps: int | None = None, early_stop: bool = False) -> dict:
-    """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder):
-    the setting asked for, the budget, recording, the warm-up steps, the --steps window (0: none), what --step-on
-    counts, the steps K at which (and at 2K) the growth check samples memory, and the automatic window."""
+    """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder,
+    ALLOCTUNE_HOOK_OUT): the setting asked for (ALLOCTUNE_HOOK_CONF, checked against the one in force), the budget
+    (ALLOCTUNE_HOOK_BUDGET_BYTES or _FRACTION), recording (ALLOCTUNE_HOOK_RECORD=1), the warm-up steps
+    (ALLOCTUNE_HOOK_WARMUP_STEPS), the --steps window (ALLOCTUNE_HOOK_WINDOW_STEPS; 0: none), what --step-on counts
+    (ALLOCTUNE_HOOK_STEP_ON), the steps K at which (and at 2K) the growth check samples memory
+    (ALLOCTUNE_HOOK_GROWTH_STEPS) and the automatic window of a confirmation (ALLOCTUNE_HOOK_EARLY_STOP=1:
+    `runtime/stopping.py`)."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     env["ALLOCTUNE_HOOK_CONF"] = conf

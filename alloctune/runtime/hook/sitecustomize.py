@@ -19,9 +19,9 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
   (`alloctune/runtime/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
   used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
   window readings, growth samples, features and an uncaught OOM's message; when recording, also
-  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else), with the CUDA graph captures
-  the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load). A process that never
-  initialised CUDA has no device figures in it.
+  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else), with the CUDA graph
+  captures the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load).
+  A process that never initialised CUDA has no device figures in it.
 
 Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
 nothing it does inside the program's calls (an optimizer step, a counted call) raises into them. It runs as the
@@ -30,12 +30,7 @@ standard library only; alloctune's own modules (standard library only, no torch 
 name inside the functions that need them (the command's PYTHONPATH has the package too): the import watch and
 feature watch at start-up, the rest when torch loads, at the first step or at exit.
 
-Environment (set by `alloctune.trial.command.hook_environment`): ALLOCTUNE_HOOK_OUT (the folder), ALLOCTUNE_HOOK_CONF
-(the setting asked for, checked against the one in force), ALLOCTUNE_HOOK_BUDGET_BYTES or
-ALLOCTUNE_HOOK_BUDGET_FRACTION (the memory budget), ALLOCTUNE_HOOK_RECORD=1 (record the allocation trace),
-ALLOCTUNE_HOOK_WARMUP_STEPS (steps before the timed window), ALLOCTUNE_HOOK_WINDOW_STEPS (the --steps window),
-ALLOCTUNE_HOOK_STEP_ON (what --step-on counts), ALLOCTUNE_HOOK_GROWTH_STEPS=K (memory samples at steps K and 2K),
-ALLOCTUNE_HOOK_EARLY_STOP=1 (the automatic window of a confirmation trial: `runtime/stopping.py`).
+Environment: the ALLOCTUNE_HOOK_* variables that `alloctune.trial.command.hook_environment` sets (and documents).
 """
 from __future__ import annotations
 
