@@ -28,9 +28,8 @@ nothing it does inside the program's calls (an optimizer step, a counted call) r
 top-level module `sitecustomize`, possibly under another interpreter than alloctune's: at import time it uses the
 standard library only; alloctune's own modules (standard library only, no torch import) are imported by absolute
 name inside the functions that need them (the command's PYTHONPATH has the package too): the import watch and
-feature watch at start-up, the rest when torch loads, at the first step or at exit.
-
-Environment: the ALLOCTUNE_HOOK_* variables that `alloctune.trial.command.hook_environment` sets (and documents).
+feature watch at start-up, the rest when torch loads, at the first step or at exit. Environment: the
+ALLOCTUNE_HOOK_* variables that `alloctune.trial.command.hook_environment` sets (and documents).
 """
 from __future__ import annotations
 
