@@ -71,13 +71,15 @@ def run_step(step: dict, res: Path, out_dir: Path, log: Path) -> str:
         child = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=ROOT, start_new_session=True)
         try:
             code = child.wait(timeout=step["limit_s"])
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as stopped:   # its limit, or the runner's own
             os.killpg(child.pid, signal.SIGINT)
             try:
                 code = child.wait(timeout=GRACE_S)
             except subprocess.TimeoutExpired:
                 os.killpg(child.pid, signal.SIGKILL)
                 code = child.wait()
+            if isinstance(stopped, KeyboardInterrupt):
+                raise
     return f"{step.get('name', argv[0])} rc={code} wall={time.monotonic() - started:.0f}s limit={step['limit_s']}s"
 
 
@@ -108,18 +110,25 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     environment_facts(work)
+    try:
+        run_jobs(jobs, args.jobs, args.out, work, tarball)
+    except KeyboardInterrupt:   # stopped from outside (a time limit): what finished still comes back
+        pack(work, tarball)
+        return 130
+    return 0
+
+
+def run_jobs(jobs: dict[str, dict], names: list[str], out: Path, work: Path, tarball: Path) -> None:
     with open(work / "index.txt", "a") as index:
-        for name in args.jobs:
+        for name in names:
             res = work / name
             res.mkdir(exist_ok=True)
             for i, step in enumerate(jobs[name]["steps"]):
-                line = run_step(step, res, args.out, res / f"{step.get('name', f'step{i}')}.log")
+                line = run_step(step, res, out, res / f"{step.get('name', f'step{i}')}.log")
                 index.write(f"{time.strftime('%H:%M:%S')} {name}: {line}\n")
                 index.flush()
                 print(f"{name}: {line}", flush=True)
                 pack(work, tarball)
-    pack(work, tarball)
-    return 0
 
 
 if __name__ == "__main__":
