@@ -1,4 +1,5 @@
-"""Real results folders for the export and compare tests: ResultsFolder.create + TrialRecords through the store."""
+"""Real results folders for the export and compare tests: sweep.json as a sweep writes it (`new_folder`) + TrialRecords
+through the store."""
 from __future__ import annotations
 
 from alloctune.results.folder import ChoiceRecord, ResultsFolder, Skipped, SweepInfo
@@ -34,13 +35,21 @@ def choice(conf, env_id="torch-2.11.0", backend="cuda", torch="2.11.0+cu130", bu
                         env={"torch": torch, "gpu": GPU}, decision=reason, reasons=(reason,))
 
 
+def new_folder(path, info: SweepInfo) -> ResultsFolder:
+    """A results folder holding `info` only, as a sweep's first step leaves it (`sweeper.resume.open_folder`)."""
+    folder = ResultsFolder(path)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    folder.write_info(info)
+    return folder
+
+
 def make_folder(path, records, choices=None, skipped=(), workload="w", whash="h1", envs=None) -> ResultsFolder:
     """A results folder holding `records`; choice.json only when `choices` is given (a finished sweep)."""
     envs = envs if envs is not None else {r.env_id: {"torch": r.env["torch"], "gpu": GPU} for r in records}
     info = SweepInfo(workload_name=workload, workload_hash=whash, workload={"name": workload},
                      grid=sorted({r.conf for r in records}), skipped=[Skipped(*s) for s in skipped], envs=envs,
                      repeats=3, created_at="2026-01-02T03:04:05Z", command="alloctune sweep w.yaml")
-    folder = ResultsFolder.create(path, info)
+    folder = new_folder(path, info)
     for record in records:
         folder.store.append(record)
     if choices is not None:

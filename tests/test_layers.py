@@ -8,7 +8,8 @@ constants (`__version__`) any module may use.
 
 Layers, lowest first (docs/DESIGN.md draws them): errors, units, files, processes; settings; results and workload;
 runtime (inside the job), then child (the trial child); sim and decide; trial (the parent's side of a trial);
-report; diagnosis and sweeper (neither imports the other); cli; and the root package's API.
+report and diagnosis (siblings: neither imports the other); sweeper (on report, never diagnosis); cli; and the root
+package's API.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "decide": {"errors", "units", "settings", "results"},
     "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "child", "sim"},
     "report": {"errors", "units", "files", "settings", "results", "decide", "sim", "workload"},
-    "diagnosis": {"errors", "units", "files", "settings", "results", "sim", "report"},
+    "diagnosis": {"errors", "units", "files", "settings", "results", "sim"},
     "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim", "decide",
                 "trial", "report"},
     "cli": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",

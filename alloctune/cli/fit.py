@@ -98,7 +98,7 @@ def parse_traces(entries: list[str]) -> dict[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ..report.fits import plot_fit, print_fit
-    from ..results.fits import FIT_PLOT
+    from ..results.folder import PLOT_FILE
 
     if bool(args.trace) == bool(args.command):
         raise AlloctuneError("give your command after '--', or traces recorded at each value with --trace")
@@ -110,14 +110,14 @@ def run(args: argparse.Namespace) -> int:
     fit, folder = _answer(args, param, values)
     if folder is not None:
         fit.write(folder)
-        plot_fit(fit, Path(folder) / FIT_PLOT)
+        plot_fit(fit, Path(folder) / PLOT_FILE)
     if args.json:
         print(json.dumps(fit.to_json(), indent=2))
         return 0
     out = console()
     print_fit(out, fit)
     if folder is not None:
-        out.print(f"Written to {folder}: fit.json, {FIT_PLOT}" + (", the recordings" if args.command else ""))
+        out.print(f"Written to {folder}: fit.json, {PLOT_FILE}" + (", the recordings" if args.command else ""))
     return 0
 
 

@@ -234,7 +234,10 @@ def _print(outcome) -> None:
     from ..report.layout import command, say
     from ..decide.choice import something_to_export
     from ..report.ranked import print_choice
+    from ..report.summary import SUMMARY_FILE
     from ..report.words import skipped_words
+    from ..results.folder import BEST_FILE, PLOT_FILE
+    from ..results.trials import TRIALS_FILE
 
     out = console()
     for skip in outcome.skipped:
@@ -248,7 +251,7 @@ def _print(outcome) -> None:
     folder = outcome.folder.path
     # The folder is one word (never broken); the commands are to copy: quoted for a shell, broken between words only,
     # with '\'; nothing of them read as rich markup (a folder may be named '[bold]').
-    written = [name for name in ("summary.md", "best.env", "plot.png", "trials.jsonl") if (folder / name).exists()]
+    written = [name for name in (SUMMARY_FILE, BEST_FILE, PLOT_FILE, TRIALS_FILE) if (folder / name).exists()]
     out.print()
     say(out, Text(f"Results: {folder}/ ({', '.join(written)})"))
     closing = []

@@ -266,7 +266,7 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float,
     first = members[0].trials[0]
     features = job_features(r for s in members for r in s.trials)
     torch_version = target_torch(first.env)
-    safe = {s.conf: safety(s.conf, s.trials, torch_version, features) for s in members}
+    safe = {s.conf: safety(s.setting, s.trials, torch_version, features) for s in members}
     eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf], horizon) is None]
     best = preferred(eligible, tie)
     runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf], horizon))

@@ -126,7 +126,7 @@ def backend_skip(native: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> S
                  and s.peak_requested_bytes and within(s.peak_reserved_bytes, s.peak_requested_bytes, tie)), None)
 
 
-def standings(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
+def standings(group: list[SettingResult], planned: list[AllocConf], max_slowdown: float, tie: float = DEFAULT_TIE,
               predicted: Mapping[str, SettingResult] | None = None, *, max_rounds: int) -> list[Standing]:
     """Each planned non-default setting of one group (one environment, backend and budget), in planned order.
     `group` holds what was measured so far (any order; settings not yet run may be missing); `predicted` the
@@ -134,12 +134,13 @@ def standings(group: list[SettingResult], planned: list[str], max_slowdown: floa
     sequential test's horizon."""
     by_conf = {s.conf: s for s in group}
     base = by_conf.get("")
+    named = {str(c): c for c in planned}
     # What each planned setting is known to need: measured, else predicted.
-    views = {c: v for c in planned if (v := by_conf.get(c) or (predicted or {}).get(c)) is not None}
+    views = {c: v for c in named if (v := by_conf.get(c) or (predicted or {}).get(c)) is not None}
     candidates = [v for c, v in views.items()
                   if v.fits and not _refused(v, by_conf.get(c), base, max_slowdown, max_rounds)]
-    return [_standing(conf, by_conf.get(conf), views.get(conf), base, candidates, max_slowdown, max_rounds, tie)
-            for conf in planned if conf != ""]
+    return [_standing(setting, by_conf.get(conf), views.get(conf), base, candidates, max_slowdown, max_rounds, tie)
+            for conf, setting in named.items() if conf != ""]
 
 
 def _refused(view: SettingResult, measured: SettingResult | None, base: SettingResult | None,
@@ -158,8 +159,9 @@ def _more_than(view: SettingResult, base: SettingResult) -> bool:
     return mine > default
 
 
-def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, base: SettingResult | None,
+def _standing(setting: AllocConf, s: SettingResult | None, view: SettingResult | None, base: SettingResult | None,
               candidates: list[SettingResult], max_slowdown: float, max_rounds: int, tie: float) -> Standing:
+    conf = str(setting)
     at = Standing(conf, Contention.NOT_MEASURED, len(s.trials) if s is not None else 0, view is not None,
                   predicted=s is None and view is not None)
     if view is not None and not view.fits:
@@ -175,7 +177,7 @@ def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, ba
             measure, mine, theirs = view.compared_with(rival)
             return replace(at, why=Contention.LOSES_ON_MEMORY, winner=rival.conf, measure=measure, memory_bytes=mine,
                            other_bytes=theirs)
-    elif AllocConf.parse(conf).is_async and (native := backend_skip(by_preference(candidates, tie), tie)):
+    elif setting.is_async and (native := backend_skip(by_preference(candidates, tie), tie)):
         return replace(at, why=Contention.BACKEND_SKIPPED, winner=native.conf, memory_bytes=native.peak_reserved_bytes,
                        other_bytes=native.peak_requested_bytes, predicted=native.simulated)
     if s is None:
@@ -190,17 +192,17 @@ def _standing(conf: str, s: SettingResult | None, view: SettingResult | None, ba
     return replace(at, why=why, half_width=c.half_width, ratio=c.ratio)
 
 
-def contenders(group: list[SettingResult], planned: list[str], max_slowdown: float, tie: float = DEFAULT_TIE,
+def contenders(group: list[SettingResult], planned: list[AllocConf], max_slowdown: float, tie: float = DEFAULT_TIE,
                predicted: Mapping[str, SettingResult] | None = None, *, max_rounds: int) -> list[str]:
     """The settings that the next round runs after its default: those in contention, lowest memory first (the
     preference's order), then those whose memory nobody knows yet, in planned order; [] when none is open.
     (The next round's default, or a closing run, follows them: `summary.bracket_pairs`.)"""
     open_ = {st.conf for st in standings(group, planned, max_slowdown, tie, predicted, max_rounds=max_rounds)
              if st.open}
-    by_conf = {s.conf: s for s in group}
-    views = [v for c in planned if c in open_ and (v := by_conf.get(c) or (predicted or {}).get(c)) is not None]
+    by_conf, names = {s.conf: s for s in group}, [str(c) for c in planned]
+    views = [v for c in names if c in open_ and (v := by_conf.get(c) or (predicted or {}).get(c)) is not None]
     known = [v.conf for v in by_preference(views, tie)]
-    return known + [c for c in planned if c in open_ and c not in known]
+    return known + [c for c in names if c in open_ and c not in known]
 
 
 def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> int:

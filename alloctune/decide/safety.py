@@ -53,11 +53,11 @@ def job_features(trials: Iterable[TrialRecord]) -> frozenset[Feature]:
     return frozenset(Feature(value) for r in trials for value in r.features or () if value in _FEATURES)
 
 
-def safety(conf: str, trials: Iterable[TrialRecord], torch_version: str | None,
+def safety(conf: AllocConf, trials: Iterable[TrialRecord], torch_version: str | None,
            features: frozenset[Feature]) -> Safety:
     """The known problems of `conf` on `torch_version` for a job that used `features`, and the growth check of
     its `trials`."""
-    found = problems(AllocConf.parse(conf), torch_version, features)
+    found = problems(conf, torch_version, features)
     refusing = [p for p in found if p.severity in REFUSING]
     known = ([_known(Code.KNOWN_PROBLEM, p, torch_version) for p in refusing]
              + [_known(Code.KNOWN_CAVEAT, p, torch_version) for p in found if p not in refusing])

@@ -10,7 +10,6 @@ backends shows device memory in its tables (`memory_measure`). Which device figu
 from __future__ import annotations
 
 import enum
-import functools
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -113,13 +112,18 @@ class SettingResult:
     def simulated(self) -> bool:
         return self.backend == Backend.SIM
 
-    @functools.cached_property   # parsed once: the ordering compares settings pair by pair
-    def complexity(self) -> int:
-        return AllocConf.parse(self.conf).complexity
+    @property
+    def setting(self) -> AllocConf:
+        """As its trials read it (`TrialRecord.setting`): they all ran this one."""
+        return self.trials[0].setting
 
-    @functools.cached_property
+    @property
+    def complexity(self) -> int:
+        return self.setting.complexity
+
+    @property
     def switches_backend(self) -> bool:
-        return AllocConf.parse(self.conf).is_async
+        return self.setting.is_async
 
     @property
     def unstable(self) -> bool:
@@ -152,10 +156,6 @@ class SettingResult:
     def whole_card(self) -> bool:
         """It fits, but took (nearly) all of the device's memory (`takes_whole_card`)."""
         return self.fits and takes_whole_card(self.memory, self.device_bytes)
-
-    @property
-    def throughputs(self) -> list[float]:
-        return _throughputs(self.trials)
 
     @property
     def failed_repeats(self) -> int:

@@ -36,7 +36,7 @@ from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .facts import Cause, OomFacts
 from .verdict import Verdict, judge
-from .words import replay_step
+from .words import known_problems_line, replay_step
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -71,8 +71,6 @@ class Diagnosis:
         elif self.replay is not None and not self.replay.fitting:
             steps.insert(0, replay_step(None, None))
         if self.checked_conf is not None:   # right after the step that names it
-            from ..report.problems import known_problems_line
-
             steps.insert(1, known_problems_line(self.checked_conf, self.torch_version, self.known_problems))
         return steps
 

@@ -1,6 +1,6 @@
 """What a memory snapshot says about an OOM: the figures at the failure and the fragmentation picture.
 
-A snapshot (`torch.cuda.memory._snapshot()`, read by `sim.pickles.read_snapshot`) holds `segments`, the
+A snapshot (`torch.cuda.memory._snapshot()`, read by `sim.pickles.unpickle_snapshot`) holds `segments`, the
 allocator's state when it was taken: each with `total_size`, `allocated_size`, `segment_type` ('large' or
 'small'), `stream`, `segment_pool_id`, `is_expandable` and `blocks` (`address`, `size`, `requested_size`,
 `state`: 'active_allocated', 'active_awaiting_free' (2.0: 'active_pending_free') or 'inactive' = free).
@@ -213,7 +213,7 @@ class SnapshotView:
 
 
 def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> SnapshotView:
-    """Summarise `snapshot` (a plain dict from `read_snapshot`) for one device."""
+    """Summarise `snapshot` (a plain dict from `sim.pickles.unpickle_snapshot`) for one device."""
     segments = snapshot.get("segments", [])
     if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
         raise TraceError(f"{where!r}: 'segments' is not a list of segments (dicts)")

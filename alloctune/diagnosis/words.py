@@ -1,9 +1,11 @@
 """A diagnosis in words, the one place they are made: a verdict's summary, reasons, next steps and notes from its
-cause and the figures it quotes (`facts.py`), and what the replay of the failed run adds to the steps."""
+cause and the figures it quotes (`facts.py`), what the replay of the failed run adds to the steps, and what the
+table of known problems holds for the setting they recommend (in the table's own words, `settings/known.py`)."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
+from ..settings.known import SEVERITY_WORDS, Feature, Problem, Severity, features_phrase
 from ..units import MiB, format_bytes as fb
 from .facts import CONTEXT_ESTIMATE, Cause, Figures, Known, Limit
 
@@ -201,3 +203,21 @@ def replay_step(conf: str | None, peak_reserved: int | None) -> str:
         return "by replay, no setting tried would have avoided this OOM"
     return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={conf} would have avoided this OOM (peak reserved "
             f"{fb(peak_reserved)}); confirm it in a real run")
+
+
+def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
+    """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
+    job whose features are not known: by severity, what the job would have to do for each to apply, and its
+    source."""
+    where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
+    if not found:
+        return f"alloctune's table of known problems has none for {conf} on {where}"
+    said = []
+    for severity in Severity:
+        ours = [p for p in found if p.severity is severity]
+        always = [f"whatever the job does ({p.source})" for p in ours if not p.when]
+        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})" for p in ours if p.when]
+        if always or when:
+            said.append(f"it can {SEVERITY_WORDS[severity]} " + "; or ".join(
+                always + (["if the job " + "; or if it ".join(when)] if when else [])))
+    return f"alloctune's table of known problems, for {conf} on {where}, to check against the job: " + "; ".join(said)

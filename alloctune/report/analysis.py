@@ -8,7 +8,7 @@ from ..decide.choice import Choice
 from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
 from ..files import write_file
-from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
+from ..results.folder import BEST_FILE, PLOT_FILE, ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
@@ -17,7 +17,7 @@ def write_folder(folder: ResultsFolder, info: SweepInfo, decision: FolderDecisio
     `folder.together()` (its caller's), so that they change together or not at all."""
     # matplotlib and rich load when a folder is written, not when the sweeper imports this module
     from .export import provenance, render, standing
-    from .plot import PLOT_FILE, plot_pareto
+    from .plot import plot_pareto
     from .summary import write_summary
 
     settings, choices = decision.settings, decision.choices

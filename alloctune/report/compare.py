@@ -18,7 +18,7 @@ from ..decide.regression import DEFAULT_FACTOR, Cell, Delta, Mark, Why, cell_of,
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
-from ..settings.conf import canonical, conf_label
+from ..settings.conf import conf_label
 from ..units import format_bytes, plural
 from .words import skipped_words
 
@@ -99,7 +99,7 @@ def compare(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR) -> Com
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]
     # Settings of a grid that ran nowhere (e.g. skipped in every environment) still get a row saying why.
     row_keys = list(dict.fromkeys([rk for key in keys for rk in groups[key]]
-                                  + [(info.workload_name, canonical(c)) for info in infos for c in info.grid]))
+                                  + [(info.workload_name, str(c)) for info in infos for c in info.settings]))
     rows = []
     for workload, conf in row_keys:
         cells = [cell_of(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
@@ -146,9 +146,9 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     if not match:
         return Column(**facts, best=None, best_note="no choice for this environment")
     choice = match[0]
-    if choice.conf is None:  # nothing fits: the decision says why
+    if choice.setting is None:  # nothing fits: the decision says why
         return Column(**facts, best=None, best_note=choice.decision or "nothing fits")
-    return Column(**facts, best=canonical(choice.conf), best_note=choice.decision)
+    return Column(**facts, best=str(choice.setting), best_note=choice.decision)
 
 
 def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
@@ -157,7 +157,7 @@ def _why_missing(info: SweepInfo, workload: str, conf: str, env_id: str) -> str:
     skipped = info.skipped_as(conf, env_id)
     if skipped is not None:
         return f"skipped: {skipped_words(skipped)}"
-    return "not run" if conf in {canonical(c) for c in info.grid} else "not in its grid"
+    return "not run" if conf in {str(c) for c in info.settings} else "not in its grid"
 
 
 def budget_label(n: int | None) -> str:

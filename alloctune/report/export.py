@@ -70,10 +70,10 @@ def _check_format(fmt: str) -> None:
 def _value(choice: ChoiceRecord) -> str:
     """The canonical setting string, which survives every format unchanged: parsing refuses any value a reader
     would change (`settings.conf.SAFE_VALUE`)."""
-    if choice.conf is None:  # the choice writes conf None (and fits False) when no setting fitted
+    if choice.setting is None:  # the choice writes conf None (and fits False) when no setting fitted
         raise ResultsError(f"no setting fits on {choice.env_id} ({choice.backend}): every trial "
                            f"failed there, so there is nothing to export")
-    return str(AllocConf.parse(choice.conf))
+    return str(choice.setting)
 
 
 def _one_line(text: str) -> str:
@@ -224,10 +224,10 @@ def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
 def _check_setting(folder: ResultsFolder, choice: ChoiceRecord) -> None:
     """A hand-edited choice.json may name any key: export only a setting the choice's torch accepts (the
     newest torch we know, for a choice that does not say)."""
-    if choice.conf is None:
+    if choice.setting is None:
         return
     torch_version = choice.torch_version or ".".join(map(str, NEWEST_KNOWN))
-    if problem := check_conf(AllocConf.parse(choice.conf), torch_version):
+    if problem := check_conf(choice.setting, torch_version):
         where = f"{folder.path / CHOICE_FILE}: field 'choices[{folder.choices().index(choice)}].conf'"
         raise ResultsError(f"{where}: {problem}")
 

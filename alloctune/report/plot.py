@@ -26,8 +26,6 @@ from ..files import write_file
 from ..results.records import decision_group
 from ..units import GiB, plural
 
-PLOT_FILE = "plot.png"
-
 
 def _caption(failed: list[SettingResult]) -> str:
     if not failed:

@@ -18,7 +18,7 @@ from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
-from .problems import features_phrase
+from ..settings.known import features_phrase
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
 from .words import (TIME_SOURCES, auto_window_line, precision_line, reason_lines, runner_up_lines,

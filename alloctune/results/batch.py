@@ -2,10 +2,11 @@
 choice.json, summary.md, plot.png and best.env).
 
 Each file is written whole under a staged name beside its own (`staged`); then a marker listing the batch is
-written (`commit`: the commit point), the files are renamed into place, choice.json last, and the marker removed.
-A process killed before the marker leaves the old files whole; killed after it, the next writer, or a reader of
-the choice, finishes the renames (`settle`), which also drops staged files no marker names. So whoever reads the
-folder sees all old or all new files.
+written (`commit`: the commit point), the files are renamed into place in the writer's order (choice.json last:
+a reader of the choice sees the files it was written with), and the marker removed. A process killed before the
+marker leaves the old files whole; killed after it, the next writer, or a reader of the choice, finishes the
+renames (`settle`), which also drops staged files no marker names. So whoever reads the folder sees all old or all
+new files.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from ..files import put_in_place, sync_folder, write_file
 from .typed import Check, checked_text, from_json, load_json
 
 PENDING_FILE = ".pending.json"   # a batch committed but not yet all in place
-LAST = "choice.json"             # renamed last: a reader of the choice sees the files it was written with
 
 
 def staged(folder: Path, name: str) -> Path:
@@ -31,7 +31,7 @@ def _plain_name(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Pending:
-    """The marker of a committed batch: the files to rename into place, and those to remove."""
+    """The marker of a committed batch: the files to rename into place, in that order, and those to remove."""
 
     written: list[Annotated[str, Check(_plain_name)]]
     removed: list[Annotated[str, Check(_plain_name)]]
@@ -45,8 +45,8 @@ def _read(data: object, where: str) -> Pending:
 
 
 def commit(folder: Path, written: list[str], removed: list[str]) -> None:
-    """Put a batch whose files are staged in place: the marker, then `finish`."""
-    pending = Pending(sorted(written), sorted(removed))
+    """Put a batch whose files are staged in place, `written` in its order: the marker, then `finish`."""
+    pending = Pending(list(written), sorted(removed))
     write_file(folder / PENDING_FILE, checked_text(pending.to_json(), _read, PENDING_FILE) + "\n")
     _finish(folder, pending)
 
@@ -68,10 +68,10 @@ def settle(folder: Path) -> None:
 
 
 def _finish(folder: Path, batch: Pending) -> None:
-    """Removals, then renames (LAST last), then the marker removed. Safe to run again where it stopped."""
+    """Removals, then renames in order, then the marker removed. Safe to run again where it stopped."""
     for name in batch.removed:
         (folder / name).unlink(missing_ok=True)
-    for name in sorted(batch.written, key=lambda n: n == LAST):
+    for name in batch.written:
         if staged(folder, name).exists():
             put_in_place(staged(folder, name), folder / name)
     sync_folder(folder)

@@ -1,7 +1,7 @@
 """A fit's results folder: `fit.json` (what `alloctune fit` answered: the curves per setting, the largest value per
 setting and limit, what the GPU said where it confirmed them), the traces it was fitted to (`trace.<param>-<value>.xz`)
-and `plot.png`. The records here are what --json prints and what the file holds, read back through the typed reader
-before they are written.
+and `plot.png` (named as a sweep's: `folder.PLOT_FILE`). The records here are what --json prints and what the file
+holds, read back through the typed reader before they are written.
 """
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 from ..errors import ResultsError
 from ..files import write_file
-from .records import Budget, Bytes, Conf, Count
+from ..settings.conf import AllocConf
+from .records import Budget, Bytes, Conf, Count, parsed
 from .typed import checked_text, from_json
 
 FIT_SCHEMA = 1
 FIT_FILE = "fit.json"
-FIT_PLOT = "plot.png"
 
 
 def trace_name(param: str, value: int) -> str:
@@ -72,6 +72,10 @@ class Answer:
     capped: bool
     runs: list[bool]
     copies: list[Count]
+
+    @property
+    def setting(self) -> AllocConf:
+        return parsed(self.conf)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
 from ..files import checked_path, not_a_file, write_file
-from ..settings.conf import canonical
+from ..settings.conf import AllocConf, canonical
 from ..units import plural
-from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord
+from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord, parsed
 from .trials import TRIALS_FILE, TrialStore
 from . import batch
 from .typed import checked_text, from_json, load_json
@@ -30,6 +30,7 @@ RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
 BEST_FILE = "best.env"
+PLOT_FILE = "plot.png"   # a fit's folder (`fits.py`) names its plot the same
 # Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
@@ -50,6 +51,9 @@ class Skipped:
     # as a sentence in `reason`, which is shown as it is.
     why: ReasonRecord | None = None
 
+    def __post_init__(self) -> None:   # canonical once, as read: a setting that does not parse is kept as written
+        object.__setattr__(self, "conf", canonical(self.conf))
+
 
 @dataclass
 class SweepInfo:
@@ -58,7 +62,7 @@ class SweepInfo:
     workload_name: str
     workload_hash: str
     workload: dict[str, Any]          # WorkloadSpec.to_dict()
-    grid: list[str]                   # canonical settings that were run ('' = default)
+    grid: list[Conf]                  # canonical settings that were run ('' = default)
     skipped: list[Skipped] = field(default_factory=list)
     envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
     repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
@@ -92,10 +96,15 @@ class SweepInfo:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def settings(self) -> list[AllocConf]:
+        """The grid's settings, parsed when the file was read (`records.parsed`)."""
+        return [parsed(c) for c in self.grid]
+
     def skipped_as(self, conf: str, env_id: str) -> Skipped | None:
         """This sweep's entry for not running `conf` (canonical) for `env_id`, or None where it did not skip it."""
         for skipped in self.skipped:
-            if skipped.env_id in (None, env_id) and canonical(skipped.conf) == conf:
+            if skipped.env_id in (None, env_id) and skipped.conf == conf:
                 return skipped
         return None
 
@@ -206,6 +215,11 @@ class ChoiceRecord:
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", Backend(self.backend))
 
+    @property
+    def setting(self) -> AllocConf | None:
+        """The chosen setting (None: nothing fits), parsed when the file was read (`records.parsed`)."""
+        return None if self.conf is None else parsed(self.conf)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -293,13 +307,6 @@ class ResultsFolder:
             self._lock_fd = None
             os.close(fd)  # releases the lock
 
-    @classmethod
-    def create(cls, path: str | os.PathLike, info: SweepInfo) -> "ResultsFolder":
-        folder = cls(path)
-        folder.path.mkdir(parents=True, exist_ok=True)
-        folder.write_info(info)
-        return folder
-
     def write_info(self, info: SweepInfo) -> None:
         path = self.path / SWEEP_FILE
         write_file(path, sweep_text(info, str(path)))
@@ -345,7 +352,8 @@ class ResultsFolder:
                 raise
             finally:
                 done, self._batch = self._batch, None
-            batch.commit(self.path, [n for n, w in done.items() if w], [n for n, w in done.items() if not w])
+            written = sorted((n for n, w in done.items() if w), key=lambda n: n == CHOICE_FILE)   # choice.json last
+            batch.commit(self.path, written, [n for n, w in done.items() if not w])
 
     def settle(self) -> None:
         """With the writer lock held: a decision a killed process left half written finished, or dropped."""

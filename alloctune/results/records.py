@@ -11,6 +11,7 @@ parameters and their defaults are decide/'s (`decide/parameters.py`); files reco
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any, Protocol
 
@@ -33,15 +34,23 @@ def is_rate(value: float) -> bool:
     return problem(Rate, value) is None and value > 0
 
 
+@functools.lru_cache(maxsize=4096)
+def parsed(text: str) -> AllocConf:
+    """The setting a record's `Conf` field names. Files keep the canonical string; it is parsed once, when the typed
+    reader checks the field (`_conf_problem`), and every reader after takes this AllocConf (frozen: one is shared)
+    through the records (`TrialRecord.setting`, `ChoiceRecord.setting`, `SweepInfo.settings`)."""
+    return AllocConf.parse(text)
+
+
 def _conf_problem(text: str) -> str | None:
     try:
-        AllocConf.parse(text)
+        parsed(text)
     except ConfError as exc:
         return str(exc)
     return None
 
 
-Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses
+Conf = Annotated[str, Check(_conf_problem)]   # a PYTORCH_CUDA_ALLOC_CONF string that parses (`parsed`)
 
 
 def _growth_problem(rows: list[list[int]]) -> str | None:
@@ -305,6 +314,10 @@ class TrialRecord:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", Backend(self.backend))
+
+    @property
+    def setting(self) -> AllocConf:
+        return parsed(self.conf)
 
     @property
     def key(self) -> tuple[str | int | None, ...]:

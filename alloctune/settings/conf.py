@@ -14,7 +14,7 @@ where the setting is parsed: before any trial runs, and again wherever a file na
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import ConfError, shown
@@ -103,14 +103,6 @@ class AllocConf:
     @property
     def is_async(self) -> bool:
         return self.backend == "cudaMallocAsync"
-
-    def merged(self, other: "AllocConf") -> "AllocConf":
-        """This setting with every key that `other` gives overriding ours."""
-        changes = {f.name: getattr(other, f.name) for f in fields(other)
-                   if f.name != "extra" and getattr(other, f.name) is not None}
-        extra = dict(self.extra)
-        extra.update(other.extra)
-        return replace(self, **changes, extra=tuple(extra.items()))
 
 
 def canonical(text: str) -> str:

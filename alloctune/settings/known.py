@@ -50,6 +50,33 @@ class Severity(str, Enum):
 _WORST_FIRST = tuple(Severity)
 ALWAYS: frozenset[Feature] = frozenset()
 
+# The table's own words, which report/ (a choice's reasons, summary.md) and diagnosis/ (diagnose's next steps) say
+# its problems with: what a job did, as the start-up hook saw it ("the job <words>"), and what a problem of each
+# severity can do to it ("it can <words>").
+FEATURE_WORDS = {
+    Feature.CUDA_GRAPHS: "captured CUDA graphs",
+    Feature.GRAPH_SHARED_POOL: "shared a memory pool between CUDA graph captures",
+    Feature.COMPILE_CUDAGRAPHS: "asked torch.compile for CUDA graphs",
+    Feature.CUDA_IPC: "sent or received CUDA tensors between processes",
+    Feature.MEM_POOL: "used torch.cuda.MemPool",
+    Feature.MEM_POOL_CUSTOM_ALLOCATOR: "gave a MemPool its own allocator",
+    Feature.NCCL: "ran an NCCL process group",
+    Feature.NCCL_GRAPH_REGISTRATION: "left NCCL_GRAPH_REGISTER on, NCCL's default",
+    Feature.NCCL_USER_BUFFERS: "registered NCCL user buffers",
+    Feature.RUNTIME_ALLOCATOR_CHANGE: "changed allocator settings at run time",
+    Feature.UNREAD_VARIABLE: "set an allocator variable its torch did not read",
+    Feature.VLLM: "imported vllm",
+    Feature.TORCH_MEMORY_SAVER: "imported torch_memory_saver",
+}
+SEVERITY_WORDS = {Severity.BROKEN: "break the job", Severity.WASTEFUL: "waste memory",
+                  Severity.INEFFECTIVE: "take no effect (in part or whole)"}
+
+
+def features_phrase(features: Iterable[Feature]) -> str:
+    """'captured CUDA graphs and ran an NCCL process group'."""
+    said = [FEATURE_WORDS[f] for f in features]
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else "".join(said)
+
 # Keys only the native allocator reads (backend:cudaMallocAsync's driver pool has no blocks to split, round,
 # collect or map into segments).
 NATIVE_ONLY_KEYS = names(lambda key: key.native_only)

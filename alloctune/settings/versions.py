@@ -51,7 +51,6 @@ class Behaviour:
     full_fraction_enables_gc: bool       # before 2.8: a fraction of 1.0 still switches the limit and GC on
     gt_overwrites_last_entry: bool       # before 2.10: '>' in the list also overwrote the last explicit entry
     has_expandable_segments: bool        # 2.1+
-    gc_skips_expandable: bool            # 2.5+
     expandable_in_private_pools: bool    # 2.5+: before, CUDA graphs' private pools cudaMalloc whole segments
     has_large_segment_size: bool         # 2.11+
 
@@ -79,7 +78,6 @@ def behaviour(torch_version: str) -> Behaviour:
         full_fraction_enables_gc=v < (2, 8, 0),
         gt_overwrites_last_entry=v < (2, 10, 0),
         has_expandable_segments=v >= (2, 1, 0),
-        gc_skips_expandable=v >= (2, 5, 0),
         expandable_in_private_pools=v >= (2, 5, 0),
         has_large_segment_size=v >= (2, 11, 0),
     )

@@ -7,11 +7,9 @@ before it can run. `trace.py` turns a snapshot's entries into a `Trace`; `diagno
 from __future__ import annotations
 
 import io
-import os
 import pickle
 
 from ..errors import AlloctuneError, TraceError, shown
-from .limits import open_trace
 
 PICKLE_PROTO = 0x80  # every pickle protocol >= 2 starts with PROTO; torch writes protocol >= 2
 
@@ -27,18 +25,6 @@ class _PlainUnpickler(pickle.Unpickler):
             return str
         raise TraceError(f"refused: the pickle asks for {module}.{name}; a memory snapshot holds only plain "
                          f"containers and scalars, so nothing in this file was run")
-
-
-def read_snapshot(path: str | os.PathLike) -> dict:
-    """The plain dict inside a PyTorch snapshot pickle (segments, device_traces, ...), read without running
-    anything; `TraceError` for anything else."""
-    where = os.fspath(path)
-    with open_trace(where, "a snapshot") as f:
-        head = f.read(1)
-        if head != bytes([PICKLE_PROTO]):
-            raise TraceError(f"{where!r} is not a PyTorch memory snapshot (pickle): it starts with "
-                             f"{head + f.read(7)!r}")
-        return unpickle_snapshot(head, f, where)
 
 
 def unpickle_snapshot(head: bytes, stream: io.BufferedIOBase, where: str) -> dict:

@@ -88,10 +88,6 @@ class SimResult:
     driver_work: DriverWork | None = None
 
 
-def compiled_core_available() -> bool:
-    return _core is not None
-
-
 def core_notice() -> str | None:
     """One line for the user when replays run on the slow Python core, else None."""
     if _core is not None:

@@ -122,7 +122,7 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
         for env_id in envs:
             by_conf = {str(c): c for c in planned[env_id]}
             group, ahead = [s for s in measured if s.env_id == env_id], predicted.get(env_id, {})
-            final[env_id] = standings(group, list(by_conf), max_slowdown, DEFAULT_TIE, ahead, max_rounds=max_rounds)
+            final[env_id] = standings(group, planned[env_id], max_slowdown, DEFAULT_TIE, ahead, max_rounds=max_rounds)
             # a resumed sweep passes rounds it ran before: what is left counts from the furthest round measured
             ran = max((st.rounds for st in final[env_id]), default=0)
             to_come += trials_to_come(final[env_id], max_slowdown, max(1, max_rounds - max(r, ran)))
@@ -133,7 +133,7 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
                 closed.append(env_id)
                 continue
             tasks += [task(env_id, by_conf[conf], r)
-                      for conf in contenders(group, list(by_conf), max_slowdown, DEFAULT_TIE, ahead,
+                      for conf in contenders(group, planned[env_id], max_slowdown, DEFAULT_TIE, ahead,
                                              max_rounds=max_rounds)]
         if tally is not None:
             tally.expect(to_come)

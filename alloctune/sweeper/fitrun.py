@@ -73,10 +73,10 @@ def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *,
             limits.append(limit)
             continue
         confirmed = []
-        for answer in (a for a in limit.answers if AllocConf.parse(a.conf) in confs):
+        for answer in (a for a in limit.answers if a.setting in confs):
             for value in ([answer.largest] if answer.largest is not None else []) + [answer.next_value]:
-                say(f"budget {limit.budget}, {AllocConf.parse(answer.conf).label}: running {fit.param}={value}")
-                confirmed.append(_run(command, fit.param, value, AllocConf.parse(answer.conf), limit, gpu,
+                say(f"budget {limit.budget}, {answer.setting.label}: running {fit.param}={value}")
+                confirmed.append(_run(command, fit.param, value, answer.setting, limit, gpu,
                                       timeout_s, warmup_steps, steps,
                                       predicted=answer.largest is not None and value <= answer.largest))
         limits.append(replace(limit, confirmed=confirmed))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import LOCK_FILE, ResultsFolder, SweepInfo, sweep_text
+from ..results.folder import LOCK_FILE, SWEEP_FILE, ResultsFolder, SweepInfo, sweep_text
 from .options import SweepOptions
 
 
@@ -20,13 +20,13 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
     sweep_text(info)
     if options.out is not None:
         folder = ResultsFolder(options.out)
-        if not (folder.path / "sweep.json").exists() and (theirs := _not_ours(folder.path)):
+        if not (folder.path / SWEEP_FILE).exists() and (theirs := _not_ours(folder.path)):
             listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
             raise AlloctuneError(OptionText(
                 "{out} {path} holds {listed} and no sweep (no sweep.json): a sweep writes into a results folder "
                 "of its own, so give a new or empty folder", path=folder.path, listed=listed))
         _locked(folder, held)
-        if (folder.path / "sweep.json").exists():
+        if (folder.path / SWEEP_FILE).exists():
             if _identity(folder.info()) != _identity(info):
                 raise AlloctuneError(OptionText(
                     "{path} holds a different sweep (workload, grid, repeats, budget, backend, interpreters or "
@@ -51,7 +51,7 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
     if folder.path.resolve().parent != root.resolve():  # a name is never a path (the loader checks; so do we)
         raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
     _locked(folder, held)
-    if (folder.path / "sweep.json").exists():  # another sweep of this second finished already
+    if (folder.path / SWEEP_FILE).exists():  # another sweep of this second finished already
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
     folder.write_info(info)
     return folder

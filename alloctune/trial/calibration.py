@@ -35,8 +35,8 @@ TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then about a sec
 def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
     """The driver-call costs of GPU `gpu` as `python`'s torch sees them, measured now. AlloctuneError (one line)
     when that interpreter sees no GPU or a measurement went wrong."""
-    native = _child(python, gpu, "native", "")
-    expandable = _child(python, gpu, "expandable", "expandable_segments:True")
+    native = _child(python, gpu, "native", AllocConf())
+    expandable = _child(python, gpu, "expandable", AllocConf(expandable_segments=True))
     if expandable.facts != native.facts:
         raise AlloctuneError(f"the two calibration runs saw different GPUs or software: {native.facts} and "
                              f"{expandable.facts}")
@@ -79,9 +79,9 @@ def store_path(gpu: str, driver: str | None, torch: str) -> Path:
     return Path(cache) / "alloctune" / "calibration" / f"{name}.json"
 
 
-def _child(python: str, gpu: int, mode: str, conf: str) -> Answer:
+def _child(python: str, gpu: int, mode: str, conf: AllocConf) -> Answer:
     """One calibration child's answer."""
-    env = child_environment(AllocConf.parse(conf), gpu)
+    env = child_environment(conf, gpu)
     try:
         with spawn_group([python, "-m", "alloctune.child.calibration", mode], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:

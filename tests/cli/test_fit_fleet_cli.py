@@ -12,7 +12,8 @@ import torch
 from clirun import ROOT, cli, in_process
 from scaled import CONTEXT, H200_BYTES, scaled_trace, write_traces
 
-from alloctune.results.fits import FIT_FILE, FIT_PLOT, FitFile
+from alloctune.results.fits import FIT_FILE, FitFile
+from alloctune.results.folder import PLOT_FILE
 from alloctune.results.typed import load_json
 from alloctune.sim.replay import replay
 from alloctune.units import MiB
@@ -65,7 +66,7 @@ def test_the_square_of_a_sequence_length_is_fitted_by_a_parabola_and_the_folder_
     fit = FitFile.from_json(load_json(out / FIT_FILE), str(out / FIT_FILE))
     assert fit.values == [128, 256, 384, 512] and fit.step == 128 and fit.overhead_measured
     assert fit.settings[0].reserved is not None and len(fit.settings[0].reserved.coefficients) == 3
-    assert (out / FIT_PLOT).stat().st_size > 10_000
+    assert (out / PLOT_FILE).stat().st_size > 10_000
     small, large = fit.limits
     assert all(a.largest is not None and b.largest is not None and a.largest < b.largest
                for a, b in zip(small.answers, large.answers))

@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import replace
 
 import pytest
+from folders import new_folder
 
 from alloctune.decide.summary import summarize_settings
 from alloctune.decide.precision import precision_of
@@ -30,6 +31,11 @@ ES, MS, RP, GC = ("expandable_segments:True", "max_split_size_mb:128", "roundup_
 GiB = 2**30
 
 
+def plan(*confs: str) -> list[AllocConf]:
+    """A sweep's planned settings, as the sweeper hands them to the rounds."""
+    return [AllocConf.parse(c) for c in confs]
+
+
 def rec(conf, repeat, tput, reserved=10.0, state=TrialState.OK):
     m = Measurement(peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=8 * GiB, throughput=tput,
                     unit="tokens") if state is TrialState.OK else None
@@ -46,13 +52,13 @@ def test_memory_first_after_the_first_round():
     that fits is measured again, one whose memory nobody knows yet is measured once; lowest memory first."""
     g = group({"": ([100.0], 20.0), ES: ([99.0], 15.0), MS: ([101.0], 60.0)})
     g += summarize_settings([rec(RP, 0, None, state=TrialState.OOM)])
-    by = {s.conf: s for s in standings(g, ["", ES, MS, RP, GC], 0.02, max_rounds=10)}
+    by = {s.conf: s for s in standings(g, plan("", ES, MS, RP, GC), 0.02, max_rounds=10)}
     assert by[ES].open and (by[ES].why, by[ES].rounds) == (Contention.TOO_FEW_ROUNDS, 1)
     assert by[GC].open and by[GC].why is Contention.NOT_MEASURED and not by[GC].memory_known
     assert not by[MS].open and by[MS].why is Contention.MORE_MEMORY
     assert (by[MS].memory_bytes, by[MS].other_bytes) == (60 * GiB, 20 * GiB)
     assert not by[RP].open and (by[RP].why, by[RP].state) == (Contention.FAILED, SettingState.OOM)
-    assert contenders(g, ["", ES, MS, RP, GC], 0.02, max_rounds=10) == [ES, GC]
+    assert contenders(g, plan("", ES, MS, RP, GC), 0.02, max_rounds=10) == [ES, GC]
 
 
 def test_a_setting_beaten_on_memory_gets_no_rounds_while_the_lower_one_stands():
@@ -61,20 +67,20 @@ def test_a_setting_beaten_on_memory_gets_no_rounds_while_the_lower_one_stands():
                ES: ([b * f for b, f in zip(base, (1.0, 1.002, 0.998, 1.0))], 15.0),      # tight: accepted
                RP: ([b * f for b, f in zip(base, (0.80, 0.81, 0.79, 0.80))], 12.0),      # 20% slower: refused
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 18.0)})       # noisy, more memory than ES
-    by = {s.conf: s for s in standings(g, ["", ES, RP, GC], 0.02, max_rounds=10)}
+    by = {s.conf: s for s in standings(g, plan("", ES, RP, GC), 0.02, max_rounds=10)}
     assert not by[ES].open and by[ES].why is Contention.CLEARED and by[ES].half_width <= 0.02
     assert not by[RP].open and by[RP].why is Contention.TOO_SLOW
     # RP needs less than ES but is refused, so ES stands; GC loses to ES beyond the tie
     assert (by[GC].why, by[GC].winner, by[GC].memory_bytes, by[GC].other_bytes) == (
         Contention.LOSES_ON_MEMORY, ES, 18 * GiB, 15 * GiB)
-    assert contenders(g, ["", ES, RP, GC], 0.02, max_rounds=10) == []
+    assert contenders(g, plan("", ES, RP, GC), 0.02, max_rounds=10) == []
     # before MIN_ROUNDS nothing is settled by throughput, but memory is: RP is not refused yet, so ES and GC wait
     early = group({"": (base[:2], 20.0), ES: ([100.0, 90.5], 15.0), RP: ([80.0, 72.9], 12.0),
                    GC: ([110.0, 81.0], 18.0)})
-    by = {s.conf: s for s in standings(early, ["", ES, RP, GC], 0.02, max_rounds=10)}
+    by = {s.conf: s for s in standings(early, plan("", ES, RP, GC), 0.02, max_rounds=10)}
     assert by[RP].why is Contention.TOO_FEW_ROUNDS
     assert {(by[c].why, by[c].winner) for c in (ES, GC)} == {(Contention.LOSES_ON_MEMORY, RP)}
-    assert contenders(early, ["", ES, RP, GC], 0.02, max_rounds=10) == [RP]
+    assert contenders(early, plan("", ES, RP, GC), 0.02, max_rounds=10) == [RP]
 
 
 def test_the_sequential_test_ends_a_setting_not_its_interval():
@@ -85,19 +91,19 @@ def test_the_sequential_test_ends_a_setting_not_its_interval():
     g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.04, 1.08, 1.06))], 15.0),
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05))], 15.0)})
     assert g[1].vs_default.ci_low > 0.98
-    early = {st.conf: st for st in standings(g, ["", ES, GC], 0.02, max_rounds=10)}
+    early = {st.conf: st for st in standings(g, plan("", ES, GC), 0.02, max_rounds=10)}
     assert (early[ES].why, early[GC].why) == (Contention.TOO_WIDE, Contention.TOO_WIDE) and early[ES].open
-    capped = {st.conf: st for st in standings(g, ["", ES, GC], 0.02, max_rounds=3)}
+    capped = {st.conf: st for st in standings(g, plan("", ES, GC), 0.02, max_rounds=3)}
     assert capped[ES].why is Contention.CLEARED and capped[ES].half_width > 0.02 and not capped[ES].open
     assert capped[GC].why is Contention.INCONCLUSIVE and not capped[GC].open
 
 
 def test_the_default_failing_ends_the_rounds():
     g = summarize_settings([rec("", 0, None, state=TrialState.CRASHED), rec(ES, 0, 100.0)])
-    assert contenders(g, ["", ES], 0.02, max_rounds=10) == []
-    assert [st.why for st in standings(g, ["", ES], 0.02, max_rounds=10)] == [Contention.NO_BASELINE]
+    assert contenders(g, plan("", ES), 0.02, max_rounds=10) == []
+    assert [st.why for st in standings(g, plan("", ES), 0.02, max_rounds=10)] == [Contention.NO_BASELINE]
     # a setting not measured yet still is, once: without the default's figures its own memory decides
-    assert contenders(g, ["", ES, RP], 0.02, max_rounds=10) == [RP]
+    assert contenders(g, plan("", ES, RP), 0.02, max_rounds=10) == [RP]
 
 
 def test_a_lower_setting_within_the_tie_does_not_end_the_contention():
@@ -106,7 +112,7 @@ def test_a_lower_setting_within_the_tie_does_not_end_the_contention():
     base = [100.0, 90.0, 110.0, 95.0]
     g = group({"": (base, 20.0), ES: ([b * f for b, f in zip(base, (1.0, 1.002, 0.998, 1.0))], 15.0),
                GC: ([b * f for b, f in zip(base, (1.1, 0.9, 1.05, 0.95))], 15.1)})
-    assert {st.conf: st.why for st in standings(g, ["", ES, GC], 0.02, max_rounds=10)} == {ES: Contention.CLEARED,
+    assert {st.conf: st.why for st in standings(g, plan("", ES, GC), 0.02, max_rounds=10)} == {ES: Contention.CLEARED,
                                                                              GC: Contention.TOO_WIDE}
 
 
@@ -121,7 +127,7 @@ def test_replayed_memory_plans_the_first_round_and_a_backend_switch_is_skipped_n
                      Measurement(peak_reserved_bytes=int(r * GiB), peak_allocated_bytes=int(9.32 * GiB),
                                  peak_requested_bytes=int(requested * GiB)))
          for c, r, requested in (("", 9.91, 9.32), (ES, 9.37, 9.32), (RP, 10.04, 9.32), (MS, 9.60, 9.32))])}
-    planned = ["", ES, RP, MS, ASYNC]
+    planned = plan("", ES, RP, MS, ASYNC)
     by = {st.conf: st for st in standings(measured, planned, 0.02, predicted=sim, max_rounds=10)}
     assert by[ES].why is Contention.NOT_MEASURED and by[ES].memory_known and by[ES].predicted
     assert by[RP].why is Contention.MORE_MEMORY and by[RP].predicted
@@ -131,7 +137,7 @@ def test_replayed_memory_plans_the_first_round_and_a_backend_switch_is_skipped_n
         Contention.BACKEND_SKIPPED, ES, int(9.37 * GiB), int(9.32 * GiB))
     assert contenders(measured, planned, 0.02, predicted=sim, max_rounds=10) == [ES]
     # without a native setting that close to the live bytes, the switch is measured once for its memory
-    assert contenders(measured, ["", RP, MS, ASYNC], 0.02, predicted=sim, max_rounds=10) == [MS, ASYNC]
+    assert contenders(measured, plan("", RP, MS, ASYNC), 0.02, predicted=sim, max_rounds=10) == [MS, ASYNC]
 
 
 def test_trials_to_come():
@@ -202,7 +208,7 @@ def run_rounds(tmp_path, plan, max_rounds=8, budget=None, folder=None, progress=
     confs = [AllocConf.parse(c) for c in plan]
     if folder is None:
         info = SweepInfo("w", "h", {"name": "w"}, [str(c) for c in confs], repeats=max_rounds, auto_repeats=True)
-        folder = ResultsFolder.create(tmp_path / "out", info)
+        folder = new_folder(tmp_path / "out", info)
 
     def task(env_id, conf, r):
         return TrialTask({"name": "w"}, "h", conf, r, str(python), env_id)
@@ -303,7 +309,7 @@ def test_the_choice_refuses_a_setting_of_rounds_as_their_sequential_test_did():
     assert g[1].vs_default.slower_beyond_tolerance
     [fixed] = choose(g, 0.02)
     assert fixed.best.is_default and fixed.runners_up[0][1].code is Code.TOO_SLOW
-    [st] = standings(g, ["", ES], 0.02, max_rounds=10)
+    [st] = standings(g, plan("", ES), 0.02, max_rounds=10)
     [rounds] = choose(g, 0.02, horizon=10)
     assert st.why is Contention.TOO_WIDE and rounds.best.conf == ES
     [capped] = choose(g, 0.02, horizon=4)      # the same rounds as the last look of a cap at 4: refused

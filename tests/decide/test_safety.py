@@ -10,6 +10,7 @@ from alloctune.decide.safety import job_features, safety, target_torch
 from alloctune.decide.summary import summarize_settings
 from alloctune.errors import ResultsError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
+from alloctune.settings.conf import AllocConf
 from alloctune.settings.known import Feature, Severity
 from alloctune.units import GiB
 
@@ -161,7 +162,7 @@ def test_undecided_and_unasked_growth_checks():
     assert choice.reasons[-1].figures == GrowthCheck(3, 0, 0)
     # not asked (None): no growth reason at all
     assert codes(decide(setting("") + setting(ES, reserved=10.0))) == [Code.SAVES_MEMORY, Code.THROUGHPUT_SAME]
-    assert safety(ES, [rec(ES, state=TrialState.OOM)], "2.13.0", frozenset()).growth is None
+    assert safety(AllocConf.parse(ES), [rec(ES, state=TrialState.OOM)], "2.13.0", frozenset()).growth is None
 
 
 @pytest.mark.parametrize("rows, words", [

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from snapshots import read_snapshot
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.window import reconstruct
-from alloctune.sim.pickles import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "oom" / "h200"

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from clirun import in_process
+from snapshots import read_snapshot
 
 from alloctune.diagnosis import diagnose
-from alloctune.sim.pickles import read_snapshot
 from alloctune.units import GiB
 
 RANK1 = Path(__file__).resolve().parents[1] / "fixtures" / "oom" / "h200" / "rank1"

@@ -2,6 +2,7 @@ import struct
 
 from rich.console import Console
 from decide.test_select import ES, MS, RP, rec, setting
+from folders import new_folder
 
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
@@ -65,7 +66,7 @@ def test_summary_written_with_every_section(tmp_path):
         object.__setattr__(r, "started_at", f"2025-01-01T00:00:0{i % 10}Z")
     settings = summarize_settings(records)
     choices = choose(settings)
-    folder = ResultsFolder.create(tmp_path / "w-20250101-000000", info())
+    folder = new_folder(tmp_path / "w-20250101-000000", info())
     path = write_summary(folder, info(), settings, choices)
     assert path == folder.path / SUMMARY_FILE
     text = path.read_text()

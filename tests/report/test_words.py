@@ -681,26 +681,3 @@ def test_precision_sentences(args, text):
     detectable, rounds, goal, auto, max_repeats = args
     reason = precision_of(detectable, rounds, goal, auto=auto, max_repeats=max_repeats)
     assert sentence(reason) == text and sentence(read_back(reason)) == text
-
-
-def test_what_the_table_holds_for_a_setting_said_for_a_job_not_seen():
-    from alloctune.report.problems import FEATURES, features_phrase, known_problems_line
-    from alloctune.settings.conf import AllocConf
-    from alloctune.settings.known import Feature, problems
-
-    assert set(FEATURES) == set(Feature)   # every feature has its words
-    assert features_phrase([Feature.CUDA_GRAPHS, Feature.NCCL, Feature.VLLM]) == (
-        "captured CUDA graphs, ran an NCCL process group and imported vllm")
-    everything = set(Feature)
-    line = known_problems_line(RP, "2.13.0", problems(AllocConf.parse(RP), "2.13.0", everything))
-    assert line == ("alloctune's table of known problems, for roundup_power2_divisions:4 on torch 2.13.0, to check "
-                    "against the job: it can take no effect (in part or whole) if the job changed allocator settings "
-                    "at run time (https://github.com/pytorch/pytorch/blob/065861fba7598880aa3216822742a1172d0a197c/"
-                    "c10/core/AllocatorConfig.cpp)")
-    pair = f"{ES},{MS}"
-    line = known_problems_line(pair, None, problems(AllocConf.parse(pair), None, everything))
-    assert line.startswith(f"alloctune's table of known problems, for {pair} on any torch (which one is not known), "
-                           "to check against the job: it can break the job whatever the job does "
-                           "(https://github.com/pytorch/pytorch/issues/119452); or whatever the job does")
-    assert known_problems_line("per_process_memory_fraction:0.5", "2.13.0", []) == (
-        "alloctune's table of known problems has none for per_process_memory_fraction:0.5 on torch 2.13.0")

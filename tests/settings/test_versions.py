@@ -101,7 +101,6 @@ def test_behaviour_switches():
     assert old.full_fraction_enables_gc and not new.full_fraction_enables_gc
     assert old.gt_overwrites_last_entry and not new.gt_overwrites_last_entry
     assert old.has_expandable_segments and not behaviour("2.0.1").has_expandable_segments
-    assert not old.gc_skips_expandable and new.gc_skips_expandable
     assert not behaviour("2.10.0").has_large_segment_size and new.has_large_segment_size
     assert behaviour("2.4.0").divisions_one_rounds_512
 

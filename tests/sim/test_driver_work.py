@@ -11,13 +11,13 @@ import pytest
 from alloctune.results.records import DriverWork
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.replay import replay
-from alloctune.sim.simulate import compiled_core_available, simulate
+from alloctune.sim.simulate import core_notice, simulate
 from alloctune.sim.steady import SteadyWindow, steady_window
 from alloctune.sim.trace import ALLOC, EMPTY_CACHE, FREE, Trace, load_trace, save_trace
 
 MiB = 2**20
 DEVICE = 1 << 40
-CORES = ["python", pytest.param("compiled", marks=pytest.mark.skipif(not compiled_core_available(),
+CORES = ["python", pytest.param("compiled", marks=pytest.mark.skipif(core_notice() is not None,
                                                                       reason="the compiled core is not built"))]
 
 

@@ -7,13 +7,13 @@ import random
 import pytest
 
 from alloctune.settings.conf import AllocConf
-from alloctune.sim.simulate import SimResult, compiled_core_available, simulate
+from alloctune.sim.simulate import SimResult, core_notice, simulate
 from alloctune.sim.trace import (ALLOC, EMPTY_CACHE, FREE, POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM, Trace,
                                  load_trace, save_trace)
 
 MiB = 1 << 20
 GiB = 1 << 30
-CORES = ["python", "compiled"] if compiled_core_available() else ["python"]
+CORES = ["python", "compiled"] if core_notice() is None else ["python"]
 
 
 class Ops:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from clirun import in_process
+from folders import new_folder
 
 import alloctune
 from alloctune.decide.summary import summarize_settings
 from alloctune.errors import AlloctuneError
-from alloctune.results.folder import ResultsFolder, SweepInfo
+from alloctune.results.folder import SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.config import division_table
@@ -205,15 +206,15 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
     assert recorded.key == measured.key   # a resumed sweep does not run the default's repeat 0 again
     assert TrialRecord.from_json(json.loads(json.dumps(recorded.to_json()))).recording
     [default] = summarize_settings([recorded, second])
-    assert default.throughputs == [1.0, 102.0]
+    assert [t.measurement.throughput for t in default.trials] == [1.0, 102.0]
     # a folder from before it counted ran an unrecorded repeat 0 as well: that one counts, as its reports said
     [default] = summarize_settings([recorded, measured, second])
-    assert default.throughputs == [100.0, 102.0]
+    assert [t.measurement.throughput for t in default.trials] == [100.0, 102.0]
     # a command's recording covers its whole run: an extra trial, with a key of its own, left out
     extra = replace(recorded, extra=True)
     assert extra.key != measured.key and TrialRecord.from_json(extra.to_json()).key == extra.key
     [default] = summarize_settings([extra, measured, second])
-    assert default.throughputs == [100.0, 102.0]
+    assert [t.measurement.throughput for t in default.trials] == [100.0, 102.0]
     command = TrialTask({"name": "c", "command": {"argv": ["x"]}}, "h", AllocConf(), 0, "py", "e", record_trace="t")
     assert command.extra and command.key()[-1] == "extra" and lost_trial(command, "lost").key == command.key()
 
@@ -223,8 +224,8 @@ def test_the_recording_trial_counts_as_the_defaults_repeat_0_unless_an_old_folde
 def test_hybrid_recording_runs_the_default_first_and_refuses_a_failed_recording(tmp_path):
     spec = load_workload(VARLEN, "tiny")
     p = probe()
-    folder = ResultsFolder.create(tmp_path / "sweep", SweepInfo(spec.name, spec.digest(), spec.to_dict(), [""],
-                                                               trace={"path": TRACE_FILE}))
+    folder = new_folder(tmp_path / "sweep", SweepInfo(spec.name, spec.digest(), spec.to_dict(), [""],
+                                                      trace={"path": TRACE_FILE}))
     task = recording_task(TrialTask(spec.to_dict(), spec.digest(), AllocConf(), 0, p.python, p.env_id,
                                     timeout_s=120), folder)
     assert task.record_trace and task.key()[-1] == 0   # the key of the default's repeat 0

@@ -14,13 +14,13 @@ from alloctune.settings.conf import AllocConf
 from alloctune.sim.allocator import Allocator
 from alloctune.sim.blocks import round_size
 from alloctune.sim.config import division_table
-from alloctune.sim.simulate import SimResult, compiled_core_available, simulate
+from alloctune.sim.simulate import SimResult, core_notice, simulate
 
 M = 1 << 20
 BIG = 80 << 30  # a device large enough never to matter
 # simulate() on each core that is here; the compiled one must be built (setup.py) for its runs
 CORES = ["python", pytest.param("compiled", marks=pytest.mark.skipif(
-    not compiled_core_available(), reason="compiled core not built"))]
+    core_notice() is not None, reason="compiled core not built"))]
 
 
 def alloc(conf: str = "", device: int = BIG, **kw) -> Allocator:

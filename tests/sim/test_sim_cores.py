@@ -13,11 +13,11 @@ import pytest
 from alloctune.results.records import DriverWork
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID
-from alloctune.sim.simulate import compiled_core_available, pack, simulate
+from alloctune.sim.simulate import core_notice, pack, simulate
 from alloctune.sim.steady import SteadyWindow, steady_window
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
 
-pytestmark = pytest.mark.skipif(not compiled_core_available(),
+pytestmark = pytest.mark.skipif(core_notice() is not None,
                                 reason="the compiled core is not built (pip install -e . or setup.py build_ext)")
 
 TRACES = sorted((Path(__file__).resolve().parents[2] / "workloads" / "traces").glob("*.xz"))

@@ -21,7 +21,7 @@ from alloctune.sim.replay import (
     no_retry_is_unlimited_peak,
     replay,
 )
-from alloctune.sim.simulate import compiled_core_available, pack, simulate
+from alloctune.sim.simulate import core_notice, pack, simulate
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace, save_trace
 
 MiB = 2**20
@@ -114,7 +114,7 @@ def test_min_memory_many_reports_progress():
 TRACES = sorted((Path(__file__).resolve().parents[2] / "workloads" / "traces").glob("*.xz"))
 
 
-@pytest.mark.skipif(not compiled_core_available(), reason="hundreds of replays: too slow on the Python core")
+@pytest.mark.skipif(core_notice() is not None, reason="hundreds of replays: too slow on the Python core")
 @pytest.mark.parametrize("path", TRACES, ids=[p.stem for p in TRACES])
 def test_no_retry_shortcut_equals_the_bisection_on_shipped_traces(path):
     """The exact shortcut (no retry from the unlimited peak reserved + overhead, see sim/replay.py) against a
@@ -245,7 +245,7 @@ def test_cli_says_once_when_the_compiled_core_is_missing(grow_pickle):
     assert proc.stderr.count("compiled simulator core is not available") == 1
     assert "pure-Python" in proc.stderr and "Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["results"][0]["min_memory_bytes"] == 80 * MiB
-    if compiled_core_available():
+    if core_notice() is None:
         assert "compiled simulator core" not in cli(grow_pickle, "--json").stderr
 
 

@@ -80,7 +80,7 @@ def test_with_repeats_the_default_runs_that_many_trials_in_all(tmp_path):
     assert ran == ["R", ES, "", ES]
     default = next(s for s in outcome.settings if s.backend == "cuda" and not s.conf)
     assert [(t.repeat, t.recording) for t in default.trials] == [(0, True), (1, False)]
-    assert default.throughputs == [101.0, 103.0]
+    assert [t.measurement.throughput for t in default.trials] == [101.0, 103.0]
     # the finalist's round 0 sits between the recording default and repeat 1: the replays in between do not count
     # in the run order, so its baseline is interpolated halfway (log-linearly) between 101 and 103
     es = next(s for s in outcome.settings if s.backend == "cuda" and s.conf == ES)

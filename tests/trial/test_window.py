@@ -17,10 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from folders import new_folder
 
 from alloctune.errors import WorkloadError
 from alloctune.sweeper.sweep import analyze
-from alloctune.results.folder import ResultsFolder, SweepInfo
+from alloctune.results.folder import SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.command import Run, hook_environment, run_command, run_command_trial, timing
@@ -337,7 +338,7 @@ def test_the_summary_says_where_the_time_came_from_and_what_the_window_covers(tm
     info = SweepInfo(workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
                      grid=["", "expandable_segments:True"], repeats=1, created_at="2026-01-02T03:04:05Z",
                      command="alloctune sweep --steps 50 -- python train.py")
-    folder = ResultsFolder.create(tmp_path / "f", info)
+    folder = new_folder(tmp_path / "f", info)
 
     def trial(conf, rising, source=ThroughputSource.OPTIMIZER_STEPS):
         m = Measurement(peak_reserved_bytes=100 * MiB, peak_allocated_bytes=80 * MiB, throughput=10.0, unit="steps",
@@ -460,7 +461,7 @@ def test_the_summary_says_which_trials_ended_at_their_automatic_window(tmp_path)
     info = SweepInfo(workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
                      grid=["", "expandable_segments:True"], repeats=1, created_at="2026-01-02T03:04:05Z",
                      command="alloctune sweep -- python train.py")
-    folder = ResultsFolder.create(tmp_path / "f", info)
+    folder = new_folder(tmp_path / "f", info)
     for conf, auto in (("", True), ("expandable_segments:True", True), ("expandable_segments:True", False)):
         m = Measurement(peak_reserved_bytes=100 * MiB, peak_allocated_bytes=80 * MiB, throughput=10.0, unit="steps",
                         throughput_source=ThroughputSource.OPTIMIZER_STEPS, ended_by_window=auto, auto_window=auto)
