@@ -38,10 +38,11 @@ def events() -> list[dict]:
     return list(_events)
 
 
-def _note(action: str, pool: Any, stream: int | None, device: int, time_us: int, empty_cache: bool = False) -> None:
+def _note(action: str, pool: Any, stream: int | None, device: int, time_us: int, empty_cache: bool = False) -> dict:
     event = {"time_us": time_us, "action": action, "pool": [int(p) for p in pool], "stream": stream,
              "device": int(device), "empty_cache": empty_cache}
     _events.append(event)
+    return event
 
 
 def _now() -> int:
@@ -57,19 +58,14 @@ def watch_graphs(graphs: ModuleType) -> None:
 
     @functools.wraps(begin)
     def capture_begin(self: Any, *args: Any, **kwargs: Any) -> None:
-        t = _now()
+        t, entering = _now(), getattr(_entering, "on", False)
         begin(self, *args, **kwargs)
-        _note("begin", self.pool(), torch.cuda.current_stream().cuda_stream, torch.cuda.current_device(), t,
-              getattr(_entering, "on", False))
+        _quietly(_begun, torch, self, kwargs.get("pool", args[0] if args else None), t, entering)
 
     @functools.wraps(end)
     def capture_end(self: Any) -> None:
         end(self)
-        device = torch.cuda.current_device()
-        _note("end", self.pool(), torch.cuda.current_stream().cuda_stream, device, _now())
-        finalizer = weakref.finalize(self, _released, tuple(self.pool()), device)
-        finalizer.atexit = False   # a graph alive at exit releases nothing the trace still shows
-        self._alloctune_release = finalizer
+        _quietly(_ended, torch, self)
 
     @functools.wraps(reset)
     def reset_graph(self: Any) -> None:
@@ -103,6 +99,33 @@ def watch_memory(memory: ModuleType) -> None:
             setattr(memory, name, getattr(torch._C, name))
 
 
+def _quietly(note: Callable[..., None], *args: Any) -> None:
+    """Notes what a patched call did; never raises into the program (a torch whose graph API differs, no CUDA)."""
+    try:
+        note(*args)
+    except Exception:
+        pass   # the capture goes unnoted: the replay then warns of graph-pool memory it cannot place
+
+
+def _begun(torch: Any, graph: Any, pool: Any, t: int, entering: bool) -> None:
+    # `graph.pool()` answers only after a successful capture (torch 2.11 raises before): a begin without a `pool=`
+    # handle gets its pool at the end of the capture
+    event = _note("begin", pool or (), torch.cuda.current_stream().cuda_stream, torch.cuda.current_device(), t,
+                  entering)
+    graph._alloctune_begin = None if pool else event
+
+
+def _ended(torch: Any, graph: Any) -> None:
+    pool, device = tuple(graph.pool()), torch.cuda.current_device()
+    begun = getattr(graph, "_alloctune_begin", None)
+    if begun is not None:
+        begun["pool"] = [int(p) for p in pool]
+    _note("end", pool, torch.cuda.current_stream().cuda_stream, device, _now())
+    finalizer = weakref.finalize(graph, _released, pool, device)
+    finalizer.atexit = False   # a graph alive at exit releases nothing the trace still shows
+    graph._alloctune_release = finalizer
+
+
 def _released(pool: tuple, device: int) -> None:
     _note("release", pool, None, device, _now())
 
@@ -125,18 +148,23 @@ def _patch_pool_calls(c: Any) -> None:
 def _timed_before(call: Callable[..., Any], action: str) -> Callable[..., Any]:
     """A begin (device, pool[, filter]): every stream of the thread, or those torch's filter picks, as if every."""
     @functools.wraps(call)
-    def run(device: Any, pool: Any, *args: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         t = _now()
-        out = call(device, pool, *args)
-        _note(action, pool, None, device, t)
+        out = call(*args, **kwargs)
+        _quietly(_note_call, action, args, t)
         return out
     return run
 
 
 def _timed_after(call: Callable[..., Any], action: str) -> Callable[..., Any]:
     @functools.wraps(call)
-    def run(device: Any, pool: Any) -> Any:
-        out = call(device, pool)
-        _note(action, pool, None, device, _now())
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = call(*args, **kwargs)
+        _quietly(_note_call, action, args, _now())
         return out
     return run
+
+
+def _note_call(action: str, args: tuple, t: int) -> None:
+    device, pool = args[:2]   # torch's pool calls take (device, pool, ...)
+    _note(action, pool, None, device, t)
