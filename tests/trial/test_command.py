@@ -290,3 +290,16 @@ def test_a_hybrid_sweep_of_a_command_is_accepted_and_needs_a_gpu(tmp_path):
                 "pass", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "a command is measured on a GPU, and none is visible" in done.stderr
+
+
+def test_an_uncaptured_command_prints_to_our_standard_error_not_our_output(tmp_path):
+    """`record` and `fit` show the job's output as it runs (capture=False): on standard error, since standard output
+    carries alloctune's own results (`--json`), which the job's prints would corrupt (seen on the H200: `fit --json`
+    of a transformers script began with the script's own line)."""
+    code = ("import sys; from alloctune.trial.command import run_command\n"
+            "run_command([sys.executable, '-c', 'print(\"from the job\")'], {}, None, 60, sys.argv[1], capture=False)\n"
+            "print('ours')")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ours\n" and "from the job" in done.stderr
