@@ -32,12 +32,18 @@ class Limit:
 
 @dataclass(frozen=True)
 class Replayed:
-    """One setting at one recorded value: its peaks without a limit, and whether it runs under each limit."""
+    """One setting at one recorded value: its peaks without a limit, and whether it runs under each limit, with its
+    peak reserved there (a limit changes it: max_split_size_mb or GC release cached blocks to stay within it)."""
 
     value: int
     peak_reserved_bytes: int
     peak_allocated_bytes: int
     runs: tuple[bool, ...]   # per limit, in the order given
+    limited_reserved_bytes: tuple[int, ...] = ()   # per limit: the peak reserved of that replay
+
+    def need_under(self, limit: int) -> int:
+        """Its peak reserved under the limit of index `limit` (without one: the unlimited peak)."""
+        return self.limited_reserved_bytes[limit] if self.limited_reserved_bytes else self.peak_reserved_bytes
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,10 @@ def replay_points(traces: Mapping[int, Trace], confs: Sequence[AllocConf], limit
             free, limited = by_value[value]
             result = free[i].result
             assert result is not None
+            under = [outcomes[i].result for outcomes in limited]
             points.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes,
-                                   tuple(_runs(outcomes[i].result) for outcomes in limited)))
+                                   tuple(map(_runs, under)),
+                                   tuple(r.peak_reserved_bytes if r is not None else 0 for r in under)))
         out.append(SettingPoints(conf, tuple(points)))
     return out
 

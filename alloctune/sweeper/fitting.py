@@ -82,7 +82,7 @@ def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step
     """One setting under the limit of index `limit`. Copies at once share what the limit gives one process: its
     room for the allocator and its context (a card's memory; a budget and one context)."""
     assert curve is not None
-    points = [Point(p.value, p.peak_reserved_bytes, p.runs[limit]) for p in s.points]
+    points = [Point(p.value, p.need_under(limit), p.runs[limit]) for p in s.points]
     best: Largest = largest(points, curve, capacity, step)
     return Answer(str(s.setting), best.value, None if best.basis is None else best.basis.value, best.need_bytes,
                   best.headroom_bytes, best.next_value, best.capped, [p.fits for p in points],

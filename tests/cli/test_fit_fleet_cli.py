@@ -153,3 +153,20 @@ def test_fit_records_a_command_at_each_value_and_the_gpu_confirms_the_answer(tmp
     assert [(c.value, c.predicted_runs) for c in limit.confirmed] == [(12, True), (16, False)]
     assert all(c.agreed for c in limit.confirmed), limit.confirmed
     assert sorted(p.name for p in out.glob("trace.*")) == ["trace.n-16.xz", "trace.n-4.xz", "trace.n-8.xz"]
+
+
+H200_BATCHES = {v: ROOT / "tests" / "fixtures" / "fits" / f"hf-trainer-gpt2-batch-{v}.xz" for v in (8, 16, 32)}
+
+
+def test_on_traces_recorded_on_the_h200_every_answer_leaves_room_it_has(tmp_path):
+    """A setting's largest value is judged by its replay under the limit, and so is the room it leaves: never less
+    than none (max_split_size_mb reserves far more without a limit than under one; the first version took the
+    unlimited peak and printed -46 GiB of headroom on a 48 GiB card)."""
+    traces = [f"--trace={v}={path}" for v, path in H200_BATCHES.items()]
+    out = json.loads(in_process("fit", "--param", "batch", *traces, "--cards", "24GiB,48GiB,80GiB", "--json",
+                                "--out", str(tmp_path / "fit")).stdout)
+    answers = [a for limit in out["limits"] for a in limit["answers"] if a["largest"] is not None]
+    assert answers and all(0 <= a["headroom_bytes"] and a["need_bytes"] <= limit["capacity_bytes"]
+                           for limit in out["limits"] for a in limit["answers"] if a["largest"] is not None)
+    by = {(limit["device_bytes"], a["conf"]): a["largest"] for limit in out["limits"] for a in limit["answers"]}
+    assert by[(48 * 2**30, "")] == 24 and by[(48 * 2**30, "max_split_size_mb:128")] == 16
