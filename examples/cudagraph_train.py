@@ -85,7 +85,9 @@ class GraphedStep:
 
     def __init__(self, model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor):
         self.opt = opt
-        self.model = torch.cuda.make_graphed_callables(model, (x,)) if x.is_cuda else model
+        # make_graphed_callables replaces a module's own forward: graphing a container of it keeps the model's
+        # forward eager for the evaluation on batches of other sizes (the graph replays one shape)
+        self.model = torch.cuda.make_graphed_callables(nn.Sequential(model), (x,)) if x.is_cuda else model
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         loss = nn.functional.mse_loss(self.model(x), y)
