@@ -196,6 +196,10 @@ class TieBreak:
     winner_keys: int
     loser_keys: int
     loser_spread: float | None       # the loser's memory spread across repeats (None: not finite)
+    # OUT_OF_TIE: the setting that needs less than the loser beyond the tie, its memory on the pair's measure, the tie
+    beaten_by: str | None = None
+    beaten_by_bytes: int | None = None
+    tie: float | None = None
 
 
 @dataclass(frozen=True)
