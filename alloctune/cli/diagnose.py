@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _lines(d, width: int) -> list[str]:
     """The diagnosis in `width` columns (report/layout.py's rule: breaks between words and items only)."""
+    from ..diagnosis.words import heading
     from ..units import format_bytes as fb
 
     def items(prefix: str, values: list[str]) -> list[str]:
@@ -62,8 +63,7 @@ def _lines(d, width: int) -> list[str]:
     if v and f:
         where = f"GPU {f.gpu}" if f.gpu is not None else "the GPU"
         out += ["", *wrap(f"OOM on {where}: tried to allocate {fb(f.requested)}", ""),
-                *wrap(f"Verdict ({v.cause}{'' if v.sure else ', within the rounding of the figures'}): "
-                      f"{v.summary}", "")]
+                *wrap(f"{heading(v.cause, v.sure)}: {v.summary}", "")]
         out += [line for r in v.reasons for line in wrap(r, "  - ")]
         out += [line for n in v.notes for line in wrap(n, "  note: ")]
         out += items("  figures: ", [f"{k.replace('_', ' ')} {fb(n)}" for k, n in v.numbers.items()

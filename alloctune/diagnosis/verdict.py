@@ -1,10 +1,13 @@
-"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure).
+"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure); none where
+the figures contradict each other.
 
 The allocator gives up only after it has released every cached segment that holds no live tensor, so the
 "reserved but unallocated" memory a message or snapshot shows is free space stuck inside segments that still
 hold live tensors. With A allocated (live tensors, rounded), U = reserved - A, F free on the device,
 Q requested and L allowed (memory fraction), in this order:
 
+0. Figures that contradict each other (more free than the card, live tensors beyond the cache, a request of 0
+   bytes: `OomFacts.inconsistencies`) come from no allocator's state: **inconsistent**, and no verdict is given.
 1. budget-bound (L set, and reserved + Q > L: the allocator refused before asking CUDA):
    - A + Q <= L: **fragmentation**: the tensors and the request fit the budget; the cache's free pieces
      (U in total) are each smaller than Q.
@@ -83,6 +86,8 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     """The cause of the OOM described by `f` (see the module docstring for the rules)."""
     q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, f.tolerance
     others, known = f.others_bytes()
+    if inconsistent := f.inconsistencies():   # figures no allocator state has: no cause can be read from them
+        return Verdict(Cause.INCONSISTENT, Figures(f, others, known, inconsistent=inconsistent))
     cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
     if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)

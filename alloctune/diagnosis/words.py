@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..units import MiB, format_bytes as fb
-from .facts import CONTEXT_ESTIMATE, Cause, Figures, Known, Limit
+from .facts import CONTEXT_ESTIMATE, Cause, Check, Figures, Known, Limit
 
 _KNOWN = {
     Known.LISTED: "listed in the message",
@@ -22,8 +22,18 @@ def _size_arg(n: int | None) -> str:
     return f"{(n or 0) // MiB}MiB"
 
 
+def heading(cause: Cause, sure: bool) -> str:
+    """What heads the verdict's summary: its cause, or that there is none."""
+    if cause is Cause.INCONSISTENT:
+        return "No verdict (inconsistent figures)"
+    return f"Verdict ({cause}{'' if sure else ', within the rounding of the figures'})"
+
+
 def summary(cause: Cause, g: Figures) -> str:
     f = g.facts
+    if cause is Cause.INCONSISTENT:
+        return ("The figures are inconsistent: no allocator's state has them, so no verdict can be given "
+                "(is the message edited, cut, or pieced together from two?).")
     if cause is Cause.OTHER_PROCESSES:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
     if cause is Cause.SHORTAGE:
@@ -52,7 +62,7 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
         out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
                    "their graphs: no other request could use it")
-    if cause is Cause.OTHER_PROCESSES:
+    if cause in (Cause.OTHER_PROCESSES, Cause.INCONSISTENT):
         return out
     if g.others and g.others > f.tolerance:
         out.append(f"other processes held {fb(g.others)} of the card ({_KNOWN[g.known]})")
@@ -67,6 +77,29 @@ def reasons(cause: Cause, g: Figures) -> list[str]:
 
 def steps(cause: Cause, g: Figures) -> list[str]:
     return _STEPS[cause](g)
+
+
+_CHECKED = {
+    Check.NOTHING_REQUESTED: "it tried to allocate 0 bytes, which never fails",
+    Check.NO_CARD: "the card's total is 0 bytes",
+    Check.FREE_OVER_TOTAL: "{figure} free on a card of {limit}",
+    Check.RESERVED_OVER_TOTAL: "{figure} reserved by PyTorch on a card of {limit}",
+    Check.HELD_OVER_TOTAL: "{figure} reserved by PyTorch and free on the card together, on a card of {limit}",
+    Check.ALLOCATED_OVER_RESERVED: "{figure} allocated, more than the {limit} PyTorch reserved to hold it",
+    Check.ALLOWED_OVER_TOTAL: "{figure} allowed, more than the card's {limit}",
+    Check.PROCESSES_OVER_TOTAL: "{figure} in use by the processes listed, on a card of {limit}",
+    Check.POOLS_OVER_UNALLOCATED: "{figure} free in CUDA graph pools, more than the {limit} reserved but unallocated",
+}
+
+
+def _inconsistent_reasons(g: Figures) -> list[str]:
+    return [_CHECKED[i.check].format(figure=fb(i.figure), limit=fb(i.limit)) for i in g.inconsistent]
+
+
+def _inconsistent_steps(g: Figures) -> list[str]:
+    return ["give the message as torch printed it, whole (the exception's text, or the log around it)",
+            "or a memory snapshot, whose figures are exact: `alloctune.dump_on_oom(\"oom/\")` in the training script "
+            "writes one at the next OOM"]
 
 
 def _other_processes_reasons(g: Figures) -> list[str]:
@@ -189,10 +222,12 @@ def _graph_pools_steps(g: Figures) -> list[str]:
 
 _REASONS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_reasons, Cause.SHORTAGE: _shortage_reasons,
-    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons}
+    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons,
+    Cause.INCONSISTENT: _inconsistent_reasons}
 _STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_steps, Cause.SHORTAGE: _shortage_steps,
-    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps}
+    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps,
+    Cause.INCONSISTENT: _inconsistent_steps}
 
 
 def replay_step(conf: str | None, peak_reserved: int | None) -> str:
