@@ -34,9 +34,10 @@ from ..settings.known import Feature, Problem
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_message
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
-from .facts import Cause, OomFacts
-from .verdict import Verdict, judge
-from .words import replay_step
+from .facts import OomFacts, Recommendation
+from .verdict import Verdict, judge, recommend
+from . import words
+from .words import NONE_FITTED, recommendation_step
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -51,25 +52,33 @@ class Diagnosis:
     message: OomMessage | None = None
     snapshot: SnapshotView | None = None
     replay: WindowReplay | None = None
-    recommended_conf: str | None = None        # a PYTORCH_CUDA_ALLOC_CONF value that would have fit, by replay
-    recommended_peak_reserved: int | None = None
+    # the one setting recommended (`verdict.recommend`): by replay where one can be trusted, else the verdict's
+    recommendation: Recommendation | None = None
     warnings: list[str] = field(default_factory=list)
     checked_conf: str | None = None            # the setting looked up in the table of known problems
     torch_version: str | None = None           # ... for this torch (None: not known, every version counted)
     known_problems: list[Problem] = field(default_factory=list)   # what the table holds for it, worst first
 
     @property
+    def recommended_conf(self) -> str | None:
+        """The PYTORCH_CUDA_ALLOC_CONF value recommended: the one the next steps name first (None: none)."""
+        return self.recommendation.conf if self.recommendation else None
+
+    @property
+    def recommended_peak_reserved(self) -> int | None:
+        """The peak reserved the replay reached under it (None: not replayed)."""
+        return self.recommendation.peak_reserved if self.recommendation else None
+
+    @property
     def next_steps(self) -> list[str]:
-        """The verdict's steps, led by what the replay found when there was one."""
+        """The verdict's steps, led by the recommendation (or by a trusted replay where nothing fitted)."""
         if self.verdict is None:
             return []
-        steps = list(self.verdict.next_steps)
-        if self.recommended_conf is not None:
-            if self.verdict.cause is Cause.FRAGMENTATION:
-                steps = steps[1:]  # the untested suggestion the replay has just tested
-            steps.insert(0, replay_step(self.recommended_conf, self.recommended_peak_reserved))
+        steps = words.steps(self.verdict.cause, self.verdict.figures, suggestion=False)
+        if self.recommendation is not None:
+            steps.insert(0, recommendation_step(self.recommendation, self.verdict.figures))
         elif self.replay is not None and not self.replay.fitting:
-            steps.insert(0, replay_step(None, None))
+            steps.insert(0, NONE_FITTED)
         if self.checked_conf is not None:   # right after the step that names it
             from ..report.problems import known_problems_line
 
@@ -86,7 +95,11 @@ class Diagnosis:
                 "snapshot": self.snapshot.to_json() if self.snapshot else None,
                 "replay": self.replay.to_json() if self.replay else None,
                 "recommended_conf": self.recommended_conf,
-                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
+                "recommended_peak_reserved_bytes": self.recommended_peak_reserved,
+                "recommendation": None if self.recommendation is None else {
+                    "conf": self.recommendation.conf, "basis": self.recommendation.basis.value,
+                    "peak_reserved_bytes": self.recommendation.peak_reserved},
+                "next_steps": self.next_steps,
                 "warnings": self.warnings,
                 "known_problems": None if self.checked_conf is None else {
                     "conf": self.checked_conf, "torch_version": self.torch_version,
@@ -132,6 +145,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
         _replay(result, snapshot, view, facts, confs, jobs)
+    result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
     _check_known(result, view.extra.get("torch_version") if view is not None else None)
     return result
 
@@ -142,7 +156,7 @@ def _check_known(result: Diagnosis, torch_version: str | None) -> None:
     from ..settings.conf import AllocConf
     from ..settings.known import problems
 
-    conf = result.recommended_conf or (result.verdict.suggested_conf if result.verdict else None)
+    conf = result.recommended_conf
     if conf is None:
         return
     result.checked_conf, result.torch_version = conf, torch_version
@@ -335,8 +349,3 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")
-    fitting = result.replay.fitting
-    if fitting and result.replay.confidence != "low":
-        best = fitting[0]
-        result.recommended_conf = str(best.setting)
-        result.recommended_peak_reserved = best.result.peak_reserved_bytes if best.result else None

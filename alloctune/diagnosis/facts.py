@@ -166,3 +166,22 @@ class Figures:
     suggested_conf: str | None = None   # fragmentation: the setting the steps suggest trying, untested
     inconsistent: tuple[Inconsistent, ...] = ()   # INCONSISTENT: the checks the figures fail
     replay_hint: str = "alloctune replay SNAPSHOT"   # the command that replays the snapshot
+
+
+class Basis(str, enum.Enum):
+    """What a recommended setting rests on."""
+
+    REPLAY = "replay"     # the failed run, replayed under it, would have fitted (the lowest peak that did)
+    VERDICT = "verdict"   # the verdict's cause suggests it; untested here
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The one setting a diagnosis recommends: what its text says and its data (`--json`, the API) hold."""
+
+    conf: str
+    basis: Basis
+    peak_reserved: int | None = None   # REPLAY: the peak reserved the replay reached under it

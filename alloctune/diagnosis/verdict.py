@@ -30,9 +30,13 @@ quotes (`facts.py`); its sentences are `words.py`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from . import words
-from .facts import CONTEXT_ESTIMATE, Cause, Figures, Limit, OomFacts
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Figures, Limit, OomFacts, Recommendation
+
+if TYPE_CHECKING:
+    from .window import WindowReplay
 
 EXPANDABLE = "expandable_segments:True"   # what fragmentation suggests trying
 SPLIT_LIMIT = "max_split_size_mb:512"      # what it suggests to a torch older than 2.1, which has no EXPANDABLE
@@ -122,3 +126,14 @@ def _fragmentation(figures: Figures, outside_pools: int) -> Verdict:
     suggested = EXPANDABLE if f.expandable_segments else SPLIT_LIMIT
     return Verdict(Cause.FRAGMENTATION, replace(figures, suggested_conf=suggested),
                    sure=figures.margin > f.tolerance and f.unallocated > f.tolerance)
+
+
+def recommend(verdict: Verdict, replay: WindowReplay | None) -> Recommendation | None:
+    """The setting to recommend: where a replay of the failed run can be trusted (its confidence is not low), the
+    lowest-peak setting that fitted in it, or none where none did; else the one the verdict suggests trying."""
+    if replay is not None and replay.confidence != "low":
+        if not replay.fitting:
+            return None
+        best = replay.fitting[0]
+        return Recommendation(str(best.setting), Basis.REPLAY, best.result.peak_reserved_bytes if best.result else None)
+    return Recommendation(verdict.suggested_conf, Basis.VERDICT) if verdict.suggested_conf else None

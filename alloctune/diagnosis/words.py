@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..units import MiB, format_bytes as fb
-from .facts import CONTEXT_ESTIMATE, Cause, Check, Figures, Known, Limit
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Known, Limit, Recommendation
 
 _KNOWN = {
     Known.LISTED: "listed in the message",
@@ -75,8 +75,11 @@ def reasons(cause: Cause, g: Figures) -> list[str]:
     return _REASONS[cause](g)
 
 
-def steps(cause: Cause, g: Figures) -> list[str]:
-    return _STEPS[cause](g)
+def steps(cause: Cause, g: Figures, *, suggestion: bool = True) -> list[str]:
+    """The verdict's next steps: the setting it suggests trying first (unless `suggestion` is False: a diagnosis
+    says its recommendation itself, `recommendation_step`), then the cause's own."""
+    first = [_suggestion(g.suggested_conf, g.facts.expandable_segments)] if suggestion and g.suggested_conf else []
+    return first + _STEPS[cause](g)
 
 
 _CHECKED = {
@@ -178,20 +181,23 @@ def _fragmentation_reasons(g: Figures) -> list[str]:
     return out
 
 
+def _suggestion(conf: str | None, expandable_segments: bool) -> str:
+    """The untested setting a fragmentation verdict suggests trying, and why it helps."""
+    if expandable_segments:
+        return (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (memory is mapped page by page, so free pages "
+                "between live tensors are given back and reused)")
+    # expandable segments came with torch 2.1
+    return (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (cached blocks above 512 MiB are not split, so "
+            "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
+            "torch 2.1 and later offer for this")
+
+
 def _fragmentation_steps(g: Figures) -> list[str]:
-    f, conf = g.facts, g.suggested_conf
+    f = g.facts
     budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
-    if f.expandable_segments:
-        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (memory is mapped page by page, so free pages "
-                 "between live tensors are given back and reused)")
-        confs = "--conf expandable_segments:True --conf max_split_size_mb:512"
-    else:   # expandable segments came with torch 2.1
-        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (cached blocks above 512 MiB are not split, so "
-                 "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
-                 "torch 2.1 and later offer for this")
-        confs = "--conf max_split_size_mb:512 --conf max_split_size_mb:128"
-    return [first,
-            f"check it offline on a snapshot (alloctune.dump_on_oom): `{g.replay_hint}{budget} {confs}`, or measure "
+    confs = ("--conf expandable_segments:True --conf max_split_size_mb:512" if f.expandable_segments
+             else "--conf max_split_size_mb:512 --conf max_split_size_mb:128")
+    return [f"check it offline on a snapshot (alloctune.dump_on_oom): `{g.replay_hint}{budget} {confs}`, or measure "
             f"the settings: `alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
 
 
@@ -230,9 +236,12 @@ _STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.INCONSISTENT: _inconsistent_steps}
 
 
-def replay_step(conf: str | None, peak_reserved: int | None) -> str:
-    """What the replay of the failed run found, the first of the next steps."""
-    if conf is None:
-        return "by replay, no setting tried would have avoided this OOM"
-    return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={conf} would have avoided this OOM (peak reserved "
-            f"{fb(peak_reserved)}); confirm it in a real run")
+def recommendation_step(rec: Recommendation, g: Figures) -> str:
+    """The setting a diagnosis recommends, the first of its next steps."""
+    if rec.basis is Basis.VERDICT:
+        return _suggestion(rec.conf, g.facts.expandable_segments)
+    return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={rec.conf} would have avoided this OOM (peak reserved "
+            f"{fb(rec.peak_reserved)}); confirm it in a real run")
+
+
+NONE_FITTED = "by replay, no setting tried would have avoided this OOM"

@@ -49,3 +49,25 @@ def test_impossible_figures_get_no_verdict(tmp_path, figures, check):
     assert "shortage" not in done.stdout and "PYTORCH_CUDA_ALLOC_CONF=" not in done.stdout
     data = json.loads(run_cli(path, "--json").stdout)
     assert data["cause"] == "inconsistent" and data["recommended_conf"] is None
+
+
+@pytest.mark.parametrize("source, conf, basis", [
+    (PUBLIC / "v2_2-wrapped-frag.txt", "expandable_segments:True", "verdict"),     # the verdict's suggestion
+    (PUBLIC / "v1early-cached.txt", "max_split_size_mb:512", "verdict"),           # a torch without expandable ones
+    (ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle", "expandable_segments:True",
+     "replay"),
+    (PUBLIC / "v2_1-shortage.txt", None, None),                                    # no setting can help
+])
+def test_the_setting_recommended_is_one_datum_the_text_and_json_both_say(source, conf, basis):
+    d = diagnose(source)
+    assert d.recommended_conf == conf and (d.recommendation.basis.value if d.recommendation else None) == basis
+    data = json.loads(run_cli(source, "--json").stdout)
+    assert data["recommended_conf"] == conf
+    assert (data["recommendation"] or {}).get("basis") == basis
+    named = [step for step in data["next_steps"] if "PYTORCH_CUDA_ALLOC_CONF=" in step]
+    if conf is None:
+        assert named == []
+    else:   # the first step names it, and no step names another
+        assert f"PYTORCH_CUDA_ALLOC_CONF={conf} " in data["next_steps"][0]
+        assert all(f"PYTORCH_CUDA_ALLOC_CONF={conf} " in step for step in named)
+    assert data["next_steps"] == d.next_steps
