@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _lines(d, width: int) -> list[str]:
     """The diagnosis in `width` columns (report/layout.py's rule: breaks between words and items only)."""
-    from ..diagnosis.words import heading
+    from ..diagnosis.words import heading, oom_heading, several
     from ..units import format_bytes as fb
 
     def items(prefix: str, values: list[str]) -> list[str]:
@@ -60,9 +60,12 @@ def _lines(d, width: int) -> list[str]:
         out += wrap(f"message: {d.message.format}", "")
     out += [line for w in d.warnings for line in wrap(w, "warning: ")]
     v, f = d.verdict, d.facts
+    rank = d.message.rank if d.message else None
+    if len(d.ooms) > 1 and f:
+        head, *each = several([(o.rank, o.facts, o.verdict.cause, o.facts is f) for o in d.ooms])
+        out += ["", *wrap(head, "")] + [line for e in each for line in wrap(e, "  - ")]
     if v and f:
-        where = f"GPU {f.gpu}" if f.gpu is not None else "the GPU"
-        out += ["", *wrap(f"OOM on {where}: tried to allocate {fb(f.requested)}", ""),
+        out += ["", *wrap(oom_heading(rank, f), ""),
                 *wrap(f"{heading(v.cause, v.sure)}: {v.summary}", "")]
         out += [line for r in v.reasons for line in wrap(r, "  - ")]
         out += [line for n in v.notes for line in wrap(n, "  note: ")]

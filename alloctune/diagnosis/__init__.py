@@ -32,10 +32,10 @@ from ..files import checked_path, open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature, Problem
 from ..units import format_bytes
-from .message import OomMessage, driver_error, looks_like_message, parse_message
+from .message import OomMessage, driver_error, looks_like_message, parse_messages
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .facts import OomFacts, Recommendation
-from .verdict import Verdict, judge, recommend
+from .verdict import Oom, Verdict, judge, recommend, worst
 from . import words
 from .words import NONE_FITTED, recommendation_step
 from .window import WindowReplay
@@ -58,6 +58,7 @@ class Diagnosis:
     checked_conf: str | None = None            # the setting looked up in the table of known problems
     torch_version: str | None = None           # ... for this torch (None: not known, every version counted)
     known_problems: list[Problem] = field(default_factory=list)   # what the table holds for it, worst first
+    ooms: list[Oom] = field(default_factory=list)   # every OOM the sources hold (a log of several ranks), judged
 
     @property
     def recommended_conf(self) -> str | None:
@@ -99,7 +100,7 @@ class Diagnosis:
                 "recommendation": None if self.recommendation is None else {
                     "conf": self.recommendation.conf, "basis": self.recommendation.basis.value,
                     "peak_reserved_bytes": self.recommendation.peak_reserved},
-                "next_steps": self.next_steps,
+                "next_steps": self.next_steps, "ooms": [o.to_json() for o in self.ooms],
                 "warnings": self.warnings,
                 "known_problems": None if self.checked_conf is None else {
                     "conf": self.checked_conf, "torch_version": self.torch_version,
@@ -113,41 +114,75 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     """Diagnose the OOM the sources describe (see the module docstring)."""
     if not sources:
         raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
-    message: OomMessage | None = None
-    snapshot: dict | None = None
-    where, beside = "", None
     names = [checked_path(source, "diagnose") for source in sources]
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
-    for name in names:
+    messages, snapshot, where = _sources(names)
+    if snapshot is not None:
+        check_snapshot(snapshot, where)
+    view = view_snapshot(snapshot, where, device) if snapshot is not None else None
+    hint = f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}"
+    ooms, main = _judged(messages, view, hint)
+    message = main.message if main else (messages[-1] if messages else None)
+    warnings = list(main.warnings) if main else list(message.notes) if message else []
+    if main is None:
+        warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
+                        "figures): showing its fragmentation picture only")
+    facts, verdict = (main.facts, main.verdict) if main else (None, None)
+    result = Diagnosis(names, verdict, facts, message, view, warnings=warnings, ooms=ooms)
+    if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
+        _replay(result, snapshot, view, facts, confs, jobs)
+    result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
+    _check_known(result, view.extra.get("torch_version") if view is not None else None)
+    return result
+
+
+def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str]:
+    """The messages (every OOM of one message source, or of what dump_on_oom saved beside its snapshot), the
+    snapshot and its name; `names` gains the file read beside the snapshot."""
+    messages: list[OomMessage] | None = None
+    snapshot: dict | None = None
+    where, beside = "", None
+    for name in list(names):
         value, path = _read(name)
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
             snapshot, where = value, name
             beside = os.path.splitext(path)[0] + ".txt" if path else None
-        elif message is not None:
+        elif messages is not None:
             raise DiagnoseError(f"{name}: one message at a time (got a second one)")
         else:
-            message = value
-    if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
-        message = parse_message(_read_text(beside))
+            messages = value
+    if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
+        messages = parse_messages(_read_text(beside))
         names.append(beside)
-    if snapshot is not None:
-        check_snapshot(snapshot, where)
-    view = view_snapshot(snapshot, where, device) if snapshot is not None else None
-    warnings: list[str] = list(message.notes) if message else []
-    facts = _facts(message, view, warnings)
-    if facts is None:
-        warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
-                        "figures): showing its fragmentation picture only")
-    verdict = judge(facts, replay_hint=f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}") if facts else None
-    result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
-    if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
-        _replay(result, snapshot, view, facts, confs, jobs)
-    result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
-    _check_known(result, view.extra.get("torch_version") if view is not None else None)
-    return result
+    return messages or [], snapshot, where
+
+
+def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str) -> tuple[list[Oom], Oom | None]:
+    """Every OOM judged, each message's, the snapshot's figures completing the one of its OOM (the snapshot's alone
+    without a message); and the one the diagnosis details: the snapshot's, else the worst (`verdict.worst`)."""
+    exact = view.facts() if view else None
+    ours = _of_snapshot(messages, exact)
+    ooms, detailed = [], None
+    candidates: list[OomMessage | None] = [*messages] or [None]
+    for message in candidates:
+        warnings: list[str] = list(message.notes) if message else []
+        facts = _facts(message, view if message is ours else None, warnings)
+        if facts is not None:
+            ooms.append(Oom(message, facts, judge(facts, replay_hint=hint), tuple(warnings)))
+            detailed = ooms[-1] if view is not None and message is ours else detailed
+    return ooms, detailed or (worst(ooms) if ooms else None)
+
+
+def _of_snapshot(messages: list[OomMessage], exact: OomFacts | None) -> OomMessage | None:
+    """The message of the snapshot's OOM: the last whose request is the snapshot's, within its rounding (the last
+    message where the snapshot records no OOM)."""
+    if not messages:
+        return None
+    same = [m for m in messages if exact is None or abs(m.requested - exact.requested) <= m.precision]
+    return (same or messages)[-1]
 
 
 def _check_known(result: Diagnosis, torch_version: str | None) -> None:
@@ -163,7 +198,7 @@ def _check_known(result: Diagnosis, torch_version: str | None) -> None:
     result.known_problems = problems(AllocConf.parse(conf), torch_version, set(Feature))
 
 
-def _read(name: str) -> tuple[dict | OomMessage, str | None]:
+def _read(name: str) -> tuple[dict | list[OomMessage], str | None]:
     """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
     from ..sim.limits import MAX_SNAPSHOT_BYTES
     from ..sim.compact import XZ_MAGIC
@@ -197,7 +232,7 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
-    return parse_message(text), None if name == "-" else name
+    return parse_messages(text), None if name == "-" else name
 
 
 # How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
@@ -246,7 +281,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _results_message(folder: str) -> OomMessage:
+def _results_message(folder: str) -> list[OomMessage]:
     from ..results.folder import SWEEP_FILE, ResultsFolder
     from ..results.records import Backend, TrialState
     from ..results.trials import TRIALS_FILE, TrialStore
@@ -275,7 +310,7 @@ def _results_message(folder: str) -> OomMessage:
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "
                             "this reader knows")
-    return parse_message(last.error)
+    return parse_messages(last.error)   # a command of several ranks: each may have failed
 
 
 def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:

@@ -36,6 +36,7 @@ from . import words
 from .facts import CONTEXT_ESTIMATE, Basis, Cause, Figures, Limit, OomFacts, Recommendation
 
 if TYPE_CHECKING:
+    from .message import OomMessage
     from .window import WindowReplay
 
 EXPANDABLE = "expandable_segments:True"   # what fragmentation suggests trying
@@ -137,3 +138,32 @@ def recommend(verdict: Verdict, replay: WindowReplay | None) -> Recommendation |
         best = replay.fitting[0]
         return Recommendation(str(best.setting), Basis.REPLAY, best.result.peak_reserved_bytes if best.result else None)
     return Recommendation(verdict.suggested_conf, Basis.VERDICT) if verdict.suggested_conf else None
+
+
+# Which OOM of several (a log of several ranks) a diagnosis details: the cause no setting can fix first, then the one
+# that needs the most memory; figures that give no verdict last.
+WORST_FIRST = (Cause.SHORTAGE, Cause.OTHER_PROCESSES, Cause.BUDGET, Cause.GRAPH_POOLS, Cause.FRAGMENTATION,
+               Cause.INCONSISTENT)
+
+
+@dataclass(frozen=True)
+class Oom:
+    """One OOM a source holds, judged: its message (None: a snapshot's alone), figures and verdict."""
+
+    message: OomMessage | None
+    facts: OomFacts
+    verdict: Verdict
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def rank(self) -> int | None:
+        return self.message.rank if self.message else None
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "gpu": self.facts.gpu, "requested_bytes": self.facts.requested,
+                "cause": self.verdict.cause.value, "sure": self.verdict.sure, "verdict": self.verdict.to_json()}
+
+
+def worst(ooms: list[Oom]) -> Oom:
+    """The OOM a diagnosis of several details (`WORST_FIRST`; the first of equals)."""
+    return min(ooms, key=lambda o: (WORST_FIRST.index(o.verdict.cause), -(o.facts.allocated + o.facts.requested)))

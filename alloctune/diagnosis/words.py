@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..units import MiB, format_bytes as fb
-from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Known, Limit, Recommendation
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Known, Limit, Recommendation, OomFacts
 
 _KNOWN = {
     Known.LISTED: "listed in the message",
@@ -245,3 +245,22 @@ def recommendation_step(rec: Recommendation, g: Figures) -> str:
 
 
 NONE_FITTED = "by replay, no setting tried would have avoided this OOM"
+
+
+def oom_where(rank: int | None, gpu: int | None) -> str:
+    """Where an OOM happened: 'GPU 1 (rank 1)', as far as its source says."""
+    device = f"GPU {gpu}" if gpu is not None else "the GPU"
+    return f"{device} (rank {rank})" if rank is not None else device
+
+
+def oom_heading(rank: int | None, f: OomFacts) -> str:
+    return f"OOM on {oom_where(rank, f.gpu)}: tried to allocate {fb(f.requested)}"
+
+
+def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]]) -> list[str]:
+    """The OOMs of a source that holds several (rank, figures, cause, whether the verdict below details it each):
+    the heading, then one line each."""
+    return ([f"{len(ooms)} OOMs read; the worst is detailed below (a cause no allocator setting fixes first, then "
+             "the one that needs the most memory):"]
+            + [f"{oom_where(r, g.gpu)}: tried to allocate {fb(g.requested)} with {fb(g.allocated)} live: {cause}"
+               + (" (detailed below)" if detailed else "") for r, g, cause, detailed in ooms])

@@ -71,3 +71,68 @@ def test_the_setting_recommended_is_one_datum_the_text_and_json_both_say(source,
         assert f"PYTORCH_CUDA_ALLOC_CONF={conf} " in data["next_steps"][0]
         assert all(f"PYTORCH_CUDA_ALLOC_CONF={conf} " in step for step in named)
     assert data["next_steps"] == d.next_steps
+
+
+GiB = 2**30
+RANK0 = message(requested="1.50 GiB", gpu=0, free="1.00 GiB", allocated="70.00 GiB", unallocated="3.00 GiB")
+RANK1 = message(requested="2.00 GiB", gpu=1, free="0.50 GiB", allocated="77.00 GiB", unallocated="0.10 GiB")
+
+
+def interleaved(*ranks: str) -> str:
+    """A torchrun log: each rank's lines prefixed `[rankN]: `, the ranks' lines interleaved."""
+    per_rank = [("step 10 loss 2.31\nTraceback (most recent call last):\n  File \"train.py\", line 9\n" + text)
+                .splitlines() for text in ranks]
+    return "".join(f"[rank{r}]: {lines[i]}\n" for i in range(max(map(len, per_rank)))
+                   for r, lines in enumerate(per_rank) if i < len(lines))
+
+
+def test_a_log_of_two_ranks_reads_both_names_them_and_details_the_worst(tmp_path):
+    log = tmp_path / "torchrun.log"
+    log.write_text(interleaved(RANK0, RANK1))
+    d = diagnose(log)
+    assert [(o.rank, o.facts.gpu, o.facts.requested, o.verdict.cause) for o in d.ooms] == [
+        (0, 0, int(1.5 * GiB), Cause.FRAGMENTATION), (1, 1, 2 * GiB, Cause.SHORTAGE)]
+    assert d.facts is d.ooms[1].facts and d.message.rank == 1   # the shortage: no setting fixes it
+    text = " ".join(run_cli(log).stdout.split())
+    assert "2 OOMs read; the worst is detailed below" in text
+    assert "GPU 0 (rank 0): tried to allocate 1.50 GiB with 70.00 GiB live: fragmentation" in text
+    assert "GPU 1 (rank 1): tried to allocate 2.00 GiB with 77.00 GiB live: shortage (detailed below)" in text
+    assert "OOM on GPU 1 (rank 1): tried to allocate 2.00 GiB" in text
+    data = json.loads(run_cli(log, "--json").stdout)
+    assert [(o["rank"], o["requested_bytes"], o["cause"]) for o in data["ooms"]] == [
+        (0, int(1.5 * GiB), "fragmentation"), (1, 2 * GiB, "shortage")]
+    assert data["message"]["rank"] == 1 and data["cause"] == "shortage"
+    # the same two ranks of fragmentation: the one that needs the most memory
+    log.write_text(interleaved(RANK0, RANK0.replace("GPU 0", "GPU 1").replace("70.00 GiB", "71.00 GiB")))
+    d = diagnose(log)
+    assert [o.rank for o in d.ooms] == [0, 1] and d.message.rank == 1
+
+
+def test_the_committed_rank_prefixed_log_names_its_rank():
+    d = diagnose(PUBLIC / "v2_x-rank-prefix.txt")
+    assert [(o.rank, o.facts.gpu) for o in d.ooms] == [(4, 4)] and d.message.rank == 4
+    assert "OOM on GPU 4 (rank 4): tried to allocate 64.00 MiB" in run_cli(PUBLIC / "v2_x-rank-prefix.txt").stdout
+
+
+def test_every_oom_of_a_plain_log_is_read_once(tmp_path):
+    """No prefixes: each message in turn (GPUs tell them apart). A message printed twice (a chained traceback), and
+    the launcher's summary repeating a rank's error without its prefix, are one OOM."""
+    log = tmp_path / "job.log"
+    log.write_text("epoch 1\n" + RANK0 + "During handling of the above exception, another exception occurred:\n"
+                   + RANK0 + "retrying with a smaller batch\n" + RANK1)
+    assert [(o.rank, o.facts.gpu) for o in diagnose(log).ooms] == [(None, 0), (None, 1)]
+    log.write_text(interleaved(RANK0) + "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+                   + "Root Cause (first observed failure):\n" + RANK0)
+    assert [(o.rank, o.facts.gpu) for o in diagnose(log).ooms] == [(0, 0)]
+
+
+def test_a_snapshot_details_its_own_oom_among_the_messages(tmp_path):
+    """A snapshot and a log of several OOMs: the verdict is the snapshot's OOM's, the others are listed."""
+    import shutil
+
+    frag = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag"
+    shutil.copy(frag / "oom-rank0.pickle", tmp_path / "oom-rank0.pickle")
+    (tmp_path / "oom-rank0.txt").write_text(RANK1 + (frag / "oom-rank0.txt").read_text())
+    d = diagnose(tmp_path / "oom-rank0.pickle", confs=["expandable_segments:True"])
+    assert len(d.ooms) == 2 and d.facts is d.ooms[1].facts and d.verdict.cause is Cause.FRAGMENTATION
+    assert d.recommended_conf == "expandable_segments:True"
