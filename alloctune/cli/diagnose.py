@@ -28,6 +28,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", type=int, help="which device's state, when the snapshot has several")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all usable "
                                                                    "cores)")
+    p.add_argument("--all-problems", action="store_true",
+                   help="list every known problem of the recommended setting, not only the few that matter most "
+                        "for this job")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from ..diagnosis import diagnose
     from ..report.layout import output_width
 
-    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs)
+    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs,
+                      all_problems=args.all_problems)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

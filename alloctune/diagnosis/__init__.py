@@ -1,6 +1,6 @@
 """`alloctune diagnose`: from a CUDA out-of-memory error to its cause and the next step.
 
-    diagnose(*sources, device=None, confs=None) -> Diagnosis
+    diagnose(*sources, device=None, confs=None, jobs=None, all_problems=False) -> Diagnosis
 
 Each source is a path (or '-' for stdin) to one of:
 - an OOM message: the exception's text, a traceback, or a whole log (`message.py` reads every format);
@@ -9,14 +9,14 @@ Each source is a path (or '-' for stdin) to one of:
 - a results folder: its latest trial that ended in an OOM (the child records the exception's text).
 
 Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
-and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). `verdict.judge`
-names the cause, as data (a `Cause` and the figures it quotes); `words.py` says it.
-With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
-reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
-recommendation. The setting recommended (or, without a replay, the one the verdict suggests trying) is looked up
-in the table of known problems (`settings/known.py`) for the torch the snapshot names (a message does not name
-one: then every version counts), and the next steps say what the table holds for it: the problems that depend
-on what the job does, for the user to check against it (diagnose cannot see the job).
+and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). A log may hold
+several OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own).
+`verdict.judge` names the cause, as data (a `Cause` and the figures it quotes; none where the figures contradict
+each other); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
+recorded setting (to check the reconstruction) and under the candidate settings. `verdict.recommend` makes the one
+recommendation (the lowest-peak setting that fitted in a trusted replay, else the one the verdict suggests), which
+the next steps, `recommended_conf` and `--json` all give; its known problems that matter for this job
+(`problems.py`: by its torch and what it was seen doing) come right after it.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_messages
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .facts import OomFacts, Recommendation
+from .problems import KnownProblems, job_of, known_problems
 from .verdict import Oom, Verdict, judge, recommend, worst
 from . import words
 from .words import NONE_FITTED, recommendation_step
@@ -55,9 +56,7 @@ class Diagnosis:
     # the one setting recommended (`verdict.recommend`): by replay where one can be trusted, else the verdict's
     recommendation: Recommendation | None = None
     warnings: list[str] = field(default_factory=list)
-    checked_conf: str | None = None            # the setting looked up in the table of known problems
-    torch_version: str | None = None           # ... for this torch (None: not known, every version counted)
-    known_problems: list[Problem] = field(default_factory=list)   # what the table holds for it, worst first
+    problems: KnownProblems | None = None      # the recommended setting's known problems that matter for the job
     ooms: list[Oom] = field(default_factory=list)   # every OOM the sources hold (a log of several ranks), judged
 
     @property
@@ -80,11 +79,27 @@ class Diagnosis:
             steps.insert(0, recommendation_step(self.recommendation, self.verdict.figures))
         elif self.replay is not None and not self.replay.fitting:
             steps.insert(0, NONE_FITTED)
-        if self.checked_conf is not None:   # right after the step that names it
+        if (k := self.problems) is not None:   # right after the step that names it
             from ..report.problems import known_problems_line
 
-            steps.insert(1, known_problems_line(self.checked_conf, self.torch_version, self.known_problems))
+            steps.insert(1, known_problems_line(k.conf, k.job.torch_version, k.job.versions, k.shown, len(k.hidden),
+                                                k.job.seen))
         return steps
+
+    @property
+    def checked_conf(self) -> str | None:
+        """The setting looked up in the table of known problems: the one recommended."""
+        return self.problems.conf if self.problems else None
+
+    @property
+    def torch_version(self) -> str | None:
+        """The torch it was looked up for (None: not known; the message's layout may narrow it)."""
+        return self.problems.job.torch_version if self.problems else None
+
+    @property
+    def known_problems(self) -> list[Problem]:
+        """Those of its known problems shown, the ones that matter most for the job first."""
+        return list(self.problems.shown) if self.problems else []
 
     def picture(self) -> list[str]:
         return picture_lines(self.snapshot) if self.snapshot else []
@@ -102,22 +117,24 @@ class Diagnosis:
                     "peak_reserved_bytes": self.recommendation.peak_reserved},
                 "next_steps": self.next_steps, "ooms": [o.to_json() for o in self.ooms],
                 "warnings": self.warnings,
-                "known_problems": None if self.checked_conf is None else {
+                "known_problems": None if self.problems is None else {
                     "conf": self.checked_conf, "torch_version": self.torch_version,
+                    "features_seen": [f.value for f in Feature if f in self.problems.job.seen],
+                    "features_whole": self.problems.job.whole, "hidden": [p.id for p in self.problems.hidden],
                     "problems": [{"id": p.id, "severity": p.severity.value, "when": [f.value for f in Feature
                                                                                      if f in p.when],
                                   "versions": str(p.versions), "source": p.source} for p in self.known_problems]}}
 
 
 def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
-             jobs: int | None = None) -> Diagnosis:
+             jobs: int | None = None, all_problems: bool = False) -> Diagnosis:
     """Diagnose the OOM the sources describe (see the module docstring)."""
     if not sources:
         raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
     names = [checked_path(source, "diagnose") for source in sources]
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
-    messages, snapshot, where = _sources(names)
+    messages, snapshot, where, features = _sources(names)
     if snapshot is not None:
         check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
@@ -133,18 +150,21 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
         _replay(result, snapshot, view, facts, confs, jobs)
     result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
-    _check_known(result, view.extra.get("torch_version") if view is not None else None)
+    if result.recommended_conf is not None:
+        job = job_of(view.extra.get("torch_version") if view is not None else None, message, facts, features)
+        result.problems = known_problems(result.recommended_conf, job, all_problems)
     return result
 
 
-def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str]:
+def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None]:
     """The messages (every OOM of one message source, or of what dump_on_oom saved beside its snapshot), the
-    snapshot and its name; `names` gains the file read beside the snapshot."""
+    snapshot and its name, what the job did where a trial's record says; `names` gains the file read beside the
+    snapshot."""
     messages: list[OomMessage] | None = None
     snapshot: dict | None = None
-    where, beside = "", None
+    where, beside, features = "", None, None
     for name in list(names):
-        value, path = _read(name)
+        value, path, features = _read(name)
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
@@ -157,7 +177,7 @@ def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str]:
     if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
         messages = parse_messages(_read_text(beside))
         names.append(beside)
-    return messages or [], snapshot, where
+    return messages or [], snapshot, where, features
 
 
 def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str) -> tuple[list[Oom], Oom | None]:
@@ -185,27 +205,16 @@ def _of_snapshot(messages: list[OomMessage], exact: OomFacts | None) -> OomMessa
     return (same or messages)[-1]
 
 
-def _check_known(result: Diagnosis, torch_version: str | None) -> None:
-    """Look up the setting the next steps recommend in the table of known problems, for any job (diagnose does not
-    see which features the job uses: every entry of the setting's on that torch counts)."""
-    from ..settings.conf import AllocConf
-    from ..settings.known import problems
-
-    conf = result.recommended_conf
-    if conf is None:
-        return
-    result.checked_conf, result.torch_version = conf, torch_version
-    result.known_problems = problems(AllocConf.parse(conf), torch_version, set(Feature))
-
-
-def _read(name: str) -> tuple[dict | list[OomMessage], str | None]:
-    """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
+def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Feature] | None]:
+    """(the snapshot dict or the messages, the file's path, what the job did where a trial's record says) for a
+    source; a folder is a results folder."""
     from ..sim.limits import MAX_SNAPSHOT_BYTES
     from ..sim.compact import XZ_MAGIC
     from ..sim.pickles import PICKLE_PROTO, unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
-        return _results_message(name), None
+        messages, features = _results_message(name)
+        return messages, None, features
     try:
         # a log of any size is read from its end (_log_text); a snapshot is read whole, within the limit
         f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError, whole=False)
@@ -220,7 +229,7 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None]:
             if f.seekable() and os.fstat(f.fileno()).st_size > MAX_SNAPSHOT_BYTES:
                 raise DiagnoseError(f"{name!r} is larger than the {format_bytes(MAX_SNAPSHOT_BYTES)} alloctune "
                                     f"reads as a memory snapshot")
-            return unpickle_snapshot(head, f, name), None if name == "-" else name
+            return unpickle_snapshot(head, f, name), None if name == "-" else name, None
         if head == XZ_MAGIC:
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
                                 "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
@@ -232,7 +241,7 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None]:
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
-    return parse_messages(text), None if name == "-" else name
+    return parse_messages(text), None if name == "-" else name, None
 
 
 # How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
@@ -281,7 +290,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _results_message(folder: str) -> list[OomMessage]:
+def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] | None]:
     from ..results.folder import SWEEP_FILE, ResultsFolder
     from ..results.records import Backend, TrialState
     from ..results.trials import TRIALS_FILE, TrialStore
@@ -310,7 +319,8 @@ def _results_message(folder: str) -> list[OomMessage]:
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "
                             "this reader knows")
-    return parse_messages(last.error)   # a command of several ranks: each may have failed
+    features = frozenset(Feature(v) for v in last.features if v in set(Feature)) if last.features is not None else None
+    return parse_messages(last.error), features   # a command of several ranks: each may have failed
 
 
 def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:

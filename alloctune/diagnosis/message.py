@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import DiagnoseError, shown
+from ..settings.known import Versions
+from ..settings.versions import parse_version
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -77,6 +79,15 @@ class OomMessage:
     def predates_expandable_segments(self) -> bool:
         """The layouts torch 2.0 and older printed: a torch without expandable_segments (added in 2.1)."""
         return self.format.startswith(("torch 1.x-2.0", "early torch 1.x"))
+
+    @property
+    def torch_versions(self) -> Versions | None:
+        """The torch releases that print this layout (None: any, as cudaMallocAsync's table)."""
+        if self.format.startswith("torch 2.1 "):
+            return Versions(parse_version("2.1"), parse_version("2.2"))
+        if self.format.startswith("torch 2.2+"):
+            return Versions(parse_version("2.2"))
+        return Versions(fixed=parse_version("2.1")) if self.predates_expandable_segments else None
 
     def to_json(self) -> dict:
         return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,

@@ -1,5 +1,5 @@
 """The table of known problems (`settings/known.py`) in words: what a job did, as the start-up hook saw it
-(`FEATURES`, `features_phrase`), what the table holds for a setting on a torch (`known_problems_line`, for
+(`FEATURES`, `features_phrase`), the problems of a setting that matter for a job (`known_problems_line`, for
 `diagnose`), and a KNOWN_PROBLEM or KNOWN_CAVEAT reason's sentence (`known_problem`, for `words.py`).
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..decide.reasons import KnownProblem
-from ..settings.known import PROBLEMS, Feature, Problem, Severity
+from ..settings.known import PROBLEMS, Feature, Problem, Severity, Versions
 
 # What a job did, as the start-up hook saw it: "the job <phrase>".
 FEATURES = {
@@ -36,22 +36,31 @@ def features_phrase(features: Iterable[Feature]) -> str:
     return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else "".join(said)
 
 
-def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
-    """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
-    job whose features are not known: by severity, what the job would have to do for each to apply, and its
-    source."""
-    where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
-    if not found:
+def known_problems_line(conf: str, torch_version: str | None, versions: Versions | None, shown: Sequence[Problem],
+                        hidden: int = 0, seen: Iterable[Feature] = ()) -> str:
+    """What the table of known problems holds for `conf` on `torch_version` (None: `versions`, the releases the
+    message's layout names; both None: any), for a job that was seen doing `seen`: the problems `shown`, by
+    severity, what the job would have to do for each to apply (or that it did), and its source; then how many more
+    are `hidden`."""
+    where = (f"torch {torch_version}" if torch_version else f"torch {versions} (as the message's layout tells)"
+             if versions else "any torch (the source does not say which)")
+    if not shown and not hidden:
         return f"alloctune's table of known problems has none for {conf} on {where}"
+    done = frozenset(seen)
     said = []
     for severity in Severity:
-        ours = [p for p in found if p.severity is severity]
+        ours = [p for p in shown if p.severity is severity]
         always = [f"whatever the job does ({p.source})" for p in ours if not p.when]
-        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})" for p in ours if p.when]
-        if always or when:
+        did = [f"as the job {features_phrase(f for f in Feature if f in p.when)} ({p.source})"
+               for p in ours if p.when and p.when <= done]
+        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})"
+                for p in ours if p.when and not p.when <= done]
+        if always or did or when:
             said.append(f"it can {_SEVERITY[severity]} " + "; or ".join(
-                always + (["if the job " + "; or if it ".join(when)] if when else [])))
-    return f"alloctune's table of known problems, for {conf} on {where}, to check against the job: " + "; ".join(said)
+                always + did + (["if the job " + "; or if it ".join(when)] if when else [])))
+    more = f"{hidden} more (`alloctune diagnose --all-problems` lists them)" if hidden else ""
+    return (f"before using {conf}, check the job against its known problems on {where}: "
+            + "; ".join(said + ([f"and {more}"] if more and said else [more] if more else [])))
 
 
 def known_problem(f: KnownProblem, head: str = "") -> str:

@@ -136,3 +136,58 @@ def test_a_snapshot_details_its_own_oom_among_the_messages(tmp_path):
     d = diagnose(tmp_path / "oom-rank0.pickle", confs=["expandable_segments:True"])
     assert len(d.ooms) == 2 and d.facts is d.ooms[1].facts and d.verdict.cause is Cause.FRAGMENTATION
     assert d.recommended_conf == "expandable_segments:True"
+
+
+ES = "expandable_segments:True"
+
+
+def test_the_few_known_problems_that_matter_for_the_job_and_the_rest_counted():
+    from alloctune.diagnosis.problems import MOST_SHOWN, Job, known_problems
+    from alloctune.settings.known import Feature, Versions
+    from alloctune.settings.versions import parse_version
+
+    unknown = known_problems(ES, Job())
+    every = known_problems(ES, Job(), everything=True)
+    assert len(unknown.shown) == MOST_SHOWN and set(unknown.shown + unknown.hidden) == set(every.shown)
+    assert every.hidden == () and every.shown[:MOST_SHOWN] == unknown.shown
+    # worst first, then the fewest conditions: one feature each before the pairs
+    assert [len(p.when) for p in unknown.shown] == [1, 1, 1]
+    # a torch the message's layout names: a problem of releases it lies outside of is not counted
+    old = known_problems(ES, Job(versions=Versions(parse_version("2.1"), parse_version("2.2"))), everything=True)
+    assert {p.id for p in every.shown} - {p.id for p in old.shown} == {"alloc-conf-unread-2.9"}
+    # what the job was seen doing comes first; a trial's whole record leaves only what applies
+    seen = known_problems(ES, Job(seen=frozenset({Feature.CUDA_GRAPHS, Feature.NCCL})))
+    assert seen.shown[0].when == {Feature.CUDA_GRAPHS, Feature.NCCL} and seen.applies(seen.shown[0])
+    whole = known_problems(ES, Job(seen=frozenset({Feature.CUDA_IPC}), whole=True))
+    assert [p.id for p in whole.shown] == ["expandable-cuda-ipc-pidfd"] and len(whole.hidden) == len(every.shown) - 1
+
+
+def test_the_known_problems_step_names_a_few_and_the_flag_lists_them_all(tmp_path):
+    from alloctune.diagnosis.problems import MOST_SHOWN
+
+    source = PUBLIC / "v2_2-wrapped-frag.txt"
+    d, every = diagnose(source), diagnose(source, all_problems=True)
+    hidden = len(every.known_problems) - MOST_SHOWN
+    step, all_step = (" ".join(x.next_steps[1].split()) for x in (d, every))
+    assert step.startswith(f"before using {ES}, check the job against its known problems on torch from 2.2 (as the "
+                           "message's layout tells): it can break the job if the job sent or received CUDA tensors")
+    assert step.endswith(f"and {hidden} more (`alloctune diagnose --all-problems` lists them)")
+    assert "any torch" not in step and step.count("https://") == MOST_SHOWN
+    assert all_step.count("https://") == len(every.known_problems) and "more (" not in all_step
+    text = run_cli(source, "--all-problems").stdout
+    assert " ".join(text.split()).count("https://") == len(every.known_problems)
+    data = json.loads(run_cli(source, "--json").stdout)["known_problems"]
+    assert len(data["problems"]) == MOST_SHOWN and len(data["hidden"]) == hidden and data["features_whole"] is False
+
+
+def test_a_results_folder_tells_what_the_job_did(tmp_path):
+    from alloctune.results.records import TrialRecord, TrialState
+    from alloctune.results.trials import TrialStore
+
+    store = TrialStore(tmp_path / "trials.jsonl")
+    store.append(TrialRecord("w", "h", "", 0, "torch-2.11.0", "cuda", TrialState.OOM, features=["cuda_ipc"],
+                             error=(PUBLIC / "v2_2-wrapped-frag.txt").read_text()))
+    d = diagnose(tmp_path)
+    assert d.problems.job.whole and [p.id for p in d.known_problems] == ["expandable-cuda-ipc-pidfd"]
+    assert ("it can break the job as the job sent or received CUDA tensors between processes "
+            "(https://github.com/pytorch/pytorch/issues/165685); and ") in " ".join(d.next_steps[1].split())
