@@ -2,7 +2,8 @@
 through the store."""
 from __future__ import annotations
 
-from alloctune.results.folder import ChoiceRecord, ResultsFolder, Skipped, SweepInfo
+from alloctune.results.choices import ChoiceRecord
+from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 

@@ -28,6 +28,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", type=int, help="which device's state, when the snapshot has several")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all usable "
                                                                    "cores)")
+    p.add_argument("--all-problems", action="store_true",
+                   help="list every known problem of the recommended setting, not only the few that matter most "
+                        "for this job")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -36,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from ..diagnosis import diagnose
     from ..report.layout import output_width
 
-    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs)
+    result = diagnose(*args.sources, device=args.device, confs=args.conf, jobs=args.jobs,
+                      all_problems=args.all_problems)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -46,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _lines(d, width: int) -> list[str]:
     """The diagnosis in `width` columns (report/layout.py's rule: breaks between words and items only)."""
+    from ..diagnosis.words import heading, oom_heading, several
     from ..units import format_bytes as fb
 
     def items(prefix: str, values: list[str]) -> list[str]:
@@ -59,11 +64,13 @@ def _lines(d, width: int) -> list[str]:
         out += wrap(f"message: {d.message.format}", "")
     out += [line for w in d.warnings for line in wrap(w, "warning: ")]
     v, f = d.verdict, d.facts
+    rank = d.message.rank if d.message else None
+    if len(d.ooms) > 1 and f:
+        head, *each = several([(o.rank, o.facts, o.verdict.cause, o.facts is f) for o in d.ooms])
+        out += ["", *wrap(head, "")] + [line for e in each for line in wrap(e, "  - ")]
     if v and f:
-        where = f"GPU {f.gpu}" if f.gpu is not None else "the GPU"
-        out += ["", *wrap(f"OOM on {where}: tried to allocate {fb(f.requested)}", ""),
-                *wrap(f"Verdict ({v.cause}{'' if v.sure else ', within the rounding of the figures'}): "
-                      f"{v.summary}", "")]
+        out += ["", *wrap(oom_heading(rank, f), ""),
+                *wrap(f"{heading(v.cause, v.sure)}: {v.summary}", "")]
         out += [line for r in v.reasons for line in wrap(r, "  - ")]
         out += [line for n in v.notes for line in wrap(n, "  note: ")]
         out += items("  figures: ", [f"{k.replace('_', ' ')} {fb(n)}" for k, n in v.numbers.items()

@@ -20,7 +20,7 @@ from typing import Iterable, TypeGuard
 from ..results.records import Backend
 from ..settings.known import Feature
 from .device import DEVICE_AGREEMENT
-from .order import preferred, ranked, tie_rule, within
+from .order import beaten_by, preferred, ranked, tie_rule, within
 from .parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
                       Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
@@ -173,8 +173,11 @@ def _lower(s: SettingResult, base: SettingResult) -> bool:
     return mine < default
 
 
-def tie_break(winner: SettingResult, loser: SettingResult) -> TieBreak:
-    return TieBreak(tie_rule(winner, loser), winner.complexity, loser.complexity, finite(loser.memory_spread))
+def tie_break(winner: SettingResult, loser: SettingResult, eligible: list[SettingResult], tie: float) -> TieBreak:
+    beater = beaten_by(loser, eligible, tie)
+    return TieBreak(tie_rule(winner, loser, eligible, tie), winner.complexity, loser.complexity,
+                    finite(loser.memory_spread), beater.conf if beater else None,
+                    beater.compared_with(loser)[1] if beater else None, tie if beater else None)
 
 
 def _kept(base: SettingResult, members: list[SettingResult], eligible: list[SettingResult],
@@ -218,7 +221,8 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
     tied = [(s, measure, theirs, mine) for s, (measure, mine, theirs) in pairs if within(theirs, mine, tie)]
     if tied and not best.is_default:
         reasons.append(Reason(Code.TIES, Ties(best.conf, best.memory_measure, best.peak, tie, tuple(
-            Tied(s.conf, theirs, tie_break(best, s), measure, mine) for s, measure, theirs, mine in tied))))
+            Tied(s.conf, theirs, tie_break(best, s, eligible, tie), measure, mine)
+            for s, measure, theirs, mine in tied))))
     if best.unstable:
         reasons.append(Reason(Code.UNSTABLE, Unstable(finite(best.memory_spread))))
     return reasons
@@ -250,14 +254,15 @@ def _whole_card(members: list[SettingResult]) -> list[Reason]:
 
 
 def _why_not(s: SettingResult, best: SettingResult | None, base: SettingResult | None,
-             max_slowdown: float, tie: float, unsafe: Safety, horizon: int | None) -> Reason:
+             max_slowdown: float, tie: float, unsafe: Safety, horizon: int | None,
+             eligible: list[SettingResult]) -> Reason:
     if rejected := _rejection(s, base, max_slowdown, unsafe, horizon):
         return rejected
     assert best is not None   # with nothing to recommend, every setting has a rejection
     c = s.vs_default
     measure, mine, winner = s.compared_with(best)
     if within(mine, winner, tie):
-        return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, tie_break(best, s)))
+        return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, winner, c, tie_break(best, s, eligible, tie)))
     return Reason(Code.COSTS_MORE, AgainstWinner(measure, mine, winner, c))
 
 
@@ -269,7 +274,7 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float,
     safe = {s.conf: safety(s.setting, s.trials, torch_version, features) for s in members}
     eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf], horizon) is None]
     best = preferred(eligible, tie)
-    runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf], horizon))
+    runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf], horizon, eligible))
                        for s in ranked(members) if s is not best)
     unsafe = tuple(s.conf for s, why in runners_up if why.code in (Code.KNOWN_PROBLEM, Code.GROWING))
     reasons = _reasons(best, base, members, eligible, max_slowdown, tie, set(unsafe))

@@ -91,7 +91,7 @@ def _loses(s: SettingResult, winner: SettingResult, tie: float) -> Reason:
     measure, mine, theirs = s.compared_with(winner)
     if lower_beyond_tie(winner, s, tie):
         return Reason(Code.LOSES_ON_MEMORY, Unmeasured(measure, mine, winner.conf, theirs, tie, predicted=True))
-    return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, theirs, None, tie_break(winner, s)))
+    return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, theirs, None, tie_break(winner, s, [winner, s], tie)))
 
 
 def confirmation(pair: tuple[float, float], p: SpeedPrediction) -> Reason | None:

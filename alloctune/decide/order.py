@@ -7,7 +7,8 @@ device memory across backends), but memories within `tie` of each other tie (`wi
 in this order, to a native-allocator setting over a backend switch, to a setting whose peak repeated exactly over
 one whose peak moved between repeats of the seeded workload, to fewer keys (the default has none), to the lower
 peak, then by name (`tie_rank`). Because "within a tie" is not transitive, the order is built by taking the
-preferred setting, then the preferred of the rest, and so on (`by_preference`). With no margin (`tie=0`, what the
+preferred setting, then the preferred of the rest, and so on (`by_preference`); a setting within the tie of the
+winner may so have lost before any tie rule was asked, as more than the tie above a third setting (`OUT_OF_TIE`). With no margin (`tie=0`, what the
 tables use) it is plainly by memory, equal memories by the tie rules.
 
 Light on purpose (no statistics): the CLI imports `rounds` at start-up.
@@ -40,15 +41,18 @@ def lower_beyond_tie(a: SettingResult, b: SettingResult, tie: float = DEFAULT_TI
     return mine < theirs and not within(mine, theirs, tie)
 
 
-def preferred(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
-    """The setting the preference takes first among those of `settings` that fit: of those that no other needs
-    less memory than beyond `tie` (on one measure: those within `tie` of the lowest), the first by `tie_rank`.
-    None when none fits. (Were the two measures ever to disagree so that every setting is beaten, all take part.)"""
+def contenders(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[SettingResult]:
+    """Those of `settings` that fit and that no other needs less memory than beyond `tie` (on one measure: those
+    within `tie` of the lowest): the settings the tie rules choose among. (Were the two measures ever to disagree
+    so that every setting is beaten, all take part.)"""
     fitting = [s for s in settings if s.fits]
-    if not fitting:
-        return None
-    front = [s for s in fitting if not any(lower_beyond_tie(t, s, tie) for t in fitting)]
-    return min(front or fitting, key=tie_rank)
+    return [s for s in fitting if not any(lower_beyond_tie(t, s, tie) for t in fitting)] or fitting
+
+
+def preferred(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
+    """The setting the preference takes first among those of `settings` that fit: the first of the `contenders` by
+    `tie_rank`. None when none fits."""
+    return min(contenders(settings, tie), key=tie_rank, default=None)
 
 
 def by_preference(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> list[SettingResult]:
@@ -77,13 +81,29 @@ class TieRule(str, enum.Enum):
     SIMPLER = "simpler"          # the winner sets fewer keys
     LOWER_PEAK = "lower_peak"
     NAME = "name"                # equal in every rule
+    OUT_OF_TIE = "out_of_tie"    # no rule asked: the loser is more than the tie above a third setting, the winner not
 
     def __str__(self) -> str:
         return self.value
 
 
-def tie_rule(winner: SettingResult, loser: SettingResult) -> TieRule:
-    """The first rule of `tie_rank` that tells the two apart, as the winner's advantage."""
+def beaten_by(loser: SettingResult, among: Iterable[SettingResult], tie: float = DEFAULT_TIE) -> SettingResult | None:
+    """The setting of `among` that put `loser` out of the contenders (the lowest of those that need less memory than
+    it beyond `tie`), or None where `loser` is a contender."""
+    among = list(among)
+    if any(s is loser for s in contenders(among, tie)):
+        return None
+    lower = [s for s in among if s.fits and lower_beyond_tie(s, loser, tie)]
+    return min(lower, key=lambda s: (s.compared_with(loser)[1], tie_rank(s)), default=None)
+
+
+def tie_rule(winner: SettingResult, loser: SettingResult, among: Iterable[SettingResult] = (),
+             tie: float = DEFAULT_TIE) -> TieRule:
+    """Why `winner` came before `loser`, which ties it, where both were among `among` (the settings the preference
+    chose from): `loser` out of the contenders, or the first rule of `tie_rank` that tells the two apart, as the
+    winner's advantage."""
+    if beaten_by(loser, among, tie) is not None:
+        return TieRule.OUT_OF_TIE
     if loser.switches_backend and not winner.switches_backend:
         return TieRule.NATIVE
     if loser.unstable and not winner.unstable:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from ..errors import ResultsError
-from ..results.folder import ReasonRecord
+from ..results.choices import ReasonRecord
 from ..results.typed import from_json
 from ..settings.known import Feature, Severity
 from .device import Contamination
@@ -205,6 +205,10 @@ class TieBreak:
     winner_keys: int
     loser_keys: int
     loser_spread: float | None       # the loser's memory spread across repeats (None: not finite)
+    # OUT_OF_TIE: the setting that needs less than the loser beyond the tie, its memory on the pair's measure, the tie
+    beaten_by: str | None = None
+    beaten_by_bytes: int | None = None
+    tie: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ as a code (`Why`). report/compare.py groups folders into rows and columns and sa
                         than `factor`, and no regression
   change within factor  neither, but throughput differs significantly (by less than `factor`)
   no significant change memory within `factor` and throughput within noise (or too few repeats to tell)
+
+Throughput is compared only where both sides measured it the same way: the same unit and, where both records say
+it, the same source (`Measurement.throughput_source`: a timed pass, step marks, the whole run's wall time, ...);
+else the mark rests on memory alone and says why (`Why.METHOD_DIFFERS`).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ class Why(str, enum.Enum):
     FAILED = "failed"                      # the side(s) that failed: their commonest state and count
     BUDGET_DIFFERS = "budget differs"      # both fit, under different budgets
     UNTESTED = "untested"                  # throughput on both sides, too few repeats to test it
+    METHOD_DIFFERS = "method differs"      # throughput on both sides, measured differently: not compared
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,12 @@ class Cell:
     samples: tuple[float, ...] = ()   # throughput of each OK trial
     unit: str | None = None
     device_bytes: int | None = None   # the memory of the device it ran on (a replay's: the simulated one's)
+    source: str | None = None         # where its throughput came from (the commonest ThroughputSource value)
+
+    def measured_like(self, other: "Cell") -> bool:
+        """Its throughput and `other`'s were measured the same way (a side that does not say counts as alike)."""
+        return (self.unit == other.unit or None in (self.unit, other.unit)) and (
+            self.source == other.source or None in (self.source, other.source))
 
     @property
     def fits(self) -> bool:
@@ -93,6 +104,7 @@ def cell_of(records: list[TrialRecord]) -> Cell:
     bad = Counter(r.state.value for r in records if not (r.state.fits and r.measurement is not None))
     samples = tuple(m.throughput for m in ms if m.throughput is not None)
     ratios = [m.reserved_ratio for m in ms if m.reserved_ratio is not None]
+    sources = Counter(m.throughput_source.value for m in ms if m.throughput is not None and m.throughput_source)
     return Cell(
         trials=len(records),
         failure=bad.most_common(1)[0][0] if bad else None,
@@ -105,6 +117,7 @@ def cell_of(records: list[TrialRecord]) -> Cell:
         samples=samples,
         unit=next((m.unit for m in ms if m.unit), None),
         device_bytes=device_memory(records),
+        source=sources.most_common(1)[0][0] if sources else None,
     )
 
 
@@ -123,13 +136,15 @@ def judge(a: Cell | None, b: Cell | None, factor: float = DEFAULT_FACTOR) -> Del
     reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved and b.peak_reserved is not None else None
     slower = faster = significant = False
     throughput = p_value = None
-    if a.samples and b.samples:
+    alike = a.measured_like(b)
+    if a.samples and b.samples and alike:
         test = stats.compare(list(a.samples), list(b.samples), tolerance=factor)
         # The same one-sided test with the sides swapped: is the baseline slower than (1 - factor) x this one?
         faster = stats.compare(list(b.samples), list(a.samples), tolerance=factor).slower_beyond_tolerance
         slower, significant = test.slower_beyond_tolerance, test.significant
         throughput, p_value = test.ratio - 1, test.p_value
-    why = None if p_value is not None or throughput is None else Why.UNTESTED
+    why = (Why.METHOD_DIFFERS if a.samples and b.samples and not alike
+           else None if p_value is not None or throughput is None else Why.UNTESTED)
     if (reserved or 0) > factor or slower:
         mark = Mark.REGRESSION
     elif (reserved or 0) < -factor or faster:

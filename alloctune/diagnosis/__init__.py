@@ -1,6 +1,6 @@
 """`alloctune diagnose`: from a CUDA out-of-memory error to its cause and the next step.
 
-    diagnose(*sources, device=None, confs=None) -> Diagnosis
+    diagnose(*sources, device=None, confs=None, jobs=None, all_problems=False) -> Diagnosis
 
 Each source is a path (or '-' for stdin) to one of:
 - an OOM message: the exception's text, a traceback, or a whole log (`message.py` reads every format);
@@ -9,14 +9,14 @@ Each source is a path (or '-' for stdin) to one of:
 - a results folder: its latest trial that ended in an OOM (the child records the exception's text).
 
 Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
-and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). `verdict.judge`
-names the cause, as data (a `Cause` and the figures it quotes); `words.py` says it.
-With a trace in the snapshot, `window.replay_window` replays the run under the recorded setting (to check the
-reconstruction) and under the candidate settings, and the lowest-peak setting that would have fit is the
-recommendation. The setting recommended (or, without a replay, the one the verdict suggests trying) is looked up
-in the table of known problems (`settings/known.py`) for the torch the snapshot names (a message does not name
-one: then every version counts), and the next steps say what the table holds for it: the problems that depend
-on what the job does, for the user to check against it (diagnose cannot see the job).
+and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). A log may hold
+several OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own).
+`verdict.judge` names the cause, as data (a `Cause` and the figures it quotes; none where the figures contradict
+each other); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
+recorded setting (to check the reconstruction) and under the candidate settings. `verdict.recommend` makes the one
+recommendation (the lowest-peak setting that fitted in a trusted replay, else the one the verdict suggests), which
+the next steps, `recommended_conf` and `--json` all give; its known problems that matter for this job
+(`problems.py`: by its torch and what it was seen doing) come right after it.
 """
 from __future__ import annotations
 
@@ -32,11 +32,13 @@ from ..files import checked_path, open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature, Problem
 from ..units import format_bytes
-from .message import OomMessage, driver_error, looks_like_message, parse_message
+from .message import OomMessage, driver_error, looks_like_message, parse_messages
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
-from .facts import Cause, OomFacts
-from .verdict import Verdict, judge
-from .words import known_problems_line, replay_step
+from .facts import OomFacts, Recommendation
+from .problems import KnownProblems, job_of, known_problems
+from .verdict import Oom, Verdict, judge, recommend, worst
+from . import words
+from .words import NONE_FITTED, known_problems_line, recommendation_step
 from .window import WindowReplay
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -51,28 +53,51 @@ class Diagnosis:
     message: OomMessage | None = None
     snapshot: SnapshotView | None = None
     replay: WindowReplay | None = None
-    recommended_conf: str | None = None        # a PYTORCH_CUDA_ALLOC_CONF value that would have fit, by replay
-    recommended_peak_reserved: int | None = None
+    # the one setting recommended (`verdict.recommend`): by replay where one can be trusted, else the verdict's
+    recommendation: Recommendation | None = None
     warnings: list[str] = field(default_factory=list)
-    checked_conf: str | None = None            # the setting looked up in the table of known problems
-    torch_version: str | None = None           # ... for this torch (None: not known, every version counted)
-    known_problems: list[Problem] = field(default_factory=list)   # what the table holds for it, worst first
+    problems: KnownProblems | None = None      # the recommended setting's known problems that matter for the job
+    ooms: list[Oom] = field(default_factory=list)   # every OOM the sources hold (a log of several ranks), judged
+
+    @property
+    def recommended_conf(self) -> str | None:
+        """The PYTORCH_CUDA_ALLOC_CONF value recommended: the one the next steps name first (None: none)."""
+        return self.recommendation.conf if self.recommendation else None
+
+    @property
+    def recommended_peak_reserved(self) -> int | None:
+        """The peak reserved the replay reached under it (None: not replayed)."""
+        return self.recommendation.peak_reserved if self.recommendation else None
 
     @property
     def next_steps(self) -> list[str]:
-        """The verdict's steps, led by what the replay found when there was one."""
+        """The verdict's steps, led by the recommendation (or by a trusted replay where nothing fitted)."""
         if self.verdict is None:
             return []
-        steps = list(self.verdict.next_steps)
-        if self.recommended_conf is not None:
-            if self.verdict.cause is Cause.FRAGMENTATION:
-                steps = steps[1:]  # the untested suggestion the replay has just tested
-            steps.insert(0, replay_step(self.recommended_conf, self.recommended_peak_reserved))
+        steps = words.steps(self.verdict.cause, self.verdict.figures, suggestion=False)
+        if self.recommendation is not None:
+            steps.insert(0, recommendation_step(self.recommendation, self.verdict.figures))
         elif self.replay is not None and not self.replay.fitting:
-            steps.insert(0, replay_step(None, None))
-        if self.checked_conf is not None:   # right after the step that names it
-            steps.insert(1, known_problems_line(self.checked_conf, self.torch_version, self.known_problems))
+            steps.insert(0, NONE_FITTED)
+        if (k := self.problems) is not None:   # right after the step that names it
+            steps.insert(1, known_problems_line(k.conf, k.job.torch_version, k.job.versions, k.shown, len(k.hidden),
+                                                k.job.seen))
         return steps
+
+    @property
+    def checked_conf(self) -> str | None:
+        """The setting looked up in the table of known problems: the one recommended."""
+        return self.problems.conf if self.problems else None
+
+    @property
+    def torch_version(self) -> str | None:
+        """The torch it was looked up for (None: not known; the message's layout may narrow it)."""
+        return self.problems.job.torch_version if self.problems else None
+
+    @property
+    def known_problems(self) -> list[Problem]:
+        """Those of its known problems shown, the ones that matter most for the job first."""
+        return list(self.problems.shown) if self.problems else []
 
     def picture(self) -> list[str]:
         return picture_lines(self.snapshot) if self.snapshot else []
@@ -84,77 +109,110 @@ class Diagnosis:
                 "snapshot": self.snapshot.to_json() if self.snapshot else None,
                 "replay": self.replay.to_json() if self.replay else None,
                 "recommended_conf": self.recommended_conf,
-                "recommended_peak_reserved_bytes": self.recommended_peak_reserved, "next_steps": self.next_steps,
+                "recommended_peak_reserved_bytes": self.recommended_peak_reserved,
+                "recommendation": None if self.recommendation is None else {
+                    "conf": self.recommendation.conf, "basis": self.recommendation.basis.value,
+                    "peak_reserved_bytes": self.recommendation.peak_reserved},
+                "next_steps": self.next_steps, "ooms": [o.to_json() for o in self.ooms],
                 "warnings": self.warnings,
-                "known_problems": None if self.checked_conf is None else {
+                "known_problems": None if self.problems is None else {
                     "conf": self.checked_conf, "torch_version": self.torch_version,
+                    "features_seen": [f.value for f in Feature if f in self.problems.job.seen],
+                    "features_whole": self.problems.job.whole, "hidden": [p.id for p in self.problems.hidden],
                     "problems": [{"id": p.id, "severity": p.severity.value, "when": [f.value for f in Feature
                                                                                      if f in p.when],
                                   "versions": str(p.versions), "source": p.source} for p in self.known_problems]}}
 
 
 def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list[str] | None = None,
-             jobs: int | None = None) -> Diagnosis:
+             jobs: int | None = None, all_problems: bool = False) -> Diagnosis:
     """Diagnose the OOM the sources describe (see the module docstring)."""
     if not sources:
         raise DiagnoseError("diagnose needs a message, a snapshot or a results folder")
-    message: OomMessage | None = None
-    snapshot: dict | None = None
-    where, beside = "", None
     names = [checked_path(source, "diagnose") for source in sources]
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
-    for name in names:
-        value, path = _read(name)
+    messages, snapshot, where, features = _sources(names)
+    if snapshot is not None:
+        check_snapshot(snapshot, where)
+    view = view_snapshot(snapshot, where, device) if snapshot is not None else None
+    hint = f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}"
+    ooms, main = _judged(messages, view, hint)
+    message = main.message if main else (messages[-1] if messages else None)
+    warnings = list(main.warnings) if main else list(message.notes) if message else []
+    if main is None:
+        warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
+                        "figures): showing its fragmentation picture only")
+    facts, verdict = (main.facts, main.verdict) if main else (None, None)
+    result = Diagnosis(names, verdict, facts, message, view, warnings=warnings, ooms=ooms)
+    if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
+        _replay(result, snapshot, view, facts, confs, jobs)
+    result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
+    if result.recommended_conf is not None:
+        job = job_of(view.extra.get("torch_version") if view is not None else None, message, facts, features)
+        result.problems = known_problems(result.recommended_conf, job, all_problems)
+    return result
+
+
+def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None]:
+    """The messages (every OOM of one message source, or of what dump_on_oom saved beside its snapshot), the
+    snapshot and its name, what the job did where a trial's record says; `names` gains the file read beside the
+    snapshot."""
+    messages: list[OomMessage] | None = None
+    snapshot: dict | None = None
+    where, beside, features = "", None, None
+    for name in list(names):
+        value, path, features = _read(name)
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
             snapshot, where = value, name
             beside = os.path.splitext(path)[0] + ".txt" if path else None
-        elif message is not None:
+        elif messages is not None:
             raise DiagnoseError(f"{name}: one message at a time (got a second one)")
         else:
-            message = value
-    if message is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
-        message = parse_message(_read_text(beside))
+            messages = value
+    if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
+        messages = parse_messages(_read_text(beside))
         names.append(beside)
-    if snapshot is not None:
-        check_snapshot(snapshot, where)
-    view = view_snapshot(snapshot, where, device) if snapshot is not None else None
-    warnings: list[str] = list(message.notes) if message else []
-    facts = _facts(message, view, warnings)
-    if facts is None:
-        warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
-                        "figures): showing its fragmentation picture only")
-    verdict = judge(facts, replay_hint=f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}") if facts else None
-    result = Diagnosis(names, verdict, facts, message, view, warnings=warnings)
-    if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
-        _replay(result, snapshot, view, facts, confs, jobs)
-    _check_known(result, view.extra.get("torch_version") if view is not None else None)
-    return result
+    return messages or [], snapshot, where, features
 
 
-def _check_known(result: Diagnosis, torch_version: str | None) -> None:
-    """Look up the setting the next steps recommend in the table of known problems, for any job (diagnose does not
-    see which features the job uses: every entry of the setting's on that torch counts)."""
-    from ..settings.conf import AllocConf
-    from ..settings.known import problems
+def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str) -> tuple[list[Oom], Oom | None]:
+    """Every OOM judged, each message's, the snapshot's figures completing the one of its OOM (the snapshot's alone
+    without a message); and the one the diagnosis details: the snapshot's, else the worst (`verdict.worst`)."""
+    exact = view.facts() if view else None
+    ours = _of_snapshot(messages, exact)
+    ooms, detailed = [], None
+    candidates: list[OomMessage | None] = [*messages] or [None]
+    for message in candidates:
+        warnings: list[str] = list(message.notes) if message else []
+        facts = _facts(message, view if message is ours else None, warnings)
+        if facts is not None:
+            ooms.append(Oom(message, facts, judge(facts, replay_hint=hint), tuple(warnings)))
+            detailed = ooms[-1] if view is not None and message is ours else detailed
+    return ooms, detailed or (worst(ooms) if ooms else None)
 
-    conf = result.recommended_conf or (result.verdict.suggested_conf if result.verdict else None)
-    if conf is None:
-        return
-    result.checked_conf, result.torch_version = conf, torch_version
-    result.known_problems = problems(AllocConf.parse(conf), torch_version, set(Feature))
+
+def _of_snapshot(messages: list[OomMessage], exact: OomFacts | None) -> OomMessage | None:
+    """The message of the snapshot's OOM: the last whose request is the snapshot's, within its rounding (the last
+    message where the snapshot records no OOM)."""
+    if not messages:
+        return None
+    same = [m for m in messages if exact is None or abs(m.requested - exact.requested) <= m.precision]
+    return (same or messages)[-1]
 
 
-def _read(name: str) -> tuple[dict | OomMessage, str | None]:
-    """(the snapshot dict or the message, the file's path) for a source; a folder is a results folder."""
+def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Feature] | None]:
+    """(the snapshot dict or the messages, the file's path, what the job did where a trial's record says) for a
+    source; a folder is a results folder."""
     from ..sim.limits import MAX_SNAPSHOT_BYTES
     from ..sim.compact import XZ_MAGIC
     from ..sim.pickles import PICKLE_PROTO, unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
-        return _results_message(name), None
+        messages, features = _results_message(name)
+        return messages, None, features
     try:
         # a log of any size is read from its end (_log_text); a snapshot is read whole, within the limit
         f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError, whole=False)
@@ -169,7 +227,7 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
             if f.seekable() and os.fstat(f.fileno()).st_size > MAX_SNAPSHOT_BYTES:
                 raise DiagnoseError(f"{name!r} is larger than the {format_bytes(MAX_SNAPSHOT_BYTES)} alloctune "
                                     f"reads as a memory snapshot")
-            return unpickle_snapshot(head, f, name), None if name == "-" else name
+            return unpickle_snapshot(head, f, name), None if name == "-" else name, None
         if head == XZ_MAGIC:
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
                                 "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
@@ -181,7 +239,7 @@ def _read(name: str) -> tuple[dict | OomMessage, str | None]:
     if not looks_like_message(text):
         raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                             "to allocate ...'), nor a snapshot pickle, nor a results folder")
-    return parse_message(text), None if name == "-" else name
+    return parse_messages(text), None if name == "-" else name, None
 
 
 # How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
@@ -230,7 +288,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _results_message(folder: str) -> OomMessage:
+def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] | None]:
     from ..results.folder import SWEEP_FILE, ResultsFolder
     from ..results.records import Backend, TrialState
     from ..results.trials import TRIALS_FILE, TrialStore
@@ -259,7 +317,8 @@ def _results_message(folder: str) -> OomMessage:
     if not last.error or not looks_like_message(last.error):
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "
                             "this reader knows")
-    return parse_message(last.error)
+    features = frozenset(Feature(v) for v in last.features if v in set(Feature)) if last.features is not None else None
+    return parse_messages(last.error), features   # a command of several ranks: each may have failed
 
 
 def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:
@@ -333,8 +392,3 @@ def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFac
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")
-    fitting = result.replay.fitting
-    if fitting and result.replay.confidence != "low":
-        best = fitting[0]
-        result.recommended_conf = str(best.setting)
-        result.recommended_peak_reserved = best.result.peak_reserved_bytes if best.result else None

@@ -1,6 +1,7 @@
-"""What a diagnosis rests on, as data: the figures at the OOM (`OomFacts`, from a message or a snapshot), how the
-memory other processes held is known (`Known`), the cause (`Cause`) and the figures a verdict quotes (`Figures`).
-`verdict.py` decides from them; `words.py` says them."""
+"""What a diagnosis rests on, as data: the figures at the OOM (`OomFacts`, from a message or a snapshot), the checks
+they must pass to be torch's own (`Check`, `Inconsistent`), how the memory other processes held is known (`Known`),
+the cause (`Cause`) and the figures a verdict quotes (`Figures`). `verdict.py` decides from them; `words.py` says
+them."""
 from __future__ import annotations
 
 import enum
@@ -22,9 +23,37 @@ class Cause(str, enum.Enum):
     OTHER_PROCESSES = "other-processes"
     BUDGET = "budget"
     GRAPH_POOLS = "graph-pools"   # free memory held in CUDA graphs' private pools is what the request lacked
+    INCONSISTENT = "inconsistent"   # no verdict: the figures contradict each other (`OomFacts.inconsistencies`)
 
     def __str__(self) -> str:   # messages and --json show the value
         return self.value
+
+
+class Check(str, enum.Enum):
+    """What the figures of one OOM must satisfy, as any allocator's state does: the name of the one that failed, as
+    '<figure> over <limit>' (the figure is larger than the limit, beyond the rounding)."""
+
+    NOTHING_REQUESTED = "request of 0 bytes"    # an empty tensor takes no memory: it never fails
+    NO_CARD = "card of 0 bytes"
+    FREE_OVER_TOTAL = "free over total"
+    RESERVED_OVER_TOTAL = "reserved over total"
+    HELD_OVER_TOTAL = "reserved and free over total"   # this process's cache and the free memory are apart
+    ALLOCATED_OVER_RESERVED = "allocated over reserved"   # live tensors lie inside the cache
+    ALLOWED_OVER_TOTAL = "allowed over total"   # a memory fraction is at most the card
+    PROCESSES_OVER_TOTAL = "processes over total"   # what NVML lists per process, this one included
+    POOLS_OVER_UNALLOCATED = "graph pools over unallocated"   # the pools' free memory is part of the unused cache
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Inconsistent:
+    """A check the figures fail: `figure` (bytes) is more than `limit` allows."""
+
+    check: Check
+    figure: int
+    limit: int
 
 
 class Known(enum.Enum):
@@ -80,6 +109,28 @@ class OomFacts:
         """How far a deciding margin can be off: it adds or subtracts up to three figures, each rounded."""
         return 3 * self.precision
 
+    def inconsistencies(self) -> tuple[Inconsistent, ...]:
+        """The checks these figures fail, beyond their rounding: none for any state an allocator can be in, so a
+        failure means the figures are not one OOM's (edited, mixed from two messages, misread)."""
+        total, tol = self.device_total, self.tolerance
+        failed = [Inconsistent(Check.NOTHING_REQUESTED, 0, 0)] if self.requested <= 0 else []
+        failed += [Inconsistent(Check.ALLOCATED_OVER_RESERVED, self.allocated, self.reserved)
+                   ] if self.allocated > self.reserved + tol else []
+        failed += [Inconsistent(Check.POOLS_OVER_UNALLOCATED, self.graph_pools_free, self.unallocated)
+                   ] if self.graph_pools_free > self.unallocated + tol else []
+        if total is None:
+            return tuple(failed)
+        if total <= 0:
+            return tuple(failed + [Inconsistent(Check.NO_CARD, 0, 0)])
+        held = sum(b for _, b in self.processes) + (self.this_process or 0)
+        for check, figure in ((Check.FREE_OVER_TOTAL, self.device_free), (Check.RESERVED_OVER_TOTAL, self.reserved),
+                              (Check.HELD_OVER_TOTAL, self.reserved + self.free if self.device_free is not None
+                               else None),
+                              (Check.ALLOWED_OVER_TOTAL, self.allowed), (Check.PROCESSES_OVER_TOTAL, held)):
+            if figure is not None and figure > total + tol:
+                failed.append(Inconsistent(check, figure, total))
+        return tuple(failed)
+
     def others_bytes(self) -> tuple[int | None, Known]:
         """Memory other processes held, and how it is known."""
         if self.processes:
@@ -113,4 +164,24 @@ class Figures:
     dominant: bool = False           # other processes: they hold more than this job's live tensors and request
     card_room: int | None = None     # budget: this process's reserved plus the card's free memory
     suggested_conf: str | None = None   # fragmentation: the setting the steps suggest trying, untested
+    inconsistent: tuple[Inconsistent, ...] = ()   # INCONSISTENT: the checks the figures fail
     replay_hint: str = "alloctune replay SNAPSHOT"   # the command that replays the snapshot
+
+
+class Basis(str, enum.Enum):
+    """What a recommended setting rests on."""
+
+    REPLAY = "replay"     # the failed run, replayed under it, would have fitted (the lowest peak that did)
+    VERDICT = "verdict"   # the verdict's cause suggests it; untested here
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The one setting a diagnosis recommends: what its text says and its data (`--json`, the API) hold."""
+
+    conf: str
+    basis: Basis
+    peak_reserved: int | None = None   # REPLAY: the peak reserved the replay reached under it

@@ -18,15 +18,18 @@ with two decimals, so each figure is exact to half a unit of its last digit.
 
 `backend:cudaMallocAsync` prints its own table ("Allocation on device g would exceed allowed memory"); it is read
 too. Whitespace is normalised and terminal colour codes are removed first, so a message wrapped over lines of a
-log, or coloured by a traceback formatter, still parses. When a text holds several messages (a log), the last one
-is read.
+log, or coloured by a traceback formatter, still parses. A text may hold several messages (a log of several ranks,
+or of a job that caught an OOM and ran on): every one is read (`parse_messages`), with its rank where the launcher
+put one before each line (torchrun's `[rank1]: `, `[default1]:` under --tee: the local rank).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import DiagnoseError, shown
+from ..settings.known import Versions
+from ..settings.versions import parse_version
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
@@ -70,11 +73,21 @@ class OomMessage:
     precision: int = 0
     text: str = field(default="", repr=False)
     notes: tuple[str, ...] = ()
+    rank: int | None = None                     # the rank the launcher's line prefix names, where it names one
 
     @property
     def predates_expandable_segments(self) -> bool:
         """The layouts torch 2.0 and older printed: a torch without expandable_segments (added in 2.1)."""
         return self.format.startswith(("torch 1.x-2.0", "early torch 1.x"))
+
+    @property
+    def torch_versions(self) -> Versions | None:
+        """The torch releases that print this layout (None: any, as cudaMallocAsync's table)."""
+        if self.format.startswith("torch 2.1 "):
+            return Versions(parse_version("2.1"), parse_version("2.2"))
+        if self.format.startswith("torch 2.2+"):
+            return Versions(parse_version("2.2"))
+        return Versions(fixed=parse_version("2.1")) if self.predates_expandable_segments else None
 
     def to_json(self) -> dict:
         return {"format": self.format, "requested_bytes": self.requested, "gpu": self.gpu,
@@ -82,7 +95,8 @@ class OomMessage:
                 "allocated_bytes": self.allocated, "reserved_bytes": self.reserved, "allowed_bytes": self.allowed,
                 "this_process_bytes": self.this_process,
                 "other_processes": [{"pid": p, "bytes": b} for p, b in self.processes],
-                "private_pools_bytes": self.private_pools, "hint": self.hint, "precision_bytes": self.precision}
+                "private_pools_bytes": self.private_pools, "hint": self.hint, "precision_bytes": self.precision,
+                "rank": self.rank}
 
 
 # Terminal colour and cursor codes (CSI sequences), as a coloured traceback (rich, loguru) leaves them in a log
@@ -91,7 +105,7 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 # What launchers put before every line of a rank's output: torchrun's `[rank0]: ` (--local-ranks-filter) and
 # `[default0]:` (--tee)
-_LINE_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]: ?)+")
+_LINE_PREFIX = re.compile(r"^(?:\[(?:rank|default)(\d+)\]: ?)+")
 
 
 def _flat(text: str) -> str:
@@ -99,12 +113,26 @@ def _flat(text: str) -> str:
     return " ".join(_ANSI.sub("", text).split())
 
 
-def _readings(text: str) -> list[str]:
-    """The text as one line, in the two ways a log may have broken it, each line's launcher prefix removed:
-    lines joined by a space (a word wrap took the space), then joined by nothing (a hard wrap at a fixed width
-    cuts anywhere, even inside a word, and keeps every character, spaces included)."""
-    lines = [_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")]
+def _ranks(text: str) -> list[tuple[int | None, list[str]]]:
+    """The text's lines by the rank their launcher prefix names (None: no prefix), prefixes removed, in the order
+    the ranks first appear: the ranks of one job print into one log, their lines interleaved."""
+    ranks: dict[int | None, list[str]] = {}
+    for line in _ANSI.sub("", text).replace("\r", "").split("\n"):
+        prefix = _LINE_PREFIX.match(line)
+        ranks.setdefault(int(prefix.group(1)) if prefix else None, []).append(line[prefix.end():] if prefix else line)
+    return list(ranks.items())
+
+
+def _joined(lines: list[str]) -> list[str]:
+    """Lines as one line, in the two ways a log may have broken them: joined by a space (a word wrap took the
+    space), then joined by nothing (a hard wrap at a fixed width cuts anywhere, even inside a word, and keeps every
+    character, spaces included)."""
     return [_flat(" ".join(lines)), _flat("".join(lines))]
+
+
+def _readings(text: str) -> list[str]:
+    """The text as one line, each line's launcher prefix removed (`_joined`)."""
+    return _joined([_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")])
 
 
 def looks_like_message(text: str) -> bool:
@@ -124,24 +152,67 @@ def driver_error(text: str) -> str | None:
 
 
 def parse_message(text: str) -> OomMessage:
-    """The last OOM message in `text` (a message, a traceback, a whole log), however the log broke its lines
-    (see `_readings`): the reading that gives the most figures (the first, on a tie)."""
+    """The last OOM message in `text` (see `parse_messages`)."""
+    return parse_messages(text)[-1]
+
+
+def parse_messages(text: str) -> list[OomMessage]:
+    """Every OOM message in `text` (a message, a traceback, a whole log), rank by rank (`_ranks`), in the order they
+    appear within a rank; however the log broke its lines, the reading of a rank's lines (`_joined`) that gives
+    the most messages and figures (the first, on a tie). A message printed twice (a chained traceback, the
+    launcher's summary of a rank's error) is read once."""
     failed: DiagnoseError | None = None
-    read: list[OomMessage] = []
-    for reading in _readings(text):
-        try:
-            read.append(_parse_flat(reading))
-        except DiagnoseError as exc:
-            failed = failed or exc
-    if read:
-        return max(read, key=lambda m: sum(x is not None for x in (m.gpu, m.device_total, m.device_free,
-                                                                     m.allocated, m.reserved, m.allowed,
-                                                                     m.this_process)) + len(m.processes))
-    assert failed is not None
+    found: list[OomMessage] = []
+    for rank, lines in _ranks(text):
+        best: list[OomMessage] = []
+        for reading in _joined(lines):
+            read, error = _parse_all(reading)
+            failed = failed or error
+            if (len(read), sum(map(_figures, read))) > (len(best), sum(map(_figures, best))):
+                best = read
+        found += [replace(m, rank=rank) for m in best]
+    if found:
+        return _once(found)
+    if failed is None:
+        raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
+                            "allocate ...' as torch prints it)")
     if looks_like_message(text):   # a message is there, but not whole: say how to mend it
         raise DiagnoseError(f"{failed}; if the log broke the message over lines (wrapped, or a prefix on each "
                             "line), join them into the one line torch printed and give that")
     raise failed
+
+
+def _figures(m: OomMessage) -> int:
+    """How many figures a reading gave."""
+    return sum(x is not None for x in (m.gpu, m.device_total, m.device_free, m.allocated, m.reserved, m.allowed,
+                                       m.this_process)) + len(m.processes)
+
+
+def _once(messages: list[OomMessage]) -> list[OomMessage]:
+    """Each message once: a repeat of the same figures on the same rank dropped, and a copy without a rank of one
+    a rank printed."""
+    def key(m: OomMessage) -> dict:
+        return replace(m, rank=None, text="", notes=()).to_json()
+
+    ranked = [key(m) for m in messages if m.rank is not None]
+    out: list[OomMessage] = []
+    for m in messages:
+        if any(key(o) == key(m) and o.rank == m.rank for o in out) or (m.rank is None and key(m) in ranked):
+            continue
+        out.append(m)
+    return out
+
+
+def _parse_all(flat: str) -> tuple[list[OomMessage], DiagnoseError | None]:
+    """The messages of one reading, and the first error of one that could not be read."""
+    read: list[OomMessage] = []
+    failed = None
+    for msg in _messages(flat):
+        try:
+            read.append(_parse_one(msg))
+        except DiagnoseError as exc:
+            failed = failed or exc
+    return read, failed
 
 
 class _Sizes:
@@ -162,19 +233,18 @@ class _Sizes:
         return _precision(self.read)
 
 
-def _last_message(flat: str) -> str:
-    """The last OOM message of `flat`, up to what follows it (a traceback, the next error)."""
+def _messages(flat: str) -> list[str]:
+    """The OOM messages of `flat`, each up to what follows it (a traceback, the next error, the next message)."""
     starts = [m.start() for m in _START.finditer(flat)]
-    if not starts:
-        raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
-                           "allocate ...' as torch prints it)")
-    msg = flat[starts[-1]:]
-    nxt = re.search(r"\s(?:Traceback \(most recent call last\)|\S+Error:)", msg[20:])
-    return msg[:20 + nxt.start()] if nxt else msg
+    out = []
+    for start, end in zip(starts, starts[1:] + [len(flat)]):
+        msg = flat[start:end]
+        nxt = re.search(r"\s(?:Traceback \(most recent call last\)|\S+Error:)", msg[20:])
+        out.append(msg[:20 + nxt.start()] if nxt else msg)
+    return out
 
 
-def _parse_flat(flat: str) -> OomMessage:
-    msg = _last_message(flat)
+def _parse_one(msg: str) -> OomMessage:
     if msg.startswith("Allocation on device"):
         return _parse_async(msg)
     size = _Sizes()

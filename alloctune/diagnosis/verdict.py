@@ -1,10 +1,13 @@
-"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure).
+"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure); none where
+the figures contradict each other.
 
 The allocator gives up only after it has released every cached segment that holds no live tensor, so the
 "reserved but unallocated" memory a message or snapshot shows is free space stuck inside segments that still
 hold live tensors. With A allocated (live tensors, rounded), U = reserved - A, F free on the device,
 Q requested and L allowed (memory fraction), in this order:
 
+0. Figures that contradict each other (more free than the card, live tensors beyond the cache, a request of 0
+   bytes: `OomFacts.inconsistencies`) come from no allocator's state: **inconsistent**, and no verdict is given.
 1. budget-bound (L set, and reserved + Q > L: the allocator refused before asking CUDA):
    - A + Q <= L: **fragmentation**: the tensors and the request fit the budget; the cache's free pieces
      (U in total) are each smaller than Q.
@@ -27,9 +30,14 @@ quotes (`facts.py`); its sentences are `words.py`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from . import words
-from .facts import CONTEXT_ESTIMATE, Cause, Figures, Limit, OomFacts
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Figures, Limit, OomFacts, Recommendation
+
+if TYPE_CHECKING:
+    from .message import OomMessage
+    from .window import WindowReplay
 
 EXPANDABLE = "expandable_segments:True"   # what fragmentation suggests trying
 SPLIT_LIMIT = "max_split_size_mb:512"      # what it suggests to a torch older than 2.1, which has no EXPANDABLE
@@ -83,6 +91,8 @@ def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Ver
     """The cause of the OOM described by `f` (see the module docstring for the rules)."""
     q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, f.tolerance
     others, known = f.others_bytes()
+    if inconsistent := f.inconsistencies():   # figures no allocator state has: no cause can be read from them
+        return Verdict(Cause.INCONSISTENT, Figures(f, others, known, inconsistent=inconsistent))
     cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
     if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)
@@ -117,3 +127,43 @@ def _fragmentation(figures: Figures, outside_pools: int) -> Verdict:
     suggested = EXPANDABLE if f.expandable_segments else SPLIT_LIMIT
     return Verdict(Cause.FRAGMENTATION, replace(figures, suggested_conf=suggested),
                    sure=figures.margin > f.tolerance and f.unallocated > f.tolerance)
+
+
+def recommend(verdict: Verdict, replay: WindowReplay | None) -> Recommendation | None:
+    """The setting to recommend: where a replay of the failed run can be trusted (its confidence is not low), the
+    lowest-peak setting that fitted in it, or none where none did; else the one the verdict suggests trying."""
+    if replay is not None and replay.confidence != "low":
+        if not replay.fitting:
+            return None
+        best = replay.fitting[0]
+        return Recommendation(str(best.setting), Basis.REPLAY, best.result.peak_reserved_bytes if best.result else None)
+    return Recommendation(verdict.suggested_conf, Basis.VERDICT) if verdict.suggested_conf else None
+
+
+# Which OOM of several (a log of several ranks) a diagnosis details: the cause no setting can fix first, then the one
+# that needs the most memory; figures that give no verdict last.
+WORST_FIRST = (Cause.SHORTAGE, Cause.OTHER_PROCESSES, Cause.BUDGET, Cause.GRAPH_POOLS, Cause.FRAGMENTATION,
+               Cause.INCONSISTENT)
+
+
+@dataclass(frozen=True)
+class Oom:
+    """One OOM a source holds, judged: its message (None: a snapshot's alone), figures and verdict."""
+
+    message: OomMessage | None
+    facts: OomFacts
+    verdict: Verdict
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def rank(self) -> int | None:
+        return self.message.rank if self.message else None
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "gpu": self.facts.gpu, "requested_bytes": self.facts.requested,
+                "cause": self.verdict.cause.value, "sure": self.verdict.sure, "verdict": self.verdict.to_json()}
+
+
+def worst(ooms: list[Oom]) -> Oom:
+    """The OOM a diagnosis of several details (`WORST_FIRST`; the first of equals)."""
+    return min(ooms, key=lambda o: (WORST_FIRST.index(o.verdict.cause), -(o.facts.allocated + o.facts.requested)))

@@ -3,11 +3,11 @@ cause and the figures it quotes (`facts.py`), what the replay of the failed run 
 table of known problems holds for the setting they recommend (in the table's own words, `settings/known.py`)."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
-from ..settings.known import SEVERITY_WORDS, Feature, Problem, Severity, features_phrase
+from ..settings.known import SEVERITY_WORDS, Feature, Problem, Severity, Versions, features_phrase
 from ..units import MiB, format_bytes as fb
-from .facts import CONTEXT_ESTIMATE, Cause, Figures, Known, Limit
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Known, Limit, Recommendation, OomFacts
 
 _KNOWN = {
     Known.LISTED: "listed in the message",
@@ -24,8 +24,18 @@ def _size_arg(n: int | None) -> str:
     return f"{(n or 0) // MiB}MiB"
 
 
+def heading(cause: Cause, sure: bool) -> str:
+    """What heads the verdict's summary: its cause, or that there is none."""
+    if cause is Cause.INCONSISTENT:
+        return "No verdict (inconsistent figures)"
+    return f"Verdict ({cause}{'' if sure else ', within the rounding of the figures'})"
+
+
 def summary(cause: Cause, g: Figures) -> str:
     f = g.facts
+    if cause is Cause.INCONSISTENT:
+        return ("The figures are inconsistent: no allocator's state has them, so no verdict can be given "
+                "(is the message edited, cut, or pieced together from two?).")
     if cause is Cause.OTHER_PROCESSES:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
     if cause is Cause.SHORTAGE:
@@ -54,7 +64,7 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
         out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
                    "their graphs: no other request could use it")
-    if cause is Cause.OTHER_PROCESSES:
+    if cause in (Cause.OTHER_PROCESSES, Cause.INCONSISTENT):
         return out
     if g.others and g.others > f.tolerance:
         out.append(f"other processes held {fb(g.others)} of the card ({_KNOWN[g.known]})")
@@ -67,8 +77,34 @@ def reasons(cause: Cause, g: Figures) -> list[str]:
     return _REASONS[cause](g)
 
 
-def steps(cause: Cause, g: Figures) -> list[str]:
-    return _STEPS[cause](g)
+def steps(cause: Cause, g: Figures, *, suggestion: bool = True) -> list[str]:
+    """The verdict's next steps: the setting it suggests trying first (unless `suggestion` is False: a diagnosis
+    says its recommendation itself, `recommendation_step`), then the cause's own."""
+    first = [_suggestion(g.suggested_conf, g.facts.expandable_segments)] if suggestion and g.suggested_conf else []
+    return first + _STEPS[cause](g)
+
+
+_CHECKED = {
+    Check.NOTHING_REQUESTED: "it tried to allocate 0 bytes, which never fails",
+    Check.NO_CARD: "the card's total is 0 bytes",
+    Check.FREE_OVER_TOTAL: "{figure} free on a card of {limit}",
+    Check.RESERVED_OVER_TOTAL: "{figure} reserved by PyTorch on a card of {limit}",
+    Check.HELD_OVER_TOTAL: "{figure} reserved by PyTorch and free on the card together, on a card of {limit}",
+    Check.ALLOCATED_OVER_RESERVED: "{figure} allocated, more than the {limit} PyTorch reserved to hold it",
+    Check.ALLOWED_OVER_TOTAL: "{figure} allowed, more than the card's {limit}",
+    Check.PROCESSES_OVER_TOTAL: "{figure} in use by the processes listed, on a card of {limit}",
+    Check.POOLS_OVER_UNALLOCATED: "{figure} free in CUDA graph pools, more than the {limit} reserved but unallocated",
+}
+
+
+def _inconsistent_reasons(g: Figures) -> list[str]:
+    return [_CHECKED[i.check].format(figure=fb(i.figure), limit=fb(i.limit)) for i in g.inconsistent]
+
+
+def _inconsistent_steps(g: Figures) -> list[str]:
+    return ["give the message as torch printed it, whole (the exception's text, or the log around it)",
+            "or a memory snapshot, whose figures are exact: `alloctune.dump_on_oom(\"oom/\")` in the training script "
+            "writes one at the next OOM"]
 
 
 def _other_processes_reasons(g: Figures) -> list[str]:
@@ -147,20 +183,23 @@ def _fragmentation_reasons(g: Figures) -> list[str]:
     return out
 
 
+def _suggestion(conf: str | None, expandable_segments: bool) -> str:
+    """The untested setting a fragmentation verdict suggests trying, and why it helps."""
+    if expandable_segments:
+        return (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (memory is mapped page by page, so free pages "
+                "between live tensors are given back and reused)")
+    # expandable segments came with torch 2.1
+    return (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (cached blocks above 512 MiB are not split, so "
+            "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
+            "torch 2.1 and later offer for this")
+
+
 def _fragmentation_steps(g: Figures) -> list[str]:
-    f, conf = g.facts, g.suggested_conf
+    f = g.facts
     budget = f" --budget {_size_arg(f.allowed)}" if f.allowed is not None else ""
-    if f.expandable_segments:
-        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (memory is mapped page by page, so free pages "
-                 "between live tensors are given back and reused)")
-        confs = "--conf expandable_segments:True --conf max_split_size_mb:512"
-    else:   # expandable segments came with torch 2.1
-        first = (f"try PYTORCH_CUDA_ALLOC_CONF={conf} (cached blocks above 512 MiB are not split, so "
-                 "large requests find them whole); this torch (2.0 or older) has no expandable_segments, which "
-                 "torch 2.1 and later offer for this")
-        confs = "--conf max_split_size_mb:512 --conf max_split_size_mb:128"
-    return [first,
-            f"check it offline on a snapshot (alloctune.dump_on_oom): `{g.replay_hint}{budget} {confs}`, or measure "
+    confs = ("--conf expandable_segments:True --conf max_split_size_mb:512" if f.expandable_segments
+             else "--conf max_split_size_mb:512 --conf max_split_size_mb:128")
+    return [f"check it offline on a snapshot (alloctune.dump_on_oom): `{g.replay_hint}{budget} {confs}`, or measure "
             f"the settings: `alloctune sweep WORKLOAD{budget}`, then `alloctune export RESULTS`"]
 
 
@@ -179,8 +218,8 @@ def _graph_pools_reasons(g: Figures) -> list[str]:
 
 
 def _graph_pools_steps(g: Figures) -> list[str]:
-    return ["let go of the graphs no longer replayed (`del graph` or `graph.reset()`, then `torch.cuda.empty_cache()`): "
-            "a pool is released once its last graph is gone",
+    return ["let go of the graphs no longer replayed (`del graph` or `graph.reset()`, then "
+            "`torch.cuda.empty_cache()`): a pool is released once its last graph is gone",
             "or share one pool between graphs that do not run at once (`torch.cuda.graph(g, pool=other.pool())`, "
             "`make_graphed_callables(..., pool=torch.cuda.graph_pool_handle())`); under "
             "`torch.compile(mode=\"reduce-overhead\")` every new input shape records another graph: fewer shapes "
@@ -191,33 +230,66 @@ def _graph_pools_steps(g: Figures) -> list[str]:
 
 _REASONS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_reasons, Cause.SHORTAGE: _shortage_reasons,
-    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons}
+    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons,
+    Cause.INCONSISTENT: _inconsistent_reasons}
 _STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_steps, Cause.SHORTAGE: _shortage_steps,
-    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps}
+    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps,
+    Cause.INCONSISTENT: _inconsistent_steps}
 
 
-def replay_step(conf: str | None, peak_reserved: int | None) -> str:
-    """What the replay of the failed run found, the first of the next steps."""
-    if conf is None:
-        return "by replay, no setting tried would have avoided this OOM"
-    return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={conf} would have avoided this OOM (peak reserved "
-            f"{fb(peak_reserved)}); confirm it in a real run")
+def recommendation_step(rec: Recommendation, g: Figures) -> str:
+    """The setting a diagnosis recommends, the first of its next steps."""
+    if rec.basis is Basis.VERDICT:
+        return _suggestion(rec.conf, g.facts.expandable_segments)
+    return (f"by replay, PYTORCH_CUDA_ALLOC_CONF={rec.conf} would have avoided this OOM (peak reserved "
+            f"{fb(rec.peak_reserved)}); confirm it in a real run")
 
 
-def known_problems_line(conf: str, torch_version: str | None, found: Sequence[Problem]) -> str:
-    """What the table of known problems holds for `conf` on `torch_version` (None: unknown, every version), for a
-    job whose features are not known: by severity, what the job would have to do for each to apply, and its
-    source."""
-    where = f"torch {torch_version}" if torch_version else "any torch (which one is not known)"
-    if not found:
+NONE_FITTED = "by replay, no setting tried would have avoided this OOM"
+
+
+def oom_where(rank: int | None, gpu: int | None) -> str:
+    """Where an OOM happened: 'GPU 1 (rank 1)', as far as its source says."""
+    device = f"GPU {gpu}" if gpu is not None else "the GPU"
+    return f"{device} (rank {rank})" if rank is not None else device
+
+
+def oom_heading(rank: int | None, f: OomFacts) -> str:
+    return f"OOM on {oom_where(rank, f.gpu)}: tried to allocate {fb(f.requested)}"
+
+
+def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]]) -> list[str]:
+    """The OOMs of a source that holds several (rank, figures, cause, whether the verdict below details it each):
+    the heading, then one line each."""
+    return ([f"{len(ooms)} OOMs read; the worst is detailed below (a cause no allocator setting fixes first, then "
+             "the one that needs the most memory):"]
+            + [f"{oom_where(r, g.gpu)}: tried to allocate {fb(g.requested)} with {fb(g.allocated)} live: {cause}"
+               + (" (detailed below)" if detailed else "") for r, g, cause, detailed in ooms])
+
+
+def known_problems_line(conf: str, torch_version: str | None, versions: Versions | None, shown: Sequence[Problem],
+                        hidden: int = 0, seen: Iterable[Feature] = ()) -> str:
+    """What the table of known problems holds for `conf` on `torch_version` (None: `versions`, the releases the
+    message's layout names; both None: any), for a job that was seen doing `seen`: the problems `shown`, by
+    severity, what the job would have to do for each to apply (or that it did), and its source; then how many more
+    are `hidden`."""
+    where = (f"torch {torch_version}" if torch_version else f"torch {versions} (as the message's layout tells)"
+             if versions else "any torch (the source does not say which)")
+    if not shown and not hidden:
         return f"alloctune's table of known problems has none for {conf} on {where}"
+    done = frozenset(seen)
     said = []
     for severity in Severity:
-        ours = [p for p in found if p.severity is severity]
+        ours = [p for p in shown if p.severity is severity]
         always = [f"whatever the job does ({p.source})" for p in ours if not p.when]
-        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})" for p in ours if p.when]
-        if always or when:
+        did = [f"as the job {features_phrase(f for f in Feature if f in p.when)} ({p.source})"
+               for p in ours if p.when and p.when <= done]
+        when = [f"{features_phrase(f for f in Feature if f in p.when)} ({p.source})"
+                for p in ours if p.when and not p.when <= done]
+        if always or did or when:
             said.append(f"it can {SEVERITY_WORDS[severity]} " + "; or ".join(
-                always + (["if the job " + "; or if it ".join(when)] if when else [])))
-    return f"alloctune's table of known problems, for {conf} on {where}, to check against the job: " + "; ".join(said)
+                always + did + (["if the job " + "; or if it ".join(when)] if when else [])))
+    more = f"{hidden} more (`alloctune diagnose --all-problems` lists them)" if hidden else ""
+    return (f"before using {conf}, check the job against its known problems on {where}: "
+            + "; ".join(said + ([f"and {more}"] if more and said else [more] if more else [])))

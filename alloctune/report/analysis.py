@@ -8,7 +8,8 @@ from ..decide.choice import Choice
 from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
 from ..files import write_file
-from ..results.folder import BEST_FILE, PLOT_FILE, ChoiceRecord, ResultsFolder, RunnerUp, SweepInfo
+from ..results.choices import ChoiceRecord, RunnerUp
+from ..results.folder import BEST_FILE, PLOT_FILE, ResultsFolder, SweepInfo
 from .words import decision_line, precision_line, reason_lines, sentence
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from ..decide.regression import DEFAULT_FACTOR, Cell, Delta, Mark, Why, cell_of, judge
 from ..errors import ResultsError
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import SIM_PREFIX, Backend, TrialRecord
+from ..results.records import SIM_PREFIX, Backend, ThroughputSource, TrialRecord
 from ..settings.conf import conf_label
 from ..units import format_bytes, plural
-from .words import skipped_words
+from .words import TIME_SOURCES, skipped_words
 
 def row_key(record: TrialRecord) -> tuple[str, str]:
     """A row: workload name and canonical setting."""
@@ -187,4 +187,13 @@ def note(row: Row, j: int, columns: list[Column]) -> str:
         return "; ".join(p for p in (failed, budgets) if p)
     if delta.why is Why.BUDGET_DIFFERS:
         return f"{budgets}; both fit, and peaks under different limits do not compare"
+    if delta.why is Why.METHOD_DIFFERS:
+        return (f"throughput measured differently, not compared (memory alone decides the mark): "
+                f"{columns[0].label}: {_method(a)}; {columns[j].label}: {_method(b)}")
     return "too few repeats to test throughput" if delta.why is Why.UNTESTED else ""
+
+
+def _method(c: Cell) -> str:
+    """How a cell's throughput was measured: its source, in summary.md's words, and its unit."""
+    source = TIME_SOURCES[ThroughputSource(c.source)] if c.source else "its source not recorded"
+    return f"{source}, in {c.unit or 'units'}/s"

@@ -21,11 +21,21 @@ from .words import format_rate
 if TYPE_CHECKING:
     from rich.table import Table
 
-# Terminal colour and plot symbol per mark.
+# Terminal colour and plot symbol per mark. A mark judges (less memory and more throughput are both better), so its
+# symbol says better or worse, never a direction: an arrow down would say "less" of a throughput that rose.
 STYLE = {
-    Mark.BASELINE: ("", ""), Mark.REGRESSION: ("bold red", "▲"), Mark.IMPROVEMENT: ("bold green", "▼"),
+    Mark.BASELINE: ("", ""), Mark.REGRESSION: ("bold red", "−"), Mark.IMPROVEMENT: ("bold green", "+"),
     Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
     Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
+}
+# What each mark says, for compare.md's legend (decide/regression.py has the rules).
+MEANING = {
+    Mark.REGRESSION: "more memory, or less throughput, beyond the factor",
+    Mark.IMPROVEMENT: "less memory, or more throughput, beyond the factor, and no regression",
+    Mark.WITHIN_FACTOR: "throughput differs significantly, by less than the factor",
+    Mark.SAME: "memory within the factor, throughput within noise",
+    Mark.NEW_FAILURE: "fits in the baseline, not here", Mark.FIXED_FAILURE: "fits here, not in the baseline",
+    Mark.BOTH_FAIL: "fits in neither", Mark.INCOMPARABLE: "a side missing, or another workload or budget",
 }
 
 
@@ -209,7 +219,8 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
             out[-1] += f" — changed from `{conf_label(cols[0].best)}`"
     out += _changes_md(cols)
     counts = comparison.marks()
-    out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value}: {counts.get(m, 0)}" for m in Mark if m is not Mark.BASELINE]
+    out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value} ({MEANING[m]}): {counts.get(m, 0)}"
+                                 for m in Mark if m is not Mark.BASELINE]
     write_file(path, printable("\n".join(out) + "\n"))   # a GPU's name or a path may hold controls
     return path
 

@@ -36,7 +36,8 @@ from dataclasses import replace
 
 from .. import __version__
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
-from ..results.folder import CHOICE_FILE, ChoiceRecord, ResultsFolder, SweepInfo, find_results, how_far
+from ..results.choices import ChoiceRecord, how_far
+from ..results.folder import CHOICE_FILE, ResultsFolder, SweepInfo, find_results
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable

@@ -13,7 +13,7 @@ from ..decide.choice import Choice
 from ..decide.order import ranked
 from ..decide.reasons import Code
 from ..decide.summary import MemoryMeasure, SettingResult
-from ..results.folder import how_far
+from ..results.choices import how_far
 from ..results.records import decision_group
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say

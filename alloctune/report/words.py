@@ -160,7 +160,8 @@ def _won(t: TieBreak) -> str:
     return {TieRule.NATIVE: "as a native-allocator setting over a backend switch",
             TieRule.STABLE: "as its peak repeated exactly while the other's moved between repeats",
             TieRule.SIMPLER: f"as the simpler setting ({plural(t.winner_keys, 'key')} against {t.loser_keys})",
-            TieRule.LOWER_PEAK: "with the lower peak", TieRule.NAME: "(equal in every rule; by name)"}[t.rule]
+            TieRule.LOWER_PEAK: "with the lower peak", TieRule.NAME: "(equal in every rule; by name)",
+            TieRule.OUT_OF_TIE: f"before any tie rule: the other is {_beater(t)}"}[t.rule]
 
 
 def _lost(t: TieBreak) -> str:
@@ -169,7 +170,14 @@ def _lost(t: TieBreak) -> str:
             TieRule.STABLE: f"its peak moved between repeats (+{_spread(t.loser_spread):.1%}), the winner's "
                             f"repeated exactly",
             TieRule.SIMPLER: f"it sets {plural(t.loser_keys, 'key')} against {t.winner_keys}",
-            TieRule.LOWER_PEAK: "the winner's peak is lower", TieRule.NAME: "the same peak; decided by name"}[t.rule]
+            TieRule.LOWER_PEAK: "the winner's peak is lower", TieRule.NAME: "the same peak; decided by name",
+            TieRule.OUT_OF_TIE: f"before any tie rule, it is {_beater(t)}"}[t.rule]
+
+
+def _beater(t: TieBreak) -> str:
+    """How a tie's loser was put out of the contenders (`order.beaten_by`): ties are not transitive."""
+    return (f"more than {t.tie or 0:.0%} above {conf_label(t.beaten_by or '')} ({format_bytes(t.beaten_by_bytes)}), "
+            "which the winner is within")
 
 
 def _ties(f: Ties, _: Refusals) -> str:

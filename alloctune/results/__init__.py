@@ -1,3 +1,3 @@
 """What a sweep stores: the records (`records`), the one typed reader (`typed`), the trials file (`trials`), the
-results folder (`folder`) and its files that change together (`batch`), a GPU's driver-call costs (`calibration`),
+results folder (`folder`; choice.json's records: `choices`) and its files that change together (`batch`), a GPU's driver-call costs (`calibration`),
 a fit's folder (`fits`)."""

@@ -21,12 +21,12 @@ from ..errors import FolderBusy, ResultsError
 from ..files import checked_path, not_a_file, write_file
 from ..settings.conf import AllocConf, canonical
 from ..units import plural
-from .records import Backend, Budget, Bytes, Conf, Count, Rate, TrialRecord, parsed
+from .choices import RESULTS_SCHEMA, ChoiceFile, ChoiceRecord, ReasonRecord
+from .records import Backend, Budget, Conf, TrialRecord, parsed
 from .trials import TRIALS_FILE, TrialStore
 from . import batch
 from .typed import checked_text, from_json, load_json
 
-RESULTS_SCHEMA = 1
 SWEEP_FILE = "sweep.json"
 CHOICE_FILE = "choice.json"
 BEST_FILE = "best.env"
@@ -129,119 +129,6 @@ def _trace_paths(trace: dict[str, Any], where: str) -> list[str]:
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ResultsError(f"{where}: field 'trace': expected the path of each trace, got {paths!r}")
     return paths
-
-
-@dataclass(frozen=True)
-class ReasonRecord:
-    """A reason as data: its code and the figures it quotes (`decide.reasons` defines both, and reads one back
-    typed with `Reason.from_record`; `report.words` says it)."""
-
-    code: str
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunnerUp:
-    conf: str
-    why: str            # what it costs against the winner, or why it may not be recommended
-    why_data: ReasonRecord | None = None   # `why` as data (None in files from before reasons were data)
-
-
-@dataclass(frozen=True)
-class ChoiceRecord:
-    """One decision in choice.json (`report.analysis.choice_record`), per (environment, backend, budget), as
-    consumers read it: export, compare, report. Only the identity and the setting are required; the rest default so
-    that older files still read.
-
-    The reasons come twice: as the sentences the reports print (`decision`, `reasons`, `runners_up[].why`,
-    `precision`), which every reader has always read, and as data (`decision_data`, `reasons_data`,
-    `runners_up[].why_data`, `precision_data`), one record per sentence, from which those sentences were written.
-    Files from before the data existed lack it: there it reads as empty (None, ()), and the sentences are all
-    there is. The schema number stays: an older alloctune ignores the keys it does not know."""
-
-    env_id: str
-    backend: Backend                  # CUDA or SIM
-    conf: Conf | None                 # the chosen setting, canonical ('' = the default); None: nothing fits
-    workload: str = ""
-    workload_hash: str = ""
-    budget_bytes: Budget | None = None
-    fits: bool = True
-    label: str = ""
-    baseline: str = ""                # the setting compared against: always the default ('')
-    is_default: bool = False
-    simulated: bool = False
-    torch_version: str | None = None  # the torch the choice is for (a replay: the one simulated)
-    features: tuple[str, ...] = ()    # what the job used (settings/known.py's Feature values), as its trials saw it
-    env: dict[str, Any] = field(default_factory=dict)
-    decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
-    reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
-    runners_up: tuple[RunnerUp, ...] = ()
-    peak_reserved_bytes: Bytes | None = None
-    memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
-    memory_bytes: Bytes | None = None
-    device_peak_used_bytes: Bytes | None = None
-    baseline_memory_bytes: Bytes | None = None
-    peak_allocated_bytes: Bytes | None = None
-    reserved_ratio: float | None = None
-    num_alloc_retries: Count | None = None
-    baseline_state: str | None = None
-    baseline_peak_reserved_bytes: Bytes | None = None
-    baseline_reserved_ratio: float | None = None
-    throughput_median: Rate | None = None
-    baseline_throughput_median: Rate | None = None
-    throughput_unit: str | None = None
-    throughput_ratio: Rate | None = None
-    throughput_p_value: float | None = None
-    throughput_ratio_ci: tuple[float, float] | None = None
-    paired_rounds: Count | None = None
-    detectable_slowdown: float | None = None
-    precision: str = ""
-    decision_data: ReasonRecord | None = None
-    reasons_data: tuple[ReasonRecord, ...] = ()
-    precision_data: ReasonRecord | None = None
-    verdict: str = ""
-    # The parameters the decision applied (decide/parameters.py). None: a file from before they were kept, whose
-    # decision had the defaults.
-    max_slowdown: float | None = None
-    tie: float | None = None
-    repeats: Count = 0
-    complete: bool = True             # False: the sweep stopped before its end, or recorded fewer trials than planned
-    trials_recorded: Count = 0
-    trials_planned: Count | None = None
-    # Each replayed setting's speed predicted from its driver work, by conf (decide/speed.SpeedPrediction): a
-    # prediction, never a measurement; empty without a calibration.
-    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "backend", Backend(self.backend))
-
-    @property
-    def setting(self) -> AllocConf | None:
-        """The chosen setting (None: nothing fits), parsed when the file was read (`records.parsed`)."""
-        return None if self.conf is None else parsed(self.conf)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def how_far(recorded: int, planned: int | None) -> str:
-    """How far an interrupted sweep got with a decision (a choice's `trials_recorded`, `trials_planned`): '8 of 12
-    planned trials recorded', or, where no count was planned (--repeats auto, hybrid, search) or the count was met
-    before the sweep stopped, 'stopped before its end, after 5 trials'."""
-    if planned is not None and recorded < planned:
-        return f"{recorded} of {planned} planned trials recorded"
-    return f"stopped before its end, after {plural(recorded, 'trial')}"
-
-
-@dataclass(frozen=True)
-class ChoiceFile:
-    """choice.json as a whole."""
-
-    choices: tuple[ChoiceRecord, ...]
-    schema: int = RESULTS_SCHEMA
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def sweep_text(info: SweepInfo, where: str = SWEEP_FILE) -> str:

@@ -125,6 +125,12 @@ class Versions:
     def __contains__(self, version: Version) -> bool:
         return (self.first is None or version >= self.first) and (self.fixed is None or version < self.fixed)
 
+    def overlaps(self, other: "Versions") -> bool:
+        """Some release lies in both ranges."""
+        first = max((v for v in (self.first, other.first) if v is not None), default=None)
+        fixed = min((v for v in (self.fixed, other.fixed) if v is not None), default=None)
+        return first is None or fixed is None or first < fixed
+
     def __str__(self) -> str:
         if self.first and self.fixed:
             return f"{_fmt(self.first)} to before {_fmt(self.fixed)}"

@@ -85,3 +85,61 @@ def test_the_choice_and_the_finalists_follow_the_preference(seed):
     assert picked == {""} | {s.conf for s in by_preference(s for s in group if s.conf)[:2]}
     # the runners-up and the tables list the group in the order without a margin
     assert [s for s, _ in choice.runners_up] == [s for s in ranked(group) if s is not choice.best]
+
+
+RP2 = "roundup_power2_divisions:[1:1,16:2]"
+
+
+def test_a_setting_out_of_the_tie_of_the_lowest_loses_before_any_tie_rule():
+    """The hybrid folder of issue 29: expandable_segments:True (10.46 GiB) ties the two-key setting (10.36 GiB) that
+    won, but is more than 1% above a third (10.30 GiB) the winner ties: it was out before the rule on keys, which
+    would have given it the tie."""
+    three = f"{MS},{RP2},garbage_collection_threshold:0.8"
+    group = settings({"": 15.0, ES: 10.46, f"{ES},{RP2}": 10.36, three: 10.30})
+    by = {s.conf: s for s in group}
+    won, lost, third = by[f"{ES},{RP2}"], by[ES], by[three]
+    assert preferred(group) is won and within(lost.peak, won.peak) and not within(lost.peak, third.peak)
+    assert tie_rule(won, lost, group) is TieRule.OUT_OF_TIE and tie_rule(won, third, group) is TieRule.SIMPLER
+    [choice] = choose(group)
+    tied = {t.conf: t.tie_break for t in next(r.figures for r in choice.reasons if r.code.value == "ties").tied}
+    assert (tied[ES].rule, tied[ES].beaten_by, tied[ES].beaten_by_bytes) == (TieRule.OUT_OF_TIE, third.conf,
+                                                                             third.peak)
+    assert tied[third.conf].rule is TieRule.SIMPLER and (tied[third.conf].winner_keys,
+                                                          tied[third.conf].loser_keys) == (2, 3)
+    loses = next(why for s, why in choice.runners_up if s is lost).figures.tie_break
+    assert loses.rule is TieRule.OUT_OF_TIE and loses.beaten_by == third.conf
+
+
+def claim_holds(rule: TieRule, winner, loser, group) -> bool:
+    """What the rule says of the pair (the words report/words.py gives it) is true of their figures."""
+    _, won, lost = winner.compared_with(loser)
+    return {TieRule.OUT_OF_TIE: any(lower_beyond_tie(t, loser) and not lower_beyond_tie(t, winner) for t in group),
+            TieRule.NATIVE: loser.switches_backend and not winner.switches_backend,
+            TieRule.STABLE: loser.unstable and not winner.unstable,
+            TieRule.SIMPLER: winner.complexity < loser.complexity,
+            TieRule.LOWER_PEAK: won < lost, TieRule.NAME: won == lost and winner.conf < loser.conf}[rule]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_three_settings_in_a_chain_of_ties_give_one_order_whatever_the_input_order(seed):
+    """A ties B, B ties C, A does not tie C (and random keys): every order of the input gives the same order, and
+    every tie it decided is decided by a rule whose claim holds for the two settings."""
+    import itertools
+
+    rng = random.Random(seed)
+    confs = rng.sample([ES, MS, RP, ES_RP, RP2, f"{ES},{RP2}", f"{MS},{RP}", f"{ES},{RP2},{MS}"], 3)
+    low = rng.uniform(8.0, 12.0)
+    step = low * rng.uniform(0.0055, 0.0095)   # each within 1% of the next, the ends 1.1-1.9% apart
+    peaks = [low, low + step, low + 2 * step]
+    rng.shuffle(peaks)
+    records = [replay(c, p) for c, p in zip(confs, peaks)]
+    orders = set()
+    for permutation in itertools.permutations(records):
+        group = summarize_settings(list(permutation))
+        ordered = by_preference(group)
+        orders.add(tuple(s.conf for s in ordered))
+        winner = ordered[0]
+        for loser in ordered[1:]:
+            if within(loser.peak, winner.peak):
+                assert claim_holds(tie_rule(winner, loser, group), winner, loser, group)
+    assert len(orders) == 1

@@ -109,7 +109,8 @@ def test_wrapped_and_repeated_messages(tmp_path):
     log = tmp_path / "job.log"
     log.write_text("step 1\n" + (PUBLIC / "v2_1-shortage.txt").read_text() + "retrying\n"
                    + (PUBLIC / "v2_x-budget.txt").read_text() + "Traceback (most recent call last):\n  ...\n")
-    assert diagnose(log).verdict.cause == "budget"  # the last message of the log
+    d = diagnose(log)   # both messages read, the worst detailed: a shortage no setting fixes, over a budget
+    assert [o.verdict.cause for o in d.ooms] == ["shortage", "budget"] and d.verdict.cause == "shortage"
 
 
 def test_the_cudamallocasync_message():

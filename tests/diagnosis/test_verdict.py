@@ -67,3 +67,31 @@ def test_graph_pools_hold_what_the_request_lacked():
     budget = judge(OomFacts(2 * GiB, 10 * GiB, 15 * GiB, allowed=16 * GiB, graph_pools_free=5 * GiB))
     assert (budget.cause, budget.figures.limit) == (Cause.GRAPH_POOLS, Limit.BUDGET)
     assert "17.00 GiB, more than the budget" in budget.reasons[2]
+
+
+def test_figures_no_allocator_state_has_give_no_verdict():
+    """Each check on its own: the figures of a sane OOM with one of them made impossible."""
+    from alloctune.diagnosis.facts import Check, Inconsistent
+
+    sane = dict(requested=2 * GiB, allocated=60 * GiB, reserved=70 * GiB, device_free=1 * GiB, device_total=73 * GiB,
+                this_process=71 * GiB)
+    assert OomFacts(**sane).inconsistencies() == () and judge(OomFacts(**sane)).cause is Cause.FRAGMENTATION
+    cases = {Check.FREE_OVER_TOTAL: dict(device_free=80 * GiB), Check.RESERVED_OVER_TOTAL: dict(reserved=75 * GiB),
+             Check.HELD_OVER_TOTAL: dict(device_free=5 * GiB), Check.ALLOCATED_OVER_RESERVED: dict(allocated=71 * GiB),
+             Check.ALLOWED_OVER_TOTAL: dict(allowed=74 * GiB), Check.NOTHING_REQUESTED: dict(requested=0),
+             Check.PROCESSES_OVER_TOTAL: dict(processes=((7, 3 * GiB),)), Check.NO_CARD: dict(device_total=0),
+             Check.POOLS_OVER_UNALLOCATED: dict(graph_pools_free=11 * GiB)}
+    assert set(cases) == set(Check)
+    for check, change in cases.items():
+        v = judge(OomFacts(**sane | change))
+        assert v.cause is Cause.INCONSISTENT and check in {i.check for i in v.figures.inconsistent}, check
+        assert v.suggested_conf is None and len(v.reasons) == len(v.figures.inconsistent)
+    free = judge(OomFacts(**sane | dict(device_free=50 * GiB, device_total=GiB, reserved=110 * MiB,
+                                        allocated=100 * MiB, this_process=None)))
+    assert Inconsistent(Check.FREE_OVER_TOTAL, 50 * GiB, GiB) in free.figures.inconsistent
+    assert words.heading(free.cause, free.sure) == "No verdict (inconsistent figures)"
+    assert "50.00 GiB free on a card of 1.00 GiB" in free.reasons
+    # within the rounding of the figures, the same excess is no contradiction
+    rounded = OomFacts(**sane | dict(device_free=1 * GiB + 10 * MiB, reserved=72 * GiB, this_process=None),
+                       precision=5 * MiB)
+    assert rounded.inconsistencies() == ()

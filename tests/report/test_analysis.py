@@ -12,7 +12,8 @@ from alloctune.decide.reasons import Code, Reason
 from alloctune.decide.summary import summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
-from alloctune.results.folder import CHOICE_FILE, ChoiceRecord, ReasonRecord, ResultsFolder
+from alloctune.results.choices import ChoiceRecord, ReasonRecord
+from alloctune.results.folder import CHOICE_FILE, ResultsFolder
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.sweeper.sweep import analyze
 from alloctune.units import GiB

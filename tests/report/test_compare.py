@@ -164,7 +164,9 @@ def test_outputs(folders, tmp_path):
         assert word in text, word
     md = write_compare_md(comparison, tmp_path / "compare.md").read_text()
     assert SKIP_REASON in md and "changed from `roundup_power2_divisions:4`" in md
-    assert "- ▲ regression: 2" in md and "- ✗ new failure: 1" in md and "- ? incomparable: 3" in md
+    assert "- − regression (more memory, or less throughput, beyond the factor): 2" in md
+    assert "- ✗ new failure (fits in the baseline, not here): 1" in md
+    assert "- ? incomparable (a side missing, or another workload or budget): 3" in md
     png = plot_comparison(comparison, tmp_path / "compare.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
@@ -180,3 +182,51 @@ def test_cli(folders, tmp_path, capsys):
         main(["compare", str(folders[0].path), "--factor", "5"])
     assert main(["compare", str(tmp_path / "missing")]) == 2
     assert "no results folder" in capsys.readouterr().err
+
+
+def test_a_mark_judges_and_does_not_point(folders):
+    """A throughput rise and a memory drop are both improvements and show one symbol; a memory rise and a
+    throughput drop both regressions: no mark is an arrow that says 'down' of a throughput that rose."""
+    from alloctune.report.compare_output import MEANING, STYLE, cell_lines
+
+    rows = by_conf(compare(list(folders)))
+    faster, leaner = cell_lines(rows["max_split_size_mb:512"], 1), cell_lines(rows["roundup_power2_divisions:4"], 1)
+    fatter, slower = cell_lines(rows["expandable_segments:True"], 1), cell_lines(rows["max_split_size_mb:256"], 1)
+    assert "tput +20.0%" in faster[-2] and "mem -20.0%" in leaner[-2]
+    assert faster[-1] == leaner[-1] == "+ improvement"
+    assert "mem +20.0%" in fatter[-2] and "tput -20.0%" in slower[-2]
+    assert fatter[-1] == slower[-1] == "− regression"
+    assert not {glyph for _, glyph in STYLE.values()} & set("▲▼↑↓")
+    assert set(MEANING) == set(Mark) - {Mark.BASELINE}
+
+
+def method(records, source, unit="steps"):
+    """The records with their throughput measured by `source`, in `unit`."""
+    from dataclasses import replace
+
+    from alloctune.results.records import ThroughputSource
+
+    return [replace(r, measurement=replace(r.measurement, throughput_source=ThroughputSource(source), unit=unit))
+            for r in records]
+
+
+@pytest.mark.parametrize("theirs, unit", [("wall_time", "steps"), ("step_marks", "samples")])
+def test_throughput_measured_differently_is_not_compared(tmp_path, theirs, unit):
+    """Same workload, torch and GPU: a whole-run figure against a steady-state one (or another unit) is no
+    '+250% improvement'. Memory still compares: a memory regression keeps its mark."""
+    a = make_folder(tmp_path / "a", method(repeats("", **OLD) + repeats("max_split_size_mb:128", **OLD),
+                                           "step_marks"))
+    b = make_folder(tmp_path / "b", method(repeats("", tputs=(350.0, 351.0, 349.0), **NEW)
+                                           + repeats("max_split_size_mb:128", reserved=18.0, **NEW), theirs, unit))
+    rows = by_conf(compare([a, b]))
+    for conf, mark in (("", Mark.SAME), ("max_split_size_mb:128", Mark.REGRESSION)):
+        delta = rows[conf].deltas[1]
+        assert (delta.mark, delta.why, delta.throughput, delta.p_value) == (mark, Why.METHOD_DIFFERS, None, None)
+    note = rows[""].notes[1]
+    assert note.startswith("throughput measured differently, not compared (memory alone decides the mark): ")
+    assert "torch-2.10.0: alloctune.step() marks in the program" in note and "in steps/s" in note
+    assert f"in {unit}/s" in note and ("whole run's wall time" in note) == (theirs == "wall_time")
+    # measured alike, the same figures are a throughput improvement
+    same = make_folder(tmp_path / "c", method(repeats("", tputs=(350.0, 351.0, 349.0), **NEW), "step_marks"))
+    delta = compare([a, same]).rows[0].deltas[1]
+    assert delta.mark is Mark.IMPROVEMENT and delta.why is None and delta.throughput == pytest.approx(2.5, abs=0.01)

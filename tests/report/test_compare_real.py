@@ -124,7 +124,9 @@ def test_cli_on_the_h200_sweeps_writes_outputs_and_leaves_the_folders_alone(tmp_
     out = " ".join(capsys.readouterr().out.split())   # a long path goes on a line of its own
     assert "alloctune compare" in out and f"wrote {tmp_path / 'compare.md'}" in out
     md = (tmp_path / "compare.md").read_text()
-    assert "- = no significant change: 2" in md and "- ? incomparable: 7" in md and "- ▲ regression: 0" in md
+    assert "- = no significant change (memory within the factor, throughput within noise): 2" in md
+    assert "- ? incomparable (a side missing, or another workload or budget): 7" in md
+    assert "- − regression (more memory, or less throughput, beyond the factor): 0" in md
     assert "`expandable_segments:True` (" in md and (tmp_path / "compare.png").stat().st_size > 10_000
     assert {p: p.stat().st_mtime_ns for d in (GPU_A, GPU_B) for p in d.iterdir()} == before
 
@@ -236,7 +238,7 @@ def test_compare_cli_on_replays_and_export_of_a_replay(replays, tmp_path, capsys
     out = capsys.readouterr().out
     assert "new failure" in out and "budget 9.50 GiB" in out
     md = (tmp_path / "compare.md").read_text()
-    assert "- ✗ new failure: 2" in md and "| sim |" in md
+    assert "- ✗ new failure (fits in the baseline, not here): 2" in md and "| sim |" in md
     data = json.loads(export_results(folder, "json"))
     assert data["simulated"] is True and data["conf"] == "expandable_segments:True"
     assert "simulated by trace replay" in data["source"]

@@ -12,7 +12,7 @@ from clirun import in_process
 from folders import make_folder
 
 from alloctune.decide.reasons import Code, Reason
-from alloctune.results.folder import ReasonRecord
+from alloctune.results.choices import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 

@@ -12,7 +12,7 @@ from alloctune.decide.precision import precision_of
 from alloctune.decide.reasons import BackendSkipped, Code, Reason, Stop, Unmeasured
 from alloctune.decide.summary import MemoryMeasure, summarize_settings
 from alloctune.report.words import reason_lines, runner_up_lines, sentence
-from alloctune.results.folder import ReasonRecord
+from alloctune.results.choices import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB, MiB
 
@@ -61,6 +61,9 @@ SCENARIOS = {
     "a small gain, the simpler wins a tie, a lower peak and a name decide others": (
         setting("") + setting(ES, reserved=14.0) + setting(f"{ES},{RP}", reserved=13.95)
         + setting(MS, reserved=14.02) + setting(RP, reserved=14.04), 0.02),
+    "ties are not transitive: within the winner's tie but out of the lowest's": (
+        setting("") + setting(ES, reserved=10.46) + setting(f"{ES},{RP}", reserved=10.36)
+        + setting(f"{ES},{RP},{MS}", reserved=10.30), 0.02),
     "equal in every rule": (setting("") + setting(MS, reserved=12.0) + setting(RP, reserved=12.0), 0.02),
     "too slow, and one repeat is not tested": (
         [rec(""), rec(ES, reserved=10.0, tput=90.0), rec(RP, reserved=12.0, tput=99.0)], 0.02),
@@ -525,7 +528,53 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                                                         'than this trial measured'),
                                                                        ('',
                                                                         'costs 3.00 GiB more peak reserved than '
-                                                                        'the winner (+25.0%)')])}
+                                                                        'the winner (+25.0%)')]),
+ "ties are not transitive: within the winner's tie but out of the lowest's": (['peak reserved 10.36 GiB against '
+                                                                               "the default's 15.00 GiB (-30.9%, "
+                                                                               'saves 4.64 GiB); '
+                                                                               'reserved/allocated 1.04 against '
+                                                                               '1.50',
+                                                                               "throughput 1.000x the default's "
+                                                                               '(median 100 tokens/s against 100 '
+                                                                               'tokens/s): no significant '
+                                                                               'difference (paired t-test over 3 '
+                                                                               'rounds, p = 1; 95% interval '
+                                                                               '1.000-1.000x, ±0.0%)',
+                                                                               'expandable_segments:True came '
+                                                                               'within 1% of its peak reserved '
+                                                                               '(10.46 GiB, +1.0%); '
+                                                                               'expandable_segments:True,roundup_power2_divisions:4 '
+                                                                               'wins the tie before any tie rule: '
+                                                                               'the other is more than 1% above '
+                                                                               'expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128 '
+                                                                               '(10.30 GiB), which the winner is '
+                                                                               'within; '
+                                                                               'expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128 '
+                                                                               'came within 1% of its peak '
+                                                                               'reserved (10.30 GiB, -0.6%); '
+                                                                               'expandable_segments:True,roundup_power2_divisions:4 '
+                                                                               'wins the tie as the simpler '
+                                                                               'setting (2 keys against 3)'],
+                                                                              [('expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128',
+                                                                                'ties with the winner on peak '
+                                                                                'reserved (10.30 GiB, -0.6%) but '
+                                                                                'loses the tie: it sets 3 keys '
+                                                                                'against 2; throughput 1.000x the '
+                                                                                "default's (no significant "
+                                                                                'difference)'),
+                                                                               ('expandable_segments:True',
+                                                                                'ties with the winner on peak '
+                                                                                'reserved (10.46 GiB, +1.0%) but '
+                                                                                'loses the tie: before any tie '
+                                                                                'rule, it is more than 1% above '
+                                                                                'expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128 '
+                                                                                '(10.30 GiB), which the winner is '
+                                                                                'within; throughput 1.000x the '
+                                                                                "default's (no significant "
+                                                                                'difference)'),
+                                                                               ('',
+                                                                                'costs 4.64 GiB more peak reserved '
+                                                                                'than the winner (+44.8%)')])}
 
 PRECISION = [((None, 1, 0.02, True, 10),
   'throughput was not compared with an interval (fewer than 2 rounds with both the default and the setting): no '
