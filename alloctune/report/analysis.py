@@ -90,7 +90,7 @@ def change_lines(changes: list[ChoiceChange], env: tuple[list[str], list[str]], 
                            for name, (a, b) in c.inputs_changed().items())
         lines.append(f"report: the choice for {c.env_id} ({c.backend}) changed from {was} to {now}, decided again "
                      + (f"from {inputs}" if inputs else "from the same trials and parameters by this alloctune's "
-                        f"rules (the folder was swept by alloctune {swept_by or 'of an unrecorded version'})"))
+                        f"rules (the folder was swept by {f'alloctune {swept_by}' if swept_by else 'an unnamed version'})"))
     if env[0] != env[1]:
         was, now = ("; ".join(settings) or "nothing" for settings in env)
         lines.append(f"report: best.env now sets {now} (it set {was})")
