@@ -48,7 +48,7 @@ def regenerate(folder: Path, scratch: Path) -> list[str]:
 
 
 def main(names: list[str]) -> int:
-    folders = [Path(n) for n in names] or committed()
+    folders = [Path(n).resolve().relative_to(ROOT) for n in names] or committed()
     with tempfile.TemporaryDirectory() as scratch:
         for folder in folders:
             for line in regenerate(folder, Path(scratch)):
