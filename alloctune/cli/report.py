@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 
 from rich.text import Text
 
-from ..errors import FolderBusy
+from ..errors import FolderBusy, ResultsError, printable
+from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder
 
 from .args import fraction
 
@@ -33,6 +35,40 @@ def decisions(folder, choices) -> dict:
     return {"folder": str(folder.path), "choices": [choice_record(c).to_json() for c in choices]}
 
 
+def _held(folder: ResultsFolder) -> list[ChoiceRecord]:
+    """The decision a folder holds before a report replaces it: none where it has none, or one that cannot be read
+    (the report rewrites it)."""
+    try:
+        return folder.choices() if folder.has_choice() else []
+    except FolderBusy:
+        raise
+    except ResultsError:
+        return []
+
+
+def _env_settings(folder: ResultsFolder) -> list[str]:
+    """best.env's settings: its lines but the comments (which name the folder and the alloctune that wrote it)."""
+    try:
+        text = (folder.path / BEST_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):   # none (nothing fitted, an interrupted sweep), or not readable
+        text = ""
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _changed(folder: ResultsFolder, held: list[ChoiceRecord], env: list[str], choices) -> dict:
+    """What the report changed against the choice the folder `held` and best.env's settings `env`: said on stderr,
+    returned for --json. A folder that held no choice had nothing to change."""
+    from ..decide.changed import choice_changes
+    from ..report.analysis import change_lines, choice_record
+
+    changes = choice_changes(held, [choice_record(c) for c in choices])
+    envs = (env, _env_settings(folder) if held else env)
+    for line in change_lines(changes, envs, folder.info().alloctune_version if changes else ""):
+        print(printable(line), file=sys.stderr)
+    return {"changed": [c.to_json() for c in changes],
+            "best_env_changed": {"before": envs[0], "after": envs[1]} if envs[0] != envs[1] else None}
+
+
 def run(args) -> int:
     from ..sweeper.sweep import analyze
     from ..report.ranked import print_choice
@@ -43,12 +79,14 @@ def run(args) -> int:
     decided = []
     for folder in find_results(args.results):
         try:
+            held, env = _held(folder), _env_settings(folder)
             settings, choices = analyze(folder, args.max_slowdown)
         except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
             raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
                              f"{shlex.quote(str(folder.path))}` decides again (with --max-slowdown for another allowance)") from None
+        changed = _changed(folder, held, env, choices)
         if args.json:
-            decided.append(decisions(folder, choices))
+            decided.append(dict(decisions(folder, choices), **changed))
             continue
         console.print(Text(str(folder.path), style="bold"), soft_wrap=True)
         for choice in choices:

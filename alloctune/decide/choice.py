@@ -117,7 +117,11 @@ def _too_slow(c: Comparison | None, s: SettingResult, max_slowdown: float,
     if c is None:
         return False
     if horizon is not None and len(s.pairs) >= 2:
-        return sequential(s, max_slowdown, horizon).outcome is Outcome.REFUSED
+        outcome = sequential(s, max_slowdown, horizon).outcome
+        # Rounds cut before the test could decide (a time budget, an interrupt, or a folder whose rounds an older
+        # rule stopped) answer nothing: there the fixed test on what was measured refuses what is shown slower.
+        if outcome is not Outcome.CONTINUE:
+            return outcome is Outcome.REFUSED
     return c.slower_beyond_tolerance
 
 

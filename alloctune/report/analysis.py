@@ -4,12 +4,15 @@ calls this (`sweeper/sweep.analyze`, also behind `alloctune report`).
 """
 from __future__ import annotations
 
+from ..decide.changed import ChoiceChange
 from ..decide.choice import Choice
 from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
 from ..files import write_file
 from ..results.choices import ChoiceRecord, RunnerUp
 from ..results.folder import BEST_FILE, PLOT_FILE, ResultsFolder, SweepInfo
+from ..settings.conf import conf_label
+from ..units import figure
 from .words import decision_line, precision_line, reason_lines, sentence
 
 
@@ -76,3 +79,20 @@ def choice_record(choice: Choice) -> ChoiceRecord:
         complete=choice.complete, trials_recorded=choice.trials_recorded, trials_planned=choice.trials_planned,
         predictions={conf: p.to_json() for conf, p in choice.predictions.items()},
     )
+
+
+def change_lines(changes: list[ChoiceChange], env: tuple[list[str], list[str]], swept_by: str) -> list[str]:
+    """What `alloctune report` changed in a folder, one line each: a group's choice, with what the new decision was
+    taken from (or that the rules are this alloctune's), and best.env's settings (`env`: before and after)."""
+    lines = []
+    for c in changes:
+        was, now = ("nothing fits" if conf is None else conf_label(conf) for conf in (c.before, c.after))
+        inputs = ", ".join(f"{name.replace('_', ' ')} {figure(b, 'g')} instead of {figure(a, 'g')}"
+                           for name, (a, b) in c.inputs_changed().items())
+        lines.append(f"report: the choice for {c.env_id} ({c.backend}) changed from {was} to {now}, decided again "
+                     + (f"from {inputs}" if inputs else "from the same trials and parameters by this alloctune's "
+                        f"rules (the folder was swept by {f'alloctune {swept_by}' if swept_by else 'an unnamed version'})"))
+    if env[0] != env[1]:
+        was, now = ("; ".join(settings) or "nothing" for settings in env)
+        lines.append(f"report: best.env now sets {now} (it set {was})")
+    return lines
