@@ -388,4 +388,3 @@ def test_detectable_slowdown_is_the_winners_interval_half_width():
     assert c.pairs == 4 and choice.detectable == pytest.approx(c.half_width) and 0 < c.half_width < 0.05
     assert c.ci_low < choice.throughput_ratio < c.ci_high
     assert reason(choice, Code.THROUGHPUT_SAME).vs_default == c
-
