@@ -97,6 +97,7 @@ def main(argv=None) -> None:
         print(f"rank {rank}: peak allocated {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
               f"reserved {torch.cuda.max_memory_reserved() / 2**30:.2f} GiB", flush=True)
     print(f"rank {rank}: done, {args.steps} steps", flush=True)
+    dist.barrier()   # both ranks done before either tears gloo down (one seen aborting in teardown otherwise)
     dist.destroy_process_group()
 
 
