@@ -193,16 +193,14 @@ def _limits(args: argparse.Namespace) -> tuple[list[int], list[tuple[str, tuple[
 
 def _request(args: argparse.Namespace, param: str, traces: dict, entries: list, limits: tuple):
     from ..decide.fit import step_of
-    from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+    from ..settings.grid import ranked_settings
     from ..sim.points import recording_device
     from ..sweeper.fitting import FitRequest
     from ..units import budget_on
 
     cards, budgets, overhead = limits
     torch_version = next((t.meta.get("torch_version") for _, t in traces.values()), None)
-    confs, skipped = apply_rules(expand(entries or DEFAULT_GRID), torch_version, has_budget=bool(budgets))
-    if entries:
-        refuse_rejected(skipped, torch_version)
+    confs, _ = ranked_settings(entries, torch_version, has_budget=bool(budgets))
     device = recording_device([t for _, t in traces.values()])
     on_device = [(text, budget_on(parsed[0], parsed[1], device) or 0) for text, parsed in budgets]
     return FitRequest(param, traces, confs, cards, on_device, args.step or step_of(list(traces)), overhead,

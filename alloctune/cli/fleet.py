@@ -40,7 +40,7 @@ def job_names(paths: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ..decide.fleet import rank_fleet
     from ..report.fleet import fleet_json, print_fleet
-    from ..settings.grid import DEFAULT_GRID, apply_rules, expand, load_grid_file, refuse_rejected
+    from ..settings.grid import load_grid_file, ranked_settings
     from ..sim.points import fleet_peaks
     from ..sim.trace import load_trace
     from ..units import parse_size
@@ -57,9 +57,7 @@ def run(args: argparse.Namespace) -> int:
     # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
     versions = {t.meta.get("torch_version") for t in traces.values()}
     torch_version = versions.pop() if len(versions) == 1 else None
-    confs, skipped = apply_rules(expand(entries or DEFAULT_GRID), torch_version, has_budget=False)
-    if entries:
-        refuse_rejected(skipped, torch_version)
+    confs, _ = ranked_settings(entries, torch_version, has_budget=False)
     peaks, not_simulated = fleet_peaks(traces, confs, device_memory=device, jobs=args.jobs)
     ranked = rank_fleet(peaks)
     if args.json:

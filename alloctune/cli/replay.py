@@ -61,7 +61,7 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
 
     from ..report.progress import Phases
     from ..report.replay import TraceReplay, print_trace
-    from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
+    from ..settings.grid import ranked_settings
     from ..sim.replay import min_memory_many, replay
     from ..sim.simulate import core_notice
     from ..sim.trace import load_trace
@@ -69,15 +69,10 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
     with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
         shown.phase(f"loading {path}")
         trace = load_trace(path, device=args.device)
-    entries = (args.conf or []) + grid
-    confs = expand(entries or DEFAULT_GRID)
     device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
-
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
     torch_version = trace.meta.get("torch_version")
-    confs, skipped = apply_rules(confs, torch_version, has_budget=budget_bytes is not None)
-    if entries:   # settings the user named: a typo stops here instead of being dropped
-        refuse_rejected(skipped, torch_version)
+    confs, skipped = ranked_settings((args.conf or []) + grid, torch_version, has_budget=budget_bytes is not None)
 
     err = console(stderr=True)
     if path == args.trace[0] and (note := core_notice()):   # once, not per trace

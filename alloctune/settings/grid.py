@@ -157,6 +157,16 @@ def _reasons(conf: AllocConf, has_budget: bool) -> list[str]:
 MAX_GRID_BYTES = 2**20
 
 
+def ranked_settings(entries: list, torch_version: str | None, *,
+                    has_budget: bool) -> tuple[list[AllocConf], list[Skip]]:
+    """What a replay ranks (replay, fit, fleet): the settings named (--conf, --grid entries), else the default grid,
+    under the sweep's rules; a named setting the target torch rejects stops the run (`refuse_rejected`)."""
+    confs, skipped = apply_rules(expand(entries or DEFAULT_GRID), torch_version, has_budget=has_budget)
+    if entries:
+        refuse_rejected(skipped, torch_version)
+    return confs, skipped
+
+
 def load_grid_file(path) -> list:
     """Grid entries from a YAML list (a mapping with a 'grid' list also works) or a plain text file with one
     setting per line ('#' starts a comment); '-' reads stdin. Entries are checked here, so errors name the file."""
