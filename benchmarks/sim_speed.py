@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from alloctune.settings.conf import AllocConf  # noqa: E402
 from alloctune.settings.grid import DEFAULT_GRID, apply_rules  # noqa: E402
 from alloctune.sim.replay import DEFAULT_DEVICE_MEMORY, min_memory_many, replay  # noqa: E402
-from alloctune.sim.simulate import compiled_core_available, core_notice, pack, simulate  # noqa: E402
+from alloctune.sim.simulate import core_notice, pack, simulate  # noqa: E402
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace  # noqa: E402
 
 
@@ -148,7 +148,7 @@ def main() -> int:
     args = parser.parse_args()
 
     print(f"machine: {machine()}")
-    if not compiled_core_available():
+    if core_notice() is not None:   # the compiled core is not built
         print(f"notice: {core_notice()}")
         return 1
     if not args.traces:

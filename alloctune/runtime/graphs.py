@@ -34,8 +34,9 @@ _C_NAMES = ("_cuda_beginAllocateCurrentThreadToPool", "_cuda_beginAllocateToPool
 
 
 def events() -> list[dict]:
-    """The events noted so far, in the order noted."""
-    return list(_events)
+    """The events noted so far, in the order noted; a begin whose pool never became known (its capture failed, or
+    `pool()` did) is left out, as a capture that allocated nothing the replay could place."""
+    return [e for e in _events if e["pool"]]
 
 
 def _note(action: str, pool: Any, stream: int | None, device: int, time_us: int, empty_cache: bool = False) -> dict:

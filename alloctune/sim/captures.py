@@ -14,23 +14,20 @@ capture underway on its stream (the allocator's `get_pool` searches the captures
 from __future__ import annotations
 
 from ..errors import TraceError, shown
+from .limits import is_int
 
 ACTIONS = ("begin", "end", "release")
 DEFAULT_POOL = (0, 0)
 
 
 def _checked(event: object, where: str) -> dict:
-    if not isinstance(event, dict) or event.get("action") not in ACTIONS or not _is_int(event.get("time_us")) \
+    if not isinstance(event, dict) or event.get("action") not in ACTIONS or not is_int(event.get("time_us")) \
             or not (isinstance(event.get("pool"), list) and len(event["pool"]) == 2
-                    and all(_is_int(p) for p in event["pool"])) \
-            or not (event.get("stream") is None or _is_int(event["stream"])):
+                    and all(is_int(p) for p in event["pool"])) \
+            or not (event.get("stream") is None or is_int(event["stream"])):
         raise TraceError(f"{where!r}: meta 'pool_events' holds {shown(event, 200)}, not an event "
                          f"{{time_us, action ({'/'.join(ACTIONS)}), pool [a, b], stream}}")
     return event
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class Captures:
@@ -39,17 +36,21 @@ class Captures:
     def __init__(self, events: list, device: int, where: str):
         mine = [_checked(e, where) for e in events]
         self._pending = sorted((e for e in mine if e.get("device", 0) == device), key=lambda e: e["time_us"])
+        self._next = 0                # the first event not yet handed out: `due` runs once per entry, so no copies
         self._open: list[dict] = []   # the begins not yet ended, in order
 
     def due(self, time_us: int | None) -> list[dict]:
         """The events that come before an entry at `time_us` (None: after the last entry), taken off the queue."""
-        n = 0
-        for event in self._pending:
+        start = n = self._next
+        while n < len(self._pending):
+            event = self._pending[n]
             if time_us is not None and (event["time_us"] > time_us if event["action"] == "begin"
                                         else event["time_us"] >= time_us):
                 break
             n += 1
-        due, self._pending = self._pending[:n], self._pending[n:]
+        if n == start:
+            return []
+        due, self._next = self._pending[start:n], n
         for event in due:
             if event["action"] == "begin":
                 self._open.append(event)

@@ -28,27 +28,20 @@
 """
 from __future__ import annotations
 
-from typing import TypeGuard
-
 import numpy as np
 
 from ..errors import TraceError, shown
 from ..units import MAX_SIZE, format_bytes
 from .captures import DEFAULT_POOL, Captures
-from .limits import MAX_EVENTS
+from .limits import INT64, MAX_EVENTS, is_int
 
 ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
 POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM = 3, 4, 5, 6   # CUDA graphs' private pools: sim/pools.py
 LAST_KIND = POOL_STREAM
-INT64 = 1 << 63
 ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
                    "so a replay under other settings may not match them")
 _RELEASES = ("segment_free", "segment_unmap")
 _NEW_MEMORY = ("segment_alloc", "segment_map")
-
-
-def is_int(value: object, low: int, high: int) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 class _Events:

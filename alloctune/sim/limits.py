@@ -3,6 +3,8 @@ input (files.open_input reads in bounded pieces); how many settings a search rep
 for unless told (here, where the CLI's help reads them without loading the simulator)."""
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from ..errors import TraceError
 from ..files import open_input
 
@@ -11,6 +13,13 @@ from ..files import open_input
 # machine), so this bounds a load at about 3 GB and half a minute; a larger declaration is refused before anything
 # is inflated or allocated.
 MAX_EVENTS = 1 << 24
+INT64 = 1 << 63   # a trace's integers (addresses, times, keys) are int64: [-INT64, INT64 - 1]
+
+
+def is_int(value: object, low: int = -INT64, high: int = INT64 - 1) -> TypeGuard[int]:
+    """An int (not a bool) in [low, high]: what the readers of a trace's entries and metadata accept."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
 # A snapshot pickle: 128 bytes for each of MAX_EVENTS trace entries (a frameless entry pickles to about 120).
 MAX_SNAPSHOT_BYTES = MAX_EVENTS * 128
 DEFAULT_MAX_SETTINGS = 400   # the settings a search replays unless told

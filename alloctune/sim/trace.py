@@ -64,9 +64,9 @@ from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
-from .entries import (ALLOC, EMPTY_CACHE, FREE, INT64, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
-                      POOL_RELEASE, POOL_STREAM, from_entries, is_int)  # the event kinds here too
-from .limits import open_trace
+from .entries import (ALLOC, EMPTY_CACHE, FREE, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END, POOL_RELEASE,
+                      POOL_STREAM, from_entries)  # the event kinds here too
+from .limits import INT64, is_int, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
 
