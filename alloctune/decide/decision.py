@@ -23,6 +23,7 @@ class FolderDecision:
     settings: list[SettingResult]
     choices: list[Choice]
     max_slowdown: float   # the allowance applied (the sweep's own, or the one asked again)
+    calibration: Calibration | None = None   # what the predicted speeds rest on (calibration.json)
     tie: float = DEFAULT_TIE
 
 
@@ -41,4 +42,4 @@ def decide(info: SweepInfo, trials: list[TrialRecord], max_slowdown: float | Non
                     predictions=predicted.get(measured_env_id(c.env_id), {}))
         c = replace(c, precision=precision(c, auto=info.auto_repeats, max_repeats=info.repeats))
         choices.append(confirmed(c, c.predictions) if info.confirm else c)
-    return FolderDecision(settings, choices, allowance)
+    return FolderDecision(settings, choices, allowance, calibration)

@@ -22,8 +22,9 @@ def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
     shown = [best] if best is not None and not best.is_default and best.vs_default is not None else choice.compared
     compared = [s for s in shown if s.vs_default is not None]
     rounds = max((c.pairs or len(s.trials) for s in shown if (c := s.vs_default) is not None), default=0)
-    settled = bool(compared) and all(sequential(s, choice.max_slowdown, max_repeats).outcome
-                                     in (Outcome.ACCEPTED, Outcome.REFUSED) for s in compared)
+    # only rounds settle (the sequential test's boundaries cost a simulation the first time they are asked for)
+    settled = auto and bool(compared) and all(sequential(s, choice.max_slowdown, max_repeats).outcome
+                                              in (Outcome.ACCEPTED, Outcome.REFUSED) for s in compared)
     return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats,
                         settled=settled)
 

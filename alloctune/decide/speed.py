@@ -8,7 +8,7 @@ per MiB) at the step's average count and bytes, plus each synchronisation's fixe
 and says so: a synchronisation also waits for the work queued before it, which only the job's queue depth knows
 (a cudaFree or an unmap in the middle of a step drains the GPU's queue; the time the CPU then needs to fill it
 again is not in any count). A setting that synchronises more often than the default is therefore never called
-negligible; the prediction carries the difference (`added_syncs`) for the confirmation trial to settle.
+negligible (`added_syncs`, the synchronisations it adds, says why), and the confirmation pair measures it.
 Calibrations are made on an idle device, so a cudaFree's own synchronisation is in its price; counting it again
 among the syncs costs the sync's few microseconds once more, and errs on the slow side.
 """

@@ -27,7 +27,7 @@ def write_folder(folder: ResultsFolder, info: SweepInfo, decision: FolderDecisio
     settings, choices = decision.settings, decision.choices
     records = [choice_record(c) for c in choices]
     folder.write_choice(records)
-    write_summary(folder, info, settings, choices)
+    write_summary(folder, info, settings, choices, decision.calibration)
     plot_pareto(settings, choices, folder.file(PLOT_FILE))
     best = next((c for c in standing(records) if c.conf is not None), None)   # what `export` takes
     # best.env is read as is (--env-file): none when nothing fits (summary.md says so), nor from an interrupted

@@ -13,7 +13,7 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..errors import printable
 from ..files import write_file
-from ..results.calibration import FOLDER_FILE, read_calibration
+from ..results.calibration import FOLDER_FILE, Calibration
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
@@ -192,14 +192,12 @@ def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str
     return lines
 
 
-def _calibration(folder: ResultsFolder, choices: list[Choice]) -> list[str]:
+def _calibration(cal: Calibration | None, choices: list[Choice]) -> list[str]:
     """What the predicted speeds rest on: the calibration the sweep kept, and the default's measured step."""
-    path = folder.path / FOLDER_FILE
     steps = sorted({p.default_step_seconds for c in choices for p in c.predictions.values()
                     if p.default_step_seconds})
-    if not path.exists() or not steps:
+    if cal is None or not steps:
         return []
-    cal = read_calibration(path)
     step = ", ".join(f"{v * 1e3:.3g} ms" for v in steps)
     return [f"- Predicted slowdown: each setting's driver calls per steady step, counted by its replay, priced by "
             f"the calibration in {FOLDER_FILE} ({cal.gpu}, driver {cal.driver or 'unknown'}, torch {cal.torch}, "
@@ -214,9 +212,10 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
-                  choices: list[Choice]) -> Path:
-    """Write `summary.md` in the results folder and return its path."""
+def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult], choices: list[Choice],
+                  calibration: Calibration | None = None) -> Path:
+    """Write `summary.md` in the results folder and return its path; `calibration`: the one the predicted speeds
+    rest on (the decision's)."""
     settings = list(settings)
     budget = (format_bytes(info.budget_bytes) if info.budget_bytes
               else f"{info.budget_fraction:g} of the device" if info.budget_fraction else "none (whole device)")
@@ -241,7 +240,7 @@ def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[Setting
               f"- Command: {_code(info.command or '(not recorded)')}",
               f"- Workload: {info.workload_name} (definition hash {info.workload_hash})",
               f"- Backend: {info.backend}; repeats per setting: {_repeats(info)}; memory budget: {budget}",
-              *_time_and_window(info, settings), *_calibration(folder, choices),
+              *_time_and_window(info, settings), *_calibration(calibration, choices),
               f"- Settings in the grid: {len(info.grid)}; skipped: {len(info.skipped)} (see above); "
               f"trials recorded: {sum(len(s.trials) for s in settings)}"]
     if something_to_export(choices):
