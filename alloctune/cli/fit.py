@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..errors import AlloctuneError
 from ..settings.conf import AllocConf
-from ..settings.grid import load_grid_file
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .args import console, positive_int, seconds
@@ -128,6 +127,8 @@ def _answer(args: argparse.Namespace, param: str, values: list[int]):
     from ..sweeper.fitting import fit_traces
 
     limits = _limits(args)
+    from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
+
     entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
     confirms = [AllocConf.parse(c) for c in args.confirm or []]
     folder = _folder(args, param)

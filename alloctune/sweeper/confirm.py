@@ -20,7 +20,7 @@ from ..errors import AlloctuneError
 from ..report.words import sentence
 from ..results.calibration import FOLDER_FILE, Calibration, read_calibration, write_calibration
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import Backend, measured_env_id
+from ..results.records import Backend, TrialRecord, measured_env_id
 from ..settings.conf import AllocConf, conf_label
 from ..trial.calibration import calibration_for
 from ..trial.probe import ProbeResult
@@ -63,7 +63,8 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
     backend switches, per environment; `named`: the settings the user named (a backend switch is then measured)."""
     default, envs, slots = AllocConf(), sorted(planned), len(options.gpus or (0,))
     with plan.runner:
-        if any(step_seconds(folder.trials(), env) is None for env in envs):
+        records = folder.trials()
+        if any(step_seconds(records, env) is None for env in envs):
             execute(folder, plan.runner, [_confirming(task(env, default, 0)) for env in envs], callbacks.progress)
         calibration = calibrate(folder, plan.runner, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
         records = folder.trials()
@@ -79,10 +80,11 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
         finished = folder.store.finished_keys()
         tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))
         execute(folder, plan.runner, pair, callbacks.progress, phase=callbacks.phase, what="confirming the winner")
+        confirmed = folder.trials()   # read once: with the pairs, for every environment
         for env, p in plans.items():
             for conf, why in p.rounds:
                 callbacks.notice(f"{conf_label(conf)}: measured in rounds: {sentence(why)}")
-            said = _confirmation(folder, env, p.winner, predicted.get(env, {})) if p.winner else None
+            said = _confirmation(confirmed, env, p.winner, predicted.get(env, {})) if p.winner else None
             if said is not None and needs_rounds(said):
                 callbacks.notice(f"{conf_label(p.winner or '')}: {sentence(said)}; measuring it in rounds")
                 rounds[env].append(p.winner or "")
@@ -98,10 +100,10 @@ def _confirming(task: TrialTask) -> TrialTask:
     return replace(task, early_stop=True) if task.workload.get("command") else task
 
 
-def _confirmation(folder: ResultsFolder, env: str, winner: str,
+def _confirmation(records: list[TrialRecord], env: str, winner: str,
                   predicted: dict[str, SpeedPrediction]) -> Reason | None:
     """The winner's confirmation pair against its prediction (None: no pair, or no prediction)."""
-    gpu = [r for r in folder.trials() if r.backend == Backend.CUDA and r.env_id == env]
+    gpu = [r for r in records if r.backend == Backend.CUDA and r.env_id == env]
     s = next((s for s in summarize_settings(gpu) if s.conf == winner), None)
     p = predicted.get(winner)
     return confirmation(s.pairs[0], p) if s is not None and s.pairs and p is not None else None
