@@ -11,9 +11,10 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
 - one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW): the
   prediction prices the driver calls alone, and a synchronisation also waits for queued work, so a prediction errs
   on the fast side (`speed.py`);
-- one predicted within the allowance whose driver work is not negligible is measured in rounds (NOT_NEGLIGIBLE):
-  the prediction's error could change the answer;
-- the first whose driver work is negligible, or the default, is the winner: one pair (the default, then it)
+- one predicted within the allowance that its prediction cannot answer alone (`SpeedPrediction.answers_alone`:
+  its worst case, the extra driver time at `speed.PRICE_ERROR` times its price, is beyond the allowance, or it
+  adds synchronisations) is measured in rounds (NOT_NEGLIGIBLE): the prediction's error could change the answer;
+- the first that its prediction answers, or the default, is the winner: one pair (the default, then it)
   confirms it, and every setting after it loses to it on memory or on a tie (LOSES_ON_MEMORY, LOSES_TIE);
 - cudaMallocAsync, which the simulator cannot replay, is measured in rounds when the user named it or when no
   native setting fits in the replay (ASYNC_MEASURED), else not (ASYNC_NOT_NEEDED): its memory can at best spare
@@ -62,7 +63,7 @@ def plan_speed(replayed: list[SettingResult], predicted: Mapping[str, SpeedPredi
             skipped += [] if s.is_default else [(s.conf, _loses(s, winner, tie))]
             continue
         p = predicted.get(s.conf)
-        if s.is_default or (p is not None and p.negligible and _within(p, max_slowdown)):
+        if s.is_default or (p is not None and p.answers_alone(max_slowdown)):
             winner = s
         elif p is None or p.predicted_slowdown is None:
             rounds.append((s.conf, Reason(Code.UNPREDICTED, Unpredictable(

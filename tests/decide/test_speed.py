@@ -1,12 +1,12 @@
 """The cost model (decide/speed.py) on built driver work and calibrations: the arithmetic of a prediction, what is
-negligible, and each case where there is nothing to predict from."""
+answered by the prediction alone, and each case where there is nothing to predict from."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from alloctune.decide.speed import NEGLIGIBLE_SHARE, Unpredicted, driver_seconds, predict
+from alloctune.decide.speed import PRICE_ERROR, Unpredicted, driver_seconds, predict
 from alloctune.results.calibration import CALIBRATION_SCHEMA, Calibration, CostFit, CostSample, MiB
 from alloctune.results.records import DriverWork
 
@@ -45,30 +45,33 @@ def test_a_setting_that_churns_where_the_default_does_not_is_predicted_slower_by
     assert p.unpredicted is None and p.default_driver_seconds.total == 0
     assert p.predicted_step_seconds == pytest.approx(0.05 + churn)
     assert p.predicted_slowdown == pytest.approx(churn / 0.05)
-    assert not p.negligible and p.added_syncs == 1
+    assert p.worst_slowdown == pytest.approx(PRICE_ERROR * churn / 0.05) and p.added_syncs == 1
+    assert not p.answers_alone(0.5)   # a synchronisation more than the default, however little it is priced
     # and the other way round: the default's driver time is taken out of its step
     back = predict(QUIET, CHURN, 0.05, CAL)
     assert back.predicted_step_seconds == pytest.approx(0.05 - churn)
     assert back.predicted_slowdown == pytest.approx(-churn / 0.05)
-    assert back.negligible
+    assert back.worst_slowdown == back.predicted_slowdown and back.answers_alone(0.0)
 
 
-def test_no_driver_work_predicts_the_defaults_step_and_is_negligible():
+def test_no_driver_work_predicts_the_defaults_step_and_answers_alone():
     p = predict(QUIET, QUIET, 0.05, CAL)
     assert p.predicted_step_seconds == 0.05 and p.predicted_slowdown == 0.0
-    assert p.driver_seconds.total == 0 and p.negligible
+    assert p.driver_seconds.total == 0 and p.worst_slowdown == 0.0 and p.answers_alone(0.0)
 
 
-def test_negligible_is_driver_time_below_its_share_of_the_step_without_added_synchronisations():
+@pytest.mark.parametrize("max_slowdown", [0.02, 0.05])
+def test_a_prediction_answers_alone_while_its_driver_time_at_the_price_error_stays_within_the_allowance(max_slowdown):
     step = 1.0
-    fits = int(NEGLIGIBLE_SHARE * step / 51e-6)   # cudaMalloc calls of 1 MiB (51 µs each) just under the share
-    under = DriverWork(steps=10, device_allocs=fits, device_alloc_bytes=fits * MiB)
-    over = DriverWork(steps=10, device_allocs=fits + 1, device_alloc_bytes=(fits + 1) * MiB)
-    assert predict(under, QUIET, step, CAL).negligible
-    assert not predict(over, QUIET, step, CAL).negligible
+    fits = int(max_slowdown * step / PRICE_ERROR / 50.1e-6)   # cudaMalloc calls of 1 MiB (50.1 µs) just within
+    under = predict(DriverWork(steps=10, device_allocs=fits, device_alloc_bytes=fits * MiB), QUIET, step, CAL)
+    over = predict(DriverWork(steps=10, device_allocs=fits + 1, device_alloc_bytes=(fits + 1) * MiB), QUIET, step, CAL)
+    assert under.worst_slowdown <= max_slowdown < over.worst_slowdown
+    assert under.answers_alone(max_slowdown) and not over.answers_alone(max_slowdown)
+    assert over.predicted_slowdown < max_slowdown   # within the allowance as predicted, not in the worst case
     # one synchronisation more than the default: its stall is unknown, whatever its fixed cost
     synced = predict(DriverWork(steps=10, syncs=1), QUIET, step, CAL)
-    assert synced.driver_seconds.total == pytest.approx(5e-6) and not synced.negligible
+    assert synced.driver_seconds.total == pytest.approx(5e-6) and not synced.answers_alone(max_slowdown)
 
 
 def test_a_default_whose_priced_calls_exceed_its_measured_step_keeps_no_time_outside_them():
@@ -87,7 +90,7 @@ def test_nothing_to_predict_from_is_said_and_predicts_nothing(work, default, ste
     p = predict(work, default, step, calibration)
     assert p.unpredicted is why
     assert (p.driver_seconds, p.predicted_step_seconds, p.predicted_slowdown) == (None, None, None)
-    assert not p.negligible
+    assert p.worst_slowdown is None and not p.answers_alone(0.5)
     assert json.loads(json.dumps(p.to_json()))["unpredicted"] == why.value
 
 
