@@ -10,7 +10,10 @@ tests little (`Fit.loo_weak`).
 The largest value (`largest`): memory is taken to grow with the parameter, so a recorded value is decided by its
 own replay under the limit, a value between two recorded ones fits when the one above it fits (else the curve
 decides), and a value beyond the recorded ones by the curve, up to EXTRAPOLATION times the largest recorded value.
-Each answer says which of the three it rests on (`Basis`).
+Where the curve decides, its value must fit with the curve's own error on top (`Fit.margin`): on the H200 a
+transformers Trainer job's default peaks at batch 8, 16 and 32 lay off a line by up to 10%, its leave-one-out
+missed by 36%, and batch 24, which the bare line gave 5.2 GiB of headroom under 42.9 GiB, retried an allocation
+there (docs/evidence.md, "What fits"). Each answer says which of the three it rests on (`Basis`).
 """
 from __future__ import annotations
 
@@ -59,6 +62,12 @@ class Fit:
 
     def at(self, value: float) -> float:
         return float(np.polyval(np.asarray(self.coefficients), value))
+
+    @property
+    def margin(self) -> float:
+        """The relative error a value the curve decides is allowed for: how far the curve missed a recorded point
+        it was not fitted to (the leave-one-out), else how far it misses the points it was fitted to."""
+        return self.loo_error if self.loo_error is not None else self.max_error
 
 
 def fit(values: Sequence[int], peaks: Sequence[int]) -> Fit:
@@ -150,13 +159,35 @@ def _at(value: int, points: list[Point], recorded: list[int], curve: Fit, capaci
     if i < len(recorded) and recorded[i] == value:
         return (Basis.REPLAYED, points[i].need_bytes) if points[i].fits else None
     need = max(0, round(curve.at(value)))
+    fits = need * (1 + curve.margin) <= capacity
     if i == len(recorded):
-        return (Basis.EXTRAPOLATED, need) if need <= capacity else None
+        return (Basis.EXTRAPOLATED, need) if fits else None
     if points[i].fits:   # the recorded value above fits: so does this one
         return (Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), min(need, points[i].need_bytes)
-    return ((Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), need) if need <= capacity else None
+    return ((Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), need) if fits else None
 
 
 def copies(need_bytes: int, overhead_bytes: int, memory_bytes: int) -> int:
     """How many processes of a job fit at once in `memory_bytes`, each its peak reserved and its CUDA context."""
     return max(0, memory_bytes // (need_bytes + overhead_bytes))
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the replays of the recorded values and the GPU's runs of one setting under one limit say together,
+    memory taken to grow with the value: the largest value known to run (None: none), with whether the GPU ran it
+    (else its replay), and the smallest value the GPU found not to run (None: none)."""
+
+    runs: int | None
+    on_gpu: bool
+    fails: int | None
+
+
+def known(replayed: Sequence[tuple[int, bool]], ran: Sequence[tuple[int, bool]]) -> Known:
+    """From (recorded value, its replay ran) and (value, it ran on the GPU) pairs; the GPU's word wins where both
+    speak, and nothing at or above a value the GPU found not to run counts as running."""
+    fails = min((v for v, ok in ran if not ok), default=None)
+    said = {**dict(replayed), **dict(ran)}
+    running = [v for v, ok in said.items() if ok and (fails is None or v < fails)]
+    best = max(running, default=None)
+    return Known(best, best is not None and best in dict(ran), fails)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..decide.fit import EXTRAPOLATION
+from ..decide.fit import EXTRAPOLATION, known
 from ..files import write_file
 from ..results.fits import Answer, CurveRecord, FitFile, LimitFit, SettingFit
 from ..settings.conf import conf_label
@@ -112,6 +112,22 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
            column={2: {"no_wrap": True}, 3: {"no_wrap": True}},
            title=f"Confirmed on the GPU under budget {limit.budget}: {agreed} of "
                  f"{len(limit.confirmed)} agreed")
+    for answer in limit.answers:
+        line = _after_gpu(fit, limit, answer)
+        if line:
+            say(console, line)
+
+
+def _after_gpu(fit: FitFile, limit: LimitFit, answer: Answer) -> str | None:
+    """Where the GPU disagreed with a setting's answer: what the replays and the GPU's runs say together."""
+    mine = [c for c in limit.confirmed if c.conf == answer.conf]
+    if all(c.agreed for c in mine):
+        return None
+    k = known(list(zip(fit.values, answer.runs)), [(c.value, c.runs) for c in mine])
+    ran = ("none is known to run" if k.runs is None else
+           f"the largest known to run is {k.runs} ({'on the GPU' if k.on_gpu else 'its replay'})")
+    fails = "" if k.fails is None else f", {k.fails} does not run on the GPU"
+    return f"{conf_label(answer.conf)}: the GPU disagreed; {ran}{fails}."
 
 
 def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:

@@ -12,8 +12,10 @@ When recording, the hook patches, as the modules load (`imports.after_import`):
   `_cuda_releasePool` (cudagraph trees' warm-up in the pool, `torch.cuda.use_mem_pool`; also where
   `torch.cuda.memory` imported them by name): a "begin" of every stream of the thread, an "end", a "release".
 Each event is {"time_us", "action", "pool", "stream", "device", "empty_cache"} (`sim/captures.py` says what each
-means), its time the Unix time in µs, the clock of the trace's `time_us`; a begin's time is taken before the call, an
-end's and a release's after it. Standard library only at import; torch is the program's own, given by the patches.
+means), its time the Unix time in µs, the clock of the trace's `time_us`, taken when the call has returned: what
+torch allocates inside `capture_begin` before it switches to the pool (the RNG's seed and offset, at a process's first
+capture) is in the default pool, and nothing is allocated after the switch before the call returns. Standard library
+only at import; torch is the program's own, given by the patches.
 """
 from __future__ import annotations
 
@@ -59,9 +61,9 @@ def watch_graphs(graphs: ModuleType) -> None:
 
     @functools.wraps(begin)
     def capture_begin(self: Any, *args: Any, **kwargs: Any) -> None:
-        t, entering = _now(), getattr(_entering, "on", False)
+        entering = getattr(_entering, "on", False)
         begin(self, *args, **kwargs)
-        _quietly(_begun, torch, self, kwargs.get("pool", args[0] if args else None), t, entering)
+        _quietly(_begun, torch, self, kwargs.get("pool", args[0] if args else None), _now(), entering)
 
     @functools.wraps(end)
     def capture_end(self: Any) -> None:
@@ -135,29 +137,16 @@ def _patch_pool_calls(c: Any) -> None:
     """torch._C's pool calls, each wrapped once."""
     if getattr(c, "_alloctune_pools_watched", False):
         return
-    wrapped: dict[str, Callable[..., Any]] = {
-        "_cuda_beginAllocateCurrentThreadToPool": lambda call: _timed_before(call, "begin"),
-        "_cuda_beginAllocateToPool": lambda call: _timed_before(call, "begin"),
-        "_cuda_endAllocateToPool": lambda call: _timed_after(call, "end"),
-        "_cuda_releasePool": lambda call: _timed_after(call, "release")}
-    for name, wrap in wrapped.items():
+    # a begin (device, pool[, filter]): every stream of the thread, or those torch's filter picks, as if every
+    actions = {"_cuda_beginAllocateCurrentThreadToPool": "begin", "_cuda_beginAllocateToPool": "begin",
+               "_cuda_endAllocateToPool": "end", "_cuda_releasePool": "release"}
+    for name, action in actions.items():
         if hasattr(c, name):
-            setattr(c, name, wrap(getattr(c, name)))
+            setattr(c, name, _timed(getattr(c, name), action))
     c._alloctune_pools_watched = True
 
 
-def _timed_before(call: Callable[..., Any], action: str) -> Callable[..., Any]:
-    """A begin (device, pool[, filter]): every stream of the thread, or those torch's filter picks, as if every."""
-    @functools.wraps(call)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        t = _now()
-        out = call(*args, **kwargs)
-        _quietly(_note_call, action, args, t)
-        return out
-    return run
-
-
-def _timed_after(call: Callable[..., Any], action: str) -> Callable[..., Any]:
+def _timed(call: Callable[..., Any], action: str) -> Callable[..., Any]:
     @functools.wraps(call)
     def run(*args: Any, **kwargs: Any) -> Any:
         out = call(*args, **kwargs)

@@ -190,8 +190,9 @@ def trace_targets(processes: Sequence[tuple[int | None, int | None]], output: Pa
 
 def traced(folder: str, processes: Sequence[ProcessReport], output: Path) -> list[tuple[str, Path]]:
     """The traces the hook wrote in `folder` for these processes (in their order), each with where it goes
-    (`trace_targets`)."""
-    found = [p for p in processes if os.path.exists(trace_path(folder, p.pid))]
+    (`trace_targets`). A process that allocated nothing on any device is left out: torch.compile's compile workers
+    initialise CUDA and record an empty history, which has nothing to replay."""
+    found = [p for p in processes if p.devices and os.path.exists(trace_path(folder, p.pid))]
     return list(zip([trace_path(folder, p.pid) for p in found], trace_targets([(p.pid, p.rank) for p in found],
                                                                               output)))
 

@@ -5,8 +5,8 @@ An event is {"time_us", "action", "pool", "stream", "device", "empty_cache"}: `a
 `pool`, a pair as torch names pools, begins on stream `stream`, the cudaStream_t as trace entries give it; None: every
 stream of the thread, as cudagraph trees' warm-up allocates), "end" (it ends) or "release" (a graph that used the
 pool was reset or destroyed); `empty_cache`: `torch.cuda.graph` emptied the cache right before the capture began.
-Times are the Unix time in µs, the clock of the entries' `time_us`: a begin goes before the entries of its
-microsecond, an end or release after them.
+Times are the Unix time in µs, the clock of the entries' `time_us`, each taken when its call returned: an event goes
+after the entries of its microsecond.
 
 Which pool an allocation went to: the entry's `pool_id` where torch writes one (newer torch); else the innermost
 capture underway on its stream (the allocator's `get_pool` searches the captures underway last first).
@@ -44,8 +44,7 @@ class Captures:
         start = n = self._next
         while n < len(self._pending):
             event = self._pending[n]
-            if time_us is not None and (event["time_us"] > time_us if event["action"] == "begin"
-                                        else event["time_us"] >= time_us):
+            if time_us is not None and event["time_us"] >= time_us:
                 break
             n += 1
         if n == start:

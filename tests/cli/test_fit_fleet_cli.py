@@ -169,4 +169,7 @@ def test_on_traces_recorded_on_the_h200_every_answer_leaves_room_it_has(tmp_path
     assert answers and all(0 <= a["headroom_bytes"] and a["need_bytes"] <= limit["capacity_bytes"]
                            for limit in out["limits"] for a in limit["answers"] if a["largest"] is not None)
     by = {(limit["device_bytes"], a["conf"]): a["largest"] for limit in out["limits"] for a in limit["answers"]}
-    assert by[(48 * 2**30, "")] == 24 and by[(48 * 2**30, "max_split_size_mb:128")] == 16
+    # the default's line misses its points by up to 10% (leave-one-out 36%): batch 24 is not promised on the curve
+    # alone (the bare line put it at 37.7 GiB; on the H200 it retried an allocation under 42.9 GiB)
+    assert by[(48 * 2**30, "")] == 16 and by[(48 * 2**30, "max_split_size_mb:128")] == 16
+    assert by[(48 * 2**30, "expandable_segments:True")] == 24   # a line within 0.4% of its points

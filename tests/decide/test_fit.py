@@ -62,6 +62,26 @@ def test_the_largest_value_between_recorded_points_comes_from_the_curve_below_a_
     assert answer.need_bytes == 34 * GiB and answer.headroom_bytes == 3 * GiB
 
 
+def test_where_the_curve_decides_its_value_must_fit_with_the_curves_own_error_on_top():
+    """The H200's Trainer job under the default: peaks at batch 8, 16, 32 off a line (leave-one-out 36%); under
+    42.87 GiB the bare line gave batch 24 (37.7 GiB), which retried an allocation on the GPU."""
+    values, peaks = [8, 16, 32], [16391340032, 31750881280, 50790924288]
+    curve = fit(values, peaks)
+    assert curve.margin == curve.loo_error and 0.3 < curve.margin < 0.4
+    capacity = 46030913535
+    points = [Point(v, p, p <= capacity) for v, p in zip(values, peaks)]
+    answer = largest(points, curve, capacity, step=8)
+    assert (answer.value, answer.basis, answer.next_value) == (16, Basis.REPLAYED, 24)
+    assert curve.at(24) < capacity < curve.at(24) * (1 + curve.margin)   # the bare line would have said 24
+    exact = _line(values)   # a curve that misses nothing keeps the bare answer
+    assert exact.margin < 1e-12 and largest([Point(v, 10 * GiB + v * GiB, v <= 16) for v in values], exact,
+                                            37 * GiB, step=8).value == 24
+
+
+def test_two_points_allow_for_their_error_at_the_points_which_a_line_through_them_does_not_have():
+    assert fit([1, 2], [3 * GiB, 5 * GiB]).margin < 1e-12
+
+
 def test_a_recorded_point_that_does_not_run_stops_the_answer_whatever_the_curve_says():
     values = [8, 16, 32]
     points = [Point(8, 18 * GiB, True), Point(16, 26 * GiB, False), Point(32, 42 * GiB, True)]

@@ -43,7 +43,7 @@ def graph_job():
                                                                           CAPTURE_STREAM),
                entry("alloc", 0x300, 30 * MiB, 22, CAPTURE_STREAM), entry("alloc", 0x400, MiB, 23),
                entry("free_completed", 0x300, 30 * MiB, 40, CAPTURE_STREAM), entry("alloc", 0x500, 30 * MiB, 50)]
-    return entries, [event("begin", 20), event("end", 30), event("release", 45)]
+    return entries, [event("begin", 19), event("end", 30), event("release", 45)]   # each noted once its call returned
 
 
 def test_captures_become_pool_events_and_route_the_capture_streams_allocations(tmp_path):
@@ -72,7 +72,7 @@ def test_entries_pool_ids_win_and_a_side_stream_in_the_capture_goes_to_the_pool(
 def test_a_capture_of_every_stream_of_the_thread(tmp_path):
     """cudagraph trees' warm-up allocates in the pool on whatever stream (beginAllocateCurrentThreadToPool)."""
     entries = [entry("alloc", 0x100, MiB, 10, 7), entry("alloc", 0x200, MiB, 11, 8), entry("alloc", 0x300, MiB, 30)]
-    trace = load(tmp_path, entries, [event("begin", 10, stream=None), event("end", 20), event("release", 21)])
+    trace = load(tmp_path, entries, [event("begin", 9, stream=None), event("end", 20), event("release", 21)])
     assert trace.meta["streams"] == [[7, *POOL], [8, *POOL], [0, 0, 0]]
 
 
@@ -84,6 +84,17 @@ def test_torch_cuda_graph_empties_the_cache_before_it_captures(tmp_path):
     released = [entry("segment_free", 0x900, 2 * MiB, 15)]   # the recording's own release shows that call already
     trace = load(tmp_path, entries[:1] + released + entries[1:], events)
     assert trace.kinds[1:3] == [EMPTY_CACHE, POOL_BEGIN] and trace.meta["empty_cache_calls"] == 1
+
+
+def test_what_torch_allocates_in_the_microsecond_its_capture_began_stays_in_the_default_pool(tmp_path):
+    """capture_begin allocates the RNG's seed and offset (a process's first capture) before it switches to the pool;
+    the hook notes the begin when the call has returned, which may be the same microsecond."""
+    entries, events = graph_job()
+    seed = entry("alloc", 0x600, 512, 19, CAPTURE_STREAM)
+    trace = load(tmp_path, entries[:1] + [seed] + entries[1:], events)
+    assert trace.kinds[:4] == [ALLOC, ALLOC, POOL_BEGIN, POOL_STREAM]
+    assert trace.meta["streams"][trace.streams[1]] == [CAPTURE_STREAM, 0, 0]   # the default pool's
+    assert trace.meta["streams"][trace.streams[4]] == [CAPTURE_STREAM, *POOL]  # the capture's first allocation
 
 
 def test_a_pool_known_only_from_entries_is_kept_to_the_end_with_a_warning(tmp_path):

@@ -263,10 +263,10 @@ def test_every_python_process_of_a_command_gets_the_hook(tmp_path):
     assert len({p.pid for p in run.processes}) == 2
 
 
-def test_a_hybrid_sweep_keeps_the_trace_of_every_process_named_by_rank(tmp_path):
+def test_a_hybrid_sweep_keeps_the_trace_of_every_process_that_allocated_named_by_rank(tmp_path):
     procs = tmp_path / "procs"
     procs.mkdir()
-    for pid in (11, 12, 13):
+    for pid in (11, 12, 13, 15):
         (procs / f"trace-{pid}.pickle").write_bytes(str(pid).encode())
 
     def process(pid, rank, *reserved):
@@ -274,7 +274,8 @@ def test_a_hybrid_sweep_keeps_the_trace_of_every_process_named_by_rank(tmp_path)
                              devices=[DevicePeaks(i, r * MiB, 0) for i, r in enumerate(reserved)])
 
     processes = [process(11, 0, 5), process(12, 1, 2, 9), process(13, None, 7),
-                 process(14, 2, 99)]   # left no trace
+                 process(14, 2, 99),   # left no trace
+                 process(15, None)]    # initialised CUDA, allocated nothing (a torch.compile worker)
     keep_traces(str(procs), processes, str(tmp_path / "kept.pickle"))
     kept = {p.name: p.read_bytes() for p in tmp_path.glob("kept*")}
     assert kept == {"kept.rank0.pickle": b"11", "kept.rank1.pickle": b"12", "kept.pid13.pickle": b"13"}

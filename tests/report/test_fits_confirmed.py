@@ -1,0 +1,36 @@
+"""What `alloctune fit` says after the GPU disagreed with an answer, on the H200 fit whose confirmations disagreed
+(tests/fixtures/fits/README.md): the replays and the GPU's runs read together, and `decide/fit.known` on the cases
+they can make."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from alloctune.decide.fit import Known, known
+from alloctune.report.fits import print_fit
+from alloctune.results.fits import FitFile
+
+CONFIRMED = Path(__file__).parents[1] / "fixtures" / "fits" / "hf-trainer-gpt2-confirmed.json"
+
+
+def test_after_a_disagreement_the_largest_value_known_to_run_is_said():
+    fit = FitFile.from_json(json.loads(CONFIRMED.read_text()), str(CONFIRMED))
+    console = Console(record=True, width=100)
+    print_fit(console, fit)
+    text = " ".join(console.export_text().split())
+    assert "default: the GPU disagreed; the largest known to run is 16 (its replay), 24 does not run on the GPU." \
+        in text
+    assert ("expandable_segments:True: the GPU disagreed; the largest known to run is 32 (its replay), 40 does not "
+            "run on the GPU.") in text
+    assert text.count("the GPU disagreed") == 2   # the two answers the GPU agreed with say nothing more
+
+
+def test_known_reads_the_replays_and_the_gpu_together():
+    replayed = [(8, True), (16, True), (32, False)]
+    assert known(replayed, [(24, False), (32, False)]) == Known(16, False, 24)
+    assert known(replayed, [(24, True), (32, False)]) == Known(24, True, 32)
+    assert known(replayed, [(40, True)]) == Known(40, True, None)           # more than predicted ran
+    assert known([(8, False)], [(4, False)]) == Known(None, False, 4)
+    assert known([(8, True), (16, True)], [(12, False)]) == Known(8, False, 12)   # the GPU's word wins over 16's replay
