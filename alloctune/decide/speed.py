@@ -27,6 +27,7 @@ from ..results.records import Backend, DriverWork, TrialRecord, TrialState, meas
 # stall after a synchronisation and page-table work beyond the calibrated calls. `worst_slowdown` multiplies a
 # setting's predicted slowdown by this; only a setting whose worst case stays within the allowance is answered by
 # its prediction and one confirming pair.
+PRICE_SHORTFALL_SEEN = 2.2   # the most a setting's calls cost over their price on the H200 (above)
 PRICE_ERROR = 3.0
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..decide.choice import Choice
 from ..decide.reasons import Code
-from ..decide.speed import PRICE_ERROR, AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
+from ..decide.speed import (PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction,
+                            Unpredictable, Unpredicted)
 from ..settings.conf import conf_label
 from ..units import format_bytes
 from .tables import driver_count
@@ -70,8 +71,8 @@ def not_negligible(f: PredictedSpeed) -> str:
         return head + "; it adds synchronisations, whose stall the prediction does not price"
     if f.worst_slowdown is None:   # a file from before the worst case was kept
         return head + ": too much driver work for the prediction alone to answer"
-    return (head + f"; if its driver calls cost {PRICE_ERROR:g} times their price (on the H200 they cost up to 2.2 "
-            f"times), it would be {_slower(f.worst_slowdown)} the default, beyond the allowance")
+    return (head + f"; if its driver calls cost {PRICE_ERROR:g} times their price (on the H200 they cost up to "
+            f"{PRICE_SHORTFALL_SEEN:g} times), it would be {_slower(f.worst_slowdown)} the default, beyond the allowance")
 
 
 _UNPREDICTED = {
