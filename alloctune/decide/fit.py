@@ -14,6 +14,11 @@ Where the curve decides, its value must fit with the curve's own error on top (`
 transformers Trainer job's default peaks at batch 8, 16 and 32 lay off a line by up to 10%, its leave-one-out
 missed by 36%, and batch 24, which the bare line gave 5.2 GiB of headroom under 42.9 GiB, retried an allocation
 there (docs/evidence.md, "What fits"). Each answer says which of the three it rests on (`Basis`).
+
+Confirmed on the GPU, an answer is checked by running it and the value above it; where the GPU disagrees, a few
+more runs (`search_next`, up to SEARCH_RUNS) walk a step at a time to where a run and a failure meet, so that the
+answer after the GPU is its own, not the curve's: on the H200 an extrapolated batch the line gave 4.3 GiB of headroom
+retried an allocation (the job's sequences grow with its batch), and a batch the margin held back ran.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import numpy as np
 QUADRATIC_POINTS = 4      # a parabola is tried from this many points: with fewer, no leave-one-out can test it
 STRONG_LOO_POINTS = 5     # a leave-one-out of fewer points predicts each from 1-3 others: it tests little
 EXTRAPOLATION = 2.0       # values are predicted up to this times the largest recorded one, and no further
+SEARCH_RUNS = 3           # GPU runs past the two that check an answer, to find the largest value where they disagree
 
 
 class Basis(str, enum.Enum):
@@ -191,3 +197,17 @@ def known(replayed: Sequence[tuple[int, bool]], ran: Sequence[tuple[int, bool]])
     running = [v for v, ok in said.items() if ok and (fails is None or v < fails)]
     best = max(running, default=None)
     return Known(best, best is not None and best in dict(ran), fails)
+
+
+def search_next(ran: Sequence[tuple[int, bool]], step: int) -> int | None:
+    """After (value, it ran on the GPU) pairs of one setting under one limit, the value to run next to find the
+    largest that runs, `step` apart from the last known: above the largest run where nothing failed, below the
+    smallest failure where nothing below it ran; None once a run and a failure are `step` apart or less (or nothing
+    lies below), where the GPU has said the answer."""
+    k = known([], ran)
+    if k.fails is None:
+        return max(v for v, _ in ran) + step
+    if k.runs is None:
+        below = k.fails - step
+        return below if below >= 1 else None
+    return k.fails - step if k.fails - k.runs > step else None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..decide.fit import EXTRAPOLATION, known
 from ..files import write_file
-from ..results.fits import Answer, CurveRecord, FitFile, LimitFit, SettingFit
+from ..results.fits import Answer, Confirmation, CurveRecord, FitFile, LimitFit, SettingFit
 from ..settings.conf import conf_label
 from ..units import GiB, format_bytes, plural
 from .layout import say
@@ -103,27 +103,40 @@ def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
 
 
 def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
-    rows = [[conf_label(c.conf), str(c.value), "runs" if c.predicted_runs else "does not run",
-             ("runs" if c.runs else c.state if c.state != "ok" else
-              plural(c.num_alloc_retries or 0, "alloc retry", "alloc retries")),
-             "yes" if c.agreed else "NO"] for c in limit.confirmed]
-    agreed = sum(c.agreed for c in limit.confirmed)
+    rows = [[conf_label(c.conf), str(c.value), "(search)" if c.searched else
+             "runs" if c.predicted_runs else "does not run", _on_gpu(c),
+             "-" if c.searched or c.agreed is None else "yes" if c.agreed else "NO"] for c in limit.confirmed]
+    checks = [c for c in limit.confirmed if not c.searched]
+    said = [c for c in checks if c.agreed is not None]
+    searched = len(limit.confirmed) - len(checks)
+    notes = ([f"{len(checks) - len(said)} said nothing of memory"] if len(said) < len(checks) else []) + \
+        ([f"{plural(searched, 'run')} more searched"] if searched else [])
     _print(console, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
            column={2: {"no_wrap": True}, 3: {"no_wrap": True}},
-           title=f"Confirmed on the GPU under budget {limit.budget}: {agreed} of "
-                 f"{len(limit.confirmed)} agreed")
+           title=f"Confirmed on the GPU under budget {limit.budget}: {sum(bool(c.agreed) for c in said)} of "
+                 f"{len(said)} agreed" + "".join(f"; {n}" for n in notes))
     for answer in limit.answers:
         line = _after_gpu(fit, limit, answer)
         if line:
             say(console, line)
 
 
+def _on_gpu(c: Confirmation) -> str:
+    if c.runs:
+        return "runs"
+    return c.state if c.state != "ok" else plural(c.num_alloc_retries or 0, "alloc retry", "alloc retries")
+
+
 def _after_gpu(fit: FitFile, limit: LimitFit, answer: Answer) -> str | None:
-    """Where the GPU disagreed with a setting's answer: what the replays and the GPU's runs say together."""
-    mine = [c for c in limit.confirmed if c.conf == answer.conf]
-    if all(c.agreed for c in mine):
+    """Where the GPU disagreed with a setting's answer: what the replays and the GPU's runs say together, and the
+    GPU's own answer where its runs met a step apart."""
+    mine = [c for c in limit.confirmed if c.conf == answer.conf and c.said is not None]
+    if all(c.agreed for c in mine if not c.searched):
         return None
     k = known(list(zip(fit.values, answer.runs)), [(c.value, c.runs) for c in mine])
+    if k.on_gpu and k.runs is not None and k.fails is not None and k.fails - k.runs <= fit.step:
+        return (f"{conf_label(answer.conf)}: the GPU disagreed; on the GPU the largest {fit.param} that runs is "
+                f"{k.runs} ({k.fails} does not), against {_largest(answer)} predicted.")
     ran = ("none is known to run" if k.runs is None else
            f"the largest known to run is {k.runs} ({'on the GPU' if k.on_gpu else 'its replay'})")
     fails = "" if k.fails is None else f", {k.fails} does not run on the GPU"

@@ -80,7 +80,8 @@ class Answer:
 
 @dataclass(frozen=True)
 class Confirmation:
-    """A value run on the GPU under a budget: what the answer predicted and what the trial did."""
+    """A value run on the GPU under a budget: what the answer predicted and what the trial did; `searched`: a run
+    past the two that check an answer (decide/fit.search_next)."""
 
     conf: Conf
     value: int
@@ -90,10 +91,17 @@ class Confirmation:
     peak_reserved_bytes: Bytes | None = None
     num_alloc_retries: Count | None = None
     error: str | None = None
+    searched: bool = False           # run to find the largest value after a check disagreed, not a check
 
     @property
-    def agreed(self) -> bool:
-        return self.predicted_runs == self.runs
+    def said(self) -> bool | None:
+        """What the run says of memory: it ran, it did not (an OOM, an alloc retry), or nothing (it crashed, timed
+        out or ran under other settings)."""
+        return self.runs if self.state in ("ok", "oom") else None
+
+    @property
+    def agreed(self) -> bool | None:
+        return None if self.said is None else self.predicted_runs == self.said
 
 
 @dataclass(frozen=True)

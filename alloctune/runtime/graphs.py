@@ -10,7 +10,12 @@ When recording, the hook patches, as the modules load (`imports.after_import`):
 - `torch.cuda.graph.__enter__`, which empties the cache before it begins the capture: that begin says so;
 - `torch._C._cuda_beginAllocateCurrentThreadToPool`, `_cuda_beginAllocateToPool`, `_cuda_endAllocateToPool` and
   `_cuda_releasePool` (cudagraph trees' warm-up in the pool, `torch.cuda.use_mem_pool`; also where
-  `torch.cuda.memory` imported them by name): a "begin" of every stream of the thread, an "end", a "release".
+  `torch.cuda.memory` imported them by name): a "begin" of every stream of the thread, an "end", a "release";
+- `torch._C._cuda_setCheckpointPoolState` (cudagraph trees, before it records a graph on a new branch of its tree):
+  the allocator frees every block of the pool and allocates again, at their old addresses, the blocks the checkpoint
+  held, outside any capture. Those allocations went to the pool, so the call is noted as a begin of every stream
+  before it (a µs early: the allocations of its own µs come after), an end and a release after it (the begin's use
+  of the pool given back). The checkpoint names its pool only where `_cuda_getCheckpointState(device, pool)` made it.
 Each event is {"time_us", "action", "pool", "stream", "device", "empty_cache"} (`sim/captures.py` says what each
 means), its time the Unix time in µs, the clock of the trace's `time_us`, taken when the call has returned: what
 torch allocates inside `capture_begin` before it switches to the pool (the RNG's seed and offset, at a process's first
@@ -33,6 +38,9 @@ _events: list[dict] = []   # appended to without a lock (atomic under the GIL): 
 _entering = threading.local()   # inside torch.cuda.graph.__enter__, which empties the cache first
 _C_NAMES = ("_cuda_beginAllocateCurrentThreadToPool", "_cuda_beginAllocateToPool", "_cuda_endAllocateToPool",
             "_cuda_releasePool")
+# id of a checkpoint -> (the checkpoint, kept so that its id stays its own; its pool): a checkpoint is a list of the
+# pool's blocks, and cudagraph trees keeps each it takes for the life of its tree anyway
+_checkpoints: dict[int, tuple[Any, tuple]] = {}
 
 
 def events() -> list[dict]:
@@ -137,12 +145,14 @@ def _patch_pool_calls(c: Any) -> None:
     """torch._C's pool calls, each wrapped once."""
     if getattr(c, "_alloctune_pools_watched", False):
         return
-    # a begin (device, pool[, filter]): every stream of the thread, or those torch's filter picks, as if every
     actions = {"_cuda_beginAllocateCurrentThreadToPool": "begin", "_cuda_beginAllocateToPool": "begin",
                "_cuda_endAllocateToPool": "end", "_cuda_releasePool": "release"}
     for name, action in actions.items():
         if hasattr(c, name):
             setattr(c, name, _timed(getattr(c, name), action))
+    if hasattr(c, "_cuda_getCheckpointState") and hasattr(c, "_cuda_setCheckpointPoolState"):
+        c._cuda_getCheckpointState = _checkpointed(c._cuda_getCheckpointState)
+        c._cuda_setCheckpointPoolState = _restoring(c._cuda_setCheckpointPoolState)
     c._alloctune_pools_watched = True
 
 
@@ -153,6 +163,38 @@ def _timed(call: Callable[..., Any], action: str) -> Callable[..., Any]:
         _quietly(_note_call, action, args, _now())
         return out
     return run
+
+
+def _checkpointed(call: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def run(device: Any, pool: Any, *args: Any, **kwargs: Any) -> Any:
+        state = call(device, pool, *args, **kwargs)
+        _quietly(_kept, state, pool)
+        return state
+    return run
+
+
+def _kept(state: Any, pool: Any) -> None:
+    _checkpoints[id(state)] = (state, tuple(int(p) for p in pool))
+
+
+def _restoring(call: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def run(device: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        begun = _now() - 1
+        out = call(device, state, *args, **kwargs)
+        _quietly(_restored, device, state, begun, _now())
+        return out
+    return run
+
+
+def _restored(device: Any, state: Any, begun: int, t: int) -> None:
+    kept = _checkpoints.get(id(state))
+    if kept is None or kept[0] is not state:
+        return   # a checkpoint taken before the watch: its allocations stay in the default pool, as before
+    _note("begin", kept[1], None, device, begun)
+    _note("end", kept[1], None, device, t)
+    _note("release", kept[1], None, device, t)
 
 
 def _note_call(action: str, args: tuple, t: int) -> None:

@@ -1,6 +1,7 @@
 """`alloctune fit -- COMMAND` on a GPU: the user's command recorded once at each value of its parameter (a --steps
 window is enough), and the answers confirmed: under each budget, the predicted largest value and the next one run
-in fresh processes as a sweep's trials run (the budget applied as sweeps apply it), and whether the GPU agreed.
+in fresh processes as a sweep's trials run (the budget applied as sweeps apply it), and whether the GPU agreed;
+where it did not, a few more runs find the largest value that runs (decide/fit.search_next).
 
 The value goes where the command says `{param}`; a command that says it nowhere gets it in the environment
 variable of the parameter's name. A recording already in the folder (`trace.<param>-<value>.xz`) is kept: running
@@ -12,8 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..decide.fit import SEARCH_RUNS, search_next
 from ..errors import AlloctuneError
-from ..results.fits import Confirmation, FitFile, LimitFit, trace_name
+from ..results.fits import Answer, Confirmation, FitFile, LimitFit, trace_name
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
@@ -39,9 +41,10 @@ def record_values(command: Sequence[str], param: str, values: Sequence[int], fol
                   conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                   warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
                   say: Say = lambda line: None) -> dict[int, tuple[str, Trace]]:
-    """One recording per value, kept in `folder`: value -> (path, trace). Refused before the first runs when the
-    command's interpreter sees no GPU."""
-    refuse_without_gpu(at_value(command, param, values[0])[0])
+    """One recording per value, kept in `folder`: value -> (path, trace). Refused before the first run when the
+    command's interpreter sees no GPU (a folder holding every recording needs none)."""
+    if not all((folder / trace_name(param, value)).exists() for value in values):
+        refuse_without_gpu(at_value(command, param, values[0])[0])
     out = {}
     for value in values:
         path = folder / trace_name(param, value)
@@ -66,25 +69,42 @@ def record_values(command: Sequence[str], param: str, values: Sequence[int], fol
 def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *, gpu: int = 0,
             timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
             say: Say = lambda line: None) -> FitFile:
-    """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one."""
+    """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one, and
+    where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next)."""
+    refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0])
     limits = []
     for limit in fit.limits:
         if limit.budget is None:
             limits.append(limit)
             continue
-        confirmed = []
-        for answer in (a for a in limit.answers if a.setting in confs):
-            for value in ([answer.largest] if answer.largest is not None else []) + [answer.next_value]:
-                say(f"budget {limit.budget}, {answer.setting.label}: running {fit.param}={value}")
-                confirmed.append(_run(command, fit.param, value, answer.setting, limit, gpu,
-                                      timeout_s, warmup_steps, steps,
-                                      predicted=answer.largest is not None and value <= answer.largest))
+        confirmed = [c for answer in limit.answers if answer.setting in confs
+                     for c in _checked(command, fit, limit, answer, gpu, timeout_s, warmup_steps, steps, say)]
         limits.append(replace(limit, confirmed=confirmed))
     return replace(fit, limits=limits)
 
 
+def _checked(command: Sequence[str], fit: FitFile, limit: LimitFit, answer: Answer, gpu: int,
+             timeout_s: float | None, warmup_steps: int, steps: int, say: Say) -> list[Confirmation]:
+    """One setting's answer under one budget run on the GPU: its two checks, then the search where they disagree."""
+    def run(value: int, searched: bool) -> Confirmation:
+        why = "the GPU disagreed, searching: " if searched else ""
+        say(f"budget {limit.budget}, {answer.setting.label}: {why}running {fit.param}={value}")
+        return _run(command, fit.param, value, answer.setting, limit, gpu, timeout_s, warmup_steps, steps,
+                    answer.largest is not None and value <= answer.largest, searched)
+
+    done = [run(v, False) for v in ([answer.largest] if answer.largest is not None else []) + [answer.next_value]]
+    for _ in range(SEARCH_RUNS):
+        if any(c.said is None for c in done):
+            break   # a run that crashed or timed out says nothing of memory, and the next would likely do the same
+        value = search_next([(c.value, c.runs) for c in done], fit.step)
+        if value is None or any(c.value == value for c in done):
+            break
+        done.append(run(value, True))
+    return done
+
+
 def _run(command: Sequence[str], param: str, value: int, conf: AllocConf, limit: LimitFit, gpu: int,
-         timeout_s: float | None, warmup_steps: int, steps: int, predicted: bool) -> Confirmation:
+         timeout_s: float | None, warmup_steps: int, steps: int, predicted: bool, searched: bool) -> Confirmation:
     argv, env = at_value(command, param, value)
     checked = check_command(argv, env=env)
     spec = command_workload(checked, warmup_steps=warmup_steps, steps=steps)
@@ -96,4 +116,4 @@ def _run(command: Sequence[str], param: str, value: int, conf: AllocConf, limit:
     runs = record.state is TrialState.OK and m is not None and not m.num_ooms and not m.num_alloc_retries
     return Confirmation(str(conf), value, predicted, record.state.value, runs,
                         None if m is None else m.peak_reserved_bytes, None if m is None else m.num_alloc_retries,
-                        record.error)
+                        record.error, searched)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from alloctune.decide.fit import EXTRAPOLATION, Basis, Point, copies, fit, largest, step_of
+from alloctune.decide.fit import EXTRAPOLATION, Basis, Point, copies, fit, largest, search_next, step_of
 
 GiB = 2**30
 
@@ -110,3 +110,14 @@ def test_step_and_copies():
     assert copies(10 * GiB, GiB, 80 * GiB) == 7          # 7 * 11 GiB = 77 GiB
     assert copies(10 * GiB, GiB, 10 * GiB) == 0
     assert math.isclose(copies(GiB // 2, GiB // 2, 24 * GiB), 24)
+
+
+def test_the_search_walks_a_step_at_a_time_to_where_a_run_and_a_failure_meet():
+    assert search_next([(24, True), (32, False)], 8) is None                 # the checks agreed: nothing to search
+    assert search_next([(32, True), (40, True)], 8) == 48                   # more ran than predicted: up
+    assert search_next([(40, False), (48, False)], 8) == 32                 # less: down
+    assert search_next([(40, False), (48, False), (32, True)], 8) is None   # 32 runs, 40 does not
+    assert search_next([(8, False), (16, False)], 8) is None                # nothing lies below the smallest
+    assert search_next([(16, True), (40, False)], 8) == 32                  # a gap of several steps: closed from above
+    assert search_next([(24, False), (32, True)], 8) == 16                  # a run above a failure counts for nothing
+

@@ -34,3 +34,19 @@ def test_known_reads_the_replays_and_the_gpu_together():
     assert known(replayed, [(40, True)]) == Known(40, True, None)           # more than predicted ran
     assert known([(8, False)], [(4, False)]) == Known(None, False, 4)
     assert known([(8, True), (16, True)], [(12, False)]) == Known(8, False, 12)   # the GPU's word wins over 16's replay
+
+
+def test_where_the_search_met_the_gpus_own_answer_is_said_against_the_prediction():
+    data = json.loads(CONFIRMED.read_text())
+    over = data["limits"][1]   # 63.71 GiB: expandable segments' 40 retried an allocation
+    over["confirmed"].append({"conf": "expandable_segments:True", "value": 32, "predicted_runs": True, "state": "ok",
+                              "runs": True, "peak_reserved_bytes": 52 * 2**30, "num_alloc_retries": 0,
+                              "searched": True})
+    fit = FitFile.from_json(data, str(CONFIRMED))
+    console = Console(record=True, width=100)
+    print_fit(console, fit)
+    text = " ".join(console.export_text().split())
+    assert ("expandable_segments:True: the GPU disagreed; on the GPU the largest batch that runs is 32 (40 does "
+            "not), against 40 predicted.") in text
+    assert "3 of 4 agreed; 1 run more searched" in text   # a search run is no check of the answer
+    assert "(search)" in text

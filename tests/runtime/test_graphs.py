@@ -48,3 +48,37 @@ def test_a_capture_is_noted_with_its_pool_and_a_failing_note_never_reaches_the_p
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [
         ["begin", [7, 1], 42], ["end", [7, 1], 42], ["begin", [3, 4], 42], ["end", [3, 4], 42]]
+
+
+RESTORE = r'''
+import json, time, torch
+from alloctune.runtime import graphs
+
+class State: pass
+made = []
+def get(device, pool):
+    made.append(State()); return made[-1]
+def restore(device, state, stale, deleters):
+    time.sleep(0.002)   # the allocations it makes lie inside
+torch._C._cuda_getCheckpointState, torch._C._cuda_setCheckpointPoolState = get, restore
+early = torch._C._cuda_getCheckpointState(0, (5, 2))   # taken before the watch: its pool is not known
+graphs._patch_pool_calls(torch._C)
+t0 = time.time_ns() // 1000
+state = torch._C._cuda_getCheckpointState(0, (5, 2))
+torch._C._cuda_setCheckpointPoolState(0, state, [], [])
+t1 = time.time_ns() // 1000
+torch._C._cuda_setCheckpointPoolState(0, early, [], [])
+print(json.dumps({"events": graphs.events(), "t0": t0, "t1": t1}))
+'''
+
+
+def test_a_checkpoint_restore_is_noted_around_the_call_with_the_pool_it_was_taken_from():
+    done = subprocess.run([sys.executable, "-c", RESTORE], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    events = out["events"]
+    assert [(e["action"], e["pool"], e["stream"]) for e in events] == [
+        ("begin", [5, 2], None), ("end", [5, 2], None), ("release", [5, 2], None)]
+    begin, end, _ = (e["time_us"] for e in events)
+    assert out["t0"] - 1 <= begin and end - begin >= 2000 and end <= out["t1"]

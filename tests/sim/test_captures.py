@@ -76,6 +76,24 @@ def test_a_capture_of_every_stream_of_the_thread(tmp_path):
     assert trace.meta["streams"] == [[7, *POOL], [8, *POOL], [0, 0, 0]]
 
 
+def test_a_checkpoint_restored_outside_a_capture_allocates_in_its_pool(tmp_path):
+    """cudagraph trees, before it records on a new branch, restores the pool to a checkpoint: every block of the pool
+    freed and the checkpoint's blocks allocated again at their addresses, outside any capture (the H200's compiled
+    job replayed 212 MiB against 100 MiB while those went to the default pool). The hook notes the call as a begin of
+    every stream, an end and a release, so the use count of the pool stays as the graph left it."""
+    entries = [entry("alloc", 0x200, 30 * MiB, 20, CAPTURE_STREAM),                     # the graph's output
+               entry("free_completed", 0x200, 30 * MiB, 60, CAPTURE_STREAM),            # the restore frees it...
+               entry("alloc", 0x200, 30 * MiB, 61, CAPTURE_STREAM),                     # ...and makes it again
+               entry("alloc", 0x500, 8 * MiB, 80), entry("free_completed", 0x200, 30 * MiB, 90, CAPTURE_STREAM)]
+    capture = [event("begin", 19), event("end", 30)]
+    restore = [event("begin", 59, stream=None), event("end", 62, stream=None), event("release", 62, stream=None)]
+    unplaced = simulate(load(tmp_path, entries, capture), AllocConf.parse(""), 80 << 30)
+    assert unplaced.peak_reserved_bytes == (30 + 30 + 20) * MiB   # the block made again in a new default segment
+    trace = load(tmp_path, entries, capture + restore)
+    assert trace.kinds.count(POOL_BEGIN) == 2 and trace.kinds.count(POOL_RELEASE) == 1
+    assert simulate(trace, AllocConf.parse(""), 80 << 30).peak_reserved_bytes == (30 + 20) * MiB
+
+
 def test_torch_cuda_graph_empties_the_cache_before_it_captures(tmp_path):
     entries, events = graph_job()
     events[0]["empty_cache"] = True
