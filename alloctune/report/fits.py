@@ -144,8 +144,9 @@ def _after_gpu(fit: FitFile, limit: LimitFit, answer: Answer) -> str | None:
 
 
 def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
-    """Peak reserved against the value per setting: the replayed points, the curve (dashed where extrapolated),
-    and each limit's room for the allocator as a line."""
+    """Peak reserved against the value per setting: the replayed points, the curve (dashed where extrapolated), what
+    the GPU measured where it confirmed (a plus where the value ran, a cross where it did not), and each limit's room
+    for the allocator as a line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -157,6 +158,9 @@ def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
     top = 0.0
     for s in (s for s in fit.settings if s.reserved is not None):
         top = max(top, _draw_setting(ax, s, fit))
+    if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
+        for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
+            ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
     limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
                f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
                DEVICE_STYLE) for lim in fit.limits]
@@ -184,4 +188,9 @@ def _draw_setting(ax, s: SettingFit, fit: FitFile) -> float:
     for span, style in ((inside, "-"), (beyond, "--")):
         curve = np.polyval(s.reserved.coefficients, span) / GiB
         ax.plot(span, curve, style, color=line.get_color(), linewidth=1)
+    measured = [c for lim in fit.limits for c in lim.confirmed
+                if c.conf == s.conf and c.said is not None and c.peak_reserved_bytes is not None]
+    for c in measured:
+        ax.plot([c.value], [(c.peak_reserved_bytes or 0) / GiB], "P" if c.said else "X", color=line.get_color(),
+                markersize=7, markeredgecolor="black", markeredgewidth=0.5)
     return max(max(ys), float(np.polyval(s.reserved.coefficients, EXTRAPOLATION * xs[-1])) / GiB)

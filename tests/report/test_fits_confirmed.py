@@ -50,3 +50,14 @@ def test_where_the_search_met_the_gpus_own_answer_is_said_against_the_prediction
             "not), against 40 predicted.") in text
     assert "3 of 4 agreed; 1 run more searched" in text   # a search run is no check of the answer
     assert "(search)" in text
+
+
+def test_the_plot_shows_what_the_gpu_measured_where_it_confirmed(tmp_path):
+    from dataclasses import replace
+
+    from alloctune.report.fits import plot_fit
+
+    fit = FitFile.from_json(json.loads(CONFIRMED.read_text()), str(CONFIRMED))
+    bare = replace(fit, limits=[replace(lim, confirmed=[]) for lim in fit.limits])
+    with_gpu, without = plot_fit(fit, tmp_path / "gpu.png"), plot_fit(bare, tmp_path / "bare.png")
+    assert with_gpu.read_bytes() != without.read_bytes() and with_gpu.stat().st_size > 10_000

@@ -4,6 +4,7 @@ result keeps."""
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,13 @@ def test_a_loaded_capture_survives_the_compact_format(tmp_path):
     assert (back.kinds, back.addrs, back.streams, back.meta["pools"]) == \
            (trace.kinds, trace.addrs, trace.streams, trace.meta["pools"])
     assert simulate(back, AllocConf.parse(""), 80 << 30) == simulate(trace, AllocConf.parse(""), 80 << 30)
+
+
+def test_a_cudagraph_trees_recording_from_the_h200_replays_to_the_byte():
+    """tests/fixtures/graphs/README.md: warm-ups, recordings and checkpoint restores in one pool."""
+    trace = load_trace(Path(__file__).parents[1] / "fixtures" / "graphs" / "cudagraph-trees.pickle")
+    measured = trace.meta["measured"][0]
+    assert trace.kinds.count(POOL_BEGIN) >= 4 and len(trace.meta["pools"]) == 1
+    replayed = simulate(trace, AllocConf.parse(measured["conf"]), trace.meta["device_total_bytes"],
+                        overhead_bytes=trace.meta["overhead_bytes"], torch_version=trace.meta["torch_version"])
+    assert replayed.peak_reserved_bytes == measured["peak_reserved_bytes"] == 100 * MiB
