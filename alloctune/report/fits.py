@@ -12,7 +12,7 @@ from ..results.fits import Answer, Confirmation, CurveRecord, FitFile, LimitFit,
 from ..settings.conf import conf_label
 from ..units import GiB, format_bytes, plural
 from .layout import say
-from .tables import figures_table, in_unit, print_table, size_unit, whole_settings
+from .tables import figures_table, in_unit, print_numbered, size_unit, whole_settings
 
 
 def curve_words(curve: CurveRecord, param: str) -> str:
@@ -40,10 +40,7 @@ def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
     def make(labels: list[str]):
         return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
 
-    made, named = whole_settings(make, [row[0] for row in rows], console.width)
-    print_table(console, made)
-    for line in named:
-        say(console, line)
+    print_numbered(console, *whole_settings(make, [row[0] for row in rows], console.width))
 
 
 def print_fit(console, fit: FitFile) -> None:

@@ -7,7 +7,7 @@ from typing import Mapping
 from ..decide.fleet import SettingLoss
 from ..settings.conf import AllocConf
 from .layout import say
-from .tables import figures_table, print_table, whole_settings
+from .tables import figures_table, print_numbered, whole_settings
 
 
 def _loss(value: float | None) -> str:
@@ -39,10 +39,7 @@ def print_fleet(console, ranked: list[SettingLoss], not_simulated: Mapping[Alloc
                              title="Peak reserved above each job's own best, per setting",
                              caption="fails: the setting has an OOM or an alloc retry on the job's card")
 
-    table, named = whole_settings(make, [s.setting.label for s in ranked], console.width)
-    print_table(console, table)
-    for line in named:
-        say(console, line)
+    print_numbered(console, *whole_settings(make, [s.setting.label for s in ranked], console.width))
     for n, job in enumerate(jobs, 1):
         say(console, f"job {n}: {job}")
     for setting, why in not_simulated.items():

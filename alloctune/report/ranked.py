@@ -19,7 +19,7 @@ from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
 from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
                         predicted_cell)
-from .tables import add_setting_column, keep_columns, markdown_table, print_table, whole_settings
+from .tables import add_setting_column, keep_columns, markdown_table, print_numbered, whole_settings
 from .words import format_rate, precision_line, reason_lines
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -175,10 +175,7 @@ def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> 
     """What sweep and report show of one choice: the ranked table, what it leaves unsaid (flags, abbreviations,
     an interrupted sweep) and the reasons, within the console's width."""
     group = in_group(settings, choice)
-    table, below = ranked_table(group, choice, console.width)
-    print_table(console, table)
-    for line in below:
-        console.print(Text(line), soft_wrap=True)
+    print_numbered(console, *ranked_table(group, choice, console.width))
     notes = [(f"{s.label}: {flags}", "yellow") for s in group if (flags := _flags(s))]
     if not any(s.num_alloc_retries for s in group):
         notes.append(("no setting needed an alloc retry", "dim"))

@@ -16,8 +16,8 @@ from ..sim.trace import Trace
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from .layout import say
-from .tables import (driver_caption, driver_cells, driver_headers, figures_table, in_unit, keep_columns, print_table, size_unit,
-                     whole_settings)
+from .tables import (driver_caption, driver_cells, driver_headers, figures_table, in_unit, keep_columns, print_numbered,
+                     size_unit, whole_settings)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -101,10 +101,7 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
         return figures_table([headers[j] for j in keep], rows, title=title, caption=caption,
                              setting=keep.index(setting))
 
-    table, below = whole_settings(table_of, [row[setting] for row in body], console.width)
-    print_table(console, table)
-    for line in below:
-        console.print(Text(line), soft_wrap=True)
+    print_numbered(console, *whole_settings(table_of, [row[setting] for row in body], console.width))
     _print_notes(console, r, quiet=[name for name in ("retry", "OOMs") if headers.index(name) not in keep])
 
 
@@ -198,6 +195,4 @@ def print_maximum(console: Console, maximum: list[dict], traces: list[str]) -> N
         return figures_table([headers[j] for j in keep], shown, title=title, caption=caption, setting=0)
 
     table, below = whole_settings(table_of, [row[0] for row in rows], console.width)
-    print_table(console, table)
-    for line in below + [f"  trace #{n}: {path}" for n, path in enumerate(traces, 1)]:
-        console.print(Text(line), soft_wrap=True)
+    print_numbered(console, table, below + [f"  trace #{n}: {path}" for n, path in enumerate(traces, 1)])

@@ -107,6 +107,16 @@ def print_table(console, table) -> None:
         say(console, Text(str(caption), style="dim"))
 
 
+def print_numbered(console, table, below: Sequence[str]) -> None:
+    """A table from `whole_settings` and the lines below it that give each numbered setting whole (and any more
+    such notes): each line as it is, never wrapped, so that a setting can be copied from it."""
+    from rich.text import Text
+
+    print_table(console, table)
+    for line in below:
+        console.print(Text(line), soft_wrap=True)
+
+
 def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:
     """`make(labels)` with each setting as its label where the table still fits `width`: the longest are numbered
     first, as few as it takes ((1), (2), ... in the table's order), and the lines that give each numbered setting
