@@ -60,7 +60,7 @@ def plan_speed(replayed: list[SettingResult], predicted: Mapping[str, SpeedPredi
     winner: SettingResult | None = None
     for s in fitting:
         if winner is not None:   # the default, the baseline, runs whatever else does
-            skipped += [] if s.is_default else [(s.conf, _loses(s, winner, tie))]
+            skipped += [] if s.is_default else [(s.conf, _loses(s, winner, tie, predicted.get(s.conf), max_slowdown))]
             continue
         p = predicted.get(s.conf)
         if s.is_default or (p is not None and p.answers_alone(max_slowdown)):
@@ -86,13 +86,17 @@ def _within(p: SpeedPrediction, max_slowdown: float) -> bool:
     return p.predicted_slowdown is not None and p.predicted_slowdown <= max_slowdown
 
 
-def _loses(s: SettingResult, winner: SettingResult, tie: float) -> Reason:
+def _loses(s: SettingResult, winner: SettingResult, tie: float, p: SpeedPrediction | None,
+           max_slowdown: float) -> Reason:
     """Why `s`, after the winner in the preference's order, is not measured: more memory beyond the tie, or a tie
-    it loses."""
+    it loses (with its predicted slowdown where that is beyond the allowance: the tie alone would hide it)."""
     measure, mine, theirs = s.compared_with(winner)
     if lower_beyond_tie(winner, s, tie):
         return Reason(Code.LOSES_ON_MEMORY, Unmeasured(measure, mine, winner.conf, theirs, tie, predicted=True))
-    return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, theirs, None, tie_break(winner, s, [winner, s], tie)))
+    slow = p is not None and p.predicted_slowdown is not None and not _within(p, max_slowdown)
+    return Reason(Code.LOSES_TIE, AgainstWinner(measure, mine, theirs, None, tie_break(winner, s, [winner, s], tie),
+                                                p.predicted_slowdown if slow and p else None,
+                                                max_slowdown if slow else None))
 
 
 def confirmation(pair: tuple[float, float], p: SpeedPrediction) -> Reason | None:

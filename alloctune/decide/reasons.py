@@ -306,6 +306,8 @@ class AgainstWinner:
     winner_bytes: int
     vs_default: Comparison | None
     tie_break: TieBreak | None = None   # LOSES_TIE: the rule it lost on
+    predicted_slowdown: float | None = None   # the speed plan's LOSES_TIE: its replay predicts it beyond the allowance
+    max_slowdown: float | None = None
 
 
 @dataclass(frozen=True)

@@ -54,25 +54,26 @@ def _counts(f: PredictedSpeed) -> str:
             f"{driver_count(f.default_calls)} and {driver_count(f.default_syncs)}, over {f.steps} steps)")
 
 
-def _slower(slowdown: float) -> str:
+def slower_than(slowdown: float) -> str:
+    """'4.0% slower than', '1.0% faster than', 'as fast as'."""
     return f"{slowdown:.1%} slower than" if slowdown > 0 else f"{-slowdown:.1%} faster than" if slowdown else "as fast as"
 
 
 def predicted_too_slow(f: PredictedSpeed) -> str:
-    return (f"not measured: predicted {_slower(f.slowdown)} the default, beyond the {f.max_slowdown:.0%} allowance, "
+    return (f"not measured: predicted {slower_than(f.slowdown)} the default, beyond the {f.max_slowdown:.0%} allowance, "
             f"from its {_counts(f)}; the prediction prices the driver calls alone (a synchronisation also waits for "
             f"queued work), so it errs on the fast side; --repeats auto measures it")
 
 
 def not_negligible(f: PredictedSpeed) -> str:
-    head = (f"predicted {_slower(f.slowdown)} the default, within the {f.max_slowdown:.0%} "
+    head = (f"predicted {slower_than(f.slowdown)} the default, within the {f.max_slowdown:.0%} "
             f"allowance, from its {_counts(f)}")
     if f.syncs > f.default_syncs:
         return head + "; it adds synchronisations, whose stall the prediction does not price"
     if f.worst_slowdown is None:   # a file from before the worst case was kept
         return head + ": too much driver work for the prediction alone to answer"
     return (head + f"; if its driver calls cost {PRICE_ERROR:g} times their price (on the H200 they cost up to "
-            f"{PRICE_SHORTFALL_SEEN:g} times), it would be {_slower(f.worst_slowdown)} the default, beyond the allowance")
+            f"{PRICE_SHORTFALL_SEEN:g} times), it would be {slower_than(f.worst_slowdown)} the default, beyond the allowance")
 
 
 _UNPREDICTED = {

@@ -21,7 +21,7 @@ from ..results.records import ThroughputSource
 from ..units import figure, format_bytes, format_number, plural
 from ..settings.conf import conf_label
 from .predicted import (async_measured, async_not_needed, confirmation, not_negligible, predicted_too_slow,
-                        unpredicted)
+                        slower_than, unpredicted)
 from .problems import known_problem
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -235,6 +235,9 @@ def _against_winner(f: AgainstWinner, _: Refusals) -> str:
     c = f.vs_default
     diff = f"; throughput {figure(c.ratio, '.3f')}x the default's ({c.verdict})" if c is not None else ""
     pct = _pct(f.peak_bytes, f.winner_bytes)
+    if f.predicted_slowdown is not None and f.max_slowdown is not None:
+        diff += (f"; also predicted {slower_than(f.predicted_slowdown)} the default from its driver calls, beyond "
+                 f"the {f.max_slowdown:.0%} allowance")
     if f.tie_break is not None:
         return (f"ties with the winner on {f.measure} ({format_bytes(f.peak_bytes)}, {pct}) but loses the tie: "
                 f"{_lost(f.tie_break)}{diff}")

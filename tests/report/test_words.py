@@ -741,3 +741,15 @@ def test_precision_sentences(args, text):
     detectable, rounds, goal, auto, max_repeats = args
     reason = precision_of(detectable, rounds, goal, auto=auto, max_repeats=max_repeats)
     assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
+def test_a_tie_lost_by_a_setting_predicted_beyond_the_allowance_says_the_prediction_too():
+    from alloctune.decide.order import TieRule
+    from alloctune.decide.reasons import AgainstWinner, TieBreak
+
+    lost = TieBreak(TieRule.SIMPLER, 0, 1, 0.0)
+    reason = Reason(Code.LOSES_TIE, AgainstWinner(MemoryMeasure.RESERVED, int(11.73 * GiB), int(11.74 * GiB), None,
+                                                  lost, 0.134, 0.02))
+    text = ("ties with the winner on peak reserved (11.73 GiB, -0.1%) but loses the tie: it sets 1 key against 0; "
+            "also predicted 13.4% slower than the default from its driver calls, beyond the 2% allowance")
+    assert sentence(reason) == text and sentence(read_back(reason)) == text
