@@ -7,10 +7,12 @@ one is dead (garbage-collected), continues its chain, so that a search loop that
 per trial is one source whose steps add up and whose time runs over every trial; optimizers alive and stepping at
 once (a GAN's generator and discriminator) stay separate. At the end of step `warmup` of each counted source it
 synchronises the devices the process used and takes the timed window's start; every step keeps the host's time of
-its end (`last`), and its Unix time (`step_ends_us`: where a recorded trace's steps end). The source it follows,
-for the windows, the growth samples and those step ends, is the first of ThroughputSource's order that has steps:
-the marks, then the calls when --step-on names some, else the optimizer chain that stepped most (`leader`: ties go
-to the first seen; a GAN's two optimizers step alike and the first is followed). On the followed source's steps:
+its end (`last`), and, in a process that records (`ends`), its Unix time (`step_ends_us`: where a recorded trace's
+steps end; nothing else reads them, so a long job that records nothing keeps no list per step). The source it
+follows, for the windows, the growth samples and those step ends, is the first of ThroughputSource's order that has
+steps: the marks, then the calls when --step-on names some, else the optimizer chain that stepped most (`leader`:
+ties go to the first seen; a GAN's two optimizers step alike and the first is followed). On the followed source's
+steps:
 
 - at steps K and 2K (growth samples, `--check-growth K`): [step, reserved, allocated] of the process now;
 - at step warmup + 4N/5 (80% of a window of N steps): the peak reserved so far;
@@ -67,7 +69,7 @@ class _Source:
     start_at: int = 0             # the step at whose end `start` was taken
     last: float | None = None
     end: float | None = None
-    ends_us: list[int] = field(default_factory=list)   # Unix time in µs at the end of each step
+    ends_us: list[int] = field(default_factory=list)   # Unix time in µs at the end of each step (Counter.ends)
     spread: Spread = field(default_factory=Spread)     # its step durations since its start (before: since its first)
 
 
@@ -95,11 +97,13 @@ def leader(counts: Iterable[Counted]) -> Counted | None:
 class Counter:
     """One process's steps. `window`: end the process after this many steps past the warm-up (None: never);
     `growth`: sample memory at steps K and 2K of the followed source (None: never); `early`: end it where the
-    automatic window's rule agrees (`stopping.py`; None: never)."""
+    automatic window's rule agrees (`stopping.py`; None: never); `ends`: keep each step's Unix time for
+    `step_ends_us` (a process that records a trace; without, `step_ends_us` is empty)."""
 
     def __init__(self, job: Job, warmup: int, window: int | None = None, growth: int | None = None,
-                 call_name: str = "", early: SharedStop | None = None):
+                 call_name: str = "", early: SharedStop | None = None, ends: bool = False):
         self.job = job
+        self.ends = ends
         self.warmup = max(1, warmup)
         self.window = window
         self.growth = growth
@@ -147,7 +151,7 @@ class Counter:
 
     def step_ends_us(self) -> list[int]:
         """The Unix time in µs at the end of each step of the source followed: the clock of a trace's `time_us`,
-        so that a recording can say where among its entries the steps ended."""
+        so that a recording can say where among its entries the steps ended; [] unless the counter keeps `ends`."""
         followed = self._followed()
         return [] if followed is None else list(followed.ends_us)
 
@@ -209,7 +213,8 @@ class Counter:
             source.spread.add(now - source.last)
         source.count += 1
         source.last = now
-        source.ends_us.append(time.time_ns() // 1000)
+        if self.ends:
+            source.ends_us.append(time.time_ns() // 1000)
         if source.start is None and source.count >= self.warmup:
             source.start, source.start_at, source.spread = self.job.synced(), source.count, Spread()
         if self._watching and self._followed() is source:

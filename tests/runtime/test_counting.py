@@ -179,7 +179,7 @@ def test_step_ends_are_the_followed_sources_in_unix_microseconds():
     """What a recording keeps to place the steps among its entries (whose time_us is Unix time in µs): the end of
     each step of the source followed, the optimizer that stepped most, then the marks once there are any."""
     before = time.time_ns() // 1000
-    counter = Counter(Job(), warmup=1)
+    counter = Counter(Job(), warmup=1, ends=True)
     sgd, adam = SGD(), Adam()
     counter.optimizer_step(sgd)
     for _ in range(3):
@@ -189,14 +189,27 @@ def test_step_ends_are_the_followed_sources_in_unix_microseconds():
     assert ends == counter.optimizers[id(adam)].ends_us
     counter.mark()
     assert counter.step_ends_us() == counter.marks.ends_us and len(counter.marks.ends_us) == 1
-    assert Counter(Job(), warmup=1).step_ends_us() == []
+    assert Counter(Job(), warmup=1, ends=True).step_ends_us() == []
+
+
+def test_without_recording_no_step_keeps_its_time():
+    """Only a recording reads the step ends: a long job that records nothing keeps no list per step."""
+    counter = Counter(Job(), warmup=1, call_name="pkg.mod:run")
+    sgd = SGD()
+    for _ in range(50):
+        counter.optimizer_step(sgd)
+        counter.call()
+        counter.mark()
+    assert [s.count for s in counter.sources] == [50, 50] and counter.marks.count == 50
+    assert [s.ends_us for s in (*counter.sources, counter.marks)] == [[], [], []]
+    assert counter.step_ends_us() == []
 
 
 def test_optimizers_that_succeed_each_other_are_one_source():
     """A search loop: ten models one after another, a new optimizer each, eight steps each. Rebinding `opt` makes
     the new optimizer before the old one dies (at the rebinding, before the new one's first step)."""
     job = Job()
-    counter = Counter(job, warmup=2)
+    counter = Counter(job, warmup=2, ends=True)
     opt = Adam()
     for trial in range(10):
         if trial:
@@ -209,7 +222,7 @@ def test_optimizers_that_succeed_each_other_are_one_source():
 
 
 def test_an_optimizer_freed_only_by_a_collection_joins_the_chain_when_it_is_collected():
-    counter = Counter(Job(), warmup=2)
+    counter = Counter(Job(), warmup=2, ends=True)
     old = Adam()
     old.cycle = old   # a reference cycle: only the garbage collector frees it
     for _ in range(8):

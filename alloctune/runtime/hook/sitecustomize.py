@@ -155,7 +155,8 @@ def _counter() -> Counter:
                 _state.counter = Counter(job, _number("ALLOCTUNE_HOOK_WARMUP_STEPS") or 0,
                                          _number("ALLOCTUNE_HOOK_WINDOW_STEPS"),
                                          _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
-                                         os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop())
+                                         os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop(),
+                                         ends=os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1")
     return _state.counter
 
 
@@ -275,9 +276,10 @@ def _write(sync: bool = True) -> None:
     if counter is not None:
         report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
-        report = _with_cuda(cuda, report)
-        if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
-            _dump_trace(cuda, report)
+        recording = os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
+        report, snapshot = _with_cuda(cuda, report, recording)
+        if snapshot is not None:
+            _dump_trace(cuda, report, snapshot)
     write_file(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
@@ -306,8 +308,10 @@ def _with_steps(counter: Counter, report: ProcessReport, sync: bool) -> ProcessR
                    growth_samples=list(counter.growth_samples))
 
 
-def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
-    """`report` with what the allocator and the driver saw on each device, and the settings in force."""
+def _with_cuda(torch: ModuleType, report: ProcessReport, recording: bool) -> tuple[ProcessReport, dict | None]:
+    """`report` with what the allocator and the driver saw on each device, and the settings in force; when
+    `recording`, the allocator's snapshot too, taken once (expensive on a big job) for both the settings and the
+    trace."""
     from dataclasses import replace
 
     from alloctune.settings.conf import AllocConf
@@ -318,21 +322,23 @@ def _with_cuda(torch: ModuleType, report: ProcessReport) -> ProcessReport:
     if _state.sampler is not None:
         _state.sampler.last()
     devices = peaks(torch.cuda, _state.sampler)
-    effective, readable = effective_settings()
+    snapshot = torch.cuda.memory._snapshot() if recording else None
+    effective, readable = effective_settings(snapshot)
     asked = AllocConf.parse(os.environ.get("ALLOCTUNE_HOOK_CONF", ""))
     return replace(report, devices=devices, effective_conf=str(effective),
                    mismatch=mismatch(asked, effective, readable),
-                   device_total_bytes=torch.cuda.get_device_properties(0).total_memory)
+                   device_total_bytes=torch.cuda.get_device_properties(0).total_memory), snapshot
 
 
-def _dump_trace(torch: ModuleType, report: ProcessReport) -> None:
+def _dump_trace(torch: ModuleType, report: ProcessReport, snapshot: dict) -> None:
+    """Write `snapshot` (the allocator's at exit, history on) as this process's trace, with its 'alloctune' entry,
+    and stop the recording."""
     import pickle
 
     from alloctune.files import write_file
     from alloctune.runtime import graphs
     from alloctune.runtime.peaks import trace_meta, trace_path
 
-    snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     counter = _state.counter
     snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
