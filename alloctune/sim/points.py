@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..settings.conf import AllocConf
-from .replay import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD, replay
+from .replay import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD, replay, replay_many
 from .trace import Trace
 
 UNLIMITED = 1 << 60   # a device no replay fills: the peaks a setting reaches when nothing stops it
@@ -72,13 +72,15 @@ def replay_points(traces: Mapping[int, Trace], confs: Sequence[AllocConf], limit
                   overhead_bytes: int, jobs: int | None = None) -> list[SettingPoints]:
     """Every setting of `confs` at every value of `traces`, without a limit and under each of `limits`."""
     values = sorted(traces)
+    # one pool per value, for its unlimited replay and one per limit: a pool's workers hold every trace it is given,
+    # and one value's trace at a time is what a large job's replays can afford on every core
+    conditions: list[tuple[int, int | None]] = [(UNLIMITED, None)]
+    conditions += [(limit.device_bytes, limit.budget_bytes) for limit in limits]
     by_value = {}
-    for value in values:
-        trace = traces[value]
-        free = replay(trace, confs, UNLIMITED, overhead_bytes=overhead_bytes, jobs=jobs)
-        limited = [replay(trace, confs, limit.device_bytes, budget_bytes=limit.budget_bytes,
-                          overhead_bytes=overhead_bytes, jobs=jobs) for limit in limits]
-        by_value[value] = (free, limited)
+    for v in values:
+        free, *limited = replay_many([(traces[v], device, budget) for device, budget in conditions], confs,
+                                     overhead_bytes=overhead_bytes, jobs=jobs)
+        by_value[v] = (free, limited)
     out = []
     for i, conf in enumerate(confs):
         reason = next((by_value[v][0][i].reason for v in values if not by_value[v][0][i].simulated), None)

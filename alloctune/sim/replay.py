@@ -1,6 +1,7 @@
 """Replay one trace under many settings, spread over CPU cores, and find the smallest card each setting fits.
 
-`replay` returns one `ReplayOutcome` per setting, in the order given. A setting the simulator cannot model
+`replay` returns one `ReplayOutcome` per setting, in the order given; `replay_many` does so for several traces and
+limits through one pool of workers. A setting the simulator cannot model
 (`backend:cudaMallocAsync`: the driver's pool is not block by block) comes back with `result=None` and the
 reason, so one such setting never sinks a grid.
 
@@ -26,7 +27,8 @@ memory at which the trace runs with no OOM, and the smallest at which it also ne
   that happened. Each probe replays only until its answer is known: to the first OOM, or, when only
   retries matter, to the first retry.
 
-`progress(done, total)` is called as settings finish, in `replay` and `min_memory_many`.
+`progress(done, total)` is called as settings finish, in `replay`, `replay_many` (each setting under each run) and
+`min_memory_many`.
 """
 from __future__ import annotations
 
@@ -131,18 +133,29 @@ def replay(trace: Trace | str | os.PathLike, confs: Sequence[AllocConf | str], d
     (`steady.py`), or over the whole run where it marks none. `trace`: a Trace (`load_trace`'s) or its path;
     sizes in bytes or as '24GiB'."""
     trace = trace if isinstance(trace, Trace) else load_trace(trace)
+    return replay_many([(trace, device_memory, budget_bytes)], confs, overhead_bytes=overhead_bytes, jobs=jobs,
+                       torch_version=torch_version, progress=progress)[0]
+
+
+def replay_many(runs: Sequence[tuple[Trace, int, int | None]], confs: Sequence[AllocConf | str], *,
+                overhead_bytes: int | None = None, jobs: int | None = None, torch_version: str | None = None,
+                progress: Progress | None = None) -> list[list[ReplayOutcome]]:
+    """`replay` of each (trace, device_memory, budget_bytes) of `runs` under every setting, all through one pool
+    of workers (a pool's start costs more than a small trace's replays): one list of outcomes per run, in order."""
     confs = [confs] if isinstance(confs, str) else confs   # not its characters, one setting each
     if torch_version is not None and not isinstance(torch_version, str):
         raise ConfError(f"torch_version: expected a version such as '2.11.0', got {shown(torch_version)}")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise AlloctuneError(f"jobs: expected a number of processes of at least 1, got {shown(jobs)}")
-    version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
-    args = _Args(size_argument(device_memory, "device_memory"),
-                 None if budget_bytes is None else size_argument(budget_bytes, "budget_bytes"),
-                 _overhead(trace, None if overhead_bytes is None else size_argument(overhead_bytes, "overhead_bytes",
-                                                                                    least=0)), version,
-                 window=steady_window(trace.meta))
-    return _map(_replay_one, [_parse(c) for c in confs], args, trace, jobs, progress)
+    traces = list({id(trace): trace for trace, _, _ in runs}.values())   # each sent to a worker once
+    where = {id(trace): i for i, trace in enumerate(traces)}
+    run_args = [(where[id(trace)], _replay_args(trace, device_memory, budget_bytes, overhead_bytes, torch_version))
+                for trace, device_memory, budget_bytes in runs]
+    settings = [_parse(c) for c in confs]
+    outcomes = _map(_replay_one, [(t, conf, args) for t, args in run_args for conf in settings], traces, jobs,
+                    progress)
+    n = len(settings)
+    return [outcomes[i * n:(i + 1) * n] for i in range(len(runs))]
 
 
 def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | None = None,
@@ -157,7 +170,7 @@ def min_memory_many(trace: Trace, confs: Sequence[AllocConf | str], *, overhead_
                     progress: Progress | None = None) -> list[Capacity]:
     """`min_memory` for each setting, spread over cores like `replay`."""
     args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
-    return _map(_capacity_one, [_parse(c) for c in confs], args, trace, jobs, progress)
+    return _map(_capacity_one, [(0, _parse(c), args) for c in confs], [trace], jobs, progress)
 
 
 def measured_runs(trace: Trace) -> dict[str, dict]:
@@ -191,6 +204,17 @@ def _parse(conf: AllocConf | str) -> AllocConf:
     if not isinstance(conf, (AllocConf, str)):
         raise ConfError(f"a setting is a str such as 'expandable_segments:True' or an AllocConf, got {shown(conf)}")
     return conf if isinstance(conf, AllocConf) else AllocConf.parse(conf)
+
+
+def _replay_args(trace: Trace, device_memory: int, budget_bytes: int | None, overhead_bytes: int | None,
+                 torch_version: str | None) -> _Args:
+    """A replay's conditions, its sizes checked: bytes or '24GiB'."""
+    version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
+    return _Args(size_argument(device_memory, "device_memory"),
+                 None if budget_bytes is None else size_argument(budget_bytes, "budget_bytes"),
+                 _overhead(trace, None if overhead_bytes is None else size_argument(overhead_bytes, "overhead_bytes",
+                                                                                    least=0)), version,
+                 window=steady_window(trace.meta))
 
 
 def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
@@ -311,35 +335,37 @@ def _smallest(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> tuple[i
 _SEARCH_LIMIT = 1 << 50
 
 
-# Worker processes receive the trace once, through the pool initializer, not with every task.
-_worker_trace: Any = None
+# Worker processes receive the traces once, through the pool initializer, not with every task.
+_worker_traces: list[Any] = []
 
 
-def _init_worker(trace: Trace) -> None:
-    global _worker_trace
+def _init_worker(traces: list[Trace]) -> None:
+    global _worker_traces
     die_with_parent()  # an orphaned worker would hold ~120 MB and the parent's stdout (`alloctune ... | cat`)
-    _worker_trace = pack(trace)
+    _worker_traces = [pack(trace) for trace in traces]
 
 
-def _call_in_worker(fn: Callable, conf: AllocConf, args: _Args):
-    return fn(_worker_trace, conf, args)
+def _call_in_worker(fn: Callable, trace: int, conf: AllocConf, args: _Args):
+    return fn(_worker_traces[trace], conf, args)
 
 
-def _map(fn: Callable, confs: list[AllocConf], args: _Args, trace: Trace, jobs: int | None,
-         progress: Progress | None) -> list:
-    jobs = min(jobs or _usable_cores(), len(confs))
+_Task = tuple[int, AllocConf, _Args]   # (index of the trace among `_map`'s traces, the setting, its conditions)
+
+
+def _map(fn: Callable, tasks: list[_Task], traces: list[Trace], jobs: int | None, progress: Progress | None) -> list:
+    jobs = min(jobs or _usable_cores(), len(tasks))
     report = progress or (lambda done, total: None)
     if jobs <= 1:
-        ops, results = pack(trace), []
-        for conf in confs:
-            results.append(fn(ops, conf, args))
-            report(len(results), len(confs))
+        packed, results = [pack(trace) for trace in traces], []
+        for trace, conf, args in tasks:
+            results.append(fn(packed[trace], conf, args))
+            report(len(results), len(tasks))
         return results
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(trace,))
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(traces,))
     try:
-        futures = [pool.submit(_call_in_worker, fn, conf, args) for conf in confs]
+        futures = [pool.submit(_call_in_worker, fn, *task) for task in tasks]
         for done, _ in enumerate(as_completed(futures), 1):
-            report(done, len(confs))
+            report(done, len(tasks))
         return [f.result() for f in futures]
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM) or failed: stop the workers now rather than wait for their replays.

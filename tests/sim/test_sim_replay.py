@@ -20,6 +20,7 @@ from alloctune.sim.replay import (
     min_memory_many,
     no_retry_is_unlimited_peak,
     replay,
+    replay_many,
 )
 from alloctune.sim.simulate import core_notice, pack, simulate
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace, save_trace
@@ -71,6 +72,17 @@ def test_replay_over_processes_matches_in_process():
     confs = ["", "expandable_segments:True", "roundup_power2_divisions:4", "max_split_size_mb:64",
              "backend:cudaMallocAsync"]
     assert replay(trace, confs, H200, jobs=3) == replay(trace, confs, H200, jobs=1)
+
+
+def test_replay_many_equals_one_replay_per_run():
+    other = ops(("a", 0, 30 * MiB), ("a", 1, 50 * MiB), ("f", 0), ("a", 2, 40 * MiB), ("f", 1), ("f", 2))
+    runs = [(GROW, H200, None), (GROW, 80 * MiB, None), (other, H200, 60 * MiB), (GROW, 70 * MiB, None)]
+    confs = ["", "expandable_segments:True", "backend:cudaMallocAsync"]
+    each = [replay(trace, confs, device, budget_bytes=budget, jobs=1) for trace, device, budget in runs]
+    assert replay_many(runs, confs, jobs=3) == replay_many(runs, confs, jobs=1) == each
+    seen = []
+    replay_many(runs, confs[:2], jobs=2, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 8) for i in range(1, 9)]
 
 
 def test_budget_and_device_memory_cause_retry_and_oom():
