@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -11,6 +12,10 @@ from ..errors import FolderBusy, ResultsError, printable
 from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder
 
 from .args import fraction
+
+if TYPE_CHECKING:
+    from ..decide.choice import Choice
+    from ..decide.summary import SettingResult
 
 
 def register(subparsers) -> None:
@@ -36,12 +41,10 @@ def decisions(folder, choices) -> dict:
 
 
 def _held(folder: ResultsFolder) -> list[ChoiceRecord]:
-    """The decision a folder holds before a report replaces it: none where it has none, or one that cannot be read
-    (the report rewrites it)."""
+    """With the writer lock held: the decision a folder holds before a report replaces it: none where it has none,
+    or one that cannot be read (the report rewrites it)."""
     try:
         return folder.choices() if folder.has_choice() else []
-    except FolderBusy:
-        raise
     except ResultsError:
         return []
 
@@ -69,8 +72,20 @@ def _changed(folder: ResultsFolder, held: list[ChoiceRecord], env: list[str], ch
             "best_env_changed": {"before": envs[0], "after": envs[1]} if envs[0] != envs[1] else None}
 
 
-def run(args) -> int:
+def _decide_again(folder: ResultsFolder,
+                  max_slowdown: float | None) -> tuple[list[SettingResult], list[Choice], dict]:
+    """`analyze` again, and what that changed: the folder's decision and best.env read before it under the same
+    writer lock (which `analyze` re-enters on this object), so no sweep or report writes the folder in between."""
     from ..sweeper.sweep import analyze
+
+    with folder.lock():
+        folder.settle()   # a batch a killed writer committed is in place before what the folder held is read
+        held, env = _held(folder), _env_settings(folder)
+        settings, choices = analyze(folder, max_slowdown)
+        return settings, choices, _changed(folder, held, env, choices)
+
+
+def run(args) -> int:
     from ..report.ranked import print_choice
     from ..results.folder import find_results
     from .args import console as wide_console
@@ -79,12 +94,10 @@ def run(args) -> int:
     decided = []
     for folder in find_results(args.results):
         try:
-            held, env = _held(folder), _env_settings(folder)
-            settings, choices = analyze(folder, args.max_slowdown)
+            settings, choices, changed = _decide_again(folder, args.max_slowdown)
         except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
             raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
                              f"{shlex.quote(str(folder.path))}` decides again (with --max-slowdown for another allowance)") from None
-        changed = _changed(folder, held, env, choices)
         if args.json:
             decided.append(dict(decisions(folder, choices), **changed))
             continue

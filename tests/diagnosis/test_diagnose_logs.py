@@ -1,24 +1,19 @@
 """`alloctune diagnose` on what a new user's logs hold (issue 29): figures no allocator state has, several OOMs of
 several ranks in one log, the setting recommended as data, and the known problems that matter for the job."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from clirun import ROOT, cli
 
 from alloctune.diagnosis import diagnose
 from alloctune.diagnosis.facts import Cause, Check
 
-ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = ROOT / "tests" / "fixtures" / "oom" / "public"
 
 
 def run_cli(*args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
-    return subprocess.run([sys.executable, "-m", "alloctune", "diagnose", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=120)
+    """`alloctune diagnose ARGS` 120 columns wide: the lines the text checks look for are not wrapped."""
+    return cli("diagnose", *args, env={"COLUMNS": "120"}, timeout=120)
 
 
 def message(requested="20.00 MiB", gpu=0, total="79.15 GiB", free="1.91 GiB", allocated="51.75 GiB",
