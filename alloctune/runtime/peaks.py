@@ -216,6 +216,22 @@ def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str],
     return json.loads(json.dumps(meta, default=str))
 
 
+def write_trace(torch: Any, folder: str, report: ProcessReport, snapshot: dict, conf: str, counter: Any) -> None:
+    """The hook at exit, recording: `snapshot` (the allocator's, history on) written as process `report.pid`'s trace
+    in `folder` with its 'alloctune' entry (`trace_meta`; steps from `counter`, a counting.Counter or None), and the
+    recording stopped."""
+    import pickle
+
+    from ..files import write_file
+    from . import graphs
+
+    torch.cuda.memory._record_memory_history(enabled=None)
+    snapshot["alloctune"] = trace_meta(report, conf, lambda device: torch.cuda.get_device_properties(device).name,
+                                       counter.step_ends_us() if counter is not None else [],
+                                       counter.warmup if counter is not None else None, graphs.events())
+    write_file(trace_path(folder, report.pid), pickle.dumps(snapshot))
+
+
 def read_reports(folder: str) -> list[ProcessReport]:
     """The hook's files in `folder`, by rank then pid. ResultsError (one line: the file and the field) for a file
     that is not a report: the hook writes each one whole (a temporary file, then a rename), so that is damage."""

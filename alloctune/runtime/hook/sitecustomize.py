@@ -276,10 +276,12 @@ def _write(sync: bool = True) -> None:
     if counter is not None:
         report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
-        recording = os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
-        report, snapshot = _with_cuda(cuda, report, recording)
-        if snapshot is not None:
-            _dump_trace(cuda, report, snapshot)
+        report, snapshot = _with_cuda(cuda, report, os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1")
+        if snapshot is not None:   # recording: the trace, and the recording stopped
+            from alloctune.runtime.peaks import write_trace
+
+            write_trace(cuda, _state.out, report, snapshot, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
+                        _state.counter)
     write_file(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
@@ -328,24 +330,6 @@ def _with_cuda(torch: ModuleType, report: ProcessReport, recording: bool) -> tup
     return replace(report, devices=devices, effective_conf=str(effective),
                    mismatch=mismatch(asked, effective, readable),
                    device_total_bytes=torch.cuda.get_device_properties(0).total_memory), snapshot
-
-
-def _dump_trace(torch: ModuleType, report: ProcessReport, snapshot: dict) -> None:
-    """Write `snapshot` (the allocator's at exit, history on) as this process's trace, with its 'alloctune' entry,
-    and stop the recording."""
-    import pickle
-
-    from alloctune.files import write_file
-    from alloctune.runtime import graphs
-    from alloctune.runtime.peaks import trace_meta, trace_path
-
-    torch.cuda.memory._record_memory_history(enabled=None)
-    counter = _state.counter
-    snapshot["alloctune"] = trace_meta(report, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
-                                       lambda device: torch.cuda.get_device_properties(device).name,
-                                       counter.step_ends_us() if counter is not None else [],
-                                       counter.warmup if counter is not None else None, graphs.events())
-    write_file(trace_path(_state.out, report.pid), pickle.dumps(snapshot))
 
 
 def _watch_excepthook() -> None:
