@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+# One intra-op thread for torch (OpenMP) and numpy (OpenBLAS) in this process and every process a test starts,
+# unless the caller chose a number: `-n auto` runs one worker per core, and each worker's torch children would
+# otherwise start a thread per core too. On a machine that is busy, torch's threads spin waiting for one another:
+# examples/search_loop.py under the start-up hook, with another process on one of 2 cores, took 32 s of CPU, not
+# 3.7 s. Nothing here measures a speed that depends on it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture
 def no_visible_gpu(monkeypatch):
