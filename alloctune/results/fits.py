@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import ResultsError
 from ..files import write_file
 from ..settings.conf import AllocConf
-from .records import Budget, Bytes, Conf, Count, parsed
+from .records import Budget, Bytes, Conf, Count, TrialState, parsed
 from .typed import checked_text, from_json
 
 FIT_SCHEMA = 1
@@ -97,7 +97,7 @@ class Confirmation:
     def said(self) -> bool | None:
         """What the run says of memory: it ran, it did not (an OOM, an alloc retry), or nothing (it crashed, timed
         out or ran under other settings)."""
-        return self.runs if self.state in ("ok", "oom") else None
+        return self.runs if self.state in (TrialState.OK.value, TrialState.OOM.value) else None
 
     @property
     def agreed(self) -> bool | None:

@@ -38,8 +38,8 @@ _events: list[dict] = []   # appended to without a lock (atomic under the GIL): 
 _entering = threading.local()   # inside torch.cuda.graph.__enter__, which empties the cache first
 _C_NAMES = ("_cuda_beginAllocateCurrentThreadToPool", "_cuda_beginAllocateToPool", "_cuda_endAllocateToPool",
             "_cuda_releasePool")
-# id of a checkpoint -> (the checkpoint, kept so that its id stays its own; its pool): a checkpoint is a list of the
-# pool's blocks, and cudagraph trees keeps each it takes for the life of its tree anyway
+# id of a checkpoint -> (the checkpoint, held so that no other object takes its id; its pool): a checkpoint is a list
+# of the pool's blocks, and cudagraph trees keeps each it takes for the life of its tree anyway
 _checkpoints: dict[int, tuple[Any, tuple]] = {}
 
 
@@ -190,7 +190,7 @@ def _restoring(call: Callable[..., Any]) -> Callable[..., Any]:
 
 def _restored(device: Any, state: Any, begun: int, t: int) -> None:
     kept = _checkpoints.get(id(state))
-    if kept is None or kept[0] is not state:
+    if kept is None:
         return   # a checkpoint taken before the watch: its allocations stay in the default pool, as before
     _note("begin", kept[1], None, device, begun)
     _note("end", kept[1], None, device, t)

@@ -97,7 +97,7 @@ def _checked(command: Sequence[str], fit: FitFile, limit: LimitFit, answer: Answ
         if any(c.said is None for c in done):
             break   # a run that crashed or timed out says nothing of memory, and the next would likely do the same
         value = search_next([(c.value, c.runs) for c in done], fit.step)
-        if value is None or any(c.value == value for c in done):
+        if value is None:
             break
         done.append(run(value, True))
     return done

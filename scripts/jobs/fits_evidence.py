@@ -55,8 +55,8 @@ def fitted(out: Path, part: str) -> None:
     """Record (or keep), take two budgets from the default's curve, confirm the default and expandable segments."""
     param, window, step, at, command = FITS[part]
     name = param.partition("=")[0]
-    common = ["--param", param, "--steps", str(window), "--out", str(out / part),
-              *(["--step", str(step)] if step else [])]
+    spacing = ["--step", str(step)] if step else []
+    common = ["--param", param, "--steps", str(window), "--out", str(out / part), *spacing]
     if run([*AT, "fit", *common, "--budget", "0.9", "--conf", "default", "--json", "--", *command], out,
            f"{part}0") != 0:
         return
@@ -66,8 +66,7 @@ def fitted(out: Path, part: str) -> None:
     run([*AT, "fit", *common, "--budget", budgets[0], "--budget", budgets[1], "--confirm", "default",
          "--confirm", "expandable_segments:True", "--", *command], out, part, timeout=540)
     traces = [f"--trace={v}={out}/{part}/trace.{name}-{v}.xz" for v in param.partition("=")[2].split(",")]
-    run([*AT, "fit", "--param", name, *traces, *(["--step", str(step)] if step else []),
-         "--cards", "24GiB,48GiB,80GiB"], out, f"{part}-cards")
+    run([*AT, "fit", "--param", name, *traces, *spacing, "--cards", "24GiB,48GiB,80GiB"], out, f"{part}-cards")
 
 
 def main() -> int:

@@ -60,7 +60,7 @@ def test_only_a_confirmation_slower_than_predicted_beyond_its_noise_sends_the_wi
 
 def test_a_setting_that_ties_with_the_default_says_its_predicted_slowdown_beyond_the_allowance():
     """The H200's empty_cache job: expandable segments tied the default's peak and lost the tie on keys, while its
-    replay predicted it 13% slower (measured 18%); the tie alone would hide that."""
+    replay predicted it 17% slower (results/h200-plan-examples-2026-12-02); the tie alone would hide that."""
     group = replays(("", 11.74, "ok"), (ES, 11.73, "ok"), (RP, 11.745, "ok"))
     slow = priced(device_allocs=20.0, device_alloc_bytes=20.0 * GiB, device_frees=20.0, device_free_bytes=20.0 * GiB)
     plan = plan_speed(group, {"": priced(), ES: slow, RP: priced()}, [], 0.02)
