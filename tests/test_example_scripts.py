@@ -86,6 +86,12 @@ def test_graph_decode_runs_its_decode_steps_eagerly_on_the_cpu():
     assert "0 decode graphs" in out and "done, 3 requests" in out
 
 
+def test_graph_buckets_runs_every_step_eagerly_on_the_cpu():
+    out = run("examples/graph_buckets.py", "--steps", "4", "--layers", "1", "--d-model", "32", "--heads", "2",
+              "--vocab", "100", "--buckets", "8", "16", "--min-len", "4", "--batch", "2", "--log-every", "4")
+    assert "step 4/4 loss" in out and "done, 4 steps, 0 graphs" in out
+
+
 def test_cudagraph_train_graphed_runs_the_model_eagerly_on_the_cpu():
     out = run("examples/cudagraph_train.py", "--mode", "graphed", "--steps", "3", "--width", "32", "--layers", "2",
               "--batch", "8", "--eval-every", "2", "--eval-batch", "4", "8", "--log-every", "3")
