@@ -103,3 +103,40 @@ def test_cudagraph_train_compiles_for_two_batch_sizes_on_the_cpu():
     out = run("examples/cudagraph_train.py", "--mode", "compile", "--steps", "4", "--width", "32", "--layers", "2",
               "--batch", "8", "6", "--eval-every", "0", "--log-every", "4", timeout=600)
     assert "step 4/4" in out and "final loss" in out
+
+
+TINY_GPT = ["--steps", "2", "--batch", "2", "--seq", "16", "--layers", "1", "--d-model", "32", "--heads", "2",
+            "--vocab", "200", "--log-every", "1"]
+
+
+@pytest.mark.parametrize("flags", [[], ["--checkpoint", "--autocast"], ["--varlen"]])
+def test_gpt_train(flags):
+    out = run("examples/gpt_train.py", *TINY_GPT, *flags)
+    assert "step 2: loss" in out and "done, 2 steps" in out
+
+
+@pytest.mark.parametrize("flags", [[], ["--autocast"]])
+def test_cnn_train(flags):
+    out = run("examples/cnn_train.py", "--steps", "2", "--batch", "2", "--size", "16", "--width", "4", "--stages",
+              "2", "--classes", "3", "--log-every", "1", *flags)
+    assert "step 2: loss" in out and "done, 2 steps" in out
+
+
+def test_gpt2_train():
+    pytest.importorskip("transformers")
+    assert "done, 2 steps" in run("examples/gpt2_train.py", *TINY_GPT[:6], *TINY_LM, "--log-every", "1")
+
+
+def test_lora_train():
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    out = run("examples/lora_train.py", *TINY_GPT[:6], "--layers", "1", "--d-model", "64", "--heads", "2",
+              "--vocab", "200", "--rank", "4", "--log-every", "1")
+    assert "done, 2 steps" in out
+
+
+def test_resnet_train():
+    pytest.importorskip("torchvision")
+    out = run("examples/resnet_train.py", "--steps", "2", "--batch", "2", "--size", "32", "--arch", "resnet18",
+              "--classes", "3", "--log-every", "1")
+    assert "done, 2 steps" in out
