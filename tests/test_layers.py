@@ -42,8 +42,9 @@ ALLOWED: dict[str, set[str]] = {
     "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "child", "sim"},
     "report": {"errors", "units", "files", "settings", "results", "decide", "sim", "workload"},
     "diagnosis": {"errors", "units", "files", "settings", "results", "sim"},
-    "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim", "decide",
-                "trial", "report"},
+    # not runtime: what the parent reads of the hook's files is trial's (trial/job.py)
+    "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
+                "report"},
     "cli": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
             "report", "diagnosis", "sweeper"},
     "__main__": {"cli"},
@@ -57,7 +58,8 @@ ALLOWED: dict[str, set[str]] = {
 LIGHT_PACKAGES = {"alloctune.child", "alloctune.runtime", "alloctune.workload.builtin"}
 LIGHT_MODULES = {"alloctune.errors", "alloctune.units", "alloctune.files", "alloctune.settings.conf",
                  "alloctune.settings.keys", "alloctune.settings.readback", "alloctune.settings.known", "alloctune.settings.versions",
-                 "alloctune.results.records", "alloctune.results.typed", "alloctune.results.calibration"}
+                 "alloctune.results.records", "alloctune.results.typed", "alloctune.results.calibration",
+                 "alloctune.workload.spec"}   # the workload in the trial child's task (child/exchange.py)
 # Besides the standard library, the only others' modules a light module may import.
 THIRD_PARTY = {"torch", "pynvml",   # pynvml: optional (nvidia-ml-py), tried where it is there
                "sitecustomize"}   # the user's own, which the start-up hook chains to

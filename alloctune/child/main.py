@@ -3,12 +3,13 @@
     python -m alloctune.child.main SPEC.json
 
 The parent (`trial/launch.py`) has already put the setting in this process's environment
-(PYTORCH_CUDA_ALLOC_CONF), so the allocator reads it when it starts. This module writes one JSON object to the
-spec's `result` path (whole: `files.write_file`) and exits 0, whatever happened to the workload: a failure is data.
-Besides torch and the standard library it imports only light alloctune modules (records, readback, the OOM rule,
-peaks, the settings in force, timing, provenance, the built-in kinds; tests/test_layers.py's `LIGHT` holds the
-rule): the child may run under another interpreter than alloctune's (`--python`), which gets the package through
-PYTHONPATH and may lack pyyaml or scipy.
+(PYTORCH_CUDA_ALLOC_CONF), so the allocator reads it when it starts. SPEC.json is a `ChildSpec`
+(`child/exchange.py`), read through the typed reader: one that does not read is one line on stderr, exit 2, no
+result. This module writes one JSON object to the spec's `result` path (whole: `files.write_file`) and exits 0,
+whatever happened to the workload: a failure is data. Besides torch and the standard library it imports only light
+alloctune modules (records, readback, the OOM rule, peaks, traces, the settings in force, the workload spec, timing,
+provenance, the built-in kinds; tests/test_layers.py's `LIGHT` holds the rule): the child may run under another
+interpreter than alloctune's (`--python`), which gets the package through PYTHONPATH and may lack pyyaml or scipy.
 """
 from __future__ import annotations
 
@@ -22,25 +23,31 @@ from dataclasses import asdict
 from types import ModuleType
 from typing import Any
 
+from ..errors import ResultsError
 from ..files import write_file
 from ..results.records import TrialState
 from ..runtime.allocator import effective_settings
 from ..runtime.oom import is_oom
 from ..runtime.peaks import device_peaks
+from ..runtime.traces import record_history
 from ..settings.conf import AllocConf
 from ..settings.readback import mismatch
 from ..units import budget_share
+from .exchange import ChildSpec, read_spec
 from .timing import Observer, timed_pass
 
 
 def main(spec_path: str) -> int:
-    with open(spec_path, encoding="utf-8") as f:
-        spec = json.load(f)
-    write_file(spec["result"], json.dumps(run(spec)))
+    try:
+        spec = read_spec(spec_path)
+    except ResultsError as exc:   # the parent records a crash without a result, with this line from stderr
+        print(f"alloctune child: {exc}", file=sys.stderr)
+        return 2
+    write_file(spec.result, json.dumps(run(spec)))
     return 0
 
 
-def run(spec: dict) -> dict:
+def run(spec: ChildSpec) -> dict:
     """Run the trial described by `spec` and return the result dict (state, measurement, env, ...)."""
     import torch
 
@@ -61,46 +68,43 @@ def run(spec: dict) -> dict:
     return out
 
 
-def _prepare(torch: ModuleType, spec: dict, device: Any, out: dict) -> int:
+def _prepare(torch: ModuleType, spec: ChildSpec, device: Any, out: dict) -> int:
     """The process before the workload starts: its device, the memory budget, allocation history when recording,
     the seeds. Returns the device's memory."""
     torch.cuda.set_device(device)
     total = int(torch.cuda.get_device_properties(device).total_memory)
-    out["budget_fraction"] = fraction = budget_share(spec.get("budget_bytes"), spec.get("budget_fraction"), total)
+    out["budget_fraction"] = fraction = budget_share(spec.budget_bytes, spec.budget_fraction, total)
     if fraction is not None:
         torch.cuda.set_per_process_memory_fraction(fraction, device)
-    if spec.get("record_trace"):
-        # context=None: no stack frames, so a trace of a million events stays small.
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 max_entries=spec.get("max_entries", 10_000_000))
-    seed = int(spec["workload"]["seed"])
-    random.seed(seed)
-    torch.manual_seed(seed)
+    if spec.record_trace:
+        record_history(torch)
+    random.seed(spec.workload.seed)
+    torch.manual_seed(spec.workload.seed)
     return total
 
 
-def _measure(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, total: int) -> None:
+def _measure(torch: ModuleType, spec: ChildSpec, out: dict, sampler: _DevicePeak, total: int) -> None:
     """The workload built, the settings in force checked, then the warm pass (the memory peaks are this pass's)
     and the measured pass (the same steps again, so the same shapes, now warm: see timing.py)."""
     from ..workload.builtin import resolve_factory
 
-    workload, device = spec["workload"], sampler.device
-    step = resolve_factory(workload)(dict(workload["params"]), device, int(workload["seed"]))
+    workload, device = spec.workload, sampler.device
+    step = resolve_factory(workload)(dict(workload.params), device, workload.seed)
     effective, readable = effective_settings()
     out["effective_conf"] = str(effective)
-    problem = mismatch(AllocConf.parse(spec["conf"]), effective, readable)
+    problem = mismatch(AllocConf.parse(spec.conf), effective, readable)
     if problem:
         out.update(state=TrialState.MISMATCH.value, error=problem)
         return
-    warmup, steps = int(workload["warmup_steps"]), int(workload["steps"])
+    warmup, steps = workload.warmup_steps, workload.steps
     measured = list(range(warmup, warmup + steps))
     sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
     for i in range(warmup):   # every step once, as the job runs them
         step(i)
         sampler.step_done()
     warm = timed_pass(step, measured, sync, after_step=sampler.step_done)
-    memory = _memory(torch, sampler, workload["unit"])
-    if spec.get("record_trace"):  # the trace covers what the peaks cover
+    memory = _memory(torch, sampler, workload.unit)
+    if spec.record_trace:  # the trace covers what the peaks cover
         _dump_trace(torch, spec, out, memory, TrialState.OK.value, total, sampler)
     with Observer(torch, device) as seen:
         timing = timed_pass(step, measured, sync)
@@ -111,39 +115,41 @@ def _measure(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, tot
         block_units=list(timing.block_units), conditions=seen.conditions)
 
 
-def _failed(torch: ModuleType, spec: dict, out: dict, sampler: _DevicePeak, total: int, exc: Exception) -> None:
+def _failed(torch: ModuleType, spec: ChildSpec, out: dict, sampler: _DevicePeak, total: int,
+            exc: Exception) -> None:
     """The workload raised: an OOM is data (the memory figures so far), anything else a crash with its traceback."""
     out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
     if is_oom(exc):
         out["state"] = TrialState.OOM.value
-        out["measurement"] = _memory(torch, sampler, spec["workload"]["unit"])
+        out["measurement"] = _memory(torch, sampler, spec.workload.unit)
     else:
         out["error"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]
-    if spec.get("record_trace") and not os.path.exists(spec["record_trace"]):
+    if spec.record_trace and not os.path.exists(spec.record_trace):
         _dump_trace(torch, spec, out, out["measurement"], out["state"], total, sampler)
 
 
-def _dump_trace(torch: ModuleType, spec: dict, out: dict, measured: dict | None, state: str, total: int,
+def _dump_trace(torch: ModuleType, spec: ChildSpec, out: dict, measured: dict | None, state: str, total: int,
                 sampler: _DevicePeak) -> None:
-    """The snapshot as torch.cuda.memory._dump_snapshot writes it, plus an 'alloctune' key (memory_viz ignores
-    it) holding what this run measured and where: the simulator is checked against these figures."""
+    """The snapshot as torch.cuda.memory._dump_snapshot writes it (whole: `files.write_file`), plus an 'alloctune'
+    key (memory_viz ignores it) holding what this run measured and where: the simulator is checked against these
+    figures."""
     import pickle
 
+    assert spec.record_trace is not None
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
     env = out["env"]
     snapshot["alloctune"] = _plain({
-        "workload": spec["workload"]["name"], "workload_hash": spec.get("workload_hash"),
-        "env_id": spec.get("env_id"), "torch_version": env.get("torch"), "env": env,
+        "workload": spec.workload.name, "workload_hash": spec.workload_hash,
+        "env_id": spec.env_id, "torch_version": env.get("torch"), "env": env,
         "device_total_bytes": total, "overhead_bytes": sampler.overhead,
-        "budget_bytes": spec.get("budget_bytes"),
-        "measured": [dict(measured or {}, conf=spec["conf"], state=state,
+        "budget_bytes": spec.budget_bytes,
+        "measured": [dict(measured or {}, conf=spec.conf, state=state,
                           effective_conf=out.get("effective_conf"))],
         # where the steps ended, placed among the trace's entries by their time when it is loaded (sim/trace.py)
-        "step_ends_us": sampler.step_ends_us, "warmup_steps": int(spec["workload"]["warmup_steps"]),
+        "step_ends_us": sampler.step_ends_us, "warmup_steps": spec.workload.warmup_steps,
     })
-    with open(spec["record_trace"], "wb") as f:
-        pickle.dump(snapshot, f)
+    write_file(spec.record_trace, lambda f: pickle.dump(snapshot, f))
 
 
 def _plain(value: object) -> Any:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
 from ..results.records import ThroughputSource
 from .peaks import StepCount
@@ -256,8 +256,3 @@ class Counter:
         stops = [s for s in (self.agreed, self.warmup + self.window if self.window is not None else None)
                  if s is not None]
         return min(stops, default=None)
-
-
-def rising(window_reserved: Sequence[int] | None) -> bool | None:
-    """Whether the peak reserved still rose in the window's last fifth; None where it was not read."""
-    return None if window_reserved is None else window_reserved[1] > window_reserved[0]

@@ -1,9 +1,9 @@
-"""One process's observation of its allocator-sensitive features (`runtime/features.py` writes it inside the job),
-as the parent reads it back (`typed.from_json(Observation, ...)`), and the `known.Feature`s it shows."""
+"""One process's observation of its allocator-sensitive features: the record `runtime/features.py` fills in inside
+the job and the hook writes in its report, and the libraries of note it looks for. The parent reads it back
+(`typed.from_json(Observation, ...)`) and says which `known.Feature`s it shows (`trial/features.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..settings.known import Feature
 
@@ -41,37 +41,3 @@ class Observation:
     unread_variables: tuple[str, ...] = ()              # allocator variables set that it did not use
     libraries: tuple[str, ...] = ()                     # LIBRARIES imported
     failures: tuple[str, ...] = ()                      # watches that could not be installed or failed
-
-
-def used(observation: Observation) -> frozenset[Feature]:
-    """The features one process showed."""
-    o = observation
-    nccl = any("nccl" in backend for backend in o.process_groups)
-    env = o.nccl_env or {}
-    found = {
-        Feature.CUDA_GRAPHS: o.graph_captures > 0,
-        Feature.GRAPH_SHARED_POOL: o.graph_captures_shared_pool > 0 or o.graph_pool_handles > 0,
-        Feature.COMPILE_CUDAGRAPHS: any(c.cudagraphs for c in o.compile_calls) or bool(o.inductor_cudagraphs),
-        Feature.CUDA_IPC: o.ipc_sent.get("cuda", 0) > 0 or o.ipc_received.get("cuda", 0) > 0,
-        Feature.MEM_POOL: o.mem_pools > 0 or o.mem_pool_uses > 0,
-        Feature.MEM_POOL_CUSTOM_ALLOCATOR: o.mem_pools_custom_allocator > 0,
-        Feature.NCCL: nccl,
-        # NCCL registers captured collectives' buffers unless NCCL_GRAPH_REGISTER=0 (its default is on)
-        Feature.NCCL_GRAPH_REGISTRATION: nccl and env.get("NCCL_GRAPH_REGISTER", "").strip() != "0",
-        Feature.NCCL_USER_BUFFERS: nccl and (_on(env.get("TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK"))
-                                             or o.nccl_mem_pool_registrations > 0),
-        Feature.RUNTIME_ALLOCATOR_CHANGE: bool(o.allocator_changes),
-        Feature.UNREAD_VARIABLE: bool(o.unread_variables),
-    }
-    libraries = {LIBRARIES[name] for name in o.libraries if name in LIBRARIES}
-    return frozenset({feature for feature, seen in found.items() if seen} | libraries)
-
-
-def used_by_job(observations: Iterable[Observation]) -> frozenset[Feature]:
-    """The features of a job: those any of its processes showed."""
-    return frozenset().union(*(used(o) for o in observations))
-
-
-def _on(value: str | None) -> bool:
-    """A boolean variable as torch reads it (c10d's getCvarBool): on for y, yes, 1, t, true in any case."""
-    return value is not None and value.lower() in ("y", "yes", "1", "t", "true")

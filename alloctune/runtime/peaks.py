@@ -2,26 +2,21 @@
 
 - `device_peaks`: one device's `torch.cuda.memory_stats()` and the device-level peak the caller sampled, as a
   `DevicePeaks` (the trial child makes its `Measurement` from it; the start-up hook writes one per device);
-- `ProcessReport`: what the start-up hook writes for one process of a command (`proc-<pid>.json`), read back by
-  `read_reports` through the typed reader, so that a damaged file is one line naming it and the field;
-- `StepCount`, `DeviceBudget`: the steps the hook counted in a process, and the budget it set on each device;
-- `trace_meta`: what a traced process's snapshot carries under 'alloctune' (the hook writes it beside the report);
-- `job_measurement`: a command's processes combined into the trial's `Measurement` (the highest peaks, the sum
-  of retries and OOMs, the least exact source of the device-level figure).
+- `ProcessReport`: what the start-up hook writes for one process of a command (`proc-<pid>.json`, `report_path`),
+  which the parent reads back through the typed reader (`trial/job.read_reports`), so that a damaged file is one
+  line naming it and the field;
+- `StepCount`, `DeviceBudget`: the steps the hook counted in a process, and the budget it set on each device.
 
 Standard library and light alloctune modules only: the start-up hook imports this inside the user's processes.
 """
 from __future__ import annotations
 
-import glob
-import json
 import os
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, Sequence
+from typing import Annotated, Any, Mapping
 
-from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource, TrialState
-from ..results.typed import Check, from_json, load_json
+from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource
+from ..results.typed import Check
 
 
 @dataclass(frozen=True)
@@ -152,7 +147,7 @@ class ProcessReport:
     growth_samples: Annotated[list[list[int]], Check(_growth_problem)] = field(default_factory=list)
     budgets: list[DeviceBudget] = field(default_factory=list)   # each device the budget was set on
     # What it did that allocator settings are sensitive to: features.observed(), an `observation.Observation`
-    # (read as one by trial/command.py: this module stays light for the trial child).
+    # (read as one by trial/features.py: this module stays light for the trial child).
     features: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -162,112 +157,3 @@ class ProcessReport:
 def report_path(folder: str, pid: int | str) -> str:
     """Where the hook writes process `pid`'s report."""
     return os.path.join(folder, f"proc-{pid}.json")
-
-
-def rank_order(rank: int | None, pid: int | None) -> tuple:
-    """The order of a job's processes everywhere: ranks in order, then processes without one by pid."""
-    return (rank is None, rank or 0, pid or 0)
-
-
-def trace_path(folder: str, pid: int) -> str:
-    """Where the hook writes process `pid`'s allocation trace, when recording."""
-    return os.path.join(folder, f"trace-{pid}.pickle")
-
-
-def trace_targets(processes: Sequence[tuple[int | None, int | None]], output: Path) -> list[Path]:
-    """Where the traces of these processes ((pid, rank) each) go: `output` for one, else `<stem>.rank<N><suffix>`
-    (`.pid<N>` without a rank), in the order given: what `record -- CMD` writes, and a hybrid sweep keeps."""
-    if len(processes) == 1:
-        return [output]
-    out, labels = [], set()
-    for pid, rank in processes:
-        label = f"rank{rank}" if rank is not None else f"pid{pid}"
-        label = label if label not in labels else f"{label}.pid{pid}"   # e.g. a rank's own CUDA worker
-        labels.add(label)
-        out.append(output.with_name(f"{output.stem}.{label}{output.suffix}"))
-    return out
-
-
-def traced(folder: str, processes: Sequence[ProcessReport], output: Path) -> list[tuple[str, Path]]:
-    """The traces the hook wrote in `folder` for these processes (in their order), each with where it goes
-    (`trace_targets`). A process that allocated nothing on any device is left out: torch.compile's compile workers
-    initialise CUDA and record an empty history, which has nothing to replay."""
-    found = [p for p in processes if p.devices and os.path.exists(trace_path(folder, p.pid))]
-    return list(zip([trace_path(folder, p.pid) for p in found], trace_targets([(p.pid, p.rank) for p in found],
-                                                                              output)))
-
-
-def trace_meta(report: ProcessReport, conf: str, gpu_name: Callable[[int], str], step_ends_us: list[int],
-               warmup_steps: int | None, pool_events: list[dict] | None = None) -> dict[str, Any]:
-    """The 'alloctune' entry of the snapshot a process recorded under `conf`: the command and the process, the
-    figures of the device it peaked on most, and where it was recorded (`gpu_name(device)`, torch), as a workload's
-    trace says it: reports of a replay name that GPU and torch; the Unix time in µs at the end of each step counted
-    and the warm-up (`counting.Counter`), and the CUDA graph captures (`graphs.py`), which loading places among the
-    entries. Plain JSON values only: the
-    snapshot is read back with an unpickler that admits no class."""
-    device = max(report.devices, key=lambda d: d.peak_reserved_bytes, default=None)
-    measured = dict(asdict(device) if device else {}, conf=conf, state=TrialState.OK.value,
-                    effective_conf=report.effective_conf)
-    meta = {"command": report.argv, "rank": report.rank, "pid": report.pid, "torch_version": report.torch_version,
-            "device_total_bytes": report.device_total_bytes,
-            "overhead_bytes": device.overhead_bytes if device else None, "measured": [measured],
-            "env": {"gpu": gpu_name(device.device if device else 0), "torch": report.torch_version},
-            "step_ends_us": step_ends_us, "warmup_steps": warmup_steps, "pool_events": pool_events or []}
-    return json.loads(json.dumps(meta, default=str))
-
-
-def write_trace(torch: Any, folder: str, report: ProcessReport, snapshot: dict, conf: str, counter: Any) -> None:
-    """The hook at exit, recording: `snapshot` (the allocator's, history on) written as process `report.pid`'s trace
-    in `folder` with its 'alloctune' entry (`trace_meta`; steps from `counter`, a counting.Counter or None), and the
-    recording stopped."""
-    import pickle
-
-    from ..files import write_file
-    from . import graphs
-
-    torch.cuda.memory._record_memory_history(enabled=None)
-    snapshot["alloctune"] = trace_meta(report, conf, lambda device: torch.cuda.get_device_properties(device).name,
-                                       counter.step_ends_us() if counter is not None else [],
-                                       counter.warmup if counter is not None else None, graphs.events())
-    write_file(trace_path(folder, report.pid), pickle.dumps(snapshot))
-
-
-def read_reports(folder: str) -> list[ProcessReport]:
-    """The hook's files in `folder`, by rank then pid. ResultsError (one line: the file and the field) for a file
-    that is not a report: the hook writes each one whole (a temporary file, then a rename), so that is damage."""
-    paths = glob.glob(report_path(glob.escape(folder), "*"))
-    reports = [from_json(ProcessReport, load_json(path), path) for path in paths]
-    return sorted(reports, key=lambda r: rank_order(r.rank, r.pid))
-
-
-def job_measurement(devices: Sequence[DevicePeaks], throughput: float | None, unit: str | None,
-                    seconds: float | None, steps: int | None) -> Measurement:
-    """A command's trial: the highest of each peak over its processes and devices (the one that decides whether the
-    job fits), retries and OOMs summed, and the throughput measured for the whole command."""
-
-    def most(name: str) -> int | None:
-        values = [getattr(d, name) for d in devices if getattr(d, name) is not None]
-        return max(values) if values else None
-
-    sources = {d.device_memory_source for d in devices if d.device_peak_used_bytes is not None}
-    return Measurement(
-        peak_reserved_bytes=most("peak_reserved_bytes") or 0, peak_allocated_bytes=most("peak_allocated_bytes") or 0,
-        peak_requested_bytes=most("peak_requested_bytes"),
-        num_alloc_retries=sum(d.num_alloc_retries for d in devices), num_ooms=sum(d.num_ooms for d in devices),
-        device_peak_used_bytes=most("device_peak_used_bytes"), overhead_bytes=most("overhead_bytes"),
-        device_memory_source=least_exact(sources),
-        throughput=throughput, unit=unit, measured_seconds=seconds, measured_steps=steps)
-
-
-# Most exact first: the driver's figure for the process, the device's less what it held before, the whole device.
-_EXACTNESS = (DeviceMemorySource.NVML, DeviceMemorySource.BASELINE, DeviceMemorySource.DEVICE)
-
-
-def least_exact(sources: set[DeviceMemorySource | None]) -> DeviceMemorySource | None:
-    """What a maximum over figures of these sources counts: the least exact of them. None when none says; a
-    figure of unknown source beside known ones counts as the whole device's, as in records from before sources
-    were kept."""
-    known = {s for s in sources if s is not None}
-    if not known:
-        return None
-    return DeviceMemorySource.DEVICE if None in sources else max(known, key=_EXACTNESS.index)

@@ -31,7 +31,7 @@ from ..results.records import Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
-from ..runtime.peaks import rank_order, trace_targets
+from ..trial.job import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 from .options import HYBRID_FINALISTS

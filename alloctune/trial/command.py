@@ -8,16 +8,11 @@ A command workload is a `WorkloadSpec` whose `command` holds a `CommandSpec.to_d
   starts, so every process of the command, whatever it spawns, reads it;
 - the start-up hook (`hook/sitecustomize.py`) first on PYTHONPATH: every Python process of the trial that
   initialises CUDA writes its own peaks to a per-process file (`peaks.ProcessReport`), which this module reads
-  back. The trial's peak is the maximum over processes (`peaks.job_measurement`); the per-process figures stay in
-  `TrialRecord.processes`;
+  back (`job.read_reports`). The trial's peak is the maximum over processes (`job.job_measurement`); the
+  per-process figures stay in `TrialRecord.processes`;
 - its own GPUs (CUDA_VISIBLE_DEVICES) when the sweep gives each trial a set (--gpus-per-trial).
 
-Throughput, in ThroughputSource's order of precedence (`timing`, the one place that decides): a --metric-regex
-over the command's output; the step marks of `alloctune.step()` (units per second after the warm-up steps, summed
-over processes); the calls --step-on names, then optimizer steps, both counted by the hook without code changes
-(`counting.py`: steps per second after the warm-up, times --unit's count per step, summed over processes); else
-the run's wall time, one run = one unit (as hyperfine measures a command). The record says which
-(`Measurement.throughput_source`).
+Where the throughput comes from is `throughput.py`'s to decide (`timing`).
 
 With a --steps window (the workload's `steps`), the hook ends every process that counts steps at the same step
 count, after writing its report: such a trial is `ok` when the command then exits 0 (`ended_by_window`), its
@@ -29,13 +24,12 @@ confirmed for the steps it ran; a job whose steps the hook does not see runs who
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
@@ -43,17 +37,16 @@ from typing import Sequence
 from ..errors import AlloctuneError, ResultsError
 from ..files import copy_whole
 from ..processes import kill_group, spawn_group, temp_folder
-from ..results.records import (Measurement, ThroughputSource, TrialRecord, TrialState, process_row,
-                               is_rate)
-from ..results.typed import from_json
-from ..runtime.counting import leader, rising
+from ..results.records import Measurement, TrialRecord, TrialState, process_row
 from ..runtime.hook import HOOK_DIR
-from ..runtime.observation import Observation, used_by_job
 from ..runtime.oom import is_oom_text, oom_line
-from ..runtime.peaks import DevicePeaks, ProcessReport, job_measurement, read_reports, report_path, traced
+from ..runtime.peaks import DevicePeaks, ProcessReport
 from ..workload.command import CommandSpec, is_python
 from ..workload.spec import DEFAULT_WARMUP_STEPS
+from .features import job_features
+from .job import Run, job_measurement, read_reports, rising, traced
 from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
+from .throughput import Timing, timing
 
 NOTHING_TO_MEASURE = "nothing to measure"
 TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook to write the peaks before SIGKILL
@@ -95,20 +88,6 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
     return env
 
 
-@dataclass
-class Run:
-    """What happened to one run of a command: exit status, output files, per-process hook files."""
-
-    returncode: int | None
-    timed_out: bool
-    wall_seconds: float
-    stdout: str
-    stderr: str
-    processes: list[ProcessReport]
-    damage: str | None = None   # a hook file that could not be read (one line): the figures would be incomplete
-    features: list[str] | None = None   # the allocator-sensitive features its processes used (None: none observed)
-
-
 def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | None, workdir: str,
                 capture: bool = True) -> Run:
     """Run `argv` in a fresh process group, output to files in `workdir` (or, without `capture`, to our standard
@@ -134,14 +113,6 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     except ResultsError as exc:
         processes, damage, features = [], str(exc), None
     return Run(proc.returncode, timed_out, wall, out_path, err_path, processes, damage, features)
-
-
-def job_features(procs: str, processes: list[ProcessReport]) -> list[str] | None:
-    """The features (`known.Feature` values, sorted) that any process used, as the hook observed them; None when
-    no process's observation was written. ResultsError naming the file for an observation that does not read."""
-    observations = [from_json(Observation, p.features, report_path(procs, p.pid) + ": features")
-                    for p in processes if p.features is not None]
-    return sorted(f.value for f in used_by_job(observations)) if observations else None
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float | None) -> bool:
@@ -265,109 +236,6 @@ def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[Proc
 def process_rows(processes: list[ProcessReport]) -> list[dict]:
     """One row per (process, device it allocated on): what TrialRecord.processes keeps."""
     return [process_row(p.pid, p.rank, d.device, d) for p in processes for d in p.devices]
-
-
-@dataclass(frozen=True)
-class Timing:
-    """A command trial's throughput, and where it came from."""
-
-    throughput: float | None   # units per second
-    unit: str | None
-    seconds: float | None      # the longest window measured
-    steps: int | None          # steps in it
-    source: ThroughputSource
-    problem: str | None = None   # why the figure the job gave is no throughput (then `throughput` is None)
-
-
-def timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
-    """The one place that decides where a command's throughput comes from: the first of ThroughputSource's
-    order that the run gives (a --metric-regex, when given, even if it matched nothing). A figure that is no
-    throughput (`is_rate`: -5 from a regex, negative units of alloctune.step, inf) is left out, and why is kept
-    (the trial's `error`): the trial stays one its folder reads back."""
-    timed = _timing(run, command, workload)
-    if timed.throughput is None or is_rate(timed.throughput):
-        return timed
-    return replace(timed, throughput=None, problem=f"no throughput: {timed.source} gave {timed.throughput!r} "
-                                                   f"{timed.unit}/s (expected a finite number above 0)")
-
-
-def _timing(run: Run, command: CommandSpec, workload: dict) -> Timing:
-    unit = workload["unit"]
-    named = unit if unit != "runs" else None   # "runs" is what a command without --unit counts
-    if command.metric_regex:
-        values = metric_values(run.stdout, command.metric_regex) + metric_values(run.stderr, command.metric_regex)
-        if not values:
-            return Timing(None, unit, None, None, ThroughputSource.METRIC_REGEX)
-        kept = values[1:] if len(values) > 1 else values   # the first report includes the start-up
-        return Timing(sum(kept) / len(kept), unit, None, len(kept), ThroughputSource.METRIC_REGEX)
-    rate = step_rate([p.steps for p in run.processes], int(workload["warmup_steps"]))
-    if rate is not None:
-        return Timing(rate[0], named or "units", rate[1], rate[2], ThroughputSource.STEP_MARKS)
-    for source in (ThroughputSource.STEP_CALLS, ThroughputSource.OPTIMIZER_STEPS):
-        if (rate := counted_rate(run.processes, source)) is not None:
-            return Timing(rate[0] * (command.units_per_step or 1), named or "steps", rate[1], rate[2], source)
-    return Timing(1 / run.wall_seconds if run.wall_seconds > 0 else None, "runs", run.wall_seconds, 1,
-                  ThroughputSource.WALL_TIME)
-
-
-def counted_rate(processes: Sequence[ProcessReport],
-                 source: ThroughputSource) -> tuple[float, float, int] | None:
-    """(steps/s summed over processes, longest window in seconds, steps in it) from the steps of `source` the
-    hook counted, in each process the source that stepped most (`counting.leader`). A process's window runs from
-    the end of its warm-up step to the end of its --steps window, both synchronised; without a window, to the
-    host's time at its last step (the work still queued then is at most a few steps', against the whole window).
-    None when no process counted more steps than its warm-up."""
-    total, longest, steps = 0.0, 0.0, 0
-    for p in processes:
-        counted = leader(c for c in p.counted if c.source is source)
-        if counted is None or counted.start is None or counted.count <= counted.warmup:
-            continue
-        end = counted.end if p.window_ended and counted.end is not None else counted.last
-        if end is None or end <= counted.start:
-            continue
-        total += (counted.count - counted.warmup) / (end - counted.start)
-        longest, steps = max(longest, end - counted.start), max(steps, counted.count - counted.warmup)
-    return (total, longest, steps) if steps else None
-
-
-def step_rate(marks_per_process: Sequence[Sequence[tuple[float, float]]],
-              warmup: int) -> tuple[float, float, int] | None:
-    """(units/s summed over processes, longest window in seconds, steps in it) from `alloctune.step` marks:
-    each process's window runs from the end of its last warm-up step to its last mark. None when no process
-    marked more steps than its warm-up."""
-    warmup = max(1, warmup)
-    total, longest, steps = 0.0, 0.0, 0
-    for marks in marks_per_process:
-        if len(marks) <= warmup:
-            continue
-        start, end = marks[warmup - 1][0], marks[-1][0]
-        if end <= start:
-            continue
-        total += sum(u for _, u in marks[warmup:]) / (end - start)
-        longest, steps = max(longest, end - start), max(steps, len(marks) - warmup)
-    return (total, longest, steps) if steps else None
-
-
-_METRIC_LINE_CHARS = 1 << 20
-
-
-def metric_values(path: str, pattern: str) -> list[float]:
-    """Numbers the regex finds in a file, in order: group 'value', else group 1, else the match; commas allowed
-    as thousands separators."""
-    regex = re.compile(pattern)
-    out = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            while line := f.readline(_METRIC_LINE_CHARS):   # a job's one line of gigabytes, read in pieces
-                for match in regex.finditer(line):
-                    text = (match.groupdict().get("value") or (match.group(1) if regex.groups else match.group(0)))
-                    try:
-                        out.append(float(text.replace(",", "")))
-                    except (TypeError, ValueError):
-                        continue
-    except OSError:
-        pass
-    return out
 
 
 def _env(processes: list[ProcessReport]) -> dict:

@@ -1,26 +1,27 @@
 """Runs trials, each in a fresh child process, and turns whatever happens into a `TrialRecord`.
 
-The setting goes into the child's environment before torch is imported there; a crash, a hang (killed at the
-time limit) or an OOM becomes the trial's state. Trials run in parallel, one per GPU, in the order given (the
+The setting goes into the child's environment before torch is imported there, the task into its `spec.json` and
+its answer comes back in a result file (`child/exchange.py`: `ChildSpec`, `ChildResult`); a crash, a hang (killed
+at the time limit) or an OOM becomes the trial's state. Trials run in parallel, one per GPU, in the order given (the
 caller interleaves repeats across settings: A B C A B C ...).
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
+from ..child.exchange import SPEC_SCHEMA, ChildResult, ChildSpec, write_spec
 from ..errors import ResultsError
 from ..processes import kill_all, kill_group, spawn_group, temp_folder
-from ..results.records import Measurement, TrialRecord, TrialState
+from ..results.records import TrialRecord, TrialState
 from ..results.typed import from_json, load_json
+from ..workload.spec import WorkloadSpec
 from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
 
 
@@ -33,12 +34,9 @@ def run_trial(task: TrialTask, gpu: int | Sequence[int] | None = None) -> TrialR
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with temp_folder("alloctune-trial-") as tmp:   # gone even if this process is killed at any moment
         result_path = os.path.join(tmp, "result.json")
-        spec_path = os.path.join(tmp, "spec.json")
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump({"workload": task.workload, "workload_hash": task.workload_hash, "env_id": task.env_id,
-                       "conf": str(task.conf), "budget_bytes": task.budget_bytes,
-                       "budget_fraction": task.budget_fraction, "record_trace": task.record_trace,
-                       "result": result_path}, f)
+        spec_path = write_spec(tmp, ChildSpec(
+            SPEC_SCHEMA, WorkloadSpec.from_dict(task.workload), task.workload_hash, task.env_id, str(task.conf),
+            result_path, task.budget_bytes, task.budget_fraction, task.record_trace))
         t0 = time.monotonic()
         env = child_environment(task.conf, gpu)
         timed_out = False
@@ -130,17 +128,6 @@ def run_trials(tasks: Iterable[TrialTask], gpus: Sequence[int | Sequence[int] | 
             stop_children()  # again each round: a worker may have started one just before `stop`
             time.sleep(0.05)
         raise
-
-
-@dataclass(frozen=True)
-class ChildResult:
-    """What the trial child writes (`child.py`); a missing, garbled or mistyped file means the trial crashed."""
-
-    state: TrialState
-    measurement: Measurement | None = None
-    error: str | None = None
-    effective_conf: str | None = None
-    env: dict[str, Any] = field(default_factory=dict)
 
 
 def _read_result(path: str) -> ChildResult | None:

@@ -17,11 +17,11 @@ from typing import Sequence
 from ..errors import AlloctuneError, ProbeError, TraceError
 from ..files import copy_whole
 from ..processes import temp_folder
-from ..runtime.peaks import traced
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
+from .job import traced
 from .launch import run_trial
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment

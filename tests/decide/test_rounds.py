@@ -25,6 +25,7 @@ from alloctune.settings.conf import AllocConf
 from alloctune.sweeper.executors import LocalExecutor
 from alloctune.sweeper import execute
 from alloctune.trial.task import TrialTask
+from alloctune.workload.spec import WorkloadSpec
 
 ES, MS, RP, GC = ("expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4",
                   "garbage_collection_threshold:0.6")
@@ -178,6 +179,9 @@ def test_precision_degenerate_and_each_reason():
 
 # A stand-in for `python -m alloctune.child SPEC`: logs which setting ran, and answers with a throughput from
 # FACTORS (setting -> ratio to the default, per round) times a drifting machine speed.
+# What the trial child is given (its spec.json holds it whole); the stand-in child reads only the setting.
+WORKLOAD = WorkloadSpec(name="w", description="", source=None, kind="transformer", entry=None, params={}, preset=None,
+                        warmup_steps=1, steps=1, unit="tokens", seed=0).to_dict()
 CHILD = """
 import json, sys
 spec = json.load(open(sys.argv[3]))
@@ -211,7 +215,7 @@ def run_rounds(tmp_path, plan, max_rounds=8, budget=None, folder=None, progress=
         folder = new_folder(tmp_path / "out", info)
 
     def task(env_id, conf, r):
-        return TrialTask({"name": "w"}, "h", conf, r, str(python), env_id)
+        return TrialTask(WORKLOAD, "h", conf, r, str(python), env_id)
 
     notices = []
     with LocalExecutor([None]) as executor:

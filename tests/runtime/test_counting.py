@@ -11,9 +11,10 @@ import pytest
 
 from alloctune.results.records import ThroughputSource
 from alloctune.runtime import counting
-from alloctune.runtime.counting import Counter, leader, rising
+from alloctune.runtime.counting import Counter, leader
 from alloctune.runtime.peaks import StepCount
 from alloctune.runtime.stopping import AHEAD_STEPS, SharedStop
+from alloctune.trial.job import rising
 
 
 class Job:

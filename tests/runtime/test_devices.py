@@ -1,6 +1,6 @@
 """What of a device belongs to a process, and the budget per device (`runtime/devices.py`), against stand-ins for
 torch.cuda and nvidia-ml-py: which figure is used when NVML lists the process, when it does not (a PID namespace),
-when it gives no figure, and without NVML; how the trial's measurement says which; what the sampler keeps and what
+when it gives no figure, and without NVML; what the sampler keeps and what
 the step counter reads of the devices. The real NVML is tests/trial/test_window_gpu.py's."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from alloctune.results.records import DeviceMemorySource
 from alloctune.runtime.devices import Budget, CudaJob, DeviceMemory, Sampler, peaks, process_memory, set_budget
-from alloctune.runtime.peaks import DeviceBudget, DevicePeaks, job_measurement
+from alloctune.runtime.peaks import DeviceBudget
 
 GiB = 2**30
 ME = 4242
@@ -139,23 +139,6 @@ def test_the_budget_goes_on_each_device_the_process_uses_once_and_nowhere_else()
     fraction = Budget(FakeCuda(), None, 0.25)
     fraction.use(0)
     assert fraction.set == [DeviceBudget(0, 0.25, 0.25)]
-
-
-def test_a_trials_device_figure_is_as_exact_as_its_least_exact_process():
-    def peaks(source, used=GiB):
-        return DevicePeaks(0, 1, 1, device_peak_used_bytes=used, overhead_bytes=used and used // 2,
-                           device_memory_source=source)
-
-    def source(*devices):
-        return job_measurement(list(devices), None, None, None, None).device_memory_source
-
-    nvml, baseline, device = DeviceMemorySource.NVML, DeviceMemorySource.BASELINE, DeviceMemorySource.DEVICE
-    assert source(peaks(nvml), peaks(nvml)) is nvml
-    assert source(peaks(nvml), peaks(baseline)) is baseline
-    assert source(peaks(baseline), peaks(device)) is device
-    assert source(peaks(nvml), peaks(None)) is device     # a figure of unknown source: the whole device's
-    assert source(peaks(None)) is None and source(peaks(nvml, used=None)) is None
-    assert job_measurement([peaks(nvml, 3 * GiB), peaks(nvml)], None, None, None, None).overhead_bytes == 3 * GiB // 2
 
 
 class AllocatingCuda(FakeCuda):

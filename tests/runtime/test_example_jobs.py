@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import test_features as base
-from alloctune.runtime.observation import used_by_job
 from alloctune.settings.known import Feature
+from alloctune.trial.features import used_by_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TINY_TRAIN = ["--steps", "3", "--width", "32", "--layers", "2", "--batch", "8", "--eval-every", "2",

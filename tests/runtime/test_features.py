@@ -1,9 +1,10 @@
-"""Feature observation (`runtime/features.py`, `runtime/observation.py`) in real subprocesses with real torch (the CPU
-build): every process starts with a sitecustomize that calls `features.install()` and writes `observed()` at
-exit, as the start-up hook will. What the CPU build cannot exercise is said where it matters: a CUDA tensor
-sent between processes (here CPU tensors go through the same reducers, counted under 'cpu'), an actual graph
-capture (the wrapper is called and the CPU build's own error comes through), NCCL, and the environment at CUDA
-initialisation; tests/runtime/test_features_gpu.py covers those on a GPU."""
+"""Feature observation (`runtime/features.py`, `runtime/observation.py`; the features it shows, `trial/features.py`)
+in real subprocesses with real torch (the CPU build): every process starts with a sitecustomize that calls
+`features.install()` and writes `observed()` at exit, as the start-up hook will. What the CPU build cannot
+exercise is said where it matters: a CUDA tensor sent between processes (here CPU tensors go through the same
+reducers, counted under 'cpu'), an actual graph capture (the wrapper is called and the CPU build's own error comes
+through), NCCL, and the environment at CUDA initialisation; tests/runtime/test_features_gpu.py covers those on a
+GPU."""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from alloctune.settings.known import Feature
-from alloctune.runtime.observation import Observation, used, used_by_job
+from alloctune.runtime.observation import Observation
 from alloctune.results.typed import from_json
+from alloctune.trial.features import used, used_by_job
 
 ROOT = Path(__file__).resolve().parents[2]
 

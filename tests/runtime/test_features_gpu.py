@@ -8,7 +8,7 @@ import torch
 
 import test_features as base
 from alloctune.settings.known import Feature
-from alloctune.runtime.observation import used, used_by_job
+from alloctune.trial.features import used, used_by_job
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -27,13 +27,12 @@ from alloctune.trial.command import (
     check_measurable,
     hook_environment,
     keep_traces,
-    metric_values,
     run_command,
     run_command_trial,
-    step_rate,
 )
 from alloctune.runtime.peaks import DevicePeaks, ProcessReport
 from alloctune.trial.task import TrialTask, child_environment
+from alloctune.trial.throughput import metric_values, step_rate
 from alloctune.workload.command import CommandSpec, check_command, command_name, command_workload, target_python
 from alloctune.workload.loader import load_workload
 from alloctune.workload.spec import WorkloadSpec

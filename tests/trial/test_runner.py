@@ -20,9 +20,10 @@ from alloctune.results.trials import TrialStore
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.launch import run_trial, run_trials
 from alloctune.trial.task import TrialTask, child_environment
+from alloctune.workload.spec import WorkloadSpec
 
-WORKLOAD = {"name": "w", "kind": "transformer", "entry": None, "params": {}, "warmup_steps": 1, "steps": 1,
-            "unit": "tokens", "seed": 0}
+WORKLOAD = WorkloadSpec(name="w", description="", source=None, kind="transformer", entry=None, params={}, preset=None,
+                        warmup_steps=1, steps=1, unit="tokens", seed=0).to_dict()
 
 
 def fake_python(tmp_path, body: str) -> str:

@@ -24,9 +24,11 @@ from alloctune.sweeper.sweep import analyze
 from alloctune.results.folder import SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
-from alloctune.trial.command import Run, hook_environment, run_command, run_command_trial, timing
+from alloctune.trial.command import hook_environment, run_command, run_command_trial
+from alloctune.trial.job import Run
 from alloctune.runtime.peaks import DevicePeaks, ProcessReport, StepCount
 from alloctune.trial.task import TrialTask, child_environment
+from alloctune.trial.throughput import timing
 from alloctune.workload.command import CommandSpec, check_command, command_workload
 from alloctune.workload.loader import load_workload
 

@@ -16,11 +16,12 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
-  (`alloctune/runtime/peaks.py`, which `alloctune.trial.command` reads back) with the allocator peaks per device
+  (`alloctune/runtime/peaks.py`, which `alloctune.trial.job` reads back) with the allocator peaks per device
   used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
   window readings, growth samples, features and an uncaught OOM's message; when recording, also
   `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else), with the CUDA graph
-  captures the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load).
+  captures the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load;
+  `alloctune.runtime.traces` records and writes it).
   A process that never initialised CUDA has no device figures in it.
 
 Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
@@ -105,9 +106,9 @@ def _on_cuda_init() -> None:
             _state.budget.use(0)   # the one device it can use: its budget before the first allocation
     sampler = _state.sampler = Sampler(torch.cuda, memory, _state.budget)
     if os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1":
-        # context=None: no stack frames, so a trace of a million events stays small.
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 max_entries=10_000_000)
+        from alloctune.runtime.traces import record_history
+
+        record_history(torch)
     sampler.start()
     _install_sigterm()
 
@@ -278,7 +279,7 @@ def _write(sync: bool = True) -> None:
     if cuda is not None:
         report, snapshot = _with_cuda(cuda, report, os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1")
         if snapshot is not None:   # recording: the trace, and the recording stopped
-            from alloctune.runtime.peaks import write_trace
+            from alloctune.runtime.traces import write_trace
 
             write_trace(cuda, _state.out, report, snapshot, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
                         _state.counter)
