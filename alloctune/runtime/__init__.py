@@ -6,6 +6,7 @@ figures and the hook's per-process record (`peaks`), a recorded trace: the histo
 hook writes it (`traces`). The hook's: patches as modules load (`imports`), where it sees steps (`stepwatch`), step
 counting and the --steps window (`counting`), the automatic window of a confirmation trial (`stopping`), the
 process's own device memory, its sampler and budget per device (`devices`), its allocator-sensitive features
-(`features`, recorded as an `observation`), the CUDA graph captures a recording notes (`graphs`). What alloctune's
+(`features`, recorded as an `observation`), the CUDA graph captures a recording notes (`graphs`), its report
+filled in at exit (`report`). What alloctune's
 own process makes of the files the hook writes is `trial/`'s (`job`, `features`).
 A light package (tests/test_layers.py's `LIGHT`): the standard library, torch and light alloctune modules only."""

@@ -16,13 +16,13 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
-  (`alloctune/runtime/peaks.py`, which `alloctune.trial.job` reads back) with the allocator peaks per device
-  used, the process's device memory, the settings in force, the budget read back per device, its rank, steps,
-  window readings, growth samples, features and an uncaught OOM's message; when recording, also
-  `trace-<pid>.pickle` (plain values only: alloctune's loader admits nothing else), with the CUDA graph
-  captures the hook saw (`alloctune.runtime.graphs`, patched in as torch.cuda.graphs and torch.cuda.memory load;
-  `alloctune.runtime.traces` records and writes it).
-  A process that never initialised CUDA has no device figures in it.
+  (`alloctune/runtime/peaks.py`, filled in by `alloctune.runtime.report`, read back by `alloctune.trial.job`)
+  with the allocator peaks per device used, the process's device memory, the settings in force, the budget read
+  back per device, its rank, steps, window readings, growth samples, features and an uncaught OOM's message; when
+  recording, also `trace-<pid>.pickle` (`alloctune.runtime.traces`; plain values only: alloctune's loader admits
+  nothing else), with the CUDA graph captures the hook saw (`alloctune.runtime.graphs`, patched in as
+  torch.cuda.graphs and torch.cuda.memory load). A process that never initialised CUDA has no device figures in
+  it.
 
 Everything here must stay cheap and must never break the user's program: failures of the hook are swallowed, and
 nothing it does inside the program's calls (an optimizer step, a counted call) raises into them. It runs as the
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from alloctune.runtime.counting import Counter
     from alloctune.runtime.devices import Budget, Sampler
-    from alloctune.runtime.peaks import ProcessReport
     from alloctune.runtime.stopping import SharedStop
 
 
@@ -263,8 +262,9 @@ def _write(sync: bool = True) -> None:
     if _state.sampler is not None:
         _state.sampler.stop.set()
     from alloctune.files import write_file
-    from alloctune.runtime.process import rank
     from alloctune.runtime.peaks import ProcessReport, report_path
+    from alloctune.runtime.process import rank
+    from alloctune.runtime.report import with_cuda, with_steps
 
     torch = sys.modules.get("torch")
     report = ProcessReport(pid=os.getpid(), ppid=os.getppid(), rank=rank(), argv=[str(a) for a in sys.argv],
@@ -275,14 +275,14 @@ def _write(sync: bool = True) -> None:
                            auto_window=_state.window_ended and counter is not None and counter.auto_ended,
                            budgets=list(_state.budget.set) if _state.budget is not None else [])
     if counter is not None:
-        report = _with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
+        report = with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
-        report, snapshot = _with_cuda(cuda, report, os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1")
+        conf, recording = os.environ.get("ALLOCTUNE_HOOK_CONF", ""), os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
+        report, snapshot = with_cuda(cuda, report, _state.sampler, conf, recording)
         if snapshot is not None:   # recording: the trace, and the recording stopped
             from alloctune.runtime.traces import write_trace
 
-            write_trace(cuda, _state.out, report, snapshot, os.environ.get("ALLOCTUNE_HOOK_CONF", ""),
-                        _state.counter)
+            write_trace(cuda, _state.out, report, snapshot, conf, _state.counter)
     write_file(report_path(_state.out, report.pid), json.dumps(report.to_json()).encode())
 
 
@@ -294,43 +294,6 @@ def _features() -> dict[str, Any] | None:
     except Exception as exc:   # the figures still count without it
         print(f"alloctune hook: features: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None
-
-
-def _with_steps(counter: Counter, report: ProcessReport, sync: bool) -> ProcessReport:
-    """`report` with the counted steps; `sync`: the end of their window after synchronising (the last step's
-    host time is kept too, and is what the rate uses without a --steps window)."""
-    from dataclasses import replace
-
-    synced = None
-    if sync:
-        try:
-            synced = counter.job.synced()
-        except Exception:   # a device in error: the host times still stand
-            pass
-    return replace(report, counted=counter.at_exit(synced), window_reserved=counter.window_reserved,
-                   growth_samples=list(counter.growth_samples))
-
-
-def _with_cuda(torch: ModuleType, report: ProcessReport, recording: bool) -> tuple[ProcessReport, dict | None]:
-    """`report` with what the allocator and the driver saw on each device, and the settings in force; when
-    `recording`, the allocator's snapshot too, taken once (expensive on a big job) for both the settings and the
-    trace."""
-    from dataclasses import replace
-
-    from alloctune.settings.conf import AllocConf
-    from alloctune.settings.readback import mismatch
-    from alloctune.runtime.allocator import effective_settings
-    from alloctune.runtime.devices import peaks
-
-    if _state.sampler is not None:
-        _state.sampler.last()
-    devices = peaks(torch.cuda, _state.sampler)
-    snapshot = torch.cuda.memory._snapshot() if recording else None
-    effective, readable = effective_settings(snapshot)
-    asked = AllocConf.parse(os.environ.get("ALLOCTUNE_HOOK_CONF", ""))
-    return replace(report, devices=devices, effective_conf=str(effective),
-                   mismatch=mismatch(asked, effective, readable),
-                   device_total_bytes=torch.cuda.get_device_properties(0).total_memory), snapshot
 
 
 def _watch_excepthook() -> None:
