@@ -25,7 +25,7 @@ def _peak_growth(code: str, *args) -> tuple[int, str]:
     """(how many MiB the peak memory of a fresh interpreter grew by while `code` ran, what it printed last)."""
     script = textwrap.dedent("""
         import resource, sys
-        from alloctune.trial import launch, command   # imports before the baseline
+        from alloctune.trial import launch, throughput   # imports before the baseline
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         """) + textwrap.dedent(code) + textwrap.dedent("""
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
@@ -66,7 +66,7 @@ def test_a_metric_regex_over_a_line_of_hundreds_of_megabytes_reads_it_in_pieces(
         for _ in range(OUTPUT_MIB):
             f.write(b"y" * MiB)
         f.write(b"\nthroughput: 42\n")
-    grown, answer = _peak_growth("answer = command.metric_values(sys.argv[1], r'throughput: (\\d+)')", out)
+    grown, answer = _peak_growth("answer = throughput.metric_values(sys.argv[1], r'throughput: (\\d+)')", out)
     assert answer == "[42.0]"
     assert grown < GROWTH_MIB, f"grew by {grown} MiB reading one line of {OUTPUT_MIB} MiB"
 
