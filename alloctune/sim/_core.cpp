@@ -136,6 +136,7 @@ struct Block {
   ExpandableSegment* segment = nullptr;
   bool allocated = false, mapped = true;
   bool cached = false;  // in its pool's `blocks` set
+  bool freed = false;   // its free was requested (allocator.py's free_requested), it is not back in its pool yet
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
@@ -275,6 +276,7 @@ class Allocator {
   // the driver calls behind those, and the waits for the device (allocator.py's comments say what each counts)
   u64 cuda_mallocs = 0, cuda_malloc_bytes = 0, cuda_frees = 0, cuda_free_bytes = 0, maps = 0, map_bytes = 0;
   u64 unmaps = 0, unmap_bytes = 0, syncs = 0, gc_passes = 0;
+  u64 active = 0, active_peak = 0;  // allocated, and freed blocks not yet back in their pool
   // allocator.DRIVER_COUNTERS, in its order
   std::vector<u64> driver_counters() const {
     return {cuda_mallocs, cuda_malloc_bytes, cuda_frees,   cuda_free_bytes,   maps,     map_bytes,
@@ -327,9 +329,18 @@ class Allocator {
     }
   }
 
+  // allocator.py's free_requested: out of the allocated bytes now, back in its pool at `free`.
+  void free_requested(Block* block) {
+    if (block->freed) return;
+    block->freed = true;
+    allocated -= block->size;
+  }
+
   void free(Block* block) {
     block->allocated = false;
-    allocated -= block->size;
+    if (block->freed) block->freed = false;
+    else allocated -= block->size;
+    active -= block->size;
     requested -= block->requested;
     BlockPool* pool = block->pool;
     Block* prev = block->prev;
@@ -464,6 +475,8 @@ class Allocator {
     block->requested = size;
     allocated += block->size;
     if (allocated > allocated_peak) allocated_peak = allocated;
+    active += block->size;
+    if (active > active_peak) active_peak = active;
     requested += size;
     if (requested > requested_peak) requested_peak = requested;
     return block;
@@ -781,6 +794,11 @@ class LiveBlocks {
     if (addr >= 0 && addr < limit_) dense_[addr] = b;
     else sparse_[addr] = b;
   }
+  Block* get(i64 addr) const {
+    if (addr >= 0 && addr < limit_) return dense_[addr];
+    auto it = sparse_.find(addr);
+    return it == sparse_.end() ? nullptr : it->second;
+  }
   Block* pop(i64 addr) {
     if (addr >= 0 && addr < limit_) {
       Block* b = dense_[addr];
@@ -923,6 +941,9 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
         else alloc.free(block);
       } else if (kind == 2) {
         alloc.empty_cache();
+      } else if (kind == 7) {  // FREE_REQUESTED
+        Block* block = live.get(addr);
+        if (block != nullptr) alloc.free_requested(block);
       } else {
         i64 stream;
         if (!get(streams, i, &stream)) return false;
@@ -953,11 +974,12 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
     PyList_Append(reached, row);
     Py_DECREF(row);
   }
-  return Py_BuildValue("(KKKKKKKKKKKKKKKKKKKKKKK)LLLLN", a.reserved, a.reserved_peak, a.allocated,
+  return Py_BuildValue("(KKKKKKKKKKKKKKKKKKKKKKKKK)LLLLN", a.reserved, a.reserved_peak, a.allocated,
                        a.allocated_peak, a.requested, a.requested_peak, a.segments, a.segments_peak,
                        a.num_alloc_retries, a.num_ooms, a.num_device_alloc, a.num_device_free, a.num_sync_all_streams,
                        a.cuda_mallocs, a.cuda_malloc_bytes, a.cuda_frees, a.cuda_free_bytes, a.maps, a.map_bytes,
-                       a.unmaps, a.unmap_bytes, a.syncs, a.gc_passes, static_cast<long long>(ignored),
+                       a.unmaps, a.unmap_bytes, a.syncs, a.gc_passes, a.active, a.active_peak,
+                       static_cast<long long>(ignored),
                        static_cast<long long>(first_oom), static_cast<long long>(first_retry),
                        static_cast<long long>(replayed), reached);
 }

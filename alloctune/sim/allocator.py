@@ -22,9 +22,13 @@ Modelled as the source has it, and worth knowing:
 
 CUDA graphs' private pools (`pools.py`): a stream index the trace puts in one allocates there; those blocks are
 released only once no graph uses the pool; GC and its search counts see the default large pools only; a capture
-underway skips the release of every cached block before an OOM. Not modelled: `record_stream` (a trace returns
-blocks at `free_completed`). Where the driver places segments is modelled as seen on an
-H200: top down (`blocks.AddressSpace`); it decides ties between equal-sized free blocks.
+underway skips the release of every cached block before an OOM. A block used on another stream (`record_stream`)
+returns to its pool when the trace completes its free (`free_completed`: `free_block`), not when the program freed
+it (`free_requested`: this class's `free_requested`); allocated bytes count it out at the request, active and
+requested bytes at the completion, as torch's `free` and `free_block` do. Not modelled: a release of every cached block that in
+torch would first complete the frees still waiting (`synchronize_and_free_events`) where the recording had none.
+Where the driver places segments is modelled as seen on an H200: top down (`blocks.AddressSpace`); it decides ties
+between equal-sized free blocks.
 """
 from __future__ import annotations
 
@@ -69,6 +73,8 @@ class Allocator(Segments):
         self._large_pools: dict[int, BlockPool] = {}
         self._gc_searches = {True: 0, False: 0}  # get_free_block calls per pool kind (GC ages)
         self.allocated = self.allocated_peak = 0
+        self.active = self.active_peak = 0      # allocated, and freed blocks not yet back in their pool
+        self._freed: set[int] = set()           # the blocks (addresses) freed, not yet back in their pool
         self.requested = self.requested_peak = 0
         self.num_alloc_retries = self.num_ooms = 0
         self.num_sync_all_streams = 0
@@ -162,17 +168,32 @@ class Allocator(Segments):
         allocated = self.allocated = self.allocated + block.size
         if allocated > self.allocated_peak:
             self.allocated_peak = allocated
+        active = self.active = self.active + block.size
+        if active > self.active_peak:
+            self.active_peak = active
         requested = self.requested = self.requested + size
         if requested > self.requested_peak:
             self.requested_peak = requested
         return block
 
+    def free_requested(self, block: Block) -> None:
+        """torch's `free` of a block used on another stream: counted out of the allocated bytes now, kept out of
+        its pool (not merged, not reused) until `free_block`, as torch's event or capture deferral keeps it."""
+        if block.addr not in self._freed:
+            self._freed.add(block.addr)
+            self.allocated -= block.size
+
     def free_block(self, block: Block) -> None:
-        """`free` of an allocated block: back to its pool's cache, merged with free mapped neighbours (whose
-        keys leave the pool's list). The hot path of a replay: the merges are written out, not calls."""
+        """`free` of an allocated block (`free_block`, after `free_requested` if that came first): back to its
+        pool's cache, merged with free mapped neighbours (whose keys leave the pool's list). The hot path of a
+        replay: the merges are written out, not calls."""
         block.allocated = False
         addr, size = block.addr, block.size
-        self.allocated -= size
+        if self._freed and addr in self._freed:
+            self._freed.remove(addr)
+        else:
+            self.allocated -= size
+        self.active -= size
         self.requested -= block.requested
         pool = block.pool
         keys = pool.blocks
@@ -348,7 +369,7 @@ DRIVER_COUNTERS = ("cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free
 COUNTERS = ("reserved", "reserved_peak", "allocated", "allocated_peak", "requested", "requested_peak",
             "segments", "segments_peak", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",
             "num_sync_all_streams", "cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free_bytes", "maps",
-            "map_bytes", "unmaps", "unmap_bytes", "syncs", "gc_passes")
+            "map_bytes", "unmaps", "unmap_bytes", "syncs", "gc_passes", "active", "active_peak")
 
 
 def memory_stats(counters: list[int], max_split: int) -> dict:
@@ -358,8 +379,7 @@ def memory_stats(counters: list[int], max_split: int) -> dict:
         "reserved_bytes.all.current": c["reserved"], "reserved_bytes.all.peak": c["reserved_peak"],
         "allocated_bytes.all.current": c["allocated"], "allocated_bytes.all.peak": c["allocated_peak"],
         "requested_bytes.all.current": c["requested"], "requested_bytes.all.peak": c["requested_peak"],
-        # without record_stream every active block is an allocated one
-        "active_bytes.all.current": c["allocated"], "active_bytes.all.peak": c["allocated_peak"],
+        "active_bytes.all.current": c["active"], "active_bytes.all.peak": c["active_peak"],
         "segment.all.current": c["segments"], "segment.all.peak": c["segments_peak"],
         "num_alloc_retries": c["num_alloc_retries"], "num_ooms": c["num_ooms"],
         "num_device_alloc": c["num_device_alloc"], "num_device_free": c["num_device_free"],

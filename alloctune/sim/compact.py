@@ -20,15 +20,18 @@ from ..units import format_bytes
 from .limits import MAX_EVENTS
 
 FORMAT = "alloctune-trace"
-# 2: empty_cache events (kind 2); 3: CUDA graphs' pool events (kinds 3-6, the arrays `pools`, `pool_streams`). An
-# alloctune that reads an older version could not replay them; older files read as they were.
-FORMAT_VERSION = 3
-READ_VERSIONS = (1, 2, 3)
+# 2: empty_cache events (kind 2); 3: CUDA graphs' pool events (kinds 3-6, the arrays `pools`, `pool_streams`); 4: free
+# requests (kind 7, the array `requests`). An alloctune that reads an older version could not replay them; older
+# files read as they were.
+FORMAT_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4)
 XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_HEADER_BYTES = 64 * 2**20
-# in file order; `pools`: each pool event's pool number, `pool_streams`: each POOL_STREAM's stream index
-ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8", "pools": "<i8", "pool_streams": "<i8"}
-_SINCE = {"pools": 3, "pool_streams": 3}   # arrays a file of an older version lacks (read as empty)
+# in file order; `pools`: each pool event's pool number, `pool_streams`: each POOL_STREAM's stream index,
+# `requests`: each free request's allocation, counted back as `frees` count theirs
+ARRAYS = {"kinds": "|u1", "sizes": "<i8", "streams": "<i8", "frees": "<i8", "pools": "<i8", "pool_streams": "<i8",
+          "requests": "<i8"}
+_SINCE = {"pools": 3, "pool_streams": 3, "requests": 4}   # arrays a file of an older version lacks (read as empty)
 _CHUNK = 1 << 20
 
 
@@ -67,8 +70,8 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
         if (longest := max(counts.values())) > MAX_EVENTS:   # said from the header, before anything is inflated
             raise TraceError(f"{where!r}: the header announces arrays of {longest:,} events, more than the "
                              f"{MAX_EVENTS:,} alloctune replays")
-        if counts["sizes"] != counts["streams"] or counts["sizes"] + counts["frees"] + counts["pools"] > counts["kinds"] \
-                or counts["pool_streams"] > counts["pools"]:
+        if counts["sizes"] != counts["streams"] or counts["pool_streams"] > counts["pools"] \
+                or counts["sizes"] + counts["frees"] + counts["pools"] + counts["requests"] > counts["kinds"]:
             raise ValueError(f"array layout {shown(header['arrays'], 200)}: the lengths do not agree")
         body = stream.read_rest(sum(np.dtype(dtype).itemsize * n for _, dtype, n in layout))
         arrays, offset = {}, 0

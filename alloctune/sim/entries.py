@@ -4,6 +4,13 @@
   `free_requested`: a `record_stream`ed block waits for other streams); allocations are numbered in order and a
   free names the allocation it returns. A free of a block allocated before the recording started is dropped and
   counted (`dropped_frees`, `dropped_free_bytes`, with a warning).
+- `free_requested` is where the program let go of the block: torch counts it out of `allocated_bytes` there
+  (`free`), and out of `active_bytes` and `requested_bytes` only at `free_completed` (`free_block`). The two
+  entries follow each other unless the block was used on another stream (`record_stream`, or autograd
+  accumulating a gradient on the stream of its `AccumulateGrad`): then the completion waits for that stream's
+  work (`insert_events`, seen at a later request), or, when the free came during a CUDA graph capture, for the
+  first request after every capture ended (`needs_events_deferred_until_no_capture`). A request whose
+  completion does not follow it becomes a FREE_REQUESTED event of that allocation, placed before the next event.
 - `oom` (no `addr`: nothing was allocated) is counted (`recorded_ooms`); allocations after one make the trace
   allocation-order dependent (a warning).
 - A run of `segment_free` / `segment_unmap` entries is a release of cached memory. The job's own call
@@ -37,7 +44,8 @@ from .limits import INT64, MAX_EVENTS, is_int
 
 ALLOC, FREE, EMPTY_CACHE = 0, 1, 2
 POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM = 3, 4, 5, 6   # CUDA graphs' private pools: sim/pools.py
-LAST_KIND = POOL_STREAM
+FREE_REQUESTED = 7   # the program freed the block, which returns to its pool only at its FREE
+LAST_KIND = FREE_REQUESTED
 ORDER_DEPENDENT = ("allocation-order dependent: what the workload asks for depends on free memory or the setting, "
                    "so a replay under other settings may not match them")
 _RELEASES = ("segment_free", "segment_unmap")
@@ -56,6 +64,7 @@ class _Events:
         self.columns: Columns = ([], [], [], [])
         self.times: list = []                   # each event's entry's time_us
         self.live: dict[int, int] = {}          # recorded address -> allocation id
+        self.requested: dict[int, tuple[int, dict]] = {}   # address -> (allocation id, entry): freed, not placed
         self.alloc_size: list[int] = []         # per allocation id
         self.alloc_stream: list[int] = []
         self.stream_keys: dict[tuple, int] = {}  # (stream, *pool_id) -> index
@@ -75,12 +84,16 @@ class _Events:
             self.then_new_memory |= self.released is not None
         elif action in ("alloc", "free_completed", "oom"):
             self.request(n, e, action)
+        elif action == "free_requested":
+            self.free_requested(n, e)
 
     def request(self, n: int, e: dict, action: str) -> None:
         size, addr = e.get("size"), e.get("addr")
         if not is_int(size, 0, MAX_SIZE) or (action != "oom" and not is_int(addr, -INT64, INT64 - 1)):
             needs = "an integer 'size' from 0 to 8 EiB" + ("" if action == "oom" else " and an integer 'addr'")
             raise _bad_entry(self.where, n, action, needs, e)
+        if action == "free_completed" and isinstance(addr, int):
+            self.requested.pop(addr, None)   # not placed yet: its FREE does both
         self.end_release(action == "oom" or self.then_new_memory and self.settings_release)
         if action == "oom":  # the request failed: nothing was allocated
             self.ooms += 1
@@ -116,6 +129,23 @@ class _Events:
         self.alloc_stream.append(stream)
         self.add((ALLOC, ident, size, stream), e)
 
+    def free_requested(self, n: int, e: dict) -> None:
+        """The program freed a block: kept aside, and placed as a FREE_REQUESTED only if another event comes before
+        its completion (`place_requests`). A block allocated before the recording started is its completion's to
+        count."""
+        addr = e.get("addr")
+        if not is_int(addr, -INT64, INT64 - 1):
+            raise _bad_entry(self.where, n, "free_requested", "an integer 'addr'", e)
+        ident = self.live.get(addr)
+        if ident is not None:
+            self.requested[addr] = (ident, e)
+
+    def place_requests(self) -> None:
+        """The frees requested and not completed, as FREE_REQUESTED events here (before the event that follows)."""
+        requested, self.requested = self.requested, {}
+        for ident, e in requested.values():
+            self.append((FREE_REQUESTED, ident, self.alloc_size[ident], self.alloc_stream[ident]), e)
+
     def pool_event(self, event: dict) -> None:
         """A capture's begin, end or release (`captures.py`) as the simulator's pool event."""
         self.end_release(False)   # a release before it was the job's: the allocator releases only inside a request
@@ -148,6 +178,11 @@ class _Events:
             self.add((EMPTY_CACHE, -1, 0, 0), released)
 
     def add(self, event: tuple[int, int, int, int], e: dict) -> None:
+        if self.requested:
+            self.place_requests()
+        self.append(event, e)
+
+    def append(self, event: tuple[int, int, int, int], e: dict) -> None:
         if len(self.times) == MAX_EVENTS:
             raise TraceError(f"{self.where!r} holds more than {MAX_EVENTS:,} allocation events, the most "
                              f"alloctune replays")
@@ -170,6 +205,7 @@ def from_entries(entries: list[dict], meta: dict, where: str, device: int = 0) -
     events.end_release(events.then_new_memory and events.settings_release)
     for event in events.captures.due(None):
         events.pool_event(event)
+    events.place_requests()   # frees still waiting for their completion when the snapshot was taken
     meta = {**_placed_steps(meta, events.times), "streams": [list(k) for k in events.stream_keys],
             "pools": [list(p) for p in events.pools],
             "dropped_frees": events.dropped, "dropped_free_bytes": events.dropped_bytes,

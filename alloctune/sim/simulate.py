@@ -29,6 +29,7 @@ from ..results.records import DriverWork
 from ..settings.conf import AllocConf
 from .allocator import DRIVER_COUNTERS, Allocator, memory_stats
 from .config import AllocatorConfig, allocator_config
+from .entries import FREE_REQUESTED
 from .steady import SteadyWindow, per_step, whole_run
 
 try:
@@ -100,7 +101,7 @@ def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int
              overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
              core: Core = "auto", window: SteadyWindow | None = None) -> SimResult:
     """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache, 3-6 the pool events of CUDA graphs:
-    `pools.py`), .addrs, .sizes, .streams) under `conf`.
+    `pools.py`, 7 a free requested before its block returns: `entries.py`), .addrs, .sizes, .streams) under `conf`.
 
     A trace address names the block allocated under it until it is freed. A free of an address that is not
     live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
@@ -166,6 +167,10 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
                     free(block)
             elif kind == 2:
                 alloc.empty_cache()
+            elif kind == FREE_REQUESTED:
+                block = live.get(addr)
+                if block is not None:
+                    alloc.free_requested(block)
             else:
                 alloc.graphs.event(kind, addr, stream)
         else:

@@ -6,9 +6,10 @@ A `Trace` is the sequence of requests the caching allocator saw on one device, a
 - `kinds[i]` is `ALLOC` (0), `FREE` (1), `EMPTY_CACHE` (2: the job released the cache, `entries.py` says how
   that is told from the allocator's own releases; its addr is -1, its size 0) or a CUDA graph pool event
   (`POOL_BEGIN`, `POOL_END`, `POOL_RELEASE`, `POOL_STREAM`: 3-6, `pools.py`; its addr is the pool number, its size
-  0, and a POOL_STREAM's stream the stream index that allocates in that pool).
-- `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free
-  carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
+  0, and a POOL_STREAM's stream the stream index that allocates in that pool), or `FREE_REQUESTED` (7: the
+  program freed a block whose return to its pool waits for another stream's work, its FREE later: `entries.py`).
+- `addrs[i]` is the allocation's id: allocations are numbered 0, 1, 2, ... in trace order, and a free (or a
+  FREE_REQUESTED) carries the id of the allocation it returns. Real addresses are not kept: the simulator places blocks
   itself, and ids cannot be confused when the recorded run reused an address.
 - `sizes[i]` is the size the program requested (before rounding), for frees the size of that allocation.
 - `streams[i]` is a small stream index; `meta["streams"]` lists what each index was in the recording,
@@ -34,7 +35,8 @@ Two file formats, told apart by content, not by name:
 2. **The compact format** (`save_trace`; the bytes are `compact.py`'s): an xz stream holding one JSON header
    line followed by little-endian arrays: event kinds, the sizes and stream indexes of the allocations, and for
    each free how many allocations back its block was made; a million events take a few MB. An unknown format
-   name or version is refused (version 2 added empty_cache events, version 3 pool events; older files read as they were).
+   name or version is refused (version 2 added empty_cache events, version 3 pool events, version 4 FREE_REQUESTED;
+   older files read as they were).
 
 What loading does with the awkward parts of real traces, on purpose:
 
@@ -64,8 +66,8 @@ from ..results.records import Budget, Bytes, Conf, Count, Rate
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
-from .entries import (ALLOC, EMPTY_CACHE, FREE, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END, POOL_RELEASE,
-                      POOL_STREAM, from_entries)  # the event kinds here too
+from .entries import (ALLOC, EMPTY_CACHE, FREE, FREE_REQUESTED, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
+                      POOL_RELEASE, POOL_STREAM, from_entries)  # the event kinds here too
 from .limits import INT64, is_int, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
@@ -194,12 +196,13 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     if len({len(trace.kinds), len(trace.addrs), len(trace.sizes), len(trace.streams)}) != 1:
         raise TraceError("trace lists kinds, addrs, sizes and streams must have the same length")
     if kinds.size and kinds.max() > LAST_KIND:
-        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free), {EMPTY_CACHE} (empty_cache) or "
-                         f"{POOL_BEGIN}-{LAST_KIND} (CUDA graph pool events)")
+        raise TraceError(f"trace kinds must be {ALLOC} (alloc), {FREE} (free), {EMPTY_CACHE} (empty_cache), "
+                         f"{POOL_BEGIN}-{POOL_STREAM} (CUDA graph pool events) or {FREE_REQUESTED} (free requested)")
     live: dict[int, int] = {}  # addr -> allocation number, so any unique-while-live addresses work
     alloc_sizes: list[int] = []
     alloc_streams: list[int] = []
     back: list[int] = []
+    requests: list[int] = []       # each FREE_REQUESTED's allocation, counted back as `back`
     pools: list[int] = []          # each pool event's pool number
     pool_streams: list[int] = []   # each POOL_STREAM's stream index
     for i, (kind, addr) in enumerate(zip(trace.kinds, trace.addrs)):
@@ -214,12 +217,16 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
             if ident is None:
                 raise TraceError(f"trace event {i} frees {addr}, which is not live")
             back.append(len(alloc_sizes) - 1 - ident)
+        elif kind == FREE_REQUESTED:
+            if addr not in live:
+                raise TraceError(f"trace event {i} requests the free of {addr}, which is not live")
+            requests.append(len(alloc_sizes) - 1 - live[addr])
         elif kind >= POOL_BEGIN:
             pools.append(addr)
             if kind == POOL_STREAM:
                 pool_streams.append(trace.streams[i])
     columns = {"sizes": alloc_sizes, "streams": alloc_streams, "frees": back, "pools": pools,
-               "pool_streams": pool_streams}
+               "pool_streams": pool_streams, "requests": requests}
     write_compact(path, trace.device, trace.meta,
                   {"kinds": kinds, **{name: np.asarray(values, dtype="<i8") for name, values in columns.items()}})
 
@@ -285,11 +292,13 @@ def _checked_meta(meta: dict) -> dict:
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
     kinds, sizes, streams, back = arrays["kinds"], arrays["sizes"], arrays["streams"], arrays["frees"]
-    is_alloc, is_free, is_pool, is_pool_stream = kinds == ALLOC, kinds == FREE, kinds >= POOL_BEGIN, kinds == POOL_STREAM
+    is_alloc, is_free, is_request = kinds == ALLOC, kinds == FREE, kinds == FREE_REQUESTED
+    is_pool, is_pool_stream = (kinds >= POOL_BEGIN) & (kinds <= POOL_STREAM), kinds == POOL_STREAM
     if kinds.size and kinds.max() > LAST_KIND:
-        raise ValueError("event kinds other than alloc, free, empty_cache and pool events")
+        raise ValueError("event kinds other than alloc, free, empty_cache, pool events and free requests")
     if int(is_alloc.sum()) != sizes.size or sizes.size != streams.size or int(is_free.sum()) != back.size or \
-            int(is_pool.sum()) != arrays["pools"].size or int(is_pool_stream.sum()) != arrays["pool_streams"].size:
+            int(is_pool.sum()) != arrays["pools"].size or int(is_pool_stream.sum()) != arrays["pool_streams"].size \
+            or int(is_request.sum()) != arrays["requests"].size:
         raise ValueError("array lengths do not agree with the event kinds")
     if sizes.size and sizes.min() < 0:   # what the simulator's cores refuse: said here, with the file's name
         raise ValueError(f"an allocation of a negative size ({int(sizes.min())} bytes)")
@@ -302,6 +311,10 @@ def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:
     if freed.size and (freed.min() < 0 or back.min() < 0 or np.unique(freed).size != freed.size):
         raise ValueError("a free names an allocation that does not exist or was already freed")
     ids[is_free] = freed
+    requested = allocs_before[is_request] - 1 - arrays["requests"]
+    if requested.size and (requested.min() < 0 or arrays["requests"].min() < 0):
+        raise ValueError("a free request names an allocation that does not exist")
+    ids[is_request] = requested
     named = ids >= 0
     size_of, stream_of = np.where(named, sizes[ids], 0), np.where(named, streams[ids], 0)
     ids[is_pool] = arrays["pools"]   # a pool event names its pool, and a POOL_STREAM a stream index too

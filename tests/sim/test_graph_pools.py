@@ -8,8 +8,8 @@ import pytest
 
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.simulate import SimResult, core_notice, simulate
-from alloctune.sim.trace import (ALLOC, EMPTY_CACHE, FREE, POOL_BEGIN, POOL_END, POOL_RELEASE, POOL_STREAM, Trace,
-                                 load_trace, save_trace)
+from alloctune.sim.trace import (ALLOC, EMPTY_CACHE, FREE, FREE_REQUESTED, POOL_BEGIN, POOL_END, POOL_RELEASE,
+                                 POOL_STREAM, Trace, load_trace, save_trace)
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -38,6 +38,10 @@ class Ops:
 
     def free(self, ident: int) -> None:
         self._add(FREE, ident, *self._live.pop(ident))
+
+    def request_free(self, ident: int) -> None:
+        """A free whose completion waits (a block used on another stream): its FREE comes later."""
+        self._add(FREE_REQUESTED, ident, *self._live[ident])
 
     def capture(self, pool: int, stream: int) -> None:
         """A capture into `pool` begins; its allocations are stream index `stream`."""
@@ -215,7 +219,8 @@ def test_pool_events_round_trip_the_compact_format(tmp_path):
 
 
 def random_graph_trace(events: int, seed: int) -> Trace:
-    """Eager allocations on 2 streams with captures into 3 pools (shared at random), releases, empty_caches."""
+    """Eager allocations on 2 streams with captures into 3 pools (shared at random), releases, empty_caches, frees
+    requested before their completion."""
     rng = random.Random(seed)
     ops, live, open_pool, streams = Ops(), [], None, {}
     for _ in range(events):
@@ -232,6 +237,8 @@ def random_graph_trace(events: int, seed: int) -> Trace:
             ops.release(rng.randrange(1, 4))
         elif r < 0.07:
             ops.empty_cache()
+        elif r < 0.1 and live:
+            ops.request_free(rng.choice(live))
         elif live and (r < 0.55 or len(live) > 40):
             ops.free(live.pop(rng.randrange(len(live))))
         else:

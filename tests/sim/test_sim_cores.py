@@ -15,7 +15,7 @@ from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID
 from alloctune.sim.simulate import core_notice, pack, simulate
 from alloctune.sim.steady import SteadyWindow, steady_window
-from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace
+from alloctune.sim.trace import ALLOC, FREE, FREE_REQUESTED, Trace, load_trace
 
 pytestmark = pytest.mark.skipif(core_notice() is not None,
                                 reason="the compiled core is not built (pip install -e . or setup.py build_ext)")
@@ -57,11 +57,16 @@ def test_compiled_core_matches_python_on_shipped_traces(path):
 
 
 def random_trace(events: int, seed: int) -> Trace:
-    """Sizes from 1 byte to 300 MiB over 3 streams, lifetimes at random, frees of unknown addresses."""
+    """Sizes from 1 byte to 300 MiB over 3 streams, lifetimes at random, frees of unknown addresses, frees requested
+    well before their completion (some twice, some of unknown addresses)."""
     rng = random.Random(seed)
     kinds, addrs, sizes, streams, live = [], [], [], [], {}
     for i in range(events):
-        if live and rng.random() < 0.45:
+        if live and rng.random() < 0.05:
+            addr = rng.choice(list(live)) if rng.random() < 0.97 else 10**9 + i
+            size, stream = live.get(addr, (0, 0))
+            kinds.append(FREE_REQUESTED)
+        elif live and rng.random() < 0.45:
             addr = rng.choice(list(live)) if rng.random() < 0.97 else 10**9 + i
             size, stream = live.pop(addr, (0, 0))
             kinds.append(FREE)

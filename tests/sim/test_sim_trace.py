@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from alloctune.errors import TraceError
-from alloctune.sim.trace import ALLOC, FREE, Trace, alloc_digest, load_trace, save_trace
+from alloctune.sim.trace import ALLOC, FREE, FREE_REQUESTED, Trace, alloc_digest, load_trace, save_trace
 
 MiB = 2**20
 
@@ -47,19 +47,20 @@ def test_snapshot_basic_order_and_ids(tmp_path):
         entry("segment_alloc", 0x7000, 20 * MiB),
         entry("alloc", 0x7000, 3 * MiB),
         entry("alloc", 0x7400, 1000),
-        entry("free_requested", 0x7000, 3 * MiB),   # not yet returned to the pool
+        entry("free_requested", 0x7000, 3 * MiB),   # not yet returned to the pool: a request of its own
         entry("alloc", 0x9000, 5 * MiB),
         entry("free_completed", 0x7000, 3 * MiB),   # returned here
         entry("alloc", 0x7000, 2 * MiB),            # address reused: a new allocation id
         entry("snapshot", 0, 0),
+        entry("free_requested", 0x7000, 2 * MiB),   # completed right after: one FREE does both
         entry("free_completed", 0x7000, 2 * MiB),
     ]
     trace = load_trace(write_pickle(tmp_path, snapshot(entries)))
-    assert trace.kinds == [ALLOC, ALLOC, ALLOC, FREE, ALLOC, FREE]
-    assert trace.addrs == [0, 1, 2, 0, 3, 3]
-    assert trace.sizes == [3 * MiB, 1000, 5 * MiB, 3 * MiB, 2 * MiB, 2 * MiB]
-    assert trace.streams == [0] * 6
-    assert trace.device == 0 and trace.num_allocs == 4 and len(trace) == 6
+    assert trace.kinds == [ALLOC, ALLOC, FREE_REQUESTED, ALLOC, FREE, ALLOC, FREE]
+    assert trace.addrs == [0, 1, 0, 2, 0, 3, 3]
+    assert trace.sizes == [3 * MiB, 1000, 3 * MiB, 5 * MiB, 3 * MiB, 2 * MiB, 2 * MiB]
+    assert trace.streams == [0] * 7
+    assert trace.device == 0 and trace.num_allocs == 4 and len(trace) == 7
     assert trace.meta["allocator_settings"] == {"expandable_segments": False}
     assert trace.meta["live_at_end"] == 2 and trace.meta["dropped_frees"] == 0
     assert trace.warnings == []

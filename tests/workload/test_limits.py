@@ -25,7 +25,7 @@ def compact(path, arrays, body: bytes, meta=None):
 
 
 SMALL = {"kinds": ["|u1", 2], "sizes": ["<i8", 1], "streams": ["<i8", 1], "frees": ["<i8", 1], "pools": ["<i8", 0],
-         "pool_streams": ["<i8", 0]}
+         "pool_streams": ["<i8", 0], "requests": ["<i8", 0]}
 
 
 def test_an_xz_bomb_is_refused_before_it_fills_memory(tmp_path):
