@@ -10,7 +10,8 @@
   accumulating a gradient on the stream of its `AccumulateGrad`): then the completion waits for that stream's
   work (`insert_events`, seen at a later request), or, when the free came during a CUDA graph capture, for the
   first request after every capture ended (`needs_events_deferred_until_no_capture`). A request whose
-  completion does not follow it becomes a FREE_REQUESTED event of that allocation, placed before the next event.
+  completion comes after an allocation becomes a FREE_REQUESTED event of that allocation, placed before it (only
+  allocations raise the peaks).
 - `oom` (no `addr`: nothing was allocated) is counted (`recorded_ooms`); allocations after one make the trace
   allocation-order dependent (a warning).
 - A run of `segment_free` / `segment_unmap` entries is a release of cached memory. The job's own call
@@ -130,7 +131,7 @@ class _Events:
         self.add((ALLOC, ident, size, stream), e)
 
     def free_requested(self, n: int, e: dict) -> None:
-        """The program freed a block: kept aside, and placed as a FREE_REQUESTED only if another event comes before
+        """The program freed a block: kept aside, and placed as a FREE_REQUESTED only if an allocation comes before
         its completion (`place_requests`). A block allocated before the recording started is its completion's to
         count."""
         addr = e.get("addr")
@@ -141,7 +142,8 @@ class _Events:
             self.requested[addr] = (ident, e)
 
     def place_requests(self) -> None:
-        """The frees requested and not completed, as FREE_REQUESTED events here (before the event that follows)."""
+        """The frees requested and not completed, as FREE_REQUESTED events here (before the allocation that
+        follows, or at the end)."""
         requested, self.requested = self.requested, {}
         for ident, e in requested.values():
             self.append((FREE_REQUESTED, ident, self.alloc_size[ident], self.alloc_stream[ident]), e)
@@ -178,7 +180,7 @@ class _Events:
             self.add((EMPTY_CACHE, -1, 0, 0), released)
 
     def add(self, event: tuple[int, int, int, int], e: dict) -> None:
-        if self.requested:
+        if self.requested and event[0] == ALLOC:
             self.place_requests()
         self.append(event, e)
 

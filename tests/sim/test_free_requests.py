@@ -3,7 +3,9 @@ block out of its allocated bytes at `free_requested` and returns it to its pool 
 the request as a FREE_REQUESTED event (sim/entries.py) and both cores count it so (sim/allocator.py, _core.cpp)."""
 from __future__ import annotations
 
+import lzma
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,8 @@ from alloctune.sim.trace import (ALLOC, FREE, FREE_REQUESTED, POOL_BEGIN, POOL_E
                                  save_trace)
 
 MiB = 1 << 20
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "graphs"
+SETTINGS = ("default", "expandable", "max-split", "roundup")   # the recordings' names
 CAPTURE_STREAM = 0x5A5A
 CORES = ["python", "compiled"] if core_notice() is None else ["python"]
 
@@ -52,7 +56,7 @@ def deferred_job():
 
 def test_a_free_deferred_past_a_capture_leaves_the_allocated_bytes_at_its_request(tmp_path):
     trace = load(tmp_path, *deferred_job())
-    assert trace.kinds == [ALLOC, POOL_BEGIN, FREE_REQUESTED, POOL_STREAM, ALLOC, POOL_END, FREE, ALLOC]
+    assert trace.kinds == [ALLOC, POOL_BEGIN, POOL_STREAM, FREE_REQUESTED, ALLOC, POOL_END, FREE, ALLOC]
     result = replay(trace)
     # torch: 64 MiB, 0 at the request, 96 MiB in the capture, 104 MiB after; the block held until its completion
     assert result.peak_allocated_bytes == 104 * MiB
@@ -68,6 +72,14 @@ def test_a_free_completed_right_after_its_request_is_one_free(tmp_path):
     trace = load(tmp_path, entries)
     assert trace.kinds == [ALLOC, FREE, ALLOC]
     assert replay(trace).peak_allocated_bytes == 64 * MiB
+
+
+def test_requests_completed_together_before_the_next_allocation_are_plain_frees(tmp_path):
+    """zero_grad frees every gradient, each used on another stream; their events are all done at the next request."""
+    entries = [entry("alloc", 0x100, MiB, 10), entry("alloc", 0x200, MiB, 10), entry("free_requested", 0x100, MiB, 11),
+               entry("free_requested", 0x200, MiB, 11), entry("free_completed", 0x100, MiB, 12),
+               entry("free_completed", 0x200, MiB, 12), entry("alloc", 0x300, MiB, 12)]
+    assert load(tmp_path, entries).kinds == [ALLOC, ALLOC, FREE, FREE, ALLOC]
 
 
 def test_a_request_still_waiting_at_the_snapshot_is_counted_out_and_its_block_kept(tmp_path):
@@ -118,3 +130,32 @@ def test_a_block_waiting_for_its_completion_is_not_reused(tmp_path):
     result = replay(load(tmp_path, entries))
     assert (result.peak_reserved_bytes, result.num_device_alloc) == (84 * MiB, 2)   # the second 8 MiB reuse it
     assert (result.peak_allocated_bytes, result.stats["active_bytes.all.peak"]) == (64 * MiB, 72 * MiB)
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory) -> dict[str, Trace]:
+    """The H100 recordings of examples/graph_buckets.py, one under each setting (tests/fixtures/graphs/README.md)."""
+    folder = tmp_path_factory.mktemp("graph-buckets")
+    traces = {}
+    for name in SETTINGS:
+        path = folder / f"{name}.pickle"
+        path.write_bytes(lzma.decompress((FIXTURES / f"graph-buckets-{name}.pickle.xz").read_bytes()))
+        traces[name] = load_trace(path)
+    return traces
+
+
+@pytest.mark.parametrize("name", SETTINGS)
+def test_whole_step_captures_replay_to_the_byte_under_every_setting(recordings, name):
+    """A transformer's whole step (capturable AdamW) captured per length bucket into one shared pool, eager steps
+    between: the gradients of a bucket's last warm-up step, made on a side stream for AccumulateGrad nodes of the
+    capture stream, are freed by zero_grad inside the next capture and complete only after it. Each recording,
+    replayed under each setting, gives that setting's measured peaks reserved, allocated and requested to the byte;
+    counted out at their completion (alloctune before FREE_REQUESTED), the peak allocated was 3.1-3.2% high."""
+    trace = recordings[name]
+    assert trace.kinds.count(FREE_REQUESTED) >= 3 * 53   # the 53 gradients, freed in 3 or 4 of the 4 captures
+    for measured in (recordings[other].meta["measured"][0] for other in SETTINGS):
+        result = simulate(trace, AllocConf.parse(measured["conf"]), trace.meta["device_total_bytes"],
+                          overhead_bytes=trace.meta["overhead_bytes"], torch_version=trace.meta["torch_version"])
+        assert (result.peak_reserved_bytes, result.peak_allocated_bytes, result.peak_requested_bytes) == \
+               (measured["peak_reserved_bytes"], measured["peak_allocated_bytes"], measured["peak_requested_bytes"])
+        assert result.stats["active_bytes.all.peak"] > measured["peak_allocated_bytes"] * 1.03
