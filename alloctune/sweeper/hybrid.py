@@ -27,6 +27,7 @@ from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError, OptionText, TraceError
 from ..files import write_file
 from ..results.folder import ResultsFolder
+from ..results.names import SEARCH_FILE, TRACE_FILE
 from ..results.records import Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
@@ -35,9 +36,6 @@ from ..trial.job import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
 from .options import HYBRID_FINALISTS
-
-TRACE_FILE = "trace.xz"
-SEARCH_FILE = "search.json"
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> list[Trace]:
