@@ -18,6 +18,7 @@ from ..decide.choice import Choice
 from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.summary import SettingResult
 from ..decide.decision import decide
+from ..decide.finalists import finalists
 from ..decide.parameters import check_max_slowdown
 from ..report.analysis import write_folder
 from ..results.folder import ResultsFolder, Skipped, results_folder
@@ -32,7 +33,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
 from .confirm import folder_calibration, run_confirmed
-from .hybrid import finalists, record_default, recording_task, search_plan
+from .hybrid import record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions, from_arguments
 from .plan import Plan, make_plan, sweep_info
 from .resume import open_folder

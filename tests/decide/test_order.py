@@ -13,7 +13,7 @@ from alloctune.decide.parameters import DEFAULT_TIE
 from alloctune.decide.summary import summarize_settings
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
-from alloctune.sweeper.hybrid import finalists
+from alloctune.decide.finalists import finalists
 from alloctune.units import GiB
 
 ES, MS, RP = "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"
