@@ -1,5 +1,6 @@
-"""The one ordering of settings: the choice's preference, which the choice, the hybrid sweep's finalists, the rounds
-of `--repeats auto` and the tables all use.
+"""The choice's preference among settings, which the choice, the hybrid sweep's finalists, the rounds of `--repeats
+auto` and the tables all use; built on the order by memory every ranking of settings shares
+(`results/order.py`).
 
 Settings that fit come first, then the failures, worst first (`SettingState`). Among those that fit the lowest
 memory is preferred, two settings compared as `SettingResult.compared_with` says (peak reserved within a backend,
