@@ -46,8 +46,8 @@ def register(subparsers) -> None:
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
                     "its recorded allocation trace through the simulator), and write "
-                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with {TRIALS_FILE}, {SUMMARY_FILE}, {BEST_FILE} "
-                    f"and {PLOT_FILE}. Running the same sweep again resumes it. "
+                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with {TRIALS_FILE}, {SUMMARY_FILE}, "
+                    f"{BEST_FILE} and {PLOT_FILE}. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
     _what(p)
