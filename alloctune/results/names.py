@@ -14,7 +14,7 @@ BEST_FILE = "best.env"                  # the chosen setting, for a finished swe
 PLOT_FILE = "plot.png"                  # memory against throughput; a fit's folder names its plot the same
 CALIBRATION_FILE = "calibration.json"   # the GPU's driver-call costs the sweep's predictions used (`calibration`)
 TRACE_FILE = "trace.xz"                 # a hybrid sweep's recorded trace (a command's: one per process, named by
-                                        # runtime/peaks.trace_targets from this one: trace.rank<N>.xz, trace.pid<N>.xz)
+                                        # trial/job.trace_targets from this one: trace.rank<N>.xz, trace.pid<N>.xz)
 SEARCH_FILE = "search.json"             # a hybrid sweep's search of the settings space (sweeper/hybrid.py)
 LOCK_FILE = ".lock"                     # the writer lock (`folder.ResultsFolder.lock`)
 PENDING_FILE = ".pending.json"          # a batch committed but not yet all in place (`batch`)
