@@ -20,8 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # this checkout's alloctune, not an installed one
-from alloctune.report.summary import SUMMARY_FILE  # noqa: E402
-from alloctune.results.folder import BEST_FILE, CHOICE_FILE, PLOT_FILE  # noqa: E402
+from alloctune.results.names import BEST_FILE, CHOICE_FILE, PLOT_FILE, SUMMARY_FILE  # noqa: E402
 
 WRITTEN = (CHOICE_FILE, SUMMARY_FILE, BEST_FILE, PLOT_FILE)   # what `alloctune report` writes (best.env: or removes)
 

@@ -97,7 +97,7 @@ def parse_traces(entries: list[str]) -> dict[int, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ..report.fits import plot_fit, print_fit
-    from ..results.folder import PLOT_FILE
+    from ..results.names import FIT_FILE, PLOT_FILE
 
     if bool(args.trace) == bool(args.command):
         raise AlloctuneError("give your command after '--', or traces recorded at each value with --trace")
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     print_fit(out, fit)
     if folder is not None:
-        out.print(f"Written to {folder}: fit.json, {PLOT_FILE}" + (", the recordings" if args.command else ""))
+        out.print(f"Written to {folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command else ""))
     return 0
 
 

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import AlloctuneError
 from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
+
+if TYPE_CHECKING:
+    from ..decide.maximum import TraceFigures
 
 
 def register(subparsers) -> None:
@@ -36,27 +39,29 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.replay import maximum, print_maximum
+    from ..decide.maximum import maximum
+    from ..report.replay import print_maximum
     from ..settings.grid import load_grid_file
 
     if (args.trace + [args.grid]).count("-") > 1:
         raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
     grid = load_grid_file(args.grid) if args.grid else []   # read once, for every trace
-    replayed = [_replay_one(args, path, grid) for path in args.trace]
+    replayed, figures = zip(*(_replay_one(args, path, grid) for path in args.trace))
     if len(replayed) == 1:
         if args.json:
             print(json.dumps(replayed[0], indent=2))
         return 0
-    highest = maximum(replayed)
+    highest = maximum(f for one in figures for f in one)
     if args.json:
-        print(json.dumps({"traces": replayed, "maximum": highest}, indent=2))
+        print(json.dumps({"traces": replayed, "maximum": [h.to_json() for h in highest]}, indent=2))
     else:
         print_maximum(console(), highest, [one["trace"] for one in replayed])
     return 0
 
 
-def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
-    """Replay one trace; print its table (unless --json); return its JSON: the trace, warnings, results."""
+def _replay_one(args: argparse.Namespace, path: str, grid: list) -> tuple[dict, list[TraceFigures]]:
+    """Replay one trace; print its table (unless --json); return its JSON (the trace, warnings, results) and its
+    figures."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..report.progress import Phases
@@ -93,4 +98,4 @@ def _replay_one(args: argparse.Namespace, path: str, grid: list) -> dict:
                                                                   device_memory, budget_bytes))
     if not args.json:
         print_trace(console(), replayed)
-    return replayed.to_json()
+    return replayed.to_json(), replayed.figures()

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from ..errors import FolderBusy, ResultsError, printable
-from ..results.folder import BEST_FILE, ChoiceRecord, ResultsFolder
+from ..results.folder import ChoiceRecord, ResultsFolder
+from ..results.names import BEST_FILE
 
 from .args import fraction
 

@@ -11,6 +11,7 @@ from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
 from ..report.tables import driver_phrase
 from ..results.folder import DEFAULT_RESULTS_ROOT
+from ..results.names import BEST_FILE, PLOT_FILE, SUMMARY_FILE, TRIALS_FILE
 from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
@@ -45,8 +46,8 @@ def register(subparsers) -> None:
         "sweep", help="measure a workload under a grid of allocator settings and choose the best",
         description="Run WORKLOAD under each allocator setting of a grid, each trial in a fresh process (or replay "
                     "its recorded allocation trace through the simulator), and write "
-                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with trials.jsonl, summary.md, best.env and "
-                    "plot.png. Running the same sweep again resumes it. "
+                    f"{DEFAULT_RESULTS_ROOT}/<workload>-<preset>-<time>/ with {TRIALS_FILE}, {SUMMARY_FILE}, "
+                    f"{BEST_FILE} and {PLOT_FILE}. Running the same sweep again resumes it. "
                     "Or sweep your own command as it is: alloctune sweep [options] -- python3 train.py ... "
                     "(every Python process of it that uses CUDA is measured; the peak is the maximum over them).")
     _what(p)
@@ -172,8 +173,8 @@ def run(args) -> int:
     with Phases(console(stderr=True)) as shown:
         outcome = sweep(workload, options, callbacks=_callbacks(shown, args))
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
-    args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ (summary.md, best.env, "
-                        f"plot.png, trials.jsonl)")
+    args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ ({SUMMARY_FILE}, "
+                        f"{BEST_FILE}, {PLOT_FILE}, {TRIALS_FILE})")
     if args.json:
         print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
                               skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in outcome.skipped]),
@@ -234,10 +235,7 @@ def _print(outcome) -> None:
     from ..report.layout import command, say
     from ..decide.choice import something_to_export
     from ..report.ranked import print_choice
-    from ..report.summary import SUMMARY_FILE
     from ..report.words import skipped_words
-    from ..results.folder import BEST_FILE, PLOT_FILE
-    from ..results.trials import TRIALS_FILE
 
     out = console()
     for skip in outcome.skipped:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..results.folder import ChoiceRecord
+from ..results.records import decision_group
 
 
 @dataclass(frozen=True)
@@ -32,15 +33,11 @@ class ChoiceChange:
         return asdict(self)
 
 
-def _group(c: ChoiceRecord) -> tuple[str, str, int | None]:
-    return c.env_id, c.backend.value, c.budget_bytes
-
-
 def choice_changes(before: list[ChoiceRecord], after: list[ChoiceRecord]) -> list[ChoiceChange]:
     """Each group of `after` whose setting differs from the one `before` chose for it, in `after`'s order; a
     group new to the folder replaces nothing and is not a change."""
-    held = {_group(c): c for c in before}
+    held = {decision_group(c): c for c in before}
     return [ChoiceChange(c.env_id, c.backend.value, c.budget_bytes, was.conf, c.conf,
                          (was.trials_recorded, c.trials_recorded), (was.max_slowdown, c.max_slowdown),
                          (was.tie, c.tie))
-            for c in after if (was := held.get(_group(c))) is not None and was.conf != c.conf]
+            for c in after if (was := held.get(decision_group(c))) is not None and was.conf != c.conf]

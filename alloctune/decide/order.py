@@ -1,5 +1,6 @@
-"""The one ordering of settings: the choice's preference, which the choice, the hybrid sweep's finalists, the rounds
-of `--repeats auto` and the tables all use.
+"""The choice's preference among settings, which the choice, the hybrid sweep's finalists, the rounds of `--repeats
+auto` and the tables all use; built on the order by memory every ranking of settings shares
+(`results/order.py`).
 
 Settings that fit come first, then the failures, worst first (`SettingState`). Among those that fit the lowest
 memory is preferred, two settings compared as `SettingResult.compared_with` says (peak reserved within a backend,
@@ -9,7 +10,8 @@ one whose peak moved between repeats of the seeded workload, to fewer keys (the 
 peak, then by name (`tie_rank`). Because "within a tie" is not transitive, the order is built by taking the
 preferred setting, then the preferred of the rest, and so on (`by_preference`); a setting within the tie of the
 winner may so have lost before any tie rule was asked, as more than the tie above a third setting (`OUT_OF_TIE`). With no margin (`tie=0`, what the
-tables use) it is plainly by memory, equal memories by the tie rules.
+tables use) it is plainly by memory, equal memories by the tie rules; on figures of one backend that repeat
+exactly (a replay's) that is `results/order.by_memory`, the order every other ranking of settings builds on.
 
 Light on purpose (no statistics): the CLI imports `rounds` at start-up.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Iterable
 
+from ..results.order import simpler
 from .parameters import DEFAULT_TIE
 
 if TYPE_CHECKING:
@@ -63,7 +66,7 @@ def by_preference(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE) -
     while (pick := preferred(left, tie)) is not None:
         ordered.append(pick)
         left = [s for s in left if s is not pick]
-    failures = sorted((s for s in settings if not s.fits), key=lambda s: (s.state.rank, s.complexity, s.conf))
+    failures = sorted((s for s in settings if not s.fits), key=lambda s: (s.state.rank, *simpler(s.setting)))
     return ordered + failures
 
 

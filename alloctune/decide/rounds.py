@@ -1,6 +1,7 @@
 """Repeats until the answer is known (`--repeats auto`): which settings the next round measures, and about how many
 trials are still to come. Pure functions over the settings measured so far (and, in a hybrid sweep, the replay's
-predictions); the sweeper runs the rounds, and `precision.py` says how precise the answer got.
+predictions), and whether the time budget allows another round (`over_time_budget`); the sweeper runs the rounds,
+and `precision.py` says how precise the answer got.
 
 A round runs the default and then every setting still in contention once each, back to back, lowest memory first
 (`order.by_preference`); the next round's default (or, after the last round, one closing run of the default)
@@ -232,6 +233,17 @@ def trials_to_come(standings: list[Standing], goal: float, rounds_left: int) -> 
         unknown -= 1
     rounds = max(per, default=1 if unknown else 0)
     return sum(per) + unknown + rounds
+
+
+def over_time_budget(budget_s: float | None, spent_s: float, rounds_done: int, walls: list[float], trials: int,
+                     slots: int) -> bool:
+    """Whether the next round would run past the time budget: the time spent so far and the round's `trials` (its
+    settings and the default's run that closes it), `slots` at once, each as long as the mean of the `walls` (wall
+    seconds of the trials measured so far; none: no estimate). The first round always runs."""
+    if budget_s is None or rounds_done == 0:
+        return False
+    estimate = (sum(walls) / len(walls)) * trials / slots if walls else 0.0
+    return spent_s + estimate > budget_s
 
 
 def _settling(ratio: float | None, goal: float) -> float:

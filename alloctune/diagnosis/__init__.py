@@ -289,9 +289,10 @@ def _text(data: bytes) -> str:
 
 
 def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] | None]:
-    from ..results.folder import SWEEP_FILE, ResultsFolder
+    from ..results.folder import ResultsFolder
+    from ..results.names import SWEEP_FILE, TRIALS_FILE
     from ..results.records import Backend, TrialState
-    from ..results.trials import TRIALS_FILE, TrialStore
+    from ..results.trials import TrialStore
 
     path = os.path.join(folder, TRIALS_FILE)
     if not os.path.lexists(path):

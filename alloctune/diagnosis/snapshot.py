@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import TraceError
 from ..results.records import Bytes, Count
 from ..results.typed import FieldError, check_plain, from_json
-from ..settings.versions import behaviour
+from ..settings.versions import known_keys
 from ..units import MiB, format_bytes, plural
 from .facts import OomFacts
 
@@ -201,7 +201,7 @@ class SnapshotView:
             return None
         pool = self.pool_of(oom["requested"], oom.get("stream", 0))
         version = self.extra.get("torch_version")
-        return OomFacts(expandable_segments=version is None or behaviour(version).has_expandable_segments,
+        return OomFacts(expandable_segments=version is None or "expandable_segments" in known_keys(version),
                         requested=oom["requested"], allocated=self.allocated, reserved=self.reserved,
                         device_free=oom.get("device_free"), device_total=self.extra.get("device_total_bytes"),
                         allowed=oom.get("allowed"), largest_free_block=pool.largest_free if pool else 0,

@@ -10,7 +10,8 @@ from ..decide.decision import FolderDecision
 from ..decide.safety import target_torch
 from ..files import write_file
 from ..results.choices import ChoiceRecord, RunnerUp
-from ..results.folder import BEST_FILE, PLOT_FILE, ResultsFolder, SweepInfo
+from ..results.folder import ResultsFolder, SweepInfo
+from ..results.names import BEST_FILE, PLOT_FILE
 from ..settings.conf import conf_label
 from ..units import figure
 from .words import decision_line, precision_line, reason_lines, sentence
@@ -94,5 +95,5 @@ def change_lines(changes: list[ChoiceChange], env: tuple[list[str], list[str]], 
                         f"rules (the folder was swept by {f'alloctune {swept_by}' if swept_by else 'an unnamed version'})"))
     if env[0] != env[1]:
         was, now = ("; ".join(settings) or "nothing" for settings in env)
-        lines.append(f"report: best.env now sets {now} (it set {was})")
+        lines.append(f"report: {BEST_FILE} now sets {now} (it set {was})")
     return lines

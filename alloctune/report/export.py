@@ -37,7 +37,8 @@ from dataclasses import replace
 from .. import __version__
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
-from ..results.folder import CHOICE_FILE, ResultsFolder, SweepInfo, find_results
+from ..results.folder import ResultsFolder, SweepInfo, find_results
+from ..results.names import CHOICE_FILE
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
@@ -204,7 +205,7 @@ def standing(choices: list[ChoiceRecord]) -> list[ChoiceRecord]:
 def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
     choices = folder.choices()
     if not choices:
-        raise ResultsError(f"{folder.path}: choice.json holds no choice")
+        raise ResultsError(f"{folder.path}: {CHOICE_FILE} holds no choice")
     if env_id is not None:
         known = sorted({c.env_id for c in choices})
         choices = [c for c in choices if c.env_id == env_id]

@@ -14,6 +14,7 @@ from ..decide.order import ranked
 from ..decide.reasons import Code
 from ..decide.summary import MemoryMeasure, SettingResult
 from ..results.choices import how_far
+from ..results.names import BEST_FILE
 from ..results.records import decision_group
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
@@ -199,5 +200,5 @@ def incomplete_note(choice: Choice) -> str | None:
     if choice.complete:
         return None
     return (f"INCOMPLETE: {how_far(choice.trials_recorded, choice.trials_planned)}; this "
-            f"decision rests on those alone and no best.env is written (run the sweep command again to resume "
+            f"decision rests on those alone and no {BEST_FILE} is written (run the sweep command again to resume "
             f"it, or take this choice with export --allow-incomplete)")

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.text import Text
 
+from ..decide.maximum import Highest, TraceFigures
 from ..settings.grid import Skip
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
 from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes
-from ..settings.conf import conf_label
 from .layout import say
 from .tables import (driver_caption, driver_cells, driver_headers, figures_table, in_unit, keep_columns, print_numbered,
                      size_unit, whole_settings)
@@ -52,6 +52,12 @@ class TraceReplay:
         elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
         return cls(path, trace, rows, skipped, measured, elsewhere, device_memory, memory_from, budget_bytes,
                    warnings)
+
+    def figures(self) -> list[TraceFigures]:
+        """The simulated settings' figures, for the maximum over several traces (`decide/maximum.py`)."""
+        return [TraceFigures(self.path, o.setting, o.result.peak_reserved_bytes, o.result.num_ooms,
+                             self.measured.get(o.conf, {}).get("peak_reserved_bytes"))
+                for o, _ in self.rows if o.result is not None]
 
     def to_json(self) -> dict:
         """The trace, its warnings, `results` (one object per setting simulated, with its figures) and `skipped`
@@ -159,32 +165,13 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
                           "CUDA context holds outside the allocator, when the trace recorded it."))
 
 
-def maximum(replayed: list[dict]) -> list[dict]:
-    """Per setting, the trace (rank) with the highest simulated peak reserved, from each trace's JSON: what the job
-    needs per GPU; the OOMs are every trace's (the job fails where any rank does), as a sweep's replay counts them.
-    Fitting settings first, by that peak."""
-    best: dict[str, dict] = {}
-    ooms: dict[str, list[int]] = {}
-    for one in replayed:
-        path = one["trace"]
-        for row in one["results"]:   # each with its figures
-            ooms.setdefault(row["conf"], []).extend([row["num_ooms"]] if row.get("num_ooms") is not None else [])
-            if row["conf"] not in best or row["peak_reserved_bytes"] > best[row["conf"]]["peak_reserved_bytes"]:
-                best[row["conf"]] = {"conf": row["conf"], "peak_reserved_bytes": row["peak_reserved_bytes"],
-                                     "num_ooms": None, "trace": path,
-                                     "measured_peak_reserved_bytes": row.get("measured_peak_reserved_bytes")}
-    for conf, row in best.items():
-        row["num_ooms"] = sum(ooms[conf]) if ooms[conf] else None
-    return sorted(best.values(), key=lambda r: (bool(r["num_ooms"]), r["peak_reserved_bytes"]))
-
-
-def print_maximum(console: Console, maximum: list[dict], traces: list[str]) -> None:
-    """The table of `maximum` over `traces` (their paths, in the order given: a path never breaks, so the table
-    names a trace by its number and the paths follow it, one a line)."""
-    unit = size_unit([r[key] for r in maximum for key in ("peak_reserved_bytes", "measured_peak_reserved_bytes")])
+def print_maximum(console: Console, maximum: list[Highest], traces: list[str]) -> None:
+    """The table of `maximum` (`decide/maximum.py`) over `traces` (their paths, in the order given: a path never
+    breaks, so the table names a trace by its number and the paths follow it, one a line)."""
+    unit = size_unit([x for r in maximum for x in (r.peak_reserved_bytes, r.measured_peak_reserved_bytes)])
     headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in\ntrace", f"GPU\nres.\n{unit[0]}"]
-    rows = [[conf_label(row["conf"]), in_unit(row["peak_reserved_bytes"], unit), str(row["num_ooms"] or 0),
-             f"#{traces.index(row['trace']) + 1}", in_unit(row["measured_peak_reserved_bytes"], unit)]
+    rows = [[row.conf, in_unit(row.peak_reserved_bytes, unit), str(row.num_ooms or 0),
+             f"#{traces.index(row.trace) + 1}", in_unit(row.measured_peak_reserved_bytes, unit)]
             for row in maximum]
     keep = keep_columns(headers, rows, always=headers[:4])
     title = f"Maximum over the {len(traces)} traces (the process that needs the most, per setting)"

@@ -13,7 +13,8 @@ from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..errors import printable
 from ..files import write_file
-from ..results.calibration import FOLDER_FILE, Calibration
+from ..results.calibration import Calibration
+from ..results.names import CALIBRATION_FILE, SUMMARY_FILE
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
@@ -24,7 +25,6 @@ from .tables import markdown_table
 from .words import (TIME_SOURCES, auto_window_line, precision_line, reason_lines, runner_up_lines,
                     skipped_words)
 
-SUMMARY_FILE = "summary.md"
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
 _ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver", "python", "host", "platform")
 
@@ -200,7 +200,7 @@ def _calibration(cal: Calibration | None, choices: list[Choice]) -> list[str]:
         return []
     step = ", ".join(f"{v * 1e3:.3g} ms" for v in steps)
     return [f"- Predicted slowdown: each setting's driver calls per steady step, counted by its replay, priced by "
-            f"the calibration in {FOLDER_FILE} ({cal.gpu}, driver {cal.driver or 'unknown'}, torch {cal.torch}, "
+            f"the calibration in {CALIBRATION_FILE} ({cal.gpu}, driver {cal.driver or 'unknown'}, torch {cal.torch}, "
             f"measured {cal.measured_at}), against the default's measured step ({step}): a prediction, not a "
             f"measurement."]
 

@@ -16,7 +16,8 @@ from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated,
                               Unmeasured, Unstable, WholeCard)
 from ..decide.stats import Comparison
 from ..decide.summary import MemoryMeasure, SettingResult, SettingState
-from ..results.folder import SWEEP_FILE, Skipped
+from ..results.folder import Skipped
+from ..results.names import SWEEP_FILE
 from ..results.records import ThroughputSource
 from ..units import figure, format_bytes, format_number, plural
 from ..settings.conf import conf_label

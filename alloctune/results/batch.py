@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from ..files import put_in_place, sync_folder, write_file
+from .names import PENDING_FILE, staged as staged_name
 from .typed import Check, checked_text, from_json, load_json
 
-PENDING_FILE = ".pending.json"   # a batch committed but not yet all in place
 
 
 def staged(folder: Path, name: str) -> Path:
     """Where a batch writes the folder's file `name` before it is renamed into place."""
-    return folder / f".{name}.staged"
+    return folder / staged_name(name)
 
 
 def _plain_name(name: str) -> str | None:

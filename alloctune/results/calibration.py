@@ -1,5 +1,5 @@
 """A GPU's measured cost of the driver calls the caching allocator makes (`Calibration`), as a sweep stores it
-(`calibration.json` in its folder, and the per-user cache) and the cost model reads it (decide/speed.py).
+(`names.CALIBRATION_FILE` in its folder, and the per-user cache) and the cost model reads it (decide/speed.py).
 
 Each kind of call is a straight-line fit, microseconds = fixed + per MiB x MiB, with the sample points it was
 fitted to (median and quartiles of the repeats at each size), so a reader can see how well the line holds.
@@ -17,7 +17,6 @@ from ..files import write_file
 from .typed import at_least, from_json, load_json
 
 CALIBRATION_SCHEMA = 1
-FOLDER_FILE = "calibration.json"   # the copy in a results folder of the calibration a sweep used
 MiB = 2**20
 
 COST_KINDS = ("device_alloc", "device_free", "map", "unmap", "sync")   # the CostFit fields of a Calibration

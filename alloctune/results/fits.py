@@ -1,6 +1,6 @@
 """A fit's results folder: `fit.json` (what `alloctune fit` answered: the curves per setting, the largest value per
 setting and limit, what the GPU said where it confirmed them), the traces it was fitted to (`trace.<param>-<value>.xz`)
-and `plot.png` (named as a sweep's: `folder.PLOT_FILE`). The records here are what --json prints and what the file
+and `plot.png` (named as a sweep's: `names.PLOT_FILE`). The records here are what --json prints and what the file
 holds, read back through the typed reader before they are written.
 """
 from __future__ import annotations
@@ -12,16 +12,11 @@ from typing import Any
 from ..errors import ResultsError
 from ..files import write_file
 from ..settings.conf import AllocConf
+from .names import FIT_FILE
 from .records import Budget, Bytes, Conf, Count, TrialState, parsed
 from .typed import checked_text, from_json
 
 FIT_SCHEMA = 1
-FIT_FILE = "fit.json"
-
-
-def trace_name(param: str, value: int) -> str:
-    """The file a recording at `value` is kept in."""
-    return f"trace.{param}-{value}.xz"
 
 
 @dataclass(frozen=True)

@@ -23,18 +23,14 @@ from ..settings.conf import AllocConf, canonical
 from ..units import plural
 from .choices import RESULTS_SCHEMA, ChoiceFile, ChoiceRecord, ReasonRecord
 from .records import Backend, Budget, Conf, TrialRecord, parsed
-from .trials import TRIALS_FILE, TrialStore
+from .names import BEST_FILE, CHOICE_FILE, LOCK_FILE, PLOT_FILE, SWEEP_FILE, TRIALS_FILE
+from .trials import TrialStore
 from . import batch
 from .typed import checked_text, from_json, load_json
 
-SWEEP_FILE = "sweep.json"
-CHOICE_FILE = "choice.json"
-BEST_FILE = "best.env"
-PLOT_FILE = "plot.png"   # a fit's folder (`fits.py`) names its plot the same
 # Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
-LOCK_FILE = ".lock"  # held (flock) by the sweep or report writing the folder; see ResultsFolder.lock
 
 
 @dataclass(frozen=True)
@@ -202,7 +198,7 @@ class ResultsFolder:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: not a results folder (no such directory)")
         path = self.path / SWEEP_FILE
-        return SweepInfo.from_json(_read_json(path, "sweep description (sweep.json)"), str(path))
+        return SweepInfo.from_json(_read_json(path, f"sweep description ({SWEEP_FILE})"), str(path))
 
     def trials(self) -> list[TrialRecord]:
         return self.store.load()

@@ -64,7 +64,10 @@ def _growth_problem(rows: list[list[int]]) -> str | None:
     return None
 
 
+# The growth check's samples, as the start-up hook writes them (`runtime/peaks.ProcessReport`) and a trial keeps
+# them (`Measurement`): one rule for both.
 GrowthSamples = Annotated[list[list[int]], Check(_growth_problem)]
+
 
 class Backend(str, enum.Enum):
     """How a sweep judges settings and, on a trial or a choice, where its figures come from."""

@@ -23,7 +23,6 @@ from ..files import open_input
 from .records import SCHEMA_VERSION, TrialRecord, fitted
 from .typed import checked_text, loads
 
-TRIALS_FILE = "trials.jsonl"
 _TAIL_CHUNK = 1 << 16
 # The longest trial line in results/ takes 1.7 KB (a command's trial lists each of its processes, about 250 bytes
 # apiece); a line 600 times that is not a trial, and `records.fitted` keeps every trial below it. 256 MiB holds

@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any, Mapping
 
-from ..results.records import Bytes, Count, DeviceMemorySource, Measurement, ThroughputSource
+from ..results.records import Bytes, Count, DeviceMemorySource, GrowthSamples, Measurement, ThroughputSource
 from ..results.typed import Check
 
 
@@ -113,11 +113,6 @@ def _window_problem(figures: list[int]) -> str | None:
     return None if len(figures) == 2 else f"expected [at 80% of the window, at its end], got {len(figures)} values"
 
 
-def _growth_problem(rows: list[list[int]]) -> str | None:
-    bad = next((row for row in rows if len(row) != 3 or min(row) < 0), None)
-    return None if bad is None else f"expected [step, reserved, allocated] of non-negative integers, got {bad!r}"
-
-
 @dataclass(frozen=True)
 class ProcessReport:
     """One Python process of a command, as the start-up hook saw it at exit (`proc-<pid>.json`). Only a process
@@ -144,7 +139,7 @@ class ProcessReport:
     # Peak reserved (the most over its devices) at 80% of the window and at its end; None without a window or CUDA.
     window_reserved: Annotated[list[Bytes], Check(_window_problem)] | None = None
     # ALLOCTUNE_HOOK_GROWTH_STEPS=K: [step, reserved, allocated] (summed over its devices) at steps K and 2K.
-    growth_samples: Annotated[list[list[int]], Check(_growth_problem)] = field(default_factory=list)
+    growth_samples: GrowthSamples = field(default_factory=list)
     budgets: list[DeviceBudget] = field(default_factory=list)   # each device the budget was set on
     # What it did that allocator settings are sensitive to: features.observed(), an `observation.Observation`
     # (read as one by trial/features.py: this module stays light for the trial child).

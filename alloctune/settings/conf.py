@@ -32,8 +32,9 @@ def conf_label(conf: str | None) -> str:
 class AllocConf:
     """One allocator setting. `None` means "key not given" (PyTorch's default applies).
 
-    Field order is the canonical key order of `str(conf)`. A field for each key that `keys.KEYS` parses (its
-    entry gives the value's parser); every other key stays verbatim in `extra`.
+    Field order is the canonical key order of `str(conf)`. A field for each key that `keys.KEYS` parses, in the
+    table's order (its entry gives the value's parser; tests/settings/test_keys.py holds the two together); every
+    other key stays verbatim in `extra`.
     """
 
     backend: str | None = None

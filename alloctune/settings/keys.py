@@ -1,11 +1,13 @@
 """Every allocator setting key, declared once: `KEYS`, one `Key` per name.
 
 A key's entry says how its value is parsed and printed back, which torch versions accept it, whether a run-time
-re-parse changes it in the parsing process, what the allocator reports back about it, the values a search tries
-and what it means to the simulator. The setting string (`conf.py`), the version table (`versions.py`), the known
-problems (`known.py`), the readback (`readback.py`), the grid rules (`grid.py`), the probe's child, the search space
-(`sim/space.py`) and the simulator's configuration (`sim/config.py`) read it from here. A key the simulator models
-also has its meaning in `sim/config.py`, `sim/allocator.py` and `sim/_core.cpp`.
+re-parse changes it in the parsing process, what the allocator reports back about it, its default, the values a
+search tries and what it means to the simulator. The table's order is the order a setting prints its keys in
+(`AllocConf`'s fields follow it); the search's own order is `SEARCH_ORDER`. The setting string (`conf.py`), the
+version table (`versions.py`), the known problems (`known.py`), the readback (`readback.py`), the grid rules
+(`grid.py`), the probe's child, the search space (`sim/space.py`) and the simulator's configuration
+(`sim/config.py`) read it from here. A key the simulator models also has its meaning in `sim/config.py`,
+`sim/allocator.py` and `sim/_core.cpp`.
 
 Facts: `docs/ALLOCATOR.md` §1 and §6, checked against c10's `AllocatorConfig.cpp` / `CUDAAllocatorConfig.cpp`.
 Standard library only (with `errors`): the trial child, the start-up hook and the probe's child load it under
@@ -37,7 +39,8 @@ class Readback(str, enum.Enum):
     """How a process learns which value is in force (`readback.py`, the trial child)."""
 
     ALWAYS = "always"        # every version: the allocator backend, memory_stats' max_split_size
-    SNAPSHOT = "snapshot"    # where a snapshot carries `allocator_settings` (recent versions)
+    SNAPSHOT = "snapshot"    # where a snapshot carries `allocator_settings` (recent versions), under the key's name
+    SHOWN = "shown"          # ... read from there into the setting in force, but never compared with the one asked
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,21 @@ class Key:
     # with it) sets it in the parsing process:
     in_place: bool = False
     resets: bool = False            # ... and puts it back to its default when that parse does not give it
-    persists: Optional[str] = None  # ... and keeps it for later parses: its default, to restore after one
+    kept: bool = False              # ... and keeps it for later parses (`persists`)
     readback: Optional[Readback] = None
-    default: object = None          # the value in force when the key is not given, as the readback compares it
+    # The value in force when the key is not given (None: the feature is off), as the allocator has it: what the
+    # readback compares, what the probe's child restores, what the simulator and the version checks assume.
+    default: object = None
     search: tuple = ()              # the values a search of the settings space tries (`sim/space.py`)
     needs: Optional[str] = None     # a key without which this one changes nothing
     needs_budget: bool = False      # does nothing without a memory fraction below 1
     is_budget: bool = False         # a memory limit itself: a sweep's --budget sets it, a grid does not
+
+    @property
+    def persists(self) -> Optional[str]:
+        """For a key a run-time parse keeps for later ones (`kept`), the value to parse after a setting that names
+        it so that the next starts from the default: its `default`, as a setting writes it. None for the others."""
+        return format_value(self.default) if self.kept else None
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -137,28 +148,32 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-# The searched keys come first, in the order the search steps through them (`sim/space.py`); those before 2.0 are
-# given their first release (alloctune targets >= 2.1).
+# The keys a setting gives a value of (those with a parser) come first, in the order a setting prints them
+# (`AllocConf`'s fields follow it: tests/settings/test_keys.py); those before 2.0 are given their first release
+# (alloctune targets >= 2.1).
 _ENTRIES = (
-    Key("roundup_power2_divisions", (1, 12, 0), parse=_divisions, in_place=True, resets=True,
-        search=(1, 2, 4, 8, 16, 32), sim=Sim.MODELLED, native_only=True),
+    # Chosen once, when torch loads: a run-time re-parse naming another one fails an assertion (probe_child).
+    Key("backend", (2, 0, 0), parse=_backend, sim=Sim.MODELLED, readback=Readback.ALWAYS, default="native"),
+    Key("expandable_segments", (2, 1, 0), parse=_bool, in_place=True, kept=True,
+        readback=Readback.SNAPSHOT, default=False, search=(True,), sim=Sim.MODELLED, native_only=True),
     Key("max_split_size_mb", (1, 10, 0), parse=_int, in_place=True, resets=True, readback=Readback.ALWAYS,
         search=(20, 32, 64, 128, 256, 512, 1024, 2048, 4096), sim=Sim.MODELLED, native_only=True),
-    Key("expandable_segments", (2, 1, 0), parse=_bool, in_place=True, persists="False",
-        readback=Readback.SNAPSHOT, default=False, search=(True,), sim=Sim.MODELLED, native_only=True),
-    # 2.13's run-time parse resets it too, to large_segment_size_mb's value; no check reads it otherwise.
-    Key("max_non_split_rounding_mb", (2, 6, 0), parse=_int, in_place=True, needs="max_split_size_mb",
-        search=(40, 64, 128, 256, 512, 1024), sim=Sim.MODELLED, native_only=True),
-    # Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages. It persists, and
-    # is the minimum of max_split_size_mb and max_non_split_rounding_mb in every later run-time parse
-    # (tests/trial/test_probe.py shows it; 2.13's AllocatorConfig.h: 20 MiB by default).
-    Key("large_segment_size_mb", (2, 11, 0), parse=_int, in_place=True, persists="20",
-        search=(12, 16, 32, 40, 64, 128), sim=Sim.MODELLED, native_only=True),
+    # A snapshot carries one value per size interval: a single one reads back, never the list form as set.
+    Key("roundup_power2_divisions", (1, 12, 0), parse=_divisions, in_place=True, resets=True,
+        readback=Readback.SHOWN, search=(1, 2, 4, 8, 16, 32), sim=Sim.MODELLED, native_only=True),
     Key("garbage_collection_threshold", (1, 11, 0), parse=_fraction, in_place=True, resets=True,
         readback=Readback.SNAPSHOT, search=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95), needs_budget=True, sim=Sim.MODELLED,
         native_only=True),
-    # Chosen once, when torch loads: a run-time re-parse naming another one fails an assertion (probe_child).
-    Key("backend", (2, 0, 0), parse=_backend, sim=Sim.MODELLED, readback=Readback.ALWAYS, default="native"),
+    # 2.13's run-time parse resets it too, to large_segment_size_mb's value; no check reads it otherwise. By
+    # default kLargeBuffer, 20 MiB.
+    Key("max_non_split_rounding_mb", (2, 6, 0), parse=_int, in_place=True, needs="max_split_size_mb", default=20,
+        search=(40, 64, 128, 256, 512, 1024), sim=Sim.MODELLED, native_only=True),
+    # Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages. It persists, and
+    # is the minimum of max_split_size_mb and max_non_split_rounding_mb in every later run-time parse
+    # (tests/trial/test_probe.py shows it). By default 20 MiB (2.13's AllocatorConfig.h), kLargeBuffer, the size
+    # every torch before 2.11 has without the key: the segment, and the floor of max_split_size_mb.
+    Key("large_segment_size_mb", (2, 11, 0), parse=_int, in_place=True, kept=True, default=20,
+        search=(12, 16, 32, 40, 64, 128), sim=Sim.MODELLED, native_only=True),
     Key("per_process_memory_fraction", (2, 10, 0), parse=_fraction, sim=Sim.MODELLED, is_budget=True),
     Key("roundup_bypass_threshold_mb", (1, 13, 0), removed=(2, 0, 0)),
     # No effect on device memory layout. Their first versions are the earliest we could place them; where
@@ -184,7 +199,20 @@ _ENTRIES = (
 
 KEYS: dict[str, Key] = {key.name: key for key in _ENTRIES}
 
+# The order the search steps through the keys with search values (`sim/space.py`): which of several settings
+# that behave alike on a trace it replays, and which it leaves at its budget, follow from it.
+SEARCH_ORDER = ("roundup_power2_divisions", "max_split_size_mb", "expandable_segments", "max_non_split_rounding_mb",
+                "large_segment_size_mb", "garbage_collection_threshold")
+
 
 def names(test: Callable[[Key], object]) -> tuple[str, ...]:
     """The keys for which `test(key)` holds, in table order."""
     return tuple(key.name for key in _ENTRIES if test(key))
+
+
+def default_mb(name: str) -> int:
+    """The default of a key given in MiB (`large_segment_size_mb`, ...), as the simulator and the version checks
+    assume it."""
+    value = KEYS[name].default
+    assert isinstance(value, int), f"{name} has no default in MiB"
+    return value

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfError, shown
-from .keys import KEYS, Version
+from .keys import KEYS, Version, default_mb
 
 if TYPE_CHECKING:
     from .conf import AllocConf
@@ -45,14 +45,13 @@ BEHAVIOUR_CHANGES: list[tuple[str, str]] = [
 
 @dataclass(frozen=True)
 class Behaviour:
-    """The allocator behaviours that differ between versions, as switches for the simulator."""
+    """The allocator behaviours that differ between versions, as switches for the simulator. Which keys a version
+    has is each key's `since` in `keys.KEYS` (`check_keys`), not a switch here."""
 
     divisions_one_rounds_512: bool       # 2.4+: divisions 1 = 512-byte rounding; before: no rounding
     full_fraction_enables_gc: bool       # before 2.8: a fraction of 1.0 still switches the limit and GC on
     gt_overwrites_last_entry: bool       # before 2.10: '>' in the list also overwrote the last explicit entry
-    has_expandable_segments: bool        # 2.1+
     expandable_in_private_pools: bool    # 2.5+: before, CUDA graphs' private pools cudaMalloc whole segments
-    has_large_segment_size: bool         # 2.11+
 
 
 # A part of up to 9 digits (no torch numbers one higher); a longer one is refused, not cut.
@@ -77,9 +76,7 @@ def behaviour(torch_version: str) -> Behaviour:
         divisions_one_rounds_512=v >= (2, 4, 0),
         full_fraction_enables_gc=v < (2, 8, 0),
         gt_overwrites_last_entry=v < (2, 10, 0),
-        has_expandable_segments=v >= (2, 1, 0),
         expandable_in_private_pools=v >= (2, 5, 0),
-        has_large_segment_size=v >= (2, 11, 0),
     )
 
 
@@ -148,19 +145,20 @@ def did_you_mean(conf: "AllocConf", torch_version: str) -> str | None:
 
 def _check_values(conf: "AllocConf", v: Version) -> str | None:
     name = f"torch {_fmt(v)}"
-    large_segment = conf.large_segment_size_mb or 20
+    floor = default_mb("large_segment_size_mb")   # kLargeBuffer: the large segment of every torch before the key
+    large_segment = conf.large_segment_size_mb or floor
     mss = conf.max_split_size_mb
     if mss is not None:
         if v < (2, 10, 0):
-            ok, need = mss > 20, "> 20"
+            ok, need = mss > floor, f"> {floor}"
         elif v < (2, 11, 0):
-            ok, need = mss >= 20, ">= 20"
+            ok, need = mss >= floor, f">= {floor}"
         else:
             ok, need = mss >= large_segment, f">= large_segment_size_mb ({large_segment})"
         if not ok:
             return f"max_split_size_mb must be {need} on {name}, got {mss}"
     if conf.max_non_split_rounding_mb is not None:
-        minimum = large_segment if v >= (2, 11, 0) else 20
+        minimum = large_segment if v >= (2, 11, 0) else floor
         if conf.max_non_split_rounding_mb < minimum:
             return (f"max_non_split_rounding_mb must be >= {minimum} on {name}, "
                     f"got {conf.max_non_split_rounding_mb}")

@@ -16,7 +16,6 @@ SMALL_SIZE = 1 * MiB           # largest request of the small pool (kSmallSize)
 SMALL_BUFFER = 2 * MiB         # small-pool segment, and page of small-pool expandable segments (kSmallBuffer)
 MIN_LARGE_ALLOC = 10 * MiB     # requests below this (and above SMALL_SIZE) share a large segment (kMinLargeAlloc)
 ROUND_LARGE = 2 * MiB          # larger requests get a segment of their own size rounded to this (kRoundLarge)
-DEFAULT_LARGE_SEGMENT = 20 * MiB  # kLargeBuffer: large_segment_size_mb before 2.11
 NO_LIMIT = (1 << 64) - 1       # max_split_size when unset (SIZE_MAX)
 DIVISION_INTERVALS = 16        # divisions are kept per power-of-two interval from 1 MiB up
 

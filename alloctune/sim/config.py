@@ -11,7 +11,8 @@ Upstream keeps these in `c10/cuda/CUDAAllocatorConfig.*`; here they are computed
 - expandable segments in CUDA graphs' private pools from 2.5; before, a private pool cudaMallocs whole segments
   even with `expandable_segments:True` (which still decides how blocks split).
 - `large_segment_size_mb` (the segment for 1-10 MiB requests and the page of large-pool expandable segments)
-  exists from 2.11; earlier versions use 20 MiB. A key that `torch_version` does not know raises `ConfError`.
+  exists from 2.11; earlier versions use its default (`keys.KEYS`). A key that `torch_version` does not know
+  raises `ConfError`.
 `backend:cudaMallocAsync` hands memory to the driver's pool and cannot be simulated: it raises `ConfError`, as
 does a key whose effect on device memory the simulator does not follow (`Sim.UNMODELLED` in `settings/keys.py`);
 the keys without one (`Sim.IGNORED`) are left out.
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
-from ..settings.keys import KEYS, Sim
+from ..settings.keys import KEYS, Sim, default_mb
 from ..settings.versions import behaviour, check_keys
-from .blocks import DEFAULT_LARGE_SEGMENT, DIVISION_INTERVALS, NO_LIMIT, MiB
+from .blocks import DIVISION_INTERVALS, NO_LIMIT, MiB
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,9 @@ def allocator_config(conf: AllocConf, device_memory: int, *, budget_bytes: int |
         overhead=overhead_bytes,
         allowed=allowed,
         max_split=conf.max_split_size_mb * MiB if conf.max_split_size_mb else NO_LIMIT,
-        non_split_rounding=(conf.max_non_split_rounding_mb or 20) * MiB,
-        large_segment=(conf.large_segment_size_mb or 20) * MiB if b.has_large_segment_size else DEFAULT_LARGE_SEGMENT,
+        non_split_rounding=(conf.max_non_split_rounding_mb or default_mb("max_non_split_rounding_mb")) * MiB,
+        # a torch before the key has its default (`check_keys` above refuses the key there)
+        large_segment=(conf.large_segment_size_mb or default_mb("large_segment_size_mb")) * MiB,
         divisions=tuple(division_table(conf, b.gt_overwrites_last_entry)),
         divisions_one_rounds_512=b.divisions_one_rounds_512,
         expandable=bool(conf.expandable_segments),

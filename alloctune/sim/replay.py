@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import AlloctuneError, ConfError, shown
 from ..processes import die_with_parent
+from ..results.order import by_memory
 from ..results.records import Measurement
 from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes, size_argument
@@ -78,11 +79,10 @@ class ReplayOutcome:
         return self.result is not None and self.result.num_ooms == 0
 
     def sort_key(self) -> tuple:
-        """Rank: simulated before not, fits before OOM, then lowest peak reserved, then the simpler setting."""
-        keys = self.setting.complexity
-        if self.result is None:
-            return (2, 0, keys, self.conf)
-        return (0 if self.fits else 1, self.result.peak_reserved_bytes, keys, self.conf)
+        """Rank (`results/order.by_memory`): simulated before not, fits before OOM, then lowest peak reserved, then
+        the simpler setting."""
+        r = self.result
+        return by_memory(self.setting, None if r is None else self.fits, 0 if r is None else r.peak_reserved_bytes)
 
     def measurement(self) -> Measurement | None:
         """The simulated peaks as a `Measurement` (no throughput: replay has no clock)."""

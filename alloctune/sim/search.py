@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..results.order import simpler
 from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
@@ -67,7 +68,8 @@ class Candidate:
         return r.peak_reserved_bytes / r.peak_allocated_bytes if r and r.peak_allocated_bytes else None
 
     def rank(self) -> tuple:
-        """What the search improves: fits, then peak reserved, then retries, then fewer keys.
+        """What the search improves: fits, then peak reserved, then retries, then the simpler setting
+        (`results/order.simpler`).
 
         Not the choice's preference (decide/order.py), on purpose: the beam needs a total order, and the tie margin
         is not transitive; retries are a criterion of their own here, where the choice refuses more retries than
@@ -75,8 +77,8 @@ class Candidate:
         preference anyway: a sweep of its front is chosen from, and a hybrid sweep's finalists picked, by it."""
         r = self.outcome.result
         if r is None:
-            return (2, 0, 0, self.keys, self.conf)
-        return (int(r.num_ooms > 0), r.peak_reserved_bytes, r.num_alloc_retries, self.keys, self.conf)
+            return (2, 0, 0, *simpler(self.outcome.setting))
+        return (int(r.num_ooms > 0), r.peak_reserved_bytes, r.num_alloc_retries, *simpler(self.outcome.setting))
 
     def to_json(self) -> dict:
         out = self.outcome.to_json()

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..settings.conf import AllocConf, DivisionList
 from ..settings.grid import DEFAULT_GRID, expand
-from ..settings.keys import KEYS
+from ..settings.keys import KEYS, SEARCH_ORDER
 from ..settings.known import forbidden_combination
 from ..settings.versions import behaviour, parse_version
 from .blocks import DIVISION_INTERVALS, round_size
@@ -38,7 +38,7 @@ class Space:
         distinct = sorted({int(s) for k, s in zip(_as_list(kinds), _as_list(sizes)) if k == ALLOC})
         intervals = sorted({_interval(s) for s in distinct})
         v = parse_version(torch_version)
-        axes = {key.name: key.search for key in KEYS.values()
+        axes = {key.name: key.search for key in (KEYS[name] for name in SEARCH_ORDER)
                 if key.search and key.since <= v and (has_budget or not key.needs_budget)}
         return cls(torch_version, has_budget, tuple(intervals), tuple(distinct), axes)
 

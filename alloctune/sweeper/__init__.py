@@ -5,7 +5,7 @@
                 torch accepts, the trace to replay; the SweepInfo that identifies the sweep
     resume.py   the results folder: the one given, the same sweep's (resumed), or a new one; locked
     execute.py  the trials run and appended to the trials file; rounds for `repeats` 'auto'
-    hybrid.py   planning by replay: recording the trace, searching, the finalists measured on the GPU
+    hybrid.py   planning by replay: recording the trace, searching (decide/finalists.py picks what the GPU measures)
     confirm.py  `repeats` 'confirm' (a hybrid's default): calibration, predictions, the plan, one confirmation
                 pair, rounds only where asked
     sweep.py    `sweep()`, the top-level flow; `analyze()`, deciding again from a folder

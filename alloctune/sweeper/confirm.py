@@ -18,7 +18,8 @@ from ..decide.speed import SpeedPrediction, predictions, step_seconds
 from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError
 from ..report.words import sentence
-from ..results.calibration import FOLDER_FILE, Calibration, read_calibration, write_calibration
+from ..results.calibration import Calibration, read_calibration, write_calibration
+from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, measured_env_id
 from ..settings.conf import AllocConf, conf_label
@@ -35,7 +36,7 @@ TaskFn = Callable[[str, AllocConf, int], TrialTask]
 
 def folder_calibration(folder: ResultsFolder) -> Calibration | None:
     """The calibration a sweep in `folder` used (calibration.json), if it kept one."""
-    path = folder.path / FOLDER_FILE
+    path = folder.path / CALIBRATION_FILE
     return read_calibration(path) if path.exists() else None
 
 
@@ -53,7 +54,7 @@ def calibrate(folder: ResultsFolder, runner: Executor, probe: ProbeResult, gpu: 
         notice(f"no driver-call costs for this GPU ({exc}): speed is not predicted, and the settings that could "
                f"win are measured in rounds")
         return None
-    write_calibration(folder.path / FOLDER_FILE, calibration)
+    write_calibration(folder.path / CALIBRATION_FILE, calibration)
     return calibration
 
 

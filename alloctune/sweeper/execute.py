@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 
 from ..decide.parameters import DEFAULT_TIE
 from ..decide.reasons import BackendSkipped, Code, Reason, Unmeasured
-from ..decide.rounds import Contention, Standing, contenders, standings, trials_to_come
+from ..decide.rounds import Contention, Standing, contenders, over_time_budget, standings, trials_to_come
 from ..decide.summary import SettingResult, summarize_settings
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
@@ -141,8 +141,7 @@ def run_rounds(folder: ResultsFolder, executor: Executor, planned: dict[str, lis
             break
         walls = [t.wall_seconds for t in gpu if t.wall_seconds]
         # this round's settings, and the default's run that closes the round
-        estimate = (sum(walls) / len(walls)) * (len(tasks) + len(envs)) / slots if walls else 0.0
-        if time_budget_s is not None and r > 0 and time.monotonic() - started + estimate > time_budget_s:
+        if over_time_budget(time_budget_s, time.monotonic() - started, r, walls, len(tasks) + len(envs), slots):
             notice(f"the {time_budget_s:g} s time budget would run out during round {r + 1}: stopping after "
                    f"{r} rounds")
             break

@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 
 from ..decide.fit import SEARCH_RUNS, search_next
 from ..errors import AlloctuneError
-from ..results.fits import Answer, Confirmation, FitFile, LimitFit, trace_name
+from ..results.fits import Answer, Confirmation, FitFile, LimitFit
+from ..results.names import fit_trace
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
@@ -43,11 +44,11 @@ def record_values(command: Sequence[str], param: str, values: Sequence[int], fol
                   say: Say = lambda line: None) -> dict[int, tuple[str, Trace]]:
     """One recording per value, kept in `folder`: value -> (path, trace). Refused before the first run when the
     command's interpreter sees no GPU (a folder holding every recording needs none)."""
-    if not all((folder / trace_name(param, value)).exists() for value in values):
+    if not all((folder / fit_trace(param, value)).exists() for value in values):
         refuse_without_gpu(at_value(command, param, values[0])[0])
     out = {}
     for value in values:
-        path = folder / trace_name(param, value)
+        path = folder / fit_trace(param, value)
         if path.exists():
             say(f"{param}={value}: kept recording {path}")
             out[value] = (str(path), load_trace(path))

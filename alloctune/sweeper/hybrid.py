@@ -1,6 +1,6 @@
 """A sweep planned by replay: record the allocation trace during the default's first trial (a hybrid sweep without
-`--trace`), search the settings space on it (`--search`), and pick the finalists that a hybrid sweep measures on
-the GPU.
+`--trace`), search the settings space on it (`--search`); which of the settings replayed a hybrid sweep measures on
+the GPU is decide/finalists.py's.
 
 The recording trial is the default's repeat 0 (its record is marked `recording`, and counts like any default
 trial): recording is on during the first pass only, whose peak reserved matched an unrecorded default's to the
@@ -21,12 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..decide.order import by_preference
-from ..decide.parameters import DEFAULT_TIE
-from ..decide.summary import summarize_settings
 from ..errors import AlloctuneError, OptionText, TraceError
 from ..files import write_file
 from ..results.folder import ResultsFolder
+from ..results.names import SEARCH_FILE, TRACE_FILE
 from ..results.records import Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
@@ -34,10 +32,6 @@ from ..sim.trace import Trace, load_trace, save_trace
 from ..trial.job import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
 from ..trial.task import TrialTask
-from .options import HYBRID_FINALISTS
-
-TRACE_FILE = "trace.xz"
-SEARCH_FILE = "search.json"
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> list[Trace]:
@@ -130,18 +124,3 @@ def _default_peak(trace: Trace, device_memory: int, budget_bytes: int | None) ->
 
     [outcome] = replay(trace, [AllocConf()], device_memory, budget_bytes=budget_bytes, jobs=1)
     return (not outcome.fits, outcome.result.peak_reserved_bytes if outcome.result else 0)
-
-
-def finalists(records: list[TrialRecord], planned: dict, max_slowdown: float,
-              count: int = HYBRID_FINALISTS, tie: float = DEFAULT_TIE) -> dict:
-    """Hybrid mode: the default plus the `count` best simulated settings go to the GPU (and what replay cannot
-    judge, cudaMallocAsync, when it is in the grid). Best as the sweep's choice prefers them (`decide.order`): the
-    one the choice would take first, so measuring it is what counts, then the one it would take without it, ..."""
-    simulated = [s for s in summarize_settings([r for r in records if r.backend == Backend.SIM], max_slowdown)
-                 if s.conf]
-    keep = {""}
-    for s in by_preference(simulated, tie):
-        if len(keep) > count or not s.fits:
-            break
-        keep.add(s.conf)
-    return {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..errors import AlloctuneError, OptionError, OptionText
 from ..results.folder import Skipped, SweepInfo
+from ..results.names import TRACE_FILE
 from ..results.records import Backend, sim_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
@@ -24,7 +25,6 @@ from ..trial.probe import ProbeResult, check_settings, probe_and_judge
 from ..units import plural
 from ..workload.spec import WorkloadSpec
 from .executors import Executor, LocalExecutor
-from .hybrid import TRACE_FILE
 from .options import ExecutorKind, SweepCallbacks, SweepOptions
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import LOCK_FILE, SWEEP_FILE, ResultsFolder, SweepInfo, sweep_text
+from ..results.folder import ResultsFolder, SweepInfo, sweep_text
+from ..results.names import LOCK_FILE, SWEEP_FILE
 from .options import SweepOptions
 
 
@@ -23,8 +24,8 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
         if not (folder.path / SWEEP_FILE).exists() and (theirs := _not_ours(folder.path)):
             listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
             raise AlloctuneError(OptionText(
-                "{out} {path} holds {listed} and no sweep (no sweep.json): a sweep writes into a results folder "
-                "of its own, so give a new or empty folder", path=folder.path, listed=listed))
+                "{out} {path} holds {listed} and no sweep (no {name}): a sweep writes into a results folder "
+                "of its own, so give a new or empty folder", path=folder.path, listed=listed, name=SWEEP_FILE))
         _locked(folder, held)
         if (folder.path / SWEEP_FILE).exists():
             if _identity(folder.info()) != _identity(info):

@@ -3,7 +3,7 @@
 The Python API behind `alloctune sweep`, and its top-level flow: the options checked (options.py), what will run
 settled (plan.py: interpreters probed, backend resolved, settings each torch accepts, the trace), the results
 folder opened or resumed (resume.py), the trials run (execute.py: local child processes, simulator replays, a Ray
-cluster; hybrid.py: recording, search, finalists). The sweeper alone appends what comes back to the trials file;
+cluster; hybrid.py: recording, search). The sweeper alone appends what comes back to the trials file;
 choosing and reporting read the records back, so an interrupted sweep resumes where it stopped and its reports are
 always built from what was really recorded.
 """
@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..decide.choice import Choice
-from ..decide.rounds import Contention, Standing, trials_to_come
+from ..decide.estimate import Asked, first_estimate
 from ..decide.summary import SettingResult
 from ..decide.decision import decide
+from ..decide.finalists import finalists
 from ..decide.parameters import check_max_slowdown
 from ..report.analysis import write_folder
 from ..results.folder import ResultsFolder, Skipped, results_folder
@@ -32,7 +33,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
 from .confirm import folder_calibration, run_confirmed
-from .hybrid import finalists, record_default, recording_task, search_plan
+from .hybrid import record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions, from_arguments
 from .plan import Plan, make_plan, sweep_info
 from .resume import open_folder
@@ -102,8 +103,11 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
         callbacks.progress(record, done, total)
 
     if plan.backend != Backend.SIM and not tally.done:
-        tally.expect(first_estimate(plan, options, command=spec.command is not None,
-                                    named=bool(_named(spec, options, plan))))
+        tally.expect(first_estimate(plan.planned.values(), Asked(
+            hybrid=plan.backend == Backend.HYBRID, recording=plan.recording, command=spec.command is not None,
+            auto=options.auto, confirm=options.confirm, rounds=options.rounds, finalists=options.finalists,
+            searched=options.search is not None, named=bool(_named(spec, options, plan)),
+            max_slowdown=options.max_slowdown)))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
         traces = record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress))
@@ -124,34 +128,6 @@ def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan:
 def _named(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> list[str]:
     """The settings the user named (--conf, --grid, the workload's grid:), as the grid holds them."""
     return [str(c) for c in plan.confs] if options.grid or spec.grid else []
-
-
-def first_estimate(plan: Plan, options: SweepOptions, command: bool, named: bool = False) -> int:
-    """About how many GPU trials the sweep runs, before any has: with fixed repeats, what it plans (a hybrid's
-    finalists, as many as asked, and a backend switch where the grid has one); with 'auto', the rounds' own
-    estimate (`rounds.trials_to_come`) when no setting's memory is known yet (cuda), or, for a hybrid before its
-    replay, for one leader whose memory the replay gives and each backend switch; with 'confirm' (a hybrid's), the
-    confirmation pair and, for a backend switch the user `named`, its rounds; plus each first default run and a
-    command's recording trial (an extra one)."""
-    hybrid = plan.backend == Backend.HYBRID
-    total = 1 if hybrid and plan.recording and command else 0
-    for confs in plan.planned.values():
-        switches = [c for c in confs if c.is_async]
-        natives = [c for c in confs if not c.is_default and not c.is_async]
-        if hybrid and options.confirm:   # a workload's recording trial is the default's first run
-            rows = [Standing(str(c), Contention.NOT_MEASURED) for c in switches] if named else []
-            total += (not (plan.recording and not command)) + bool(natives or options.search is not None) \
-                + (trials_to_come(rows, options.max_slowdown, options.rounds) if rows else 0)
-            continue
-        if not options.auto:
-            total += (1 + (min(options.finalists, len(natives)) if hybrid else len(natives)) + len(switches)) \
-                * options.rounds
-            continue
-        rows = [Standing(str(c), Contention.NOT_MEASURED) for c in switches + ([] if hybrid else natives)]
-        if hybrid and (natives or options.search is not None):   # a search finds its own
-            rows.append(Standing("leader", Contention.NOT_MEASURED, memory_known=True))
-        total += 1 + trials_to_come(rows, options.max_slowdown, options.rounds)
-    return total
 
 
 def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan, traces: list[Trace],

@@ -8,7 +8,7 @@ seconds in all, most of them two torch imports.
 The per-user store is a folder of JSON files, one per GPU model, driver and torch (what the costs depend on):
 `$XDG_CACHE_HOME/alloctune/calibration/` (`~/.cache/...` where that is unset). `calibration_for` is what a sweep
 calls: the stored calibration for its GPU, or a new one measured and stored. A sweep keeps a copy of what it used
-in its results folder (results/calibration.FOLDER_FILE).
+in its results folder (results/names.CALIBRATION_FILE).
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ import torch
 from clirun import ROOT, cli, in_process
 from scaled import CONTEXT, H200_BYTES, scaled_trace, write_traces
 
-from alloctune.results.fits import FIT_FILE, FitFile
-from alloctune.results.folder import PLOT_FILE
+from alloctune.results.fits import FitFile
+from alloctune.results.names import FIT_FILE, PLOT_FILE
 from alloctune.results.typed import load_json
 from alloctune.sim.replay import replay
 from alloctune.units import MiB

@@ -13,7 +13,7 @@ from alloctune.decide.parameters import DEFAULT_TIE
 from alloctune.decide.summary import summarize_settings
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
-from alloctune.sweeper.hybrid import finalists
+from alloctune.decide.finalists import finalists
 from alloctune.units import GiB
 
 ES, MS, RP = "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"
@@ -143,3 +143,36 @@ def test_three_settings_in_a_chain_of_ties_give_one_order_whatever_the_input_ord
             if within(loser.peak, winner.peak):
                 assert claim_holds(tie_rule(winner, loser, group), winner, loser, group)
     assert len(orders) == 1
+
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_without_a_margin_the_preference_orders_replays_by_memory(seed):
+    """results/order.by_memory, the rule under every ranking of settings: without a margin the preference orders a
+    replay's figures (one backend, repeated exactly) as it does, ties of memory included; so does the maximum over
+    a job's traces."""
+    from alloctune.decide.maximum import TraceFigures, maximum
+    from alloctune.results.order import by_memory
+
+    rng = random.Random(seed)
+    group = settings({c: rng.choice((10.0, 10.5, 12.0)) for c in ["", ES, MS, RP, ES_RP, f"{MS},{RP}"]})
+    by_rule = [s.conf for s in sorted(group, key=lambda s: by_memory(s.setting, s.fits, s.peak_reserved_bytes))]
+    assert [s.conf for s in ranked(group)] == by_rule
+    highest = maximum(TraceFigures("rank0", s.setting, s.peak_reserved_bytes, 0) for s in group)
+    assert [str(h.setting) for h in highest] == by_rule
+
+
+def test_a_replays_ranking_is_the_preferences_without_a_margin():
+    """A real trace replayed: its table's order (ReplayOutcome.sort_key) is the one the choice's tables give the
+    same figures as trials."""
+    from pathlib import Path
+
+    from alloctune.sim.replay import ReplayOutcome, replay as replay_trace
+    from alloctune.sim.trace import load_trace
+
+    trace = load_trace(Path(__file__).parents[1] / "fixtures" / "fits" / "hf-trainer-gpt2-batch-8.xz")
+    confs = ["", ES, MS, RP, ES_RP, f"{MS},{RP}", "max_split_size_mb:20", "roundup_power2_divisions:8"]
+    outcomes = replay_trace(trace, confs, 80 * GiB, jobs=1)
+    group = summarize_settings([TrialRecord("w", "h", str(o.setting), 0, "sim:torch-2.11.0", "sim", TrialState.OK,
+                                            o.measurement()) for o in outcomes])
+    assert [s.conf for s in ranked(group)] == [str(o.setting) for o in sorted(outcomes, key=ReplayOutcome.sort_key)]

@@ -16,7 +16,8 @@ from folders import new_folder
 from alloctune.decide.summary import summarize_settings
 from alloctune.decide.precision import precision_of
 from alloctune.decide.reasons import Code, Stop
-from alloctune.decide.rounds import MIN_ROUNDS, Contention, Standing, contenders, standings, trials_to_come
+from alloctune.decide.rounds import (MIN_ROUNDS, Contention, Standing, contenders, over_time_budget, standings,
+                                     trials_to_come)
 from alloctune.decide.stats import rounds_needed
 from alloctune.decide.summary import SettingState
 from alloctune.results.folder import ResultsFolder, SweepInfo
@@ -288,6 +289,15 @@ def test_rounds_stop_at_the_time_budget(tmp_path):
     plan = {"": {"gib": 20, "ratios": [1.0]}, ES: {"gib": 15, "ratios": [1.2, 0.8]}}
     _, ran, notices = run_rounds(tmp_path, plan, budget=1e-6)
     assert ran == ["", ES, ""] and "time budget" in notices[0]   # the first round always runs, and is closed
+
+
+def test_a_round_runs_when_the_time_spent_and_its_trials_at_the_mean_wall_time_fit_the_budget():
+    # 2 trials of 10 s on 2 slots: 10 s more
+    assert not over_time_budget(100.0, 90.0, 1, [8.0, 12.0], trials=2, slots=2)
+    assert over_time_budget(100.0, 90.5, 1, [8.0, 12.0], trials=2, slots=2)
+    assert over_time_budget(100.0, 100.5, 1, [], trials=2, slots=2)   # nothing timed yet: only what was spent
+    assert not over_time_budget(100.0, 500.0, 0, [8.0], trials=2, slots=1)   # the first round always runs
+    assert not over_time_budget(None, 500.0, 3, [8.0], trials=2, slots=1)
 
 
 def test_bracket_pairs_interpolate_the_default_between_its_runs():

@@ -13,7 +13,8 @@ from alloctune.decide.summary import summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
 from alloctune.results.choices import ChoiceRecord, ReasonRecord
-from alloctune.results.folder import CHOICE_FILE, ResultsFolder
+from alloctune.results.folder import ResultsFolder
+from alloctune.results.names import CHOICE_FILE
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.sweeper.sweep import analyze
 from alloctune.units import GiB

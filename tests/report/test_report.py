@@ -8,7 +8,8 @@ from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
 from alloctune.report.plot import plot_pareto
 from alloctune.report.ranked import print_choice
-from alloctune.report.summary import SUMMARY_FILE, write_summary
+from alloctune.report.summary import write_summary
+from alloctune.results.names import SUMMARY_FILE
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
 from alloctune.results.records import TrialState
 from alloctune.units import GiB

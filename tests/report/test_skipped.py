@@ -11,7 +11,8 @@ from alloctune.decide.reasons import Code, Reason, Unmeasured
 from alloctune.decide.summary import MemoryMeasure
 from alloctune.report.compare import compare
 from alloctune.report.words import sentence, skipped_words
-from alloctune.results.folder import SWEEP_FILE, ResultsFolder, Skipped
+from alloctune.results.folder import ResultsFolder, Skipped
+from alloctune.results.names import SWEEP_FILE
 from alloctune.sweeper.sweep import analyze
 from alloctune.units import GiB
 

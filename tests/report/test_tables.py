@@ -129,13 +129,3 @@ def test_a_simulated_sweep_has_no_empty_throughput_columns(tmp_path):
 def test_markdown_table_escapes_pipes():
     text = markdown_table(("a", "b"), [("x|y", "z\nw")])
     assert text.splitlines() == ["| a | b |", "|---|---|", "| x\\|y | z w |"]
-
-
-def test_the_maximum_over_ranks_counts_every_ranks_ooms():
-    """The job fails where any rank does: a rank that ran out of memory below the highest peak still counts."""
-    from alloctune.report.replay import maximum
-
-    replayed = [{"trace": "rank0", "results": [{"conf": "", "peak_reserved_bytes": 10, "num_ooms": 0}]},
-                {"trace": "rank1", "results": [{"conf": "", "peak_reserved_bytes": 8, "num_ooms": 2}]}]
-    [row] = maximum(replayed)
-    assert (row["trace"], row["peak_reserved_bytes"], row["num_ooms"]) == ("rank0", 10, 2)

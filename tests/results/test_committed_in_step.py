@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from clirun import ROOT
 
-from alloctune.results.folder import BEST_FILE, CHOICE_FILE
-from alloctune.report.summary import SUMMARY_FILE
+from alloctune.results.names import BEST_FILE, CHOICE_FILE, SUMMARY_FILE
 from alloctune.sweeper.sweep import analyze
 
 COMMITTED = sorted(p.parent.relative_to(ROOT) for p in (ROOT / "results").rglob(CHOICE_FILE))

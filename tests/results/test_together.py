@@ -16,7 +16,7 @@ from folders import make_folder, repeats
 
 from alloctune.errors import FolderBusy
 from alloctune.sweeper.sweep import analyze
-from alloctune.results.batch import PENDING_FILE
+from alloctune.results.names import PENDING_FILE
 from alloctune.results.folder import ResultsFolder
 
 FILES = ("choice.json", "summary.md", "plot.png", "best.env")

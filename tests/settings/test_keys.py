@@ -7,7 +7,7 @@ import pytest
 from alloctune.errors import ConfError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import apply_rules
-from alloctune.settings.keys import KEYS, Sim
+from alloctune.settings.keys import KEYS, SEARCH_ORDER, Sim, names
 from alloctune.settings.readback import conf_from_settings, mismatch, readable_keys
 from alloctune.settings.versions import check_conf
 from alloctune.sim.config import allocator_config
@@ -15,10 +15,36 @@ from alloctune.sim.config import allocator_config
 GiB = 1 << 30
 
 
-def test_every_parsed_key_is_a_field_of_a_setting_in_canonical_order():
+def test_every_parsed_key_is_a_field_of_a_setting_in_the_tables_order():
+    """AllocConf's fields are the keys KEYS gives a parser, in KEYS's order: the order a setting prints them in
+    (files keep it), so neither can change alone."""
     parsed = [name for name in (f.name for f in fields(AllocConf)) if name != "extra"]
-    assert sorted(parsed) == sorted(name for name, key in KEYS.items() if key.parse is not None)
+    assert parsed == list(names(lambda key: key.parse is not None))
+    assert list(KEYS)[:len(parsed)] == parsed   # the parsed keys first
     assert all(KEYS[name].sim is Sim.MODELLED for name in parsed)
+    assert str(AllocConf.parse(",".join(f"{name}:{raw}" for name, raw in reversed((
+        ("backend", "native"), ("expandable_segments", "True"), ("max_split_size_mb", "64"),
+        ("roundup_power2_divisions", "4"), ("garbage_collection_threshold", "0.6"),
+        ("max_non_split_rounding_mb", "64"), ("large_segment_size_mb", "32"),
+        ("per_process_memory_fraction", "0.5")))))) == (
+        "backend:native,expandable_segments:True,max_split_size_mb:64,roundup_power2_divisions:4,"
+        "garbage_collection_threshold:0.6,max_non_split_rounding_mb:64,large_segment_size_mb:32,"
+        "per_process_memory_fraction:0.5")
+
+
+def test_the_search_steps_through_every_searched_key_once():
+    assert sorted(SEARCH_ORDER) == sorted(names(lambda key: key.search))
+
+
+def test_a_key_a_parse_keeps_is_restored_to_its_default():
+    """The probe's child parses these after a setting that names them (`Key.persists`), so the next setting starts
+    from the allocator's defaults; those defaults are the ones the simulator and the version checks use."""
+    assert {name: key.persists for name, key in KEYS.items() if key.persists} == {
+        "expandable_segments": "False", "large_segment_size_mb": "20"}
+    plain = allocator_config(AllocConf(), 80 * GiB, torch_version="2.10")
+    assert plain.large_segment == plain.non_split_rounding == 20 << 20
+    assert check_conf(AllocConf.parse("max_split_size_mb:20"), "2.9.0") == (
+        "max_split_size_mb must be > 20 on torch 2.9, got 20")
 
 
 def test_a_key_kept_verbatim_is_still_judged_by_its_versions():

@@ -4,7 +4,6 @@ from alloctune.errors import ConfError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.versions import (
     BEHAVIOUR_CHANGES,
-    KEYS,
     NEWEST_KNOWN,
     behaviour,
     changes_between,
@@ -88,20 +87,11 @@ def test_removed_key_is_fine_before_removal():
     assert _check("roundup_bypass_threshold_mb:10", "1.13.1") is None
 
 
-def test_every_key_of_allocconf_is_in_the_table():
-    from dataclasses import fields
-    for f in fields(AllocConf):
-        if f.name != "extra":
-            assert f.name in KEYS
-
-
 def test_behaviour_switches():
     old, new = behaviour("2.3.1"), behaviour("2.11.0+cu130")
     assert not old.divisions_one_rounds_512 and new.divisions_one_rounds_512
     assert old.full_fraction_enables_gc and not new.full_fraction_enables_gc
     assert old.gt_overwrites_last_entry and not new.gt_overwrites_last_entry
-    assert old.has_expandable_segments and not behaviour("2.0.1").has_expandable_segments
-    assert not behaviour("2.10.0").has_large_segment_size and new.has_large_segment_size
     assert behaviour("2.4.0").divisions_one_rounds_512
 
 

@@ -23,7 +23,9 @@ from alloctune.sim.replay import replay
 from alloctune.sim.search import CLOSE_RATIO, _State, pareto_front, search
 from alloctune.sim.space import Space
 from alloctune.sim.trace import load_trace
-from alloctune.sweeper.hybrid import SEARCH_FILE, TRACE_FILE, finalists, record_default, recording_task
+from alloctune.results.names import SEARCH_FILE, TRACE_FILE
+from alloctune.decide.finalists import finalists
+from alloctune.sweeper.hybrid import record_default, recording_task
 from alloctune.trial.launch import lost_trial, run_trial
 from alloctune.trial.probe import SettingsJudge, check_settings, probe
 from alloctune.trial.task import TrialTask

@@ -123,7 +123,7 @@ def test_cli_sweep_then_export(tmp_path):
 def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
     from alloctune.results.records import Measurement, TrialRecord, TrialState
     from alloctune.settings.conf import AllocConf
-    from alloctune.sweeper.hybrid import finalists
+    from alloctune.decide.finalists import finalists
     from alloctune.sweeper.options import HYBRID_FINALISTS
 
     peaks = {"": 40, "expandable_segments:True": 27, "max_split_size_mb:128": 139, "max_split_size_mb:512": 139,
@@ -133,7 +133,7 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
                            measurement=Measurement(peak_reserved_bytes=p * 2**30, peak_allocated_bytes=27 * 2**30))
                for c, p in peaks.items()]
     planned = {"torch-2.11.0": [AllocConf.parse(c) for c in [*peaks, "backend:cudaMallocAsync"]]}
-    [chosen] = finalists(records, planned, 0.02).values()
+    [chosen] = finalists(records, planned, 0.02, HYBRID_FINALISTS).values()
     # The three lowest simulated peaks, the baseline, and what replay cannot judge (measured only on the GPU).
     assert HYBRID_FINALISTS == 3
     assert [str(c) for c in chosen] == ["", "expandable_segments:True", "roundup_power2_divisions:4",

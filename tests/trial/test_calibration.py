@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from alloctune.errors import AlloctuneError, ResultsError
-from alloctune.results.calibration import FOLDER_FILE, CostSample, MiB, read_calibration, write_calibration
+from alloctune.results.names import CALIBRATION_FILE
+from alloctune.results.calibration import CostSample, MiB, read_calibration, write_calibration
 from alloctune.trial.calibration import calibration_for, measure, store, store_path
 from alloctune.child.calibration import SEGMENTS, SYNCS, fit, summarise
 from alloctune.trial.probe import ProbeResult
@@ -72,8 +73,8 @@ def test_the_store_writes_one_file_per_gpu_driver_and_torch_and_reads_it_back(tm
     assert read_calibration(path) == cal
     other = store(replace(cal, torch="2.13.0"))
     assert other != path and read_calibration(other).torch == "2.13.0"
-    write_calibration(tmp_path / "sweep" / FOLDER_FILE, cal)   # a results folder's copy
-    assert read_calibration(tmp_path / "sweep" / FOLDER_FILE) == cal
+    write_calibration(tmp_path / "sweep" / CALIBRATION_FILE, cal)   # a results folder's copy
+    assert read_calibration(tmp_path / "sweep" / CALIBRATION_FILE) == cal
 
 
 @pytest.mark.parametrize("damage, says", [
@@ -84,7 +85,7 @@ def test_the_store_writes_one_file_per_gpu_driver_and_torch_and_reads_it_back(tm
     (lambda text: text.replace('"gpu"', '"card"'), "field 'gpu': missing"),
 ])
 def test_a_damaged_calibration_is_one_line_naming_the_file_and_the_field(tmp_path, damage, says):
-    path = tmp_path / FOLDER_FILE
+    path = tmp_path / CALIBRATION_FILE
     path.write_text(damage(H200.read_text()))
     with pytest.raises(ResultsError) as caught:
         read_calibration(path)

@@ -42,6 +42,8 @@ def _report(pid: int, **changes) -> dict:
      "devices[0].peak_reserved_bytes: expected at least 0, got -1"),
     ({"cuda": "yes"}, "cuda: expected true or false, got 'yes'"),
     ({"cuda": None}, "cuda: expected true or false, got None"),
+    # the growth samples' one rule, the trial's measurement's too (results/records.GrowthSamples)
+    ({"growth_samples": [[8, 300, 200], [4, 300, 200]]}, "growth_samples: expected rising steps, got step 4 after 8"),
 ])
 def test_a_damaged_report_is_one_line_naming_the_file_and_the_field(tmp_path, changes, field):
     Path(report_path(str(tmp_path), 7)).write_text(json.dumps(_report(7)))
