@@ -173,9 +173,9 @@ def fit(param: str | FitOptions | None = None, *, progress: Progress | None = No
     answer = fit_traces(_request(options, traces, entries), jobs=options.jobs)
     if options.confirm:
         assert options.command is not None   # FitOptions' rule
-        answer = confirm(answer, options.command, [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm], gpu=options.gpu,
-                         timeout_s=options.timeout_s, warmup_steps=options.warmup_steps, steps=options.steps,
-                         say=lambda line: say(line, None))
+        confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
+        answer = confirm(answer, options.command, confs, gpu=options.gpu, timeout_s=options.timeout_s,
+                         warmup_steps=options.warmup_steps, steps=options.steps, say=lambda line: say(line, None))
     if folder is not None:
         answer.write(folder)
         plot_fit(answer, folder / PLOT_FILE)

@@ -85,7 +85,8 @@ def path(value: object, field: str) -> str:
     """A path option: a non-empty str or os.PathLike without NUL ('-': standard input where the option reads)."""
     text = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(text, str) or not text or "\0" in text:
-        raise OptionError(field, "{%s} must be a non-empty path, got {got}" % field, got=shown(value))
+        raise OptionError(field, "{%s}: expected a path (a non-empty str or os.PathLike), got {got}" % field,
+                          got=shown(value))
     return text
 
 

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.fits import print_fit
 
     param, values = parse_param(args.param)
-    options = FitOptions(param, tuple(values), parse_traces(args.trace) if args.trace else None,  # type: ignore[arg-type]
+    traces = parse_traces(args.trace) if args.trace else None   # a value that is no number: refused by FitOptions
+    options = FitOptions(param, tuple(values), traces,  # type: ignore[arg-type]
                          tuple(args.command) or None, tuple(args.conf or ()), args.grid,
                          args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
                          args.overhead, tuple(args.confirm or ()), args.out, args.gpu, args.timeout, args.steps,
