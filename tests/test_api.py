@@ -58,7 +58,7 @@ def test_each_use_case_end_to_end_and_what_one_returns_the_next_takes(tmp_path):
     assert by_conf["backend:cudaMallocAsync"].result is None and "driver" in by_conf["backend:cudaMallocAsync"].reason
     assert replayed.to_json()["trace"] == "trace #1" and alloctune.replay(TRACE, jobs=1).to_json()["trace"] == \
         str(TRACE)
-    two = alloctune.replay(alloctune.ReplayOptions([TRACE, trace], ["expandable_segments:True"], jobs=1))
+    two = alloctune.replay(options=alloctune.ReplayOptions([TRACE, trace], ["expandable_segments:True"], jobs=1))
     assert len(two.replays) == 2 and {row["conf"] for row in two.maximum} == {"default", "expandable_segments:True"}
     # search: the front of the space, each member with its reason
     found = alloctune.search(trace, max_settings=20, device_memory="24GiB", jobs=1)
@@ -76,7 +76,7 @@ def test_each_use_case_end_to_end_and_what_one_returns_the_next_takes(tmp_path):
     assert fleet.jobs == ("trace #1", "cnn-varres-h200") and fleet.best is not None
     assert fleet.to_json()["best"] == str(fleet.best.setting)
     # diagnose: the recommended setting is one replay takes
-    d = alloctune.diagnose(alloctune.DiagnoseOptions([SNAPSHOT], jobs=1))
+    d = alloctune.diagnose(options=alloctune.DiagnoseOptions([SNAPSHOT], jobs=1))
     assert d.recommended_conf and alloctune.replay(trace, d.recommended_conf, jobs=1).outcomes
 
 
@@ -135,7 +135,7 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("replay(budget_bytes=5)", lambda: alloctune.replay(trace, budget_bytes=5), "no option 'budget_bytes'"),
         ("replay(misspelt)", lambda: alloctune.replay(trace, ["expandabel_segments:True"]),
          "does not know the key 'expandabel_segments'"),
-        ("replay()", lambda: alloctune.replay(), "replay() needs traces"),
+        ("replay()", lambda: alloctune.replay(), "traces: expected a trace's path"),
         ("replay([])", lambda: alloctune.replay([]), "traces: expected"),
         ("replay(min_memory=1)", lambda: alloctune.replay(trace, min_memory=1), "min_memory: expected True"),
         ("replay(confs=[5])", lambda: alloctune.replay(trace, [5], device_memory="24GiB"), "a setting is a str"),
@@ -147,7 +147,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("search(max_settings=0)", lambda: alloctune.search(trace, max_settings=0), "max_settings must be"),
         ("search(python='')", lambda: alloctune.search(trace, python=""), "python: expected a path"),
         ("search(budget='lots')", lambda: alloctune.search(trace, budget="lots"), "budget: expected a size"),
-        ("fit()", lambda: alloctune.fit(), "fit() needs param"),
+        ("fit()", lambda: alloctune.fit(), "param '': expected a name such as batch"),
+        ("fit(options=5)", lambda: alloctune.fit(options=5), "the options must be of type FitOptions"),
         ("fit('8')", lambda: alloctune.fit("8", traces=FITS), "param '8': expected a name"),
         ("fit(no source)", lambda: alloctune.fit("batch"), "give command, or traces"),
         ("fit(one trace)", lambda: alloctune.fit("batch", traces={8: FITS[8]}), "two values at least"),

@@ -1,14 +1,15 @@
-"""The use cases, one library function each, between the command line (cli/) and the parts they join: each takes
-typed options (a frozen dataclass, checked as a whole when made: a bad field is an OptionError naming it), returns a
-typed result, and is what both the CLI and the Python API (the root package's names) call. None prints; what they
-return, the next takes.
+"""The use cases, one library function each, between the command line and the parts each joins: what both
+`alloctune COMMAND` (cli/) and the Python API (the root package) call. Each takes typed options (a frozen
+dataclass, checked when made; or its fields as keyword arguments) and returns a typed result; none prints.
 
-    replay     traces replayed under settings, ranked; the maximum over ranks (ReplayOptions -> ReplayResult)
-    search     the settings space searched by replay, its Pareto front (SearchOptions -> SearchResult)
-    fleet      one setting for many jobs (FleetOptions -> FleetResult)
-    fit        the largest value of a parameter each setting allows per card or budget (FitOptions -> FitResult)
-    diagnose   an OOM's cause and the next step (DiagnoseOptions -> diagnosis.Diagnosis)
+    options.py    keyword arguments into a use case's options, one way for every function (split, build)
+    checks.py     the checks fields of several use cases share (sizes, counts, settings, paths), and Progress
+    inputs.py     a trace given as a path or a Trace; the device a replay runs on, and the warnings about it
+    replay.py     replay(): traces replayed under settings, ranked; the maximum over ranks -> ReplayResult
+    search.py     search(): the settings space searched by replay, its Pareto front -> SearchResult
+    fleet.py      fleet(): one setting for many jobs, by what each gives up -> FleetResult
+    fit.py        fit(): the largest value of a parameter each setting allows per card or budget -> FitResult
+    diagnose.py   diagnose(): an OOM's cause and the next step -> diagnosis.Diagnosis
 
-and what they share: options (options given as an object or as keywords, the checks many share, the progress
-callback) and inputs (a trace given as a path or a Trace; the device a replay runs on, and its warnings).
+What one returns, the next takes: a Diagnosis's `recommended_conf` goes to replay (and sweep) as a setting.
 """

@@ -10,8 +10,8 @@ from typing import Any, Sequence
 from ..diagnosis import Diagnosis
 from ..errors import OptionError, shown
 from ..files import checked_path
-from .options import build, set_field, settings, workers
-from .replay import check_device
+from .checks import device_index, given, set_field, settings, workers
+from .options import options_of
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class DiagnoseOptions:
         if not isinstance(sources, (list, tuple)) or not sources:
             raise OptionError("sources", "diagnose needs a message, a snapshot or a results folder")
         set_field(self, "sources", tuple(checked_path(s, "diagnose") for s in sources))
-        check_device(self.device)
+        device_index(self.device)
         if self.confs is not None:
             set_field(self, "confs", tuple(str(c) for c in settings(self.confs)))
         workers(self.jobs)
@@ -38,13 +38,12 @@ class DiagnoseOptions:
                               got=shown(self.all_problems))
 
 
-def diagnose(*sources: str | os.PathLike | DiagnoseOptions, **fields: Any) -> Diagnosis:
-    """Diagnose the OOM the sources describe: `diagnose("oom-rank0.pickle")`, a message and its snapshot together,
-    or DiagnoseOptions; every other option as a keyword (`device`, `confs`, `jobs`, `all_problems`). The result's
-    `recommended_conf` is a setting `sweep(grid=...)` and `replay(confs=...)` take."""
+def diagnose(*sources: str | os.PathLike, options: DiagnoseOptions | None = None, **fields: Any) -> Diagnosis:
+    """Diagnose the OOM the sources describe: `diagnose("oom-rank0.pickle")`, or a message and its snapshot
+    together; `options` (DiagnoseOptions) or its fields as keywords (`device`, `confs`, `jobs`, `all_problems`). The
+    result's `recommended_conf` is a setting `sweep(grid=...)` and `replay(confs=...)` take."""
     from ..diagnosis import diagnose as diagnosed
 
-    first = sources[0] if len(sources) == 1 and isinstance(sources[0], DiagnoseOptions) else sources or None
-    options = build(DiagnoseOptions, "diagnose", first, fields)
+    options = options_of("diagnose", DiagnoseOptions, options, given(fields, sources=sources or None))
     return diagnosed(*options.sources, device=options.device, confs=list(options.confs) if options.confs else None,
                      jobs=options.jobs, all_problems=options.all_problems)

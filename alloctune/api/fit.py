@@ -17,8 +17,10 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..units import GiB, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
+from .checks import (Progress, count, given, in_bytes, one_stdin, path, quiet, set_field, settings, size,
+                     workers)
 from .inputs import TraceInput, budget_limit, loaded, name_of, trace_inputs
-from .options import Progress, build, count, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .options import options_of
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -28,7 +30,7 @@ class FitOptions:
     """What to fit: a command to record at each value, or traces recorded at each value; the settings; the cards
     and budgets to answer for; how to record and confirm on the GPU. Sizes are bytes or strings such as '24GiB'."""
 
-    param: str                                       # the parameter's name, a variable's: batch
+    param: str = ""                                  # the parameter's name, a variable's: batch
     values: Sequence[int] = ()                       # with a command: the values to record at, two at least
     traces: Mapping[int, TraceInput] | None = None   # instead of a command: value -> the trace recorded at it
     command: Sequence[str] | None = None             # with {param} where the value goes (else in the variable param)
@@ -148,9 +150,10 @@ class FitResult:
         return self.fit.to_json()
 
 
-def fit(param: str | FitOptions | None = None, *, progress: Progress | None = None, **fields: Any) -> FitResult:
-    """Answer what fits (see the module docstring). `param`: the parameter's name, or FitOptions; every other option
-    as a keyword: `fit("batch", traces={8: "a.xz", 16: "b.xz"}, cards=["24GiB"])`. Every option is checked
+def fit(param: str | None = None, options: FitOptions | None = None, *, progress: Progress | None = None,
+        **fields: Any) -> FitResult:
+    """Answer what fits (see the module docstring). `param`: the parameter's name; `options` (FitOptions) or its
+    fields as keywords: `fit("batch", traces={8: "a.xz", 16: "b.xz"}, cards=["24GiB"])`. Every option is checked
     before the first GPU run: a typo costs no recording. `progress` hears a line per run on the GPU."""
     from ..report.fits import plot_fit
     from ..results.folder import PLOT_FILE
@@ -158,7 +161,7 @@ def fit(param: str | FitOptions | None = None, *, progress: Progress | None = No
     from ..sweeper.fitrun import confirm, record_values
     from ..sweeper.fitting import fit_traces
 
-    options = build(FitOptions, "fit", param, fields)
+    options = options_of("fit", FitOptions, options, given(fields, param=param))
     say = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     folder = _folder(options)

@@ -12,15 +12,16 @@ from ..decide.fleet import SettingLoss
 from ..errors import OptionError
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
+from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
 from .inputs import TraceInput, held, loaded, name_of, trace_inputs
-from .options import Progress, build, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .options import options_of
 
 
 @dataclass(frozen=True)
 class FleetOptions:
     """The jobs (a trace each) and the settings to rank."""
 
-    traces: Sequence[TraceInput]                 # one trace per job
+    traces: Sequence[TraceInput] = ()            # one trace per job
     confs: Sequence[str | AllocConf] = ()        # settings to rank ('default' for the default; default: the grid)
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
@@ -66,16 +67,16 @@ def job_names(paths: list[str]) -> list[str]:
     return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
 
 
-def fleet(traces: Sequence[TraceInput] | FleetOptions | None = None, confs: Sequence[str | AllocConf] | None = None,
-          *, progress: Progress | None = None, **fields: Any) -> FleetResult:
+def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | AllocConf] | None = None,
+          options: FleetOptions | None = None, *, progress: Progress | None = None, **fields: Any) -> FleetResult:
     """Rank settings across jobs by what each gives up (see the module docstring). `traces`: a list of paths or
-    Traces, one per job, or FleetOptions; every other option as a keyword:
+    Traces, one per job; `options` (FleetOptions) or its fields as keywords:
     `fleet(["a.xz", "b.xz"], device_memory="24GiB")`. `progress` hears of each job as its trace loads."""
     from ..decide.fleet import rank_fleet
     from ..settings.grid import load_grid_file, ranked_settings
     from ..sim.points import fleet_peaks
 
-    options = build(FleetOptions, "fleet", traces, dict(fields, confs=confs))
+    options = options_of("fleet", FleetOptions, options, given(fields, traces=traces, confs=confs))
     said = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     sources = held(options.traces)

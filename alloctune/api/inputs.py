@@ -12,7 +12,7 @@ from ..errors import OptionError, OptionText, SizeError, shown
 from ..sim.limits import DEFAULT_DEVICE_MEMORY
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
-from .options import path
+from .checks import path
 
 # A trace as the use cases take it: its path ('-' for standard input) or the Trace `alloctune.load_trace` returns.
 TraceInput = Union[str, os.PathLike, Trace]

@@ -1,109 +1,38 @@
-"""How a use case's options are given and checked, once for every use case: the options object, or its fields as
-keyword arguments over it (`alloctune.fit("a.xz", param="batch", ...)`), and the checks that fields of many use cases
-share (sizes, worker counts, settings, paths). Every refusal is an `OptionError` naming its field, which the CLI
-shows as its flag."""
+"""A use case's options from keyword arguments, one way for every api function: each takes its options dataclass
+(checked as a whole when made), or its fields as keyword arguments, which win over that object's:
+`sweep("w.yaml", preset="h200", repeats=5)`, `export_results(folder, "json", env_id="torch-2.11")`. A name that is
+no field, or an options object of another type, is an OptionError naming it."""
 from __future__ import annotations
 
-import os
-from dataclasses import MISSING, fields, replace
-from typing import Any, Callable, Sequence, TypeVar
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
-from ..errors import OptionError, SizeError, shown
-from ..settings.conf import AllocConf
-from ..units import MAX_INT, MAX_INT_TEXT, parse_size
+from ..errors import OptionError
 
 T = TypeVar("T")
 
-# What a use case tells its caller as it goes: a phase by name as it starts (None), or with (done, total) as it
-# counts; none of it changes what the use case does. The CLI draws it on standard error (report/progress.py).
-Progress = Callable[[str, "tuple[int, int] | None"], None]
+
+def split(function: str, given: dict[str, Any], **kinds: type) -> dict[str, dict[str, Any]]:
+    """`given` keyword arguments per dataclass of `kinds` (label -> dataclass, e.g. options=SweepOptions,
+    callbacks=SweepCallbacks), by field name; a name none of them has is an OptionError listing theirs."""
+    names = {label: {f.name for f in fields(kind)} for label, kind in kinds.items()}
+    if unknown := sorted(set(given).difference(*names.values())):
+        known = "; ".join(f"its {label}: {', '.join(sorted(fields_of))}" for label, fields_of in names.items())
+        raise OptionError(unknown[0], "{function}() has no option {given!r}; {known}", function=function,
+                          given=unknown[0], known=known)
+    return {label: {k: v for k, v in given.items() if k in fields_of} for label, fields_of in names.items()}
 
 
-def quiet(name: str, count: tuple[int, int] | None) -> None:
-    """The progress of a caller that asked for none."""
+def build(kind: type[T], options: T | None, chosen: dict[str, Any], function: str) -> T:
+    """`options` (else `kind`'s defaults) with the fields `chosen` set, checked again as a whole."""
+    if options is None:
+        return kind(**chosen)
+    if not isinstance(options, kind):
+        raise OptionError("options", "{function}(): the options must be of type {kind}, got {got}", function=function,
+                          kind=kind.__name__, got=type(options).__name__)
+    return replace(options, **chosen)   # type: ignore[type-var]   # kind is a dataclass: `fields` read it
 
 
-def build(cls: type[T], call: str, first: object, given: dict[str, Any]) -> T:
-    """The options of `call`: `first` where it is such options, else the value of their first field; each of
-    `given` (a field's value; None leaves the field as it is) over them. A name that is no field, or a field that
-    must be given and is not, is an OptionError naming it."""
-    names = [f.name for f in fields(cls)]   # type: ignore[arg-type]
-    if unknown := sorted(set(given) - set(names)):
-        raise OptionError(unknown[0], "{call}() has no option {given!r}; its options: {known}", call=call,
-                          given=unknown[0], known=", ".join(names))
-    chosen = {name: value for name, value in given.items() if value is not None}
-    if isinstance(first, cls):
-        return replace(first, **chosen) if chosen else first   # type: ignore[type-var]
-    if first is not None:
-        chosen = {names[0]: first, **chosen}
-    needed = [f.name for f in fields(cls)   # type: ignore[arg-type]
-              if f.default is MISSING and f.default_factory is MISSING and f.name not in chosen]
-    if needed:
-        raise OptionError(needed[0], "{call}() needs {%s}" % needed[0], call=call)
-    return cls(**chosen)
-
-
-def size(value: object, field: str, least: int = 1) -> int:
-    """A size option: bytes as an int, or a size such as '24GiB'."""
-    try:
-        parsed = parse_size(value)   # type: ignore[arg-type]   # whatever it was given: refused unless a size
-    except SizeError as exc:
-        raise OptionError(field, "{%s}: {why}" % field, why=str(exc)) from None
-    if parsed < least:
-        raise OptionError(field, "{%s} must be above %s, got {got!r}" % (field, "0" if least == 1 else least - 1),
-                          got=value)
-    return parsed
-
-
-def count(value: object, field: str, least: int = 1) -> int:
-    """A whole number from `least`, of 64 bits (what a results file holds)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_INT:
-        raise OptionError(field, "{%s} must be a whole number from {least} to {most}, got {got}" % field,
-                          least=least, most=MAX_INT_TEXT, got=shown(value))
-    return value
-
-
-def workers(value: object, field: str = "jobs") -> int | None:
-    """A number of worker processes: None (every usable core) or a whole number of at least 1."""
-    return None if value is None else count(value, field)
-
-
-def settings(value: object, field: str = "confs") -> tuple[str | AllocConf, ...]:
-    """Settings named: one (a str such as 'expandable_segments:True', 'default' for the default, or an AllocConf)
-    or a sequence of them; each is parsed here, so that a malformed one stops the call before any work."""
-    items = (value,) if isinstance(value, (str, AllocConf)) else value
-    if not isinstance(items, (list, tuple)) or not all(isinstance(v, (str, AllocConf)) for v in items):
-        raise OptionError(field, "{%s}: a setting is a str such as 'expandable_segments:True' or an AllocConf, "
-                          "got {got}" % field, got=shown(value))
-    for item in items:
-        if isinstance(item, str):
-            AllocConf.parse(item)   # a ConfError saying what is wrong with it
-    return tuple(items)
-
-
-def path(value: object, field: str) -> str:
-    """A path option: a non-empty str or os.PathLike without NUL ('-': standard input where the option reads)."""
-    text = os.fspath(value) if isinstance(value, os.PathLike) else value
-    if not isinstance(text, str) or not text or "\0" in text:
-        raise OptionError(field, "{%s}: expected a path (a non-empty str or os.PathLike), got {got}" % field,
-                          got=shown(value))
-    return text
-
-
-def one_stdin(paths: Sequence[object], field: str, among: str) -> None:
-    """'-' (standard input) read once at most among `paths`; `among` names them (a template: '{grid}' an
-    option)."""
-    if list(paths).count("-") > 1:
-        raise OptionError(field, "'-' (stdin) can be given once, among " + among)
-
-
-def in_bytes(value: object) -> int | None:
-    """A size option as its options' __post_init__ holds it (`size`): bytes, or None where not given."""
-    assert value is None or isinstance(value, int)
-    return value
-
-
-def set_field(options: object, name: str, value: object) -> None:
-    """A field of frozen options made canonical in their __post_init__ (a list held as a tuple, a size in bytes)."""
-    object.__setattr__(options, name, value)
-
+def options_of(function: str, kind: type[T], options: T | None, given: dict[str, Any]) -> T:
+    """`build` of one options dataclass from `function`'s keyword arguments `given`."""
+    return build(kind, options, split(function, given, options=kind)["options"], function)

@@ -12,15 +12,16 @@ from ..report.replay import TraceReplay, maximum
 from ..settings.conf import AllocConf
 from ..sim.replay import ReplayOutcome
 from ..sim.trace import Trace
+from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
 from .inputs import DeviceLimits, TraceInput, budget_limit, held, loaded, name_of, trace_inputs
-from .options import Progress, build, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .options import options_of
 
 
 @dataclass(frozen=True)
 class ReplayOptions:
     """What to replay, and on what device. Sizes are bytes or strings such as '24GiB' (held in bytes)."""
 
-    traces: TraceInput | Sequence[TraceInput]    # one trace, or one per rank: each replayed, then the maximum
+    traces: TraceInput | Sequence[TraceInput] = ()   # one trace, or one per rank: each replayed, then the maximum
     confs: Sequence[str | AllocConf] = ()        # settings to replay ('default' for the default; default: the grid)
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # default: the recording GPU's, else sim/limits.py's
@@ -41,7 +42,7 @@ class ReplayOptions:
             if getattr(self, name) is not None:
                 set_field(self, name, size(getattr(self, name), name, least))
         budget_limit(self.budget)
-        check_device(self.device)
+        device_index(self.device)
         if not isinstance(self.min_memory, bool):
             raise OptionError("min_memory", "{min_memory}: expected True or False, got {got}",
                               got=shown(self.min_memory))
@@ -49,11 +50,6 @@ class ReplayOptions:
         if self.torch_version is not None and not isinstance(self.torch_version, str):
             raise OptionError("torch_version", "{torch_version}: expected a version such as '2.11.0', got {got}",
                               got=shown(self.torch_version))
-
-
-def check_device(device: object) -> None:
-    if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
-        raise OptionError("device", "{device}: expected a CUDA device index (0, 1, ...), got {got}", got=shown(device))
 
 
 @dataclass(frozen=True)
@@ -77,17 +73,17 @@ class ReplayResult:
         return {"traces": [r.to_json() for r in self.replays], "maximum": list(self.maximum)}
 
 
-def replay(traces: TraceInput | Sequence[TraceInput] | ReplayOptions | None = None,
-           confs: Sequence[str | AllocConf] | str | None = None, *, progress: Progress | None = None,
-           **fields: Any) -> ReplayResult:
+def replay(traces: TraceInput | Sequence[TraceInput] | None = None,
+           confs: Sequence[str | AllocConf] | str | None = None, options: ReplayOptions | None = None, *,
+           progress: Progress | None = None, **fields: Any) -> ReplayResult:
     """Simulate each trace under the settings named (with the default; none named: the default grid), under the
     sweep's rules (a setting the trace's torch rejects, a misspelt key, stops the call), and rank them by peak
-    reserved. `traces`: a path, a Trace, a list of them, or ReplayOptions; every other option as a keyword:
-    `replay("a.xz", ["expandable_segments:True"], device_memory="24GiB")`."""
-    options = build(ReplayOptions, "replay", traces, dict(fields, confs=confs))
-    said = progress or quiet
+    reserved. `traces`: a path, a Trace, or a list of them (one per rank); `options` (ReplayOptions) or its fields
+    as keywords: `replay("a.xz", ["expandable_segments:True"], device_memory="24GiB")`."""
     from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
 
+    options = options_of("replay", ReplayOptions, options, given(fields, traces=traces, confs=confs))
+    said = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]   # read once, for all
     replays = tuple(_one(options, source, i, entries, said) for i, source in enumerate(held(options.traces)))
     if len(replays) == 1:

@@ -11,16 +11,16 @@ from typing import Any
 from ..errors import OptionError, shown
 from ..sim import search as searching
 from ..sim.limits import DEFAULT_MAX_SETTINGS
+from .checks import count, device_index, given, in_bytes, path, set_field, size, workers
 from .inputs import DeviceLimits, TraceInput, budget_limit, loaded, name_of, trace_inputs
-from .options import build, count, in_bytes, path, set_field, size, workers
-from .replay import check_device
+from .options import options_of
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     """What to search, for which torch, on what device. Sizes are bytes or strings such as '24GiB'."""
 
-    trace: TraceInput
+    trace: TraceInput | None = None
     python: str | os.PathLike | None = None      # the interpreter whose torch judges every candidate (default: this)
     max_settings: int = DEFAULT_MAX_SETTINGS      # most settings replayed
     device_memory: int | str | None = None       # default: the recording GPU's, else sim/limits.py's
@@ -40,7 +40,7 @@ class SearchOptions:
             if getattr(self, name) is not None:
                 set_field(self, name, size(getattr(self, name), name, least))
         budget_limit(self.budget)
-        check_device(self.device)
+        device_index(self.device)
         workers(self.jobs)
 
 
@@ -60,15 +60,16 @@ class SearchResult:
         return dict(self.search.to_json(), warnings=list(self.warnings))
 
 
-def search(trace: TraceInput | SearchOptions | None = None, *, progress: searching.ProgressFn | None = None,
-           **fields: Any) -> SearchResult:
-    """Search the settings space of `python`'s torch on `trace` (a path, a Trace, or SearchOptions); every other
-    option as a keyword: `search("a.xz", max_settings=100, budget="24GiB")`. `progress(replayed, budget, best)` is
-    called after every batch of replays."""
+def search(trace: TraceInput | None = None, options: SearchOptions | None = None, *,
+           progress: searching.ProgressFn | None = None, **fields: Any) -> SearchResult:
+    """Search the settings space of `python`'s torch on `trace` (a path or a Trace); `options` (SearchOptions) or
+    its fields as keywords: `search("a.xz", max_settings=100, budget="24GiB")`. `progress(replayed, budget, best)`
+    is called after every batch of replays."""
     from ..trial.probe import SettingsJudge
 
-    options = build(SearchOptions, "search", trace, fields)
+    options = options_of("search", SearchOptions, options, given(fields, trace=trace))
     source = options.trace
+    assert source is not None   # SearchOptions' rule
     loaded_trace = loaded(source, options.device)
     limits = DeviceLimits.of(loaded_trace, in_bytes(options.device_memory), budget_limit(options.budget),
                              in_bytes(options.overhead))

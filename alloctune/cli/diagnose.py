@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.diagnosis import diagnosis_lines
     from ..report.layout import output_width
 
-    result = diagnose(DiagnoseOptions(args.sources, args.device, args.conf, args.jobs, args.all_problems))
+    options = DiagnoseOptions(args.sources, args.device, args.conf, args.jobs, args.all_problems)
+    result = diagnose(options=options)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                          args.overhead, tuple(args.confirm or ()), args.out, args.gpu, args.timeout, args.steps,
                          args.warmup_steps, args.jobs)
     err = console(stderr=True)   # a line per run on the GPU: each takes a while
-    result = fit(options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
+    result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0

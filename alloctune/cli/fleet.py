@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = FleetOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.jobs)
     with Bars(console(stderr=True)) as bars:
-        result = fleet(options, progress=bars)
+        result = fleet(options=options, progress=bars)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

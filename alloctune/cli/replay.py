@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     options = ReplayOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.budget,
                             args.overhead, args.device, args.min_memory, args.jobs)
     with Bars(console(stderr=True), lambda name: flagged(name, FLAGS), core_notice()) as bars:
-        result = replay(options, progress=bars)
+        result = replay(options=options, progress=bars)
     replays = [flagged_replay(r, FLAGS) for r in result.replays]
     if args.json:
         print(json.dumps(dataclasses.replace(result, replays=tuple(replays)).to_json(), indent=2))

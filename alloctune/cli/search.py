@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         bar.update(tasks[0], completed=done, total=total, description=escape(text))
 
     try:
-        result = search(options, progress=progress)
+        result = search(options=options, progress=progress)
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
