@@ -83,9 +83,12 @@ class FitOptions:
 
     def _check_traces(self) -> None:
         traces = self.traces
-        if not isinstance(traces, Mapping) or not all(_whole(v) and v >= 1 for v in traces):
-            raise OptionError("traces", "{traces}: expected the traces by value, each value a whole number above 0 "
-                              "({{8: 'a.xz', 16: 'b.xz'}}), got {got}", got=shown(traces))
+        if not isinstance(traces, Mapping):
+            raise OptionError("traces", "{traces}: expected the traces by value (value -> trace), got {got}",
+                              got=shown(traces))
+        if wrong := [v for v in traces if not (_whole(v) and v >= 1)]:
+            raise OptionError("traces", "{traces}: each trace's value must be a whole number above 0, got {got}",
+                              got=shown(wrong[0]))
         if len(traces) < 2:
             raise OptionError("traces", "a fit needs traces at two values at least ({traces}), got {got}",
                               got=len(traces))
