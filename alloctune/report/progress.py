@@ -6,6 +6,8 @@ to `print`, wrapped to the width (report/layout.py), and one short line as each 
 '{name}: {done}/{total}'. A replay's progress (`Bars`) is quieter: in a log, nothing at all."""
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -19,7 +21,6 @@ from rich.progress import (
 )
 from rich.markup import escape
 from rich.status import Status
-from typing import Callable
 
 from .layout import say
 
