@@ -43,7 +43,7 @@ from ..results.records import Measurement
 from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes, size_argument
 from .config import allocator_config
-from .limits import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD
+from .limits import DEFAULT_OVERHEAD
 from .simulate import SimResult, pack, simulate
 from .steady import SteadyWindow, steady_window
 from .trace import Trace, load_trace
