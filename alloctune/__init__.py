@@ -8,7 +8,10 @@ matplotlib or rich):
     alloctune.analyze(folder, ...)        choose again from a folder's recorded trials
     alloctune.load_workload(path, ...)    a validated workload file
     alloctune.load_trace(path)            a PyTorch snapshot or compact trace
-    alloctune.replay(trace, confs, ...)   simulate a trace under settings
+    alloctune.replay(trace, confs, ...)   simulate traces under settings, ranked (ReplayOptions -> ReplayResult)
+    alloctune.search(trace, ...)          search the settings space by replay (SearchOptions -> SearchResult)
+    alloctune.fit(param, traces=...)      the largest batch each setting allows per card (FitOptions -> FitResult)
+    alloctune.fleet(traces, ...)          one setting for many jobs (FleetOptions -> FleetResult)
     alloctune.export_results(path, ...)   the choice as env / shell / json / docker / k8s text
     alloctune.diagnose(source, ...)       the cause of a CUDA out-of-memory error and the next step
     alloctune.dump_on_oom(folder)         leave a memory snapshot at the next OOM, for `diagnose`
@@ -23,7 +26,10 @@ __version__ = "0.1.0"
 
 _API = {
     "sweep": "sweeper.sweep", "analyze": "sweeper.sweep", "load_workload": "workload.loader",
-    "load_trace": "sim.trace", "replay": "sim.replay", "export_results": "report.export", "diagnose": "diagnosis",
+    "load_trace": "sim.trace", "export_results": "report.export",
+    "replay": "api.replay", "ReplayOptions": "api.replay", "search": "api.search", "SearchOptions": "api.search",
+    "fit": "api.fit", "FitOptions": "api.fit", "fleet": "api.fleet", "FleetOptions": "api.fleet",
+    "diagnose": "api.diagnose", "DiagnoseOptions": "api.diagnose",
     "dump_on_oom": "runtime.oomdump", "step": "runtime.steps", "SweepOptions": "sweeper.options",
     "AlloctuneError": "errors",
 }

@@ -22,7 +22,7 @@ from functools import partial
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from alloctune.sim.replay import DEFAULT_DEVICE_MEMORY  # noqa: E402
+from alloctune.sim.limits import DEFAULT_DEVICE_MEMORY  # noqa: E402
 from alloctune.sim.search import search  # noqa: E402
 from alloctune.sim.trace import load_trace  # noqa: E402
 from alloctune.trial.probe import check_settings_detail  # noqa: E402

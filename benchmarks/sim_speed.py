@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from alloctune.settings.conf import AllocConf  # noqa: E402
 from alloctune.settings.grid import DEFAULT_GRID, apply_rules  # noqa: E402
-from alloctune.sim.replay import DEFAULT_DEVICE_MEMORY, min_memory_many, replay  # noqa: E402
+from alloctune.sim.limits import DEFAULT_DEVICE_MEMORY  # noqa: E402
+from alloctune.sim.replay import min_memory_many, replay  # noqa: E402
 from alloctune.sim.simulate import core_notice, pack, simulate  # noqa: E402
 from alloctune.sim.trace import ALLOC, FREE, Trace, load_trace  # noqa: E402
 

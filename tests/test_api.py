@@ -1,6 +1,7 @@
-"""The Python API as the README shows it (issue 29): its objects chained together on the CPU (a simulated sweep
-of the README's workload, a shipped trace, a committed OOM snapshot), and every function given wrong types and
-values: each refuses with an AlloctuneError of one line, never another exception or a silent answer."""
+"""The Python API as the README shows it (issue 29): the README's block run as a script, its objects chained
+together on the CPU (a simulated sweep of the README's workload, shipped traces, committed fits and OOM snapshots),
+each use case once end to end, and every function given wrong types and values: each refuses with an AlloctuneError
+of one line, never another exception or a silent answer."""
 from __future__ import annotations
 
 import math
@@ -17,6 +18,8 @@ from alloctune.results.folder import ResultsFolder
 WORKLOAD = ROOT / "workloads" / "transformer-varlen.yaml"
 TRACE = ROOT / "workloads" / "traces" / "detection-h200.xz"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle"
+FITS = {b: ROOT / "tests" / "fixtures" / "fits" / f"hf-trainer-gpt2-batch-{b}.xz" for b in (8, 16, 32)}
+CNN = ROOT / "workloads" / "traces" / "cnn-varres-h200.xz"
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +37,61 @@ def test_the_readme_objects_fit_each_other(outcome):
         text = alloctune.export_results(folder, "env")
         assert f"PYTORCH_CUDA_ALLOC_CONF={outcome.choices[0].best.conf}\n" in text
     trace = alloctune.load_trace(TRACE)
-    by_size = alloctune.replay(trace, ["", "expandable_segments:True"], device_memory="24GiB")
-    by_bytes = alloctune.replay(TRACE, ["", "expandable_segments:True"], device_memory=24 * 2**30)
+    by_size = alloctune.replay(trace, ["", "expandable_segments:True"], device_memory="24GiB").outcomes
+    by_bytes = alloctune.replay(TRACE, ["", "expandable_segments:True"], device_memory=24 * 2**30).outcomes
     assert [(o.conf, o.result.peak_reserved_bytes, o.result.num_ooms) for o in by_size] == \
         [(o.conf, o.result.peak_reserved_bytes, o.result.num_ooms) for o in by_bytes]
     d = alloctune.diagnose(SNAPSHOT)
     assert d.verdict is not None and d.verdict.cause and d.verdict.summary and d.next_steps
     assert alloctune.load_workload(WORKLOAD).name == "transformer-varlen"
     alloctune.step(units=128)   # outside a trial: nothing
+
+
+def test_each_use_case_end_to_end_and_what_one_returns_the_next_takes(tmp_path):
+    trace = alloctune.load_trace(TRACE)
+    # replay: the CLI's default device (the recording GPU's), the default always beside the settings named, and a
+    # setting that cannot be simulated kept with its reason
+    replayed = alloctune.replay(trace, ["expandable_segments:True", "backend:cudaMallocAsync"], jobs=1)
+    assert replayed.replays[0].device_memory == trace.meta["device_total_bytes"]
+    by_conf = {o.conf: o for o in replayed.outcomes}
+    assert set(by_conf) == {"default", "expandable_segments:True", "backend:cudaMallocAsync"}
+    assert by_conf["backend:cudaMallocAsync"].result is None and "driver" in by_conf["backend:cudaMallocAsync"].reason
+    assert replayed.to_json()["trace"] == "trace #1" and alloctune.replay(TRACE, jobs=1).to_json()["trace"] == \
+        str(TRACE)
+    two = alloctune.replay(options=alloctune.ReplayOptions([TRACE, trace], ["expandable_segments:True"], jobs=1))
+    assert len(two.replays) == 2 and {row["conf"] for row in two.maximum} == {"default", "expandable_segments:True"}
+    # search: the front of the space, each member with its reason
+    found = alloctune.search(trace, max_settings=20, device_memory="24GiB", jobs=1)
+    assert found.front and all(m.reason for m in found.front) and found.to_json()["warnings"] == []
+    # fit: traces by value, as paths and as Traces, answered per card; written where asked
+    fit = alloctune.fit("batch", traces={8: FITS[8], 16: alloctune.load_trace(FITS[16]), 32: FITS[32]},
+                        confs=["expandable_segments:True"], cards=["24GiB", "80GiB"], out=tmp_path / "fit", jobs=1)
+    small, large = fit.fit.limits
+    assert [a.conf for a in small.answers] == ["", "expandable_segments:True"]
+    assert all(a.largest is not None and b.largest is not None and a.largest <= b.largest
+               for a, b in zip(small.answers, large.answers))
+    assert fit.folder == tmp_path / "fit" and (fit.folder / "fit.json").exists()
+    # fleet: jobs by their traces' names, the setting that loses least
+    fleet = alloctune.fleet([trace, CNN], ["expandable_segments:True"], jobs=1)
+    assert fleet.jobs == ("trace #1", "cnn-varres-h200") and fleet.best is not None
+    assert fleet.to_json()["best"] == str(fleet.best.setting)
+    # diagnose: the recommended setting is one replay takes
+    d = alloctune.diagnose(options=alloctune.DiagnoseOptions([SNAPSHOT], jobs=1))
+    assert d.recommended_conf and alloctune.replay(trace, d.recommended_conf, jobs=1).outcomes
+
+
+def test_the_readme_block_runs_as_a_script(tmp_path):
+    """The README's Python API block, as a user pastes it into a file in a checkout (here: a folder that sees the
+    checkout's workloads/ and tests/, so that what it writes stays there)."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    for shared in ("workloads", "tests"):
+        (tmp_path / shared).symlink_to(ROOT / shared)
+    (tmp_path / "block.py").write_text(block)
+    run = subprocess.run([sys.executable, "block.py"], capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "expandable_segments:True" in run.stdout
 
 
 def test_dump_on_oom_and_step_in_a_script_without_cuda(tmp_path):
@@ -76,21 +126,51 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
                                                                                       "finite size"),
         ("replay(-1)", lambda: alloctune.replay(trace, [""], device_memory=-1), "device_memory: a size cannot be "
                                                                               "negative"),
-        ("replay(0)", lambda: alloctune.replay(trace, [""], device_memory=0), "device_memory must be at least 1"),
+        ("replay(0)", lambda: alloctune.replay(trace, [""], device_memory=0), "device_memory must be above 0"),
         ("replay(True)", lambda: alloctune.replay(trace, [""], device_memory=True), "device_memory: expected a "
                                                                                    "size"),
         ("replay('lots')", lambda: alloctune.replay(trace, [""], device_memory="lots"), "device_memory: expected"),
-        ("replay(budget_bytes=-5)", lambda: alloctune.replay(trace, [""], device_memory="24GiB", budget_bytes=-5),
-         "budget_bytes: a size cannot be negative"),
+        ("replay(budget=-5)", lambda: alloctune.replay(trace, [""], device_memory="24GiB", budget=-5),
+         "budget: a size cannot be negative"),
+        ("replay(budget_bytes=5)", lambda: alloctune.replay(trace, budget_bytes=5), "no option 'budget_bytes'"),
+        ("replay(misspelt)", lambda: alloctune.replay(trace, ["expandabel_segments:True"]),
+         "does not know the key 'expandabel_segments'"),
+        ("replay()", lambda: alloctune.replay(), "traces: expected a trace's path"),
+        ("replay([])", lambda: alloctune.replay([]), "traces: expected"),
+        ("replay(min_memory=1)", lambda: alloctune.replay(trace, min_memory=1), "min_memory: expected True"),
         ("replay(confs=[5])", lambda: alloctune.replay(trace, [5], device_memory="24GiB"), "a setting is a str"),
-        ("replay(jobs=0)", lambda: alloctune.replay(trace, [""], device_memory="24GiB", jobs=0), "jobs: expected"),
+        ("replay(jobs=0)", lambda: alloctune.replay(trace, [""], device_memory="24GiB", jobs=0), "jobs must be"),
         ("replay(torch_version=2)", lambda: alloctune.replay(trace, [""], device_memory="24GiB", torch_version=2),
          "torch_version: expected"),
-        ("replay(5)", lambda: alloctune.replay(5, [""], device_memory="24GiB"), "a trace: expected a path"),
+        ("replay(5)", lambda: alloctune.replay(5, [""], device_memory="24GiB"), "traces: expected a trace's path"),
+        ("search([a, b])", lambda: alloctune.search([TRACE, TRACE]), "trace: one trace"),
+        ("search(max_settings=0)", lambda: alloctune.search(trace, max_settings=0), "max_settings must be"),
+        ("search(python='')", lambda: alloctune.search(trace, python=""), "python: expected a path"),
+        ("search(budget='lots')", lambda: alloctune.search(trace, budget="lots"), "budget: expected a size"),
+        ("fit()", lambda: alloctune.fit(), "param '': expected a name such as batch"),
+        ("fit(options=5)", lambda: alloctune.fit(options=5), "the options must be of type FitOptions"),
+        ("fit('8')", lambda: alloctune.fit("8", traces=FITS), "param '8': expected a name"),
+        ("fit(no source)", lambda: alloctune.fit("batch"), "give command, or traces"),
+        ("fit(one trace)", lambda: alloctune.fit("batch", traces={8: FITS[8]}), "two values at least"),
+        ("fit(traces=[...])", lambda: alloctune.fit("batch", traces=[FITS[8]]), "traces: expected the traces by"),
+        ("fit(value 0)", lambda: alloctune.fit("batch", traces={0: FITS[8], 8: FITS[8]}),
+         "value must be a whole number above 0"),
+        ("fit(values=[8])", lambda: alloctune.fit("batch", command=["python3"], values=[8]),
+         "values [8]: expected at least two"),
+        ("fit(cards=[0])", lambda: alloctune.fit("batch", traces=FITS, cards=[0]), "card memories above 0"),
+        ("fit(confirm)", lambda: alloctune.fit("batch", traces=FITS, confirm=["default"]), "confirm runs"),
+        ("fit(command='x')", lambda: alloctune.fit("batch", command="python3 x.py", values=[8, 16]),
+         "command: expected the command as a list"),
+        ("fit(timeout_s=0)", lambda: alloctune.fit("batch", traces=FITS, timeout_s=0), "timeout_s must be"),
+        ("fleet(twice)", lambda: alloctune.fleet([TRACE, TRACE]), "each job's trace once"),
+        ("fleet(device_memory=0)", lambda: alloctune.fleet([TRACE], device_memory=0), "device_memory must be above"),
+        ("fleet(confs=[5])", lambda: alloctune.fleet([TRACE], [5]), "a setting is a str"),
         ("load_workload(5)", lambda: alloctune.load_workload(5), "a workload file: expected a path"),
         ("load_workload(preset=5)", lambda: alloctune.load_workload(WORKLOAD, preset=5), "unknown preset 5"),
         ("diagnose(5)", lambda: alloctune.diagnose(5), "diagnose: expected a path"),
         ("diagnose()", lambda: alloctune.diagnose(), "diagnose needs"),
+        ("diagnose(device=-1)", lambda: alloctune.diagnose(SNAPSHOT, device=-1), "device: expected"),
+        ("diagnose(all_problems=1)", lambda: alloctune.diagnose(SNAPSHOT, all_problems=1), "all_problems: expected"),
         ("sweep(5)", lambda: alloctune.sweep(5), "a workload file: expected a path"),
         ("sweep(repeats='x')", lambda: alloctune.sweep(WORKLOAD, repeats="x"), "repeats must be"),
         ("sweep(results_root='')", lambda: alloctune.sweep(WORKLOAD, results_root=""), "results_root must be a "

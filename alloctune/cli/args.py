@@ -1,5 +1,5 @@
 """Argument types and helpers shared by the subcommands: GPU lists, counts, fractions, library messages as flags,
-the console, replay limits (their options and their reading)."""
+the console, a replay's device options."""
 from __future__ import annotations
 
 import argparse
@@ -117,34 +117,8 @@ class _PrintableText:
             yield segment if segment.control else Segment(printable(segment.text), segment.style)
 
 
-ASSUMED_MEMORY = "assumed: an H200's"   # replay_limits' `memory_from` when neither the user nor the trace says
-
-
-def replay_warnings(trace, memory_from: str, torch_version: str | None, device_memory: int,
-                    budget_bytes: int | None) -> list[str]:
-    """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
-    blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
-    does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
-    hold. The text output prints them as `warning:` lines and --json lists them under "warnings", the same list."""
-    from ..settings.versions import replay_note
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY
-    from ..units import format_bytes
-
-    warnings = list(trace.warnings)
-    if note := replay_note(torch_version):
-        warnings.append(note)
-    if memory_from == ASSUMED_MEMORY:
-        warnings.append(f"the trace does not say how much memory its GPU had: replayed on an H200's "
-                        f"{format_bytes(DEFAULT_DEVICE_MEMORY)}; set --device-memory for another card")
-    if budget_bytes is not None and budget_bytes > device_memory:
-        warnings.append(f"--budget {format_bytes(budget_bytes)} is more than the device's "
-                        f"{format_bytes(device_memory)} ({memory_from}): the device runs out first, so the budget "
-                        f"limits nothing; give --device-memory for a larger card")
-    return warnings
-
-
 def add_replay_limits(p, budget: str) -> None:
-    """The options of a replay's device and budget, which `replay_limits` reads (replay, search); `budget` ends
+    """The options of a replay's device and budget (replay, search: api/inputs.py reads them); `budget` ends
     --budget's help."""
     p.add_argument("--device-memory", metavar="SIZE",
                    help="device memory, e.g. 24GiB or 143771MiB (default: the recording GPU's, else an H200's)")
@@ -154,23 +128,3 @@ def add_replay_limits(p, budget: str) -> None:
                    help="device memory held outside the allocator (CUDA context, libraries); default: what the "
                         "trace recorded, else 1GiB")
     p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
-
-
-def replay_limits(args, trace) -> tuple[int, str, int | None, int | None]:
-    """--device-memory, --budget and --overhead of `replay` and `search`, resolved against the trace:
-    (device memory, where it came from, budget in bytes or None, overhead in bytes or None)."""
-    from ..errors import SizeError
-    from ..sim.replay import DEFAULT_DEVICE_MEMORY
-    from ..units import budget_on, parse_budget, parse_size
-
-    if args.device_memory:
-        device_memory, memory_from = parse_size(args.device_memory), "--device-memory"
-        if device_memory <= 0:
-            raise SizeError(f"--device-memory must be above 0, got {args.device_memory!r}")
-    elif trace.meta.get("device_total_bytes"):
-        device_memory, memory_from = int(trace.meta["device_total_bytes"]), "the recording GPU"
-    else:
-        device_memory, memory_from = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
-    budget_bytes = budget_on(*parse_budget(args.budget), device_memory) if args.budget else None
-    overhead = parse_size(args.overhead) if args.overhead else None
-    return device_memory, memory_from, budget_bytes, overhead

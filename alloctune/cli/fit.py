@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from pathlib import Path
 
 from ..errors import AlloctuneError
-from ..settings.conf import AllocConf
 from ..sim.limits import DEFAULT_CARDS_GIB
+from ..units import MAX_INT
 from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .args import console, positive_int, seconds
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def register(subparsers) -> None:
@@ -59,150 +55,58 @@ def register(subparsers) -> None:
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print fit.json's object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
-def parse_param(text: str, with_values: bool) -> tuple[str, list[int]]:
-    """--param NAME=V1,V2,...: a name as a variable's, distinct whole values above 0, at least two (values may be
-    left out with --trace)."""
+FLAGS = {"param": "--param", "values": "--param", "traces": "--trace", "command": "your command after '--'",
+         "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "step": "--step",
+         "overhead": "--overhead", "confirm": "--confirm", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
+         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs"}
+
+
+def parse_param(text: str) -> tuple[str, list[int | str]]:
+    """--param NAME=V1,V2,...: the name and the values (FitOptions checks both; a value that is no whole number
+    is handed on as given, to be refused there)."""
     name, _, values = text.partition("=")
-    if not _NAME.fullmatch(name):
-        raise AlloctuneError(f"--param {text!r}: expected NAME=V1,V2,... with NAME a name such as batch")
-    if not values and not with_values:
-        return name, []
-    try:
-        numbers = [int(v) for v in values.split(",")]
-    except ValueError:
-        numbers = []
-    if len(numbers) < 2 or min(numbers) < 1 or len(set(numbers)) != len(numbers):
-        raise AlloctuneError(f"--param {text!r}: expected at least two distinct whole numbers above 0, e.g. "
-                             f"{name}=8,16,32")
-    return name, sorted(numbers)
+    return name, [_whole(v) for v in values.split(",")] if values else []
 
 
-def parse_traces(entries: list[str]) -> dict[int, str]:
-    """--trace VALUE=FILE entries: distinct whole values above 0, at least two, '-' once."""
-    out: dict[int, str] = {}
+def parse_traces(entries: list[str]) -> dict[int | str, str]:
+    """--trace VALUE=FILE entries, by value (FitOptions checks them); a value given twice is refused here, where
+    the entries are still apart."""
+    out: dict[int | str, str] = {}
     for entry in entries:
         value, _, path = entry.partition("=")
-        if not value.isdigit() or int(value) < 1 or not path or int(value) in out:
+        if not path or _whole(value) in out:
             raise AlloctuneError(f"--trace {entry!r}: expected VALUE=FILE with a distinct whole VALUE above 0")
-        out[int(value)] = path
-    if len(out) < 2:
-        raise AlloctuneError("a fit needs traces at two values at least: --trace 8=a.xz --trace 16=b.xz")
-    if list(out.values()).count("-") > 1:
-        raise AlloctuneError("'-' (stdin) can be given once among the traces")
-    return dict(sorted(out.items()))
+        out[_whole(value)] = path
+    return out
+
+
+def _whole(text: str) -> int | str:
+    """A whole number written in ASCII digits, of 64 bits at most, as an int; anything else as it is."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_INT)) else text
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.fits import plot_fit, print_fit
+    from ..api.fit import FitOptions, fit
     from ..results.names import FIT_FILE, PLOT_FILE
+    from ..report.fits import print_fit
 
-    if bool(args.trace) == bool(args.command):
-        raise AlloctuneError("give your command after '--', or traces recorded at each value with --trace")
-    if args.confirm and not (args.command and args.budget):
-        raise AlloctuneError("--confirm runs the answers under each --budget on the GPU: give a command and --budget")
-    if args.warmup_steps < 0:
-        raise AlloctuneError(f"--warmup-steps must be a whole number of steps >= 0, got {args.warmup_steps}")
-    param, values = parse_param(args.param, with_values=bool(args.command))
-    fit, folder = _answer(args, param, values)
-    if folder is not None:
-        fit.write(folder)
-        plot_fit(fit, Path(folder) / PLOT_FILE)
+    param, values = parse_param(args.param)
+    traces = parse_traces(args.trace) if args.trace else None   # a value that is no number: refused by FitOptions
+    options = FitOptions(param, tuple(values), traces,  # type: ignore[arg-type]
+                         tuple(args.command) or None, tuple(args.conf or ()), args.grid,
+                         args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
+                         args.overhead, tuple(args.confirm or ()), args.out, args.gpu, args.timeout, args.steps,
+                         args.warmup_steps, args.jobs)
+    err = console(stderr=True)   # a line per run on the GPU: each takes a while
+    result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
     if args.json:
-        print(json.dumps(fit.to_json(), indent=2))
+        print(json.dumps(result.to_json(), indent=2))
         return 0
     out = console()
-    print_fit(out, fit)
-    if folder is not None:
-        out.print(f"Written to {folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command else ""))
+    print_fit(out, result.fit)
+    if result.folder is not None:
+        out.print(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command else ""))
     return 0
-
-
-def _answer(args: argparse.Namespace, param: str, values: list[int]):
-    """The fit (confirmed where asked) and the folder it is written to (None: none asked, for traces). Every
-    option is read before the first GPU run: a typo costs no recording."""
-    from ..sweeper.fitrun import confirm, record_values
-    from ..sweeper.fitting import fit_traces
-
-    limits = _limits(args)
-    from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
-
-    entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
-    confirms = [AllocConf.parse(c) for c in args.confirm or []]
-    folder = _folder(args, param)
-    say = _progress()
-    if args.command and folder is not None:
-        traces = record_values(args.command, param, values, folder, gpu=args.gpu, timeout_s=args.timeout,
-                               warmup_steps=args.warmup_steps, steps=args.steps, say=say)
-    else:
-        traces = _load(args, values)
-    fit = fit_traces(_request(args, param, traces, entries, limits), jobs=args.jobs)
-    if confirms:
-        fit = confirm(fit, args.command, confirms, gpu=args.gpu, timeout_s=args.timeout,
-                      warmup_steps=args.warmup_steps, steps=args.steps, say=say)
-    return fit, folder
-
-
-def _folder(args: argparse.Namespace, param: str) -> Path | None:
-    """--out, or for a command a new folder under the results root; created."""
-    from datetime import datetime, timezone
-
-    from ..results.folder import DEFAULT_RESULTS_ROOT
-    from ..workload.command import command_name
-
-    folder = Path(args.out) if args.out else None
-    if folder is None and args.command:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        folder = Path(DEFAULT_RESULTS_ROOT) / f"fit-{command_name(args.command)}-{param}-{stamp}"
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _progress():
-    """A line on standard error per run on the GPU: each takes a while."""
-    err = console(stderr=True)
-    return lambda line: err.print(f"[dim]{line}[/]", soft_wrap=True)
-
-
-def _load(args: argparse.Namespace, values: list[int]) -> dict:
-    from ..sim.trace import load_trace
-
-    paths = parse_traces(args.trace)
-    if values and values != list(paths):
-        raise AlloctuneError(f"--param gives the values {values} but --trace the values {list(paths)}: give the "
-                             f"parameter's name alone with --trace")
-    if args.grid == "-" and "-" in paths.values():
-        raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
-    return {value: (path, load_trace(path)) for value, path in paths.items()}
-
-
-def _limits(args: argparse.Namespace) -> tuple[list[int], list[tuple[str, tuple[int | None, float | None]]],
-                                                 int | None]:
-    """(cards in bytes, budgets as given and parsed, the overhead or None): cards by default unless --budget."""
-    from ..units import GiB, parse_budget, parse_size
-
-    cards = ([parse_size(c) for c in args.cards.split(",")] if args.cards else
-             [] if args.budget else [g * GiB for g in DEFAULT_CARDS_GIB])
-    if any(c <= 0 for c in cards):
-        raise AlloctuneError(f"--cards {args.cards!r}: expected card memories above 0, e.g. 24GiB,80GiB")
-    budgets = [(text, parse_budget(text)) for text in args.budget or []]
-    return cards, budgets, parse_size(args.overhead) if args.overhead else None
-
-
-def _request(args: argparse.Namespace, param: str, traces: dict, entries: list, limits: tuple):
-    from ..decide.fit import step_of
-    from ..settings.grid import ranked_settings
-    from ..sim.points import recording_device
-    from ..sweeper.fitting import FitRequest
-    from ..units import budget_on
-
-    cards, budgets, overhead = limits
-    torch_version = next((t.meta.get("torch_version") for _, t in traces.values()), None)
-    confs, _ = ranked_settings(entries, torch_version, has_budget=bool(budgets))
-    device = recording_device([t for _, t in traces.values()])
-    on_device = [(text, budget_on(parsed[0], parsed[1], device) or 0) for text, parsed in budgets]
-    return FitRequest(param, traces, confs, cards, on_device, args.step or step_of(list(traces)), overhead,
-                      list(args.command) or None)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from ..errors import AlloctuneError
 from .args import console, positive_int
 
 
@@ -28,40 +26,23 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true",
                    help="print a JSON object: best (the setting that loses least, or null), and settings in order, "
                         "each with its worst and mean loss and each job's peak and loss")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
-def job_names(paths: list[str]) -> list[str]:
-    """A job's name: its trace's file name without its suffixes; the path where two names are alike."""
-    names = [Path(p).name.split(".")[0] or p for p in paths]
-    return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
+FLAGS = {"traces": "TRACE", "confs": "--conf", "grid": "--grid", "device_memory": "--device-memory",
+         "jobs": "--jobs"}
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..decide.fleet import rank_fleet
-    from ..report.fleet import fleet_json, print_fleet
-    from ..settings.grid import load_grid_file, ranked_settings
-    from ..sim.points import fleet_peaks
-    from ..sim.trace import load_trace
-    from ..units import parse_size
+    from ..api.fleet import FleetOptions, fleet
+    from ..report.fleet import print_fleet
+    from ..report.progress import Bars
 
-    if (args.trace + [args.grid]).count("-") > 1:
-        raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
-    if len(set(args.trace)) != len(args.trace):
-        raise AlloctuneError("each job's trace once: a job given twice would count twice")
-    entries = (args.conf or []) + (load_grid_file(args.grid) if args.grid else [])
-    device = parse_size(args.device_memory) if args.device_memory else None
-    if device == 0:
-        raise AlloctuneError("--device-memory must be above 0")
-    traces = {name: load_trace(path) for name, path in zip(job_names(args.trace), args.trace)}
-    # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
-    versions = {t.meta.get("torch_version") for t in traces.values()}
-    torch_version = versions.pop() if len(versions) == 1 else None
-    confs, _ = ranked_settings(entries, torch_version, has_budget=False)
-    peaks, not_simulated = fleet_peaks(traces, confs, device_memory=device, jobs=args.jobs)
-    ranked = rank_fleet(peaks)
+    options = FleetOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.jobs)
+    with Bars(console(stderr=True)) as bars:
+        result = fleet(options=options, progress=bars)
     if args.json:
-        print(json.dumps(fleet_json(ranked, not_simulated), indent=2))
+        print(json.dumps(result.to_json(), indent=2))
     else:
-        print_fleet(console(), ranked, not_simulated)
+        print_fleet(console(), list(result.ranked), result.not_simulated)
     return 0

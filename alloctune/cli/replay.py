@@ -2,14 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-from typing import TYPE_CHECKING, Callable
 
-from ..errors import AlloctuneError
-from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
-
-if TYPE_CHECKING:
-    from ..decide.maximum import TraceFigures
+from .args import add_replay_limits, console, flagged, positive_int
 
 
 def register(subparsers) -> None:
@@ -35,67 +31,37 @@ def register(subparsers) -> None:
                    help="print a JSON object: the trace, its warnings, results (one object per setting simulated) "
                         "and skipped (the settings without figures, with why; for several traces: traces, a list "
                         "of those, and maximum)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
+
+
+FLAGS = {"traces": "TRACE", "confs": "--conf", "grid": "--grid", "device_memory": "--device-memory",
+         "budget": "--budget", "overhead": "--overhead", "device": "--device", "min_memory": "--min-memory",
+         "jobs": "--jobs"}
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..decide.maximum import maximum
-    from ..report.replay import print_maximum
-    from ..settings.grid import load_grid_file
+    from ..api.replay import ReplayOptions, replay
+    from ..report.progress import Bars
+    from ..report.replay import print_maximum, print_trace
+    from ..sim.simulate import core_notice
 
-    if (args.trace + [args.grid]).count("-") > 1:
-        raise AlloctuneError("'-' (stdin) can be given once, among the traces and --grid")
-    grid = load_grid_file(args.grid) if args.grid else []   # read once, for every trace
-    replayed, figures = zip(*(_replay_one(args, path, grid) for path in args.trace))
-    if len(replayed) == 1:
-        if args.json:
-            print(json.dumps(replayed[0], indent=2))
-        return 0
-    highest = maximum(f for one in figures for f in one)
+    options = ReplayOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.budget,
+                            args.overhead, args.device, args.min_memory, args.jobs)
+    with Bars(console(stderr=True), lambda name: flagged(name, FLAGS), core_notice()) as bars:
+        result = replay(options=options, progress=bars)
+    replays = [flagged_replay(r, FLAGS) for r in result.replays]
     if args.json:
-        print(json.dumps({"traces": replayed, "maximum": [h.to_json() for h in highest]}, indent=2))
-    else:
-        print_maximum(console(), highest, [one["trace"] for one in replayed])
+        print(json.dumps(dataclasses.replace(result, replays=tuple(replays)).to_json(), indent=2))
+        return 0
+    for one in replays:
+        print_trace(console(), one)
+    if result.maximum is not None:
+        print_maximum(console(), list(result.maximum), [one.path for one in replays])
     return 0
 
 
-def _replay_one(args: argparse.Namespace, path: str, grid: list) -> tuple[dict, list[TraceFigures]]:
-    """Replay one trace; print its table (unless --json); return its JSON (the trace, warnings, results) and its
-    figures."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ..report.progress import Phases
-    from ..report.replay import TraceReplay, print_trace
-    from ..settings.grid import ranked_settings
-    from ..sim.replay import min_memory_many, replay
-    from ..sim.simulate import core_notice
-    from ..sim.trace import load_trace
-
-    with Phases(console(stderr=True)) as shown:   # a spinner only, gone when the trace is in
-        shown.phase(f"loading {path}")
-        trace = load_trace(path, device=args.device)
-    device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
-    # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
-    torch_version = trace.meta.get("torch_version")
-    confs, skipped = ranked_settings((args.conf or []) + grid, torch_version, has_budget=budget_bytes is not None)
-
-    err = console(stderr=True)
-    if path == args.trace[0] and (note := core_notice()):   # once, not per trace
-        err.print(f"[yellow]notice:[/] {note}")
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:   # a log: no bar
-        def progress_of(description: str) -> Callable[[int, int], None]:
-            task = bar.add_task(description, total=len(confs))
-            return lambda done, total: bar.update(task, completed=done, total=total)
-
-        outcomes = replay(trace, confs, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead,
-                          jobs=args.jobs, progress=progress_of("replay"))
-        capacities = (min_memory_many(trace, confs, overhead_bytes=overhead, jobs=args.jobs,
-                                      progress=progress_of("smallest device (--min-memory)"))
-                      if args.min_memory else [None] * len(confs))
-    replayed = TraceReplay.ranked(path, trace, outcomes, list(capacities), skipped, device_memory, memory_from,
-                                  budget_bytes, replay_warnings(trace, memory_from, torch_version,
-                                                                  device_memory, budget_bytes))
-    if not args.json:
-        print_trace(console(), replayed)
-    return replayed.to_json(), replayed.figures()
+def flagged_replay(replayed, flags: dict[str, str]):
+    """A trace's replay as a CLI user reads it: the options its words name (where the device memory came from,
+    the warnings), as `flags`."""
+    return dataclasses.replace(replayed, memory_from=flagged(replayed.memory_from, flags),
+                               warnings=[flagged(w, flags) for w in replayed.warnings])

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ..settings.conf import conf_label
 from ..settings.keys import names
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from .args import add_replay_limits, console, positive_int, replay_limits, replay_warnings
+from .args import add_replay_limits, console, flagged, positive_int
 
 
 def register(subparsers) -> None:
@@ -19,7 +18,7 @@ def register(subparsers) -> None:
                     "from the best, and print the Pareto front of peak reserved memory against release-and-retry "
                     "rounds and the number of keys set, with the reason each setting is on it.")
     p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace ('-' for stdin)")
-    p.add_argument("--python", default=sys.executable, metavar="PATH",
+    p.add_argument("--python", metavar="PATH",
                    help="the interpreter whose torch the setting is for: it parses every candidate, and the "
                         "simulator follows its version (default: this one)")
     p.add_argument("--max-settings", type=positive_int, default=DEFAULT_MAX_SETTINGS, metavar="N",
@@ -28,22 +27,24 @@ def register(subparsers) -> None:
     add_replay_limits(p, budget=f"; adds {budget_keys} to the space")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print the search as one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
+
+
+FLAGS = {"trace": "TRACE", "python": "--python", "max_settings": "--max-settings",
+         "device_memory": "--device-memory", "budget": "--budget", "overhead": "--overhead", "device": "--device",
+         "jobs": "--jobs"}
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+    from ..api.search import SearchOptions, search
     from ..report.search import print_front
-    from ..sim.search import search
-    from ..sim.trace import load_trace
-    from ..trial.probe import SettingsJudge
     from ..units import format_bytes
 
-    trace = load_trace(args.trace, device=args.device)
-    device_memory, memory_from, budget_bytes, overhead = replay_limits(args, trace)
-
+    options = SearchOptions(args.trace, args.python, args.max_settings, args.device_memory, args.budget,
+                            args.overhead, args.device, args.jobs)
     # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
     err = console(stderr=True)
     bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -60,18 +61,13 @@ def run(args: argparse.Namespace) -> int:
         bar.update(tasks[0], completed=done, total=total, description=escape(text))
 
     try:
-        with SettingsJudge(args.python) as validate:   # one child of --python judges every batch
-            result = search(trace, validate=validate, trace_name=args.trace, device_memory=device_memory,
-                            budget_bytes=budget_bytes, overhead_bytes=overhead,
-                            max_settings=args.max_settings, jobs=args.jobs,
-                            progress=progress)
+        result = search(options=options, progress=progress)
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
-    # The simulator follows --python's torch, not the recording's: only a version it does not know is worth a word.
-    warnings = replay_warnings(trace, memory_from, result.torch_version, device_memory, budget_bytes)
+    warnings = [flagged(w, FLAGS) for w in result.warnings]
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:
-        print_front(console(), result, warnings)
+        print_front(console(), result.search, warnings)
     return 0

@@ -3,8 +3,10 @@ bar with a count and an ETA once a phase knows how many steps it has, and a note
 estimate) kept current. Nothing is drawn before the first phase, so an error in the user's input (found before any
 work starts) prints alone. When the output is not a terminal (a log, a pipe, CI) nothing is drawn: the lines given
 to `print`, wrapped to the width (report/layout.py), and one short line as each counted phase ends,
-'{name}: {done}/{total}'."""
+'{name}: {done}/{total}'. A replay's progress (`Bars`) is quieter: in a log, nothing at all."""
 from __future__ import annotations
+
+from typing import Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -118,3 +120,52 @@ class Phases:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Bars:
+    """A replay's progress (api.options.Progress: a phase by name, with (done, total) where it counts): a spinner
+    while a trace loads, then a bar per counted phase until the next trace, gone when done (nothing where the console
+    is not a terminal); `notice` (the slow simulator core's) once, as the first counted phase starts. `named` says a
+    phase's name as the caller's user reads it."""
+
+    def __init__(self, console: Console, named: Callable[[str], str] = str, notice: str | None = None) -> None:
+        self.console, self.named, self.notice = console, named, notice
+        self.loading: Phases | None = None
+        self.bar: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, name: str, count: tuple[int, int] | None) -> None:
+        name = self.named(name)
+        if count is None:
+            self._stop_bar()
+            self.loading = self.loading or Phases(self.console)
+            self.loading.phase(name)
+            return
+        if self.loading is not None:
+            self.loading.close()
+            self.loading = None
+        if self.notice:
+            self.console.print(f"[yellow]notice:[/] {self.notice}")
+            self.notice = None
+        if self.bar is None:
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.console, transient=True,
+                                disable=not self.console.is_terminal)
+            self.bar.start()
+        if name not in self.tasks:
+            self.tasks[name] = self.bar.add_task(name, total=count[1])
+        self.bar.update(self.tasks[name], completed=count[0], total=count[1])
+
+    def _stop_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar, self.tasks = None, {}
+
+    def __enter__(self) -> "Bars":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop_bar()
+        if self.loading is not None:
+            self.loading.close()
+            self.loading = None

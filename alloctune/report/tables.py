@@ -118,12 +118,19 @@ def print_numbered(console, table, below: Sequence[str]) -> None:
 
 
 def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:
-    """`make(labels)` with each setting as its label where the table still fits `width`: the longest are numbered
-    first, as few as it takes ((1), (2), ... in the table's order), and the lines that give each numbered setting
-    whole are returned, to print below the table."""
+    """`make(labels)` with each setting as its label where the table still fits `width` (`numbered`'s rule), and
+    the lines that give each numbered setting whole, to print below the table."""
+    labels, below = numbered(settings, lambda labels: natural_width(make(labels)) <= width)
+    return make(labels), below
+
+
+def numbered(settings: list[str], fits: Callable[[list[str]], bool]) -> tuple[list[str], list[str]]:
+    """The one rule of every table that names settings: each setting is its own label where the table still
+    `fits`; else the longest are numbered first, as few as it takes ((1), (2), ... in the table's order). Returns
+    the labels and the lines that give each numbered setting whole."""
     longest_first = sorted(range(len(settings)), key=lambda i: -len(settings[i]))
 
-    def numbered(count: int) -> tuple[Table, list[str]]:
+    def labelled(count: int) -> tuple[list[str], list[str]]:
         labels: list[str]
         below: list[str]
         chosen, labels, below = set(longest_first[:count]), [], []
@@ -131,16 +138,16 @@ def whole_settings(make: Callable[[list[str]], Table], settings: list[str], widt
             if i in chosen:
                 below.append(f"  ({len(below) + 1}) {setting}")
             labels.append(f"({len(below)})" if i in chosen else setting)
-        return make(labels), below
+        return labels, below
 
     low, high = 0, len(settings)   # the fewest numbered that fit: numbering more never widens the table
     while low < high:
         middle = (low + high) // 2
-        if natural_width(numbered(middle)[0]) <= width:
+        if fits(labelled(middle)[0]):
             high = middle
         else:
             low = middle + 1
-    return numbered(low)
+    return labelled(low)
 
 
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],

@@ -1,12 +1,14 @@
 """How much one trace or snapshot may hold, and how such a file is opened: within those limits, '-' for standard
-input (files.open_input reads in bounded pieces); how many settings a search replays and which cards a fit answers
-for unless told (here, where the CLI's help reads them without loading the simulator)."""
+input (files.open_input reads in bounded pieces); the device memory and overhead a replay assumes, how many settings
+a search replays and which cards a fit answers for unless told (here, where the CLI's help reads them without
+loading the simulator)."""
 from __future__ import annotations
 
 from typing import TypeGuard
 
 from ..errors import TraceError
 from ..files import open_input
+from ..units import MiB
 
 # What one trace may hold: 16.8 M allocation events, 43 times the largest shipped trace (llm-decode-h200, 387 k).
 # A loaded trace costs about 170 bytes and 1.5 us per event (4 M events: 716 MB and 6 s on the 2-core development
@@ -22,6 +24,13 @@ def is_int(value: object, low: int = -INT64, high: int = INT64 - 1) -> TypeGuard
 
 # A snapshot pickle: 128 bytes for each of MAX_EVENTS trace entries (a frameless entry pickles to about 120).
 MAX_SNAPSHOT_BYTES = MAX_EVENTS * 128
+# The device memory a replay assumes when neither its caller nor the trace says (replay, search, fit, fleet, a
+# simulated sweep): an H200's, as torch reports it.
+DEFAULT_DEVICE_MEMORY = 143771 * MiB
+# Device memory the allocator cannot have, when a trace does not say (a PyTorch snapshot from elsewhere): the CUDA
+# context, kernels and libraries. On the H200 (torch 2.11) it was 755-783 MiB below torch's total_memory
+# (143156 MiB) and 1.36 GiB below nvidia-smi's 143771 MiB; 1 GiB is within 0.4% of either on a card that fills.
+DEFAULT_OVERHEAD = 1024 * MiB
 DEFAULT_MAX_SETTINGS = 400   # the settings a search replays unless told
 # The cards `fit` answers for unless told (--cards), in GiB: common sizes as sold. What torch reports a card to hold
 # is a little less (an H200: 139.8 GiB); give --cards exact figures to plan to the byte.

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..settings.conf import AllocConf
-from .replay import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD, replay, replay_many
+from .limits import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD
+from .replay import replay, replay_many
 from .trace import Trace
 
 UNLIMITED = 1 << 60   # a device no replay fills: the peaks a setting reaches when nothing stops it

@@ -44,16 +44,12 @@ from ..results.records import Measurement
 from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes, size_argument
 from .config import allocator_config
+from .limits import DEFAULT_OVERHEAD
 from .simulate import SimResult, pack, simulate
 from .steady import SteadyWindow, steady_window
 from .trace import Trace, load_trace
 
-DEFAULT_DEVICE_MEMORY = 143771 * MiB  # an H200 as torch reports it, used when a trace does not say
 GRANULARITY = 2 * MiB
-# Device memory the allocator cannot have, when a trace does not say (a PyTorch snapshot from elsewhere): the CUDA
-# context, kernels and libraries. On the H200 (torch 2.11) it was 755-783 MiB below torch's total_memory
-# (143156 MiB) and 1.36 GiB below nvidia-smi's 143771 MiB; 1 GiB is within 0.4% of either on a card that fills.
-DEFAULT_OVERHEAD = 1024 * MiB
 VERIFY_STEPS = 8  # sizes checked above a bisection answer before it is trusted
 
 

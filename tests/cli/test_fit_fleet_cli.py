@@ -76,7 +76,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     traces = write_traces(tmp_path, [8, 16])
     for args, says in [
         (["--param", "batch=8,x", "--", "python3", "-c", "pass"], "expected at least two distinct whole numbers"),
-        (["--param", "8=1,2", "--", "python3", "-c", "pass"], "expected NAME=V1,V2"),
+        (["--param", "8=1,2", "--", "python3", "-c", "pass"], "expected a name such as batch"),
         (["--param", "batch", "--trace", "8=a.xz"], "two values at least"),
         (["--param", "batch"], "give your command after '--'"),
         (["--param", "batch", *traces, "--cards", "0"], "card memories above 0"),

@@ -160,8 +160,9 @@ def test_the_api_takes_one_setting_as_a_string():
     import alloctune
 
     trace = alloctune.load_trace(H200 / "frag" / "oom-rank0.pickle")
-    one = alloctune.replay(trace, "expandable_segments:True", device_memory=24 * 2**30, jobs=1)
-    assert [o.conf for o in one] == ["expandable_segments:True"] and one[0].result is not None
+    one = alloctune.replay(trace, "expandable_segments:True", device_memory=24 * 2**30, jobs=1).outcomes
+    assert {o.conf for o in one} == {"default", "expandable_segments:True"}   # the default: always, the baseline
+    assert all(o.result is not None for o in one)
 
 
 def test_replay_reads_its_grid_from_stdin_once_for_every_trace():

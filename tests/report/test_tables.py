@@ -85,6 +85,22 @@ def test_only_the_settings_that_do_not_fit_are_numbered():
         assert all(len(n) >= len(i) for n in numbered for i in inline), width   # the longest go first
 
 
+def test_diagnose_numbers_its_replayed_settings_by_the_same_rule():
+    """diagnose's plain-text table of replayed settings (report/diagnosis.py) names a setting whole where it fits
+    beside the figures, and numbers only the longest, as every table does."""
+    import alloctune
+    from alloctune.report.diagnosis import diagnosis_lines
+
+    d = alloctune.diagnose(ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle", jobs=1)
+    for width, numbered in ((100, []), (70, [LONGEST])):
+        lines = diagnosis_lines(d, width)
+        start = next(i for i, line in enumerate(lines) if line.startswith("  setting "))
+        table = lines[start:lines.index("", start)]
+        assert [line.split(") ", 1)[1] for line in table if re.fullmatch(r"  \(\d+\) \S+", line)] == numbered
+        assert any(line.startswith("  default (recorded) ") for line in table), width
+        assert all(len(line) <= width for line in table if not re.fullmatch(r"  \(\d+\) \S+", line)), width
+
+
 @pytest.mark.parametrize("command", ["report", "replay"])
 def test_no_figure_is_cut_at_any_width_and_names_stand_inline_where_they_fit(tmp_path, command):
     """From 20 to 200 columns: every figure and every setting whole on a line of the output; the table wider than

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from ...results.records import Backend, TrialRecord, TrialState, peak_row, process_name, process_row
 from ...settings.versions import simulation_note
-from ...sim.replay import DEFAULT_DEVICE_MEMORY, ReplayOutcome
+from ...sim.limits import DEFAULT_DEVICE_MEMORY
+from ...sim.replay import ReplayOutcome
 from ...trial.task import TrialTask
 from .base import Executor, OnDone, OnSkip
 

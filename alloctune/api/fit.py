@@ -1,0 +1,224 @@
+"""fit: the largest value of a parameter of a job (batch size, sequence length) each setting allows on each card or
+budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py), or
+traces recorded already; replayed, fitted and answered (sweeper/fitting.py); the answers under each budget confirmed
+on the GPU where asked; fit.json and plot.png written to the fit's folder. `alloctune fit` and `alloctune.fit()`."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import OptionError, SizeError, shown
+from ..results.fits import FitFile
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace
+from ..units import GiB, parse_size
+from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
+from .checks import (Progress, count, given, in_bytes, one_stdin, path, quiet, set_field, settings, size,
+                     workers)
+from .inputs import TraceInput, budget_limit, loaded, name_of, trace_inputs
+from .options import options_of
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What to fit: a command to record at each value, or traces recorded at each value; the settings; the cards
+    and budgets to answer for; how to record and confirm on the GPU. Sizes are bytes or strings such as '24GiB'."""
+
+    param: str = ""                                  # the parameter's name, a variable's: batch
+    values: Sequence[int] = ()                       # with a command: the values to record at, two at least
+    traces: Mapping[int, TraceInput] | None = None   # instead of a command: value -> the trace recorded at it
+    command: Sequence[str] | None = None             # with {param} where the value goes (else in the variable param)
+    confs: Sequence[str | AllocConf] = ()            # settings to answer for (default: the default grid)
+    grid: str | os.PathLike | None = None            # a file listing more settings ('-' for stdin)
+    cards: Sequence[int | str] | None = None         # card memories (default, without budgets: sim/limits.py's)
+    budgets: Sequence[str | int | float] = ()        # budgets on the recording GPU, as a sweep applies them
+    step: int | None = None                          # spacing of the values answered (default: their gcd)
+    overhead: int | str | None = None                # the CUDA context per process (default: what was recorded)
+    confirm: Sequence[str | AllocConf] = ()          # settings whose answers under each budget run on the GPU
+    out: str | os.PathLike | None = None             # the folder (default for a command: a new one under results)
+    gpu: int = 0                                     # the GPU to record and confirm on
+    timeout_s: float | None = None                   # time limit of each run
+    steps: int = 0                                   # end each run after this many steps past the warm-up
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    jobs: int | None = None                          # replay worker processes (default: every usable core)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
+            raise OptionError("param", "{param} {got}: expected a name such as batch", got=shown(self.param))
+        self._check_source()
+        set_field(self, "confs", settings(self.confs))
+        set_field(self, "confirm", settings(self.confirm, "confirm"))
+        if self.grid is not None:
+            set_field(self, "grid", path(self.grid, "grid"))
+        one_stdin([*(self.traces or {}).values(), self.grid], "traces", "the traces and {grid}")
+        self._check_limits()
+        if self.confirm and not (self.command and self.budgets):
+            raise OptionError("confirm", "{confirm} runs the answers under each {budgets} on the GPU: give a command "
+                              "and {budgets}")
+        self._check_runs()
+
+    def _check_source(self) -> None:
+        """A command and its values, or traces (at values a command's may not contradict)."""
+        if (self.traces is None) == (self.command is None):
+            raise OptionError("command", "give {command}, or traces recorded at each value with {traces}")
+        if self.command is not None:
+            if isinstance(self.command, str) or not self.command or not all(isinstance(w, str) for w in self.command):
+                raise OptionError("command", "{command}: expected the command as a list of words, got {got}",
+                                  got=shown(self.command))
+            set_field(self, "command", tuple(self.command))
+        if self.values or self.command is not None:
+            values: list = list(self.values) if isinstance(self.values, (list, tuple)) else [self.values]
+            if len(values) < 2 or not all(_whole(v) and v >= 1 for v in values) or len(set(values)) != len(values):
+                raise OptionError("values", "{values} {got}: expected at least two distinct whole numbers above 0, "
+                                  "e.g. {param}=8,16,32", got=shown(self.values), param=self.param)
+            set_field(self, "values", tuple(sorted(values)))
+        if self.traces is not None:
+            self._check_traces()
+
+    def _check_traces(self) -> None:
+        traces = self.traces
+        if not isinstance(traces, Mapping):
+            raise OptionError("traces", "{traces}: expected the traces by value (value -> trace), got {got}",
+                              got=shown(traces))
+        if wrong := [v for v in traces if not (_whole(v) and v >= 1)]:
+            raise OptionError("traces", "{traces}: each trace's value must be a whole number above 0, got {got}",
+                              got=shown(wrong[0]))
+        if len(traces) < 2:
+            raise OptionError("traces", "a fit needs traces at two values at least ({traces}), got {got}",
+                              got=len(traces))
+        ordered = {value: trace_inputs(traces[value], "traces")[0] for value in sorted(traces)}
+        if self.values and list(self.values) != list(ordered):
+            raise OptionError("values", "{values} gives the values {given} but {traces} the values {keys}: give "
+                              "the parameter's name alone with {traces}", given=list(self.values), keys=list(ordered))
+        set_field(self, "traces", ordered)
+
+    def _check_limits(self) -> None:
+        if self.cards is not None:
+            cards = [self.cards] if isinstance(self.cards, (str, int)) else self.cards
+            set_field(self, "cards", tuple(_card(c) for c in cards))
+        budgets = [self.budgets] if isinstance(self.budgets, (str, int, float)) else self.budgets
+        for budget in budgets:
+            budget_limit(budget)
+        set_field(self, "budgets", tuple(budgets))
+        if self.overhead is not None:
+            set_field(self, "overhead", size(self.overhead, "overhead", least=0))
+
+    def _check_runs(self) -> None:
+        if self.step is not None:
+            count(self.step, "step")
+        count(self.gpu, "gpu", least=0)
+        count(self.steps, "steps", least=0)
+        count(self.warmup_steps, "warmup_steps", least=0)
+        workers(self.jobs)
+        if self.out is not None:
+            set_field(self, "out", path(self.out, "out"))
+        t = self.timeout_s
+        if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+                                  and 0 < t <= MAX_TIMEOUT_S):
+            raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
+                              "got {got}", most=MAX_TIMEOUT_S, got=shown(t))
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _card(value: object) -> int:
+    try:
+        card = parse_size(value)   # type: ignore[arg-type]   # refused below unless a size
+    except SizeError:
+        card = 0
+    if card <= 0:
+        raise OptionError("cards", "{cards} {got}: expected card memories above 0, e.g. 24GiB,80GiB",
+                          got=shown(value))
+    return card
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The answer as fit.json holds it (results/fits.py: per setting its points and curves, per card or budget
+    each setting's largest value, and what the GPU said where confirmed) and the folder it was written to (None:
+    none, for traces without `out`)."""
+
+    fit: FitFile
+    folder: Path | None
+
+    def to_json(self) -> dict:
+        return self.fit.to_json()
+
+
+def fit(param: str | None = None, options: FitOptions | None = None, *, progress: Progress | None = None,
+        **fields: Any) -> FitResult:
+    """Answer what fits (see the module docstring). `param`: the parameter's name; `options` (FitOptions) or its
+    fields as keywords: `fit("batch", traces={8: "a.xz", 16: "b.xz"}, cards=["24GiB"])`. Every option is checked
+    before the first GPU run: a typo costs no recording. `progress` hears a line per run on the GPU."""
+    from ..report.fits import plot_fit
+    from ..results.names import PLOT_FILE
+    from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
+    from ..sweeper.fitrun import confirm, record_values
+    from ..sweeper.fitting import fit_traces
+
+    options = options_of("fit", FitOptions, options, given(fields, param=param))
+    say = progress or quiet
+    entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
+    folder = _folder(options)
+    if options.command is not None:
+        assert folder is not None   # a command's recordings are always kept
+        traces = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
+                               timeout_s=options.timeout_s, warmup_steps=options.warmup_steps, steps=options.steps,
+                               say=lambda line: say(line, None))
+    else:
+        traces = {value: (name_of(source, i), loaded(source))
+                  for i, (value, source) in enumerate((options.traces or {}).items())}
+    answer = fit_traces(_request(options, traces, entries), jobs=options.jobs)
+    if options.confirm:
+        assert options.command is not None   # FitOptions' rule
+        confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
+        answer = confirm(answer, options.command, confs, gpu=options.gpu, timeout_s=options.timeout_s,
+                         warmup_steps=options.warmup_steps, steps=options.steps, say=lambda line: say(line, None))
+    if folder is not None:
+        answer.write(folder)
+        plot_fit(answer, folder / PLOT_FILE)
+    return FitResult(answer, folder)
+
+
+def _folder(options: FitOptions) -> Path | None:
+    """`out`, or for a command a new folder under the results root; created."""
+    from datetime import datetime, timezone
+
+    from ..results.folder import DEFAULT_RESULTS_ROOT
+    from ..workload.command import command_name
+
+    folder = Path(options.out) if options.out else None
+    if folder is None and options.command:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        folder = Path(DEFAULT_RESULTS_ROOT) / f"fit-{command_name(options.command)}-{options.param}-{stamp}"
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _request(options: FitOptions, traces: dict[int, tuple[str, Trace]], entries: list):
+    """What fit_traces answers: the settings under the sweep's rules for the recordings' torch; the cards (by
+    default, unless budgets are given: sim/limits.py's) and the budgets on the recording GPU."""
+    from ..decide.fit import step_of
+    from ..settings.grid import ranked_settings
+    from ..sim.limits import DEFAULT_CARDS_GIB
+    from ..sim.points import recording_device
+    from ..sweeper.fitting import FitRequest
+    from ..units import budget_on
+
+    torch_version = next((t.meta.get("torch_version") for _, t in traces.values()), None)
+    confs, _ = ranked_settings(entries, torch_version, has_budget=bool(options.budgets))
+    device = recording_device([t for _, t in traces.values()])
+    budgets = [(str(text), budget_on(*(budget_limit(text) or (None, None)), device) or 0) for text in options.budgets]
+    cards = [in_bytes(c) or 0 for c in options.cards] if options.cards is not None else \
+        [] if options.budgets else [g * GiB for g in DEFAULT_CARDS_GIB]
+    return FitRequest(options.param, traces, confs, cards, budgets, options.step or step_of(list(traces)),
+                      in_bytes(options.overhead), list(options.command) if options.command else None)

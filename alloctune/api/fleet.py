@@ -1,0 +1,95 @@
+"""fleet: one setting for many jobs, from their traces: every setting replayed on each job (on its recording GPU's
+memory, or one given), ranked by how far each leaves each job from its own best (decide/fleet.py), and the one that
+loses least. `alloctune fleet` and `alloctune.fleet()`."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..decide.fleet import SettingLoss
+from ..errors import OptionError
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace
+from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .inputs import TraceInput, held, loaded, name_of, trace_inputs
+from .options import options_of
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """The jobs (a trace each) and the settings to rank."""
+
+    traces: Sequence[TraceInput] = ()            # one trace per job
+    confs: Sequence[str | AllocConf] = ()        # settings to rank ('default' for the default; default: the grid)
+    grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
+    device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
+    jobs: int | None = None                      # replay worker processes (default: every usable core)
+
+    def __post_init__(self) -> None:
+        set_field(self, "traces", trace_inputs(self.traces))
+        set_field(self, "confs", settings(self.confs))
+        if self.grid is not None:
+            set_field(self, "grid", path(self.grid, "grid"))
+        one_stdin([*held(self.traces), self.grid], "traces", "the traces and {grid}")
+        given = [id(t) if isinstance(t, Trace) else t for t in held(self.traces)]
+        if len(set(given)) != len(given):
+            raise OptionError("traces", "each job's trace once: a job given twice would count twice")
+        if self.device_memory is not None:
+            set_field(self, "device_memory", size(self.device_memory, "device_memory"))
+        workers(self.jobs)
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs that do not run
+    first, then the worst loss, then the mean), and the settings not simulated with why."""
+
+    jobs: tuple[str, ...]
+    ranked: tuple[SettingLoss, ...]
+    not_simulated: Mapping[AllocConf, str]
+
+    @property
+    def best(self) -> SettingLoss | None:
+        """The setting that loses least, where one runs every job."""
+        return self.ranked[0] if self.ranked and not self.ranked[0].failed else None
+
+    def to_json(self) -> dict:
+        from ..report.fleet import fleet_json
+
+        return fleet_json(list(self.ranked), self.not_simulated)
+
+
+def job_names(paths: list[str]) -> list[str]:
+    """A job's name: its trace's file name without its suffixes; the path where two names are alike."""
+    names = [Path(p).name.split(".")[0] or p for p in paths]
+    return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
+
+
+def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | AllocConf] | None = None,
+          options: FleetOptions | None = None, *, progress: Progress | None = None, **fields: Any) -> FleetResult:
+    """Rank settings across jobs by what each gives up (see the module docstring). `traces`: a list of paths or
+    Traces, one per job; `options` (FleetOptions) or its fields as keywords:
+    `fleet(["a.xz", "b.xz"], device_memory="24GiB")`. `progress` hears of each job as its trace loads."""
+    from ..decide.fleet import rank_fleet
+    from ..settings.grid import load_grid_file, ranked_settings
+    from ..sim.points import fleet_peaks
+
+    options = options_of("fleet", FleetOptions, options, given(fields, traces=traces, confs=confs))
+    said = progress or quiet
+    entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
+    sources = held(options.traces)
+    names = job_names([name_of(source, i) for i, source in enumerate(sources)])
+    loaded_traces = {}
+    for name, source in zip(names, sources):
+        said(f"loading {name}", None)
+        loaded_traces[name] = loaded(source)
+    # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
+    versions = {t.meta.get("torch_version") for t in loaded_traces.values()}
+    torch_version = versions.pop() if len(versions) == 1 else None
+    confs_ranked, _ = ranked_settings(entries, torch_version, has_budget=False)
+    said("replay", None)
+    peaks, not_simulated = fleet_peaks(loaded_traces, confs_ranked, device_memory=in_bytes(options.device_memory),
+                                       jobs=options.jobs)
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated)

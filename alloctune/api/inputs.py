@@ -1,0 +1,103 @@
+"""What the use cases that replay traces read (replay, search, fit, fleet): a trace given as a path or as a loaded
+`Trace` (`TraceInput`), and the device a replay runs on: its memory (the caller's, else the recording GPU's, else
+sim/limits.py's default), a budget on it and the overhead outside the allocator, with the warnings a user must read
+about them. The words name options as `OptionText` (`{device_memory}`), which the CLI shows as its flags."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Union
+
+from ..errors import OptionError, OptionText, SizeError, shown
+from ..sim.limits import DEFAULT_DEVICE_MEMORY
+from ..sim.trace import Trace, load_trace
+from ..units import budget_on, format_bytes, parse_budget
+from .checks import path
+
+# A trace as the use cases take it: its path ('-' for standard input) or the Trace `alloctune.load_trace` returns.
+TraceInput = Union[str, os.PathLike, Trace]
+
+ASSUMED_MEMORY = "assumed: an H200's"   # `DeviceLimits.memory_from` when neither the caller nor the trace says
+
+
+def trace_inputs(value: object, field: str = "traces") -> tuple[str | Trace, ...]:
+    """One trace or a sequence of them, each a Trace or a checked path (as text)."""
+    items = [value] if isinstance(value, (str, os.PathLike, Trace)) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise OptionError(field, "{%s}: expected a trace's path, a Trace (alloctune.load_trace), or a non-empty "
+                          "list of them, got {got}" % field, got=shown(value))
+    return tuple(item if isinstance(item, Trace) else path(item, field) for item in items)
+
+
+def held(traces: object) -> tuple[str | Trace, ...]:
+    """Traces as options hold them once checked (`trace_inputs`)."""
+    assert isinstance(traces, tuple)
+    return traces
+
+
+def name_of(source: TraceInput, index: int) -> str:
+    """How a trace is named in the results: its path, or 'trace #N' for a Trace given loaded."""
+    return f"trace #{index + 1}" if isinstance(source, Trace) else os.fspath(source)
+
+
+def loaded(source: TraceInput, device: int | None = None) -> Trace:
+    return source if isinstance(source, Trace) else load_trace(source, device=device)
+
+
+def budget_limit(value: object) -> tuple[int | None, float | None] | None:
+    """A budget option: a size ('24GiB', bytes) or a fraction of the device (0.5, '0.5'); None: none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise OptionError("budget", "{budget}: expected a size such as '24GiB' or a fraction such as 0.5, got {got}",
+                          got=shown(value))
+    try:
+        return parse_budget(str(value))
+    except SizeError as exc:
+        raise OptionError("budget", "{budget}: {why}", why=str(exc)) from None
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """The device a trace is replayed on, resolved: its memory, where that came from (in words; an OptionText when
+    it is the caller's option), the budget in bytes on it (None: none) and the overhead (None: what the trace
+    recorded, else sim/limits.py's default)."""
+
+    device_memory: int
+    memory_from: str
+    budget_bytes: int | None
+    overhead_bytes: int | None
+
+    @classmethod
+    def of(cls, trace: Trace, device_memory: int | None, budget: tuple[int | None, float | None] | None,
+           overhead_bytes: int | None) -> "DeviceLimits":
+        where: str
+        if device_memory is not None:
+            memory, where = device_memory, OptionText("{device_memory}")
+        elif trace.meta.get("device_total_bytes"):
+            memory, where = int(trace.meta["device_total_bytes"]), "the recording GPU"
+        else:
+            memory, where = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
+        return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
+
+    def warnings(self, trace: Trace, torch_version: str | None) -> list[str]:
+        """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
+        blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
+        does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
+        hold. The text output prints them as `warning:` lines and JSON lists them under "warnings"."""
+        from ..settings.versions import replay_note
+
+        warnings: list[str] = list(trace.warnings)
+        if note := replay_note(torch_version):
+            warnings.append(note)
+        if self.memory_from == ASSUMED_MEMORY:
+            warnings.append(OptionText("the trace does not say how much memory its GPU had: replayed on an H200's "
+                                       "{memory}; set {device_memory} for another card",
+                                       memory=format_bytes(DEFAULT_DEVICE_MEMORY)))
+        if self.budget_bytes is not None and self.budget_bytes > self.device_memory:
+            where = "{device_memory}" if isinstance(self.memory_from, OptionText) else "{where}"
+            warnings.append(OptionText("{budget} {size} is more than the device's {card} (%s): the device runs "
+                                       "out first, so the budget limits nothing; give {device_memory} for a larger "
+                                       "card" % where, size=format_bytes(self.budget_bytes),
+                                       card=format_bytes(self.device_memory), where=self.memory_from))
+        return warnings
