@@ -59,7 +59,7 @@ def test_each_use_case_end_to_end_and_what_one_returns_the_next_takes(tmp_path):
     assert replayed.to_json()["trace"] == "trace #1" and alloctune.replay(TRACE, jobs=1).to_json()["trace"] == \
         str(TRACE)
     two = alloctune.replay(options=alloctune.ReplayOptions([TRACE, trace], ["expandable_segments:True"], jobs=1))
-    assert len(two.replays) == 2 and {row["conf"] for row in two.maximum} == {"default", "expandable_segments:True"}
+    assert len(two.replays) == 2 and {row.conf for row in two.maximum} == {"default", "expandable_segments:True"}
     # search: the front of the space, each member with its reason
     found = alloctune.search(trace, max_settings=20, device_memory="24GiB", jobs=1)
     assert found.front and all(m.reason for m in found.front) and found.to_json()["warnings"] == []
