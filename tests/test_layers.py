@@ -2,14 +2,14 @@
 and the light rule for what runs under other interpreters than alloctune's.
 
 An import is any of: an import statement (lazy ones inside functions too), a name of the root package's lazy API
-(`from alloctune import sweep` imports sweeper.sweep: the root maps it in `_API`), `importlib.import_module` of a
+(`from alloctune import sweep` imports api.sweep: the root maps it in `_API`), `importlib.import_module` of a
 string, and a string that names one of our modules (`python -m alloctune.child.main` in a command line). The root's
 constants (`__version__`) any module may use.
 
 Layers, lowest first (docs/DESIGN.md draws them): errors, units, files, processes; settings; results and workload;
 runtime (inside the job), then child (the trial child); sim and decide; trial (the parent's side of a trial);
-report and diagnosis (siblings: neither imports the other); sweeper (on report, never diagnosis); cli; and the root
-package's API.
+report and diagnosis (siblings: neither imports the other); sweeper (on report, never diagnosis); api (the use
+cases); cli; and the root package's API.
 """
 from __future__ import annotations
 
@@ -44,10 +44,13 @@ ALLOWED: dict[str, set[str]] = {
     "diagnosis": {"errors", "units", "files", "settings", "results", "sim"},
     "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim", "decide",
                 "trial", "report"},
+    # the use cases: each joins the parts below it, for the command line and the Python API alike
+    "api": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim", "decide",
+            "trial", "report", "diagnosis", "sweeper"},
     "cli": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
-            "report", "diagnosis", "sweeper"},
+            "report", "diagnosis", "sweeper", "api"},
     "__main__": {"cli"},
-    "": {"sweeper", "report", "workload", "sim", "diagnosis", "runtime", "errors"},   # the API's names
+    "": {"api", "workload", "sim", "diagnosis", "runtime", "errors"},   # the API's names
 }
 
 # Light: what runs under another interpreter than alloctune's (the trial child, the probe's child, the start-up
@@ -190,7 +193,7 @@ def test_the_check_sees_the_root_api_module_strings_and_command_lines():
     """Each way to reach a higher layer that an import statement does not show, from a low layer's module."""
     known = set(modules())
     cases = {
-        "from alloctune import sweep": {"alloctune.sweeper.sweep"},
+        "from alloctune import sweep": {"alloctune.api.sweep"},
         "from .. import analyze": {api()["analyze"]},
         "import alloctune\nalloctune.diagnose('x')": {"alloctune.diagnosis"},
         "import importlib\nimportlib.import_module('alloctune.report.words')": {"alloctune.report.words"},

@@ -15,7 +15,7 @@ from alloctune.report.words import sentence
 from alloctune.results.choices import ChoiceRecord, ReasonRecord
 from alloctune.results.folder import CHOICE_FILE, ResultsFolder
 from alloctune.results.records import Measurement, TrialRecord, TrialState
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.units import GiB
 
 ES, MS = "expandable_segments:True", "max_split_size_mb:128"

@@ -13,7 +13,7 @@ from clirun import ROOT
 
 from alloctune.results.folder import BEST_FILE, CHOICE_FILE
 from alloctune.report.summary import SUMMARY_FILE
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 
 COMMITTED = sorted(p.parent.relative_to(ROOT) for p in (ROOT / "results").rglob(CHOICE_FILE))
 COMPARED = (CHOICE_FILE, SUMMARY_FILE, BEST_FILE)
