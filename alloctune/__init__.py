@@ -26,12 +26,13 @@ from importlib import import_module
 __version__ = "0.1.0"
 
 _API = {
-    "sweep": "api.sweep", "SweepOutcome": "api.sweep", "SweepOptions": "api.sweep",
-    "SweepCallbacks": "api.sweep", "analyze": "api.analyze", "AnalyzeOptions": "api.analyze",
-    "Analysis": "api.analyze", "export_results": "api.export", "export": "api.export", "ExportOptions": "api.export",
-    "Exported": "api.export", "compare": "api.compare", "CompareOptions": "api.compare", "Compared": "api.compare",
-    "record": "api.record", "RecordOptions": "api.record", "Recording": "api.record", "calibrate": "api.calibrate",
-    "CalibrateOptions": "api.calibrate", "Calibrated": "api.calibrate",
+    "sweep": "api.sweep", "SweepOptions": "api.sweep", "SweepCallbacks": "api.sweep", "SweepNotice": "api.sweep",
+    "SweepOutcome": "api.sweep",
+    "analyze": "api.analyze", "AnalyzeOptions": "api.analyze", "Analysis": "api.analyze",
+    "export_results": "api.export", "export": "api.export", "ExportOptions": "api.export", "Exported": "api.export",
+    "compare": "api.compare", "CompareOptions": "api.compare", "Compared": "api.compare",
+    "record": "api.record", "RecordOptions": "api.record", "Recording": "api.record",
+    "calibrate": "api.calibrate", "CalibrateOptions": "api.calibrate", "Calibrated": "api.calibrate",
     "load_workload": "workload.loader", "load_trace": "sim.trace", "replay": "sim.replay", "diagnose": "diagnosis",
     "dump_on_oom": "runtime.oomdump", "step": "runtime.steps", "AlloctuneError": "errors",
 }

@@ -28,7 +28,7 @@ def build(kind: type[T], options: T | None, chosen: dict[str, Any], function: st
     if options is None:
         return kind(**chosen)
     if not isinstance(options, kind):
-        raise OptionError("options", "{function}(): the options must be a {kind}, got {got}", function=function,
+        raise OptionError("options", "{function}(): the options must be of type {kind}, got {got}", function=function,
                           kind=kind.__name__, got=type(options).__name__)
     return replace(options, **chosen)   # type: ignore[type-var]   # kind is a dataclass: `fields` read it
 

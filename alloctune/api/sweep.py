@@ -19,7 +19,7 @@ from ..decide.summary import SettingResult
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend
-from ..sweeper.options import SweepCallbacks, SweepOptions
+from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
 from ..sweeper.plan import make_plan, sweep_info
 from ..sweeper.resume import open_folder
 from ..sweeper.sweep import run_plan
