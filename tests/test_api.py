@@ -1,25 +1,34 @@
-"""The Python API as the README shows it (issue 29): the README's block run as a script, its objects chained
-together on the CPU (a simulated sweep of the README's workload, shipped traces, committed fits and OOM snapshots),
-each use case once end to end, and every function given wrong types and values: each refuses with an AlloctuneError
-of one line, never another exception or a silent answer."""
+"""The Python API as the README shows it (issue 29): its objects chained together on the CPU (a simulated sweep
+of the README's workload, shipped traces, committed fits, a committed OOM snapshot, a committed GPU sweep), each use
+case once end to end, recording and calibrating through a stand-in GPU interpreter, the README's block run as a
+script, and every function given wrong types and values: each refuses with an AlloctuneError of one line, never
+another exception or a silent answer."""
 from __future__ import annotations
 
 import math
 import os
+import re
+import shutil
+import stat
 import subprocess
 import sys
+import textwrap
 
 import pytest
+import torch
 from clirun import ROOT
 
 import alloctune
+from alloctune.results.calibration import read_calibration
 from alloctune.results.folder import ResultsFolder
+from standin import CALIBRATION, PROBE_AS_ONE_GPU
 
 WORKLOAD = ROOT / "workloads" / "transformer-varlen.yaml"
 TRACE = ROOT / "workloads" / "traces" / "detection-h200.xz"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle"
 FITS = {b: ROOT / "tests" / "fixtures" / "fits" / f"hf-trainer-gpt2-batch-{b}.xz" for b in (8, 16, 32)}
 CNN = ROOT / "workloads" / "traces" / "cnn-varres-h200.xz"
+GPU_SWEEP = ROOT / "results" / "transformer-varlen-h200-20261129-234646"   # the README's, measured on an H200
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +37,19 @@ def outcome(tmp_path_factory):
                            notice=lambda text: None)
 
 
-def test_the_readme_objects_fit_each_other(outcome):
+def test_the_readme_objects_fit_each_other(outcome, tmp_path):
     assert isinstance(outcome.folder, ResultsFolder) and outcome.choices[0].best.conf is not None
     for folder in (outcome.folder, outcome.folder.path, str(outcome.folder.path)):
-        settings, choices = alloctune.analyze(folder)
-        assert [c.best.conf for c in choices] == [c.best.conf for c in outcome.choices]
-        assert {s.conf for s in settings} == {s.conf for s in outcome.settings}
-        text = alloctune.export_results(folder, "env")
-        assert f"PYTORCH_CUDA_ALLOC_CONF={outcome.choices[0].best.conf}\n" in text
+        analysis = alloctune.analyze(folder)
+        assert [c.best.conf for c in analysis.choices] == [c.best.conf for c in outcome.choices]
+        assert {s.conf for s in analysis.settings} == {s.conf for s in outcome.settings}
+        assert analysis.changes == [] and analysis.best_env[0] == analysis.best_env[1]
+        exported = alloctune.export_results(folder, "env")
+        assert f"PYTORCH_CUDA_ALLOC_CONF={outcome.choices[0].best.conf}\n" in exported.text
+        assert exported.choice.conf == outcome.choices[0].best.conf and exported.folder.path == outcome.folder.path
+    compared = alloctune.compare([GPU_SWEEP, outcome.folder], output=tmp_path / "cmp")
+    assert [c.backend for c in compared.comparison.columns] == ["cuda", "sim"]
+    assert compared.markdown == tmp_path / "cmp" / "compare.md" and compared.plot.stat().st_size > 0
     trace = alloctune.load_trace(TRACE)
     by_size = alloctune.replay(trace, ["", "expandable_segments:True"], device_memory="24GiB").outcomes
     by_bytes = alloctune.replay(TRACE, ["", "expandable_segments:True"], device_memory=24 * 2**30).outcomes
@@ -80,18 +94,77 @@ def test_each_use_case_end_to_end_and_what_one_returns_the_next_takes(tmp_path):
     assert d.recommended_conf and alloctune.replay(trace, d.recommended_conf, jobs=1).outcomes
 
 
+def test_a_sweep_that_falls_back_to_replay_says_so_as_a_warning_unless_told_where(tmp_path):
+    """Without a GPU, `backend` auto replays: a caller who passed no `notice` gets it as a SweepNotice (pointing at
+    its own line), one who did gets it there; the outcome keeps it either way."""
+    with pytest.warns(alloctune.SweepNotice, match="^No CUDA GPU is visible: judging the grid by replaying") as said:
+        outcome = alloctune.sweep(WORKLOAD, preset="h200", grid=["expandable_segments:True"],
+                                  results_root=tmp_path / "a")
+    assert said[0].filename == __file__ and outcome.notices == (str(said[0].message),)
+    told: list[str] = []
+    again = alloctune.sweep(WORKLOAD, preset="h200", grid=["expandable_segments:True"], results_root=tmp_path / "b",
+                            notice=told.append)
+    assert told == list(again.notices) == list(outcome.notices)
+
+
+# A stand-in GPU interpreter (tests/standin.py): the probe answers as one GPU, the calibration child with the
+# committed H200 costs, and a trial child asked to record copies a shipped trace where the snapshot goes.
+RECORDER = """
+import json, os, shutil, sys
+""" + PROBE_AS_ONE_GPU + """
+spec = json.load(open(sys.argv[3]))
+shutil.copy({trace!r}, spec["record_trace"])
+json.dump({{"state": "ok", "env": {{}}, "measurement": {{"peak_reserved_bytes": 2**30, "peak_allocated_bytes": 2**29,
+           "unit": "tokens"}}}}, open(spec["result"], "w"))
+"""
+
+
+@pytest.fixture
+def gpu_python(tmp_path) -> str:
+    python = tmp_path / "gpu-python"
+    python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(
+        RECORDER.format(torch=torch.__version__, python=sys.executable, trace=str(TRACE))))
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return str(python)
+
+
+def test_record_and_calibrate_through_a_stand_in_gpu(tmp_path, gpu_python, monkeypatch):
+    """What record returns, replay takes; what calibrate measures is kept in the per-user store and written."""
+    recording = alloctune.record(WORKLOAD, tmp_path / "varlen.xz", alloctune.RecordOptions(preset="tiny"),
+                                 python=gpu_python)
+    assert recording.paths == [tmp_path / "varlen.xz"] and recording.traces[0].trace.num_allocs > 0
+    assert recording.to_json()[0]["trace"] == str(tmp_path / "varlen.xz")
+    [o] = alloctune.replay(recording.paths[0], [""], device_memory="141GiB").outcomes
+    assert o.result.peak_reserved_bytes > 0
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calibrated = alloctune.calibrate(python=gpu_python, output=tmp_path / "gpu.json")
+    assert calibrated.stored.parent == tmp_path / "cache" / "alloctune" / "calibration"
+    assert read_calibration(calibrated.stored) == read_calibration(tmp_path / "gpu.json") == calibrated.calibration
+    assert calibrated.calibration.sync == read_calibration(CALIBRATION).sync
+
+
+def readme_block() -> str:
+    """The README's Python API block."""
+    text = (ROOT / "README.md").read_text()
+    return re.search(r"^## Python API\n.*?^```python\n(.*?)^```", text, flags=re.M | re.S).group(1)
+
+
+@pytest.mark.slow
 def test_the_readme_block_runs_as_a_script(tmp_path):
-    """The README's Python API block, as a user pastes it into a file in a checkout (here: a folder that sees the
-    checkout's workloads/ and tests/, so that what it writes stays there)."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    for shared in ("workloads", "tests"):
-        (tmp_path / shared).symlink_to(ROOT / shared)
-    (tmp_path / "block.py").write_text(block)
-    run = subprocess.run([sys.executable, "block.py"], capture_output=True, text=True, timeout=900, cwd=tmp_path,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "expandable_segments:True" in run.stdout
+    """As a new user runs it from a checkout, without a GPU: in a scratch folder holding copies of the paths it
+    names (each file with its folder), so that nothing lands in the checkout."""
+    block = readme_block()
+    for name in sorted(set(re.findall(r'"([\w./-]+/[\w./-]+)"', block))):
+        source = ROOT / name
+        if source.exists():
+            folder = source if source.is_dir() else source.parent
+            shutil.copytree(folder, tmp_path / folder.relative_to(ROOT), dirs_exist_ok=True)
+    (tmp_path / "readme.py").write_text(block)
+    run = subprocess.run([sys.executable, "readme.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES=""))
+    assert run.returncode == 0, run.stderr
+    assert "SweepNotice: No CUDA GPU is visible" in run.stderr   # the fallback to replay, said
+    assert "recording needs a CUDA GPU" in run.stdout            # a wrong input: one line
 
 
 def test_dump_on_oom_and_step_in_a_script_without_cuda(tmp_path):
@@ -111,6 +184,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("analyze(missing)", lambda: alloctune.analyze(folder + "-not-there"), "no results folder here"),
         ("analyze(max_slowdown=2)", lambda: alloctune.analyze(folder, max_slowdown=2), "max_slowdown must be"),
         ("analyze(max_slowdown=nan)", lambda: alloctune.analyze(folder, max_slowdown=math.nan), "max_slowdown"),
+        ("analyze(folder, 0.5)", lambda: alloctune.analyze(folder, 0.5), "the options must be of type AnalyzeOptions, got float"),
+        ("analyze(slowdown=)", lambda: alloctune.analyze(folder, slowdown=0.1), "analyze() has no option 'slowdown'"),
         ("export_results(None)", lambda: alloctune.export_results(None), "a results folder: expected a path"),
         ("export_results(fmt=5)", lambda: alloctune.export_results(folder, 5), "unknown export format 5"),
         ("export_results(conf=123)", lambda: alloctune.export_results(folder, conf=123), "conf: expected a str"),
@@ -118,6 +193,19 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("export_results(workload=[])", lambda: alloctune.export_results(folder, workload=[]), "workload: expected"),
         ("export_results(allow_incomplete='yes')",
          lambda: alloctune.export_results(folder, allow_incomplete="yes"), "allow_incomplete: expected True"),
+        ("export_results(fmt=)", lambda: alloctune.export_results(folder, fmt="env"), "has no option 'fmt'"),
+        ("compare(one)", lambda: alloctune.compare([folder], output=None), "compare needs at least two"),
+        ("compare(factor=2)", lambda: alloctune.compare([folder, folder], factor=2), "factor must be a fraction"),
+        ("compare(5)", lambda: alloctune.compare([5]), "a results folder: expected a path"),
+        ("record([])", lambda: alloctune.record([], "t.xz"), "give a workload file, or '-- COMMAND ...'"),
+        ("record(steps=)", lambda: alloctune.record(WORKLOAD, "t.xz", steps=5), "steps applies to '-- COMMAND'"),
+        ("record(gpus=-1)", lambda: alloctune.record(WORKLOAD, "t.xz", gpus=[-1]), "gpus must be distinct GPU"),
+        ("record(conf=)", lambda: alloctune.record(WORKLOAD, "t.xz", conf="max_split_size_mb"), "max_split_size_mb"),
+        ("record(timeout_s=0)", lambda: alloctune.record(WORKLOAD, "t.xz", timeout_s=0), "timeout_s must be"),
+        ("record(preset=, cmd)", lambda: alloctune.record(["python", "x.py"], "t.xz", preset="h200"),
+         "preset and python apply to a workload file"),
+        ("calibrate(gpu=-1)", lambda: alloctune.calibrate(gpu=-1), "gpu must be a GPU index >= 0, got -1"),
+        ("calibrate(python=5)", lambda: alloctune.calibrate(python=5), "python must be an interpreter's path"),
         ("load_trace(5)", lambda: alloctune.load_trace(5), "a trace: expected a path"),
         ("load_trace(NUL)", lambda: alloctune.load_trace("a\0b"), "a trace: expected a path"),
         ("load_trace(folder)", lambda: alloctune.load_trace(ROOT), "is a directory, not a trace"),

@@ -6,6 +6,9 @@ import sys
 
 from .args import console
 
+# CalibrateOptions' fields as this command's flags: a library message that names one shows the flag.
+FLAGS = {"gpu": "--gpu", "python": "--python", "output": "--output"}
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -21,21 +24,18 @@ def register(subparsers) -> None:
     p.add_argument("--python", default=sys.executable,
                    help="interpreter whose torch is calibrated (default: this one)")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
 def run(args) -> int:
     from rich.text import Text
 
+    from ..api.calibrate import CalibrateOptions, calibrate
     from ..report.layout import say
     from ..report.tables import figures_table, print_table
-    from ..results.calibration import write_calibration
-    from ..trial.calibration import measure, store
 
-    calibration = measure(args.python, args.gpu)
-    stored = store(calibration)
-    if args.output:
-        write_calibration(args.output, calibration)
+    calibrated = calibrate(CalibrateOptions(gpu=args.gpu, python=args.python, output=args.output or None))
+    calibration = calibrated.calibration
     if args.json:
         print(json.dumps(calibration.to_json(), indent=2))
         return 0
@@ -52,7 +52,7 @@ def run(args) -> int:
         title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
               f"torch {calibration.torch}", caption=f"measured {calibration.measured_at}; pages: of expandable segments"))
     say(out, Text("Kept for sweeps on this GPU model, driver and torch:"))
-    out.print(Text(f"  {stored}"), soft_wrap=True)   # a path whole, to copy
+    out.print(Text(f"  {calibrated.stored}"), soft_wrap=True)   # a path whole, to copy
     if args.output:
         say(out, Text(f"Also written to {args.output}."))
     return 0

@@ -7,9 +7,13 @@ from pathlib import Path
 
 from rich.text import Text
 
+from ..api.compare import CompareOptions, compare
 from ..decide.regression import DEFAULT_FACTOR
 from ..report.layout import say
 from .args import console, written
+
+# The options' fields as this command's flags: a library message that names one shows the flag.
+FLAGS = {"factor": "--factor", "output": "--output"}
 
 
 def _factor(text: str) -> float:
@@ -30,35 +34,28 @@ def register(subparsers) -> None:
                     "improvements, new and fixed failures and incomparable rows. Writes compare.md and compare.png.")
     p.add_argument("folders", nargs="+", metavar="RESULTS",
                    help="results folders (or folders of them); the first environment is the baseline")
-    p.add_argument("--factor", type=_factor, default=DEFAULT_FACTOR,
+    p.add_argument("--factor", type=_factor, default=CompareOptions.factor,
                    help=f"relative change beyond which memory or throughput counts as changed (default {DEFAULT_FACTOR})")
-    p.add_argument("-o", "--output", metavar="DIR", default=".",
+    p.add_argument("-o", "--output", metavar="DIR", default=CompareOptions.output,
                    type=written("the folder of compare.md and compare.png"),
                    help="where to write compare.md and compare.png (default: the current folder)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
 def run(args) -> int:
-    from ..report.compare import compare
-    from ..report.compare_output import plot_comparison, print_comparison, write_compare_md
-    from ..results.folder import find_results
+    from ..report.compare_output import print_comparison
 
-    folders = [folder for path in args.folders for folder in find_results(path)]
-    comparison = compare(folders, factor=args.factor)
+    compared = compare(args.folders, CompareOptions(factor=args.factor, output=args.output))
     if args.json:
-        print(json.dumps(comparison.to_json(), indent=2))
+        print(json.dumps(compared.comparison.to_json(), indent=2))
     else:
-        print_comparison(comparison, console())
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    md = write_compare_md(comparison, out / "compare.md")
-    png = plot_comparison(comparison, out / "compare.png")
+        print_comparison(compared.comparison, console())
     # Where the files went, said even when it is here: a bare 'compare.md' reads as a name, not a place.
     here = " (the current folder; -o DIR writes elsewhere)" if args.output == "." else ""
-    say(console(stderr=args.json), Text(f"wrote {_shown(md)} and {_shown(png)}{here}"))
+    say(console(stderr=args.json), Text(f"wrote {_shown(compared.markdown)} and {_shown(compared.plot)}{here}"))
     return 0
 
 
-def _shown(path: Path) -> str:
-    return str(path) if path.parent != Path(".") else f"./{path}"
+def _shown(path: Path | None) -> str:
+    return str(path) if path is None or path.parent != Path(".") else f"./{path}"

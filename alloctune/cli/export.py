@@ -5,11 +5,13 @@ import sys
 
 from ..errors import printable
 from ..files import write_file
-from ..report.export import FORMATS, export_results
+from ..api.export import ExportOptions, export_results
+from ..report.export import FORMATS
 from .args import written
 
-# export_results()'s parameters as this command's flags: a library message that names one shows the flag.
-FLAGS = {"workload": "--workload", "conf": "--conf", "env_id": "--env", "allow_incomplete": "--allow-incomplete"}
+# ExportOptions' fields as this command's flags: a library message that names one shows the flag.
+FLAGS = {"format": "--format", "workload": "--workload", "conf": "--conf", "env_id": "--env",
+         "allow_incomplete": "--allow-incomplete"}
 
 
 def register(subparsers) -> None:
@@ -19,7 +21,8 @@ def register(subparsers) -> None:
                     "best, the variable is written with an empty value (PyTorch's defaults; it also overrides an "
                     "inherited setting).")
     p.add_argument("results", metavar="RESULTS", help="a results folder, or a folder of them")
-    p.add_argument("--format", "-f", choices=FORMATS, default="env", help="output format (default: env)")
+    p.add_argument("--format", "-f", choices=FORMATS, default=ExportOptions.format,
+                   help="output format (default: %(default)s)")
     p.add_argument("-o", "--output", metavar="FILE", type=written("a file", stdout=True),
                    help="write to FILE instead of standard output ('-': standard output)")
     p.add_argument("--workload", metavar="NAME", help="the workload, when RESULTS holds several")
@@ -31,11 +34,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    text = export_results(args.results, args.format, workload=args.workload, conf=args.conf, env_id=args.env_id,
-                          allow_incomplete=args.allow_incomplete)
+    exported = export_results(args.results, options=ExportOptions(
+        **{name: getattr(args, name) for name in FLAGS}))
     if args.output and args.output != "-":
-        write_file(args.output, text)   # an existing FILE stays whole if the write fails
+        write_file(args.output, exported.text)   # an existing FILE stays whole if the write fails
         print(printable(f"wrote {args.output}"), file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(exported.text)
     return 0

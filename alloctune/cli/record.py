@@ -6,6 +6,10 @@ import json
 from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .args import console, gpu_list, positive_int, seconds, written
 
+# RecordOptions' fields as this command's flags: a library message that names one shows the flag.
+FLAGS = {"preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python", "timeout_s": "--timeout",
+         "steps": "--steps", "warmup_steps": "--warmup-steps"}
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -33,47 +37,31 @@ def register(subparsers) -> None:
                    help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per trace written (path, events, what was measured)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, flags=FLAGS)
 
 
 def run(args) -> int:
     from rich.text import Text
 
-    from ..errors import AlloctuneError
+    from ..api.record import RecordOptions, record
     from ..report.layout import command, say
-    from ..settings.conf import AllocConf
-    from ..trial.recording import record_command, record_workload
     from ..units import format_bytes
 
-    if not args.target:
-        raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
-    conf = AllocConf.parse(args.conf)
-    if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
-        if args.steps:
-            raise AlloctuneError("--steps applies to '-- COMMAND'; a workload file says its steps itself")
-        traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=conf,
-                                                gpu=args.gpu[0], python=args.python, timeout_s=args.timeout))]
-    else:
-        if args.preset or args.python:
-            raise AlloctuneError("--preset and --python apply to a workload file, not to '-- COMMAND'")
-        if args.warmup_steps < 0:
-            raise AlloctuneError(f"--warmup-steps must be a whole number of steps >= 0, got {args.warmup_steps}")
-        traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
-                                conf=conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
-                                steps=args.steps or 0)
+    workload = len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml"))
+    recording = record(args.target[0] if workload else args.target, args.output, RecordOptions(
+        preset=args.preset, conf=args.conf, gpus=args.gpu, python=args.python, timeout_s=args.timeout,
+        steps=args.steps or 0, warmup_steps=args.warmup_steps))
     if args.json:
-        print(json.dumps([{"trace": str(path), "events": len(trace.kinds), "allocations": trace.num_allocs,
-                           "measured": (trace.meta.get("measured") or [None])[0]} for path, trace in traces],
-                         indent=2))
+        print(json.dumps(recording.to_json(), indent=2))
         return 0
     out = console()
-    for path, trace in traces:
-        measured = (trace.meta.get("measured") or [{}])[0]
+    for recorded in recording.traces:
+        measured = recorded.measured or {}
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
                  f"{measured.get('measured_seconds'):.2f} s (recording slows it)" if measured.get("throughput") else "")
-        say(out, Text(f"Recorded {len(trace.kinds):,} allocation events to {path}; measured peak reserved "
-                      f"{format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
+        say(out, Text(f"Recorded {len(recorded.trace.kinds):,} allocation events to {recorded.path}; measured peak "
+                      f"reserved {format_bytes(measured.get('peak_reserved_bytes'))}, allocated "
                       f"{format_bytes(measured.get('peak_allocated_bytes'))}{speed}."))
-    for line in command("Next:", ["alloctune", "replay", *(str(p) for p, _ in traces)], out.width):
+    for line in command("Next:", ["alloctune", "replay", *(str(p) for p in recording.paths)], out.width):
         out.print(Text(line), soft_wrap=True)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from dataclasses import asdict, fields
+from dataclasses import fields
 
 from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS
@@ -19,7 +19,6 @@ from ..sweeper.options import AUTO_REPEATS, CONFIRM_REPEATS, HYBRID_FINALISTS, E
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import console, flagged, fraction, gpu_list, positive_int, seconds, written
-from .report import decisions
 
 # The options this command passes on, as its flags: SweepOptions fields, then those of a command
 # (workload/command.py). Each flag's dest is its field's name, so the options are built from this table; and a
@@ -166,8 +165,7 @@ def _output(p) -> None:
 
 
 def run(args) -> int:
-    from ..report.words import skipped_words
-    from ..sweeper.sweep import sweep
+    from ..api.sweep import sweep
 
     workload, options = _workload(args), _options(args)
     with Phases(console(stderr=True)) as shown:
@@ -176,9 +174,7 @@ def run(args) -> int:
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ ({SUMMARY_FILE}, "
                         f"{BEST_FILE}, {PLOT_FILE}, {TRIALS_FILE})")
     if args.json:
-        print(json.dumps(dict(decisions(outcome.folder, outcome.choices),
-                              skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in outcome.skipped]),
-                         indent=2))
+        print(json.dumps(outcome.to_json(), indent=2))
     else:
         _print(outcome)
     return 0

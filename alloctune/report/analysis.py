@@ -1,6 +1,6 @@
 """What a decided results folder says about its decision (`decide/decision.py`), written: choice.json (each
 reason as data and in words), summary.md, plot.png and, for a finished sweep, best.env. The sweeper decides and
-calls this (`sweeper/sweep.analyze`, also behind `alloctune report`).
+calls this (`api/analyze.decide_folder`, behind `sweep()` and `alloctune report`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The chosen setting in the form each consumer reads: env file, shell, JSON, Dockerfile, Kubernetes.
+"""The chosen setting in the form each consumer reads: env file, shell, JSON, Dockerfile, Kubernetes (`render`);
+which folder and choice are exported is `api/export.py`'s.
 
 Formats:
   env     `KEY=value` lines, unquoted: `docker run --env-file` takes values literally (no quote processing), and
@@ -31,22 +32,20 @@ base image, a cluster default or the parent shell, which is what "the default is
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 
 from .. import __version__
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
-from ..results.folder import ResultsFolder, SweepInfo, find_results
-from ..results.names import CHOICE_FILE
+from ..results.folder import ResultsFolder, SweepInfo
 from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
-from ..settings.versions import NEWEST_KNOWN, check_conf
 from ..units import format_bytes
 from .words import skipped_words
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
+DEFAULT_FORMAT = "env"
 
 DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes PyTorch use its defaults "
                 "and overrides any inherited setting")
@@ -54,7 +53,7 @@ DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes
 
 def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment."""
-    _check_format(fmt)
+    check_format(fmt)
     value = _value(choice)
     variable = export_variable(choice.torch_version)
     name, warning = variable.name, variable.warning
@@ -64,7 +63,8 @@ def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
     return _WRITERS[fmt](name, value, comments)
 
 
-def _check_format(fmt: str) -> None:
+def check_format(fmt: object) -> None:
+    """A format this module writes, else an AlloctuneError listing them."""
     if not isinstance(fmt, str) or fmt not in FORMATS:
         raise AlloctuneError(f"unknown export format {shown(fmt)}; expected one of {', '.join(FORMATS)}")
 
@@ -147,91 +147,10 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     return "; ".join(parts)
 
 
-def export_results(path: str | os.PathLike | ResultsFolder, fmt: str = "env", *, workload: str | None = None,
-                   conf: str | None = None, env_id: str | None = None, allow_incomplete: bool = False) -> str:
-    """The choice of a results folder (a ResultsFolder, as `sweep()` returns it, or a path; or the one selected
-    from a folder of them) as text in `fmt`.
-
-    `workload` selects a folder by workload name, `env_id` a choice by environment; `conf` exports that
-    setting instead of the chosen one, provided it ran and fitted in that environment. A choice taken from an
-    interrupted sweep (`alloctune report` before it finished) is refused unless `allow_incomplete`.
-    """
-    _check_format(fmt)
-    for name, value in (("workload", workload), ("conf", conf), ("env_id", env_id)):
-        if value is not None and not isinstance(value, str):
-            raise AlloctuneError(f"{name}: expected a str, got {shown(value)}")
-    if not isinstance(allow_incomplete, bool):
-        raise AlloctuneError(f"allow_incomplete: expected True or False, got {shown(allow_incomplete)}")
-    path = path.path if isinstance(path, ResultsFolder) else path
-    folder, info = _select_folder(path, workload)
-    choice = _select_choice(folder, env_id)
-    _check_setting(folder, choice)
-    if not choice.complete and not allow_incomplete:
-        raise ResultsError(OptionText("{path}: the sweep is incomplete ({how}); run it again to resume, or pass "
-                                      "{allow_incomplete=True} to export this choice anyway", path=folder.path,
-                                      how=how_far(choice.trials_recorded, choice.trials_planned)))
-    if conf is not None:
-        choice = _with_conf(folder, info, choice, conf)
-    return render(choice, fmt, provenance(folder, info, choice))
-
-
-def _select_folder(path, workload: str | None) -> tuple[ResultsFolder, SweepInfo]:
-    found = [(f, f.info()) for f in find_results(path)]
-    if workload is not None:
-        names = sorted({i.workload_name for _, i in found})
-        found = [(f, i) for f, i in found if i.workload_name == workload]
-        if not found:
-            raise ResultsError(f"{path}: no results for workload {workload!r}; workloads here: {', '.join(names)}")
-    if len(found) > 1:
-        # One folder a line: a path is copied whole, and a long list stays readable.
-        options = "".join(f"\n  {f.path}" + ("" if workload else f" (workload {i.workload_name!r})")
-                          for f, i in found)
-        if workload is not None:
-            raise ResultsError(OptionText("{path} holds {count} results folders of workload {name!r}; give the "
-                                          "folder itself, one of:{options}", path=path, count=len(found),
-                                          name=workload, options=options))
-        raise ResultsError(OptionText("{path} holds {count} results folders; choose one with {workload} or give "
-                                      "the folder itself, one of:{options}", path=path, count=len(found),
-                                      options=options))
-    return found[0]
-
-
 def standing(choices: list[ChoiceRecord]) -> list[ChoiceRecord]:
     """The choices that stand: a hybrid sweep decides by replay, then confirms on the GPU, so the measured choices
     supersede the simulated ones."""
     return [c for c in choices if not c.simulated] or choices
-
-
-def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:
-    choices = folder.choices()
-    if not choices:
-        raise ResultsError(f"{folder.path}: {CHOICE_FILE} holds no choice")
-    if env_id is not None:
-        known = sorted({c.env_id for c in choices})
-        choices = [c for c in choices if c.env_id == env_id]
-        if not choices:
-            raise ResultsError(f"{folder.path}: no choice for environment {env_id!r}; environments: "
-                               f"{', '.join(known)}")
-    choices = standing(choices)
-    if len(choices) > 1:
-        # one `{env_id} <id>` per choice, the ids as values (never read as placeholders)
-        ids = {f"id{i}": c.env_id for i, c in enumerate(choices)}
-        options = "; ".join(f"{{env_id}} {{id{i}}} (backend {c.backend}, budget {format_bytes(c.budget_bytes)})"
-                            for i, c in enumerate(choices))
-        raise ResultsError(OptionText("{path} holds {count} choices; choose one: " + options, path=folder.path,
-                                      count=len(choices), **ids))
-    return choices[0]
-
-
-def _check_setting(folder: ResultsFolder, choice: ChoiceRecord) -> None:
-    """A hand-edited choice.json may name any key: export only a setting the choice's torch accepts (the
-    newest torch we know, for a choice that does not say)."""
-    if choice.setting is None:
-        return
-    torch_version = choice.torch_version or ".".join(map(str, NEWEST_KNOWN))
-    if problem := check_conf(choice.setting, torch_version):
-        where = f"{folder.path / CHOICE_FILE}: field 'choices[{folder.choices().index(choice)}].conf'"
-        raise ResultsError(f"{where}: {problem}")
 
 
 def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:

@@ -7,7 +7,8 @@ import enum
 import math
 import os
 import sys
-from dataclasses import dataclass, fields, replace
+import warnings
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..decide.parameters import DEFAULT_MAX_SLOWDOWN, check_max_slowdown
@@ -137,15 +138,12 @@ class SweepOptions:
 
     def _check_limits(self) -> None:
         check_max_slowdown(self.max_slowdown)
-        if self.timeout_s is not None and not (_finite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
-            raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
-                              "got {got!r}", most=MAX_TIMEOUT_S, got=self.timeout_s)
+        check_timeout(self.timeout_s)
         for name in ("search", "finalists", "check_growth"):
             if getattr(self, name) is not None:
                 _at_least(name, getattr(self, name), 1)
-        if self.gpus is not None and (not self.gpus or not all(_whole(g) and g >= 0 for g in self.gpus)
-                                      or len(set(self.gpus)) != len(self.gpus)):
-            raise OptionError("gpus", "{gpus} must be distinct GPU indices >= 0, got {got!r}", got=self.gpus)
+        if self.gpus is not None:
+            check_gpus(self.gpus)
 
     def _check_paths(self) -> None:
         """A folder or file named by a path: '' would be the current folder, written into as a results folder."""
@@ -208,29 +206,42 @@ def _ignore(*_: Any) -> None:
     pass
 
 
+class SweepNotice(UserWarning):
+    """A sweep's notice where its caller took none (SweepCallbacks.notice): said as a Python warning, so that
+    what changes how to read its results (no GPU visible: replayed, not measured) is never silent."""
+
+
+def warn(text: str) -> None:
+    """`text` as a SweepNotice, shown where the caller's code called into alloctune (its `sweep(...)` line)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    level, frame = 2, sys._getframe(1)
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(str(text), SweepNotice, stacklevel=level)
+
+
 @dataclass(frozen=True)
 class SweepCallbacks:
     """What a sweep tells its caller as it goes; none changes what it does, so none is an option."""
 
     progress: ProgressFn = _ignore
     search_progress: SearchProgressFn = _ignore
-    notice: Callable[[str], None] = _ignore   # a line for the user (an OptionText where it names options)
+    notice: Callable[[str], None] = warn   # a line for the user (an OptionText where it names options)
     phase: PhaseFn = _ignore
     estimate: EstimateFn = _ignore
 
 
-def from_arguments(options: SweepOptions | None, callbacks: SweepCallbacks | None,
-                   given: dict[str, Any]) -> tuple[SweepOptions, SweepCallbacks]:
-    """`sweep()`'s keyword arguments, each an option or a callback (None: none), over `options` and `callbacks`
-    when given; any other name is an OptionError naming it."""
-    names, hooks = {f.name for f in fields(SweepOptions)}, {f.name for f in fields(SweepCallbacks)}
-    if unknown := sorted(set(given) - names - hooks):
-        raise OptionError(unknown[0], "sweep() has no option {given!r}; its options: {known}; its callbacks: "
-                          "{hooks}", given=unknown[0], known=", ".join(sorted(names)), hooks=", ".join(sorted(hooks)))
-    chosen = {k: v for k, v in given.items() if k in names}
-    told = {k: v for k, v in given.items() if k in hooks and v is not None}
-    return (replace(options, **chosen) if options else SweepOptions(**chosen),
-            replace(callbacks, **told) if callbacks else SweepCallbacks(**told))
+def check_timeout(value: object, name: str = "timeout_s") -> None:
+    """A time limit in seconds (a trial's, a recording's): positive, at most MAX_TIMEOUT_S, or None."""
+    if value is not None and not (_finite(value) and 0 < value <= MAX_TIMEOUT_S):   # type: ignore[operator]
+        raise OptionError(name, "{%s} must be a positive number of seconds, at most {most:.0f}, got {got!r}" % name,
+                          most=MAX_TIMEOUT_S, got=value)
+
+
+def check_gpus(gpus: Sequence[object], name: str = "gpus") -> None:
+    """GPU indices of this machine: at least one, distinct, each a whole number >= 0."""
+    if not gpus or not all(_whole(g) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):   # type: ignore[operator]
+        raise OptionError(name, "{%s} must be distinct GPU indices >= 0, got {got!r}" % name, got=gpus)
 
 
 def _member(name: str, kind: type[enum.Enum], value: object) -> Any:

@@ -1,97 +1,36 @@
-"""`sweep()`: workload -> options -> plan -> executor -> records -> choice -> reports; `analyze()`: the last two again.
+"""A sweep's plan run (`run_plan`): the recording trial, the replays, the measured trials, each appended to the
+trials file as it finishes, with how many GPU trials that takes told as it goes (`decide/estimate.py`).
 
-The Python API behind `alloctune sweep`, and its top-level flow: the options checked (options.py), what will run
-settled (plan.py: interpreters probed, backend resolved, settings each torch accepts, the trace), the results
-folder opened or resumed (resume.py), the trials run (execute.py: local child processes, simulator replays, a Ray
-cluster; hybrid.py: recording, search). The sweeper alone appends what comes back to the trials file;
-choosing and reporting read the records back, so an interrupted sweep resumes where it stopped and its reports are
-always built from what was really recorded.
+`api/sweep.sweep()` is the flow around it: the options checked (options.py), what will run settled (plan.py), the
+results folder opened or resumed (resume.py), this, then the decision. The trials run through execute.py (local
+child processes, simulator replays, a Ray cluster), hybrid.py (recording, search) and confirm.py. The
+sweeper alone appends what comes back to the trials file; choosing and reporting read the records back, so an
+interrupted sweep resumes where it stopped and its reports are always built from what was really recorded.
 """
 from __future__ import annotations
 
-import contextlib
-import os
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-from ..decide.choice import Choice
 from ..decide.estimate import Asked, first_estimate
-from ..decide.summary import SettingResult
-from ..decide.decision import decide
 from ..decide.finalists import finalists
-from ..decide.parameters import check_max_slowdown
-from ..report.analysis import write_folder
-from ..results.folder import ResultsFolder, Skipped, results_folder
+from ..results.folder import ResultsFolder
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from ..units import budget_on
-from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
-from .confirm import folder_calibration, run_confirmed
+from .confirm import run_confirmed
 from .hybrid import record_default, recording_task, search_plan
-from .options import SweepCallbacks, SweepOptions, from_arguments
-from .plan import Plan, make_plan, sweep_info
-from .resume import open_folder
+from .options import SweepCallbacks, SweepOptions
+from .plan import Plan
 
 
-@dataclass
-class SweepOutcome:
-    folder: ResultsFolder
-    settings: list[SettingResult]
-    choices: list[Choice]
-    skipped: list[Skipped]
-    backend: str
-
-
-def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | None = None, *,
-          callbacks: SweepCallbacks | None = None, **fields: Any) -> SweepOutcome:
-    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
-
-    `options` (a SweepOptions) and `callbacks` (a SweepCallbacks), or their fields as keyword arguments, which
-    win over both: `sweep("w.yaml", preset="h200", repeats=5, notice=print)`. A bad option, or a name that is
-    neither, is an OptionError naming the field.
-
-    `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
-    or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
-    trial (for a workload, not a command, that trial counts as the default's repeat 0); it then measures the
-    default's other repeats and the `finalists` best simulated settings."""
-    options, callbacks = from_arguments(options, callbacks, fields)
-    spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
-    plan = make_plan(spec, options, callbacks)
-    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
-        folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
-        folder.write_info(replace(folder.info(), finished=False))   # until its end: a resumed one too
-        _run(folder, spec, options, plan, callbacks)
-        folder.write_info(replace(folder.info(), finished=True))
-        callbacks.phase("choosing and writing the reports", None)
-        settings, choices = analyze(folder, options.max_slowdown)
-    return SweepOutcome(folder, settings, choices, folder.info().skipped, plan.backend)
-
-
-def analyze(folder: ResultsFolder | str | os.PathLike,
-            max_slowdown: float | None = None) -> tuple[list[SettingResult], list[Choice]]:
-    """Decide again from the folder's recorded trials alone and write what it says (choice.json, summary.md,
-    plot.png and, for a finished sweep, best.env); measures nothing; returns the settings and choices, as
-    `sweep()`'s outcome holds them. `folder`: a results folder (as `sweep()` returns it) or its path.
-    `max_slowdown`: instead of the sweep's own (sweep.json keeps what was asked; the override lives with the
-    decision, in choice.json)."""
-    folder = results_folder(folder)
-    if max_slowdown is not None:
-        check_max_slowdown(max_slowdown)
-    with folder.together():  # not while a sweep writes the folder; its files change together or not at all
-        info = folder.info()
-        decision = decide(info, folder.trials(), max_slowdown, folder_calibration(folder))
-        write_folder(folder, info, decision)
-    return decision.settings, decision.choices
-
-
-def _run(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
-         callbacks: SweepCallbacks) -> None:
+def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
+             callbacks: SweepCallbacks) -> None:
     """The plan's trials, each appended to the trials file as it finishes: the default's first trial recording
     the trace (hybrid without one), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
     finalists). The estimate of the GPU trials is told before the first and kept current after each."""

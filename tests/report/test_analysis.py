@@ -16,7 +16,7 @@ from alloctune.results.choices import ChoiceRecord, ReasonRecord
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import CHOICE_FILE
 from alloctune.results.records import Measurement, TrialRecord, TrialState
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.units import GiB
 
 ES, MS = "expandable_segments:True", "max_split_size_mb:128"

@@ -9,7 +9,7 @@ from clirun import in_process
 from folders import make_folder, repeats
 
 from alloctune.decide.changed import choice_changes
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 
 ES = "expandable_segments:True"
 
@@ -42,7 +42,7 @@ def test_another_max_slowdown_is_said_with_the_change(tmp_path):
 def test_a_choice_another_alloctune_wrote_is_said_replaced(tmp_path):
     """choice.json holding another winner than these trials give, as an older alloctune's rules wrote it."""
     folder = _folder(tmp_path)
-    analyze(folder, 0.5)
+    analyze(folder, max_slowdown=0.5)
     path = folder.path / "choice.json"
     data = json.loads(path.read_text())
     data["choices"][0]["conf"] = ""

@@ -4,9 +4,9 @@ from folders import choice, make_folder, repeats, trial
 from rich.console import Console
 
 from alloctune.cli.main import main
-from alloctune.errors import ResultsError
+from alloctune.errors import OptionError, ResultsError
 from alloctune.decide.regression import Mark, Why
-from alloctune.report.compare import compare
+from alloctune.api.compare import compare, compare_folders
 from alloctune.report.compare_output import plot_comparison, print_comparison, write_compare_md
 from alloctune.results.folder import find_results
 from alloctune.results.records import TrialState
@@ -65,7 +65,7 @@ def by_conf(comparison):
 
 
 def test_every_mark(folders):
-    comparison = compare(list(folders))
+    comparison = compare_folders(list(folders))
     assert [c.label for c in comparison.columns] == ["torch-2.10.0", "torch-2.11.0"]
     rows = by_conf(comparison)
     assert set(rows) == set(CASES)
@@ -75,7 +75,7 @@ def test_every_mark(folders):
 
 
 def test_deltas_and_notes(folders):
-    rows = by_conf(compare(list(folders)))
+    rows = by_conf(compare_folders(list(folders)))
     es = rows["expandable_segments:True"].deltas[1]
     assert es.reserved == pytest.approx(0.2, abs=1e-6) and es.throughput == pytest.approx(0.0)
     slow = rows["max_split_size_mb:256"].deltas[1]
@@ -92,12 +92,12 @@ def test_deltas_and_notes(folders):
 
 
 def test_best_setting_per_environment_and_whether_it_changed(folders, tmp_path):
-    comparison = compare(list(folders))
+    comparison = compare_folders(list(folders))
     assert [c.best for c in comparison.columns] == ["roundup_power2_divisions:4", "expandable_segments:True"]
     assert comparison.best_changed(1) is True
     # a third folder: same env_id as b (so columns are named by folder), no choice yet, another workload definition
     c = make_folder(tmp_path / "c", repeats("", whash="h2", **NEW), whash="h2")
-    comparison = compare([*folders, c])
+    comparison = compare_folders([*folders, c])
     assert [col.label for col in comparison.columns] == ["torch-2.10.0", "b", "c"]
     assert comparison.columns[2].best is None and "not finished" in comparison.columns[2].best_note
     assert comparison.best_changed(2) is None
@@ -110,7 +110,7 @@ def test_two_identical_sweeps_show_no_change(tmp_path):
                                                                             reserved=11.0, tputs=tp),
                            [choice("expandable_segments:True")])
                for name, tp in (("run1", (100.0, 101.0, 99.0)), ("run2", (99.5, 100.8, 101.2)))]
-    comparison = compare(folders)
+    comparison = compare_folders(folders)
     assert [c.label for c in comparison.columns] == ["run1", "run2"]   # same env_id twice: named by folder
     assert {row.deltas[1].mark for row in comparison.rows} == {Mark.SAME}
     assert comparison.best_changed(1) is False
@@ -119,7 +119,7 @@ def test_two_identical_sweeps_show_no_change(tmp_path):
 def test_one_folder_with_two_environments_and_replays(tmp_path):
     records = (repeats("", **OLD) + repeats("", reserved=16.5, **NEW)
                + [trial("", tput=None, backend="sim", **NEW)])
-    comparison = compare([make_folder(tmp_path / "multi", records)])
+    comparison = compare_folders([make_folder(tmp_path / "multi", records)])
     assert [c.label for c in comparison.columns] == ["torch-2.10.0", "torch-2.11.0", "torch-2.11.0 (sim)"]
     row = comparison.rows[0]
     assert row.deltas[1].mark is Mark.REGRESSION
@@ -130,7 +130,7 @@ def test_one_folder_with_two_environments_and_replays(tmp_path):
 def test_too_few_repeats_cannot_show_a_throughput_change(tmp_path):
     a = make_folder(tmp_path / "a", [trial("", tput=100.0, **OLD)])
     b = make_folder(tmp_path / "b", [trial("", tput=80.0, **NEW)])
-    row = compare([a, b]).rows[0]
+    row = compare_folders([a, b]).rows[0]
     delta = row.deltas[1]
     assert delta.mark is Mark.SAME and delta.throughput == pytest.approx(-0.2) and delta.why is Why.UNTESTED
     assert row.notes[1] == "too few repeats to test throughput"
@@ -138,24 +138,24 @@ def test_too_few_repeats_cannot_show_a_throughput_change(tmp_path):
 
 def test_refusals(tmp_path, folders):
     with pytest.raises(ResultsError, match="compare needs at least two"):
-        compare([folders[0]])
-    with pytest.raises(ValueError, match="factor"):
-        compare(list(folders), factor=1.5)
+        compare_folders([folders[0]])
+    with pytest.raises(OptionError, match=r"^factor must be a fraction in \(0, 1\) such as 0.05, got 1.5$"):
+        compare(list(folders), factor=1.5, output=None)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "sweep.json").write_text('{"schema": 99}')
     with pytest.raises(ResultsError, match="schema version 99"):
-        compare([folders[0], *find_results(broken)])
+        compare_folders([folders[0], *find_results(broken)])
 
 
 def test_factor_changes_the_marks(folders):
-    rows = by_conf(compare(list(folders), factor=0.25))
+    rows = by_conf(compare_folders(list(folders), factor=0.25))
     assert rows["expandable_segments:True"].deltas[1].mark is Mark.SAME       # +20% < 25%
     assert rows["max_split_size_mb:256"].deltas[1].mark is Mark.WITHIN_FACTOR  # -20% significant, < 25%
 
 
 def test_outputs(folders, tmp_path):
-    comparison = compare(list(folders))
+    comparison = compare_folders(list(folders))
     console = Console(record=True, width=250)
     print_comparison(comparison, console)
     text = console.export_text()
@@ -189,7 +189,7 @@ def test_a_mark_judges_and_does_not_point(folders):
     throughput drop both regressions: no mark is an arrow that says 'down' of a throughput that rose."""
     from alloctune.report.compare_output import MEANING, STYLE, cell_lines
 
-    rows = by_conf(compare(list(folders)))
+    rows = by_conf(compare_folders(list(folders)))
     faster, leaner = cell_lines(rows["max_split_size_mb:512"], 1), cell_lines(rows["roundup_power2_divisions:4"], 1)
     fatter, slower = cell_lines(rows["expandable_segments:True"], 1), cell_lines(rows["max_split_size_mb:256"], 1)
     assert "tput +20.0%" in faster[-2] and "mem -20.0%" in leaner[-2]
@@ -218,7 +218,7 @@ def test_throughput_measured_differently_is_not_compared(tmp_path, theirs, unit)
                                            "step_marks"))
     b = make_folder(tmp_path / "b", method(repeats("", tputs=(350.0, 351.0, 349.0), **NEW)
                                            + repeats("max_split_size_mb:128", reserved=18.0, **NEW), theirs, unit))
-    rows = by_conf(compare([a, b]))
+    rows = by_conf(compare_folders([a, b]))
     for conf, mark in (("", Mark.SAME), ("max_split_size_mb:128", Mark.REGRESSION)):
         delta = rows[conf].deltas[1]
         assert (delta.mark, delta.why, delta.throughput, delta.p_value) == (mark, Why.METHOD_DIFFERS, None, None)
@@ -228,5 +228,5 @@ def test_throughput_measured_differently_is_not_compared(tmp_path, theirs, unit)
     assert f"in {unit}/s" in note and ("whole run's wall time" in note) == (theirs == "wall_time")
     # measured alike, the same figures are a throughput improvement
     same = make_folder(tmp_path / "c", method(repeats("", tputs=(350.0, 351.0, 349.0), **NEW), "step_marks"))
-    delta = compare([a, same]).rows[0].deltas[1]
+    delta = compare_folders([a, same]).rows[0].deltas[1]
     assert delta.mark is Mark.IMPROVEMENT and delta.why is None and delta.throughput == pytest.approx(2.5, abs=0.01)

@@ -28,9 +28,10 @@ import alloctune
 from alloctune.cli.main import main
 from alloctune.errors import ResultsError
 from alloctune.decide.regression import Mark
-from alloctune.report.compare import compare
+from alloctune.api.compare import compare_folders
 from alloctune.report.compare_output import write_compare_md
-from alloctune.report.export import FORMATS, export_results
+from alloctune.api.export import export_results
+from alloctune.report.export import FORMATS
 from alloctune.results.folder import ResultsFolder
 from alloctune.workload.spec import WorkloadSpec
 
@@ -96,7 +97,7 @@ def replays(tmp_path_factory, packed_spec):
 # ---- the H200 sweeps, as committed -----------------------------------------------------------------------------
 
 def test_same_workload_swept_twice_on_the_h200_shows_no_significant_change():
-    c = compare([ResultsFolder(GPU_A), ResultsFolder(GPU_B)])
+    c = compare_folders([ResultsFolder(GPU_A), ResultsFolder(GPU_B)])
     assert [col.env_id for col in c.columns] == ["torch-2.11.0+cu130"] * 2
     assert [col.label for col in c.columns] == [GPU_A.name, GPU_B.name]   # same torch twice: told apart by folder
     m = marks(c)
@@ -137,7 +138,7 @@ def test_export_of_every_h200_sweep_reads_back_in_every_format(folder, tmp_path)
     Dockerfile ENV. torch 2.11 reads PYTORCH_CUDA_ALLOC_CONF first: it alone is written."""
     conf = json.loads((folder / "choice.json").read_text())["choices"][0]["conf"]
     want = {VAR: conf}
-    texts = {fmt: export_results(folder, fmt) for fmt in FORMATS}
+    texts = {fmt: export_results(folder, fmt).text for fmt in FORMATS}
     assert docker_env_file(texts["env"]) == want
     (tmp_path / "alloc.env").write_text(texts["env"])
     assert dotenv_values(tmp_path / "alloc.env") == want
@@ -157,13 +158,13 @@ def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
     results = tmp_path / "results"   # a folder holding exactly these committed sweeps, whatever else results/ holds
     for folder in (GPU_A, GPU_B, GPU_VARLEN, REPO / "results" / "transformer-varlen-24gib-20261129-233651"):
         shutil.copytree(folder, results / folder.name)
-    varlen = export_results(GPU_VARLEN, "env")
+    varlen = export_results(GPU_VARLEN, "env").text
     assert docker_env_file(varlen) == {VAR: "expandable_segments:True"}
     for swept_twice in ("transformer-packed", "transformer-varlen"):  # two folders each (presets or repeats)
         with pytest.raises(ResultsError, match="holds 2 results folders"):
             export_results(results, workload=swept_twice)
     divisions = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # brackets, commas, colons and '>'
-    text = export_results(GPU_A, "shell", conf=divisions)
+    text = export_results(GPU_A, "shell", conf=divisions).text
     (tmp_path / "d.sh").write_text(text)
     assert shell_read(tmp_path / "d.sh", "sh", (VAR,)) == [f"set|{divisions}"]
     assert not list(tmp_path.glob(":*")), "'>' was taken as a redirection"
@@ -177,7 +178,7 @@ def test_export_of_the_h200_sweeps_by_workload_and_setting(tmp_path):
 @needs_trace
 def test_replays_match_the_h200_measurements(replays):
     """Measured (A) against simulated: the same definition, so rows line up; memory agrees within the factor."""
-    c = compare([ResultsFolder(GPU_A), replays["free"]])
+    c = compare_folders([ResultsFolder(GPU_A), replays["free"]])
     assert [(col.backend, col.torch_version) for col in c.columns] == [
         ("cuda", "2.11.0+cu130"), ("sim", c.columns[1].torch_version)]
     assert c.columns[1].trace_torch == "2.11.0+cu130"
@@ -194,7 +195,7 @@ def test_replays_match_the_h200_measurements(replays):
 @needs_trace
 def test_a_budget_it_does_not_fit_in_is_a_new_failure_and_back_a_fixed_one(replays):
     free, tight = replays["free"], replays["tight"]
-    new = compare([free, tight])
+    new = compare_folders([free, tight])
     m, n = marks(new), notes(new)
     assert m[""] is m["roundup_power2_divisions:4"] is Mark.NEW_FAILURE
     assert n[""] == "oom in 1 of 1 trials; budget differs (none vs 9.50 GiB)"
@@ -203,14 +204,14 @@ def test_a_budget_it_does_not_fit_in_is_a_new_failure_and_back_a_fixed_one(repla
     assert "both fit" in n["expandable_segments:True"]
     assert new.columns[1].best == "expandable_segments:True" and new.best_changed(1) is False
 
-    fixed = marks(compare([tight, free]))
+    fixed = marks(compare_folders([tight, free]))
     assert fixed[""] is fixed["roundup_power2_divisions:4"] is Mark.FIXED_FAILURE
 
 
 @pytest.mark.slow
 @needs_trace
 def test_two_budgets_it_fits_in_neither(replays):
-    c = compare([replays["tight"], replays["tiny"]])
+    c = compare_folders([replays["tight"], replays["tiny"]])
     m = marks(c)
     assert m[""] is m["roundup_power2_divisions:4"] is Mark.BOTH_FAIL
     assert m["expandable_segments:True"] is m["max_split_size_mb:128"] is Mark.NEW_FAILURE
@@ -222,7 +223,7 @@ def test_two_budgets_it_fits_in_neither(replays):
 @pytest.mark.slow
 @needs_trace
 def test_another_workload_definition_is_incomparable(replays):
-    c = compare([replays["free"], replays["other"]])
+    c = compare_folders([replays["free"], replays["other"]])
     m, n = marks(c), notes(c)
     simulated = [conf for conf in m if conf != "backend:cudaMallocAsync"]
     assert {m[conf] for conf in simulated} == {Mark.INCOMPARABLE}
@@ -239,7 +240,7 @@ def test_compare_cli_on_replays_and_export_of_a_replay(replays, tmp_path, capsys
     assert "new failure" in out and "budget 9.50 GiB" in out
     md = (tmp_path / "compare.md").read_text()
     assert "- ✗ new failure (fits in the baseline, not here): 2" in md and "| sim |" in md
-    data = json.loads(export_results(folder, "json"))
+    data = json.loads(export_results(folder, "json").text)
     assert data["simulated"] is True and data["conf"] == "expandable_segments:True"
     assert "simulated by trace replay" in data["source"]
 
@@ -260,7 +261,7 @@ def test_two_torch_versions_regression_improvement_and_keys_one_rejects(tmp_path
                               pythons=[str(python)], trace=str(trace), out=tmp_path / name)
                    for name, python in (("old", OLD_PYTHON), ("new", sys.executable))})
     old, new = made["old"], made["new"]
-    upgrade = compare([old, new])
+    upgrade = compare_folders([old, new])
     assert upgrade.columns[0].torch_version.startswith("2.1.")
     m, n = marks(upgrade), notes(upgrade)
     assert m[""] is Mark.SAME
@@ -270,9 +271,9 @@ def test_two_torch_versions_regression_improvement_and_keys_one_rejects(tmp_path
     assert m["max_non_split_rounding_mb:64"] is Mark.INCOMPARABLE
     assert "rejects it" in n["max_non_split_rounding_mb:64"] and "max_non_split_rounding_mb" in n[
         "max_non_split_rounding_mb:64"]
-    assert marks(compare([new, old]))["garbage_collection_threshold:0.2"] is Mark.IMPROVEMENT
+    assert marks(compare_folders([new, old]))["garbage_collection_threshold:0.2"] is Mark.IMPROVEMENT
     md = write_compare_md(upgrade, tmp_path / "compare.md").read_text()
     assert f"## Allocator changes between torch {upgrade.columns[0].torch_version} and" in md
     assert "- 2.8: a memory fraction of exactly 1.0" in md and "- 2.6: max_non_split_rounding_mb" in md
     # the variable each version's job must set: the one both read first (2.1 reads no other)
-    assert list(docker_env_file(export_results(old.path))) == list(docker_env_file(export_results(new.path))) == [VAR]
+    assert list(docker_env_file(export_results(old.path).text)) == list(docker_env_file(export_results(new.path).text)) == [VAR]

@@ -12,7 +12,8 @@ from folders import choice, make_folder, repeats, trial
 
 from alloctune.cli.main import main
 from alloctune.errors import AlloctuneError, ConfError, ResultsError
-from alloctune.report.export import DEFAULT_NOTE, FORMATS, export_results, render
+from alloctune.api.export import export_results
+from alloctune.report.export import DEFAULT_NOTE, FORMATS, render
 from alloctune.results.records import TrialState
 
 dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
@@ -164,18 +165,18 @@ def test_values_that_a_reader_would_change_are_refused():
 
 
 def test_export_results_from_a_folder(sample):
-    text = export_results(sample.path)
+    text = export_results(sample.path).text
     assert docker_env_file(text) == {VAR: "expandable_segments:True"}
     comment = text.splitlines()[0]
     for fact in ("workload 'w'", "torch-2.11.0", "NVIDIA H200", "torch 2.11.0+cu130", "measured (cuda)",
                  "2026-01-02T03:04:05Z", str(sample.path)):
         assert fact in comment
     # a parent folder holding exactly one results folder works the same
-    assert export_results(sample.path.parent, "json") == export_results(sample.path, "json")
+    assert export_results(sample.path.parent, "json").text == export_results(sample.path, "json").text
 
 
 def test_conf_exports_another_setting_that_ran_and_fitted(sample):
-    data = json.loads(export_results(sample.path, "json", conf="default"))
+    data = json.loads(export_results(sample.path, "json", conf="default").text)
     assert data["conf"] == "" and data["is_default"] and "the sweep chose expandable_segments:True" in data["reasons"][0]
     with pytest.raises(ResultsError, match=r"'max_split_size_mb:128' did not fit on torch-2.11.0: oom in 3 of 3"):
         export_results(sample.path, conf="max_split_size_mb:128")
@@ -212,7 +213,7 @@ def test_selects_by_workload_and_refuses_ambiguity(tmp_path):
                 workload="beta")
     with pytest.raises(ResultsError, match=r"(?s)holds 2 results folders.*\n  \S*a-1 \(workload 'alpha'\)\n.*'beta'"):
         export_results(tmp_path)
-    assert "expandable_segments:True" in export_results(tmp_path, workload="beta")
+    assert "expandable_segments:True" in export_results(tmp_path, workload="beta").text
     with pytest.raises(ResultsError, match="no results for workload 'gamma'; workloads here: alpha, beta"):
         export_results(tmp_path, workload="gamma")
     make_folder(tmp_path / "b-2", repeats(""), [choice("")], workload="beta")   # the same workload swept twice
@@ -229,7 +230,7 @@ def test_selects_by_environment_and_prefers_measured(tmp_path):
     with pytest.raises(ResultsError, match="holds 2 choices; choose one: env_id torch-2.11.0.*env_id torch-2.8.0"):
         export_results(folder.path)
     # the 2.8 environment has a replayed and a measured choice: the measured one wins; 2.8 reads one variable
-    assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0")) == {VAR: "max_split_size_mb:256"}
+    assert docker_env_file(export_results(folder.path, env_id="torch-2.8.0").text) == {VAR: "max_split_size_mb:256"}
     with pytest.raises(ResultsError, match="no choice for environment 'torch-3.0'; environments: torch-2.11.0, "
                                            "torch-2.8.0"):
         export_results(folder.path, env_id="torch-3.0")
@@ -248,7 +249,7 @@ def test_cli_writes_the_file_and_exits_2_on_errors(sample, tmp_path):
 def test_cli_prints_every_format(sample, capsys):
     for fmt in FORMATS:
         assert main(["export", str(sample.path), "-f", fmt]) == 0
-        assert capsys.readouterr().out == export_results(sample.path, fmt)
+        assert capsys.readouterr().out == export_results(sample.path, fmt).text
     assert main(["export", str(sample.path), "--env", "nope"]) == 2
     assert "no choice for environment 'nope'" in capsys.readouterr().err
 

@@ -13,7 +13,7 @@ from matplotlib.text import Text
 import alloctune
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
-from alloctune.report.compare import compare
+from alloctune.api.compare import compare_folders
 from alloctune.report.compare_output import comparison_figure
 from alloctune.report.plot import WHOLE_CARD, _bars, _scatter, plot_pareto
 from alloctune.results.folder import ResultsFolder, find_results
@@ -84,7 +84,7 @@ def test_a_simulated_sweep_draws_bars_with_their_figures_and_hatches_the_whole_c
 
 
 def test_compare_png_labels_each_bar_and_draws_the_limits():
-    comparison = compare(find_results(RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200"))
+    comparison = compare_folders(find_results(RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200"))
     fig = comparison_figure(comparison)
     fig.canvas.draw()
     [ax] = fig.axes

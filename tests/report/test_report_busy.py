@@ -6,7 +6,7 @@ from clirun import in_process
 from folders import make_folder, repeats
 
 from alloctune.results.folder import ResultsFolder
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 
 
 def _files(folder: ResultsFolder) -> dict[str, bytes]:

@@ -9,11 +9,11 @@ from folders import make_folder, repeats
 
 from alloctune.decide.reasons import Code, Reason, Unmeasured
 from alloctune.decide.summary import MemoryMeasure
-from alloctune.report.compare import compare
+from alloctune.api.compare import compare_folders
 from alloctune.report.words import sentence, skipped_words
 from alloctune.results.folder import ResultsFolder, Skipped
 from alloctune.results.names import SWEEP_FILE
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.units import GiB
 
 ES, MS, RP = "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"
@@ -57,5 +57,5 @@ def test_an_older_sweep_json_with_the_sentence_still_reads_and_shows_it(tmp_path
     analyze(older)
     assert OLD in (older.path / "summary.md").read_text()
     # compare shows why a side has no trials of a setting, from either kind of entry
-    rows = {row.conf: row for row in compare([folder(tmp_path, "new"), older]).rows}
+    rows = {row.conf: row for row in compare_folders([folder(tmp_path, "new"), older]).rows}
     assert rows[RP].missing == [f"skipped: {sentence(LOSES)}", f"skipped: {OLD}"]

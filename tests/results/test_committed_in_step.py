@@ -1,5 +1,5 @@
 """The committed results folders (every results/**/choice.json) say what this checkout decides from their trials:
-each one, copied to the same relative path under a scratch folder and reported there (`sweeper.sweep.analyze`, as
+each one, copied to the same relative path under a scratch folder and reported there (`api.analyze.analyze`, as
 `alloctune report` runs it), writes the choice.json, summary.md and best.env the checkout holds. A change to the
 decision or its words that moves them fails here until `scripts/regenerate_results.py` regenerates them (and says
 which choices changed)."""
@@ -12,7 +12,7 @@ import pytest
 from clirun import ROOT
 
 from alloctune.results.names import BEST_FILE, CHOICE_FILE, SUMMARY_FILE
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 
 COMMITTED = sorted(p.parent.relative_to(ROOT) for p in (ROOT / "results").rglob(CHOICE_FILE))
 COMPARED = (CHOICE_FILE, SUMMARY_FILE, BEST_FILE)

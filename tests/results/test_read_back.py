@@ -15,7 +15,7 @@ from folders import choice, make_folder, repeats, trial
 
 import alloctune
 from alloctune.errors import AlloctuneError, OptionError, ResultsError, WorkloadError
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.records import MAX_PROCESS_ROWS, TrialState
 from alloctune.results.trials import MAX_LINE_BYTES

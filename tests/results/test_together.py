@@ -15,7 +15,7 @@ from clirun import ROOT
 from folders import make_folder, repeats
 
 from alloctune.errors import FolderBusy
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.results.names import PENDING_FILE
 from alloctune.results.folder import ResultsFolder
 
@@ -48,9 +48,9 @@ def sets(tmp_path):
     """A folder, and its files as a report decides them under each max slowdown (the folder left at OLD)."""
     folder = make_folder(tmp_path / "r", repeats("") + repeats("expandable_segments:True", tputs=(80.0, 81.0, 79.0),
                                                                reserved=10.0))
-    analyze(folder, NEW)
+    analyze(folder, max_slowdown=NEW)
     new = _files(folder)
-    analyze(folder, OLD)
+    analyze(folder, max_slowdown=OLD)
     old = _files(folder)
     assert old != new and all(old[n] != new[n] for n in FILES)   # every file tells the two apart
     return folder, old, new
@@ -92,7 +92,7 @@ def test_a_report_killed_at_any_rename_leaves_the_old_set_or_the_new_one(sets):
             assert now == new and die_at > len(FILES), err
             break
         assert run.returncode == -signal.SIGKILL, err
-        analyze(folder, OLD)   # back to the old set for the next kill
+        analyze(folder, max_slowdown=OLD)   # back to the old set for the next kill
     else:
         pytest.fail("the report never finished")
     assert seen == {"old", "new"}   # some kills came before the commit point, some after it

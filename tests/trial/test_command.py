@@ -19,7 +19,7 @@ from pids import running
 from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.sweeper.options import SweepOptions
 from alloctune.sweeper.plan import gpu_slots
 from alloctune.trial.command import (

@@ -15,7 +15,7 @@ from pids import running
 
 from alloctune.results.records import TrialState
 from alloctune.sim.trace import load_trace
-from alloctune.sweeper.sweep import sweep
+from alloctune.api.sweep import sweep
 from alloctune.workload.command import check_command, command_workload
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -20,7 +20,7 @@ import pytest
 from folders import new_folder
 
 from alloctune.errors import WorkloadError
-from alloctune.sweeper.sweep import analyze
+from alloctune.api.analyze import analyze
 from alloctune.results.folder import SweepInfo
 from alloctune.results.records import Measurement, ThroughputSource, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf

@@ -1,0 +1,89 @@
+"""`record()`: a workload's or a command's allocation trace recorded once on the GPU (trial/recording.py runs it),
+to replay under any setting later; what `alloctune record` runs. It returns a `Recording`: the traces written, one
+per process that used CUDA, which replay, search, fit and fleet take as they take trace paths."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import AlloctuneError, OptionError
+from ..settings.conf import AllocConf
+from ..sim.trace import Trace
+from ..sweeper.options import check_gpus, check_timeout
+from ..trial.recording import record_command, record_workload
+from ..workload.spec import DEFAULT_WARMUP_STEPS
+from .options import options_of
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    preset: str | None = None           # a workload file's preset
+    conf: str = ""                      # the allocator setting to record under
+    gpus: Sequence[int] = (0,)          # the GPU; for a command of several ranks, the GPUs it sees
+    python: str | None = None           # a workload file's interpreter (default: this one)
+    timeout_s: float | None = None      # time limit in seconds
+    steps: int = 0                      # a command: end it after this many steps past `warmup_steps` (0: its run)
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+
+    def __post_init__(self) -> None:
+        AllocConf.parse(self.conf)   # a ConfError naming what is wrong in it
+        object.__setattr__(self, "gpus", tuple(self.gpus) if isinstance(self.gpus, (list, tuple)) else (self.gpus,))
+        check_gpus(self.gpus)
+        check_timeout(self.timeout_s)
+        for name in ("steps", "warmup_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise OptionError(name, "{%s} must be a whole number of steps >= 0, got {got}" % name, got=value)
+
+
+@dataclass(frozen=True)
+class RecordedTrace:
+    path: Path
+    trace: Trace
+
+    @property
+    def measured(self) -> dict[str, Any] | None:
+        """The peaks (and throughput) measured in the recorded run, as the trace's metadata keeps them."""
+        return (self.trace.meta.get("measured") or [None])[0]
+
+
+@dataclass(frozen=True)
+class Recording:
+    traces: tuple[RecordedTrace, ...]   # one per process that used CUDA, by rank
+
+    @property
+    def paths(self) -> list[Path]:
+        return [t.path for t in self.traces]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """As `record --json` prints it: one object per trace written."""
+        return [{"trace": str(t.path), "events": len(t.trace.kinds), "allocations": t.trace.num_allocs,
+                 "measured": t.measured} for t in self.traces]
+
+
+def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
+           options: RecordOptions | None = None, **fields: Any) -> Recording:
+    """Run `target` once on the GPU with torch's allocation history recording on, and write the trace to `output`:
+    a workload file (a path), or your own command (its words, `["python", "train.py"]`: each process that uses
+    CUDA leaves its own trace, `<stem>.rank<N><suffix>` where there are several). `.pickle` keeps PyTorch's
+    snapshot format, any other name gets the compact one. `options` (a RecordOptions) or its fields as keywords:
+    `record("w.yaml", "t.xz", preset="h200")`."""
+    options = options_of("record", RecordOptions, options, fields)
+    conf = AllocConf.parse(options.conf)
+    if isinstance(target, (str, os.PathLike)):
+        if options.steps:
+            raise OptionError("steps", "{steps} applies to '-- COMMAND'; a workload file says its steps itself")
+        trace = record_workload(target, output, preset=options.preset, conf=conf, gpu=options.gpus[0],
+                                python=options.python, timeout_s=options.timeout_s)
+        return Recording((RecordedTrace(Path(output), trace),))
+    if not target:
+        raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
+    if options.preset or options.python:
+        raise OptionError("preset" if options.preset else "python",
+                          "{preset} and {python} apply to a workload file, not to '-- COMMAND'")
+    gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
+    traces = record_command(list(target), output, gpus=gpus, conf=conf, timeout_s=options.timeout_s,
+                            warmup_steps=options.warmup_steps, steps=options.steps)
+    return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces))

@@ -1,0 +1,83 @@
+"""`sweep()`: workload -> options -> plan -> trials -> choice -> reports, the Python API behind `alloctune sweep`.
+
+The options checked (sweeper/options.py), what will run settled (sweeper/plan.py: interpreters probed, backend
+resolved, settings each torch accepts, the trace), the results folder opened or resumed and locked
+(sweeper/resume.py), the plan's trials run (sweeper/sweep.run_plan), then the folder decided and its reports
+written (analyze.decide_folder). Every notice the sweep gives is kept in its outcome; where the caller takes none
+as it goes, each is also a Python warning (sweeper/options.SweepNotice): a sweep that replays because no GPU is
+visible says so.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable
+
+from ..decide.choice import Choice
+from ..decide.summary import SettingResult
+from ..report.words import skipped_words
+from ..results.folder import ResultsFolder, Skipped
+from ..results.records import Backend
+from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
+from ..sweeper.plan import make_plan, sweep_info
+from ..sweeper.resume import open_folder
+from ..sweeper.sweep import run_plan
+from ..workload.loader import load_workload
+from ..workload.spec import WorkloadSpec
+from .analyze import decide_folder, decisions
+from .options import build, split
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    folder: ResultsFolder
+    settings: list[SettingResult]
+    choices: list[Choice]
+    skipped: list[Skipped]
+    backend: Backend            # the one resolved: cuda, sim or hybrid
+    notices: tuple[str, ...] = ()   # what the sweep said as it went (as `notice` was told it)
+
+    def to_json(self) -> dict[str, Any]:
+        """As `sweep --json` prints it: the folder, its decisions, and the settings skipped, with why."""
+        return dict(decisions(self.folder, self.choices),
+                    skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in self.skipped])
+
+
+def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | None = None, *,
+          callbacks: SweepCallbacks | None = None, **fields: Any) -> SweepOutcome:
+    """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
+
+    `options` (a SweepOptions) and `callbacks` (a SweepCallbacks), or their fields as keyword arguments, which
+    win over both: `sweep("w.yaml", preset="h200", repeats=5, notice=print)`. A bad option, or a name that is
+    neither, is an OptionError naming the field.
+
+    `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
+    or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
+    trial (for a workload, not a command, that trial counts as the default's repeat 0); it then measures the
+    default's other repeats and the `finalists` best simulated settings."""
+    chosen = split("sweep", fields, options=SweepOptions, callbacks=SweepCallbacks)
+    options = build(SweepOptions, options, chosen["options"], "sweep")
+    told = {name: hook for name, hook in chosen["callbacks"].items() if hook is not None}   # None: the default
+    callbacks = build(SweepCallbacks, callbacks, told, "sweep")
+    notices: list[str] = []
+    callbacks = replace(callbacks, notice=_kept(callbacks.notice, notices))
+    spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
+    plan = make_plan(spec, options, callbacks)
+    with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
+        folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
+        folder.write_info(replace(folder.info(), finished=False))   # until its end: a resumed one too
+        run_plan(folder, spec, options, plan, callbacks)
+        folder.write_info(replace(folder.info(), finished=True))
+        callbacks.phase("choosing and writing the reports", None)
+        decision = decide_folder(folder, options.max_slowdown)
+    return SweepOutcome(folder, decision.settings, decision.choices, folder.info().skipped, plan.backend,
+                        tuple(notices))
+
+
+def _kept(notice: Callable[[str], None], kept: list[str]) -> Callable[[str], None]:
+    """`notice`, each text also kept (as a Python caller reads it: options by their names)."""
+    def told(text: str) -> None:
+        kept.append(str(text))
+        notice(text)
+    return told
