@@ -31,6 +31,12 @@ def register(subparsers) -> None:
                         "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
+    p.add_argument("--dry-run", action="store_true",
+                   help="your own command: run it without a GPU, with fake tensors standing for CUDA tensors, and "
+                        "write the allocations the caching allocator would see (docs/dry-run.md); any GPU is hidden")
+    p.add_argument("--arch", metavar="CARD",
+                   help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an architecture "
+                        "(sm90, sm80); what the card's kernels add comes from its row of the table (default: h100)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per trace written (path, events, what was measured)")
     p.set_defaults(func=run)
@@ -48,7 +54,11 @@ def run(args) -> int:
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
     conf = AllocConf.parse(args.conf)
+    if args.arch and not args.dry_run:
+        raise AlloctuneError("--arch names the GPU a dry run stands for: give --dry-run with it")
     if len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml")):
+        if args.dry_run:
+            raise AlloctuneError("--dry-run applies to '-- COMMAND' (your own program)")
         if args.steps:
             raise AlloctuneError("--steps applies to '-- COMMAND'; a workload file says its steps itself")
         traces = [(args.output, record_workload(args.target[0], args.output, preset=args.preset, conf=conf,
@@ -60,14 +70,17 @@ def run(args) -> int:
             raise AlloctuneError(f"--warmup-steps must be a whole number of steps >= 0, got {args.warmup_steps}")
         traces = record_command(args.target, args.output, gpus=args.gpu[0] if len(args.gpu) == 1 else args.gpu,
                                 conf=conf, timeout_s=args.timeout, warmup_steps=args.warmup_steps,
-                                steps=args.steps or 0)
+                                steps=args.steps or 0, dry_run=(args.arch or "h100") if args.dry_run else None)
     if args.json:
         print(json.dumps([{"trace": str(path), "events": len(trace.kinds), "allocations": trace.num_allocs,
-                           "measured": (trace.meta.get("measured") or [None])[0]} for path, trace in traces],
-                         indent=2))
+                           "measured": (trace.meta.get("measured") or [None])[0],
+                           "dry_run": trace.meta.get("dry_run")} for path, trace in traces], indent=2))
         return 0
     out = console()
     for path, trace in traces:
+        if (dry := trace.meta.get("dry_run")) is not None:
+            say(out, Text(dry_run_line(path, trace, dry)))
+            continue
         measured = (trace.meta.get("measured") or [{}])[0]
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
                  f"{measured.get('measured_seconds'):.2f} s (recording slows it)" if measured.get("throughput") else "")
@@ -77,3 +90,13 @@ def run(args) -> int:
     for line in command("Next:", ["alloctune", "replay", *(str(p) for p, _ in traces)], out.width):
         out.print(Text(line), soft_wrap=True)
     return 0
+
+
+def dry_run_line(path, trace, dry: dict) -> str:
+    """What `record --dry-run` says of one trace: what it stands for, and what it had to make up."""
+    invented = dry.get("invented") or {}
+    made_up = (f"; it made up {sum(invented.values())} value(s) the GPU would have computed ("
+               + ", ".join(f"{kind}: {n}" for kind, n in sorted(invented.items())) + ")" if invented else "")
+    return (f"Dry run (no GPU): traced {len(trace.kinds):,} allocation events to {path}, as the caching allocator of "
+            f"{dry.get('card')} would see them (what its kernels add: table row {dry.get('table')}){made_up}. "
+            f"Nothing was measured: replay the trace to see what each setting would reserve.")

@@ -1,0 +1,64 @@
+"""scaled_dot_product_attention as the target GPU would run it. On a GPU, torch picks a fused kernel by architecture,
+dtype and shape (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, `select_sdp_backend`), and the kernel's outputs
+are what stays in memory for backward: the output and its log-sum-exp (and the RNG state), not the B x H x L x L
+attention matrix the math fallback materialises. A torch without a GPU cannot ask the device, so a dry run decides
+here, in the order the card's row gives (`cards.Row.attention`), with each backend's main conditions, and calls that
+backend's operator, whose fake (meta) kernel gives its outputs and whose backward is the fused one:
+- flash: compute capability 8.0 or more, fp16 or bf16, no explicit mask, a head size that is a multiple of 8 up to
+  256, the same head size for values, no grouped-query broadcast;
+- efficient (memory-efficient): compute capability 5.0 or more, fp16, bf16 or fp32, a head size that is a multiple
+  of 8 (4 for fp32), the same for values; a boolean mask becomes an additive one of the query's dtype, as torch
+  converts it;
+- otherwise the math path, as torch runs it (its operators traced one by one).
+The backends the program turned off (`torch.backends.cuda.enable_flash_sdp(False)`, `sdpa_kernel`) are not tried.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from .cards import Card, Row
+
+_aten = torch.ops.aten
+
+
+def _usable(backend: str, card: Card, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any,
+            gqa: bool) -> bool:
+    head = q.shape[-1]
+    same = v.shape[-1] == head and q.dim() == 4 and k.dim() == 4 and not (gqa and q.shape[1] != k.shape[1])
+    if backend == "flash":
+        return (torch.backends.cuda.flash_sdp_enabled() and card.capability >= (8, 0) and mask is None and same
+                and q.dtype in (torch.float16, torch.bfloat16) and head % 8 == 0 and head <= 256)
+    if backend == "efficient":
+        return (torch.backends.cuda.mem_efficient_sdp_enabled() and card.capability >= (5, 0) and same
+                and q.dtype in (torch.float16, torch.bfloat16, torch.float32)
+                and head % (4 if q.dtype == torch.float32 else 8) == 0)
+    return False
+
+
+def choose(row: Row, card: Card, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, gqa: bool) -> str:
+    return next((b for b in row.attention if _usable(b, card, q, k, v, mask, gqa)), "math")
+
+
+def attend(row: Row, card: Card, original: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+           attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+           enable_gqa: bool = False) -> torch.Tensor:
+    """F.scaled_dot_product_attention on fake CUDA tensors, by the backend the card would choose."""
+    backend = choose(row, card, q, k, v, attn_mask, enable_gqa)
+    if backend == "flash":
+        return _aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)[0]
+    if backend == "efficient":
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros((), dtype=q.dtype, device=q.device).masked_fill(
+                attn_mask.logical_not(), float("-inf"))
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+        return _aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, grad, dropout_p, is_causal,
+                                                             scale=scale)[0]
+    return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    enable_gqa=enable_gqa)
+
+
+def is_fake_cuda(t: Any) -> bool:
+    return isinstance(t, FakeTensor) and t.fake_device.type == "cuda"
