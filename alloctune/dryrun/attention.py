@@ -14,11 +14,10 @@ The backends the program turned off (`torch.backends.cuda.enable_flash_sdp(False
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
-
 from .cards import Card, Row
 
 _aten = torch.ops.aten
@@ -42,10 +41,10 @@ def choose(row: Row, card: Card, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     return next((b for b in row.attention if _usable(b, card, q, k, v, mask, gqa)), "math")
 
 
-def attend(row: Row, card: Card, original: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-           attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+def attend(row: Row, card: Card, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Any = None,
+           dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
            enable_gqa: bool = False) -> torch.Tensor:
-    """F.scaled_dot_product_attention on fake CUDA tensors, by the backend the card would choose."""
+    """aten::scaled_dot_product_attention on fake CUDA tensors, by the backend the card would choose."""
     backend = choose(row, card, q, k, v, attn_mask, enable_gqa)
     if backend == "flash":
         return _aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)[0]
@@ -56,9 +55,14 @@ def attend(row: Row, card: Card, original: Any, q: torch.Tensor, k: torch.Tensor
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
         return _aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, grad, dropout_p, is_causal,
                                                              scale=scale)[0]
-    return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                    enable_gqa=enable_gqa)
+    return _aten._scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale,
+                                                    enable_gqa=enable_gqa)[0]
 
 
-def is_fake_cuda(t: Any) -> bool:
-    return isinstance(t, FakeTensor) and t.fake_device.type == "cuda"
+def install(row: Row, card: Card) -> Any:
+    """Route aten::scaled_dot_product_attention on CUDA tensors through `attend`, wherever it is called from
+    (checkpointing recomputes it inside backward, below any Python mode): a kernel of its own at the AutogradCUDA
+    key, where torch's composite kernel would run. The library returned must be kept alive."""
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("scaled_dot_product_attention", functools.partial(attend, row, card), "AutogradCUDA")
+    return library

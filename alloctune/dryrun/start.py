@@ -35,7 +35,7 @@ def _install(folder: str, arch: str) -> None:
     import torch
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-    from . import device, native
+    from . import attention, device, native
     from .functions import DryRunFunctions, refuse_untraced
     from .tracer import DryRunMode, Tracer
     from .values import DATA_DEPENDENT, checked_run
@@ -51,12 +51,16 @@ def _install(folder: str, arch: str) -> None:
     device.install(torch, card, tracer)
     refuse_untraced(torch, lambda message: refuse(folder, message))
     torch.autograd.set_multithreading_enabled(False)
+    torch._C._set_only_lift_cpu_tensors(True)   # torch.tensor(..., device="cuda"): made on the host, then moved
+    # module.to("cuda") puts a new parameter in place of the host's: swapping the two fails where the host tensor
+    # has a weak reference (the fake mode's own memo of it, a library's)
+    torch.__future__.set_overwrite_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
     modes = [DryRunMode(tracer, fake, dict(DATA_DEPENDENT), checked_run, lambda m: refuse(folder, m)),
-             DryRunFunctions(tracer, row, card)]
+             DryRunFunctions(tracer)]
     for mode in modes:
         mode.__enter__()
-    _state.update(tracer=tracer, card=card, row=row, arch=arch, modes=modes)
+    _state.update(tracer=tracer, card=card, row=row, arch=arch, modes=modes, attention=attention.install(row, card))
 
 
 def _accept_fake(fake_tensor: type) -> None:

@@ -137,6 +137,8 @@ class DryRunMode(TorchDispatchMode):
         if not on_gpu(args, kwargs):
             return func(*args, **kwargs)
         try:
+            if func is _aten._to_copy.default and is_cuda(kwargs.get("device")):
+                return self.moved(func, args, kwargs)
             return self.handlers.get(func, self.default)(self, func, args, kwargs)
         except Refused as refused:
             self.refuse(str(refused))   # ends the process: what the program would catch is not its own error
@@ -147,7 +149,30 @@ class DryRunMode(TorchDispatchMode):
         with self.fake:
             out = func(*args, **kwargs)
         self.traced(out, func in GEMMS)
+        self.forget_host_tensors()
         return out
+
+    def forget_host_tensors(self) -> None:
+        """The fake mode's memo of the host tensors it met (a fake copy of each, held by a weak reference) is let go
+        after each call: a module's parameter that is one of those copies could not be swapped for a moved one."""
+        converter = self.fake.fake_tensor_converter.meta_converter
+        if converter.tensor_memo:
+            converter.tensor_memo.clear()
+            converter.storage_memo.clear()
+
+    def moved(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """A host tensor copied to the GPU (`.to("cuda")`, `.cuda()`): a new fake tensor of its shape, dtype and
+        layout, made directly, so that the fake mode keeps no memo of the host tensor (a memo holds a weak reference
+        to its fake copy, and a module's parameter with one cannot be swapped for a moved one)."""
+        source = args[0]
+        if isinstance(source, FakeTensor) or not isinstance(source, torch.Tensor) or source.is_sparse:
+            return self.run(func, args, kwargs)
+        keep = kwargs.get("memory_format") in (None, torch.preserve_format) and (
+            source.is_contiguous() or source.dim() == 4 and source.is_contiguous(memory_format=torch.channels_last))
+        made = {"dtype": kwargs.get("dtype") or source.dtype, "device": kwargs["device"]}
+        if keep:
+            return self.run(_aten.empty_strided.default, (list(source.shape), list(source.stride())), made)
+        return self.run(_aten.empty.memory_format, (list(source.shape),), made)
 
     def traced(self, out: Any, gemm: bool = False) -> None:
         for t in tree_leaves(out):
