@@ -122,7 +122,7 @@ def _streams(tracer: Tracer) -> dict[str, Any]:
     def current_stream(device: Any = None) -> Stream:
         return streams.get(tracer.stream, default)
 
-    def set_stream(stream: Stream) -> None:
+    def set_stream(stream: Stream | None) -> None:
         if stream is not None:
             streams[stream.cuda_stream] = stream
             tracer.stream = stream.cuda_stream
@@ -142,10 +142,8 @@ def _streams(tracer: Tracer) -> dict[str, Any]:
 
 
 def install(torch: Any, card: Card, tracer: Tracer) -> None:
-    """Replace torch.cuda's device, stream and memory functions with the dry run's."""
-    import torch.cuda.memory
-    import torch.cuda.nvtx
-
+    """Replace torch.cuda's device, stream and memory functions with the dry run's (`torch` with torch.cuda.memory
+    and torch.cuda.nvtx loaded)."""
     memory = _memory(tracer, card)
     for name, value in {**_device(card), **_streams(tracer), **memory}.items():
         setattr(torch.cuda, name, value)

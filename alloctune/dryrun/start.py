@@ -33,6 +33,8 @@ def _install(folder: str, arch: str) -> None:
     if card is None:
         raise Refused(f"no card is known for --arch {arch!r} (known: {', '.join([*cards.CARDS, *cards.ARCHES])})")
     import torch
+    import torch.cuda.memory
+    import torch.cuda.nvtx
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     from . import attention, device, native
@@ -56,7 +58,7 @@ def _install(folder: str, arch: str) -> None:
     # has a weak reference (the fake mode's own memo of it, a library's)
     torch.__future__.set_overwrite_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
-    modes = [DryRunMode(tracer, fake, dict(DATA_DEPENDENT), checked_run, lambda m: refuse(folder, m)),
+    modes: list[Any] = [DryRunMode(tracer, fake, dict(DATA_DEPENDENT), checked_run, lambda m: refuse(folder, m)),
              DryRunFunctions(tracer)]
     for mode in modes:
         mode.__enter__()
