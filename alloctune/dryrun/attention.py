@@ -66,3 +66,36 @@ def install(row: Row, card: Card) -> Any:
     library = torch.library.Library("aten", "IMPL")
     library.impl("scaled_dot_product_attention", functools.partial(attend, row, card), "AutogradCUDA")
     return library
+
+
+def _efficient(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """The memory-efficient kernel's outputs as a GPU makes them: its RNG seed and offset are host tensors unless
+    there is dropout (aten/src/ATen/native/transformers/cuda/attention.cu, _efficient_attention_forward)."""
+    out = mode.untraced(func, args, kwargs)
+    dropout = args[5] if len(args) > 5 else kwargs.get("dropout_p", 0.0)
+    mode.traced(out if dropout else out[:2])
+    return out
+
+
+def _efficient_backward(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """The memory-efficient kernel's backward, with the temporaries the H100 recordings show around it (torch 2.11,
+    fp32; the same pattern at every size recorded): after the three gradients, a contiguous copy of grad_out, two
+    fp32 buffers of B x H x L (delta among them), then a workspace of B x H x (L x the head size rounded up to 64 +
+    L / 16) fp32 values, each freed as the kernel returns."""
+    grad_out, query = args[0], args[1]
+    out = mode.run(func, args, kwargs)
+    tracer, (b, h, length, head) = mode.tracer, query.shape
+    stream, rows = tracer.stream, b * h * length * 4
+    copy = tracer.alloc(grad_out.numel() * grad_out.element_size())
+    first, second = tracer.alloc(rows), tracer.alloc(rows)
+    tracer.free(first, rows, stream)
+    tracer.free(copy, grad_out.numel() * grad_out.element_size(), stream)
+    workspace = b * h * (length * -(-head // 64) * 64 + -(-length // 16)) * 4
+    scratch = tracer.alloc(workspace)
+    tracer.free(second, rows, stream)
+    tracer.free(scratch, workspace, stream)
+    return out
+
+
+KERNELS = {_aten._scaled_dot_product_efficient_attention.default: _efficient,
+           _aten._scaled_dot_product_efficient_attention_backward.default: _efficient_backward}

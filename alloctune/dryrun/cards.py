@@ -4,12 +4,16 @@ per torch minor version and GPU architecture, and the cards a dry run can stand 
 A row (`Row`) is keyed by the torch minor version and the architecture (`sm90`: H100, H200), and says where each
 figure comes from (a recording, or torch's source file). What a row holds:
 - `cublas_workspace_bytes`: the workspace cuBLAS gets from the caching allocator the first time a matrix multiply runs
-  on a stream (one per handle and stream, kept until the process ends, so it never shows a free):
+  on a stream in a thread (a handle per thread: one for the program's thread, one for the autograd engine's device
+  thread, which runs backward; kept until the process ends, so it never shows a free):
   aten/src/ATen/cuda/CublasHandlePool.cpp, `parseChosenWorkspaceSize`: CUBLAS_WORKSPACE_CONFIG, else 32 MiB
   (`:4096:8`) on compute capability 9.x (10.x and 12.x too from torch 2.8), else `:4096:2:16:8` (8.125 MiB);
-  cuBLASLt shares it (`TORCH_CUBLASLT_UNIFIED_WORKSPACE`, on by default);
-- `attention`: the order in which scaled_dot_product_attention tries its fused backends on that architecture
-  (`attention.py` applies each one's conditions).
+- `cublaslt_workspace_bytes`: cuBLASLt's own workspace, taken right after at the first multiply that runs through
+  cuBLASLt (addmm with a 1-D bias: nn.Linear's forward) in a thread: 1 MiB on the H100 with torch 2.11 (the
+  recordings of the dryrun evidence job, 2026-12-06: 32 MiB, then 1 MiB at the first forward addmm, and 32 MiB
+  again at the first multiply of backward);
+- `attention`: the order in which scaled_dot_product_attention tries its fused backends on that architecture before
+  the math path (`attention.py` applies each one's conditions).
 Not in the allocator at all, so not in a trace: the CUDA context and the libraries' own memory (cuBLAS, cuDNN
 handles), which `fit` and `replay --min-memory` count as the overhead outside the allocator.
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 MiB = 1 << 20
 CUBLAS_SOURCE = "torch aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize"
+H100_RECORDED = "H100 recordings of the dryrun evidence job (torch 2.11.0+cu130, 2026-12-06)"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Row:
     torch: str                  # "2.11"
     arch: str
     cublas_workspace_bytes: int
+    cublaslt_workspace_bytes: int
     attention: tuple[str, ...]  # fused backends in the order tried: "flash", "efficient", "cudnn"
     source: str
 
@@ -59,8 +65,8 @@ class Row:
 
 
 ROWS = (
-    Row("2.11", "sm90", 32 * MiB, ("flash", "efficient", "cudnn"), CUBLAS_SOURCE),
-    Row("2.11", "sm80", 8 * MiB + 128 * 1024, ("flash", "efficient", "cudnn"), CUBLAS_SOURCE),
+    Row("2.11", "sm90", 32 * MiB, MiB, ("flash", "efficient"), f"{CUBLAS_SOURCE}; {H100_RECORDED}"),
+    Row("2.11", "sm80", 8 * MiB + 128 * 1024, MiB, ("flash", "efficient"), CUBLAS_SOURCE),
 )
 
 

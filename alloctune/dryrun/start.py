@@ -26,6 +26,14 @@ def install(folder: str, arch: str) -> None:
         _install(folder, arch)
     except Refused as refused:
         refuse(folder, str(refused))
+    except Exception as exc:   # a torch this dry run does not know how to fake: the program must not run for real
+        refuse(folder, f"cannot start on torch {_torch_version()}: {type(exc).__name__}: {exc}")
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 def _install(folder: str, arch: str) -> None:
@@ -40,6 +48,7 @@ def _install(folder: str, arch: str) -> None:
     from . import attention, device, native
     from .functions import DryRunFunctions, refuse_untraced
     from .tracer import DryRunMode, Tracer
+    from .composites import COMPOSITES
     from .values import DATA_DEPENDENT, checked_run
 
     class Fake(FakeTensorMode):
@@ -58,7 +67,7 @@ def _install(folder: str, arch: str) -> None:
     # has a weak reference (the fake mode's own memo of it, a library's)
     torch.__future__.set_overwrite_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
-    modes: list[Any] = [DryRunMode(tracer, fake, dict(DATA_DEPENDENT), checked_run, lambda m: refuse(folder, m)),
+    modes: list[Any] = [DryRunMode(tracer, fake, {**DATA_DEPENDENT, **COMPOSITES, **attention.KERNELS}, checked_run, lambda m: refuse(folder, m)),
              DryRunFunctions(tracer)]
     for mode in modes:
         mode.__enter__()

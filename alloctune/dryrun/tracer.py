@@ -35,6 +35,7 @@ _aten = torch.ops.aten
 GEMMS = {_aten.mm.default, _aten.addmm.default, _aten.bmm.default, _aten.baddbmm.default, _aten.addbmm.default,
          _aten.mv.default, _aten.addmv.default, _aten._addmm_activation.default, _aten.dot.default,
          _aten.vdot.default, _aten._int_mm.default}
+LT_GEMMS = {_aten.addmm.default, _aten._addmm_activation.default}   # through cuBLASLt (with a 1-D bias)
 
 
 def block_size(size: int) -> int:
@@ -50,10 +51,11 @@ class Tracer:
         self.entries: list[dict[str, Any]] = []
         self.live: dict[int, tuple[int, int, int]] = {}   # storage key -> (allocation id, bytes, stream)
         self.stream = 0                                    # the current stream, as the program set it
-        self.workspaces: set[int] = set()                  # streams that got a cuBLAS workspace
+        self.workspaces: set[tuple] = set()                # (library, stream, backward) that got a workspace
         self.next_id = 1
         self.allocated = self.peak_allocated = 0
         self.invented: Counter[str] = Counter()           # values and shapes the dry run had to make up
+        self.accumulating: tuple[int, set[int]] | None = None   # see `accumulated`
         self.describe: Callable[[], dict[str, Any]] | None = None   # the trace's own metadata (start.meta)
 
     def _entry(self, action: str, ident: int, size: int, stream: int) -> None:
@@ -61,6 +63,7 @@ class Tracer:
                              "time_us": time.time_ns() // 1000})
 
     def alloc(self, size: int, stream: int | None = None) -> int:
+        self.accumulating = None
         ident, self.next_id = self.next_id, self.next_id + 1
         self._entry("alloc", ident, size, self.stream if stream is None else stream)
         self.allocated += block_size(size)
@@ -94,14 +97,39 @@ class Tracer:
 
     def _released(self, key: int) -> None:
         known = self.live.pop(key, None)
-        if known is not None:
+        if known is not None and not self._taken_over(key, known):
             self.free(*known)
 
-    def gemm(self) -> None:
-        """A matrix multiply on the current stream: its first takes the cuBLAS workspace, kept to the end."""
-        if self.stream not in self.workspaces:
-            self.workspaces.add(self.stream)
-            self.alloc(cublas_workspace(self.row))
+    def accumulated(self, out: Any, operands: list[Any]) -> None:
+        """The autograd engine has just added two gradients for one input (`old + new`). On a GPU it adds in place
+        into whichever of the two it holds the only reference to (torch/csrc/autograd/input_buffer.cpp, `accumulate`;
+        a tensor subclass such as a fake tensor always gets a new one): if one of them is released before anything
+        else is allocated, the sum takes over its memory instead of being a new allocation."""
+        key = out._cdata
+        if key in self.live and self.entries and self.entries[-1]["addr"] == self.live[key][0]:
+            self.accumulating = (key, {o._cdata for o in operands})
+
+    def _taken_over(self, key: int, known: tuple[int, int, int]) -> bool:
+        if self.accumulating is None or key not in self.accumulating[1]:
+            return False
+        total, self.accumulating = self.accumulating[0], None
+        ident, size, stream = self.live[total]
+        if size != known[1] or self.entries[-1]["addr"] != ident:
+            return False
+        self.entries.pop()   # the sum's allocation: it is the operand's memory
+        self.allocated -= block_size(size)
+        self.live[total] = known
+        return True
+
+    def gemm(self, lt: bool) -> None:
+        """A matrix multiply on the current stream: the first in its thread takes the cuBLAS workspace, the first
+        through cuBLASLt (`lt`) its workspace too, each kept to the end. Backward runs in the autograd engine's
+        device thread on a GPU (here it runs in the program's), which has handles of its own."""
+        backward = torch._C._current_autograd_node() is not None
+        for library, size in (("cublas", cublas_workspace(self.row)), ("cublaslt", self.row.cublaslt_workspace_bytes)):
+            if (library == "cublas" or lt) and (library, self.stream, backward) not in self.workspaces:
+                self.workspaces.add((library, self.stream, backward))
+                self.alloc(size)
 
     def snapshot(self) -> dict[str, Any]:
         """The trace so far, shaped as torch.cuda.memory._snapshot() (device 0 only; no segments)."""
@@ -122,6 +150,12 @@ def on_gpu(args: tuple, kwargs: dict) -> bool:
 
 
 Handler = Callable[["DryRunMode", Any, tuple, dict], Any]
+
+
+def _accumulation(out: Any, args: tuple) -> bool:
+    """An addition the autograd engine makes of two gradients of one input, outside any create_graph."""
+    return (len(args) == 2 and not torch.is_grad_enabled() and torch._C._current_autograd_node() is not None
+            and all(isinstance(a, FakeTensor) and a.shape == out.shape and a.dtype == out.dtype for a in args))
 
 
 class DryRunMode(TorchDispatchMode):
@@ -146,9 +180,14 @@ class DryRunMode(TorchDispatchMode):
 
     def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
         """`func` on fake tensors, its new storages traced."""
+        out = self.untraced(func, args, kwargs)
+        self.traced(out, func, args)
+        return out
+
+    def untraced(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """`func` on fake tensors, for a handler that traces what of it a GPU allocates."""
         with self.fake:
             out = func(*args, **kwargs)
-        self.traced(out, func in GEMMS)
         self.forget_host_tensors()
         return out
 
@@ -174,9 +213,11 @@ class DryRunMode(TorchDispatchMode):
             return self.run(_aten.empty_strided.default, (list(source.shape), list(source.stride())), made)
         return self.run(_aten.empty.memory_format, (list(source.shape),), made)
 
-    def traced(self, out: Any, gemm: bool = False) -> None:
+    def traced(self, out: Any, func: Any = None, args: tuple = ()) -> None:
         for t in tree_leaves(out):
             if isinstance(t, FakeTensor) and t.fake_device.type == "cuda":
                 self.tracer.storage(t.untyped_storage())
-        if gemm:   # the workspace comes after the output, as cuBLAS takes it when the kernel is launched
-            self.tracer.gemm()
+        if func is _aten.add.Tensor and _accumulation(out, args):
+            self.tracer.accumulated(out.untyped_storage(), [a.untyped_storage() for a in args[:2]])
+        if func in GEMMS:   # the workspaces come after the output, as cuBLAS takes them when the kernel is launched
+            self.tracer.gemm(func in LT_GEMMS and args[0].dim() == 1)
