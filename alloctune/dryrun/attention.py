@@ -80,8 +80,8 @@ def _efficient(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 def _efficient_backward(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """The memory-efficient kernel's backward, with the temporaries the H100 recordings show around it (torch 2.11,
     fp32; the same pattern at every size recorded): after the three gradients, a contiguous copy of grad_out, two
-    fp32 buffers of B x H x L (delta among them), then a workspace of B x H x (L x the head size rounded up to 64 +
-    L / 16) fp32 values, each freed as the kernel returns."""
+    fp32 buffers of B x H x L (delta among them), then a workspace of B x H x (L' x the head size rounded up to 64 +
+    L' / 16) fp32 values, L' the length rounded up to 64, each freed as the kernel returns."""
     grad_out, query = args[0], args[1]
     out = mode.run(func, args, kwargs)
     tracer, (b, h, length, head) = mode.tracer, query.shape
@@ -90,12 +90,27 @@ def _efficient_backward(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     first, second = tracer.alloc(rows), tracer.alloc(rows)
     tracer.free(first, rows, stream)
     tracer.free(copy, grad_out.numel() * grad_out.element_size(), stream)
-    workspace = b * h * (length * -(-head // 64) * 64 + -(-length // 16)) * 4
+    blocks = -(-length // 64) * 64   # the sequence in whole blocks of 64
+    workspace = b * h * (blocks * -(-head // 64) * 64 + blocks // 16) * 4
     scratch = tracer.alloc(workspace)
     tracer.free(second, rows, stream)
     tracer.free(scratch, workspace, stream)
     return out
 
 
-KERNELS = {_aten._scaled_dot_product_efficient_attention.default: _efficient,
+def _flash(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """The flash kernel's outputs as a GPU makes them (H100, torch 2.11): its RNG seed and offset first, 8 bytes each
+    on the device (kept for backward), then the output and its log-sum-exp, then 256 bytes for the kernel's own use;
+    the fake kernel's other outputs are nothing on a GPU."""
+    out = mode.untraced(func, args, kwargs)
+    for state in out[6:8]:
+        mode.tracer.storage(state.untyped_storage(), 8)
+    mode.traced(out[:2])
+    scratch = mode.tracer.alloc(256)   # 256 bytes taken and given back at every size the H100 ran
+    mode.tracer.free(scratch, 256, mode.tracer.stream)
+    return out
+
+
+KERNELS = {_aten._scaled_dot_product_flash_attention.default: _flash,
+           _aten._scaled_dot_product_efficient_attention.default: _efficient,
            _aten._scaled_dot_product_efficient_attention_backward.default: _efficient_backward}

@@ -80,9 +80,10 @@ class Tracer:
         self.entries.append({"action": "segment_free", "addr": -1, "size": 0, "stream": self.stream,
                              "time_us": time.time_ns() // 1000})
 
-    def storage(self, storage: Any) -> None:
-        """An output's storage: a new allocation if not seen before, a free and an allocation if it grew."""
-        key, size = storage._cdata, storage.nbytes()
+    def storage(self, storage: Any, size: int | None = None) -> None:
+        """An output's storage: a new allocation if not seen before, a free and an allocation if it grew. `size`:
+        what a GPU allocates for it, where that is not what the fake kernel gives."""
+        key, size = storage._cdata, storage.nbytes() if size is None else size
         known = self.live.get(key)
         if known is not None and known[1] == size:
             return
