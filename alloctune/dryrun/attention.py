@@ -111,6 +111,19 @@ def _flash(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return out
 
 
+def _flash_backward(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """The flash kernel's backward, with the one temporary the H100 recordings show (torch 2.11, bf16, at every
+    size recorded): after the three gradients, B x H x L' x (head size + 1) fp32 values and 256 bytes (dq's
+    accumulator and softmax's row sums), L' the length rounded up to 64, freed as the kernel returns."""
+    out = mode.run(func, args, kwargs)
+    b, h, length, head = args[1].shape
+    size = b * h * -(-length // 64) * 64 * (-(-head // 8) * 8 + 1) * 4 + 256
+    scratch = mode.tracer.alloc(size)
+    mode.tracer.free(scratch, size, mode.tracer.stream)
+    return out
+
+
 KERNELS = {_aten._scaled_dot_product_flash_attention.default: _flash,
+           _aten._scaled_dot_product_flash_attention_backward.default: _flash_backward,
            _aten._scaled_dot_product_efficient_attention.default: _efficient,
            _aten._scaled_dot_product_efficient_attention_backward.default: _efficient_backward}

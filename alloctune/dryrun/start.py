@@ -87,7 +87,7 @@ def meta() -> dict[str, Any]:
     """What the trace says of the dry run: the card, the table row used, the values it made up. Replaces a
     recording's measured figures (none: nothing ran on a GPU)."""
     tracer, card, row = _state["tracer"], _state["card"], _state["row"]
-    return {"measured": [], "overhead_bytes": None, "device_total_bytes": card.total_memory,
+    return {"measured": [], "overhead_bytes": row.overhead_bytes, "device_total_bytes": card.total_memory,
             "dry_run": {"arch": _state["arch"], "card": card.name, "table": row.key, "table_source": row.source,
                         "cublas_workspace_bytes": cards.cublas_workspace(row) if tracer.workspaces else 0,
                         "invented": dict(tracer.invented), "pid": os.getpid()}}
