@@ -49,6 +49,7 @@ def _install(folder: str, arch: str) -> None:
     from .functions import DryRunFunctions, refuse_untraced
     from .tracer import DryRunMode, Tracer
     from .composites import COMPOSITES
+    from .reductions import REDUCTIONS
     from .values import DATA_DEPENDENT, checked_run
 
     class Fake(FakeTensorMode):
@@ -57,7 +58,7 @@ def _install(folder: str, arch: str) -> None:
     fake = Fake(allow_non_fake_inputs=True)   # first: it loads torch._dynamo, which asks the real torch.cuda
     row = cards.row(torch.__version__, card.arch)
     native.install(torch)
-    tracer = Tracer(row)
+    tracer = Tracer(row, card)
     tracer.describe = meta
     device.install(torch, card, tracer)
     refuse_untraced(torch, lambda message: refuse(folder, message))
@@ -67,7 +68,8 @@ def _install(folder: str, arch: str) -> None:
     # has a weak reference (the fake mode's own memo of it, a library's)
     torch.__future__.set_overwrite_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
-    modes: list[Any] = [DryRunMode(tracer, fake, {**DATA_DEPENDENT, **COMPOSITES, **attention.KERNELS}, checked_run, lambda m: refuse(folder, m)),
+    modes: list[Any] = [DryRunMode(tracer, fake, {**DATA_DEPENDENT, **COMPOSITES, **attention.KERNELS,
+                                                    **REDUCTIONS}, checked_run, lambda m: refuse(folder, m)),
              DryRunFunctions(tracer)]
     for mode in modes:
         mode.__enter__()

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .cards import Row, cublas_workspace
+from .cards import Card, Row, cublas_workspace
 from .refusal import Refused
 
 _aten = torch.ops.aten
@@ -46,8 +46,8 @@ def block_size(size: int) -> int:
 class Tracer:
     """What the caching allocator of device 0 would have been asked for, in order."""
 
-    def __init__(self, row: Row):
-        self.row = row
+    def __init__(self, row: Row, card: Card):
+        self.row, self.card = row, card
         self.entries: list[dict[str, Any]] = []
         self.live: dict[int, tuple[int, int, int]] = {}   # storage key -> (allocation id, bytes, stream)
         self.stream = 0                                    # the current stream, as the program set it
