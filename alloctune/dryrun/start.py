@@ -64,9 +64,6 @@ def _install(folder: str, arch: str) -> None:
     refuse_untraced(torch, lambda message: refuse(folder, message))
     torch.autograd.set_multithreading_enabled(False)
     torch._C._set_only_lift_cpu_tensors(True)   # torch.tensor(..., device="cuda"): made on the host, then moved
-    # module.to("cuda") puts a new parameter in place of the host's: swapping the two fails where the host tensor
-    # has a weak reference (the fake mode's own memo of it, a library's)
-    torch.__future__.set_overwrite_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
     modes: list[Any] = [DryRunMode(tracer, fake, {**DATA_DEPENDENT, **COMPOSITES, **attention.KERNELS,
                                                     **REDUCTIONS}, checked_run, lambda m: refuse(folder, m)),
