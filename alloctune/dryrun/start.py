@@ -45,7 +45,7 @@ def _install(folder: str, arch: str) -> None:
     import torch.cuda.nvtx
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-    from . import attention, device, native
+    from . import attention, device, kernels, native
     from .functions import DryRunFunctions, refuse_untraced
     from .tracer import DryRunMode, Tracer
     from .composites import COMPOSITES
@@ -70,7 +70,8 @@ def _install(folder: str, arch: str) -> None:
              DryRunFunctions(tracer)]
     for mode in modes:
         mode.__enter__()
-    _state.update(tracer=tracer, card=card, row=row, arch=arch, modes=modes, attention=attention.install(row, card))
+    _state.update(tracer=tracer, card=card, row=row, arch=arch, modes=modes, attention=attention.install(row, card),
+                  kernels=kernels.install())
 
 
 def _accept_fake(fake_tensor: type) -> None:
