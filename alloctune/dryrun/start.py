@@ -64,6 +64,9 @@ def _install(folder: str, arch: str) -> None:
     refuse_untraced(torch, lambda message: refuse(folder, message))
     torch.autograd.set_multithreading_enabled(False)
     torch._C._set_only_lift_cpu_tensors(True)   # torch.tensor(..., device="cuda"): made on the host, then moved
+    # module.to("cuda"): the host parameter becomes the fake one in place (swapped), as `param.data = ...` keeps the
+    # same object on a GPU; a new parameter object instead would untie weights that modules share (GPT-2's lm_head)
+    torch.__future__.set_swap_module_params_on_conversion(True)
     _accept_fake(FakeTensor)
     modes: list[Any] = [DryRunMode(tracer, fake, {**DATA_DEPENDENT, **COMPOSITES, **attention.KERNELS,
                                                     **REDUCTIONS}, checked_run, lambda m: refuse(folder, m)),
