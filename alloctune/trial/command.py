@@ -69,7 +69,7 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
     env["ALLOCTUNE_HOOK_WARMUP_STEPS"] = str(warmup_steps)
     for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD",
                 "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS",
-                "ALLOCTUNE_HOOK_EARLY_STOP"):
+                "ALLOCTUNE_HOOK_EARLY_STOP", "ALLOCTUNE_HOOK_DRYRUN"):
         env.pop(var, None)
     if budget_bytes:
         env["ALLOCTUNE_HOOK_BUDGET_BYTES"] = str(budget_bytes)

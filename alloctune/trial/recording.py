@@ -9,6 +9,7 @@ compact format.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import sys
 from pathlib import Path
@@ -46,20 +47,24 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                    warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   env: dict[str, str] | None = None) -> list[tuple[Path, Trace]]:
+                   env: dict[str, str] | None = None, dry_run: str | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
-    environment."""
+    environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden)."""
     from .command import hook_environment, run_command
 
-    spec = refuse_without_gpu(command)
+    spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command)
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         base = {**os.environ, **(env or {})}
-        env = hook_environment(child_environment(conf, gpus, base), str(conf), record=True,
+        env = hook_environment(child_environment(conf, None if dry_run else gpus, base), str(conf), record=True,
                                warmup_steps=warmup_steps, window_steps=steps)
+        if dry_run:
+            env.update(ALLOCTUNE_HOOK_DRYRUN=dry_run, CUDA_VISIBLE_DEVICES="")
         run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
+        if dry_run and (refused := refusals(os.path.join(tmp, "procs"))):
+            raise AlloctuneError(f"the dry run cannot trace {command[0]}: {refused}")
         if run.timed_out:
             raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
                                  f"not kept")
@@ -87,6 +92,25 @@ def refuse_without_gpu(command: list[str]):
         with contextlib.suppress(ProbeError):
             _with_gpu(probe(python))
     return spec
+
+
+def check_dry_run(command: list[str], card: str):
+    """The checked command of a dry run standing for `card` (a card or an architecture the table knows)."""
+    from ..dryrun.cards import ARCHES, CARDS
+    from ..dryrun.cards import card as known
+    from ..workload.command import check_command
+
+    if known(card) is None:
+        raise AlloctuneError(f"--arch {card!r}: a dry run knows {', '.join([*CARDS, *ARCHES])}")
+    return check_command(command)
+
+
+def refusals(folder: str) -> str | None:
+    """What a dry run refused, in the line its process wrote (alloctune/dryrun/refusal.py), if it refused."""
+    from ..dryrun.refusal import refusal_path
+
+    found = sorted(glob.glob(refusal_path(glob.escape(folder), "*")))
+    return Path(found[0]).read_text().strip() if found else None
 
 
 def _with_gpu(target: ProbeResult) -> ProbeResult:

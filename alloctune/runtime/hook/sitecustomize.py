@@ -329,6 +329,10 @@ def _start() -> None:
     from alloctune.runtime import features
     from alloctune.runtime.imports import after_import
 
+    if os.environ.get("ALLOCTUNE_HOOK_DRYRUN"):   # record --dry-run: fake CUDA tensors, traced (alloctune/dryrun)
+        from alloctune.dryrun.start import install
+
+        install(_state.out, os.environ["ALLOCTUNE_HOOK_DRYRUN"])
     features.install()
     watches: list[tuple[str, Callable[[ModuleType], None]]] = [
         ("torch.cuda", _watch_cuda), ("torch.optim.optimizer", _count_optimizer_steps),
