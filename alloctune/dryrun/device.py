@@ -12,6 +12,7 @@ import pickle
 from types import SimpleNamespace
 from typing import Any, Iterator
 
+from ..files import write_file
 from .cards import Card
 from .tracer import Tracer
 
@@ -80,8 +81,7 @@ def _memory(tracer: Tracer, card: Card) -> dict[str, Any]:
         tracer.peak_allocated = tracer.allocated
 
     def dump(filename: str = "dump_snapshot.pickle") -> None:
-        with open(filename, "wb") as f:
-            pickle.dump(tracer.snapshot(), f)
+        write_file(filename, pickle.dumps(tracer.snapshot()))
 
     allocated = lambda device=None: tracer.allocated   # noqa: E731
     peak = lambda device=None: tracer.peak_allocated   # noqa: E731

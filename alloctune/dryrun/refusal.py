@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..files import write_file
+
 REFUSED_EXIT = 3
 
 
@@ -20,8 +22,7 @@ def refusal_path(folder: str, pid: int | str) -> str:
 def refuse(folder: str, message: str) -> None:
     """Write `message` for the parent and end the process here (no atexit handlers: no trace is written)."""
     try:
-        with open(refusal_path(folder, os.getpid()), "w") as f:
-            f.write(message.replace("\n", " ") + "\n")
+        write_file(refusal_path(folder, os.getpid()), message.replace("\n", " ") + "\n")
     finally:
         print(f"alloctune record --dry-run: {message}", file=sys.stderr, flush=True)
         os._exit(REFUSED_EXIT)
