@@ -9,14 +9,19 @@ as schema 1 kept it, which `--json` keeps printing beside the current keys for t
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 from ..errors import ResultsError
 from .choices import CHOICE_SCHEMA, ChoiceRecord
 from .figures import Comparison, MemoryMeasure, SettingFigures, SettingState, Summary
 from .records import Bytes, Conf, Count, Rate
-from .typed import from_json
+from .typed import Check, from_json
+
+
+# An interval's two ends: the reader checks a tuple's items, not how many there are.
+Interval = Annotated[tuple[float, ...], Check(lambda v: None if len(v) == 2 else f"expected 2 numbers, got {len(v)}")]
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class _Figures1:
     throughput_unit: str | None = None
     throughput_ratio: Rate | None = None
     throughput_p_value: float | None = None
-    throughput_ratio_ci: tuple[float, float] | None = None
+    throughput_ratio_ci: Interval | None = None
     paired_rounds: Count | None = None
     max_slowdown: float | None = None
     baseline_state: SettingState | None = None
@@ -136,3 +141,9 @@ def schema1(c: ChoiceRecord) -> dict[str, Any]:
         "baseline_throughput_median": d and d.throughput and d.throughput.median,
         "repeats": max((s.repeats for s in (w, d) if s is not None), default=0),
     })
+
+
+def schema1_text(records: list[ChoiceRecord]) -> str:
+    """choice.json's text for `records` as schema 1 wrote it (folder.py's layout): what a file of schema 1 holds
+    where it says what they say (scripts/regenerate_results.py keeps such a file rather than rewrite it)."""
+    return json.dumps({"choices": [schema1(r) for r in records], "schema": 1}, indent=2, sort_keys=True) + "\n"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from clirun import ROOT
 
-from alloctune.results.choices import CHOICE_SCHEMA, ChoiceRecord
+from alloctune.results.choices import CHOICE_SCHEMA
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import BEST_FILE, CHOICE_FILE, SUMMARY_FILE
-from alloctune.results.upgrade import schema1
+from alloctune.results.upgrade import schema1, schema1_text
 from alloctune.api.analyze import analyze
 
 COMMITTED = sorted(p.parent.relative_to(ROOT) for p in (ROOT / "results").rglob(CHOICE_FILE))
@@ -29,12 +29,6 @@ COMPARED = (SUMMARY_FILE, BEST_FILE)
 
 def _files(folder: Path) -> dict[str, str | None]:
     return {n: (folder / n).read_text(encoding="utf-8") if (folder / n).exists() else None for n in COMPARED}
-
-
-def as_kept(records: list[ChoiceRecord], schema: int) -> str:
-    """choice.json's text for `records` as a file of `schema` keeps them (folder.py writes the current one)."""
-    choices = [schema1(r) if schema == 1 else r.to_json() for r in records]
-    return json.dumps({"choices": choices, "schema": schema}, indent=2, sort_keys=True) + "\n"
 
 
 def test_there_are_committed_folders():
@@ -55,7 +49,7 @@ def test_a_committed_folder_is_what_this_checkout_reports(folder, tmp_path, monk
     written = tmp_path / folder / CHOICE_FILE
     assert json.loads(written.read_text(encoding="utf-8"))["schema"] == CHOICE_SCHEMA
     decided = ResultsFolder(tmp_path / folder).choices()
-    assert as_kept(decided, json.loads(committed)["schema"]) == committed, stale
+    assert (schema1_text(decided) if json.loads(committed)["schema"] == 1 else written.read_text()) == committed, stale
     # read, the committed file is the decision taken again, as far as its schema kept it, and stays as it was
     held = ResultsFolder(ROOT / folder).choices()
     assert [(c.conf, c.reasons, c.reasons_data, c.runners_up) for c in held] == \
