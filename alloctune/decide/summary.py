@@ -1,5 +1,7 @@
 """Per-setting results: the trial records of one setting in one decision group, reduced to what the choice compares
-(medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group.
+(medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group. Each
+figure is computed here (`_summarize_one`) into its field of `results/figures.SettingFigures`, which a
+`SettingResult` extends with the trials behind it and choice.json keeps as it is.
 
 Two settings of one backend compare by peak reserved, which is exact (the native allocator's peaks repeat to the
 byte, and replay predicts them). Device memory, what the driver reports in use (CUDA context included), compares
