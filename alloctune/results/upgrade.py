@@ -10,7 +10,7 @@ as schema 1 kept it, which `--json` keeps printing beside the current keys for t
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Annotated, Any, Callable
 
 from ..errors import ResultsError
@@ -26,10 +26,20 @@ Interval = Annotated[tuple[float, ...], Check(lambda v: None if len(v) == 2 else
 
 @dataclass(frozen=True)
 class _Figures1:
-    """The keys under which schema 1 kept a decision's figures: the winner's flat, the default's as `baseline_*`.
-    Its other keys are schema 2's, carried as they are."""
+    """The keys under which schema 1 kept a decision's figures, each checked as schema 1's reader checked it: the
+    winner's flat, the default's as `baseline_*`, and what schema 2 derives from the record (`schema1`). Of its
+    other keys, which schema 2 keeps as they are, those the conversion reads (`conf`, `throughput_ratio`,
+    `max_slowdown`)."""
 
     conf: Conf | None
+    throughput_ratio: Rate | None = None
+    max_slowdown: float | None = None
+    fits: bool = True
+    label: str = ""
+    baseline: str = ""
+    is_default: bool = False
+    simulated: bool = False
+    repeats: Count = 0
     memory_measure: MemoryMeasure | None = None
     memory_bytes: Bytes | None = None
     peak_reserved_bytes: Bytes | None = None
@@ -39,11 +49,9 @@ class _Figures1:
     device_peak_used_bytes: Bytes | None = None
     throughput_median: Rate | None = None
     throughput_unit: str | None = None
-    throughput_ratio: Rate | None = None
     throughput_p_value: float | None = None
     throughput_ratio_ci: Interval | None = None
     paired_rounds: Count | None = None
-    max_slowdown: float | None = None
     baseline_state: SettingState | None = None
     baseline_memory_bytes: Bytes | None = None
     baseline_peak_reserved_bytes: Bytes | None = None
@@ -57,11 +65,7 @@ class _File1:
 
 
 # Schema 1's keys that schema 2 keeps in `settings`, or derives from the record (`schema1`).
-_MOVED_1 = ("fits", "label", "baseline", "is_default", "simulated", "peak_reserved_bytes", "memory_measure",
-            "memory_bytes", "device_peak_used_bytes", "baseline_memory_bytes", "peak_allocated_bytes", "reserved_ratio",
-            "num_alloc_retries", "baseline_state", "baseline_peak_reserved_bytes", "baseline_reserved_ratio",
-            "throughput_median", "baseline_throughput_median", "throughput_unit", "throughput_p_value",
-            "throughput_ratio_ci", "paired_rounds", "repeats")
+_MOVED_1 = {f.name for f in fields(_Figures1)} - {f.name for f in fields(ChoiceRecord)}
 
 
 def _summary(median: float | None) -> Summary | None:
