@@ -10,7 +10,8 @@ import pytest
 from clirun import in_process
 
 from alloctune.cli.main import main
-from alloctune.results.folder import CHOICE_FILE, ResultsFolder
+from alloctune.results.folder import ResultsFolder
+from alloctune.results.names import CHOICE_FILE
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")

@@ -12,7 +12,8 @@ from alloctune.api.analyze import analyze
 from alloctune.errors import ResultsError
 from alloctune.results.choices import CHOICE_SCHEMA
 from alloctune.results.figures import MemoryMeasure, SettingState
-from alloctune.results.folder import CHOICE_FILE, ResultsFolder
+from alloctune.results.folder import ResultsFolder
+from alloctune.results.names import CHOICE_FILE
 from alloctune.results.upgrade import schema1, schema1_text
 from alloctune.units import GiB
 
