@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, OptionText, ResultsError, shown
-from ..report.export import DEFAULT_FORMAT, _with_conf, check_format, provenance, render, standing
+from ..decide.standing import standing
+from ..report.export import DEFAULT_FORMAT, _with_conf, check_format, provenance, render
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo, find_results
 from ..results.names import CHOICE_FILE

@@ -230,6 +230,7 @@ def _print(outcome) -> None:
 
     from ..report.layout import command, say
     from ..decide.choice import something_to_export
+    from ..report.analysis import choice_record
     from ..report.ranked import print_choice
     from ..report.words import skipped_words
 
@@ -237,7 +238,7 @@ def _print(outcome) -> None:
     for skip in outcome.skipped:
         say(out, Text(f"skipped {conf_label(skip.conf)} ({skip.env_id}): {skipped_words(skip)}", style="dim"))
     for choice in outcome.choices:
-        print_choice(out, outcome.settings, choice)
+        print_choice(out, choice_record(choice))
     if gpu := _gpu_lines(outcome):
         out.print()
         for line in gpu:

@@ -8,20 +8,17 @@ one back through the typed reader, the figures checked against the code's class.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from ..errors import ResultsError
 from ..results.choices import ReasonRecord
+from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.typed import from_json
 from ..settings.known import Feature, Severity
-from .device import Contamination
 from .growth import Sample
 from .order import TieRule
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, Unpredictable
-from .stats import Comparison
-from .summary import MemoryMeasure, SettingState
 
 
 class Code(str, enum.Enum):
@@ -389,8 +386,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value
-
-
-def finite(value: float) -> float | None:
-    """A figure as the figures classes hold it: None where it is not finite."""
-    return value if math.isfinite(value) else None

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from ..results.calibration import Calibration
 from ..results.records import Backend, DriverWork, TrialRecord, TrialState, measured_env_id
+from ..results.typed import from_json
 
 # How far the priced driver time may fall short of what the calls cost inside a running job. On the H200 (torch
 # 2.11, examples/empty_cache_train.py, docs/evidence.md "Speed from driver work") a setting's calls cost up to 2.2
@@ -93,6 +94,11 @@ class SpeedPrediction:
         data["worst_slowdown"] = self.worst_slowdown
         data["unpredicted"] = self.unpredicted.value if self.unpredicted else None
         return data
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "prediction") -> "SpeedPrediction":
+        """As choice.json keeps it (`ChoiceRecord.predictions`), read back typed."""
+        return from_json(cls, data, where)
 
 
 def driver_seconds(work: DriverWork, calibration: Calibration) -> DriverSeconds:

@@ -3,10 +3,10 @@ predicted, and the sentences `words.py` gives for the speed plan's reasons (not 
 confirmation pair against the prediction)."""
 from __future__ import annotations
 
-from ..decide.choice import Choice
-from ..decide.reasons import Code
+from ..decide.reasons import Code, Reason
 from ..decide.speed import (PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction,
                             Unpredictable, Unpredicted)
+from ..results.choices import ChoiceRecord
 from ..settings.conf import conf_label
 from ..units import format_bytes
 from .tables import driver_count
@@ -26,10 +26,17 @@ def pair_legend(detectable: float) -> str:
             f"below")
 
 
-def confirmed_pair(choice: Choice) -> Confirmation | None:
+def confirmed_pair(choice: ChoiceRecord) -> Confirmation | None:
     """The confirmation pair the choice's winner rests on, if it rests on one (decide/confirm.confirmed)."""
-    return next((r.figures for r in choice.reasons if r.code in (Code.CONFIRMED, Code.DISAGREES)
-                 and isinstance(r.figures, Confirmation)), None)
+    pairs = (Reason.from_record(r).figures for r in choice.reasons_data
+             if r.code in (Code.CONFIRMED.value, Code.DISAGREES.value))
+    return next((f for f in pairs if isinstance(f, Confirmation)), None)
+
+
+def prediction(choice: ChoiceRecord, conf: str) -> SpeedPrediction | None:
+    """The speed the choice predicts for its setting `conf` (`ChoiceRecord.predictions`), if it predicts one."""
+    p = choice.predictions.get(conf)
+    return None if p is None else SpeedPrediction.from_json(p, f"prediction for {conf_label(conf)!r}")
 
 
 def pair_cell(f: Confirmation) -> str:

@@ -11,7 +11,8 @@ from alloctune.decide.choice import choose
 from alloctune.decide.precision import precision_of
 from alloctune.decide.reasons import BackendSkipped, Code, Reason, Stop, Unmeasured
 from alloctune.decide.summary import MemoryMeasure, summarize_settings
-from alloctune.report.words import reason_lines, runner_up_lines, sentence
+from alloctune.report.analysis import choice_record
+from alloctune.report.words import sentence
 from alloctune.results.choices import ReasonRecord
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB, MiB
@@ -692,10 +693,10 @@ def decided(name):
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_every_sentence_as_the_reports_print_it(name):
-    choice = decided(name)
+    record = choice_record(decided(name))   # as choice.json keeps it and the reports print it
     reasons, runners_up = EXPECTED[name]
-    assert reason_lines(choice) == reasons
-    assert [(s.conf, why) for s, why in runner_up_lines(choice)] == runners_up
+    assert list(record.reasons) == reasons
+    assert [(u.conf, u.why) for u in record.runners_up] == runners_up
 
 
 def test_the_scenarios_reach_every_reason_code():
