@@ -147,7 +147,7 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     return "; ".join(parts)
 
 
-def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
+def with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
     """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment
     (`decide/standing.hand_picked`)."""
     pick = hand_picked(choice, str(AllocConf.parse(conf)), folder.trials(), info)
