@@ -20,7 +20,11 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
   native setting fits in the replay (ASYNC_MEASURED), else not (ASYNC_NOT_NEEDED): its memory can at best spare
   what the budget (or the card) does not need.
 
-The confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
+The winner of a command is confirmed inside one process where torch can switch it and the default while the job
+runs (`in_process`: settings/switching.py, the default fits in the replay, the job is long enough for the blocks of
+inprocess.py): its blocks then carry the comparison with the default (summary.py), whose interval is the resolution
+stated, and the confirmation agrees where the predicted ratio lies inside it. Otherwise one pair of processes:
+the confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
 noise allows (`parameters.PAIR_DETECTABLE`: two processes at `PROCESS_NOISE` each), when it DISAGREES; a
 confirmation that found the winner slower than predicted beyond that noise sends it to rounds (`needs_rounds`),
 as the answer may then change. One pair says "consistent with the prediction" or "disagrees", never "no
