@@ -30,7 +30,7 @@ MIN_TIMED = 3
 TARGET = 0.01          # the resolution a run stops at: ±1% (95% half-width), half the default 2% allowance
 MIN_PAIRS = 4
 MAX_PAIRS = 40
-MAX_SECONDS = 240.0    # of alternating: a run that has not reached TARGET by then states what it reached
+MAX_SECONDS = 120.0    # of alternating: a run that has not reached TARGET by then states what it reached
 
 
 @dataclass(frozen=True)
