@@ -8,9 +8,8 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
 
 - a setting with no prediction (no calibration, no measured step of the default, no steady step in the trace) is
   measured in rounds (UNPREDICTED): nothing says it is as fast as the default;
-- one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW): the
-  prediction prices the driver calls alone, and a synchronisation also waits for queued work, so a prediction errs
-  on the fast side (`speed.py`);
+- one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW), its
+  reason quoting how far predictions were from measurements where both were made (`speed.PREDICTION_ERROR`);
 - one predicted within the allowance that its prediction cannot answer alone (`SpeedPrediction.answers_alone`:
   its worst case, the extra driver time at `speed.PRICE_ERROR` times its price, is beyond the allowance, or it
   adds synchronisations) is measured in rounds (NOT_NEGLIGIBLE): the prediction's error could change the answer;

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..decide.choice import Choice
 from ..decide.reasons import Code
-from ..decide.speed import (PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction,
+from ..decide.speed import (PREDICTION_ERROR, PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, MeasuredError, Confirmation, PredictedSpeed, SpeedPrediction,
                             Unpredictable, Unpredicted)
 from ..settings.conf import conf_label
 from ..units import format_bytes
@@ -66,10 +66,15 @@ def slower_than(slowdown: float) -> str:
     return f"{slowdown:.1%} slower than" if slowdown > 0 else f"{-slowdown:.1%} faster than" if slowdown else "as fast as"
 
 
+def measured_error(e: MeasuredError = PREDICTION_ERROR) -> str:
+    """'where predictions were measured (...), they were off by -4.9 to +2.6 points (predicted minus measured)'."""
+    return (f"where predictions were measured against the GPU ({e.where}), they were off by {e.low * 100:+.1f} to "
+            f"{e.high * 100:+.1f} points (predicted minus measured)")
+
+
 def predicted_too_slow(f: PredictedSpeed) -> str:
     return (f"not measured: predicted {slower_than(f.slowdown)} the default, beyond the {f.max_slowdown:.0%} allowance, "
-            f"from its {_counts(f)}; the prediction prices the driver calls alone (a synchronisation also waits for "
-            f"queued work), so it errs on the fast side; --repeats auto measures it")
+            f"from its {_counts(f)}; {measured_error()}; --repeats auto measures it")
 
 
 def not_negligible(f: PredictedSpeed) -> str:
