@@ -22,9 +22,9 @@ from ..results.calibration import Calibration, read_calibration, write_calibrati
 from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, measured_env_id
-from ..runtime.alternate import AlternatePlan
 from ..settings.conf import AllocConf, conf_label
 from ..trial.calibration import calibration_for
+from ..trial.inprocess import alternate_env, block_steps
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from .execute import Tally, execute, run_rounds
@@ -81,7 +81,7 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
         for t in pair:
             if t.alternate:
                 callbacks.notice(f"{conf_label(str(t.conf))}: confirmed against the default inside one process, "
-                                 f"in blocks of {AlternatePlan.from_env(t.alternate).block_steps} steps")
+                                 f"in blocks of {block_steps(t.alternate)} steps")
         rounds = {env: [conf for conf, _ in p.rounds] for env, p in plans.items()}
         finished = folder.store.finished_keys()
         tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))
@@ -120,8 +120,7 @@ def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord],
     if how is None:
         return None
     b = how.blocks
-    return AlternatePlan(how.strings[0], how.strings[1], "", b.block_steps, b.skip_steps, b.target, b.min_pairs,
-                         b.max_pairs, b.max_seconds).to_env()
+    return alternate_env(how.strings, b.block_steps, b.skip_steps, b.target, b.min_pairs, b.max_pairs, b.max_seconds)
 
 
 def _confirmation(records: list[TrialRecord], env: str, winner: str,

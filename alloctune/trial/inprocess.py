@@ -1,5 +1,5 @@
-"""The parent's side of an in-process confirmation (`TrialTask.alternate`, runtime/alternate.py inside the job): the
-processes' blocks into the trial's measurement.
+"""The parent's side of an in-process confirmation (`TrialTask.alternate`, runtime/alternate.py inside the job): what
+the task asks the job (`alternate_env`), and the processes' blocks into the trial's measurement (`alternated`).
 
 The trial's memory is what its processes' reports hold: with an alternation, their figures at the first switch,
 its own setting's part of the run. Its throughput is its own blocks' rate: the rate the trial measured over its
@@ -13,7 +13,21 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..results.records import Measurement
+from ..runtime.alternate import AlternatePlan
 from ..runtime.peaks import ProcessReport
+
+
+def alternate_env(strings: tuple[str, str], block_steps: int, skip_steps: int, target: float, min_pairs: int,
+                  max_pairs: int, max_seconds: float) -> str:
+    """`TrialTask.alternate` (ALLOCTUNE_HOOK_ALTERNATE): the trial's own setting and the default in turn, `strings`
+    the whole strings that set them (settings/switching.py), in blocks as decide/inprocess.py sized them."""
+    return AlternatePlan(strings[0], strings[1], "", block_steps, skip_steps, target, min_pairs, max_pairs,
+                         max_seconds).to_env()
+
+
+def block_steps(alternate: str) -> int:
+    """The steps per block a task's `alternate` asks for."""
+    return AlternatePlan.from_env(alternate).block_steps
 
 
 def alternated(measured: Measurement, processes: Sequence[ProcessReport]) -> Measurement:
