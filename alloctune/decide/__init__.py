@@ -9,6 +9,6 @@ planned (`planned`), a hybrid sweep's finalists (`finalists`), whether reserved 
 what a short trial cannot show: known problems for the job's features and the growth check, as reasons (`safety`),
 compare's judgement of one cell against another (`regression`), a setting's speed predicted from its driver work and
 the GPU's calibration (`speed`), a hybrid sweep's plan from those predictions and its confirmation pair
-(`confirm`), memory as a curve in a parameter and the largest value under a limit (`fit`), one setting for many jobs
+(`confirm`), that confirmation's blocks in one process (`inprocess`), memory as a curve in a parameter and the largest value under a limit (`fit`), one setting for many jobs
 (`fleet`), what a job of several processes needs per GPU from their traces (`maximum`). No words: report/ says the
 reasons."""

@@ -21,6 +21,7 @@ from ..results.figures import Comparison, MemoryMeasure, SettingFigures, Setting
 from ..results.records import Backend, Measurement, TrialRecord, TrialState, decision_group
 from ..settings.conf import AllocConf
 from .device import DEVICE_AGREEMENT, device_memory, plausible_device, takes_whole_card
+from .inprocess import in_process_pairs
 from .parameters import DEFAULT_MAX_SLOWDOWN
 from .stats import compare, compare_paired, finite, relative_spread, summarize
 
@@ -170,7 +171,8 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
-    pairs = bracket_pairs(baseline, trials, position) if conf else []
+    # an in-process confirmation's pairs of blocks, where it ran one; else runs in separate processes
+    pairs = (in_process_pairs(trials) or bracket_pairs(baseline, trials, position)) if conf else []
     errors = [e for e in map(_error, trials) if e]
     device, device_spread, contaminated = plausible_device(trials)
     memory_spread = relative_spread([m.peak_reserved_bytes for m in ok])

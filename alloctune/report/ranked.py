@@ -184,7 +184,7 @@ def print_choice(console, choice: ChoiceRecord) -> None:
     verdicts = {_versus(s, choice) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
     if (pair := confirmed_pair(choice)) is not None:
-        notes.append((pair_legend(pair.detectable), "dim"))
+        notes.append((pair_legend(pair), "dim"))
     if any(s.conf in choice.predictions for s in group):
         notes.append((PREDICTED_LEGEND, "dim"))
     if note := incomplete_note(choice):

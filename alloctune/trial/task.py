@@ -34,6 +34,9 @@ class TrialTask:
     backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
     check_growth: int | None = None   # a command's growth check: sample memory at steps K and 2K (--check-growth)
     early_stop: bool = False          # a confirmation: end it after the warm-up and enough steps (runtime/stopping.py)
+    # An in-process confirmation of a command: its setting and the default in turn, in blocks of steps, in one
+    # process (runtime/alternate.AlternatePlan as ALLOCTUNE_HOOK_ALTERNATE's JSON); None: a plain trial.
+    alternate: str | None = None
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
