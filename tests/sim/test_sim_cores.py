@@ -145,7 +145,7 @@ def test_both_cores_agree_on_every_value_the_registry_accepts(key):
                 want = simulate(trace, conf, device, core="python", **kw)
                 got = simulate(trace, conf, device, core="compiled", **kw)
                 assert got == want, f"{conf} device={device} budget={budget}"
-                assert want.peak_reserved_bytes >= want.peak_allocated_bytes >= want.peak_requested_bytes, conf
+                assert want.peak_reserved_bytes >= max(want.peak_allocated_bytes, want.peak_requested_bytes), conf
     assert accepted and len(accepted) < len(boundary_values(numeric_keys()[key])), accepted
 
 
