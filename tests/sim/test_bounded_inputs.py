@@ -11,6 +11,7 @@ import pytest
 from bounded import bounded_cli, one_line_error
 from test_hostile_traces import SECONDS, allocations, entry, refused_everywhere
 
+from alloctune.sim.captures import MAX_OPEN_CAPTURES
 from alloctune.sim.limits import MAX_MEASURED, MAX_WARNINGS, MIN_ITEM_BYTES
 from alloctune.settings.grid import MAX_GRID_SETTINGS
 from alloctune.results.typed import MAX_PLAIN_VALUES
@@ -49,6 +50,18 @@ def test_a_snapshot_whose_metadata_repeats_a_list_by_reference_is_refused(tmp_pa
     for command in ("diagnose", "replay"):
         error = one_line_error(bounded_cli(command, path, timeout=SECONDS))
         assert f"field 'alloctune': holds more than {MAX_PLAIN_VALUES:,} values" in error
+
+
+def test_captures_begun_by_the_thousand_and_never_ended_are_refused(tmp_path):
+    """Each entry is routed by a search of the captures underway: 20,000 of them made a 1.3 MB snapshot's load take
+    hours."""
+    begun = [{"time_us": i, "action": "begin", "pool": [1, i], "stream": 7} for i in range(20_000)]
+    path = tmp_path / "captures.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[entry(k, MiB, time_us=30_000 + k)
+                                                                      for k in range(10)]],
+                                   "alloctune": {"pool_events": begun}}))
+    for error in refused_everywhere(path, tmp_path, sweep=False):
+        assert f"more than {MAX_OPEN_CAPTURES} CUDA graph captures underway at once" in error
 
 
 def test_a_trace_whose_metadata_lists_millions_of_runs_is_refused_before_reading_them(tmp_path):
