@@ -1,4 +1,5 @@
-"""How much one trace or snapshot may hold, and how such a file is opened: within those limits, '-' for standard
+"""How much one trace or snapshot may hold (its events, its bytes per item listed, what its metadata lists), each
+checked before what it declares is expanded, and how such a file is opened: within those limits, '-' for standard
 input (files.open_input reads in bounded pieces); the device memory and overhead a replay assumes, how many settings
 a search replays and which cards a fit answers for unless told (here, where the CLI's help reads them without
 loading the simulator)."""

@@ -24,7 +24,7 @@ peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes)
 Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end`,
 `empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`), `pools` (the CUDA graph pools, from its
 `pool_events` and the entries' pool ids: `entries.py`) and `warnings` (a list of strings to show
-the user).
+the user, each distinct one once with how often it came: `distinct_warnings`).
 
 Two file formats, told apart by content, not by name:
 
