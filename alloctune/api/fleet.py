@@ -73,23 +73,23 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     Traces, one per job; `options` (FleetOptions) or its fields as keywords:
     `fleet(["a.xz", "b.xz"], device_memory="24GiB")`. `progress` hears of each job as its trace loads."""
     from ..decide.fleet import rank_fleet
-    from ..settings.grid import load_grid_file, ranked_settings
-    from ..sim.points import fleet_peaks
+    from ..settings.grid import DEFAULT_GRID, expand, load_grid_file, ranked_settings
+    from ..sim.points import fleet_peaks, job_peaks
 
     options = options_of("fleet", FleetOptions, options, given(fields, traces=traces, confs=confs))
     said = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     sources = held(options.traces)
     names = job_names([name_of(source, i) for i, source in enumerate(sources)])
-    loaded_traces = {}
+    # One trace at a time, replayed under every setting listed and dropped: only its figures are kept.
+    candidates, figures = expand(entries or DEFAULT_GRID), {}
     for name, source in zip(names, sources):
-        said(f"loading {name}", None)
-        loaded_traces[name] = loaded(source)
-    # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
-    versions = {t.meta.get("torch_version") for t in loaded_traces.values()}
-    torch_version = versions.pop() if len(versions) == 1 else None
-    confs_ranked, _ = ranked_settings(entries, torch_version, has_budget=False)
-    said("replay", None)
-    peaks, not_simulated = fleet_peaks(loaded_traces, confs_ranked, device_memory=in_bytes(options.device_memory),
-                                       jobs=options.jobs)
+        said(f"replaying {name}", None)
+        figures[name] = job_peaks(loaded(source), candidates, device_memory=in_bytes(options.device_memory),
+                                  jobs=options.jobs)
+    # As replay ranks a grid, for the torch that recorded them all: without a budget, what a memory fraction would
+    # act on is left out.
+    versions = {job.torch_version for job in figures.values()}
+    confs_ranked, _ = ranked_settings(entries, versions.pop() if len(versions) == 1 else None, has_budget=False)
+    peaks, not_simulated = fleet_peaks(figures, confs_ranked)
     return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated)

@@ -105,19 +105,35 @@ def _runs(result) -> bool:
     return result is not None and result.num_ooms == 0 and result.num_alloc_retries == 0
 
 
-def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, device_memory: int | None = None,
-                jobs: int | None = None) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
-    """Each job's peak reserved under each simulated setting on its recording GPU (or `device_memory`), None where
-    it does not run there (an OOM or an alloc retry); and the settings not simulated, with why (left out)."""
-    out: dict[str, dict[AllocConf, int | None]] = {}
+@dataclass(frozen=True)
+class JobPeaks:
+    """What a fleet keeps of one job's trace once it is replayed: the peak reserved under each simulated setting
+    (None where the job does not run: an OOM or an alloc retry), the settings not simulated with why, and the torch
+    that recorded it."""
+
+    peaks: dict[AllocConf, int | None]
+    not_simulated: dict[AllocConf, str]
+    torch_version: str | None
+
+
+def job_peaks(trace: Trace, confs: Sequence[AllocConf], *, device_memory: int | None = None,
+              jobs: int | None = None) -> JobPeaks:
+    """One job's trace replayed under `confs` on its recording GPU (or `device_memory`): its figures, which are all
+    a fleet holds of it (a trace can take gigabytes; the next job's is loaded once this one is dropped)."""
+    peaks: dict[AllocConf, int | None] = {}
     not_simulated: dict[AllocConf, str] = {}
-    for job, trace in traces.items():
-        device = device_memory or recording_device([trace])
-        out[job] = {}
-        for o in replay(trace, confs, device, jobs=jobs):
-            if o.result is None:
-                not_simulated[o.setting] = o.reason or ""
-            else:
-                out[job][o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
-    return {job: {s: p for s, p in peaks.items() if s not in not_simulated} for job, peaks in out.items()}, \
+    for o in replay(trace, confs, device_memory or recording_device([trace]), jobs=jobs):
+        if o.result is None:
+            not_simulated[o.setting] = o.reason or ""
+        else:
+            peaks[o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
+    return JobPeaks(peaks, not_simulated, trace.meta.get("torch_version"))
+
+
+def fleet_peaks(jobs: Mapping[str, JobPeaks],
+                confs: Sequence[AllocConf]) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
+    """Each job's peak reserved under each of `confs` simulated for every job; and those of `confs` not simulated
+    for some job, with why (left out)."""
+    not_simulated = {s: why for job in jobs.values() for s, why in job.not_simulated.items() if s in confs}
+    return {name: {s: job.peaks[s] for s in confs if s not in not_simulated} for name, job in jobs.items()}, \
         not_simulated
