@@ -16,6 +16,7 @@ perhaps outside the results folder, is left untouched, and a warning says so.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -104,14 +105,19 @@ class _Capped(io.RawIOBase):
 
 
 def open_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError, whole: bool = True) -> io.BufferedReader:
+               error: type[AlloctuneError] = AlloctuneError, whole: bool = True,
+               regular: bool = False) -> io.BufferedReader:
     """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
     '-' is standard input, which closing the result leaves open. `whole=False`: the caller reads only part of a
-    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped."""
+    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped.
+    `regular`: anything but a regular file (a FIFO, a device, standard input) is refused, as `error`, before a byte
+    of it is read: for what alloctune reads back from a file it wrote, or reads again later (a trace's digest)."""
     name = checked_path(source, what)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
+        if regular:
+            raise error(f"'-' (standard input) cannot be {what}: give its path")
         fd, close = sys.stdin.fileno(), False
     else:
         # Without O_NONBLOCK a FIFO's open waits for a writer, for ever if none comes: opened at once, it reads as
@@ -122,6 +128,8 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise error(f"{describe(name)} is a directory, not {what}")
+        if regular and (problem := not_a_file(name, info.st_mode)):
+            raise error(f"{describe(name)} {problem}: alloctune reads {what} from a file")
         if whole and stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise too_large
     except BaseException:
@@ -140,21 +148,30 @@ def read_tail(path: str | os.PathLike, limit: int) -> bytes:
 
 
 def read_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError) -> bytes:
+               error: type[AlloctuneError] = AlloctuneError, regular: bool = False) -> bytes:
     """All of `source` (see `open_input`)."""
-    with open_input(source, limit, what, error) as f:
+    with open_input(source, limit, what, error, regular=regular) as f:
         return f.read()
 
 
 def read_text(source: str | os.PathLike, limit: int, what: str,
-              error: type[AlloctuneError] = AlloctuneError) -> str:
+              error: type[AlloctuneError] = AlloctuneError, regular: bool = False) -> str:
     """All of `source` as UTF-8 text (see `open_input`), a byte-order mark at its start dropped (editors on Windows
     write one); `error` when it is not UTF-8."""
-    data = read_input(source, limit, what, error)
+    data = read_input(source, limit, what, error, regular)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(f"{describe(source)} is not UTF-8 text (byte {exc.start})") from None
+
+
+def sha256_of(path: str | os.PathLike, limit: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> str:
+    """The SHA-256 (hexadecimal) of the regular file `path`, read in pieces within `limit` (see `open_input`)."""
+    digest = hashlib.sha256()
+    with open_input(path, limit, what, error, regular=True) as f:
+        while piece := f.read(_PIECE):
+            digest.update(piece)
+    return digest.hexdigest()
 
 
 def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> None:
