@@ -165,6 +165,13 @@ def read_text(source: str | os.PathLike, limit: int, what: str,
         raise error(f"{describe(source)} is not UTF-8 text (byte {exc.start})") from None
 
 
+def read_head(path: str | os.PathLike, count: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> bytes:
+    """The first `count` bytes of the regular file `path` (all of a shorter one; see `open_input`): a FIFO or a
+    device is `error`, never waited on or read."""
+    with open_input(path, count, what, error, whole=False, regular=True) as f:
+        return f.raw.read(count) or b""
+
+
 def sha256_of(path: str | os.PathLike, limit: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> str:
     """The SHA-256 (hexadecimal) of the regular file `path`, read in pieces within `limit` (see `open_input`)."""
     digest = hashlib.sha256()

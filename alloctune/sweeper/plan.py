@@ -3,7 +3,6 @@ backend resolved, the settings each torch accepts and the trace to replay; and t
 sweep in its folder."""
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import sys
@@ -13,13 +12,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from ..errors import AlloctuneError, OptionError, OptionText
+from ..errors import AlloctuneError, OptionError, OptionText, TraceError
+from ..files import sha256_of
 from ..results.folder import Skipped, SweepInfo
 from ..results.names import TRACE_FILE
 from ..results.records import Backend, sim_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..settings.validation import SettingsCheck
+from ..sim.limits import MAX_SNAPSHOT_BYTES
 from ..sim.trace import Trace, load_trace
 from ..trial.probe import ProbeResult, check_settings, probe_and_judge
 from ..units import plural
@@ -191,7 +192,8 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
                f"preset); replaying it anyway")
     for warning in trace.warnings:
         notice(f"trace: {warning}")
-    sha256 = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    # read again, so a file: a sweep is resumed by it (a FIFO, read once, is refused here, before any folder exists)
+    sha256 = sha256_of(path, MAX_SNAPSHOT_BYTES, "a trace", TraceError)[:16]
     return [trace], {"path": str(path), "sha256": sha256}
 
 
