@@ -10,15 +10,21 @@ one); with a writer it is read as a pipe. `not_a_file` says what a path that sho
 Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
 flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
 cannot be encoded or a crash leave the old file as it was, and no temporary file behind. Every file alloctune writes
-for the user (exports, traces, a results folder's files) is written so. A symbolic link at the target is replaced, never written through: the file it points to,
-perhaps outside the results folder, is left untouched, and a warning says so.
+for the user (exports, traces, a results folder's files, whatever -o names) is written so. A symbolic link at the
+target is replaced, never written through: the file it points to, perhaps outside the results folder, is left
+untouched, and a warning says so. A target that is a stream (`streamed`: a character device such as /dev/null or a
+terminal, a FIFO, a process's open file such as /dev/stdout or /proc/self/fd/1, or a link to one) is written into,
+never replaced (as root, replacing `-o /dev/null` would replace the system's /dev/null); a FIFO no process reads is
+refused at once, never waited on.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import sys
@@ -182,22 +188,21 @@ def sha256_of(path: str | os.PathLike, limit: int, what: str, error: type[Alloct
 
 
 def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> None:
-    """Write `path` whole or not at all (see the module docstring). `content`: text (UTF-8; text that holds a
-    path that is not UTF-8 keeps that path's bytes, as the file system has them), bytes, or a function that
-    writes to the open file (a plot's `savefig`)."""
+    """Write `path` whole or not at all (see the module docstring); a stream (`streamed`) is written into.
+    `content`: text (UTF-8; text that holds a path that is not UTF-8 keeps that path's bytes, as the file system
+    has them), bytes, or a function that writes to the open file (a plot's `savefig`)."""
     path = os.fspath(path)
     if isinstance(content, str):
         content = content.encode("utf-8", "surrogateescape")
+    if streamed(path):
+        _write_stream(path, content)
+        return
     folder, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)   # as open() would create it (mkstemp makes it private)
         with os.fdopen(fd, "wb") as f:
-            if isinstance(content, bytes):
-                f.write(content)
-            else:
-                content(f)
-            f.flush()
+            _put(f, content)
             os.fsync(f.fileno())   # the bytes on the disk before the name points at them
         put_in_place(tmp, path)
         sync_folder(folder or ".")
@@ -207,6 +212,62 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def _put(f: BinaryIO, content: bytes | Callable[[BinaryIO], object]) -> None:
+    if isinstance(content, bytes):
+        f.write(content)
+    else:
+        content(f)
+    f.flush()
+
+
+# A process's open file, as Linux names it: /proc/self/fd/1, /proc/4242/task/4243/fd/3, /dev/fd/1.
+_OPEN_FILE = re.compile(r"/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?|dev)/fd/\d+")
+_LINKS_FOLLOWED = 40   # as the kernel follows at most
+
+
+def streamed(path: str | os.PathLike) -> bool:
+    """Whether `path` is a stream that `write_file` writes into rather than a file it replaces: a character device
+    (/dev/null, a terminal), a FIFO, or a process's open file (/dev/stdout, /proc/self/fd/1, a link to one). A block
+    device or a socket is refused (AlloctuneError): neither is a file to replace nor a stream to write."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:   # a new file (or a link to none): written whole
+        return False
+    if stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        raise AlloctuneError(f"{os.fspath(path)} {not_a_file(path, mode)}: alloctune writes a file, a character "
+                             f"device or a FIFO")
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or _open_file(os.fspath(path))
+
+
+def _open_file(path: str) -> bool:
+    """Whether `path`, or a link it leads through, names a process's open file (`_OPEN_FILE`)."""
+    here = os.path.abspath(path)
+    for _ in range(_LINKS_FOLLOWED):
+        here = os.path.join(os.path.realpath(os.path.dirname(here)), os.path.basename(here))
+        if _OPEN_FILE.fullmatch(here):
+            return True
+        try:
+            here = os.path.join(os.path.dirname(here), os.readlink(here))
+        except OSError:   # no link: the end of the chain
+            return False
+    return False
+
+
+def _write_stream(path: str, content: bytes | Callable[[BinaryIO], object]) -> None:
+    """`content` written into the stream `path`, appended where it is a file (stdout sent to one), never replacing
+    it. A FIFO no process reads is refused at once: waiting for a reader could last for ever."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise AlloctuneError(f"{path} is a FIFO (named pipe) that no process reads: start its reader first, "
+                                 f"or give a file") from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as f:
+        _put(f, content)
 
 
 def put_in_place(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
