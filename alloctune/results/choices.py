@@ -8,7 +8,7 @@ from typing import Any
 
 from ..settings.conf import AllocConf
 from ..units import plural
-from .records import Backend, Budget, Bytes, Conf, Count, Rate, parsed
+from .records import Backend, Budget, Bytes, Conf, Count, Rate, Ratio, parsed
 
 RESULTS_SCHEMA = 1   # choice.json's and sweep.json's (folder.py); readers refuse any other
 
@@ -72,7 +72,7 @@ class ChoiceRecord:
     throughput_median: Rate | None = None
     baseline_throughput_median: Rate | None = None
     throughput_unit: str | None = None
-    throughput_ratio: Rate | None = None
+    throughput_ratio: Ratio | None = None
     throughput_p_value: float | None = None
     throughput_ratio_ci: tuple[float, float] | None = None
     paired_rounds: Count | None = None
