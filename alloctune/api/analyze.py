@@ -16,7 +16,6 @@ from ..errors import ResultsError
 from ..report.analysis import choice_json, choice_record, write_folder
 from ..results.choices import ChoiceRecord
 from ..results.folder import ResultsFolder, results_folder
-from ..results.names import BEST_FILE
 from ..sweeper.confirm import folder_calibration
 from .options import options_of
 
@@ -77,7 +76,7 @@ def decide_folder(folder: ResultsFolder, max_slowdown: float | None) -> FolderDe
     while a sweep writes the folder; a sweep calls this holding the lock itself)."""
     with folder.together():
         info = folder.info()
-        decision = decide(info, folder.trials(), max_slowdown, folder_calibration(folder))
+        decision = decide(info, folder.recorded_trials(), max_slowdown, folder_calibration(folder))
         write_folder(folder, info, decision)
     return decision
 
@@ -93,8 +92,4 @@ def _held(folder: ResultsFolder) -> list[ChoiceRecord]:
 
 def _env_settings(folder: ResultsFolder) -> list[str]:
     """best.env's settings: its lines but the comments (which name the folder and the alloctune that wrote it)."""
-    try:
-        text = (folder.path / BEST_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):   # none (nothing fitted, an interrupted sweep), or not readable
-        text = ""
-    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return [line for line in folder.best_env().splitlines() if line.strip() and not line.startswith("#")]

@@ -353,6 +353,15 @@ FIGURES: dict[Code, type] = {
     Code.CONFIRMED: Confirmation, Code.DISAGREES: Confirmation,
 }
 
+# Figures a code's words rest on that its figures class leaves optional (for the other codes that share it): a
+# record of the code without them is damage, refused where it is read (`Reason.from_record`), never a failed
+# assertion where it is said.
+NEEDED: dict[Code, tuple[str, ...]] = {
+    Code.ASYNC_NOT_NEEDED: ("winner", "winner_bytes"),
+    Code.PRECISION_REACHED: ("detectable",), Code.PRECISION_SHORT: ("detectable",),
+    Code.GROWING: ("at_k", "at_2k"), Code.GROWTH_STEADY: ("at_k", "at_2k"),
+}
+
 
 @dataclass(frozen=True)
 class Reason:
@@ -374,7 +383,11 @@ class Reason:
             code = Code(record.code)
         except ValueError:
             raise ResultsError(f"{where}: field 'code': expected a reason code, got {record.code!r}") from None
-        return cls(code, from_json(FIGURES[code], record.figures, f"{where}.figures"))
+        figures: Figures = from_json(FIGURES[code], record.figures, f"{where}.figures")
+        for name in NEEDED.get(code, ()):
+            if getattr(figures, name) is None:
+                raise ResultsError(f"{where}.figures: field {name!r}: the {code.value} reason needs it, got None")
+        return cls(code, figures)
 
 
 def _plain(value: Any) -> Any:

@@ -14,16 +14,17 @@ from typing import Annotated, Any
 
 from ..errors import ResultsError
 from ..files import write_file
-from .typed import at_least, from_json, load_json
+from .records import MAX_COUNT, Bytes
+from .typed import at_least, from_json, load_json, within
 
 CALIBRATION_SCHEMA = 1
 MiB = 2**20
 
 COST_KINDS = ("device_alloc", "device_free", "map", "unmap", "sync")   # the CostFit fields of a Calibration
 
-Micros = Annotated[float, at_least(0)]
-Bytes = Annotated[int, at_least(0)]
-Runs = Annotated[int, at_least(1)]
+MAX_MICROS = 1e9   # a quarter of an hour for one driver call: a calibration child would have timed out long before
+Micros = Annotated[float, within(0, MAX_MICROS, "microseconds")]
+Runs = Annotated[int, within(1, MAX_COUNT, "a count of runs")]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 from ..settings.conf import AllocConf, conf_label
 from ..units import plural
 from .figures import SettingFigures
-from .records import Backend, Budget, Conf, Count, Rate, parsed
+from .records import Backend, Budget, Conf, Count, Ratio, parsed
 
 # choice.json's. 2: the figures of each setting of the group as one record (`settings`), where 1 kept the winner's
 # and the default's as flat keys. A file of an older version is upgraded as it is read (`upgrade.py`); a newer one
@@ -61,7 +61,7 @@ class ChoiceRecord:
     # 1 has the winner's and the default's alone, and of those the figures it kept.
     settings: tuple[SettingFigures, ...] = ()
     verdict: str = ""                 # the winner's throughput against the default's, in a word or three
-    throughput_ratio: Rate | None = None   # the winner's throughput over the default's (1.0: the default won)
+    throughput_ratio: Ratio | None = None   # the winner's throughput over the default's (1.0: the default won)
     detectable_slowdown: float | None = None   # the smallest slowdown the sweep could have detected
     decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
     reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order

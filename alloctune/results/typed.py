@@ -2,8 +2,8 @@
 
 `from_json(Record, data, where)` builds a dataclass from parsed JSON, checking each field against its annotation
 (int, float, str, bool, None, unions of them, list[...], tuple[..., ...], dict[str, ...], enums, nested
-records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure that cannot be
-negative). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
+records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure within its kind's
+range, `within`). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
 free-form mappings; so are integers beyond 64 bits (a 400-digit byte count), which no file alloctune writes holds
 and which arithmetic on floats would overflow. Keys the record does not know are ignored (a newer alloctune may
 add some); a missing key without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
@@ -48,8 +48,21 @@ class Check:
 
 
 def at_least(minimum: int) -> Check:
-    """Numbers no file may hold below `minimum` (a negative byte count, a throughput below zero)."""
+    """Numbers no file may hold below `minimum` (a negative ratio)."""
     return Check(lambda value: None if value >= minimum else f"expected at least {minimum}, got {_show(value)}")
+
+
+def within(low: float, high: float, what: str, least: float = 0.0) -> Check:
+    """Figures of a kind (`what`: 'a byte count') no file may hold outside [low, high], nor, with `least`, between
+    0 and it: a kind's plausible range, declared with the kind, so that no figure read back takes a sum, product or
+    ratio of figures past the largest float."""
+    wanted = f"0 or {what} from {least:g} to {high:g}" if least else f"{what} from {low:g} to {high:g}"
+
+    def outside(value: float) -> str | None:
+        plausible = low <= value <= high and not 0 < value < least
+        return None if plausible else f"expected {wanted}, got {_show(value)}"
+
+    return Check(outside)
 
 
 class FieldError(ValueError):

@@ -93,7 +93,8 @@ _WHOLE = re.compile(r"[+-]?[0-9]+")   # ASCII digits, as torch's stoi/stoull rea
 
 def _int(key: str, raw: str) -> int:
     if not _WHOLE.fullmatch(raw):
-        raise ConfError(f"{key} expects a whole number, got {shown(raw)}")
+        of = " of MiB" if key.endswith("_mb") else ""   # the keys of sizes are named in MiB
+        raise ConfError(f"{key} expects a whole number{of}, got {shown(raw)}")
     digits = raw.lstrip("+-").lstrip("0")
     value = int(digits or "0") if len(digits) <= 19 else LARGEST + 1   # more digits: over LARGEST, left unread
     if value <= 0 or raw.startswith("-"):

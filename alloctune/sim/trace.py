@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceError, shown
-from ..results.records import Budget, Bytes, Conf, Count, Rate
+from ..results.records import Budget, Bytes, Conf, Count, Rate, Seconds
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
@@ -257,7 +257,7 @@ class MeasuredRun:
     num_ooms: Count | None = None
     throughput: Rate | None = None
     unit: str | None = None
-    measured_seconds: Rate | None = None
+    measured_seconds: Seconds | None = None
     budget_bytes: Budget | None = None
     alloc_digest: str | None = None
     env: dict[str, Any] = field(default_factory=dict)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from ..errors import AlloctuneError, OptionError, OptionText, TraceError
-from ..files import digest
+from ..files import sha256_of
 from ..results.folder import Skipped, SweepInfo
 from ..results.names import TRACE_FILE
 from ..results.records import Backend, sim_env_id
@@ -192,7 +192,8 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
                f"preset); replaying it anyway")
     for warning in trace.warnings:
         notice(f"trace: {warning}")
-    sha256 = digest(path, MAX_SNAPSHOT_BYTES, "a trace", TraceError)[:16]
+    # read again, so a file: a sweep is resumed by it (a FIFO, read once, is refused here, before any folder exists)
+    sha256 = sha256_of(path, MAX_SNAPSHOT_BYTES, "a trace", TraceError)[:16]
     return [trace], {"path": str(path), "sha256": sha256}
 
 

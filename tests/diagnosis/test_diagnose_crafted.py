@@ -37,7 +37,7 @@ CRAFTED = [
     (lambda s: s["alloctune"]["oom"]["memory_stats"].update(max_split_size="x"),
      "alloctune.oom.memory_stats: field 'max_split_size'"),
     (lambda s: s["segments"][0].update(total_size=2**80), "'total_size': expected an integer of at most 64 bits"),
-    (lambda s: s["segments"][0].update(total_size=-5), "'total_size': expected at least 0, got -5"),
+    (lambda s: s["segments"][0].update(total_size=-5), "'total_size': expected a byte count from 0 to 1.15292e+18, got -5"),
     (lambda s: s["alloctune"]["oom"].update(requested_bytes="x"), "field 'oom.requested_bytes'"),
     (lambda s: s["segments"][0]["blocks"][0].update(history=[5]), "field 'blocks[0].history[0]'"),
     # figures no allocator's state has (issue 38)
