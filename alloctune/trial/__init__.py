@@ -4,4 +4,5 @@ user's command, with the start-up hook of `runtime/hook/`), what the hook left r
 processes' reports, their measurement, their traces), the features they showed (`features`), where a command's
 throughput comes from (`throughput`), probing interpreters (`probe`, its child side `child/probe.py`), recording a
 trace (`recording`), the GPU's driver-call costs measured and kept (`calibration`, its child side
-`child/calibration.py`)."""
+`child/calibration.py`), a GPU made as small as a limit while processes share it (`ballast`, its child side
+`child/ballast.py`)."""
