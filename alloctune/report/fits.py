@@ -107,7 +107,8 @@ def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
                f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
     exact = sum(a.exact for a in limit.answers)
     _print(console, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit),
-           caption=f"{exact} of {len(limit.answers)} answers exact (from: replays)" if exact else None)
+           caption=f"replays: exact, the value and the next one recorded and replayed ({exact} of "
+                   f"{len(limit.answers)})" if exact else None)
 
 
 def _basis(a: Answer) -> str:

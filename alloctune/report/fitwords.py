@@ -24,7 +24,7 @@ def exact_lines(fit: FitFile) -> list[str]:
     if record is None or not answers:
         return []
     if record.not_run is not None:
-        return [f"Where a value was not recorded the curve answers, with its margin on top: {_NOT_RUN[record.not_run]}."]
+        return [f"Answers at values not recorded are the curve's ({_NOT_RUN[record.not_run]})."]
     made = (f"recorded {plural(len(record.values), 'more value')} ({', '.join(map(str, record.values))}) of at most "
             f"{record.most}" if record.values else f"recorded no more value (at most {record.most})")
     lines = [f"To answer from replays, {made}: {len(answers) - inexact} of {len(answers)} answers are exact."]
@@ -45,7 +45,7 @@ def margin_lines(fit: FitFile) -> list[str]:
     lines = [_margin(s, fit) for s in fit.settings if s.conf in curved and s.reserved is not None]
     if not lines:
         return []
-    return ["Where the curve decides, a value must fit with its margin on top:", *lines]
+    return ["Where the curve decides, a value must fit with the curve's margin on top:", *lines]
 
 
 def _margin(s: SettingFit, fit: FitFile) -> str:
