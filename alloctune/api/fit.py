@@ -248,11 +248,20 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
     if command is not None and options.confirm:
         confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
         runs = dict(gpu=options.gpu, timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
-                    steps=options.steps, say=say)
+                    steps=options.steps, say=say, before=_before(folder))
         answer = confirm(answer, command, confs, **runs)   # type: ignore[arg-type]
         if options.confirm_copies is not None:
             answer = confirm_copies(answer, command, confs, options.confirm_copies, **runs)   # type: ignore[arg-type]
     return answer
+
+
+def _before(folder: Path | None) -> FitFile | None:
+    """The fit.json an earlier run of this fit left in its folder (`claimed` held it to be this fit's), if any."""
+    from ..results.names import FIT_FILE
+    from ..results.typed import load_json
+
+    path = None if folder is None else folder / FIT_FILE
+    return FitFile.from_json(load_json(path), str(path)) if path is not None and path.exists() else None
 
 
 def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict]:

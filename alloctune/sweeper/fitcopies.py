@@ -21,7 +21,7 @@ from ..trial.launch import run_trial
 from ..trial.recording import refuse_without_gpu
 from ..units import format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .fitrun import at_value, trial_task
+from .fitrun import at_value, same_limit, trial_task
 
 MAX_COPIES = 16   # processes started together at most: a prediction of more is a job too small to need the answer
 
@@ -30,16 +30,23 @@ Say = Callable[[str], None]
 
 def confirm_copies(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], value: int, *, gpu: int = 0,
                    timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   say: Say = lambda line: None) -> FitFile:
-    """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`."""
+                   say: Say = lambda line: None, before: FitFile | None = None) -> FitFile:
+    """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`;
+    what `before` (the same fit's fit.json) ran of the same copies is kept, not run again."""
     refuse_without_gpu(at_value(command, fit.param, value)[0])
     limits = []
     for limit in fit.limits:
         if limit.budget is None:
             limits.append(limit)
             continue
-        done = [_together(command, fit, limit, answer, value, gpu, timeout_s, warmup_steps, steps, say)
-                for answer in limit.answers if answer.setting in confs]
+        earlier = same_limit(before, limit)
+        done = []
+        for answer in (a for a in limit.answers if a.setting in confs):
+            k = answer.copies[fit.values.index(value)]
+            kept = next((c for c in (earlier.copies_confirmed if earlier else [])
+                         if (c.conf, c.value, c.predicted) == (answer.conf, value, k) and c.runs), None)
+            done.append(kept or _together(command, fit, limit, answer, value, gpu, timeout_s, warmup_steps, steps,
+                                          say))
         limits.append(replace(limit, copies_confirmed=done))
     return replace(fit, limits=limits)
 

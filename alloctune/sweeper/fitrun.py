@@ -110,19 +110,41 @@ def gpu_seen(command: Sequence[str], param: str, value: int) -> bool:
 
 def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *, gpu: int = 0,
             timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-            say: Say = lambda line: None) -> FitFile:
+            say: Say = lambda line: None, before: FitFile | None = None) -> FitFile:
     """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one, and
-    where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next)."""
+    where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next).
+    What `before` (the same fit's fit.json, from an earlier run) confirmed of the same answer is kept, not run
+    again, as recordings are."""
     refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0])
     limits = []
     for limit in fit.limits:
         if limit.budget is None:
             limits.append(limit)
             continue
-        confirmed = [c for answer in limit.answers if answer.setting in confs
-                     for c in _checked(command, fit, limit, answer, gpu, timeout_s, warmup_steps, steps, say)]
+        earlier = same_limit(before, limit)
+        confirmed = []
+        for answer in (a for a in limit.answers if a.setting in confs):
+            if kept := _kept(earlier, answer):
+                say(f"budget {limit.budget}, {answer.setting.label}: kept the confirmation of {fit.param}="
+                    f"{', '.join(str(c.value) for c in kept)}")
+                confirmed += kept
+            else:
+                confirmed += _checked(command, fit, limit, answer, gpu, timeout_s, warmup_steps, steps, say)
         limits.append(replace(limit, confirmed=confirmed))
     return replace(fit, limits=limits)
+
+
+def same_limit(before: FitFile | None, limit: LimitFit) -> LimitFit | None:
+    """The limit of an earlier run of the same fit that is `limit`: the same budget on the same GPU."""
+    return next((lim for lim in (before.limits if before else []) if lim.budget == limit.budget
+                 and lim.budget_bytes == limit.budget_bytes), None)
+
+
+def _kept(earlier: LimitFit | None, answer: Answer) -> list[Confirmation]:
+    """What `earlier` confirmed of this setting's answer, where it checked the same values (else nothing)."""
+    mine = [c for c in (earlier.confirmed if earlier else []) if c.conf == answer.conf]
+    checks = [c.value for c in mine if not c.searched]
+    return mine if checks == [v for v in (answer.largest, answer.next_value) if v is not None] else []
 
 
 def _checked(command: Sequence[str], fit: FitFile, limit: LimitFit, answer: Answer, gpu: int,

@@ -146,6 +146,10 @@ def test_copies_at_once_start_together_in_the_memory_the_prediction_shares(tmp_p
     assert ["ballast", leave] in lines
     trials = [r for r in lines if r[0] == "trial" and r[1] == 2]
     assert len(trials) == 2 and max(r[2] for r in trials) < min(r[3] for r in trials)   # they ran at once
+    # the same fit again keeps what the GPU said of the same answers and copies: nothing runs
+    again = fit(tmp_path, python, "--budget", "12GiB", "--confirm", "default", "--confirm-copies", "2",
+                "--extra-recordings", "0")
+    assert len(ran(log)) == len(lines) and again.limits == out.limits
 
 
 def test_copies_of_a_value_not_recorded_are_refused_before_anything_runs(tmp_path, standin):
