@@ -47,12 +47,14 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                    warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   env: dict[str, str] | None = None, dry_run: str | None = None) -> list[tuple[Path, Trace]]:
+                   env: dict[str, str] | None = None, dry_run: str | None = None,
+                   meta: dict | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
-    environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden)."""
+    environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden).
+    `meta`: keys added to each trace's metadata (a fit's stamp)."""
     from .command import hook_environment, run_command
 
     spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command)
@@ -78,7 +80,7 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         if not traces:
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        return [(target, _keep(trace, target)) for trace, target in traces]
+        return [(target, _keep(trace, target, meta)) for trace, target in traces]
 
 
 def refuse_without_gpu(command: list[str]):
@@ -119,8 +121,9 @@ def _with_gpu(target: ProbeResult) -> ProbeResult:
     return target
 
 
-def _keep(snapshot: str, output) -> Trace:
-    """Write the snapshot where the user asked: as is for .pickle/.pkl, else in the compact format."""
+def _keep(snapshot: str, output, meta: dict | None = None) -> Trace:
+    """Write the snapshot where the user asked: as is for .pickle/.pkl (where `meta` cannot go), else in the
+    compact format, with `meta` added to its metadata."""
     output = Path(output)
     try:
         trace = load_trace(snapshot)
@@ -128,6 +131,7 @@ def _keep(snapshot: str, output) -> Trace:
         # Keep what was recorded, so that a loader problem costs no second GPU run.
         copy_whole(snapshot, output.with_name(output.name + ".raw.pickle"))
         raise
+    trace.meta.update(meta or {})
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix in (".pickle", ".pkl"):
         copy_whole(snapshot, output)
