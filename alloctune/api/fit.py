@@ -17,8 +17,8 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..units import GiB, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
-from .checks import (Progress, count, given, in_bytes, one_stdin, path, quiet, set_field, settings, size,
-                     workers)
+from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
+                     size, workers)
 from .inputs import TraceInput, budget_limit, loaded, name_of, trace_inputs
 from .options import options_of
 
@@ -47,6 +47,7 @@ class FitOptions:
     steps: int = 0                                   # end each run after this many steps past the warm-up
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     jobs: int | None = None                          # replay worker processes (default: every usable core)
+    device: int | None = None                        # with traces: which device's, where a snapshot has several
 
     def __post_init__(self) -> None:
         if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
@@ -116,6 +117,10 @@ class FitOptions:
         count(self.steps, "steps", least=0)
         count(self.warmup_steps, "warmup_steps", least=0)
         workers(self.jobs)
+        device_index(self.device)
+        if self.device is not None and self.traces is None:
+            raise OptionError("device", "{device} chooses a device of the snapshots given with {traces}; a command "
+                              "is recorded on {gpu}")
         if self.out is not None:
             set_field(self, "out", path(self.out, "out"))
         t = self.timeout_s
@@ -174,7 +179,7 @@ def fit(param: str | None = None, options: FitOptions | None = None, *, progress
                                timeout_s=options.timeout_s, warmup_steps=options.warmup_steps, steps=options.steps,
                                say=lambda line: say(line, None))
     else:
-        traces = {value: (name_of(source, i), loaded(source))
+        traces = {value: (name_of(source, i), loaded(source, options.device))
                   for i, (value, source) in enumerate((options.traces or {}).items())}
     answer = fit_traces(_request(options, traces, entries), jobs=options.jobs)
     if options.confirm:

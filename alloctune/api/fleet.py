@@ -12,7 +12,7 @@ from ..decide.fleet import SettingLoss
 from ..errors import OptionError
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
-from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
 from .inputs import TraceInput, held, loaded, name_of, trace_inputs
 from .options import options_of
 
@@ -26,6 +26,7 @@ class FleetOptions:
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
     jobs: int | None = None                      # replay worker processes (default: every usable core)
+    device: int | None = None                    # which device's trace, where a snapshot has several
 
     def __post_init__(self) -> None:
         set_field(self, "traces", trace_inputs(self.traces))
@@ -39,6 +40,7 @@ class FleetOptions:
         if self.device_memory is not None:
             set_field(self, "device_memory", size(self.device_memory, "device_memory"))
         workers(self.jobs)
+        device_index(self.device)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     loaded_traces = {}
     for name, source in zip(names, sources):
         said(f"loading {name}", None)
-        loaded_traces[name] = loaded(source)
+        loaded_traces[name] = loaded(source, options.device)
     # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
     versions = {t.meta.get("torch_version") for t in loaded_traces.values()}
     torch_version = versions.pop() if len(versions) == 1 else None

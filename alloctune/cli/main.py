@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _usage(message, self.prog)
 
-    def parse_args(self, args=None, namespace=None):   # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         """As argparse's, but arguments that no option takes are named with the subcommand they were given to."""
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
