@@ -23,8 +23,8 @@ from ..results.fits import FitFile
 from ..settings.conf import AllocConf
 from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
-from .checks import (Progress, count, given, in_bytes, one_stdin, path, quiet, set_field, settings, size,
-                     workers)
+from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
+                     size, workers)
 from .inputs import TraceInput, budget_limit, name_of, trace_inputs
 from .options import options_of
 
@@ -56,6 +56,7 @@ class FitOptions:
     steps: int = 0                                   # end each run after this many steps past the warm-up
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     jobs: int | None = None                          # replay worker processes (default: every usable core)
+    device: int | None = None                        # with traces: which device's, where a snapshot has several
 
     def __post_init__(self) -> None:
         if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
@@ -138,6 +139,10 @@ class FitOptions:
         count(self.steps, "steps", least=0)
         count(self.warmup_steps, "warmup_steps", least=0)
         workers(self.jobs)
+        device_index(self.device)
+        if self.device is not None and self.traces is None:
+            raise OptionError("device", "{device} chooses a device of the snapshots given with {traces}; a command "
+                              "is recorded on {gpu}")
         if self.out is not None:
             set_field(self, "out", path(self.out, "out"))
         count(self.extra_recordings, "extra_recordings", least=0)
@@ -241,7 +246,7 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
 
         refuse_without_gpu(list(command))   # before the first recording: confirming needs the GPU anyway
     sources, facts = _recorded(options, folder, say)
-    replays = Replays(_request(options, facts, entries), jobs=options.jobs)
+    replays = Replays(_request(options, facts, entries), jobs=options.jobs, device=options.device)
     for value, (name, source) in sorted(sources.items()):
         replays.add(value, name, source)
     answer = fit_file(replays, _settle(options, replays, folder, say))
@@ -279,7 +284,7 @@ def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict
         return {v: (name, name) for v, (name, _) in recorded.items()}, {v: f for v, (_, f) in recorded.items()}
     sources, facts = {}, {}
     for i, (value, source) in enumerate((options.traces or {}).items()):
-        trace = load_source(source)   # type: ignore[arg-type]   # a checked path, or a Trace
+        trace = load_source(source, options.device)   # type: ignore[arg-type]   # a checked path, or a Trace
         facts[value] = TraceFacts.of(trace)
         sources[value] = (name_of(source, i), trace if source == "-" else source)
     return sources, facts

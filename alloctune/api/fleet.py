@@ -12,7 +12,7 @@ from ..decide.fleet import SettingLoss
 from ..errors import OptionError
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
-from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
 from .inputs import TraceInput, held, loaded, name_of, trace_inputs
 from .options import options_of
 
@@ -26,6 +26,7 @@ class FleetOptions:
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
     jobs: int | None = None                      # replay worker processes (default: every usable core)
+    device: int | None = None                    # which device's trace, where a snapshot has several
 
     def __post_init__(self) -> None:
         set_field(self, "traces", trace_inputs(self.traces))
@@ -39,6 +40,7 @@ class FleetOptions:
         if self.device_memory is not None:
             set_field(self, "device_memory", size(self.device_memory, "device_memory"))
         workers(self.jobs)
+        device_index(self.device)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     candidates, figures = expand(entries or DEFAULT_GRID), {}
     for name, source in zip(names, sources):
         said(f"replaying {name}", None)
-        figures[name] = job_peaks(loaded(source), candidates, device_memory=in_bytes(options.device_memory),
+        figures[name] = job_peaks(loaded(source, options.device), candidates, device_memory=in_bytes(options.device_memory),
                                   jobs=options.jobs)
     # As replay ranks a grid, for the torch that recorded them all: without a budget, what a memory fraction would
     # act on is left out.

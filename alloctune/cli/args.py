@@ -132,4 +132,10 @@ def add_replay_limits(p, budget: str) -> None:
     p.add_argument("--overhead", metavar="SIZE",
                    help="device memory held outside the allocator (CUDA context, libraries); default: what the "
                         "trace recorded, else 1GiB")
-    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    add_device(p)
+
+
+def add_device(p) -> None:
+    """--device: which device's trace a snapshot of several GPUs gives (every command that loads traces:
+    api/inputs.loaded)."""
+    p.add_argument("--device", type=int, metavar="N", help="which device's trace, when a snapshot has several")

@@ -10,7 +10,7 @@ from ..errors import AlloctuneError
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..units import MAX_INT
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import console, positive_int, seconds, whole_int
+from .args import add_device, console, positive_int, seconds, whole_int
 
 
 def register(subparsers) -> None:
@@ -62,6 +62,7 @@ def register(subparsers) -> None:
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
+    add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print fit.json's object")
     p.set_defaults(func=run, flags=FLAGS)
@@ -71,7 +72,7 @@ FLAGS = {"param": "--param", "values": "--param", "traces": "--trace", "command"
          "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "step": "--step",
          "overhead": "--overhead", "confirm": "--confirm", "confirm_copies": "--confirm-copies",
          "extra_recordings": "--extra-recordings", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
-         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs"}
+         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs", "device": "--device"}
 
 
 def parse_param(text: str) -> tuple[str, list[int | str]]:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                          tuple(args.command) or None, tuple(args.conf or ()), args.grid,
                          args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
                          args.overhead, tuple(args.confirm or ()), args.confirm_copies, args.extra_recordings,
-                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs)
+                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device)
     err = console(stderr=True)   # a line per run on the GPU: each takes a while
     result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
     if args.json:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..errors import TraceError
+from ..errors import OptionText, TraceError
 from ..results.records import Bytes, Count
 from ..results.typed import FieldError, check_plain, from_json
 from ..settings.versions import known_keys
@@ -233,7 +233,8 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
         on = sorted({s.get("device", 0) for s in segments})
         device = with_oom[-1] if with_oom else (on[0] if len(on) == 1 else 0)
         if not with_oom and len(on) > 1:
-            raise TraceError(f"{where!r} has segments on devices {on}: choose one (--device)")
+            raise TraceError(OptionText("{where!r} has segments on devices {devices}: choose one with {device=N}",
+                                        where=where, devices=on))
     mine = [s for s in segments if s.get("device", 0) == device]
     entries = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else []
     if not mine and not entries and oom_extra.get("device") != device:   # e.g. --device naming a host GPU number

@@ -100,6 +100,13 @@ class SweepInfo:
         return asdict(self)
 
     @property
+    def workload_label(self) -> str:
+        """The workload and its preset, as a results folder's name starts (two presets of one workload are different
+        sweeps)."""
+        preset = self.workload.get("preset")
+        return f"{self.workload_name}-{preset}" if preset else self.workload_name
+
+    @property
     def settings(self) -> list[AllocConf]:
         """The grid's settings, parsed when the file was read (`records.parsed`)."""
         return [parsed(c) for c in self.grid]

@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError, shown
+from ..errors import OptionText, TraceError, shown
 from ..results.records import Budget, Bytes, Conf, Count, Rate, Seconds
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
@@ -135,6 +135,16 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
 
 # ---- PyTorch snapshot pickles ----
 
+class SeveralDevices(TraceError):
+    """A snapshot with allocations on several devices, none chosen: the caller's option that chooses one is named
+    as an option (`{device=N}`: the flag of every command that loads traces); `devices` lists them."""
+
+    def __init__(self, where: str, devices: list[int]) -> None:
+        super().__init__(OptionText("{where!r} has allocations on devices {devices}: choose one with {device=N}",
+                                    where=where, devices=devices))
+        self.where, self.devices = where, devices
+
+
 def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
@@ -146,8 +156,7 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
             raise TraceError(f"{where!r} has no allocations on any device: was "
                              f"torch.cuda.memory._record_memory_history enabled while the workload ran?")
         if len(with_allocs) > 1:
-            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one with --device "
-                             f"(device= in the Python API)")
+            raise SeveralDevices(where, with_allocs)
         device = with_allocs[0]
     elif device not in with_allocs:
         raise TraceError(f"{where!r} has no allocations on device {device} "

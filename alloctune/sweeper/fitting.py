@@ -33,8 +33,9 @@ class TraceFacts:
         return cls({k: trace.meta[k] for k in keys if k in trace.meta}, tuple(trace.warnings))
 
 
-def load_source(source: TraceSource) -> Trace:
-    return source if isinstance(source, Trace) else load_trace(source)
+def load_source(source: TraceSource, device: int | None = None) -> Trace:
+    """`source` read (`device`: which GPU's, where a snapshot has several), or the trace given."""
+    return source if isinstance(source, Trace) else load_trace(source, device=device)
 
 
 @dataclass(frozen=True)
@@ -63,15 +64,16 @@ class Replays:
     """The traces a fit rests on, added a value at a time, each replayed under every setting without a limit and
     under each of the request's limits as it is added (and then dropped)."""
 
-    def __init__(self, request: FitRequest, jobs: int | None = None):
+    def __init__(self, request: FitRequest, jobs: int | None = None, device: int | None = None):
         self.request = request
         self.jobs = jobs
+        self.device = device
         self.names: dict[int, str] = {}
         self.facts: dict[int, TraceFacts] = {}
         self._by_value: dict[int, list[Replayed | str]] = {}
 
     def add(self, value: int, name: str, source: TraceSource) -> None:
-        trace = load_source(source)
+        trace = load_source(source, self.device)
         self.facts[value] = TraceFacts.of(trace)
         self._by_value[value] = replay_value(trace, self.request.confs, [lim for lim, _ in self.request.limits()],
                                              value=value, overhead_bytes=self.request.overhead_bytes, jobs=self.jobs)

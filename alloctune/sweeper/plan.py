@@ -21,7 +21,7 @@ from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..settings.validation import SettingsCheck
 from ..sim.limits import MAX_SNAPSHOT_BYTES
-from ..sim.trace import Trace, load_trace
+from ..sim.trace import SeveralDevices, Trace, load_trace
 from ..trial.probe import ProbeResult, check_settings, probe_and_judge
 from ..units import plural
 from ..workload.spec import WorkloadSpec
@@ -179,7 +179,12 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
     path = trace_path or spec.trace
     if not path:
         raise AlloctuneError(_no_trace_hint(spec))
-    trace = load_trace(path)
+    try:
+        trace = load_trace(path)
+    except SeveralDevices as exc:   # a sweep has no option that chooses one: its trace is one GPU's
+        raise TraceError(f"{exc.where!r} has allocations on devices {exc.devices}: a sweep replays one GPU's trace; "
+                         f"record one with `alloctune record`, or replay one device of it with `alloctune replay "
+                         f"--device N`") from None
     recorded_from = trace.meta.get("workload")
     if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
         notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "
