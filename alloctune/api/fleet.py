@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from ..decide.fleet import SettingLoss
 from ..errors import OptionError
+from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
@@ -44,11 +45,13 @@ class FleetOptions:
 @dataclass(frozen=True)
 class FleetResult:
     """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs that do not run
-    first, then the worst loss, then the mean), and the settings not simulated with why."""
+    first, then the worst loss, then the mean), the settings not simulated with why, and where each job's trace
+    came from."""
 
     jobs: tuple[str, ...]
     ranked: tuple[SettingLoss, ...]
     not_simulated: Mapping[AllocConf, str]
+    origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
 
     @property
     def best(self) -> SettingLoss | None:
@@ -58,7 +61,7 @@ class FleetResult:
     def to_json(self) -> dict:
         from ..report.fleet import fleet_json
 
-        return fleet_json(list(self.ranked), self.not_simulated)
+        return fleet_json(list(self.ranked), self.not_simulated, dict(zip(self.jobs, self.origins)))
 
 
 def job_names(paths: list[str]) -> list[str]:
@@ -92,4 +95,5 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     said("replay", None)
     peaks, not_simulated = fleet_peaks(loaded_traces, confs_ranked, device_memory=in_bytes(options.device_memory),
                                        jobs=options.jobs)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated)
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated,
+                       tuple(provenance(t.meta) for t in loaded_traces.values()))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import AlloctuneError, OptionError
+from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
@@ -56,10 +57,9 @@ class RecordedTrace:
         return (self.trace.meta.get("measured") or [None])[0]
 
     @property
-    def dry_run(self) -> dict[str, Any] | None:
-        """What a dry run says of its trace (the card it stood for, its table row, the values it made up); None for
-        a recording made on the GPU."""
-        return self.trace.meta.get("dry_run")
+    def provenance(self) -> Provenance:
+        """Measured on the GPU, or a dry run's (the card it stood for, its table row, the values it made up)."""
+        return provenance(self.trace.meta)
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Recording:
     def to_json(self) -> list[dict[str, Any]]:
         """As `record --json` prints it: one object per trace written."""
         return [{"trace": str(t.path), "events": len(t.trace.kinds), "allocations": t.trace.num_allocs,
-                 "measured": t.measured, "dry_run": t.dry_run} for t in self.traces]
+                 "measured": t.measured, "dry_run": t.provenance.to_json()} for t in self.traces]
 
 
 def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
