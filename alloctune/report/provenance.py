@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..results.provenance import DryRun, Provenance
+from ..results.provenance import Provenance, provenance
 from ..units import format_bytes, plural
 
 MEASURED = "measured on a GPU"
@@ -15,12 +15,14 @@ PREDICTED = "predicted from a dry run (no GPU): nothing was measured"
 def origin(p: Provenance) -> str:
     """What a trace is, in a few words: 'measured on a GPU', or 'a dry run for CARD (table row ...; N values
     made up)'."""
-    return MEASURED if p.dry_run is None else f"a dry run for {_card(p.dry_run)}"
+    d = p.dry_run
+    return MEASURED if d is None else dry_run_words(d.card, d.table, d.made_up)
 
 
-def _card(d: DryRun) -> str:
-    made_up = f"; {plural(d.made_up, 'value')} made up" if d.made_up else ""
-    return f"{d.card} (table row {d.table}{made_up})"
+def dry_run_words(card: str, table: str, made_up: int) -> str:
+    """'a dry run for CARD (table row ...; N values made up)': a dry run's trace, or a choice replayed from one."""
+    values = f"; {plural(made_up, 'value')} made up" if made_up else ""
+    return f"a dry run for {card} (table row {table}{values})"
 
 
 def origins(ps: Iterable[Provenance]) -> str:
@@ -31,6 +33,12 @@ def origins(ps: Iterable[Provenance]) -> str:
         return said[0]
     dry = sum(1 for p in ps if p.dry_run is not None)
     return f"{plural(dry, 'dry run')} and {plural(len(ps) - dry, 'recording')} made on a GPU"
+
+
+def replayed_kind(env: dict) -> str:
+    """How a replayed group's table is titled: 'simulated' from a recording, 'dry run' from a dry run's trace (its
+    trials' environment says which)."""
+    return "simulated" if provenance(env).measured else "dry run"
 
 
 def title(p: Provenance | Iterable[Provenance], text: str) -> str:

@@ -16,10 +16,12 @@ from ..files import write_file
 from ..results.calibration import Calibration
 from ..results.names import CALIBRATION_FILE, SUMMARY_FILE
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.provenance import provenance
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from ..settings.known import features_phrase
+from .provenance import origin
 from .ranked import in_group, incomplete_note, markdown_ranked, title
 from .tables import markdown_table
 from .words import (TIME_SOURCES, auto_window_line, precision_line, reason_lines, runner_up_lines,
@@ -65,7 +67,10 @@ def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
     if note := incomplete_note(choice):
         lines += [f"**{note}**", ""]
     lines += [_recommendation(choice), ""]
-    if choice.simulated:
+    if choice.simulated and not (source := provenance(choice.env)).measured:
+        lines += [f"Predicted from {origin(source)}: memory is predicted by replaying the trace it made through "
+                  f"the allocator simulator; nothing was measured on a GPU.", ""]
+    elif choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
         torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there

@@ -17,14 +17,13 @@ from .typed import from_json
 @dataclass(frozen=True)
 class Workspaces:
     """cuDNN convolutions the dry run traced without their workspace (cuDNN picks the algorithm, and so the
-    workspace, on the card: dryrun/convolutions.py): how many, the rule that bounds each one, and where each would
-    go at that bound (`sites`: [allocations before it, bytes]; sim/workspaces.py replays the trace with them), and
-    what that adds to the peak reserved under the default setting on the card (`reserved_up_to_bytes`, once the
-    parent replayed it; None before)."""
+    workspace, on the card: dryrun/convolutions.py): how many, the rule that bounds each one, and what the trace
+    replayed with each at that bound adds to its peak reserved under the default setting on the card
+    (`reserved_up_to_bytes`, once the parent replayed it: sim/workspaces.py; None before). Where each would go is
+    the trace's `workspace_sites`, apart: this record is small enough for every replayed trial's environment."""
 
     convolutions: Count
     bound: str
-    sites: list[list[int]] = field(default_factory=list)
     reserved_up_to_bytes: Bytes | None = None
 
 
@@ -72,7 +71,8 @@ class Provenance:
 
 def provenance(meta: dict, where: str = "the trace's meta 'dry_run'",
                error: type[Exception] = ValueError) -> Provenance:
-    """The provenance a trace's metadata says (its `dry_run` entry, checked: damage is one `error` line)."""
+    """The provenance a trace's metadata says (its `dry_run` entry, checked: damage is one `error` line); a
+    replayed trial's environment carries the same entry (sweeper/executors/sim.py)."""
     entry = meta.get("dry_run")
     return Provenance(None if entry is None else from_json(DryRun, entry, where, error))
 
