@@ -17,15 +17,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, TypeGuard
 
+from ..errors import ResultsError
 from ..results.choices import ChoiceRecord
 from ..results.figures import Comparison, MemoryMeasure
+from ..results.provenance import provenance
 from ..results.records import Backend
 from ..settings.known import Feature
 from .device import DEVICE_AGREEMENT
 from .order import beaten_by, preferred, ranked, tie_rule, within
 from .parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
-                      Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
+                      DryRunCard, Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
                       SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard)
 from .rounds import sequential
 from .safety import Safety, job_features, safety, target_torch
@@ -292,7 +294,7 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float,
     if best is not None:   # what qualifies the winner: its known problems that only warn, its growth check
         winner = safe[best.conf]
         reasons += list(winner.caveats) + ([winner.growth] if winner.growth is not None else [])
-    caveats = [Reason(Code.SIMULATED)] if best is not None and best.simulated else []
+    caveats = [_replayed(best.trials[0].env)] if best is not None and best.simulated else []
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
         reasons=tuple(caveats + reasons + _whole_card(members)), decision=reasons[0], runners_up=runners_up,
@@ -300,6 +302,13 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float,
         workload=first.workload, workload_hash=first.workload_hash,
         compared=tuple(s for s in members if s.fits and s.vs_default is not None), group=group,
         features=tuple(f for f in Feature if f in features))
+
+
+def _replayed(env: dict) -> Reason:
+    """A replay's caveat: of a recorded trace, or of a dry run's (its trials' environment says: results/provenance)."""
+    dry = provenance(env, "a replayed trial's env 'dry_run'", ResultsError).dry_run
+    return Reason(Code.SIMULATED) if dry is None else Reason(Code.DRY_RUN, DryRunCard(dry.card, dry.table,
+                                                                                     dry.made_up))
 
 
 def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE, horizon: int | None = None) -> list[Choice]:

@@ -18,11 +18,13 @@ from ..results.calibration import Calibration
 from ..results.choices import ChoiceRecord
 from ..results.names import CALIBRATION_FILE, SUMMARY_FILE
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.provenance import provenance
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
 from ..settings.known import Feature, features_phrase
 from .predicted import prediction
+from .provenance import origin
 from .ranked import incomplete_note, markdown_ranked, title
 from .tables import markdown_table
 from .words import TIME_SOURCES, auto_window_line, skipped_words
@@ -66,7 +68,10 @@ def _choice_section(choice: ChoiceRecord) -> list[str]:
     if note := incomplete_note(choice):
         lines += [f"**{note}**", ""]
     lines += [_recommendation(choice), ""]
-    if choice.simulated:
+    if choice.simulated and not (source := provenance(choice.env)).measured:
+        lines += [f"Predicted from {origin(source)}: memory is predicted by replaying the trace it made through "
+                  f"the allocator simulator; nothing was measured on a GPU.", ""]
+    elif choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
         torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there

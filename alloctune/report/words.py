@@ -19,6 +19,7 @@ from ..results.folder import Skipped
 from ..results.names import SWEEP_FILE
 from ..results.records import ThroughputSource
 from ..units import figure, format_bytes, format_number, plural
+from .provenance import dry_run_words
 from ..settings.conf import conf_label
 from .predicted import (async_measured, async_not_needed, confirmation, not_negligible, predicted_too_slow,
                         slower_than, unpredicted)
@@ -302,6 +303,8 @@ def _fixed(text: str) -> Callable[[Any, Refusals], str]:
 _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.SIMULATED: _fixed("simulated: decided by replaying a recorded allocation trace, on memory alone "
                            "(no throughput measured)"),
+    Code.DRY_RUN: lambda f, _: (f"predicted from {dry_run_words(f.card, f.table, f.made_up)}: decided by replaying "
+                                f"the trace a dry run made without a GPU, on memory alone; nothing was measured"),
     Code.NOTHING_FITS: _nothing_fits,
     Code.NO_DEFAULT: _no_default,
     Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default,

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import OptionText, TraceError, shown
+from ..results.provenance import provenance
 from ..results.records import Budget, Bytes, Conf, Count, Rate, Seconds
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
@@ -294,6 +295,7 @@ def _checked_meta(meta: dict, path: str) -> dict:
                              f"{' >= 0' if types == (int,) else ''}, got {shown(value)}")
     for i, run in enumerate(meta.get("measured") or []):
         from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
+    provenance(meta, "meta 'dry_run'")   # a dry run's own account of itself (results/provenance.py)
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
     if "warnings" in meta:
