@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from ..decide.choice import Choice
+from ..errors import OptionText, WorkloadError
 from ..decide.summary import SettingResult
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
@@ -62,6 +64,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     callbacks = build(SweepCallbacks, callbacks, told, "sweep")
     notices: list[str] = []
     callbacks = replace(callbacks, notice=_kept(callbacks.notice, notices))
+    if not isinstance(workload, WorkloadSpec):
+        refuse_trace(workload)
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
@@ -73,6 +77,18 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
         decision = decide_folder(folder, options.max_slowdown)
     return SweepOutcome(folder, decision.settings, decision.choices, folder.info().skipped, plan.backend,
                         tuple(notices))
+
+
+def refuse_trace(target: str | os.PathLike) -> None:
+    """A trace given where a sweep takes a workload file or a command (`alloctune sweep trace.xz`): said as such,
+    with the commands that take it, instead of failing as a workload that is not YAML or a program that cannot
+    run."""
+    from ..sim.trace import is_trace_file
+
+    if is_trace_file(target):
+        raise WorkloadError(OptionText("{path} is an allocation trace, not a workload file or a command: replay it "
+                                       "(`alloctune replay {path}`), or sweep the workload it was recorded from "
+                                       "with {trace=FILE}", path=shlex.quote(os.fspath(target))))
 
 
 def _kept(notice: Callable[[str], None], kept: list[str]) -> Callable[[str], None]:
