@@ -5,19 +5,28 @@ one size limit, defined where that kind is read (a trace, a snapshot, a log, a r
 larger than its limit is refused before a byte of it is read; anything else (a pipe, a device, a file still
 growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`, `/dev/urandom` or a 3 GB
 file cost at most the limit, never all memory. A FIFO without a writer reads as empty at once (it never waits for
-one); with a writer it is read as a pipe. `not_a_file` says what a path that should be a regular file is instead.
+one); with a writer it is read as a pipe. A read that fails (a special file such as /proc/self/mem, a disk
+error) is the kind's one-line error naming the file. `not_a_file` says what a path that should be a regular file
+is instead; `sha256_of` hashes a regular file read so.
 
 Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
 flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
 cannot be encoded or a crash leave the old file as it was, and no temporary file behind. Every file alloctune writes
-for the user (exports, traces, a results folder's files) is written so. A symbolic link at the target is replaced, never written through: the file it points to,
-perhaps outside the results folder, is left untouched, and a warning says so.
+for the user (exports, traces, a results folder's files, whatever -o names) is written so. A symbolic link at the
+target is replaced, never written through: the file it points to, perhaps outside the results folder, is left
+untouched, and a warning says so. A target that is a stream (`streamed`: a character device such as /dev/null or a
+terminal, a FIFO, a process's open file such as /dev/stdout or /proc/self/fd/1, or a link to one) is written into,
+never replaced (as root, replacing `-o /dev/null` would replace the system's /dev/null); a FIFO no process reads is
+refused at once, never waited on.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import io
 import os
+import re
 import shutil
 import stat
 import sys
@@ -68,10 +77,13 @@ def describe(source: str | os.PathLike) -> str:
 
 
 class _Capped(io.RawIOBase):
-    """A file descriptor read through, refusing once more than `limit` bytes have come from it."""
+    """A file descriptor read through, refusing once more than `limit` bytes have come from it; a read that fails
+    (/proc/self/mem, a disk error) is `error` naming the source, whoever reads."""
 
-    def __init__(self, fd: int, limit: int, too_large: AlloctuneError, close: bool):
+    def __init__(self, fd: int, limit: int, too_large: AlloctuneError, close: bool, name: str,
+                 error: type[AlloctuneError]):
         self._fd, self._left, self._too_large, self._close = fd, limit, too_large, close
+        self._name, self._error = name, error
 
     def readable(self) -> bool:
         return True
@@ -91,7 +103,10 @@ class _Capped(io.RawIOBase):
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")
         # one byte beyond the limit is asked for, so that an input of exactly `limit` bytes reads whole
-        got = os.readv(self._fd, [view[:min(len(view), self._left + 1)]])
+        try:
+            got = os.readv(self._fd, [view[:min(len(view), self._left + 1)]])
+        except OSError as exc:
+            raise self._error(f"cannot read {describe(self._name)}: {exc.strerror or exc}") from None
         if got > self._left:
             raise self._too_large
         self._left -= got
@@ -104,14 +119,19 @@ class _Capped(io.RawIOBase):
 
 
 def open_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError, whole: bool = True) -> io.BufferedReader:
+               error: type[AlloctuneError] = AlloctuneError, whole: bool = True,
+               regular: bool = False) -> io.BufferedReader:
     """`source` opened for reading in binary, at most `limit` bytes of it: beyond that, reading raises `error`
     ("'x' is larger than the 2.00 GiB alloctune reads as a memory snapshot"). OSError when it cannot be opened.
     '-' is standard input, which closing the result leaves open. `whole=False`: the caller reads only part of a
-    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped."""
+    regular file, seeking to it (a log's end), so one of any size opens; what is read is still capped.
+    `regular`: anything but a regular file (a FIFO, a device, standard input) is refused, as `error`, before a byte
+    of it is read: for what alloctune reads back from a file it wrote, or reads again later (a trace's digest)."""
     name = checked_path(source, what)
     too_large = error(f"{describe(name)} is larger than the {format_bytes(limit)} alloctune reads as {what}")
     if name == "-":
+        if regular:
+            raise error(f"'-' (standard input) cannot be {what}: give its path")
         fd, close = sys.stdin.fileno(), False
     else:
         # Without O_NONBLOCK a FIFO's open waits for a writer, for ever if none comes: opened at once, it reads as
@@ -122,13 +142,15 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise error(f"{describe(name)} is a directory, not {what}")
+        if regular and (problem := not_a_file(name, info.st_mode)):
+            raise error(f"{describe(name)} {problem}: alloctune reads {what} from a file")
         if whole and stat.S_ISREG(info.st_mode) and info.st_size > limit:
             raise too_large
     except BaseException:
         if close:
             os.close(fd)
         raise
-    return io.BufferedReader(_Capped(fd, limit, too_large, close), _PIECE)
+    return io.BufferedReader(_Capped(fd, limit, too_large, close, name, error), _PIECE)
 
 
 def read_tail(path: str | os.PathLike, limit: int) -> bytes:
@@ -140,40 +162,55 @@ def read_tail(path: str | os.PathLike, limit: int) -> bytes:
 
 
 def read_input(source: str | os.PathLike, limit: int, what: str,
-               error: type[AlloctuneError] = AlloctuneError) -> bytes:
+               error: type[AlloctuneError] = AlloctuneError, regular: bool = False) -> bytes:
     """All of `source` (see `open_input`)."""
-    with open_input(source, limit, what, error) as f:
+    with open_input(source, limit, what, error, regular=regular) as f:
         return f.read()
 
 
 def read_text(source: str | os.PathLike, limit: int, what: str,
-              error: type[AlloctuneError] = AlloctuneError) -> str:
+              error: type[AlloctuneError] = AlloctuneError, regular: bool = False) -> str:
     """All of `source` as UTF-8 text (see `open_input`), a byte-order mark at its start dropped (editors on Windows
     write one); `error` when it is not UTF-8."""
-    data = read_input(source, limit, what, error)
+    data = read_input(source, limit, what, error, regular)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(f"{describe(source)} is not UTF-8 text (byte {exc.start})") from None
 
 
+def read_head(path: str | os.PathLike, count: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> bytes:
+    """The first `count` bytes of the regular file `path` (all of a shorter one; see `open_input`): a FIFO or a
+    device is `error`, never waited on or read."""
+    with open_input(path, count, what, error, whole=False, regular=True) as f:
+        return f.raw.read(count) or b""
+
+
+def sha256_of(path: str | os.PathLike, limit: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> str:
+    """The SHA-256 (hexadecimal) of the regular file `path`, read in pieces within `limit` (see `open_input`)."""
+    digest = hashlib.sha256()
+    with open_input(path, limit, what, error, regular=True) as f:
+        while piece := f.read(_PIECE):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
 def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> None:
-    """Write `path` whole or not at all (see the module docstring). `content`: text (UTF-8; text that holds a
-    path that is not UTF-8 keeps that path's bytes, as the file system has them), bytes, or a function that
-    writes to the open file (a plot's `savefig`)."""
+    """Write `path` whole or not at all (see the module docstring); a stream (`streamed`) is written into.
+    `content`: text (UTF-8; text that holds a path that is not UTF-8 keeps that path's bytes, as the file system
+    has them), bytes, or a function that writes to the open file (a plot's `savefig`)."""
     path = os.fspath(path)
     if isinstance(content, str):
         content = content.encode("utf-8", "surrogateescape")
+    if streamed(path):
+        _write_stream(path, content)
+        return
     folder, name = os.path.split(path)
     fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)   # as open() would create it (mkstemp makes it private)
         with os.fdopen(fd, "wb") as f:
-            if isinstance(content, bytes):
-                f.write(content)
-            else:
-                content(f)
-            f.flush()
+            _put(f, content)
             os.fsync(f.fileno())   # the bytes on the disk before the name points at them
         put_in_place(tmp, path)
         sync_folder(folder or ".")
@@ -183,6 +220,62 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def _put(f: BinaryIO, content: bytes | Callable[[BinaryIO], object]) -> None:
+    if isinstance(content, bytes):
+        f.write(content)
+    else:
+        content(f)
+    f.flush()
+
+
+# A process's open file, as Linux names it: /proc/self/fd/1, /proc/4242/task/4243/fd/3, /dev/fd/1.
+_OPEN_FILE = re.compile(r"/(?:proc/(?:self|thread-self|\d+)(?:/task/\d+)?|dev)/fd/\d+")
+_LINKS_FOLLOWED = 40   # as the kernel follows at most
+
+
+def streamed(path: str | os.PathLike) -> bool:
+    """Whether `path` is a stream that `write_file` writes into rather than a file it replaces: a character device
+    (/dev/null, a terminal), a FIFO, or a process's open file (/dev/stdout, /proc/self/fd/1, a link to one). A block
+    device or a socket is refused (AlloctuneError): neither is a file to replace nor a stream to write."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:   # a new file (or a link to none): written whole
+        return False
+    if stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        raise AlloctuneError(f"{os.fspath(path)} {not_a_file(path, mode)}: alloctune writes a file, a character "
+                             f"device or a FIFO")
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or _open_file(os.fspath(path))
+
+
+def _open_file(path: str) -> bool:
+    """Whether `path`, or a link it leads through, names a process's open file (`_OPEN_FILE`)."""
+    here = os.path.abspath(path)
+    for _ in range(_LINKS_FOLLOWED):
+        here = os.path.join(os.path.realpath(os.path.dirname(here)), os.path.basename(here))
+        if _OPEN_FILE.fullmatch(here):
+            return True
+        try:
+            here = os.path.join(os.path.dirname(here), os.readlink(here))
+        except OSError:   # no link: the end of the chain
+            return False
+    return False
+
+
+def _write_stream(path: str, content: bytes | Callable[[BinaryIO], object]) -> None:
+    """`content` written into the stream `path`, appended where it is a file (stdout sent to one), never replacing
+    it. A FIFO no process reads is refused at once: waiting for a reader could last for ever."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise AlloctuneError(f"{path} is a FIFO (named pipe) that no process reads: start its reader first, "
+                                 f"or give a file") from None
+        raise OSError(exc.errno, exc.strerror, path) from None
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb") as f:
+        _put(f, content)
 
 
 def put_in_place(source: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:

@@ -154,8 +154,8 @@ def test_the_readme_block_runs_as_a_script(tmp_path):
     """As a new user runs it from a checkout, without a GPU: in a scratch folder holding copies of the paths it
     names (each file with its folder), so that nothing lands in the checkout."""
     block = readme_block()
-    for name in sorted(set(re.findall(r'"([\w./-]+/[\w./-]+)"', block))):
-        source = ROOT / name
+    for name in sorted(set(re.findall(r'"([\w./{}-]+/[\w./{}-]+)"', block))):
+        source = ROOT / name if "{" not in name else (ROOT / name).parent   # an f-string's file: its folder
         if source.exists():
             folder = source if source.is_dir() else source.parent
             shutil.copytree(folder, tmp_path / folder.relative_to(ROOT), dirs_exist_ok=True)

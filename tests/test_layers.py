@@ -35,11 +35,13 @@ ALLOWED: dict[str, set[str]] = {
     "settings": {"errors", "units", "files"},
     "results": {"errors", "units", "files", "settings"},
     "workload": {"errors", "units", "files", "settings"},
-    "runtime": {"errors", "units", "files", "settings", "results"},
+    "runtime": {"errors", "units", "files", "settings", "results", "dryrun"},
+    "dryrun": {"errors", "units", "files", "settings", "results"},
     "child": {"errors", "units", "files", "settings", "results", "workload", "runtime"},
     "sim": {"errors", "units", "files", "settings", "results", "processes"},
     "decide": {"errors", "units", "settings", "results"},
-    "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "child", "sim"},
+    "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "child", "sim",
+              "dryrun"},
     "report": {"errors", "units", "files", "settings", "results", "decide", "sim", "workload", "diagnosis"},
     "diagnosis": {"errors", "units", "files", "settings", "results", "sim"},
     # not runtime: what the parent reads of the hook's files is trial's (trial/job.py)
@@ -47,7 +49,7 @@ ALLOWED: dict[str, set[str]] = {
                 "report"},
     # the use cases: each joins the parts below it, for the command line and the Python API alike
     "api": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "sim", "decide",
-            "trial", "report", "diagnosis", "sweeper"},
+            "trial", "report", "diagnosis", "sweeper", "dryrun"},
     "cli": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
             "report", "diagnosis", "sweeper", "api"},
     "__main__": {"cli"},
@@ -58,11 +60,13 @@ ALLOWED: dict[str, set[str]] = {
 # hook and what it runs inside the user's job, dump_on_oom), which gets our package through PYTHONPATH and may lack
 # pyyaml, scipy, rich or numpy. A light module imports only the standard library, torch and light modules; the
 # packages above it are loaded first, so they are held to the rule too. Adding a module here is a decision.
-LIGHT_PACKAGES = {"alloctune.child", "alloctune.runtime", "alloctune.workload.builtin"}
+LIGHT_PACKAGES = {"alloctune.child", "alloctune.runtime", "alloctune.workload.builtin", "alloctune.dryrun"}
 LIGHT_MODULES = {"alloctune.errors", "alloctune.units", "alloctune.files", "alloctune.settings.conf",
                  "alloctune.settings.keys", "alloctune.settings.readback", "alloctune.settings.known", "alloctune.settings.versions",
                  "alloctune.results.records", "alloctune.results.typed", "alloctune.results.calibration",
-                 "alloctune.workload.spec"}   # the workload in the trial child's task (child/exchange.py)
+                 "alloctune.workload.spec",   # the workload in the trial child's task (child/exchange.py)
+                 "alloctune.results.alternation",
+                 "alloctune.results.provenance"}   # the dry run writes its own record (alloctune/dryrun/start.py)
 # Besides the standard library, the only others' modules a light module may import.
 THIRD_PARTY = {"torch", "pynvml",   # pynvml: optional (nvidia-ml-py), tried where it is there
                "sitecustomize"}   # the user's own, which the start-up hook chains to

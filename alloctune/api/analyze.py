@@ -13,9 +13,9 @@ from ..decide.decision import FolderDecision, decide
 from ..decide.parameters import check_max_slowdown
 from ..decide.summary import SettingResult
 from ..errors import ResultsError
-from ..report.analysis import choice_record, write_folder
-from ..results.folder import ChoiceRecord, ResultsFolder, results_folder
-from ..results.names import BEST_FILE
+from ..report.analysis import choice_json, choice_record, write_folder
+from ..results.choices import ChoiceRecord
+from ..results.folder import ResultsFolder, results_folder
 from ..sweeper.confirm import folder_calibration
 from .options import options_of
 
@@ -48,8 +48,9 @@ class Analysis:
 
 
 def decisions(folder: ResultsFolder, choices: list[Choice]) -> dict[str, Any]:
-    """A folder's decisions as `--json` prints them (report, sweep): as choice.json holds them."""
-    return {"folder": str(folder.path), "choices": [choice_record(c).to_json() for c in choices]}
+    """A folder's decisions as `--json` prints them (report, sweep): as choice.json holds them, with schema 1's keys
+    beside (`report/analysis.choice_json`)."""
+    return {"folder": str(folder.path), "choices": [choice_json(c) for c in choices]}
 
 
 def analyze(folder: ResultsFolder | str | os.PathLike, options: AnalyzeOptions | None = None,
@@ -75,7 +76,7 @@ def decide_folder(folder: ResultsFolder, max_slowdown: float | None) -> FolderDe
     while a sweep writes the folder; a sweep calls this holding the lock itself)."""
     with folder.together():
         info = folder.info()
-        decision = decide(info, folder.trials(), max_slowdown, folder_calibration(folder))
+        decision = decide(info, folder.recorded_trials(), max_slowdown, folder_calibration(folder))
         write_folder(folder, info, decision)
     return decision
 
@@ -91,8 +92,4 @@ def _held(folder: ResultsFolder) -> list[ChoiceRecord]:
 
 def _env_settings(folder: ResultsFolder) -> list[str]:
     """best.env's settings: its lines but the comments (which name the folder and the alloctune that wrote it)."""
-    try:
-        text = (folder.path / BEST_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):   # none (nothing fitted, an interrupted sweep), or not readable
-        text = ""
-    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return [line for line in folder.best_env().splitlines() if line.strip() and not line.startswith("#")]

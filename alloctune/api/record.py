@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import AlloctuneError, OptionError
+from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
-from ..trial.recording import record_command, record_workload
+from ..trial.recording import dry_run_card, record_command, record_workload
 from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .options import options_of
 
@@ -26,9 +27,15 @@ class RecordOptions:
     timeout_s: float | None = None      # time limit in seconds
     steps: int = 0                      # a command: end it after this many steps past `warmup_steps` (0: its run)
     warmup_steps: int = DEFAULT_WARMUP_STEPS
+    dry_run: bool = False               # a command: run it without a GPU, fake tensors standing for CUDA's (dryrun/)
+    arch: str | None = None             # with dry_run: the card it stands for (default: trial/recording's)
 
     def __post_init__(self) -> None:
         AllocConf.parse(self.conf)   # a ConfError naming what is wrong in it
+        if not isinstance(self.dry_run, bool):
+            raise OptionError("dry_run", "{dry_run}: expected True or False, got {got}", got=self.dry_run)
+        if self.arch is not None and not self.dry_run:
+            raise OptionError("arch", "{arch} names the GPU a dry run stands for: give {dry_run} with it")
         object.__setattr__(self, "gpus", tuple(self.gpus) if isinstance(self.gpus, (list, tuple)) else (self.gpus,))
         check_gpus(self.gpus)
         check_timeout(self.timeout_s)
@@ -48,6 +55,11 @@ class RecordedTrace:
         """The peaks (and throughput) measured in the recorded run, as the trace's metadata keeps them."""
         return (self.trace.meta.get("measured") or [None])[0]
 
+    @property
+    def provenance(self) -> Provenance:
+        """Measured on the GPU, or a dry run's (the card it stood for, its table row, the values it made up)."""
+        return provenance(self.trace.meta)
+
 
 @dataclass(frozen=True)
 class Recording:
@@ -60,7 +72,7 @@ class Recording:
     def to_json(self) -> list[dict[str, Any]]:
         """As `record --json` prints it: one object per trace written."""
         return [{"trace": str(t.path), "events": len(t.trace.kinds), "allocations": t.trace.num_allocs,
-                 "measured": t.measured} for t in self.traces]
+                 "measured": t.measured, "dry_run": t.provenance.to_json()} for t in self.traces]
 
 
 def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
@@ -73,6 +85,8 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     options = options_of("record", RecordOptions, options, fields)
     conf = AllocConf.parse(options.conf)
     if isinstance(target, (str, os.PathLike)):
+        if options.dry_run:
+            raise OptionError("dry_run", "{dry_run} applies to '-- COMMAND' (your own program)")
         if options.steps:
             raise OptionError("steps", "{steps} applies to '-- COMMAND'; a workload file says its steps itself")
         trace = record_workload(target, output, preset=options.preset, conf=conf, gpu=options.gpus[0],
@@ -85,5 +99,6 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
                           "{preset} and {python} apply to a workload file, not to '-- COMMAND'")
     gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
     traces = record_command(list(target), output, gpus=gpus, conf=conf, timeout_s=options.timeout_s,
-                            warmup_steps=options.warmup_steps, steps=options.steps)
+                            warmup_steps=options.warmup_steps, steps=options.steps,
+                            dry_run=dry_run_card(options.arch) if options.dry_run else None)
     return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces))

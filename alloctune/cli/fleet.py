@@ -46,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_fleet(console(), list(result.ranked), result.not_simulated)
+        print_fleet(console(), list(result.ranked), result.not_simulated, dict(zip(result.jobs, result.origins)))
     return 0

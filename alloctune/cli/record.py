@@ -8,7 +8,7 @@ from .args import console, gpu_list, positive_int, seconds, written
 
 # RecordOptions' fields as this command's flags: a library message that names one shows the flag.
 FLAGS = {"preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python", "timeout_s": "--timeout",
-         "steps": "--steps", "warmup_steps": "--warmup-steps"}
+         "steps": "--steps", "warmup_steps": "--warmup-steps", "dry_run": "--dry-run", "arch": "--arch"}
 
 
 def register(subparsers) -> None:
@@ -35,6 +35,12 @@ def register(subparsers) -> None:
                         "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
+    p.add_argument("--dry-run", action="store_true",
+                   help="your own command: run it without a GPU, with fake tensors standing for CUDA tensors, and "
+                        "write the allocations the caching allocator would see (docs/dry-run.md); any GPU is hidden")
+    p.add_argument("--arch", metavar="CARD",
+                   help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an architecture "
+                        "(sm90, sm80); what the card's kernels add comes from its row of the table (default: h100)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per trace written (path, events, what was measured)")
     p.set_defaults(func=run, flags=FLAGS)
@@ -50,12 +56,16 @@ def run(args) -> int:
     workload = len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml"))
     recording = record(args.target[0] if workload else args.target, args.output, RecordOptions(
         preset=args.preset, conf=args.conf, gpus=args.gpu, python=args.python, timeout_s=args.timeout,
-        steps=args.steps or 0, warmup_steps=args.warmup_steps))
+        steps=args.steps or 0, warmup_steps=args.warmup_steps, dry_run=args.dry_run, arch=args.arch))
     if args.json:
         print(json.dumps(recording.to_json(), indent=2))
         return 0
     out = console()
     for recorded in recording.traces:
+        if not recorded.provenance.measured:
+            for line in dry_run_lines(recorded.path, recorded.trace, recorded.provenance):
+                say(out, Text(line))
+            continue
         measured = recorded.measured or {}
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
                  f"{measured.get('measured_seconds'):.2f} s (recording slows it)" if measured.get("throughput") else "")
@@ -65,3 +75,14 @@ def run(args) -> int:
     for line in command("Next:", ["alloctune", "replay", *(str(p) for p in recording.paths)], out.width):
         out.print(Text(line), soft_wrap=True)
     return 0
+
+
+def dry_run_lines(path, trace, provenance) -> list[str]:
+    """What `record --dry-run` says of one trace: what it stands for, what it made up, what it could not size."""
+    from ..report.provenance import origin, workspace_warning
+
+    d = provenance.dry_run
+    kinds = f" ({', '.join(f'{kind}: {n}' for kind, n in sorted(d.invented.items()))})" if d.invented else ""
+    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {origin(provenance)}{kinds}, the requests "
+            f"its caching allocator would see. Nothing was measured: replay the trace to see what each setting "
+            f"would reserve.", *filter(None, [workspace_warning(provenance)])]

@@ -8,20 +8,17 @@ one back through the typed reader, the figures checked against the code's class.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from ..errors import ResultsError
 from ..results.choices import ReasonRecord
+from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.typed import from_json
 from ..settings.known import Feature, Severity
-from .device import Contamination
 from .growth import Sample
 from .order import TieRule
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, Unpredictable
-from .stats import Comparison
-from .summary import MemoryMeasure, SettingState
 
 
 class Code(str, enum.Enum):
@@ -30,6 +27,7 @@ class Code(str, enum.Enum):
 
     # the choice
     SIMULATED = "simulated"                   # caveat: decided by replay, on memory alone
+    DRY_RUN = "dry_run"                       # caveat: decided by replaying a dry run's trace: nothing measured
     NOTHING_FITS = "nothing_fits"
     NO_DEFAULT = "no_default"                 # the default was not run in the group
     DEFAULT_FAILED = "default_failed"
@@ -97,6 +95,15 @@ class Stop(str, enum.Enum):
 @dataclass(frozen=True)
 class NoFigures:
     """A reason that quotes nothing."""
+
+
+@dataclass(frozen=True)
+class DryRunCard:
+    """The card a dry run stood for, the row of its table, and the values it made up (results/provenance.py)."""
+
+    card: str
+    table: str
+    made_up: int
 
 
 @dataclass(frozen=True)
@@ -333,13 +340,13 @@ class WholeCard:
     settings: tuple[CardPeak, ...]   # by peak, lowest first
 
 
-Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
+Figures = Union[NoFigures, DryRunCard, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
                 Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
                 MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard, KnownProblem, GrowthCheck, PredictedSpeed,
                 Unpredictable, AsyncPlan, Confirmation]
 
 FIGURES: dict[Code, type] = {
-    Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
+    Code.SIMULATED: NoFigures, Code.DRY_RUN: DryRunCard, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
     Code.DEFAULT_FAILED: DefaultFailed, Code.KEEP_DEFAULT: KeepDefault, Code.REFUSED_LOWER: RefusedLower,
     Code.SAVES_MEMORY: SavesMemory, Code.SIM_RETRIES: Retries, Code.THROUGHPUT_UNCOMPARED: NoFigures,
     Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
@@ -354,6 +361,15 @@ FIGURES: dict[Code, type] = {
     Code.WHOLE_CARD: WholeCard, Code.PREDICTED_TOO_SLOW: PredictedSpeed, Code.ASYNC_NOT_NEEDED: AsyncPlan,
     Code.NOT_NEGLIGIBLE: PredictedSpeed, Code.UNPREDICTED: Unpredictable, Code.ASYNC_MEASURED: AsyncPlan,
     Code.CONFIRMED: Confirmation, Code.DISAGREES: Confirmation,
+}
+
+# Figures a code's words rest on that its figures class leaves optional (for the other codes that share it): a
+# record of the code without them is damage, refused where it is read (`Reason.from_record`), never a failed
+# assertion where it is said.
+NEEDED: dict[Code, tuple[str, ...]] = {
+    Code.ASYNC_NOT_NEEDED: ("winner", "winner_bytes"),
+    Code.PRECISION_REACHED: ("detectable",), Code.PRECISION_SHORT: ("detectable",),
+    Code.GROWING: ("at_k", "at_2k"), Code.GROWTH_STEADY: ("at_k", "at_2k"),
 }
 
 
@@ -377,7 +393,11 @@ class Reason:
             code = Code(record.code)
         except ValueError:
             raise ResultsError(f"{where}: field 'code': expected a reason code, got {record.code!r}") from None
-        return cls(code, from_json(FIGURES[code], record.figures, f"{where}.figures"))
+        figures: Figures = from_json(FIGURES[code], record.figures, f"{where}.figures")
+        for name in NEEDED.get(code, ()):
+            if getattr(figures, name) is None:
+                raise ResultsError(f"{where}.figures: field {name!r}: the {code.value} reason needs it, got None")
+        return cls(code, figures)
 
 
 def _plain(value: Any) -> Any:
@@ -389,8 +409,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value
-
-
-def finite(value: float) -> float | None:
-    """A figure as the figures classes hold it: None where it is not finite."""
-    return value if math.isfinite(value) else None

@@ -13,7 +13,7 @@ observer was given.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import OptionText, TraceError
 from ..results.records import Bytes, Count
@@ -23,6 +23,7 @@ from ..units import MiB, format_bytes, plural
 from .facts import OomFacts
 
 SMALL_SIZE = MiB  # requests up to 1 MiB (after rounding to 512 B) come from the small pool
+T = TypeVar("T")
 
 
 # ---- what diagnose reads of a snapshot, checked through the typed reader before anything uses it ----
@@ -107,10 +108,11 @@ def is_read(entry: dict) -> bool:
 
 def check_snapshot(snapshot: dict, where: str) -> None:
     """Refuse, in one `TraceError` naming the field, a snapshot whose parts diagnose reads are not what torch (or
-    dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes..."""
-    def check(record: type, value: object, path: str) -> None:
+    dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes, a
+    segment holding more than its size..."""
+    def check(record: type[T], value: object, path: str) -> T:
         try:
-            from_json(record, value, path, TraceError)
+            return from_json(record, value, path, TraceError)
         except TraceError as exc:
             raise TraceError(f"{where!r}: {exc}") from None
 
@@ -118,7 +120,11 @@ def check_snapshot(snapshot: dict, where: str) -> None:
     if not isinstance(segments, list):
         raise TraceError(f"{where!r}: 'segments' is not a list of segments (dicts)")
     for i, segment in enumerate(segments):
-        check(_Segment, segment, f"segments[{i}]")
+        seg = check(_Segment, segment, f"segments[{i}]")
+        held = max(seg.allocated_size, sum(b.size for b in seg.blocks))
+        if held > seg.total_size:   # its blocks lie within it, and the live ones among them
+            raise TraceError(f"{where!r}: segments[{i}] holds {held:,} bytes (its blocks, or allocated_size) in "
+                             f"{seg.total_size:,}: no allocator's state has that")
     for d, entries in enumerate(snapshot["device_traces"]):
         if not isinstance(entries, list):
             raise TraceError(f"{where!r}: device_traces[{d}] is not a list of trace entries (dicts)")

@@ -18,19 +18,26 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import FolderBusy, ResultsError
-from ..files import checked_path, not_a_file, write_file
+from ..files import checked_path, not_a_file, read_text, write_file
 from ..settings.conf import AllocConf, canonical
 from ..units import plural
-from .choices import RESULTS_SCHEMA, ChoiceFile, ChoiceRecord, ReasonRecord
+from .choices import ChoiceFile, ChoiceRecord, ReasonRecord
 from .records import Backend, Budget, Conf, TrialRecord, parsed
-from .names import BEST_FILE, CHOICE_FILE, LOCK_FILE, PLOT_FILE, SWEEP_FILE, TRIALS_FILE
+from .names import BEST_FILE, CHOICE_FILE, LOCK_FILE, PLOT_FILE, SUMMARY_FILE, SWEEP_FILE, TRIALS_FILE
 from .trials import TrialStore
 from . import batch
 from .typed import checked_text, from_json, load_json
+from .upgrade import upgraded
 
 # Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
+# sweep.json's; readers refuse any other (choice.json's is `choices.CHOICE_SCHEMA`, older ones upgraded on reading)
+SWEEP_SCHEMA = 1
+# What a decision writes, together or not at all (`ResultsFolder.together`): the only files a batch may change.
+DECIDED = (CHOICE_FILE, SUMMARY_FILE, PLOT_FILE, BEST_FILE)
+MAX_ENV_BYTES = 64 * 2**10   # best.env: a comment and a line, some hundred bytes
+_LOCK_OPEN = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ class SweepInfo:
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""
-    schema: int = RESULTS_SCHEMA
+    schema: int = SWEEP_SCHEMA
 
     def __post_init__(self) -> None:
         self.backend = Backend(self.backend)
@@ -144,14 +151,19 @@ def _json_text(data: dict[str, Any], read: Callable[[Any, str], object], where: 
     return checked_text(data, read, where, indent=2, sort_keys=True) + "\n"
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def _load(path: Path, what: str) -> Any:
     try:
-        data = load_json(path)
+        return load_json(path)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no {what} here") from None
-    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+
+
+def _read_sweep(path: Path) -> dict[str, Any]:
+    data = _load(path, f"sweep description ({SWEEP_FILE})")
+    if not isinstance(data, dict) or data.get("schema") != SWEEP_SCHEMA:
         version = data.get("schema") if isinstance(data, dict) else None
-        raise ResultsError(f"{path}: {what} schema version {version!r}; this alloctune reads {RESULTS_SCHEMA}")
+        raise ResultsError(f"{path}: sweep description ({SWEEP_FILE}) schema version {version!r}; this alloctune "
+                           f"reads {SWEEP_SCHEMA}")
     return data
 
 
@@ -164,30 +176,15 @@ class ResultsFolder:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the folder's writer lock (`flock` on LOCK_FILE): one sweep or report writes a folder at a time.
-        Re-entrant on this object; another holder (another sweep, in any process) is a ResultsError at once:
-        two sweeps into one folder would record every trial twice."""
+        """Hold the folder's writer lock (`flock` on LOCK_FILE, which exists only while it is held: its holder
+        removes it as it lets go): one sweep or report writes a folder at a time. Re-entrant on this object;
+        another holder (another sweep, in any process) is a ResultsError at once: two sweeps into one folder would
+        record every trial twice."""
         if self._lock_fd is not None:
             yield
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        except OSError:
-            if (self.path / LOCK_FILE).is_symlink():   # it is truncated and written: never through a link
-                raise ResultsError(f"{self.path / LOCK_FILE} is a symbolic link, which alloctune would write "
-                                   f"through: remove it") from None
-            raise
-        if problem := not_a_file(self.path / LOCK_FILE, os.fstat(fd).st_mode):   # flock on one: 'Invalid argument'
-            os.close(fd)
-            raise ResultsError(f"{self.path / LOCK_FILE}, the folder's writer lock, {problem}: remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            raise FolderBusy(f"{self.path} is being written by another alloctune sweep or report"
-                             f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish") from None
+        fd = self._take_lock()
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
@@ -195,7 +192,40 @@ class ResultsFolder:
             yield
         finally:
             self._lock_fd = None
+            # Removed while still held: whoever opened it meanwhile finds, once it has the lock, that the name no
+            # longer leads to it, and takes the lock again on a new file (`_take_lock`).
+            with contextlib.suppress(OSError):
+                os.unlink(self.path / LOCK_FILE)
             os.close(fd)  # releases the lock
+
+    def _take_lock(self) -> int:
+        """LOCK_FILE opened (created where missing) and locked: the descriptor. Taken again where its holder removed
+        it between the open and the lock, so that the lock held is always on the file the name leads to."""
+        path = self.path / LOCK_FILE
+        while True:
+            try:
+                fd = os.open(path, _LOCK_OPEN | os.O_CREAT, 0o644)
+            except OSError:
+                if path.is_symlink():   # it is truncated and written: never through a link
+                    raise ResultsError(f"{path} is a symbolic link, which alloctune would write through: "
+                                       f"remove it") from None
+                raise
+            if problem := not_a_file(path, os.fstat(fd).st_mode):   # flock on one: 'Invalid argument'
+                os.close(fd)
+                raise ResultsError(f"{path}, the folder's writer lock, {problem}: remove it")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                raise FolderBusy(f"{self.path} is being written by another alloctune sweep or report"
+                                 f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish") from None
+            try:
+                if os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False)):
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
 
     def write_info(self, info: SweepInfo) -> None:
         path = self.path / SWEEP_FILE
@@ -205,19 +235,37 @@ class ResultsFolder:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: not a results folder (no such directory)")
         path = self.path / SWEEP_FILE
-        return SweepInfo.from_json(_read_json(path, f"sweep description ({SWEEP_FILE})"), str(path))
+        return SweepInfo.from_json(_read_sweep(path), str(path))
 
     def trials(self) -> list[TrialRecord]:
         return self.store.load()
+
+    def recorded_trials(self) -> list[TrialRecord]:
+        """The trials a decision rests on: a ResultsError where there are none (trials.jsonl missing or empty), as a
+        decision from no trial would replace the one the folder holds with nothing."""
+        if not (trials := self.trials()):
+            state = "is empty" if self.store.path.exists() else "is missing"
+            raise ResultsError(f"{self.store.path} {state}: no trial to decide from; nothing was changed")
+        return trials
+
+    def best_env(self) -> str:
+        """best.env's text, "" where there is none or it cannot be read as one (not a regular file, larger than
+        MAX_ENV_BYTES, not UTF-8): a report rewrites it."""
+        try:
+            return read_text(self.path / BEST_FILE, MAX_ENV_BYTES, "an env file", ResultsError, regular=True)
+        except (OSError, ResultsError):
+            return ""
 
     def write_choice(self, choices: Iterable[ChoiceRecord]) -> None:
         path = self.path / CHOICE_FILE
         write_file(self.file(CHOICE_FILE), _json_text(ChoiceFile(tuple(choices)).to_json(), _read_choices, str(path)))
 
     def file(self, name: str) -> Path:
-        """Where to write the folder's file `name`: in `together`, its staged name, renamed into place at the end."""
+        """Where to write the folder's file `name`: in `together` (one of DECIDED), its staged name, renamed into
+        place at the end."""
         if self._batch is None:
             return self.path / name
+        _decided(name)
         self._batch[name] = True
         return batch.staged(self.path, name)
 
@@ -226,7 +274,7 @@ class ResultsFolder:
         if self._batch is None:
             (self.path / name).unlink(missing_ok=True)
         else:
-            self._batch[name] = False
+            self._batch[_decided(name)] = False
 
     @contextlib.contextmanager
     def together(self) -> Iterator[None]:
@@ -247,27 +295,32 @@ class ResultsFolder:
 
     def settle(self) -> None:
         """With the writer lock held: a decision a killed process left half written finished, or dropped."""
-        batch.settle(self.path)
+        batch.settle(self.path, DECIDED)
 
     def has_choice(self) -> bool:
         """Whether the sweep finished a choice (choice.json exists; `choices()` reads and checks it)."""
         return (self.path / CHOICE_FILE).exists()
 
     def choices(self) -> list[ChoiceRecord]:
-        """The decisions (one per environment and backend); refuses a sweep that did not finish. A batch a killed
-        report left half in place is finished first (FolderBusy while another process writes the folder)."""
-        if (self.path / batch.PENDING_FILE).exists() and self._lock_fd is None:
-            with self.lock():
-                self.settle()
+        """The decisions (one per environment and backend); refuses a sweep that did not finish. Read as they are
+        in place, changing nothing: a batch a killed writer left half in place still has the old choice.json (its
+        last rename), which the next writer replaces (`settle`)."""
         path = self.path / CHOICE_FILE
         if not self.has_choice():
             raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
                                f"run the sweep again to resume it")
-        return list(_read_choices(_read_json(path, "choice"), str(path)).choices)
+        return list(_read_choices(_load(path, "choice"), str(path)).choices)
+
+
+def _decided(name: str) -> str:
+    if name not in DECIDED:   # a programming error: a batch changes only what a decision writes
+        raise ValueError(f"{name} is not a file a decision writes ({', '.join(DECIDED)})")
+    return name
 
 
 def _read_choices(data: object, where: str) -> ChoiceFile:
-    return from_json(ChoiceFile, data, where)
+    """choice.json's parsed `data` as records, a file of an older schema upgraded first (`upgrade.py`)."""
+    return from_json(ChoiceFile, upgraded(data, where), where)
 
 
 def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]:

@@ -17,15 +17,26 @@ from typing import Annotated, Any, Protocol
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
-from .typed import Check, at_least, from_json, problem
+from .alternation import Alternation
+from .typed import Check, at_least, from_json, problem, within
 
 SCHEMA_VERSION = 1
 
-# What the typed reader checks beyond the type (the writer never produces anything else: the rest is damage).
-Bytes = Annotated[int, at_least(0)]    # zero is possible: a process that set up CUDA and allocated nothing
-Count = Annotated[int, at_least(0)]
-Rate = Annotated[float, at_least(0)]
-Budget = Annotated[int, at_least(1)]   # a budget of no bytes fits nothing: no sweep writes one
+# What the typed reader checks beyond the type: each kind of figure within what a job can show (the writer never
+# produces anything else: the rest is damage). The bounds keep every sum, product and ratio of figures read back
+# finite: the speed model multiplies driver calls by their price (results/calibration.py) and divides by a step's
+# time, which a figure of 1e308 or 5e-324 would take to infinity.
+MAX_BYTES = 2**60        # an exbibyte: no device or host holds more
+MAX_COUNT = 2**53        # calls, steps, repeats: each exact as a float
+MAX_RATE = 1e18          # units a second: a petaflop/s reported as the throughput is 1e15
+MAX_SECONDS = 1e9        # 32 years; a trial runs at most a week
+LEAST_SECONDS = 1e-12    # below a clock's resolution: no time measured is shorter, but for none at all (0)
+Bytes = Annotated[int, within(0, MAX_BYTES, "a byte count")]   # zero: a process that allocated nothing
+Count = Annotated[int, within(0, MAX_COUNT, "a count")]
+Rate = Annotated[float, within(0, MAX_RATE, "a rate")]
+Seconds = Annotated[float, within(0, MAX_SECONDS, "a number of seconds", LEAST_SECONDS)]
+Budget = Annotated[int, within(1, MAX_BYTES, "a budget in bytes")]   # a budget of no bytes fits nothing
+Ratio = Annotated[float, at_least(0)]   # of two rates: any finite quotient of them
 
 
 def is_rate(value: float) -> bool:
@@ -140,8 +151,8 @@ class Conditions:
     device_allocs: int | None = None          # cudaMalloc calls inside the measured pass (0: the cache was warm)
     reserved_growth_bytes: int | None = None
     gc_collections: int | None = None         # Python GC collections inside the measured pass, and their time
-    gc_seconds: float | None = None
-    cpu_seconds: float | None = None          # this process's CPU time during the measured pass
+    gc_seconds: Seconds | None = None
+    cpu_seconds: Seconds | None = None        # this process's CPU time during the measured pass
     load_avg: list[float] | None = None       # the host's 1-minute load average
     cpu_count: int | None = None
     gpu_clock_mhz: list[int] | None = None    # SM clock
@@ -175,7 +186,7 @@ class DeviceMemorySource(str, enum.Enum):
         return self.value
 
 
-PerStep = Annotated[float, at_least(0)]
+PerStep = Annotated[float, within(0, MAX_BYTES, "a figure per step")]   # calls or bytes, a step
 
 
 @dataclass(frozen=True)
@@ -235,12 +246,12 @@ class Measurement:
     device_peak_used_bytes: Bytes | None = None  # cudaMemGetInfo's view: includes the CUDA context
     throughput: Rate | None = None             # workload units per second
     unit: str | None = None
-    measured_seconds: Rate | None = None
+    measured_seconds: Seconds | None = None
     measured_steps: Count | None = None
     # Steady-state timing (absent in records from before it): `throughput` is over a second, timed pass over the
     # measured steps; `warm_throughput` is their first run, in the warm pass (first-seen shapes, cache growth).
     warm_throughput: Rate | None = None
-    block_seconds: list[float] | None = None   # the measured pass in CUDA-synchronised blocks of steps
+    block_seconds: list[Seconds] | None = None   # the measured pass in CUDA-synchronised blocks of steps
     block_units: list[float] | None = None
     conditions: Conditions | None = None
     # Absent in older records (their device figure is DEVICE, their throughput a timed pass or, for a command, as
@@ -259,6 +270,10 @@ class Measurement:
     # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
     # records from before it was counted.
     driver_work: DriverWork | None = None
+    # A trial that alternated its setting with another inside its process (an in-process confirmation): the timed
+    # blocks. Its peaks are then those of its own setting's part (start-up, warm-up and its first block, before the
+    # first switch), and its throughput its own blocks' rate. None for every other trial.
+    alternation: Alternation | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":
@@ -292,7 +307,7 @@ class TrialRecord:
     error: str | None = None      # last lines of the child's error, for CRASHED/TIMEOUT/MISMATCH/OOM; on an OK
     #                               trial, why the figure the job gave is no throughput (trial/command.timing)
     effective_conf: str | None = None  # the settings the child read back after the allocator started
-    wall_seconds: float | None = None  # the whole process, start to exit
+    wall_seconds: Seconds | None = None  # the whole process, start to exit
     started_at: str | None = None      # ISO 8601, UTC
     env: dict[str, Any] = field(default_factory=dict)  # provenance: torch, cuda, driver, gpu, python, host, ...
     node: str | None = None            # host that ran the trial child (absent in records before it was kept)

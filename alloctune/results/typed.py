@@ -2,8 +2,8 @@
 
 `from_json(Record, data, where)` builds a dataclass from parsed JSON, checking each field against its annotation
 (int, float, str, bool, None, unions of them, list[...], tuple[..., ...], dict[str, ...], enums, nested
-records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure that cannot be
-negative). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
+records, and `Annotated[T, Check(...)]`: a T that must also pass a test, e.g. a byte figure within its kind's
+range, `within`). Floats must be finite: JSON's NaN, Infinity and 1e400 are refused wherever they occur, also inside
 free-form mappings; so are integers beyond 64 bits (a 400-digit byte count), which no file alloctune writes holds
 and which arithmetic on floats would overflow. Keys the record does not know are ignored (a newer alloctune may
 add some); a missing key without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
@@ -29,6 +29,9 @@ from ..units import MAX_INT
 
 T = TypeVar("T")
 MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
+# The values a free-form value (a trace's metadata, memory_stats, an environment) may hold: 4 M, the step ends of two
+# million steps, far more than any recording; a pickle can repeat one list by reference until 300 bytes hold 2^40.
+MAX_PLAIN_VALUES = 1 << 22
 # sweep.json, choice.json, search.json: the largest in results/ take 6 KB; a search over 400 settings in several
 # interpreters stays below 2 MB
 MAX_JSON_BYTES = 64 * 2**20
@@ -45,8 +48,21 @@ class Check:
 
 
 def at_least(minimum: int) -> Check:
-    """Numbers no file may hold below `minimum` (a negative byte count, a throughput below zero)."""
+    """Numbers no file may hold below `minimum` (a negative ratio)."""
     return Check(lambda value: None if value >= minimum else f"expected at least {minimum}, got {_show(value)}")
+
+
+def within(low: float, high: float, what: str, least: float = 0.0) -> Check:
+    """Figures of a kind (`what`: 'a byte count') no file may hold outside [low, high], nor, with `least`, between
+    0 and it: a kind's plausible range, declared with the kind, so that no figure read back takes a sum, product or
+    ratio of figures past the largest float."""
+    wanted = f"0 or {what} from {least:g} to {high:g}" if least else f"{what} from {low:g} to {high:g}"
+
+    def outside(value: float) -> str | None:
+        plausible = low <= value <= high and not 0 < value < least
+        return None if plausible else f"expected {wanted}, got {_show(value)}"
+
+    return Check(outside)
 
 
 class FieldError(ValueError):
@@ -111,8 +127,24 @@ def load_json(path: str | os.PathLike[str], error: type[ResultsError] = ResultsE
     return loads(read_input(path, MAX_JSON_BYTES, "a results file", error), os.fspath(path), error)
 
 
-def check_plain(value: object, path: str = "", depth: int = 0) -> None:
-    """A free-form JSON value: no non-finite float anywhere, nesting within MAX_DEPTH."""
+def check_plain(value: object, path: str = "") -> None:
+    """A free-form JSON value: no non-finite float anywhere, nesting within MAX_DEPTH, MAX_PLAIN_VALUES values at
+    most, counted as they are reached (`path` names it in the error)."""
+    left = [MAX_PLAIN_VALUES]
+    try:
+        _plain(value, path, 0, left)
+    except _TooMany:
+        raise FieldError(path, f"holds more than {MAX_PLAIN_VALUES:,} values (or repeats some by reference)") from None
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _plain(value: object, path: str, depth: int, left: list[int]) -> None:
+    left[0] -= 1
+    if left[0] < 0:
+        raise _TooMany   # said once, by check_plain, for the whole value
     if depth > MAX_DEPTH:
         raise FieldError(path, f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, float) and not math.isfinite(value):
@@ -121,10 +153,10 @@ def check_plain(value: object, path: str = "", depth: int = 0) -> None:
         raise FieldError(path, f"expected an integer of at most 64 bits, got {shown(value)}")
     if isinstance(value, dict):
         for key, item in value.items():
-            check_plain(item, f"{path}.{key}" if path else str(key), depth + 1)
+            _plain(item, f"{path}.{key}" if path else str(key), depth + 1, left)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            check_plain(item, f"{path}[{i}]", depth + 1)
+            _plain(item, f"{path}[{i}]", depth + 1, left)
 
 
 def _hints(cls: type) -> dict[str, Any]:

@@ -58,7 +58,9 @@ def write_trace(torch: Any, folder: str, report: ProcessReport, snapshot: dict, 
     from . import graphs
 
     torch.cuda.memory._record_memory_history(enabled=None)
-    snapshot["alloctune"] = trace_meta(report, conf, lambda device: torch.cuda.get_device_properties(device).name,
-                                       counter.step_ends_us() if counter is not None else [],
-                                       counter.warmup if counter is not None else None, graphs.events())
+    # a snapshot that says what it is itself (a dry run's, alloctune/dryrun) keeps that over the measured figures
+    snapshot["alloctune"] = {**trace_meta(report, conf, lambda device: torch.cuda.get_device_properties(device).name,
+                                          counter.step_ends_us() if counter is not None else [],
+                                          counter.warmup if counter is not None else None, graphs.events()),
+                             **snapshot.get("alloctune", {})}
     write_file(trace_path(folder, report.pid), pickle.dumps(snapshot))

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import OptionText, WorkloadError, shown
+from ..files import read_head
 from ..settings.known import ALLOC_CONF_VARS
 from ..units import MAX_INT, MAX_INT_TEXT
 from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
@@ -124,9 +125,8 @@ def command_python(command: CommandSpec) -> str | None:
     if is_python(program):
         return program
     try:
-        with open(program, "rb") as f:
-            first = f.readline(256).decode("utf-8", "replace")
-    except OSError:
+        first = read_head(program, 256, "a program", WorkloadError).split(b"\n")[0].decode("utf-8", "replace")
+    except (OSError, WorkloadError):   # none, or no file (a FIFO is never waited on)
         return None
     if first.startswith("#!"):
         words = first[2:].split()

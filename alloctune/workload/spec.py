@@ -1,7 +1,7 @@
 """`WorkloadSpec`: a validated workload, frozen, with its preset applied; what a sweep runs and hashes.
 
 The file schema and its validation are `loader.py`. Trial children rebuild a spec with `WorkloadSpec.from_dict`:
-this module imports nothing beyond the standard library.
+this module imports nothing beyond the standard library and light modules.
 """
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ import json
 import os
 import re
 from dataclasses import MISSING, asdict, dataclass, fields
-from pathlib import Path
 
 from ..errors import WorkloadError
+from ..files import sha256_of
 from .builtin import entry_path
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: no path separator, no newline; names folders
 DEFAULT_WARMUP_STEPS = 2
 DEFAULT_TIMEOUT_S = 600.0       # per-trial time limit when neither the user nor the workload sets one
+MAX_ENTRY_BYTES = 64 * 2**20   # a workload's module, hashed into its identity: far above any Python module
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a trial time limit beyond this is a typo (and inf overflows the wait)
 
 
@@ -78,7 +79,7 @@ def _entry_identity(entry: str | None) -> str | None:
     if path is None or entry is None:
         return entry
     try:
-        content = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    except OSError:
+        content = sha256_of(path, MAX_ENTRY_BYTES, "a workload's module", WorkloadError)[:16]
+    except (OSError, WorkloadError):   # none, or no module a workload runs (a FIFO is never waited on)
         content = "missing"
     return f"{os.path.basename(path)}:{entry.rpartition(':')[2]}@{content}"

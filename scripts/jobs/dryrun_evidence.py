@@ -11,7 +11,8 @@ Phases, in order (each run's exit status and wall time go to OUT/runs.txt, its o
 - `fits`: the largest batch under a budget on the GPU (`alloctune fit --budget --confirm default`: the predicted
   largest batch and the next one run on the GPU under the budget) for the jobs of FITS: OUT/fits/JOB/;
 - `dry`: the same commands dry-run on this machine with its GPU hidden (`alloctune record --dry-run --arch sm90`:
-  torch's CUDA build without a visible device): OUT/dry/JOB-bBATCH.xz, OUT/dry/fixtures/NAME.xz.
+  torch's CUDA build without a visible device), at each job's comparison batch and the batches its fit records:
+  OUT/dry/JOB-bBATCH.xz, OUT/dry/fixtures/NAME.xz.
 Runs go --parallel at a time (each process's allocator statistics are its own); the batch lists keep each run
 under about 20 GiB, so that three at once fit an 80 GiB card. `scripts/jobs/dryrun_table.py OUT` makes the tables.
 """
@@ -77,7 +78,8 @@ def runs(out: Path, phase: str, only: set[str]) -> list[tuple[str, list[str], di
     dry = [*AT, "record", "--dry-run", "--arch", "sm90"]
     hidden = {"CUDA_VISIBLE_DEVICES": ""}
     return [(f"dry-{name}-b{b}", [*dry, "-o", str(out / "dry" / f"{name}-b{b}.xz"), "--", *py, *cmd, "--batch",
-                                  str(b)], hidden) for name, (cmd, batches, _) in jobs.items() for b in batches] + \
+                                  str(b)], hidden) for name, (cmd, _, compared) in jobs.items()
+            for b in sorted({compared, *FITS.get(name, ([], []))[0]})] + \
         [(f"dry-fixture-{name}", [*dry, "-o", str(out / "dry" / "fixtures" / f"{name}.xz"), "--", *py, *cmd], hidden)
          for name, cmd in FIXTURES.items()]
 

@@ -5,6 +5,7 @@ standard input for inputs, never a file named '-'; an empty path is refused; rep
 settings fit and which have no figures."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from bounded import bounded_cli
 from clirun import ROOT, in_process
 from folders import choice, make_folder, repeats
 from waiting import wait_until
@@ -80,6 +82,23 @@ def test_a_workload_trace_or_entry_that_is_no_file_is_named(tmp_path, target, sa
         error = one_line(in_process("sweep", tmp_path / "w.yaml", "--backend", "sim", "--out", tmp_path / "r"))
         assert f"key '{key}'" in error and says in error, error
     assert not (tmp_path / "r").exists()
+
+
+def test_a_file_that_fails_to_read_is_named_by_every_reader(tmp_path):
+    """/proc/self/mem opens as a regular file of no size, and its first read fails (EIO): each kind of input names
+    the file it could not read, itself or through a link named as that kind, in one line, and nothing is written."""
+    out = tmp_path / "r"
+    readers = [(["replay", "PATH"], "trace.xz"), (["search", "PATH"], "trace.xz"), (["fleet", "PATH"], "trace.xz"),
+               (["diagnose", "PATH"], "oom.pickle"), (["sweep", "PATH", "--backend", "sim", "--out", out], "w.yaml"),
+               (["sweep", PACKED, "--backend", "sim", "--grid", "PATH", "--out", out], "grid.txt"),
+               (["sweep", PACKED, "--preset", "h200", "--backend", "sim", "--trace", "PATH", "--out", out], "trace.xz")]
+    for args, link in readers:
+        (tmp_path / link).unlink(missing_ok=True)
+        (tmp_path / link).symlink_to("/proc/self/mem")
+        for path in (tmp_path / link, "/proc/self/mem")[:1 if link == "w.yaml" else 2]:   # a workload is a .yaml
+            run = in_process(*(path if a == "PATH" else a for a in args))
+            assert f"cannot read {str(path)!r}: Input/output error" in one_line(run), (args, run.stderr)
+    assert not out.exists()
 
 
 def test_a_byte_order_mark_starts_any_text_file(tmp_path, folder):
@@ -151,3 +170,54 @@ def test_replay_says_how_many_fit_and_keeps_settings_without_figures_apart():
     assert [row["conf"] for row in data["results"]] == ["default", "expandable_segments:True"]
     assert all(row["num_ooms"] for row in data["results"])
     assert [row["conf"] for row in data["skipped"]] == ["backend:cudaMallocAsync"] and data["skipped"][0]["reason"]
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero", "sparse"])
+def test_a_best_env_that_is_no_file_or_too_large_is_rewritten_not_read(tmp_path, folder, kind):
+    assert in_process("report", folder).returncode == 0   # decided once: a best.env to read back
+    best = folder / "best.env"
+    best.unlink()
+    if kind == "FIFO":   # no writer: never waited on
+        os.mkfifo(best)
+    elif kind == "sparse":   # 1.5 GB of holes: read whole, it took 16 GB
+        with open(best, "wb") as f:
+            f.truncate(3 * 2**29)
+    else:
+        best.symlink_to(kind)
+    run = bounded_cli("report", folder, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert best.is_file() and not best.is_symlink() and "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in \
+        best.read_text()
+
+
+def test_a_sweeps_trace_read_from_a_fifo_is_refused_as_no_file(tmp_path):
+    """A sweep reads its trace again, by its digest and on resume: one read once from a FIFO (a writer there) is
+    refused in one line, before any folder exists, never waited on a second time."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as pipe:
+            pipe.write(TRACE.read_bytes())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    run = bounded_cli("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--trace", fifo, "--conf",
+                      "expandable_segments:True", "--out", tmp_path / "r", timeout=120)
+    writer.join(30)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert f"'{fifo}' is a FIFO (named pipe), not a regular file: alloctune reads a trace from a file" in run.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_command_whose_program_is_a_fifo_is_not_waited_on(tmp_path):
+    from alloctune.workload.command import CommandSpec, command_python
+
+    fifo = tmp_path / "train"
+    os.mkfifo(fifo)
+    done = []
+    reader = threading.Thread(target=lambda: done.append(command_python(CommandSpec(argv=(str(fifo),)))),
+                              daemon=True)
+    reader.start()
+    reader.join(30)
+    assert done == [None]

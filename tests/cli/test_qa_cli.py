@@ -101,13 +101,16 @@ def _measured(key: str, value):
     ("trials.jsonl", 3, lambda r: r.__setitem__("conf", "max_split_size_mb:lots"), "conf",
      "max_split_size_mb expects a whole number of MiB, got 'lots'"),
     ("trials.jsonl", 2, _measured("peak_reserved_bytes", -1), "measurement.peak_reserved_bytes",
-     "expected at least 0, got -1"),
-    ("trials.jsonl", 2, _measured("throughput", -5.0), "measurement.throughput", "expected at least 0, got -5.0"),
-    ("trials.jsonl", 4, lambda r: r.__setitem__("repeat", -1), "repeat", "expected at least 0, got -1"),
-    ("trials.jsonl", 4, lambda r: r.__setitem__("budget_bytes", 0), "budget_bytes", "expected at least 1, got 0"),
-    ("choice.json", None, _choice("repeats", -3), "choices[0].repeats", "expected at least 0, got -3"),
+     "expected a byte count from 0 to 1.15292e+18, got -1"),
+    ("trials.jsonl", 2, _measured("throughput", -5.0), "measurement.throughput",
+     "expected a rate from 0 to 1e+18, got -5.0"),
+    ("trials.jsonl", 4, lambda r: r.__setitem__("repeat", -1), "repeat", "expected a count from 0 to 9.0072e+15, got -1"),
+    ("trials.jsonl", 4, lambda r: r.__setitem__("budget_bytes", 0), "budget_bytes",
+     "expected a budget in bytes from 1 to 1.15292e+18, got 0"),
+    ("choice.json", None, _choice("repeats", -3), "choices[0].repeats",
+     "expected a count from 0 to 9.0072e+15, got -3"),
     ("choice.json", None, _choice("peak_reserved_bytes", -8), "choices[0].peak_reserved_bytes",
-     "expected at least 0, got -8"),
+     "expected a byte count from 0 to 1.15292e+18, got -8"),
 ])
 def test_impossible_figures_are_one_line_naming_file_line_and_field(tmp_path, file, line, change, field, problem):
     folder = Path(shutil.copytree(VARLEN, tmp_path / "r"))

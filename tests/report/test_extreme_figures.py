@@ -16,6 +16,7 @@ from folders import make_folder, repeats, trial
 
 from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.report.words import format_rate
+from alloctune.results.records import MAX_RATE
 from alloctune.units import NOT_FINITE, figure, format_bytes, format_number
 from alloctune.workload.loader import load_workload
 
@@ -58,10 +59,12 @@ def one_line(run) -> str:
 
 
 def test_folders_of_extreme_throughput_are_reported_and_compared(tmp_path):
-    far_apart = make_folder(tmp_path / "far", repeats("", tputs=(1e308,) * 3)
+    """Throughputs at the ends of a Rate's range (results/records.py; past it a file is refused: a 1e308)."""
+    far_apart = make_folder(tmp_path / "far", repeats("", tputs=(MAX_RATE,) * 3)
                             + repeats("expandable_segments:True", tputs=(5e-324, 1e-320, 5e-324), reserved=10.0))
     reversed_ = make_folder(tmp_path / "reversed", repeats("", tputs=(5e-324,) * 3)
-                            + repeats("expandable_segments:True", tputs=(1e308, 9e307, 1e308), reserved=10.0))
+                            + repeats("expandable_segments:True", tputs=(MAX_RATE, 0.9 * MAX_RATE, MAX_RATE),
+                                      reserved=10.0))
     zero = make_folder(tmp_path / "zero", repeats("", tputs=(0.0,) * 3)
                        + repeats("expandable_segments:True", tputs=(0.0,) * 3, reserved=10.0))
     for folder in (far_apart, reversed_, zero):

@@ -72,8 +72,11 @@ def test_a_resumed_sweep_replaces_links_and_refuses_a_linked_trials_file_or_lock
     again = in_process(*SWEEP, "--out", out)
     assert again.returncode == 0 and "Resuming the sweep" in again.stderr, again.stderr
     assert_replaced(out, kept, again.stderr)
+    assert not (out / ".lock").exists()   # a lock exists only while it is held
     for name in ("trials.jsonl", ".lock"):   # data and a lock alloctune writes into: refused, not replaced
         target = tmp_path / "home" / f"precious-{name}"
+        if name == ".lock":
+            (out / name).write_text("1\n")
         (out / name).rename(target)
         (out / name).symlink_to(target)
         if name == "trials.jsonl":   # one trial left to run again, so the resumed sweep appends

@@ -1,9 +1,14 @@
 """Every file alloctune writes for the user is written whole or not at all (files.write_file): a write that fails
 for real (the kernel's file-size limit, which fails a write as a full disk does; text that cannot be encoded)
 leaves the user's existing file as it was, and no temporary file beside it. Every write in alloctune/ goes through
-it, but for the few that are no whole file (`NOT_WHOLE`, each with why)."""
+it, but for the few that are no whole file (`NOT_WHOLE`, each with why). A stream at the target (a link to
+/dev/null, to a process's open file, a FIFO) is written into, never replaced, by every -o; a FIFO no process reads,
+a socket, are refused in one line."""
 import ast
 import os
+import socket
+import stat
+import threading
 import pickle
 import resource
 import signal
@@ -15,6 +20,7 @@ from clirun import ROOT, in_process
 from folders import choice, make_folder, repeats
 
 from alloctune.files import copy_whole, write_file
+from alloctune.results.calibration import read_calibration, write_calibration
 
 OLD = "PYTORCH_CUDA_ALLOC_CONF=the user's own, kept\n"
 
@@ -115,6 +121,7 @@ def test_a_trace_copied_to_the_user_is_whole_or_not_there(tmp_path):
 # in alloctune/ (an open for writing, write_text, json.dump or pickle.dump to an open file) fails the test below.
 NOT_WHOLE = {
     ("files.py", "fdopen"): "the one whole write itself",
+    ("files.py", "os.open"): "a stream the user named (a device, a FIFO, /dev/stdout): written into, never replaced",
     ("results/trials.py", "os.open"): "the trials file, appended a line at a time",
     ("results/folder.py", "os.open"): "the folder's writer lock, which holds its holder's pid",
     ("cli/main.py", "os.open"): "the null device",
@@ -156,3 +163,43 @@ def test_every_file_is_written_through_the_one_whole_write():
     found = {(str(path.relative_to(package)), name, line) for path in package.rglob("*.py")
              for name, line in _writes(ast.parse(path.read_text()))}
     assert {(path, name) for path, name, _ in found} == set(NOT_WHOLE), sorted(found)
+
+
+CALIBRATION = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
+
+
+def test_every_o_writes_into_a_stream_never_replacing_it(tmp_path):
+    folder = make_folder(tmp_path / "r", repeats("") + repeats("expandable_segments:True", reserved=10.0),
+                         [choice("expandable_segments:True")])
+    read, write = os.pipe()
+    (tmp_path / "null").symlink_to(os.devnull)
+    (tmp_path / "stdout").symlink_to(f"/proc/self/fd/{write}")   # this process's pipe: main() runs in it
+    os.mkfifo(tmp_path / "fifo")
+    heard: list[bytes] = []
+    reader = threading.Thread(target=lambda: heard.append((tmp_path / "fifo").read_bytes()), daemon=True)
+    reader.start()
+    for name in ("null", "stdout", "fifo"):
+        run = in_process("export", folder.path, "-o", tmp_path / name)
+        assert run.returncode == 0, run.stderr
+    write_calibration(tmp_path / "stdout", read_calibration(CALIBRATION))   # calibrate -o's write
+    os.close(write)
+    reader.join(30)
+    said = os.read(read, 1 << 20).decode()
+    assert said.count("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") == 1 and '"device_alloc"' in said
+    assert heard and b"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in heard[0]
+    assert (tmp_path / "null").is_symlink() and (tmp_path / "stdout").is_symlink()
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode) and stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+
+
+def test_a_fifo_no_one_reads_and_a_socket_are_refused_in_one_line(tmp_path):
+    folder = make_folder(tmp_path / "r", repeats(""), [choice("")])
+    os.mkfifo(tmp_path / "fifo")
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(tmp_path / "sock"))
+    says = {"fifo": "is a FIFO (named pipe) that no process reads: start its reader first, or give a file",
+            "sock": "is a socket, not a regular file: alloctune writes a file, a character device or a FIFO"}
+    for name, said in says.items():
+        run = in_process("export", folder.path, "-o", tmp_path / name)
+        assert run.returncode == 2 and run.stderr == f"alloctune: error: {tmp_path / name} {said}\n", run.stderr
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) and stat.S_ISSOCK(os.stat(tmp_path / "sock").st_mode)
+    listening.close()

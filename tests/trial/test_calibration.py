@@ -80,7 +80,9 @@ def test_the_store_writes_one_file_per_gpu_driver_and_torch_and_reads_it_back(tm
 @pytest.mark.parametrize("damage, says", [
     (lambda text: text[: len(text) // 2], "not valid JSON"),
     (lambda text: text.replace('"fixed_us": ', '"fixed_us": -', 1),
-     "field 'device_alloc.fixed_us': expected at least 0"),
+     "field 'device_alloc.fixed_us': expected microseconds from 0 to 1e+09, got -"),
+    (lambda text: text.replace('"per_mib_us": ', '"per_mib_us": 1e308, "_": ', 1),
+     "field 'device_alloc.per_mib_us': expected microseconds from 0 to 1e+09, got 1e+308"),
     (lambda text: text.replace('"schema": 1', '"schema": 9'), "schema 9 is not one this alloctune reads"),
     (lambda text: text.replace('"gpu"', '"card"'), "field 'gpu': missing"),
 ])
@@ -110,12 +112,18 @@ def test_a_sweep_gets_the_stored_calibration_of_its_gpu_without_measuring(tmp_pa
 
 
 @pytest.mark.usefixtures("no_visible_gpu")
-def test_a_damaged_stored_calibration_is_measured_again_and_without_a_gpu_that_is_one_line(tmp_path, monkeypatch):
+@pytest.mark.parametrize("damaged, says", [
+    ("{", "not valid JSON"),
+    (H200.read_text().replace('"fixed_us": ', '"fixed_us": 1e308, "_": ', 1),   # every later sweep stopped at inf
+     "field 'device_alloc.fixed_us': expected microseconds from 0 to 1e\\+09, got 1e\\+308"),
+])
+def test_a_damaged_stored_calibration_is_measured_again_and_without_a_gpu_that_is_one_line(tmp_path, monkeypatch,
+                                                                                           damaged, says):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cal = read_calibration(H200)
     store_path(cal.gpu, cal.driver, cal.torch).parent.mkdir(parents=True)
-    store_path(cal.gpu, cal.driver, cal.torch).write_text("{")
-    with pytest.warns(UserWarning, match="not valid JSON.*; measuring again"):
+    store_path(cal.gpu, cal.driver, cal.torch).write_text(damaged)
+    with pytest.warns(UserWarning, match=f"{says}.*; measuring again"):
         with pytest.raises(AlloctuneError, match=f"^calibrating needs a CUDA GPU, and {sys.executable} sees none$"):
             calibration_for(probed(cal))
 
@@ -141,5 +149,9 @@ def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_pat
     small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
     assert small == 2 * MiB and all(b % (20 * MiB) == 0 for b in large)   # whole pages of each pool
     assert cal.sync.fixed_us < statistics.median(s.median_us for s in cal.device_alloc.samples)
+    # behind queued GPU work: a synchronisation and a cudaFree wait for all of it
+    queued = {kind: getattr(cal, kind).queued for kind in ("device_alloc", "device_free", "map", "unmap", "sync")}
+    assert all(q is not None and q.queued_us == [2000.0, 10000.0] for q in queued.values())
+    assert queued["sync"].waits > 0.9 and queued["device_free"].waits > 0.9
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert json.loads(store(cal).read_text())["gpu"] == cal.gpu

@@ -1,0 +1,98 @@
+"""`alloctune record --dry-run -- python3 SCRIPT` as a user runs it, on this machine's torch without a GPU, against
+recordings of the same scripts on an H100 (tests/fixtures/dryrun/, torch 2.11.0+cu130, recorded by the `dryrun`
+evidence job on 2026-12-06 with the command each trace's metadata names): the tiny plain-PyTorch transformer (AdamW,
+memory-efficient attention), with checkpointing, with a length drawn per step, with bf16 autocast (flash attention),
+and a CNN (cuDNN convolutions). Each is dry-run end to end through the CLI, read back and replayed."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from clirun import ROOT, cli
+
+from alloctune.dryrun import cards
+from alloctune.sim.trace import ALLOC, FREE, load_trace
+
+pytestmark = pytest.mark.slow
+FIXTURES = ROOT / "tests" / "fixtures" / "dryrun"
+SETTINGS = ["default", "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]
+
+
+def dry_run(tmp_path: Path, fixture: str) -> tuple[object, object, str]:
+    """The GPU's recording of `fixture` and the dry run of the same command, with what record printed."""
+    gpu = load_trace(FIXTURES / f"{fixture}.xz")
+    out = tmp_path / f"{fixture}.xz"
+    done = cli("record", "--dry-run", "-o", out, "--", sys.executable, *gpu.meta["command"], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return gpu, load_trace(out), done.stderr + done.stdout
+
+
+def events(trace) -> list[tuple[int, int]]:
+    return [(k, s) for k, s in zip(trace.kinds, trace.sizes) if k in (ALLOC, FREE)]
+
+
+def replayed(path: Path) -> dict[str, int]:
+    done = cli("replay", path, "--json", *[a for conf in SETTINGS for a in ("--conf", conf)])
+    assert done.returncode == 0, done.stderr
+    return {r["conf"] or "default": r["peak_reserved_bytes"] for r in json.loads(done.stdout)["results"]}
+
+
+@pytest.mark.parametrize("fixture", ["gpt", "gpt-checkpoint", "gpt-varlen"])
+def test_the_allocator_sees_what_the_gpu_saw(tmp_path, fixture):
+    """Every allocation and free in the GPU's order, and so the same peaks under every setting."""
+    gpu, dry, said = dry_run(tmp_path, fixture)
+    assert events(dry) == events(gpu)
+    assert dry.meta["step_ends"] == gpu.meta["step_ends"]
+    assert replayed(tmp_path / f"{fixture}.xz") == replayed(FIXTURES / f"{fixture}.xz")
+    assert replayed(tmp_path / f"{fixture}.xz")["default"] == gpu.meta["measured"][0]["peak_reserved_bytes"]
+    assert "Dry run (no GPU)" in said and "made up" not in said   # no value read back: --log-every 5 > 4 steps
+    meta = dry.meta["dry_run"]
+    assert meta["card"] == cards.CARDS["h100"].name == gpu.meta["env"]["gpu"] and meta["invented"] == {}
+    assert dry.meta["measured"] == [] and dry.meta["device_total_bytes"] == gpu.meta["device_total_bytes"]
+
+
+def test_autocast_differs_only_in_the_order_of_its_cast_caches_frees(tmp_path):
+    """Leaving autocast frees its cached bf16 copies of the weights in the order of a C++ hash map: the same frees,
+    at the same point, in another order; the peaks are the GPU's."""
+    gpu, dry, _ = dry_run(tmp_path, "gpt-autocast")
+    assert sorted(events(dry)) == sorted(events(gpu)) and len(events(dry)) == len(events(gpu))
+    assert [s for k, s in events(dry) if k == ALLOC] == [s for k, s in events(gpu) if k == ALLOC]
+    assert replayed(tmp_path / "gpt-autocast.xz") == replayed(FIXTURES / "gpt-autocast.xz")
+
+
+def test_a_cnn_misses_only_cudnns_workspaces(tmp_path):
+    """cuDNN takes a workspace around each convolution, sized by the algorithm it picks on the card: all that the dry
+    run lacks; the peaks under every setting are the GPU's here."""
+    gpu, dry, _ = dry_run(tmp_path, "cnn")
+    missing = [s for k, s in events(gpu) if k == ALLOC]
+    for size in (s for k, s in events(dry) if k == ALLOC):
+        missing.remove(size)
+    kept = {a for k, a in zip(gpu.kinds, gpu.addrs) if k == ALLOC} - {a for k, a in zip(gpu.kinds, gpu.addrs) if k == FREE}
+    assert missing and all(size not in kept for size in missing)   # each one given back: a workspace
+    assert replayed(tmp_path / "cnn.xz") == replayed(FIXTURES / "cnn.xz")
+
+
+def test_what_is_not_traced_is_refused_in_one_line(tmp_path):
+    script = tmp_path / "compiled.py"
+    script.write_text("import torch\nf = torch.compile(lambda x: x * 2)\nprint(f(torch.ones(2, device='cuda')))\n")
+    done = cli("record", "--dry-run", "-o", tmp_path / "t.xz", "--", sys.executable, script, timeout=600)
+    assert done.returncode != 0 and not (tmp_path / "t.xz").exists()
+    last = done.stderr.strip().splitlines()[-1]
+    assert "torch.compile is not traced by a dry run" in last and "Traceback" not in done.stderr
+
+
+def test_an_unknown_card_is_refused_before_anything_runs(tmp_path):
+    done = cli("record", "--dry-run", "--arch", "sm12", "-o", tmp_path / "t.xz", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2 and "--arch 'sm12'" in done.stderr and "h100" in done.stderr
+
+
+def test_the_table_row_and_the_workspace_setting():
+    assert cards.row("2.13.0+cpu", "sm90").key == "torch 2.11 sm90"   # the nearest version the table holds
+    row = cards.row("2.11.0", "sm90")
+    assert cards.cublas_workspace(row) == 32 << 20 and row.cublaslt_workspace_bytes == 1 << 20
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:2:16:8")
+        assert cards.cublas_workspace(row) == (4096 * 2 + 16 * 8) * 1024
