@@ -54,6 +54,7 @@ class FleetResult:
     ranked: tuple[SettingLoss, ...]
     not_simulated: Mapping[AllocConf, str]
     origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
+    torch_versions: tuple[str | None, ...] = ()   # each job's trace's torch (None: it does not say)
 
     @property
     def best(self) -> SettingLoss | None:
@@ -63,7 +64,8 @@ class FleetResult:
     def to_json(self) -> dict:
         from ..report.fleet import fleet_json
 
-        return fleet_json(list(self.ranked), self.not_simulated, dict(zip(self.jobs, self.origins)))
+        return fleet_json(list(self.ranked), self.not_simulated, dict(zip(self.jobs, self.origins)),
+                          dict(zip(self.jobs, self.torch_versions)))
 
 
 def job_names(paths: list[str]) -> list[str]:
@@ -99,4 +101,5 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     versions = {job.torch_version for job in figures.values()}
     confs_ranked, _ = ranked_settings(entries, versions.pop() if len(versions) == 1 else None, has_budget=False)
     peaks, not_simulated = fleet_peaks(figures, confs_ranked)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins))
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins),
+                       tuple(figures[name].torch_version for name in names))

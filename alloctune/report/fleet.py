@@ -7,6 +7,8 @@ from typing import Mapping
 from ..decide.fleet import SettingLoss
 from ..settings.conf import AllocConf
 from ..results.provenance import Provenance
+from ..results.vocabulary import BASIS, FITS, PEAK_RESERVED, SETTING, SIMULATED_TORCH, Basis, setting_name
+from ..sim.replay import simulated_torch
 from .layout import say
 from .provenance import origin, title, workspace_warning
 from .tables import figures_table, print_numbered, whole_settings
@@ -20,17 +22,19 @@ def _loss(value: float | None) -> str:
 
 
 def fleet_json(ranked: list[SettingLoss], not_simulated: Mapping[AllocConf, str],
-               origins: Mapping[str, Provenance]) -> dict:
+               origins: Mapping[str, Provenance], torches: Mapping[str, str | None]) -> dict:
     """The ranking as --json prints it: the setting that loses least (null: none runs every job), the settings in
-    order with each job's peak and loss under each, the settings not simulated with why, and each job's trace's
-    origin (`dry_run`: null for a recording made on a GPU)."""
-    settings = [{"conf": str(s.setting), "label": s.setting.label, "worst": s.worst, "mean": s.mean,
+    order with each job's peak (replayed) and loss under each, the settings not simulated with why, and each job's
+    trace's origin (`dry_run`: null for a recording made on a GPU) and the torch its replay followed."""
+    settings = [{SETTING: setting_name(str(s.setting)), "label": s.setting.label, "worst": s.worst, "mean": s.mean,
                  "failed": list(s.failed),
-                 "jobs": [{"job": j.job, "peak_reserved_bytes": j.peak_bytes, "loss": j.loss, "best": j.best,
+                 "jobs": [{"job": j.job, BASIS: Basis.REPLAYED.value, FITS: j.peak_bytes is not None,
+                           PEAK_RESERVED: j.peak_bytes, "loss": j.loss, "best": setting_name(j.best),
                            "best_bytes": j.best_bytes} for j in s.jobs]} for s in ranked]
-    return {"best": settings[0]["conf"] if settings and not ranked[0].failed else None, "settings": settings,
-            "not_simulated": [{"conf": str(s), "reason": why} for s, why in not_simulated.items()],
-            "jobs": [{"job": job, "dry_run": p.to_json()} for job, p in origins.items()]}
+    return {"best": settings[0][SETTING] if settings and not ranked[0].failed else None, "settings": settings,
+            "not_simulated": [{SETTING: setting_name(str(s)), "reason": why} for s, why in not_simulated.items()],
+            "jobs": [{"job": job, "dry_run": p.to_json(), SIMULATED_TORCH: simulated_torch(torches.get(job))}
+                     for job, p in origins.items()]}
 
 
 def print_fleet(console, ranked: list[SettingLoss], not_simulated: Mapping[AllocConf, str],
