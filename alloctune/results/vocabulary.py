@@ -6,14 +6,17 @@ carry, what the default setting is called) and in words (whether a figure was me
   the trace), or predicted (a model: driver work priced by a calibration, a fitted curve), with its resolution or
   measured error where one is known.
 - A replayed figure names the torch whose allocator the simulator followed (`SIMULATED_TORCH`).
+- A ratio beside a word of direction is printed by `times`, which never shows 1.00x for a ratio that is not 1.
 - The keys of a setting's memory figures: `SETTING`, `BASIS`, `FITS`, `PEAK_RESERVED`, `PEAK_ALLOCATED`
   (`figures`), the same in replay, search, fleet, fit, diagnose and a sweep's choice.
 """
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from ..settings.conf import conf_label
+from ..units import figure
 
 SETTING, BASIS, FITS = "conf", "basis", "fits"
 PEAK_RESERVED, PEAK_ALLOCATED = "peak_reserved_bytes", "peak_allocated_bytes"
@@ -38,3 +41,12 @@ def figures(conf: str | None, basis: Basis, fits: bool | None, peak_reserved: in
     """A setting's memory figures under the shared keys."""
     return {SETTING: setting_name(conf), BASIS: basis.value, FITS: fits, PEAK_RESERVED: peak_reserved,
             PEAK_ALLOCATED: peak_allocated}
+
+
+def times(ratio: float, digits: int = 2) -> str:
+    """A ratio as '1.03x': with more digits (up to 4) where fewer would round it to 1 though it is not, so that
+    '1.00x' never stands beside 'slower' or 'faster' (0.997 reads '0.997x')."""
+    if not math.isfinite(ratio):
+        return figure(ratio, ".2f")
+    places = next((p for p in range(digits, 4) if ratio == 1 or float(f"{ratio:.{p}f}") != 1), 4)
+    return f"{figure(ratio, f'.{places}f')}x"
