@@ -48,5 +48,6 @@ def times(ratio: float, digits: int = 2) -> str:
     '1.00x' never stands beside 'slower' or 'faster' (0.997 reads '0.997x')."""
     if not math.isfinite(ratio):
         return figure(ratio, ".2f")
-    places = next((p for p in range(digits, 4) if ratio == 1 or float(f"{ratio:.{p}f}") != 1), 4)
+    # a ratio that still reads 1 at 4 places is as good as 1: said with the usual digits
+    places = next((p for p in range(digits, 5) if float(f"{ratio:.{p}f}") != 1), digits)
     return f"{figure(ratio, f'.{places}f')}x"

@@ -283,7 +283,7 @@ def test_the_json_carries_the_warnings_the_text_prints(tmp_path):
     own = _own_snapshot(tmp_path)
     torch_assumed, card_assumed = "does not say which torch", "does not say how much memory its GPU had"
     for args, said in [
-            (("replay", H200 / "frag-window" / "oom-rank0.pickle"), ["before the recording started"]),
+            (("replay", H200 / "frag-window" / "oom-rank0.pickle"), ["the state at its start was rebuilt"]),
             (("replay", own), [torch_assumed, card_assumed]),
             (("search", own, "--max-settings", "8"), [card_assumed]),   # it follows --python's torch
             (("diagnose", own), [torch_assumed])]:                      # the message says the card
