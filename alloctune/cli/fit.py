@@ -10,7 +10,7 @@ from ..errors import AlloctuneError
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..units import MAX_INT
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import add_device, console, positive_int, seconds, whole_int
+from .args import add_device, add_dry_run, console, positive_int, seconds, whole_int
 
 
 def register(subparsers) -> None:
@@ -63,13 +63,9 @@ def register(subparsers) -> None:
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
-    p.add_argument("--dry-run", action="store_true",
-                   help="without a GPU: trace the command at each value with fake tensors standing for CUDA tensors "
-                        "(as 'record --dry-run'), each answer's value and the next too, so that answers come from "
-                        "the dry runs' replays; every figure is predicted, nothing is measured")
-    p.add_argument("--arch", metavar="CARD",
-                   help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an architecture (sm90, "
-                        "sm80); default: h100")
+    add_dry_run(p, "without a GPU: trace the command at each value with fake tensors standing for CUDA tensors (as "
+                   "'record --dry-run'), each answer's value and the next too, so that answers come from the dry "
+                   "runs' replays; every figure is predicted, nothing is measured")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print fit.json's object")

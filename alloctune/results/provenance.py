@@ -97,8 +97,8 @@ def jointly(ps: Sequence[Provenance]) -> DryRunSaid | None:
     if not dry:
         return None
     if len(dry) < len(said):
-        raise ValueError(f"{len(dry)} of the {len(said)} traces are dry runs and the others recordings made on a "
-                         f"GPU: fit traces of one kind")
+        raise ValueError(f"the traces mix dry runs ({len(dry)}) and recordings made on a GPU ({len(said) - len(dry)}): "
+                         f"fit traces of one kind")
     if len(kinds := {(s.card, s.table) for s in dry}) > 1:
         raise ValueError("the traces are dry runs for different cards or table rows (" +
                          ", ".join(sorted(f"{card}, table row {table}" for card, table in kinds)) + "): fit one's")
