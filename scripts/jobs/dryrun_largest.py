@@ -4,9 +4,11 @@ dry runs of the same commands at the same batches, under the four settings; any 
     python3 scripts/jobs/dryrun_largest.py GPU_DIR DRY_DIR [--json FILE] > largest-batch.md
 
 GPU_DIR holds the `dryrun` evidence job's recordings (JOB-bBATCH.xz, recorded under the default setting: the other
-settings are replayed), DRY_DIR the dry runs (`record --dry-run --arch sm90 -o JOB-bBATCH.xz -- python3 ...`). Each
-job's budget lies between the peaks reserved (default setting) of two of its recorded batches on the GPU; the fit
-answers at multiples of the batches' greatest common divisor, a batch between two traced ones by the curve.
+settings are replayed), DRY_DIR the dry runs (`record --dry-run --arch sm90 -o JOB-bBATCH.xz -- python3 ...`). The
+jobs, their batches and budgets are dryrun_evidence.py's (JOBS, FITS: each budget between the GPU's peaks reserved at
+two of the job's batches under the default setting; the `fits` phase finds the GPU's own answer under it); a job
+without traces at every batch in both folders is listed as not compared. The fit answers at multiples of the
+batches' greatest common divisor, a batch between two traced ones by the curve.
 """
 from __future__ import annotations
 
@@ -17,16 +19,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dryrun_evidence import FITS, JOBS  # noqa: E402
+
 SETTINGS = ["default", "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]
-# job: (its batches, the budget: between the GPU's peaks reserved at two of them under the default setting)
-JOBS: dict[str, tuple[list[int], str]] = {
-    "gpt2": ([2, 4, 6, 8, 12], "13GiB"),          # b6 11.67 GiB, b8 15.39 GiB
-    "lora": ([2, 4, 6, 8, 12], "11GiB"),          # b6 9.90, b8 12.97
-    "checkpoint": ([8, 16, 24, 32, 48], "20GiB"),  # b24 17.14, b32 22.66
-    "autocast": ([4, 8, 12, 16, 24], "12GiB"),    # b12 10.54, b16 13.80
-    "varlen": ([4, 8, 12, 16], "15GiB"),          # b8 11.89, b12 17.43
-    "cnn": ([32, 64, 96, 128], "1.5GiB"),         # b64 1.11, b96 1.67
-}
 
 
 def fitted(folder: Path, job: str, batches: list[int], budget: str) -> dict:
@@ -59,8 +56,12 @@ def main() -> int:
     p.add_argument("dry", type=Path)
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = p.parse_args()
-    rows, context = [], []
-    for job, (batches, budget) in JOBS.items():
+    rows, context, missing = [], [], []
+    for job, budget in FITS.items():
+        batches = JOBS[job][1]
+        if not all((folder / f"{job}-b{b}.xz").exists() for folder in (args.gpu, args.dry) for b in batches):
+            missing.append(job)
+            continue
         gpu, dry = fitted(args.gpu.resolve(), job, batches, budget), fitted(args.dry.resolve(), job, batches, budget)
         assert gpu["dry_run"] is None and dry["dry_run"] is not None, job   # each what it says it is
         on_gpu, by_dry = answers(gpu), answers(dry)
@@ -79,6 +80,8 @@ def main() -> int:
     for job, batches, on_gpu, by_dry in context:
         print(f"| {job} | {', '.join(map(str, batches))} | {', '.join(f'{x:.2f}' for x in on_gpu)} | "
               f"{', '.join(f'{x:.2f}' for x in by_dry)} |")
+    if missing:
+        print(f"\nNot compared (no traces at every batch in both folders): {', '.join(missing)}.")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
