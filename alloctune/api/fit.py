@@ -1,7 +1,8 @@
 """fit: the largest value of a parameter of a job (batch size, sequence length) each setting allows on each card or
-budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py), or
-traces recorded already; replayed, fitted and answered (sweeper/fitting.py); with a command and a GPU, the values
-that settle each answer recorded and replayed too, so that answers come from replays, not the curve
+budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py) or
+traced by a dry run without one (`dry_run`), or traces recorded already; replayed, fitted and answered
+(sweeper/fitting.py); with a command and a GPU or a dry run, the values that settle each answer recorded (or traced)
+and replayed too, so that answers come from replays, not the curve
 (sweeper/fitexact.py); the answers under each budget confirmed on the GPU where asked, one value at a time or copies
 at once (sweeper/fitcopies.py); fit.json and plot.png written to the fit's folder, held for this fit alone
 (results/fits.claimed). `alloctune fit` and `alloctune.fit()`.
@@ -57,6 +58,8 @@ class FitOptions:
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     jobs: int | None = None                          # replay worker processes (default: every usable core)
     device: int | None = None                        # with traces: which device's, where a snapshot has several
+    dry_run: bool = False                            # a command traced without a GPU at each value (dryrun/)
+    arch: str | None = None                          # with dry_run: the card it stands for (trial/recording's)
 
     def __post_init__(self) -> None:
         if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
@@ -73,6 +76,7 @@ class FitOptions:
                               "and {budgets}")
         self._check_runs()
         self._check_values()
+        self._check_dry_run()
 
     def _check_source(self) -> None:
         """A command and its values, or traces (at values a command's may not contradict)."""
@@ -167,6 +171,28 @@ class FitOptions:
             if not (_whole(self.confirm_copies) and self.confirm_copies in values):
                 raise OptionError("confirm_copies", "{confirm_copies} {got}: copies at once are predicted at the "
                                   "values recorded, {values}", got=shown(self.confirm_copies), values=values)
+
+
+    def _check_dry_run(self) -> None:
+        """A dry run traces a command, for a card the table knows, and runs nothing on a GPU."""
+        if not isinstance(self.dry_run, bool):
+            raise OptionError("dry_run", "{dry_run}: expected True or False, got {got}", got=shown(self.dry_run))
+        if self.arch is not None and not self.dry_run:
+            raise OptionError("arch", "{arch} names the GPU a dry run stands for: give {dry_run} with it")
+        if self.dry_run and self.command is None:
+            raise OptionError("dry_run", "{dry_run} traces your command at each value; traces given with {traces} "
+                              "say themselves whether they are dry runs")
+        if self.dry_run and self.confirm:
+            raise OptionError("confirm", "{confirm} runs answers on the GPU and {dry_run} uses none: confirm the "
+                              "dry run's answers with a fit on the GPU")
+        _ = self.card   # an unknown card: refused before anything runs
+
+    @property
+    def card(self) -> str | None:
+        """The card a dry run stands for (None: recorded on the GPU)."""
+        from ..trial.recording import dry_run_card
+
+        return dry_run_card(self.arch) if self.dry_run else None
 
 
 def _whole(value: object) -> bool:
@@ -280,7 +306,7 @@ def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict
         assert folder is not None   # a command's recordings are always kept
         recorded = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
                                  timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
-                                 steps=options.steps, say=say)
+                                 steps=options.steps, say=say, dry_run=options.card)
         return {v: (name, name) for v, (name, _) in recorded.items()}, {v: f for v, (_, f) in recorded.items()}
     sources, facts = {}, {}
     for i, (value, source) in enumerate((options.traces or {}).items()):
@@ -291,26 +317,27 @@ def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict
 
 
 def _settle(options: FitOptions, replays, folder: Path | None, say):
-    """The recordings that make answers exact (sweeper/fitexact.py), where a command can be recorded: on the GPU,
-    into the fit's folder, at most `extra_recordings`."""
+    """The recordings that make answers exact (sweeper/fitexact.py), where a command can be recorded: on the GPU or
+    by a dry run, into the fit's folder, at most `extra_recordings`."""
     from ..results.fits import ExactRecord, NotExact
     from ..sweeper.fitexact import settle
-    from ..sweeper.fitrun import gpu_seen, record_value
+    from ..sweeper.fitrun import DRY_RUNNING, gpu_seen, record_value
 
     command, most = options.command, options.extra_recordings
     if command is None:
         return ExactRecord(most, not_run=NotExact.TRACES)
     if most == 0:
         return ExactRecord(most, not_run=NotExact.NONE)
-    if not gpu_seen(command, options.param, options.values[0]):
+    card = options.card
+    if card is None and not gpu_seen(command, options.param, options.values[0]):
         return ExactRecord(most, not_run=NotExact.NO_GPU)
     assert folder is not None
 
     def record(value: int):
         return record_value(command, options.param, value, folder, gpu=options.gpu, timeout_s=options.timeout_s,
-                            warmup_steps=options.warmup_steps, steps=options.steps)
+                            warmup_steps=options.warmup_steps, steps=options.steps, dry_run=card)
 
-    return settle(replays, record, most, say)
+    return settle(replays, record, most, say, "recording" if card is None else DRY_RUNNING)
 
 
 def _folder(options: FitOptions) -> Path | None:
@@ -333,10 +360,14 @@ def _request(options: FitOptions, facts: dict, entries: list):
     from ..settings.grid import ranked_settings
     from ..sim.limits import DEFAULT_CARDS_GIB
     from ..sim.points import overhead_of, recording_device
-    from ..sweeper.fitting import FitRequest
+    from ..sweeper.fitting import FitRequest, dry_run_of
     from ..units import budget_on
 
     said = [facts[v] for v in sorted(facts)]
+    try:
+        dry_run_of(said)
+    except ValueError as exc:   # a curve through dry runs and GPU recordings together would join two kinds
+        raise OptionError("traces", "{traces}: {why}", why=str(exc)) from None
     torch_version = next((f.meta.get("torch_version") for f in said), None)
     confs, _ = ranked_settings(entries, torch_version, has_budget=bool(options.budgets))
     device = recording_device(said)

@@ -135,6 +135,14 @@ def add_replay_limits(p, budget: str) -> None:
     add_device(p)
 
 
+def add_dry_run(p, what: str) -> None:
+    """--dry-run (`what` it does for this command) and --arch, the card it stands for: record's, fit's, sweep's."""
+    p.add_argument("--dry-run", action="store_true", help=what)
+    p.add_argument("--arch", metavar="CARD",
+                   help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an architecture "
+                        "(sm90, sm80); what the card's kernels add comes from its row of the table (default: h100)")
+
+
 def add_device(p) -> None:
     """--device: which device's trace a snapshot of several GPUs gives (every command that loads traces:
     api/inputs.loaded)."""

@@ -10,7 +10,7 @@ from ..errors import AlloctuneError
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..units import MAX_INT
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import add_device, console, positive_int, seconds, whole_int
+from .args import add_device, add_dry_run, console, positive_int, seconds, whole_int
 
 
 def register(subparsers) -> None:
@@ -21,8 +21,9 @@ def register(subparsers) -> None:
                     "parameter, and answer per setting: the largest value that runs without an OOM and without an "
                     "alloc retry on each card or under each budget, the headroom, the next value to confirm, and how "
                     "many copies fit at once; then record each answer's value and the next one, so that answers "
-                    "come from replays. Or fit traces already recorded: --trace VALUE=FILE (no GPU: the curve's "
-                    "answers, with their margins).")
+                    "come from replays. Without a GPU, --dry-run traces the command at each value instead "
+                    "(docs/dry-run.md; nothing is measured). Or fit traces already recorded: --trace VALUE=FILE "
+                    "(no GPU: the curve's answers, with their margins).")
     p.add_argument("command", nargs="*", metavar="-- COMMAND",
                    help="your command, with {NAME} where the value goes (without it: in the environment variable "
                         "NAME)")
@@ -62,6 +63,9 @@ def register(subparsers) -> None:
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
+    add_dry_run(p, "without a GPU: trace the command at each value with fake tensors standing for CUDA tensors (as "
+                   "'record --dry-run'), each answer's value and the next too, so that answers come from the dry "
+                   "runs' replays; every figure is predicted, nothing is measured")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print fit.json's object")
@@ -72,7 +76,8 @@ FLAGS = {"param": "--param", "values": "--param", "traces": "--trace", "command"
          "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "step": "--step",
          "overhead": "--overhead", "confirm": "--confirm", "confirm_copies": "--confirm-copies",
          "extra_recordings": "--extra-recordings", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
-         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs", "device": "--device"}
+         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs", "device": "--device",
+         "dry_run": "--dry-run", "arch": "--arch"}
 
 
 def parse_param(text: str) -> tuple[str, list[int | str]]:
@@ -110,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
                          tuple(args.command) or None, tuple(args.conf or ()), args.grid,
                          args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
                          args.overhead, tuple(args.confirm or ()), args.confirm_copies, args.extra_recordings,
-                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device)
+                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device,
+                         dry_run=args.dry_run, arch=args.arch)
     err = console(stderr=True)   # a line per run on the GPU: each takes a while
     result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
     if args.json:
@@ -119,5 +125,6 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     print_fit(out, result.fit)
     if result.folder is not None:
-        out.print(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command else ""))
+        made = ", the dry runs' traces" if args.dry_run else ", the recordings" if args.command else ""
+        out.print(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}{made}")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import console, gpu_list, positive_int, seconds, written
+from .args import add_dry_run, console, gpu_list, positive_int, seconds, written
 
 # RecordOptions' fields as this command's flags: a library message that names one shows the flag.
 FLAGS = {"preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python", "timeout_s": "--timeout",
@@ -35,12 +35,8 @@ def register(subparsers) -> None:
                         "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
-    p.add_argument("--dry-run", action="store_true",
-                   help="your own command: run it without a GPU, with fake tensors standing for CUDA tensors, and "
-                        "write the allocations the caching allocator would see (docs/dry-run.md); any GPU is hidden")
-    p.add_argument("--arch", metavar="CARD",
-                   help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an architecture "
-                        "(sm90, sm80); what the card's kernels add comes from its row of the table (default: h100)")
+    add_dry_run(p, "your own command: run it without a GPU, with fake tensors standing for CUDA tensors, and write "
+                   "the allocations the caching allocator would see (docs/dry-run.md); any GPU is hidden")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list, one object per trace written (path, events, what was measured)")
     p.set_defaults(func=run, flags=FLAGS)

@@ -18,7 +18,7 @@ from ..sim.limits import DEFAULT_MAX_SETTINGS
 from ..sweeper.options import AUTO_REPEATS, CONFIRM_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
 from ..units import format_bytes, format_number
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
-from .args import console, flagged, fraction, gpu_list, positive_int, seconds, written
+from .args import add_dry_run, console, flagged, fraction, gpu_list, positive_int, seconds, written
 
 # The options this command passes on, as its flags: SweepOptions fields, then those of a command
 # (workload/command.py). Each flag's dest is its field's name, so the options are built from this table; and a
@@ -109,13 +109,9 @@ def _command(command) -> None:
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
-    command.add_argument("--dry-run", action="store_true",
-                         help="without a GPU: trace the command once with fake tensors standing for CUDA tensors "
-                              "(as 'record --dry-run'), replay every setting on that trace, and show the plan a "
-                              "hybrid sweep would run on the GPU; every figure is predicted, nothing is measured")
-    command.add_argument("--arch", metavar="CARD",
-                         help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an "
-                              "architecture (sm90, sm80); default: h100")
+    add_dry_run(command, "without a GPU: trace the command once with fake tensors standing for CUDA tensors (as "
+                         "'record --dry-run'), replay every setting on that trace, and show the plan a hybrid sweep "
+                         "would run on the GPU; every figure is predicted, nothing is measured")
     command.add_argument("--check-growth", type=positive_int, metavar="K",
                          help="a longer check, for what a short trial cannot show: sample reserved and allocated "
                               "memory at steps K and 2K of each trial (the job must run 2K steps) and refuse a "

@@ -1,6 +1,7 @@
 """`alloctune fit`'s output: the curve per setting, the answer per setting under each limit (the largest value,
 what it rests on, the headroom, the value above it to confirm, copies at once) and what the GPU said where it
-confirmed them; and the plot of peak reserved against the value with the limits as lines."""
+confirmed them; and the plot of peak reserved against the value with the limits as lines. A fit of dry runs' traces
+says so in its first line, its tables' titles and its plot (report/provenance.py's words)."""
 from __future__ import annotations
 
 import os
@@ -15,6 +16,7 @@ from ..settings.conf import conf_label
 from ..units import GiB, format_bytes, plural
 from .fitwords import exact_lines, margin_lines
 from .layout import say
+from .provenance import dry_run_words, titled
 from .tables import figures_table, in_unit, print_numbered, size_unit, whole_settings
 
 
@@ -27,11 +29,23 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def limit_title(limit: LimitFit) -> str:
+def origin(fit: FitFile) -> str | None:
+    """'a dry run for CARD (table row ...)' where the fit's traces are a dry run's; None: recordings on a GPU."""
+    d = fit.dry_run
+    return None if d is None else dry_run_words(d.card, d.table, d.invented)
+
+
+def fit_title(fit: FitFile, text: str) -> str:
+    """A table's or the plot's title: 'Dry run (nothing measured). ...' where the traces are a dry run's."""
+    return titled(len(fit.values) if fit.dry_run else 0, len(fit.values), text)
+
+
+def limit_title(limit: LimitFit, fit: FitFile) -> str:
     if limit.budget is None:
         card = format_bytes(limit.device_bytes, 0)
         return f"On a {card} card: {format_bytes(limit.capacity_bytes)} for the allocator"
-    where = f"Under budget {limit.budget} ({format_bytes(limit.budget_bytes)}) of the recording GPU"
+    gpu = "the recording GPU" if fit.dry_run is None else f"the {fit.dry_run.card} the dry run stands for"
+    where = f"Under budget {limit.budget} ({format_bytes(limit.budget_bytes)}) of {gpu}"
     if limit.capacity_bytes == limit.budget_bytes:
         return where
     return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
@@ -47,9 +61,12 @@ def _print(console, numbers: dict[str, int], headers: list[str], rows: list[list
 
 
 def print_fit(console, fit: FitFile) -> None:
-    context = "as the recordings measured it" if fit.overhead_measured else "assumed: the recordings do not say"
-    say(console, f"Peak memory in {fit.param}, from {plural(len(fit.values), 'recorded value')} "
-                 f"({', '.join(map(str, fit.values))}); each process holds a CUDA context of "
+    dry = origin(fit)
+    context = ("assumed: the recordings do not say" if not fit.overhead_measured else
+               "as the recordings measured it" if dry is None else "the card's, from the dry run's table")
+    values = f"{plural(len(fit.values), 'value' if dry else 'recorded value')} ({', '.join(map(str, fit.values))})"
+    traced = "" if dry is None else f" traced by {escape(dry)}: nothing was measured"
+    say(console, f"Peak memory in {fit.param}, from {values}{traced}; each process holds a CUDA context of "
                  f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
     for warning in fit.warnings:
         say(console, f"[yellow]warning:[/] {escape(warning)}")
@@ -69,17 +86,20 @@ def print_fit(console, fit: FitFile) -> None:
     if weak and any(not a.exact for limit in fit.limits for a in limit.answers):
         say(console, f"With {len(fit.values)} recorded values a leave-one-out predicts each from "
                      f"{len(fit.values) - 1} others: it tests the curve little; record more values to test it more.")
+    confirm = ("confirm an answer on the GPU with --confirm" if dry is None else
+               "every answer is predicted: confirm one on a GPU with a fit's --confirm, without --dry-run")
     say(console, f"Values above {fit.values[-1]} are extrapolated from the curve (up to {EXTRAPOLATION:g} times the "
-                 f"largest recorded; '+': more may fit); confirm an answer on the GPU with --confirm.")
+                 f"largest recorded; '+': more may fit); {confirm}.")
 
 
 def _curves_table(console, fit: FitFile, numbers: dict[str, int]) -> None:
+    made = "recorded" if fit.dry_run is None else "traced"
     unit = size_unit(p.peak_reserved_bytes for s in fit.settings for p in s.points)
     rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
     headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
                "leave-\none-out"]
     _print(console, numbers, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
-           title=f"Peak reserved ({unit[0]}), replayed at each recorded {fit.param}, and its curve",
+           title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed at each {made} {fit.param}, and its curve"),
            caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
                                 for s in fit.settings if s.reason) or None)
 
@@ -107,9 +127,10 @@ def _limit_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]
     headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
                f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
     exact = sum(a.exact for a in limit.answers)
-    _print(console, numbers, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit),
-           caption=f"replays: exact, the value and the next one recorded and replayed ({exact} of "
-                   f"{len(limit.answers)})" if exact else None)
+    _print(console, numbers, headers, rows, column={2: {"no_wrap": True}},
+           title=fit_title(fit, limit_title(limit, fit)),
+           caption=f"replays: exact, the value and the next one {'traced' if fit.dry_run else 'recorded'} and "
+                   f"replayed ({exact} of {len(limit.answers)})" if exact else None)
 
 
 def _basis(a: Answer) -> str:
@@ -210,6 +231,8 @@ def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
     ax.set_ylim(0, extent * 1.05)
     ax.set_xlabel(fit.param)
     ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
+    if (dry := origin(fit)) is not None:
+        ax.set_title(f"Predicted from {dry}: nothing measured", fontsize=9)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

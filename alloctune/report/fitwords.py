@@ -25,14 +25,15 @@ def exact_lines(fit: FitFile) -> list[str]:
         return []
     if record.not_run is not None:
         return [f"Answers at values not recorded are the curve's ({_NOT_RUN[record.not_run]})."]
-    made = (f"recorded {plural(len(record.values), 'more value')} ({', '.join(map(str, record.values))}) of at most "
-            f"{record.most}" if record.values else f"recorded no more value (at most {record.most})")
+    verb = "recorded" if fit.dry_run is None else "traced"
+    made = (f"{verb} {plural(len(record.values), 'more value')} ({', '.join(map(str, record.values))}) of at most "
+            f"{record.most}" if record.values else f"{verb} no more value (at most {record.most})")
     lines = [f"To answer from replays, {made}: {len(answers) - inexact} of {len(answers)} answers are exact."]
     for failed in record.failed:
         lines.append(f"  {fit.param}={failed.value}: not recorded: {escape(failed.why)}")
     if record.beyond:
-        lines.append(f"  {fit.param} {', '.join(map(str, record.beyond))}: beyond what the recording GPU holds, "
-                     f"not recorded.")
+        gpu = "the recording GPU" if fit.dry_run is None else f"the {fit.dry_run.card}"
+        lines.append(f"  {fit.param} {', '.join(map(str, record.beyond))}: beyond what {gpu} holds, not recorded.")
     if inexact and len(record.values) + len(record.failed) >= record.most:
         lines.append(f"  The other answers rest on the curve: the {record.most} recordings allowed were made "
                      f"(--extra-recordings).")

@@ -1,6 +1,7 @@
 """A trace's provenance in words (results/provenance.py decides it): measured on a GPU, or a dry run for a card.
 Every command that shows figures from traces says it from here: record's line, replay's and search's header and
-table title, fleet's jobs, fit's and sweep's reports; the --json `dry_run` field is `Provenance.to_json`."""
+table title, fleet's jobs, fit's (its traces, tables and plot) and sweep's reports; the --json `dry_run` field is
+`Provenance.to_json` (a fit's: fit.json's `dry_run`)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -44,10 +45,14 @@ def replayed_kind(env: dict) -> str:
 def title(p: Provenance | Iterable[Provenance], text: str) -> str:
     """A table's title, prefixed with where its figures come from when any trace is a dry run."""
     ps = [p] if isinstance(p, Provenance) else list(p)
-    dry = sum(1 for x in ps if not x.measured)
+    return titled(sum(1 for x in ps if not x.measured), len(ps), text)
+
+
+def titled(dry: int, traces: int, text: str) -> str:
+    """A table's title from `traces` traces, `dry` of them dry runs' (`title`; a fit's, whose traces are one kind)."""
     if not dry:
         return text
-    return f"{'Dry run (nothing measured)' if dry == len(ps) else f'{dry} of {len(ps)} traces from a dry run'}. {text}"
+    return f"{'Dry run (nothing measured)' if dry == traces else f'{dry} of {traces} traces from a dry run'}. {text}"
 
 
 def workspace_warning(p: Provenance) -> str | None:

@@ -19,6 +19,7 @@ from ..files import write_file
 from ..settings.conf import AllocConf
 from .folder import ResultsFolder
 from .names import FIT_FILE, LOCK_FILE, PLOT_FILE, SWEEP_FILE, TRIALS_FILE
+from .provenance import DryRunSaid
 from .records import Budget, Bytes, Conf, Count, TrialState, parsed
 from .typed import checked_text, from_json, load_json
 
@@ -216,6 +217,7 @@ class FitFile:
     command: list[str] | None = None  # the command, with {param} where the value went
     warnings: list[str] = field(default_factory=list)
     exact: ExactRecord | None = None  # the recordings made to make answers exact (None: a fit from before them)
+    dry_run: DryRunSaid | None = None  # the traces are dry runs for this card (None: recordings made on a GPU)
     schema: int = FIT_SCHEMA
 
     def to_json(self) -> dict[str, Any]:

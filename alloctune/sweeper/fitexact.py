@@ -22,8 +22,10 @@ Recorder = Callable[[int], "tuple[str, TraceSource]"]   # a value -> the recordi
 Say = Callable[[str], None]
 
 
-def settle(replays: Replays, record: Recorder, most: int, say: Say = lambda line: None) -> ExactRecord:
-    """Record and replay (into `replays`) the values that make answers exact, at most `most` of them."""
+def settle(replays: Replays, record: Recorder, most: int, say: Say = lambda line: None,
+           doing: str = "recording") -> ExactRecord:
+    """Record and replay (into `replays`) the values that make answers exact, at most `most` of them; `doing`: what
+    `record` does, in progress lines ('dry run (no GPU)' for a dry run's)."""
     param = replays.request.param
     made: list[int] = []
     failed: list[Unrecorded] = []
@@ -32,7 +34,7 @@ def settle(replays: Replays, record: Recorder, most: int, say: Say = lambda line
         if not held:
             break
         value = held[0]
-        say(f"{param}={value}: recording, to answer from its replay ({len(made) + len(failed) + 1} of at most "
+        say(f"{param}={value}: {doing}, to answer from its replay ({len(made) + len(failed) + 1} of at most "
             f"{most})")
         try:
             name, source = record(value)

@@ -1,12 +1,14 @@
 """`alloctune fit -- COMMAND` on a GPU: the user's command recorded once at each value of its parameter (a --steps
-window is enough), and the answers confirmed: under each budget, the predicted largest value and the next one run
+window is enough), or traced by a dry run without one (alloctune/dryrun: `dry_run`, the card it stands for), and
+the answers confirmed: under each budget, the predicted largest value and the next one run
 in fresh processes as a sweep's trials run (the budget applied as sweeps apply it), and whether the GPU agreed;
 where it did not, a few more runs find the largest value that runs (decide/fit.search_next). Every recording is
 made by `record_value` (the one step a dry run replaces), under the default setting, stamped with the command.
 
 The value goes where the command says `{param}`; a command that says it nowhere gets it in the environment
 variable of the parameter's name. A recording already in the folder (`trace.<param>-<value>.xz`) is kept: running
-the same fit again records only the values it lacks; one that says it is another command's is refused.
+the same fit again records only the values it lacks; one that says it is another command's, or a dry run where
+the fit records on the GPU (or the other way round, or a dry run for another card), is refused.
 """
 from __future__ import annotations
 
@@ -17,13 +19,14 @@ from typing import Callable, Sequence
 
 from ..decide.fit import SEARCH_RUNS, search_next
 from ..errors import AlloctuneError, ResultsError, shown
+from ..results.provenance import provenance
 from ..results.fits import Answer, Confirmation, FitFile, LimitFit
 from ..results.names import fit_trace, fit_trace_value
 from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
 from ..trial.launch import run_trial
-from ..trial.recording import record_command, refuse_without_gpu
+from ..trial.recording import card_name, record_command, refuse_without_gpu
 from ..trial.task import TrialTask
 from ..units import parse_budget
 from ..workload.command import check_command, command_workload, target_python
@@ -31,6 +34,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .fitting import TraceFacts
 
 Say = Callable[[str], None]   # a line of progress for the user
+DRY_RUNNING = "dry run (no GPU)"   # what a fit's progress says of a value a dry run traces
 
 
 def at_value(command: Sequence[str], param: str, value: int) -> tuple[list[str], dict[str, str]]:
@@ -48,48 +52,57 @@ def stamp(command: Sequence[str], param: str, value: int) -> dict:
 
 def record_values(command: Sequence[str], param: str, values: Sequence[int], folder: Path, *, gpu: int = 0,
                   timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                  say: Say = lambda line: None) -> dict[int, tuple[str, TraceFacts]]:
+                  say: Say = lambda line: None, dry_run: str | None = None) -> dict[int, tuple[str, TraceFacts]]:
     """One recording per value, kept in `folder` (a recording kept there already is used again, unless it says it
-    is another command's, and so are those an earlier fit made there at other values): value -> (its path, its
-    facts), each trace dropped once its facts are read. Refused before the first run when the command's interpreter
-    sees no GPU (a folder holding every recording needs none)."""
-    if not all((folder / fit_trace(param, value)).exists() for value in values):
+    is another command's or another kind, and so are those an earlier fit made there at other values): value ->
+    (its path, its facts), each trace dropped once its facts are read. Refused before the first run when the
+    command's interpreter sees no GPU (a folder holding every recording needs none), unless a dry run (`dry_run`,
+    the card it stands for) traces each value without one."""
+    if dry_run is None and not all((folder / fit_trace(param, value)).exists() for value in values):
         refuse_without_gpu(at_value(command, param, values[0])[0])
     made = [v for name in (os.listdir(folder) if folder.is_dir() else []) if (v := fit_trace_value(name, param))]
     out = {}
     for value in sorted({*values, *made}):
         path = folder / fit_trace(param, value)
         if path.exists():
-            out[value] = (str(path), TraceFacts.of(kept(path, command, param, value)))
-            say(f"{param}={value}: kept recording {path}")
+            out[value] = (str(path), TraceFacts.of(kept(path, command, param, value, dry_run)))
+            say(f"{param}={value}: kept {'dry run' if dry_run else 'recording'} {path}")
             continue
-        say(f"{param}={value}: recording")
+        say(f"{param}={value}: {DRY_RUNNING if dry_run else 'recording'}")
         name, trace = record_value(command, param, value, folder, gpu=gpu, timeout_s=timeout_s,
-                                   warmup_steps=warmup_steps, steps=steps)
+                                   warmup_steps=warmup_steps, steps=steps, dry_run=dry_run)
         out[value] = (name, TraceFacts.of(trace))
     return out
 
 
-def kept(path: Path, command: Sequence[str], param: str, value: int) -> Trace:
-    """A recording kept in a fit's folder, refused where it says it was recorded for another command or value."""
+def kept(path: Path, command: Sequence[str], param: str, value: int, dry_run: str | None = None) -> Trace:
+    """A recording kept in a fit's folder, refused where it says it was recorded for another command or value, or
+    is not what this fit makes: a recording on the GPU, or a dry run for the card `dry_run` names."""
     trace = load_trace(path)
     said = trace.meta.get("fit")
     if said is not None and said != stamp(command, param, value):
         ran = said.get("command") if isinstance(said, dict) else None
         raise ResultsError(f"{path} was recorded for another command ({shown(' '.join(map(str, ran or [])), 60)}): "
                            f"give another --out")
+    made = provenance(trace.meta, f"{path}: meta 'dry_run'", ResultsError).dry_run
+    wanted = card_name(dry_run) if dry_run is not None else None
+    if (made and made.card) != wanted:
+        what = f"a dry run for {made.card}" if made else "recorded on a GPU"
+        fit = f"makes dry runs for {wanted}" if wanted else "records on the GPU"
+        raise ResultsError(f"{path} is {what}, and this fit {fit}: give another --out")
     return trace
 
 
 def record_value(command: Sequence[str], param: str, value: int, folder: Path, *, gpu: int = 0,
                  timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS,
-                 steps: int = 0) -> tuple[str, Trace]:
-    """The command recorded once at `value` under the default setting, kept in `folder` (names.fit_trace) and
-    stamped with what it ran (`stamp`): its path and trace. Every recording a fit makes is made here."""
+                 steps: int = 0, dry_run: str | None = None) -> tuple[str, Trace]:
+    """The command recorded once at `value` under the default setting (or traced by a dry run for the card
+    `dry_run` names: trial/recording.record_command's), kept in `folder` (names.fit_trace) and stamped with what it
+    ran (`stamp`): its path and trace. Every recording a fit makes is made here."""
     path = folder / fit_trace(param, value)
     argv, env = at_value(command, param, value)
     traces = record_command(argv, path, gpus=gpu, timeout_s=timeout_s, warmup_steps=warmup_steps, steps=steps,
-                            env=env, meta={"fit": stamp(command, param, value)})
+                            env=env, dry_run=dry_run, meta={"fit": stamp(command, param, value)})
     if len(traces) != 1:
         for written, _ in traces:
             written.unlink()

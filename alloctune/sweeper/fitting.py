@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence, Union
 
 from ..decide.fit import Fit, Largest, Point, copies, fit, largest
 from ..results.fits import Answer, CurveRecord, ExactRecord, FitFile, LimitFit, PointRecord, SettingFit
+from ..results.provenance import DryRunSaid, jointly, provenance
 from ..settings.conf import AllocConf
 from ..sim.points import Limit, Replayed, SettingPoints, points_of, replay_value
 from ..sim.trace import Trace, load_trace
@@ -22,14 +23,14 @@ TraceSource = Union[str, Trace]   # a trace's path, or the trace itself
 @dataclass(frozen=True)
 class TraceFacts:
     """What a fit keeps of a trace once its events are dropped: its metadata (the recording GPU's memory, the
-    context measured, the torch it ran) and its warnings."""
+    context measured, the torch it ran, whether it is a dry run's) and its warnings."""
 
     meta: Mapping[str, Any]
     warnings: tuple[str, ...]
 
     @classmethod
     def of(cls, trace: Trace) -> "TraceFacts":
-        keys = ("overhead_bytes", "device_total_bytes", "torch_version")
+        keys = ("overhead_bytes", "device_total_bytes", "torch_version", "dry_run")
         return cls({k: trace.meta[k] for k in keys if k in trace.meta}, tuple(trace.warnings))
 
 
@@ -125,7 +126,13 @@ def fit_file(replays: Replays, exact: ExactRecord | None = None) -> FitFile:
     warnings = list(dict.fromkeys(w for v in values for w in replays.facts[v].warnings))
     return FitFile(request.param, values, request.step, [replays.names[v] for v in values], request.overhead_bytes,
                    request.overhead_measured, request.device_bytes,
-                   [_setting_fit(s, *curves[id(s)]) for s in replayed], limit_fits, request.command, warnings, exact)
+                   [_setting_fit(s, *curves[id(s)]) for s in replayed], limit_fits, request.command, warnings, exact,
+                   dry_run_of([replays.facts[v] for v in values]))
+
+
+def dry_run_of(facts: Sequence[TraceFacts]) -> DryRunSaid | None:
+    """Whether the traces are dry runs, and for which card (results/provenance.jointly; a mix refused: ValueError)."""
+    return jointly([provenance(f.meta) for f in facts])
 
 
 def _curves(s: SettingPoints) -> tuple[Fit | None, Fit | None]:

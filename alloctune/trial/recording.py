@@ -108,6 +108,15 @@ def dry_run_card(arch: str | None) -> str:
     return name
 
 
+def card_name(arch: str) -> str:
+    """The name of the card a dry run for `arch` stands for, as its trace says it (its `dry_run` record's `card`)."""
+    from ..dryrun.cards import card
+
+    found = card(dry_run_card(arch))
+    assert found is not None   # dry_run_card refused an unknown one
+    return found.name
+
+
 def check_dry_run(command: list[str], card: str):
     """The checked command of a dry run standing for `card`."""
     from ..workload.command import check_command

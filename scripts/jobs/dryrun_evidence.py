@@ -1,6 +1,6 @@
 """GPU recordings of the jobs a dry run is checked against (issue 39): the `dryrun` evidence job, on a GPU machine.
 
-    python3 scripts/jobs/dryrun_evidence.py OUT [--only JOB,...] [--parallel 3] [--skip PHASE,...]
+    python3 scripts/jobs/dryrun_evidence.py OUT [--only JOB,...] [--parallel 3] [--skip PHASE,...] [--seed DIR]
 
 Phases, in order (each run's exit status and wall time go to OUT/runs.txt, its output to OUT/logs/):
 - `batches`: each job (JOBS) recorded on the GPU at each of its batch sizes, under the default setting
@@ -9,7 +9,9 @@ Phases, in order (each run's exit status and wall time go to OUT/runs.txt, its o
   the peaks, so each trace's meta holds that setting's measured peaks): OUT/gpu/JOB-bBATCH-SETTING.xz;
 - `fixtures`: the tiny versions CI dry-runs on its CPU (FIXTURES), recorded the same way: OUT/fixtures/NAME.xz;
 - `fits`: the largest batch under a budget on the GPU (`alloctune fit --budget --confirm default`: the predicted
-  largest batch and the next one run on the GPU under the budget) for the jobs of FITS: OUT/fits/JOB/;
+  largest batch and the next one run on the GPU under the budget) for the jobs of FITS at their JOBS batches:
+  OUT/fits/JOB/; `--seed DIR` puts the recordings of the `batches` phase (DIR/JOB-bBATCH.xz, e.g.
+  results/h100-dryrun-2026-12-06/gpu) in each fit's folder first, so that the fit records none of them again;
 - `dry`: the same commands dry-run on this machine with its GPU hidden (`alloctune record --dry-run --arch sm90`:
   torch's CUDA build without a visible device), at each job's comparison batch and the batches its fit records:
   OUT/dry/JOB-bBATCH.xz, OUT/dry/fixtures/NAME.xz.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -38,8 +41,15 @@ JOBS: dict[str, tuple[list[str], list[int], int]] = {
     "varlen": (["examples/gpt_train.py", "--varlen"], [4, 8, 12, 16], 8),
     "cnn": (["examples/cnn_train.py"], [32, 64, 96, 128], 64),
 }
-_TINY_LM = ["--layers", "2", "--d-model", "64", "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", "4",
+
+
+def _tiny_lm(batch: int) -> list[str]:
+    return ["--layers", "2", "--d-model", "64", "--heads", "4", "--vocab", "512", "--seq", "64", "--batch", str(batch),
             "--steps", "4"]
+
+
+_TINY_LM = _tiny_lm(4)
+TINY_BATCHES = [16, 32, 48, 64]   # the tiny transformer's batches a fit's CI test can compare (fixtures gpt-bB)
 _TINY_CNN = ["--batch", "8", "--size", "32", "--width", "16", "--stages", "3", "--classes", "10", "--steps", "4"]
 FIXTURES: dict[str, list[str]] = {
     "gpt": ["examples/gpt_train.py", *_TINY_LM],
@@ -48,9 +58,12 @@ FIXTURES: dict[str, list[str]] = {
     "gpt-varlen": ["examples/gpt_train.py", *_TINY_LM, "--varlen"],
     "cnn": ["examples/cnn_train.py", *_TINY_CNN],
     "cnn-autocast": ["examples/cnn_train.py", *_TINY_CNN, "--autocast"],
+    **{f"gpt-b{b}": ["examples/gpt_train.py", *_tiny_lm(b)] for b in TINY_BATCHES},
 }
-# job: (batch values fit records, the budgets its answers are confirmed under)
-FITS = {"autocast": ([4, 8, 16, 24], ["12GiB"]), "resnet": ([16, 32, 64, 96], ["10GiB"])}
+# job: the budget its largest batch is found under, between the GPU's peaks reserved at two of its batches under the
+# default setting (scripts/jobs/dryrun_largest.py compares the dry runs' answers under the same budgets)
+FITS = {"gpt2": "13GiB", "lora": "11GiB", "resnet": "6GiB", "checkpoint": "20GiB", "autocast": "12GiB",
+        "varlen": "15GiB", "cnn": "1.5GiB"}
 AT = [sys.executable, "-m", "alloctune"]
 PHASES = ("batches", "settings", "fixtures", "fits", "dry")
 
@@ -71,17 +84,30 @@ def runs(out: Path, phase: str, only: set[str]) -> list[tuple[str, list[str], di
         return [(f"fixture-{name}", [*AT, "record", "-o", str(out / "fixtures" / f"{name}.xz"), "--", *py, *cmd], {})
                 for name, cmd in FIXTURES.items()]
     if phase == "fits":
-        return [(f"fit-{name}", [*AT, "fit", "--param", f"batch={','.join(map(str, values))}", "--step", "4",
-                                 *[a for b in budgets for a in ("--budget", b)], "--confirm", "default",
-                                 "--out", str(out / "fits" / name), "--", *py, *jobs[name][0], "--batch", "{batch}"],
-                 {}) for name, (values, budgets) in FITS.items() if name in jobs]
+        return [(f"fit-{name}", [*AT, "fit", "--param", f"batch={','.join(map(str, jobs[name][1]))}", "--budget",
+                                 budget, "--conf", "default", "--confirm", "default", "--out", str(out / "fits" / name),
+                                 "--", *py, *jobs[name][0], "--batch", "{batch}"], {})
+                for name, budget in FITS.items() if name in jobs]
     dry = [*AT, "record", "--dry-run", "--arch", "sm90"]
     hidden = {"CUDA_VISIBLE_DEVICES": ""}
     return [(f"dry-{name}-b{b}", [*dry, "-o", str(out / "dry" / f"{name}-b{b}.xz"), "--", *py, *cmd, "--batch",
-                                  str(b)], hidden) for name, (cmd, _, compared) in jobs.items()
-            for b in sorted({compared, *FITS.get(name, ([], []))[0]})] + \
+                                  str(b)], hidden) for name, (cmd, batches, compared) in jobs.items()
+            for b in sorted({compared, *(batches if name in FITS else [])})] + \
         [(f"dry-fixture-{name}", [*dry, "-o", str(out / "dry" / "fixtures" / f"{name}.xz"), "--", *py, *cmd], hidden)
          for name, cmd in FIXTURES.items()]
+
+
+def seed(out: Path, recordings: Path, only: set[str]) -> None:
+    """Each fit's folder given the recordings of its batches that `recordings` holds (a fit keeps a recording in its
+    folder and records only the values it lacks)."""
+    for name in FITS:
+        if only and name not in only:
+            continue
+        (out / "fits" / name).mkdir(parents=True, exist_ok=True)
+        for b in JOBS[name][1]:
+            made, kept = recordings / f"{name}-b{b}.xz", out / "fits" / name / f"trace.batch-{b}.xz"
+            if made.exists() and not kept.exists():
+                shutil.copyfile(made, kept)
 
 
 def run(out: Path, name: str, argv: list[str], env: dict[str, str]) -> str:
@@ -98,6 +124,7 @@ def main() -> int:
     p.add_argument("--only", default="", help="jobs to run (comma-separated; default: all)")
     p.add_argument("--parallel", type=int, default=3)
     p.add_argument("--skip", default="", help=f"phases to skip, of {', '.join(PHASES)}")
+    p.add_argument("--seed", type=Path, help="recordings of the batches phase to start each fit from")
     args = p.parse_args()
     only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))
     for folder in ("gpu", "fixtures", "fits", "dry/fixtures", "logs"):
@@ -106,7 +133,9 @@ def main() -> int:
         for phase in PHASES:
             if phase in skip:
                 continue
-            with ThreadPoolExecutor(1 if phase == "fits" else args.parallel) as pool:
+            if phase == "fits" and args.seed:
+                seed(args.out, args.seed, only)
+            with ThreadPoolExecutor(args.parallel) as pool:
                 for line in pool.map(lambda r: run(args.out, *r), runs(args.out, phase, only)):
                     print(line, flush=True)
                     index.write(line + "\n")

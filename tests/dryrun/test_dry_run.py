@@ -27,7 +27,7 @@ def dry_run(tmp_path: Path, fixture: str) -> tuple[object, object, str]:
     out = tmp_path / f"{fixture}.xz"
     done = cli("record", "--dry-run", "-o", out, "--", sys.executable, *gpu.meta["command"], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return gpu, load_trace(out), done.stderr + done.stdout
+    return gpu, load_trace(out), " ".join((done.stderr + done.stdout).split())   # wrapped where the path falls
 
 
 def events(trace) -> list[tuple[int, int]]:
