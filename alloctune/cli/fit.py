@@ -100,13 +100,16 @@ def run(args: argparse.Namespace) -> int:
                          args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
                          args.overhead, tuple(args.confirm or ()), args.out, args.gpu, args.timeout, args.steps,
                          args.warmup_steps, args.jobs)
+    from rich.text import Text
+
     err = console(stderr=True)   # a line per run on the GPU: each takes a while
-    result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
+    result = fit(options=options, progress=lambda line, _: err.print(Text(line, style="dim"), soft_wrap=True))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
     out = console()
     print_fit(out, result.fit)
     if result.folder is not None:
-        out.print(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command else ""))
+        out.print(Text(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}" + (", the recordings" if args.command
+                                                                                   else "")))
     return 0

@@ -44,12 +44,14 @@ def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
 
 
 def print_fit(console, fit: FitFile) -> None:
+    from rich.text import Text
+
     context = "as the recordings measured it" if fit.overhead_measured else "assumed: the recordings do not say"
     say(console, f"Peak memory in {fit.param}, from {plural(len(fit.values), 'recorded value')} "
                  f"({', '.join(map(str, fit.values))}); each process holds a CUDA context of "
                  f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
     for warning in fit.warnings:
-        say(console, f"[yellow]warning:[/] {warning}")
+        say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     _curves_table(console, fit)
     for limit in fit.limits:
         _limit_table(console, fit, limit)

@@ -9,14 +9,17 @@ from .layout import unbreakable_words
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
     from ..results.records import DriverWork
+
+    Cell = str | Text   # a cell's text, plain (never read as rich markup), or a rich Text for its style
 
 EMPTY = ("", "-")
 FIGURE = {"justify": "right", "no_wrap": True}   # a column of figures: right-aligned, never broken
 
 
-def figures_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, caption: str | None = None,
+def figures_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]], *, title: str, caption: str | None = None,
                   setting: int | None = None, column: dict[int, dict] | None = None) -> Table:
     """The plain table of replay, search and the like: rows of figures under a rule, no outer padding. Column
     `setting` holds setting names (never broken); the others are FIGURE unless `column` gives them other rich
@@ -28,7 +31,7 @@ def figures_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, titl
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for j, header in enumerate(headers):
         if j == setting:
-            add_setting_column(table, (row[j] for row in rows), header)
+            add_setting_column(table, (str(row[j]) for row in rows), header)
         else:
             table.add_column(header, **(column or {}).get(j, FIGURE))
     for row in rows:
@@ -72,7 +75,7 @@ def _unbreakable(table) -> int:
     from rich.text import Text
 
     for column in table.columns:
-        texts = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells if isinstance(c, (str, Text))]
+        texts = [Text(c) if isinstance(c, str) else c for c in column.cells if isinstance(c, (str, Text))]
         plain = [t.plain for t in texts] + [str(column.header)]
         need = max((len(line) for text in plain for line in text.split("\n")) if column.no_wrap
                    else (len(word) for text in plain for word in unbreakable_words(text)), default=0)
@@ -150,7 +153,7 @@ def numbered(settings: list[str], fits: Callable[[list[str]], bool]) -> tuple[li
     return labelled(low)
 
 
-def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],
+def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
                  always: Iterable[str] = ()) -> list[int]:
     """Indexes of the columns to show: those in `always`, and those where some row has something to say."""
     always = set(always)
