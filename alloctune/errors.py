@@ -70,6 +70,11 @@ class OptionError(AlloctuneError):
         self.field = field
 
 
+class UsageError(AlloctuneError):
+    """A command line the parser cannot read (an unknown or missing option, a value of the wrong form): one line
+    like every other mistake, naming the command whose --help lists its options."""
+
+
 class ConfError(AlloctuneError):
     """A PYTORCH_CUDA_ALLOC_CONF string or grid entry that cannot be parsed or is invalid."""
 

@@ -5,7 +5,9 @@ one size limit, defined where that kind is read (a trace, a snapshot, a log, a r
 larger than its limit is refused before a byte of it is read; anything else (a pipe, a device, a file still
 growing) is read in pieces and refused as soon as it passes the limit. So `/dev/zero`, `/dev/urandom` or a 3 GB
 file cost at most the limit, never all memory. A FIFO without a writer reads as empty at once (it never waits for
-one); with a writer it is read as a pipe. `not_a_file` says what a path that should be a regular file is instead.
+one); with a writer it is read as a pipe. A read that fails (a special file such as /proc/self/mem, a disk
+error) is the kind's one-line error naming the file. `not_a_file` says what a path that should be a regular file
+is instead; `sha256_of` hashes a regular file read so.
 
 Writing (`write_file`): whole or not at all. The content goes into a new temporary file beside the target, is
 flushed to the disk (fsync), then renamed over it, so a reader never sees half a file, and a full disk, a text that
@@ -75,10 +77,13 @@ def describe(source: str | os.PathLike) -> str:
 
 
 class _Capped(io.RawIOBase):
-    """A file descriptor read through, refusing once more than `limit` bytes have come from it."""
+    """A file descriptor read through, refusing once more than `limit` bytes have come from it; a read that fails
+    (/proc/self/mem, a disk error) is `error` naming the source, whoever reads."""
 
-    def __init__(self, fd: int, limit: int, too_large: AlloctuneError, close: bool):
+    def __init__(self, fd: int, limit: int, too_large: AlloctuneError, close: bool, name: str,
+                 error: type[AlloctuneError]):
         self._fd, self._left, self._too_large, self._close = fd, limit, too_large, close
+        self._name, self._error = name, error
 
     def readable(self) -> bool:
         return True
@@ -98,7 +103,10 @@ class _Capped(io.RawIOBase):
     def readinto(self, buffer) -> int:
         view = memoryview(buffer).cast("B")
         # one byte beyond the limit is asked for, so that an input of exactly `limit` bytes reads whole
-        got = os.readv(self._fd, [view[:min(len(view), self._left + 1)]])
+        try:
+            got = os.readv(self._fd, [view[:min(len(view), self._left + 1)]])
+        except OSError as exc:
+            raise self._error(f"cannot read {describe(self._name)}: {exc.strerror or exc}") from None
         if got > self._left:
             raise self._too_large
         self._left -= got
@@ -142,7 +150,7 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
         if close:
             os.close(fd)
         raise
-    return io.BufferedReader(_Capped(fd, limit, too_large, close), _PIECE)
+    return io.BufferedReader(_Capped(fd, limit, too_large, close, name, error), _PIECE)
 
 
 def read_tail(path: str | os.PathLike, limit: int) -> bytes:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the committed results folders (every results/**/choice.json, or those named) against this checkout:
 each is copied to the same relative path under a scratch folder, `alloctune report` runs on the copy from there
-(so that best.env names the folder as the checkout does), and the files a report writes are copied back. Prints
+(so that best.env names the folder as the checkout does), and the files a report writes are copied back (but a
+choice.json of an older schema that still says what the report decided: it reads through its upgrade). Prints
 each change report says it made to a folder's choice or best.env; tests/results/test_committed_in_step.py holds
 the folders to it. A changed choice deserves a line in the folder's NOTE and in the commit message.
 
@@ -9,6 +10,7 @@ the folders to it. A changed choice deserves a line in the folder's NOTE and in 
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # this checkout's alloctune, not an installed one
+from alloctune.results.folder import ResultsFolder  # noqa: E402
 from alloctune.results.names import BEST_FILE, CHOICE_FILE, PLOT_FILE, SUMMARY_FILE  # noqa: E402
+from alloctune.results.upgrade import schema1_text  # noqa: E402
 
 WRITTEN = (CHOICE_FILE, SUMMARY_FILE, BEST_FILE, PLOT_FILE)   # what `alloctune report` writes (best.env: or removes)
 
@@ -39,11 +43,23 @@ def regenerate(folder: Path, scratch: Path) -> list[str]:
     if done.returncode != 0:
         raise SystemExit(f"{folder}: alloctune report failed:\n{done.stderr}")
     for name in WRITTEN:
+        if name == CHOICE_FILE and says_the_same(ROOT / folder / name, copy):
+            continue   # an older schema's file that reads as the new decision stays as it is (results/upgrade.py)
         if (copy / name).exists():
             shutil.copyfile(copy / name, ROOT / folder / name)
         else:
             (ROOT / folder / name).unlink(missing_ok=True)
     return done.stderr.splitlines()
+
+
+def says_the_same(committed: Path, copy: Path) -> bool:
+    """Whether the committed choice.json, of schema 1, holds what the report on `copy` decided, byte for byte as
+    schema 1 keeps it (tests/results/test_committed_in_step.py holds the folders to the same)."""
+    try:
+        text = committed.read_text(encoding="utf-8")
+        return json.loads(text).get("schema") == 1 and text == schema1_text(ResultsFolder(copy).choices())
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def main(names: list[str]) -> int:

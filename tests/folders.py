@@ -3,6 +3,7 @@ through the store."""
 from __future__ import annotations
 
 from alloctune.results.choices import ChoiceRecord
+from alloctune.results.figures import SettingFigures, Summary
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
@@ -29,11 +30,16 @@ def repeats(conf, tputs=(100.0, 101.0, 99.0), **kw) -> list[TrialRecord]:
 
 
 def choice(conf, env_id="torch-2.11.0", backend="cuda", torch="2.11.0+cu130", budget=None) -> ChoiceRecord:
-    """A choice.json entry as report.analysis writes it, sentences only (conf None = nothing fits)."""
+    """A choice.json entry as report.analysis writes it, sentences only (conf None = nothing fits), with the
+    figures of the winner and the default."""
     reason = f"{conf or 'default'} has the lowest peak reserved"
-    return ChoiceRecord(workload="w", env_id=env_id, backend=backend, budget_bytes=budget, fits=conf is not None,
-                        conf=conf, is_default=conf == "", simulated=backend == "sim", torch_version=torch,
-                        env={"torch": torch, "gpu": GPU}, decision=reason, reasons=(reason,))
+    peaks = {} if conf is None else {conf: 10.0, "": 15.0 if conf else 10.0}   # GiB
+    settings = [SettingFigures(c, repeats=3, memory=int(peak * GiB), peak_reserved_bytes=int(peak * GiB),
+                               peak_allocated_bytes=10 * GiB, throughput=Summary(3, 100.0, 99.0, 101.0))
+                for c, peak in peaks.items()]
+    return ChoiceRecord(workload="w", env_id=env_id, backend=backend, budget_bytes=budget, conf=conf,
+                        torch_version=torch, env={"torch": torch, "gpu": GPU}, settings=tuple(settings),
+                        decision=reason, reasons=(reason,))
 
 
 def new_folder(path, info: SweepInfo) -> ResultsFolder:

@@ -64,7 +64,9 @@ LIGHT_PACKAGES = {"alloctune.child", "alloctune.runtime", "alloctune.workload.bu
 LIGHT_MODULES = {"alloctune.errors", "alloctune.units", "alloctune.files", "alloctune.settings.conf",
                  "alloctune.settings.keys", "alloctune.settings.readback", "alloctune.settings.known", "alloctune.settings.versions",
                  "alloctune.results.records", "alloctune.results.typed", "alloctune.results.calibration",
-                 "alloctune.workload.spec"}   # the workload in the trial child's task (child/exchange.py)
+                 "alloctune.workload.spec",   # the workload in the trial child's task (child/exchange.py)
+                 "alloctune.results.alternation",
+                 "alloctune.results.provenance"}   # the dry run writes its own record (alloctune/dryrun/start.py)
 # Besides the standard library, the only others' modules a light module may import.
 THIRD_PARTY = {"torch", "pynvml",   # pynvml: optional (nvidia-ml-py), tried where it is there
                "sitecustomize"}   # the user's own, which the start-up hook chains to

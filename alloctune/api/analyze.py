@@ -13,8 +13,9 @@ from ..decide.decision import FolderDecision, decide
 from ..decide.parameters import check_max_slowdown
 from ..decide.summary import SettingResult
 from ..errors import ResultsError
-from ..report.analysis import choice_record, write_folder
-from ..results.folder import ChoiceRecord, ResultsFolder, results_folder
+from ..report.analysis import choice_json, choice_record, write_folder
+from ..results.choices import ChoiceRecord
+from ..results.folder import ResultsFolder, results_folder
 from ..sweeper.confirm import folder_calibration
 from .options import options_of
 
@@ -47,8 +48,9 @@ class Analysis:
 
 
 def decisions(folder: ResultsFolder, choices: list[Choice]) -> dict[str, Any]:
-    """A folder's decisions as `--json` prints them (report, sweep): as choice.json holds them."""
-    return {"folder": str(folder.path), "choices": [choice_record(c).to_json() for c in choices]}
+    """A folder's decisions as `--json` prints them (report, sweep): as choice.json holds them, with schema 1's keys
+    beside (`report/analysis.choice_json`)."""
+    return {"folder": str(folder.path), "choices": [choice_json(c) for c in choices]}
 
 
 def analyze(folder: ResultsFolder | str | os.PathLike, options: AnalyzeOptions | None = None,

@@ -1,5 +1,6 @@
 """`compare()`: results side by side across folders and environments (torch versions, GPUs, interpreters), judged
-against the first, with compare.md and compare.png written; what `alloctune compare` runs. Reads the folders only.
+against the first, with compare.md and compare.png written where asked; what `alloctune compare` runs. Reads the
+folders only; folders of different workloads are refused unless forced (`one_workload`).
 
 Grouping is by two explicit key functions: a row is a workload and a setting (`row_key`), a column is one
 environment of one results folder (`column_key`). The first column is the baseline; every other cell is judged
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..decide.regression import DEFAULT_FACTOR, Delta, Mark, cell_of, judge
-from ..errors import OptionError, ResultsError
+from ..errors import OptionError, OptionText, ResultsError, shown
 from ..report.compare import Column, Comparison, Row, note, why_missing
 from ..report.compare_output import plot_comparison, write_compare_md
 from ..results.folder import ResultsFolder, SweepInfo, find_results
 from ..results.records import SIM_PREFIX, Backend, TrialRecord
 from ..units import plural
+from .checks import path, set_field
 from .options import options_of
 
 MARKDOWN_FILE, PLOT_FILE = "compare.md", "compare.png"
@@ -29,13 +31,18 @@ MARKDOWN_FILE, PLOT_FILE = "compare.md", "compare.png"
 @dataclass(frozen=True)
 class CompareOptions:
     factor: float = DEFAULT_FACTOR            # relative change beyond which memory or throughput counts as changed
-    output: str | os.PathLike | None = "."    # the folder of compare.md and compare.png (None: write neither)
+    output: str | os.PathLike | None = None   # the folder of compare.md and compare.png (None: write neither)
+    force: bool = False                       # compare folders of different workloads (their rows never meet)
 
     def __post_init__(self) -> None:
         factor = self.factor
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:   # NaN fails
             raise OptionError("factor", "{factor} must be a fraction in (0, 1) such as {default}, got {got!r}",
                               default=DEFAULT_FACTOR, got=factor)
+        if self.output is not None:
+            set_field(self, "output", path(self.output, "output"))
+        if not isinstance(self.force, bool):
+            raise OptionError("force", "{force}: expected True or False, got {got}", got=shown(self.force))
 
 
 @dataclass(frozen=True)
@@ -49,16 +56,33 @@ def compare(folders: Sequence[str | os.PathLike | ResultsFolder] | str | os.Path
             options: CompareOptions | None = None, **fields: Any) -> Compared:
     """Every (workload, setting) of `folders` (results folders, as `sweep()` returns them, or paths, or folders
     of them) across their environments, the first one the baseline; compare.md and compare.png written into
-    `output`. `options` (a CompareOptions) or its fields as keywords: `compare([a, b], factor=0.05)`."""
+    `output` where given. `options` (a CompareOptions) or its fields as keywords: `compare([a, b], factor=0.05)`."""
     options = options_of("compare", CompareOptions, options, fields)
     given = [folders] if isinstance(folders, (str, os.PathLike, ResultsFolder)) else list(folders)
-    comparison = compare_folders([folder for path in given for folder in find_results(path)], options.factor)
+    found = [folder for path in given for folder in find_results(path)]
+    if not options.force:
+        one_workload(found)
+    comparison = compare_folders(found, options.factor)
     if options.output is None:
         return Compared(comparison, None, None)
     out = Path(options.output)
     out.mkdir(parents=True, exist_ok=True)
     return Compared(comparison, write_compare_md(comparison, out / MARKDOWN_FILE),
                     plot_comparison(comparison, out / PLOT_FILE))
+
+
+def one_workload(folders: list[ResultsFolder]) -> None:
+    """Folders of one workload, as its definition hashes it (its parameters and preset): another workload's rows
+    never meet the baseline's, so such a comparison says nothing but 'incomparable'; refused unless forced."""
+    infos = [folder.info() for folder in folders]
+    other = next((i for i, info in enumerate(infos) if info.workload_hash != infos[0].workload_hash), None)
+    if other is not None:
+        def named(i: int) -> str:
+            return f"{folders[i].path} ({infos[i].workload_label}, definition {infos[i].workload_hash[:12]})"
+
+        raise ResultsError(OptionText("{first} and {second} are sweeps of different workloads, whose settings "
+                                      "compare nothing; {force} compares them anyway", first=named(0),
+                                      second=named(other)))
 
 
 def row_key(record: TrialRecord) -> tuple[str, str]:

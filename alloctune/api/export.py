@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, OptionText, ResultsError, shown
-from ..report.export import DEFAULT_FORMAT, _with_conf, check_format, provenance, render, standing
+from ..decide.standing import standing
+from ..report.export import DEFAULT_FORMAT, with_conf, check_format, provenance, render
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo, find_results
 from ..results.names import CHOICE_FILE
@@ -61,7 +62,7 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
                                       "{allow_incomplete=True} to export this choice anyway", path=found.path,
                                       how=how_far(choice.trials_recorded, choice.trials_planned)))
     if options.conf is not None:
-        choice = _with_conf(found, info, choice, options.conf)
+        choice = with_conf(found, info, choice, options.conf)
     return Exported(found, choice, options.format, render(choice, options.format, provenance(found, info, choice)))
 
 

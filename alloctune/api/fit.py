@@ -1,7 +1,13 @@
 """fit: the largest value of a parameter of a job (batch size, sequence length) each setting allows on each card or
 budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py), or
-traces recorded already; replayed, fitted and answered (sweeper/fitting.py); the answers under each budget confirmed
-on the GPU where asked; fit.json and plot.png written to the fit's folder. `alloctune fit` and `alloctune.fit()`."""
+traces recorded already; replayed, fitted and answered (sweeper/fitting.py); with a command and a GPU, the values
+that settle each answer recorded and replayed too, so that answers come from replays, not the curve
+(sweeper/fitexact.py); the answers under each budget confirmed on the GPU where asked, one value at a time or copies
+at once (sweeper/fitcopies.py); fit.json and plot.png written to the fit's folder, held for this fit alone
+(results/fits.claimed). `alloctune fit` and `alloctune.fit()`.
+
+Every option, the folder and the cards are checked before the first recording or replay: a refused fit costs no GPU
+run and leaves no folder behind."""
 from __future__ import annotations
 
 import math
@@ -11,18 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..decide.fit import EXACT_RECORDINGS, MAX_VALUES, step_of, values_answered
 from ..errors import OptionError, SizeError, shown
 from ..results.fits import FitFile
 from ..settings.conf import AllocConf
-from ..sim.trace import Trace
-from ..units import GiB, parse_size
+from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
-from .checks import (Progress, count, given, in_bytes, one_stdin, path, quiet, set_field, settings, size,
-                     workers)
-from .inputs import TraceInput, budget_limit, loaded, name_of, trace_inputs
+from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
+                     size, workers)
+from .inputs import TraceInput, budget_limit, name_of, trace_inputs
 from .options import options_of
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MIN_CARD = GiB   # no card with less memory runs a job: a CUDA context alone takes half of it or more
 
 
 @dataclass(frozen=True)
@@ -41,12 +48,15 @@ class FitOptions:
     step: int | None = None                          # spacing of the values answered (default: their gcd)
     overhead: int | str | None = None                # the CUDA context per process (default: what was recorded)
     confirm: Sequence[str | AllocConf] = ()          # settings whose answers under each budget run on the GPU
+    confirm_copies: int | None = None                # ... and whose copies at once at this recorded value do
+    extra_recordings: int = EXACT_RECORDINGS         # the most recordings past `values`, to answer from replays
     out: str | os.PathLike | None = None             # the folder (default for a command: a new one under results)
     gpu: int = 0                                     # the GPU to record and confirm on
     timeout_s: float | None = None                   # time limit of each run
     steps: int = 0                                   # end each run after this many steps past the warm-up
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     jobs: int | None = None                          # replay worker processes (default: every usable core)
+    device: int | None = None                        # with traces: which device's, where a snapshot has several
 
     def __post_init__(self) -> None:
         if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
@@ -62,6 +72,7 @@ class FitOptions:
             raise OptionError("confirm", "{confirm} runs the answers under each {budgets} on the GPU: give a command "
                               "and {budgets}")
         self._check_runs()
+        self._check_values()
 
     def _check_source(self) -> None:
         """A command and its values, or traces (at values a command's may not contradict)."""
@@ -72,6 +83,7 @@ class FitOptions:
                 raise OptionError("command", "{command}: expected the command as a list of words, got {got}",
                                   got=shown(self.command))
             set_field(self, "command", tuple(self.command))
+            self._check_variable()
         if self.values or self.command is not None:
             values: list = list(self.values) if isinstance(self.values, (list, tuple)) else [self.values]
             if len(values) < 2 or not all(_whole(v) and v >= 1 for v in values) or len(set(values)) != len(values):
@@ -98,16 +110,27 @@ class FitOptions:
                               "the parameter's name alone with {traces}", given=list(self.values), keys=list(ordered))
         set_field(self, "traces", ordered)
 
+    def _check_variable(self) -> None:
+        """A value given in the environment must reach the command: not in a variable alloctune sets itself."""
+        from ..sweeper.fitrun import at_value
+        from ..trial.task import set_by_alloctune
+
+        if at_value(self.command or (), self.param, 1)[1] and set_by_alloctune(self.param):
+            raise OptionError("param", "{param} {name}: alloctune sets {name} in your command's environment itself, "
+                              "so the command would never see the value; put {mark} in the command where the value "
+                              "goes, or name another variable", name=self.param, mark="{" + self.param + "}")
+
     def _check_limits(self) -> None:
+        if self.overhead is not None:
+            set_field(self, "overhead", size(self.overhead, "overhead", least=0))
         if self.cards is not None:
             cards = [self.cards] if isinstance(self.cards, (str, int)) else self.cards
             set_field(self, "cards", tuple(_card(c) for c in cards))
+            check_cards([in_bytes(c) or 0 for c in self.cards], in_bytes(self.overhead), "as given by {overhead}")
         budgets = [self.budgets] if isinstance(self.budgets, (str, int, float)) else self.budgets
         for budget in budgets:
             budget_limit(budget)
         set_field(self, "budgets", tuple(budgets))
-        if self.overhead is not None:
-            set_field(self, "overhead", size(self.overhead, "overhead", least=0))
 
     def _check_runs(self) -> None:
         if self.step is not None:
@@ -116,13 +139,34 @@ class FitOptions:
         count(self.steps, "steps", least=0)
         count(self.warmup_steps, "warmup_steps", least=0)
         workers(self.jobs)
+        device_index(self.device)
+        if self.device is not None and self.traces is None:
+            raise OptionError("device", "{device} chooses a device of the snapshots given with {traces}; a command "
+                              "is recorded on {gpu}")
         if self.out is not None:
             set_field(self, "out", path(self.out, "out"))
+        count(self.extra_recordings, "extra_recordings", least=0)
         t = self.timeout_s
         if t is not None and not (isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
                                   and 0 < t <= MAX_TIMEOUT_S):
             raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
                               "got {got}", most=MAX_TIMEOUT_S, got=shown(t))
+
+    def _check_values(self) -> None:
+        """The values answered bounded (decide/fit.MAX_VALUES), and copies confirmed at a value recorded."""
+        values = list(self.traces or {}) or list(self.values)
+        step = self.step or step_of(values)
+        if (n := values_answered(values, step)) > MAX_VALUES:
+            raise OptionError("step", "values {low} to {high} in steps of {each} make {n} values to answer, more than "
+                              "{most}: give a larger {step}", low=values[0], high=values[-1], each=step, n=f"{n:,}",
+                              most=f"{MAX_VALUES:,}")
+        if self.confirm_copies is not None:
+            if not self.confirm:
+                raise OptionError("confirm_copies", "{confirm_copies} runs the copies of the settings {confirm} "
+                                  "names: give {confirm}")
+            if not (_whole(self.confirm_copies) and self.confirm_copies in values):
+                raise OptionError("confirm_copies", "{confirm_copies} {got}: copies at once are predicted at the "
+                                  "values recorded, {values}", got=shown(self.confirm_copies), values=values)
 
 
 def _whole(value: object) -> bool:
@@ -137,7 +181,18 @@ def _card(value: object) -> int:
     if card <= 0:
         raise OptionError("cards", "{cards} {got}: expected card memories above 0, e.g. 24GiB,80GiB",
                           got=shown(value))
+    if card < MIN_CARD:
+        raise OptionError("cards", "{cards} {got}: {size} is less than any card that runs a job ({least}); a size "
+                          "without a unit is bytes: e.g. 24GiB", got=shown(value), size=format_bytes(card),
+                          least=format_bytes(MIN_CARD))
     return card
+
+
+def check_cards(cards: Sequence[int], overhead: int | None, how: str) -> None:
+    """Each card holds more than the CUDA context of one process (`overhead`; None: not known yet), `how` known."""
+    if overhead is not None and (small := [c for c in cards if c <= overhead]):
+        raise OptionError("cards", "{cards} %s: a card must hold more than the CUDA context each process holds "
+                          "(%s, %s)" % (format_bytes(small[0]), format_bytes(overhead), how))
 
 
 @dataclass(frozen=True)
@@ -159,37 +214,107 @@ def fit(param: str | None = None, options: FitOptions | None = None, *, progress
     fields as keywords: `fit("batch", traces={8: "a.xz", 16: "b.xz"}, cards=["24GiB"])`. Every option is checked
     before the first GPU run: a typo costs no recording. `progress` hears a line per run on the GPU."""
     from ..report.fits import plot_fit
+    from ..results.fits import claimed
     from ..results.names import PLOT_FILE
     from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
-    from ..sweeper.fitrun import confirm, record_values
-    from ..sweeper.fitting import fit_traces
 
     options = options_of("fit", FitOptions, options, given(fields, param=param))
     say = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     folder = _folder(options)
-    if options.command is not None:
-        assert folder is not None   # a command's recordings are always kept
-        traces = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
-                               timeout_s=options.timeout_s, warmup_steps=options.warmup_steps, steps=options.steps,
-                               say=lambda line: say(line, None))
-    else:
-        traces = {value: (name_of(source, i), loaded(source))
-                  for i, (value, source) in enumerate((options.traces or {}).items())}
-    answer = fit_traces(_request(options, traces, entries), jobs=options.jobs)
-    if options.confirm:
-        assert options.command is not None   # FitOptions' rule
-        confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
-        answer = confirm(answer, options.command, confs, gpu=options.gpu, timeout_s=options.timeout_s,
-                         warmup_steps=options.warmup_steps, steps=options.steps, say=lambda line: say(line, None))
-    if folder is not None:
+    if folder is None:
+        return FitResult(_answered(options, entries, None, say), None)
+    with claimed(folder, options.param, list(options.command) if options.command else None):
+        answer = _answered(options, entries, folder, say)
         answer.write(folder)
         plot_fit(answer, folder / PLOT_FILE)
     return FitResult(answer, folder)
 
 
+def _answered(options: FitOptions, entries: list, folder: Path | None, progress: Progress) -> FitFile:
+    """Recorded (or read), replayed, made exact where a command can be recorded, answered and confirmed."""
+    from ..sweeper.fitcopies import confirm_copies
+    from ..sweeper.fitrun import confirm
+    from ..sweeper.fitting import Replays, fit_file
+
+    def say(line: str) -> None:
+        progress(line, None)
+
+    command = options.command
+    if command is not None and options.confirm:
+        from ..trial.recording import refuse_without_gpu
+
+        refuse_without_gpu(list(command))   # before the first recording: confirming needs the GPU anyway
+    sources, facts = _recorded(options, folder, say)
+    replays = Replays(_request(options, facts, entries), jobs=options.jobs, device=options.device)
+    for value, (name, source) in sorted(sources.items()):
+        replays.add(value, name, source)
+    answer = fit_file(replays, _settle(options, replays, folder, say))
+    if command is not None and options.confirm:
+        confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
+        runs = dict(gpu=options.gpu, timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
+                    steps=options.steps, say=say, before=_before(folder))
+        answer = confirm(answer, command, confs, **runs)   # type: ignore[arg-type]
+        if options.confirm_copies is not None:
+            answer = confirm_copies(answer, command, confs, options.confirm_copies, **runs)   # type: ignore[arg-type]
+    return answer
+
+
+def _before(folder: Path | None) -> FitFile | None:
+    """The fit.json an earlier run of this fit left in its folder (`claimed` held it to be this fit's), if any."""
+    from ..results.names import FIT_FILE
+    from ..results.typed import load_json
+
+    path = None if folder is None else folder / FIT_FILE
+    return FitFile.from_json(load_json(path), str(path)) if path is not None and path.exists() else None
+
+
+def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict]:
+    """Each value's trace, as (name, path or Trace), and what it says of itself (`TraceFacts`): the command's
+    recordings, made or kept in `folder`, or the traces given, each read once for its facts and dropped (standard
+    input, which reads once, is held)."""
+    from ..sweeper.fitrun import record_values
+    from ..sweeper.fitting import TraceFacts, load_source
+
+    if options.command is not None:
+        assert folder is not None   # a command's recordings are always kept
+        recorded = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
+                                 timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
+                                 steps=options.steps, say=say)
+        return {v: (name, name) for v, (name, _) in recorded.items()}, {v: f for v, (_, f) in recorded.items()}
+    sources, facts = {}, {}
+    for i, (value, source) in enumerate((options.traces or {}).items()):
+        trace = load_source(source, options.device)   # type: ignore[arg-type]   # a checked path, or a Trace
+        facts[value] = TraceFacts.of(trace)
+        sources[value] = (name_of(source, i), trace if source == "-" else source)
+    return sources, facts
+
+
+def _settle(options: FitOptions, replays, folder: Path | None, say):
+    """The recordings that make answers exact (sweeper/fitexact.py), where a command can be recorded: on the GPU,
+    into the fit's folder, at most `extra_recordings`."""
+    from ..results.fits import ExactRecord, NotExact
+    from ..sweeper.fitexact import settle
+    from ..sweeper.fitrun import gpu_seen, record_value
+
+    command, most = options.command, options.extra_recordings
+    if command is None:
+        return ExactRecord(most, not_run=NotExact.TRACES)
+    if most == 0:
+        return ExactRecord(most, not_run=NotExact.NONE)
+    if not gpu_seen(command, options.param, options.values[0]):
+        return ExactRecord(most, not_run=NotExact.NO_GPU)
+    assert folder is not None
+
+    def record(value: int):
+        return record_value(command, options.param, value, folder, gpu=options.gpu, timeout_s=options.timeout_s,
+                            warmup_steps=options.warmup_steps, steps=options.steps)
+
+    return settle(replays, record, most, say)
+
+
 def _folder(options: FitOptions) -> Path | None:
-    """`out`, or for a command a new folder under the results root; created."""
+    """`out`, or for a command a new folder under the results root (not created here: `results.fits.claimed`)."""
     from datetime import datetime, timezone
 
     from ..results.folder import DEFAULT_RESULTS_ROOT
@@ -199,26 +324,28 @@ def _folder(options: FitOptions) -> Path | None:
     if folder is None and options.command:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
         folder = Path(DEFAULT_RESULTS_ROOT) / f"fit-{command_name(options.command)}-{options.param}-{stamp}"
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
-def _request(options: FitOptions, traces: dict[int, tuple[str, Trace]], entries: list):
-    """What fit_traces answers: the settings under the sweep's rules for the recordings' torch; the cards (by
-    default, unless budgets are given: sim/limits.py's) and the budgets on the recording GPU."""
-    from ..decide.fit import step_of
+def _request(options: FitOptions, facts: dict, entries: list):
+    """What is answered: the settings under the sweep's rules for the recordings' torch; the cards (by default,
+    unless budgets are given: sim/limits.py's), each above the context, and the budgets on the recording GPU."""
     from ..settings.grid import ranked_settings
     from ..sim.limits import DEFAULT_CARDS_GIB
-    from ..sim.points import recording_device
+    from ..sim.points import overhead_of, recording_device
     from ..sweeper.fitting import FitRequest
     from ..units import budget_on
 
-    torch_version = next((t.meta.get("torch_version") for _, t in traces.values()), None)
+    said = [facts[v] for v in sorted(facts)]
+    torch_version = next((f.meta.get("torch_version") for f in said), None)
     confs, _ = ranked_settings(entries, torch_version, has_budget=bool(options.budgets))
-    device = recording_device([t for _, t in traces.values()])
+    device = recording_device(said)
+    given_overhead = in_bytes(options.overhead)
+    overhead = given_overhead if given_overhead is not None else overhead_of(said)
+    measured = given_overhead is None and any(f.meta.get("overhead_bytes") is not None for f in said)
     budgets = [(str(text), budget_on(*(budget_limit(text) or (None, None)), device) or 0) for text in options.budgets]
     cards = [in_bytes(c) or 0 for c in options.cards] if options.cards is not None else \
         [] if options.budgets else [g * GiB for g in DEFAULT_CARDS_GIB]
-    return FitRequest(options.param, traces, confs, cards, budgets, options.step or step_of(list(traces)),
-                      in_bytes(options.overhead), list(options.command) if options.command else None)
+    check_cards(cards, overhead, "as the recordings measured it" if measured else "assumed: the recordings do not say")
+    return FitRequest(options.param, confs, cards, budgets, options.step or step_of(sorted(facts)), overhead, measured,
+                      device, list(options.command) if options.command else None)

@@ -10,9 +10,10 @@ from typing import Any, Mapping, Sequence
 
 from ..decide.fleet import SettingLoss
 from ..errors import OptionError
+from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
-from .checks import Progress, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
+from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
 from .inputs import TraceInput, held, loaded, name_of, trace_inputs
 from .options import options_of
 
@@ -26,6 +27,7 @@ class FleetOptions:
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
     jobs: int | None = None                      # replay worker processes (default: every usable core)
+    device: int | None = None                    # which device's trace, where a snapshot has several
 
     def __post_init__(self) -> None:
         set_field(self, "traces", trace_inputs(self.traces))
@@ -39,16 +41,19 @@ class FleetOptions:
         if self.device_memory is not None:
             set_field(self, "device_memory", size(self.device_memory, "device_memory"))
         workers(self.jobs)
+        device_index(self.device)
 
 
 @dataclass(frozen=True)
 class FleetResult:
     """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs that do not run
-    first, then the worst loss, then the mean), and the settings not simulated with why."""
+    first, then the worst loss, then the mean), the settings not simulated with why, and where each job's trace
+    came from."""
 
     jobs: tuple[str, ...]
     ranked: tuple[SettingLoss, ...]
     not_simulated: Mapping[AllocConf, str]
+    origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
 
     @property
     def best(self) -> SettingLoss | None:
@@ -58,7 +63,7 @@ class FleetResult:
     def to_json(self) -> dict:
         from ..report.fleet import fleet_json
 
-        return fleet_json(list(self.ranked), self.not_simulated)
+        return fleet_json(list(self.ranked), self.not_simulated, dict(zip(self.jobs, self.origins)))
 
 
 def job_names(paths: list[str]) -> list[str]:
@@ -73,23 +78,25 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     Traces, one per job; `options` (FleetOptions) or its fields as keywords:
     `fleet(["a.xz", "b.xz"], device_memory="24GiB")`. `progress` hears of each job as its trace loads."""
     from ..decide.fleet import rank_fleet
-    from ..settings.grid import load_grid_file, ranked_settings
-    from ..sim.points import fleet_peaks
+    from ..settings.grid import DEFAULT_GRID, expand, load_grid_file, ranked_settings
+    from ..sim.points import fleet_peaks, job_peaks
 
     options = options_of("fleet", FleetOptions, options, given(fields, traces=traces, confs=confs))
     said = progress or quiet
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     sources = held(options.traces)
     names = job_names([name_of(source, i) for i, source in enumerate(sources)])
-    loaded_traces = {}
+    # One trace at a time, replayed under every setting listed and dropped: only its figures are kept.
+    candidates, figures, origins = expand(entries or DEFAULT_GRID), {}, []
     for name, source in zip(names, sources):
-        said(f"loading {name}", None)
-        loaded_traces[name] = loaded(source)
-    # As replay ranks a grid: without a budget, what a memory fraction would act on is left out.
-    versions = {t.meta.get("torch_version") for t in loaded_traces.values()}
-    torch_version = versions.pop() if len(versions) == 1 else None
-    confs_ranked, _ = ranked_settings(entries, torch_version, has_budget=False)
-    said("replay", None)
-    peaks, not_simulated = fleet_peaks(loaded_traces, confs_ranked, device_memory=in_bytes(options.device_memory),
-                                       jobs=options.jobs)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated)
+        said(f"replaying {name}", None)
+        trace = loaded(source, options.device)
+        origins.append(provenance(trace.meta))
+        figures[name] = job_peaks(trace, candidates, device_memory=in_bytes(options.device_memory), jobs=options.jobs)
+        del trace   # the next is read only once this one is let go
+    # As replay ranks a grid, for the torch that recorded them all: without a budget, what a memory fraction would
+    # act on is left out.
+    versions = {job.torch_version for job in figures.values()}
+    confs_ranked, _ = ranked_settings(entries, versions.pop() if len(versions) == 1 else None, has_budget=False)
+    peaks, not_simulated = fleet_peaks(figures, confs_ranked)
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins))

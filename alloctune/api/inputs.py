@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..errors import OptionError, OptionText, SizeError, shown
+from ..results.provenance import provenance
 from ..sim.limits import DEFAULT_DEVICE_MEMORY
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
@@ -75,19 +76,24 @@ class DeviceLimits:
         if device_memory is not None:
             memory, where = device_memory, OptionText("{device_memory}")
         elif trace.meta.get("device_total_bytes"):
-            memory, where = int(trace.meta["device_total_bytes"]), "the recording GPU"
+            measured = provenance(trace.meta).measured
+            memory = int(trace.meta["device_total_bytes"])
+            where = "the recording GPU" if measured else "the card the dry run stands for"
         else:
             memory, where = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
         return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
 
     def warnings(self, trace: Trace, torch_version: str | None) -> list[str]:
         """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
-        blocks allocated before the recording started, ...), the torch whose allocator was simulated when the trace
+        blocks allocated before the recording started, ...), what a dry run could not size, the torch whose allocator was simulated when the trace
         does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
         hold. The text output prints them as `warning:` lines and JSON lists them under "warnings"."""
+        from ..report.provenance import workspace_warning
         from ..settings.versions import replay_note
 
         warnings: list[str] = list(trace.warnings)
+        if unsized := workspace_warning(provenance(trace.meta)):
+            warnings.append(unsized)
         if note := replay_note(torch_version):
             warnings.append(note)
         if self.memory_from == ASSUMED_MEMORY:

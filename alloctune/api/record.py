@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import AlloctuneError, OptionError
+from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
-from ..trial.recording import record_command, record_workload
+from ..trial.recording import dry_run_card, record_command, record_workload
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from ..dryrun.cards import DEFAULT_CARD
 from .options import options_of
 
 
@@ -28,7 +28,7 @@ class RecordOptions:
     steps: int = 0                      # a command: end it after this many steps past `warmup_steps` (0: its run)
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     dry_run: bool = False               # a command: run it without a GPU, fake tensors standing for CUDA's (dryrun/)
-    arch: str | None = None             # with dry_run: the card it stands for (default: dryrun's DEFAULT_CARD)
+    arch: str | None = None             # with dry_run: the card it stands for (default: trial/recording's)
 
     def __post_init__(self) -> None:
         AllocConf.parse(self.conf)   # a ConfError naming what is wrong in it
@@ -56,10 +56,9 @@ class RecordedTrace:
         return (self.trace.meta.get("measured") or [None])[0]
 
     @property
-    def dry_run(self) -> dict[str, Any] | None:
-        """What a dry run says of its trace (the card it stood for, its table row, the values it made up); None for
-        a recording made on the GPU."""
-        return self.trace.meta.get("dry_run")
+    def provenance(self) -> Provenance:
+        """Measured on the GPU, or a dry run's (the card it stood for, its table row, the values it made up)."""
+        return provenance(self.trace.meta)
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ class Recording:
     def to_json(self) -> list[dict[str, Any]]:
         """As `record --json` prints it: one object per trace written."""
         return [{"trace": str(t.path), "events": len(t.trace.kinds), "allocations": t.trace.num_allocs,
-                 "measured": t.measured, "dry_run": t.dry_run} for t in self.traces]
+                 "measured": t.measured, "dry_run": t.provenance.to_json()} for t in self.traces]
 
 
 def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
@@ -101,5 +100,5 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
     traces = record_command(list(target), output, gpus=gpus, conf=conf, timeout_s=options.timeout_s,
                             warmup_steps=options.warmup_steps, steps=options.steps,
-                            dry_run=(options.arch or DEFAULT_CARD) if options.dry_run else None)
+                            dry_run=dry_run_card(options.arch) if options.dry_run else None)
     return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces))

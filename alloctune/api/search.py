@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError, shown
+from ..results.provenance import Provenance, provenance
 from ..sim import search as searching
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from .checks import count, device_index, given, in_bytes, path, set_field, size, workers
@@ -47,17 +48,18 @@ class SearchOptions:
 @dataclass(frozen=True)
 class SearchResult:
     """The search (`sim.search.SearchResult`: what was replayed, the front with each member's reason, what torch
-    or the rules refused) and what it rests on that the user must know."""
+    or the rules refused), what it rests on that the user must know, and where the trace came from."""
 
     search: searching.SearchResult
     warnings: tuple[str, ...] = ()
+    provenance: Provenance = Provenance()   # the trace's: measured on a GPU, or a dry run for a card
 
     @property
     def front(self) -> list[searching.FrontMember]:
         return self.search.front
 
     def to_json(self) -> dict:
-        return dict(self.search.to_json(), warnings=list(self.warnings))
+        return dict(self.search.to_json(), dry_run=self.provenance.to_json(), warnings=list(self.warnings))
 
 
 def search(trace: TraceInput | None = None, options: SearchOptions | None = None, *,
@@ -79,4 +81,5 @@ def search(trace: TraceInput | None = None, options: SearchOptions | None = None
                                   overhead_bytes=limits.overhead_bytes, max_settings=options.max_settings,
                                   jobs=options.jobs, progress=progress)
     # The simulator follows the judging torch, not the recording's: only a version it does not know is worth a word.
-    return SearchResult(result, tuple(limits.warnings(loaded_trace, result.torch_version)))
+    return SearchResult(result, tuple(limits.warnings(loaded_trace, result.torch_version)),
+                        provenance(loaded_trace.meta))

@@ -15,14 +15,16 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from ..decide.choice import Choice
+from ..decide.finalists import GpuPlan
 from ..decide.summary import SettingResult
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
+from ..results.provenance import Provenance, provenance
 from ..results.records import Backend
 from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
 from ..sweeper.plan import make_plan, sweep_info
 from ..sweeper.resume import open_folder
-from ..sweeper.sweep import run_plan
+from ..sweeper.sweep import dry_run_plan, run_plan
 from ..workload.loader import load_workload
 from ..workload.spec import WorkloadSpec
 from .analyze import decide_folder, decisions
@@ -37,11 +39,15 @@ class SweepOutcome:
     skipped: list[Skipped]
     backend: Backend            # the one resolved: cuda, sim or hybrid
     notices: tuple[str, ...] = ()   # what the sweep said as it went (as `notice` was told it)
+    provenance: Provenance = Provenance()   # where the replayed trace came from (a dry run: `sweep --dry-run`)
+    gpu_plan: GpuPlan | None = None      # a dry run's: what a hybrid sweep would run on the GPU after its replays
 
     def to_json(self) -> dict[str, Any]:
-        """As `sweep --json` prints it: the folder, its decisions, and the settings skipped, with why."""
+        """As `sweep --json` prints it: the folder, its decisions, the settings skipped, with why, and for a dry
+        run what it stood for and the plan a hybrid sweep would run on the GPU."""
         return dict(decisions(self.folder, self.choices),
-                    skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in self.skipped])
+                    skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in self.skipped],
+                    dry_run=self.provenance.to_json(), gpu_plan=self.gpu_plan.to_json() if self.gpu_plan else None)
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | None = None, *,
@@ -71,8 +77,10 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
         folder.write_info(replace(folder.info(), finished=True))
         callbacks.phase("choosing and writing the reports", None)
         decision = decide_folder(folder, options.max_slowdown)
+        planned = dry_run_plan(folder, spec, options, plan) if plan.dry_run else None
+    source = provenance(next((r.env for r in folder.trials() if "dry_run" in r.env), {}))
     return SweepOutcome(folder, decision.settings, decision.choices, folder.info().skipped, plan.backend,
-                        tuple(notices))
+                        tuple(notices), source, planned)
 
 
 def _kept(notice: Callable[[str], None], kept: list[str]) -> Callable[[str], None]:

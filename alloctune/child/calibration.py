@@ -8,8 +8,10 @@ idle torch.cuda.synchronize(). expandable: growing by whole pages (a `segment_ma
 `segment_unmap`), at the same sizes. Every timed call is checked to be the driver call it is said to be:
 `memory_stats` num_device_alloc / num_device_free and the reserved bytes must move by exactly what it should, or
 the child stops with what it saw. The device is synchronised before each timed call, so nothing queued is waited
-for: these are the calls' own costs. What a synchronisation costs with work in flight is that work, which only the
-job's queue knows.
+for: these are the calls' own costs. Then each kind is timed again, at one size, behind two depths of GPU work
+queued on purpose (`Queued`): how much of the queued work it waits for (a cudaFree, an unmap and a synchronisation
+wait for all of it; a cudaMalloc or a map, on some drivers, for none) and what a busy device adds to its price.
+How much work is queued when a job makes the call is the job's (decide/speed.py).
 
 Each answer is one line marked MARK on stdout: an `Answer`, or {"error": ...}. The
 analysis (`summarise`, `fit`) is pure and tested on built samples. Standard library and torch only, and light
@@ -22,10 +24,10 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterator
 
-from ..results.calibration import MiB, CostFit, CostSample
+from ..results.calibration import MiB, CostFit, CostSample, Queued
 from .provenance import driver_version
 
 MARK = "ALLOCTUNE-CALIBRATION "
@@ -35,6 +37,11 @@ ROUNDS = 8          # repeats of each size (one warm-up round before them is not
 PER_ROUND = 4       # native segments allocated before one empty_cache frees them all, as empty_cache usually does
 SYNCS = 200
 SMALL_SEGMENT = 2 * MiB   # the small pool's segment, which holds requests of at most 1 MiB
+# Each kind is also timed behind this much GPU work queued (ms), at one size: how much of the work a call waits
+# for (the slope between the two depths) is what it costs inside a running job beyond its idle price.
+QUEUED_MS = (2.0, 10.0)
+QUEUED_ROUNDS = 8
+QUEUED_SIZE = 20 * MiB
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,8 @@ def _native(torch) -> dict[str, CostFit]:
         alloc_us, free_us = _segments(torch, segment)
         allocs.append(summarise(segment, alloc_us))
         frees.append(summarise(segment, free_us))
-    return {"device_alloc": fit(allocs), "device_free": fit(frees), "sync": fit([summarise(0, _syncs(torch))])}
+    fits = {"device_alloc": fit(allocs), "device_free": fit(frees), "sync": fit([summarise(0, _syncs(torch))])}
+    return _behind_queued(torch, fits, native=True)
 
 
 def _sizes(torch, per_round: int) -> list[int]:
@@ -187,7 +195,7 @@ def _expandable(torch) -> dict[str, CostFit]:
         (grown,) = mapped
         maps.append(summarise(grown, map_us))
         unmaps.append(summarise(grown, unmap_us))
-    return {"map": fit(maps), "unmap": fit(unmaps)}
+    return _behind_queued(torch, {"map": fit(maps), "unmap": fit(unmaps)}, native=False)
 
 
 def _grow_and_release(cuda, request: int) -> tuple[int, float, float]:
@@ -235,6 +243,66 @@ def _actions(memory) -> dict[str, int]:
         for entry in trace:
             counts[entry["action"]] = counts.get(entry["action"], 0) + 1
     return counts
+
+
+def _behind_queued(torch, fits: dict[str, CostFit], native: bool) -> dict[str, CostFit]:
+    """`fits` with each kind also timed behind queued GPU work (`Queued`), at QUEUED_SIZE: a new segment (a
+    cudaMalloc, or a map of pages) and its release in empty_cache (a cudaFree, or an unmap), and a
+    synchronisation, which must wait for all of it."""
+    cuda, held = torch.cuda, []
+    grow = lambda: held.append(cuda.caching_allocator_alloc(QUEUED_SIZE))   # noqa: E731
+    cached = lambda: (cuda.empty_cache(), grow(), cuda.caching_allocator_delete(held.pop()))   # noqa: E731
+    release = lambda: [cuda.caching_allocator_delete(held.pop()) for _ in list(held)]   # noqa: E731
+    if native:
+        calls = {"device_alloc": (cuda.empty_cache, grow, release), "device_free": (cached, cuda.empty_cache, None),
+                 "sync": (None, cuda.synchronize, None)}
+    else:
+        calls = {"map": (cuda.empty_cache, grow, release), "unmap": (cached, cuda.empty_cache, None)}
+    queue = _spinner(torch)
+    out = {}
+    for kind, (setup, call, after) in calls.items():
+        idle = fits[kind].fixed_us + fits[kind].per_mib_us * (0 if kind == "sync" else QUEUED_SIZE / MiB)
+        out[kind] = replace(fits[kind], queued=_queued(cuda, queue, setup, call, after, idle))
+    return out
+
+
+def _spinner(torch) -> Callable[[float], None]:
+    """queue(ms): about `ms` of GPU work queued on the current stream (torch.cuda._sleep spins the GPU for a number
+    of clock cycles: how many make a millisecond is timed here, the kernel's first launch untimed)."""
+    cuda, cycles = torch.cuda, 20_000_000
+    for _ in range(2):
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        start.record()
+        cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+    per_ms = cycles / start.elapsed_time(end)
+    return lambda ms: cuda._sleep(int(ms * per_ms))
+
+
+def _queued(cuda, queue: Callable[[float], None], setup: Callable[[], Any] | None, call: Callable[[], Any],
+            after: Callable[[], Any] | None, idle_us: float) -> Queued:
+    """`call` timed behind each depth of QUEUED_MS of GPU work, after `setup` on an idle device, QUEUED_ROUNDS
+    times after a warm-up round; `after` undoes it, untimed. Its wait is the slope of its median time in the depth."""
+    medians = []
+    for ms in QUEUED_MS:
+        times = []
+        for round_ in range(QUEUED_ROUNDS + 1):
+            if setup is not None:
+                setup()
+            cuda.synchronize()
+            queue(ms)
+            micros, _ = _timed(call)
+            cuda.synchronize()
+            if after is not None:
+                after()
+            if round_:
+                times.append(micros)
+        medians.append(statistics.median(times))
+    depths = [ms * 1e3 for ms in QUEUED_MS]
+    waits = min(1.0, max(0.0, (medians[1] - medians[0]) / (depths[1] - depths[0])))
+    return Queued(waits=waits, extra_us=medians[0] - waits * depths[0] - idle_us, queued_us=depths,
+                  median_us=medians)
 
 
 def _counts(cuda) -> tuple[int, int]:

@@ -28,11 +28,16 @@ def gpu_list(text: str) -> list[int]:
     return gpus
 
 
-def positive_int(text: str) -> int:
-    """--jobs, --finalists and the like: a whole number >= 1, of 64 bits (a results file holds no larger)."""
-    if not text.isdigit() or len(text) > len(str(MAX_INT)) or not 1 <= int(text) <= MAX_INT:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_INT_TEXT}, got {text!r}")
+def positive_int(text: str, least: int = 1) -> int:
+    """--jobs, --finalists and the like: a whole number >= `least`, of 64 bits (a results file holds no larger)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_INT)) or not least <= int(text) <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"expected a whole number from {least} to {MAX_INT_TEXT}, got {text!r}")
     return int(text)
+
+
+def whole_int(text: str) -> int:
+    """A whole number >= 0 (--extra-recordings: none is a choice)."""
+    return positive_int(text, least=0)
 
 
 def _number(valid, expected: str):
@@ -130,4 +135,10 @@ def add_replay_limits(p, budget: str) -> None:
     p.add_argument("--overhead", metavar="SIZE",
                    help="device memory held outside the allocator (CUDA context, libraries); default: what the "
                         "trace recorded, else 1GiB")
-    p.add_argument("--device", type=int, help="which device's trace, when the snapshot has several")
+    add_device(p)
+
+
+def add_device(p) -> None:
+    """--device: which device's trace a snapshot of several GPUs gives (every command that loads traces:
+    api/inputs.loaded)."""
+    p.add_argument("--device", type=int, metavar="N", help="which device's trace, when a snapshot has several")

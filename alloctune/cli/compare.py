@@ -13,7 +13,7 @@ from ..report.layout import say
 from .args import console, written
 
 # The options' fields as this command's flags: a library message that names one shows the flag.
-FLAGS = {"factor": "--factor", "output": "--output"}
+FLAGS = {"factor": "--factor", "output": "--output", "force": "--force"}
 
 
 def _factor(text: str) -> float:
@@ -31,14 +31,17 @@ def register(subparsers) -> None:
         "compare", help="compare results across folders and environments (e.g. two torch versions)",
         description="Compare results folders (or the environments of one folder) against the first one: peak "
                     "reserved, reserved/allocated and throughput per setting, with marks for regressions, "
-                    "improvements, new and fixed failures and incomparable rows. Writes compare.md and compare.png.")
+                    "improvements, new and fixed failures and incomparable rows. With -o DIR, also writes "
+                    "compare.md and compare.png there.")
     p.add_argument("folders", nargs="+", metavar="RESULTS",
                    help="results folders (or folders of them); the first environment is the baseline")
     p.add_argument("--factor", type=_factor, default=CompareOptions.factor,
                    help=f"relative change beyond which memory or throughput counts as changed (default {DEFAULT_FACTOR})")
     p.add_argument("-o", "--output", metavar="DIR", default=CompareOptions.output,
                    type=written("the folder of compare.md and compare.png"),
-                   help="where to write compare.md and compare.png (default: the current folder)")
+                   help="write compare.md and compare.png into DIR (default: print the table, write nothing)")
+    p.add_argument("--force", action="store_true",
+                   help="compare folders of different workloads (refused otherwise: their rows never meet)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of the tables")
     p.set_defaults(func=run, flags=FLAGS)
 
@@ -46,14 +49,14 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..report.compare_output import print_comparison
 
-    compared = compare(args.folders, CompareOptions(factor=args.factor, output=args.output))
+    compared = compare(args.folders, CompareOptions(factor=args.factor, output=args.output, force=args.force))
     if args.json:
         print(json.dumps(compared.comparison.to_json(), indent=2))
     else:
         print_comparison(compared.comparison, console())
-    # Where the files went, said even when it is here: a bare 'compare.md' reads as a name, not a place.
-    here = " (the current folder; -o DIR writes elsewhere)" if args.output == "." else ""
-    say(console(stderr=args.json), Text(f"wrote {_shown(compared.markdown)} and {_shown(compared.plot)}{here}"))
+    if compared.markdown is not None:
+        # Where the files went, said even when it is here: a bare 'compare.md' reads as a name, not a place.
+        say(console(stderr=args.json), Text(f"wrote {_shown(compared.markdown)} and {_shown(compared.plot)}"))
     return 0
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..decide.fit import EXACT_RECORDINGS
 from ..errors import AlloctuneError
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..units import MAX_INT
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .args import console, positive_int, seconds
+from .args import add_device, console, positive_int, seconds, whole_int
 
 
 def register(subparsers) -> None:
@@ -19,7 +20,9 @@ def register(subparsers) -> None:
                     "window is enough), replay every setting at each, fit peak memory as a function of the "
                     "parameter, and answer per setting: the largest value that runs without an OOM and without an "
                     "alloc retry on each card or under each budget, the headroom, the next value to confirm, and how "
-                    "many copies fit at once. Or fit traces already recorded: --trace VALUE=FILE (no GPU).")
+                    "many copies fit at once; then record each answer's value and the next one, so that answers "
+                    "come from replays. Or fit traces already recorded: --trace VALUE=FILE (no GPU: the curve's "
+                    "answers, with their margins).")
     p.add_argument("command", nargs="*", metavar="-- COMMAND",
                    help="your command, with {NAME} where the value goes (without it: in the environment variable "
                         "NAME)")
@@ -44,6 +47,12 @@ def register(subparsers) -> None:
     p.add_argument("--confirm", action="append", metavar="CONF",
                    help="with a command and --budget: run the predicted largest value and the next one under each "
                         "budget with this setting on the GPU ('default' for the default); repeatable")
+    p.add_argument("--confirm-copies", type=positive_int, metavar="VALUE",
+                   help="with --confirm: under each budget, also start the copies of the command at VALUE (a value "
+                        "of --param) predicted to fit at once together on the GPU, in the budget and one context")
+    p.add_argument("--extra-recordings", type=whole_int, default=EXACT_RECORDINGS, metavar="N",
+                   help="with a command: record at most N more values, each answer's and the next, so that answers "
+                        f"come from replays, not the curve (default: {EXACT_RECORDINGS}; 0: the curve's answers)")
     p.add_argument("--out", metavar="DIR",
                    help="folder for fit.json, plot.png and the recordings (default for a command: "
                         "alloctune-results/fit-cmd-<script>-<param>-<time>; a folder with recordings keeps them)")
@@ -53,6 +62,7 @@ def register(subparsers) -> None:
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
+    add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help="print fit.json's object")
     p.set_defaults(func=run, flags=FLAGS)
@@ -60,8 +70,9 @@ def register(subparsers) -> None:
 
 FLAGS = {"param": "--param", "values": "--param", "traces": "--trace", "command": "your command after '--'",
          "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "step": "--step",
-         "overhead": "--overhead", "confirm": "--confirm", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
-         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs"}
+         "overhead": "--overhead", "confirm": "--confirm", "confirm_copies": "--confirm-copies",
+         "extra_recordings": "--extra-recordings", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
+         "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs", "device": "--device"}
 
 
 def parse_param(text: str) -> tuple[str, list[int | str]]:
@@ -98,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     options = FitOptions(param, tuple(values), traces,  # type: ignore[arg-type]
                          tuple(args.command) or None, tuple(args.conf or ()), args.grid,
                          args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
-                         args.overhead, tuple(args.confirm or ()), args.out, args.gpu, args.timeout, args.steps,
-                         args.warmup_steps, args.jobs)
+                         args.overhead, tuple(args.confirm or ()), args.confirm_copies, args.extra_recordings,
+                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device)
     from rich.text import Text
 
     err = console(stderr=True)   # a line per run on the GPU: each takes a while

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .args import console, positive_int
+from .args import add_device, console, positive_int
 
 
 def register(subparsers) -> None:
@@ -22,6 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("--grid", metavar="FILE", help="a file listing the settings ('-' for stdin)")
     p.add_argument("--device-memory", metavar="SIZE",
                    help="replay every job on a card of this memory (default: each job's recording GPU's)")
+    add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON object: best (the setting that loses least, or null), and settings in order, "
@@ -30,7 +31,7 @@ def register(subparsers) -> None:
 
 
 FLAGS = {"traces": "TRACE", "confs": "--conf", "grid": "--grid", "device_memory": "--device-memory",
-         "jobs": "--jobs"}
+         "jobs": "--jobs", "device": "--device"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,11 +39,12 @@ def run(args: argparse.Namespace) -> int:
     from ..report.fleet import print_fleet
     from ..report.progress import Bars
 
-    options = FleetOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.jobs)
+    options = FleetOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.jobs,
+                           device=args.device)
     with Bars(console(stderr=True)) as bars:
         result = fleet(options=options, progress=bars)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_fleet(console(), list(result.ranked), result.not_simulated)
+        print_fleet(console(), list(result.ranked), result.not_simulated, dict(zip(result.jobs, result.origins)))
     return 0

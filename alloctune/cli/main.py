@@ -14,7 +14,7 @@ from types import FrameType
 from typing import NoReturn
 
 from .. import __version__
-from ..errors import AlloctuneError, bounded, printable
+from ..errors import AlloctuneError, UsageError, bounded, printable
 from .args import flagged
 
 # Each module defines register(subparsers), which adds its parser and sets `func` to a run(args) -> int.
@@ -23,11 +23,24 @@ SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "co
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, its usage errors bounded as alloctune's own (`errors.bounded`); subcommands' parsers are
-    of the same class."""
+    """argparse's parser, its usage errors alloctune's own (`UsageError`: one line, exit 2, as main() says every
+    mistake) instead of the usage and `alloctune fit: error: ...`; subcommands' parsers are of the same class.
+    --help and --version print as argparse prints them."""
 
     def error(self, message: str) -> NoReturn:
-        super().error(printable(bounded(message)))
+        raise _usage(message, self.prog)
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but arguments that no option takes are named with the subcommand they were given to."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(parsed, "command", None)
+            raise _usage(f"unrecognized arguments: {' '.join(extra)}", f"{self.prog} {command}" if command else self.prog)
+        return parsed
+
+
+def _usage(message: str, prog: str) -> UsageError:
+    return UsageError(f"{message} (see {prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except BrokenPipeError:
         return _reader_left()
+    except UsageError as exc:
+        _say(f"alloctune: error: {exc}")
+        return exc.exit_code
     in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:

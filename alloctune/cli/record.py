@@ -62,8 +62,9 @@ def run(args) -> int:
         return 0
     out = console()
     for recorded in recording.traces:
-        if recorded.dry_run is not None:
-            say(out, Text(dry_run_line(recorded.path, recorded.trace, recorded.dry_run)))
+        if not recorded.provenance.measured:
+            for line in dry_run_lines(recorded.path, recorded.trace, recorded.provenance):
+                say(out, Text(line))
             continue
         measured = recorded.measured or {}
         speed = (f", {measured['throughput']:,.0f} {measured.get('unit')}/s over "
@@ -76,11 +77,12 @@ def run(args) -> int:
     return 0
 
 
-def dry_run_line(path, trace, dry: dict) -> str:
-    """What `record --dry-run` says of one trace: what it stands for, and what it had to make up."""
-    invented = dry.get("invented") or {}
-    made_up = (f"; it made up {sum(invented.values())} value(s) the GPU would have computed ("
-               + ", ".join(f"{kind}: {n}" for kind, n in sorted(invented.items())) + ")" if invented else "")
-    return (f"Dry run (no GPU): traced {len(trace.kinds):,} allocation events to {path}, as the caching allocator of "
-            f"{dry.get('card')} would see them (what its kernels add: table row {dry.get('table')}){made_up}. "
-            f"Nothing was measured: replay the trace to see what each setting would reserve.")
+def dry_run_lines(path, trace, provenance) -> list[str]:
+    """What `record --dry-run` says of one trace: what it stands for, what it made up, what it could not size."""
+    from ..report.provenance import origin, workspace_warning
+
+    d = provenance.dry_run
+    kinds = f" ({', '.join(f'{kind}: {n}' for kind, n in sorted(d.invented.items()))})" if d.invented else ""
+    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {origin(provenance)}{kinds}, the requests "
+            f"its caching allocator would see. Nothing was measured: replay the trace to see what each setting "
+            f"would reserve.", *filter(None, [workspace_warning(provenance)])]

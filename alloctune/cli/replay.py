@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     for one in replays:
         print_trace(console(), one)
     if result.maximum is not None:
-        print_maximum(console(), list(result.maximum), [one.path for one in replays])
+        print_maximum(console(), list(result.maximum), [one.path for one in replays],
+                      [one.provenance for one in replays])
     return 0
 
 

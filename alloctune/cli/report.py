@@ -31,7 +31,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..api.analyze import AnalyzeOptions, analyze
-    from ..report.analysis import change_lines
+    from ..report.analysis import change_lines, choice_record
     from ..report.ranked import print_choice
     from ..results.folder import find_results
     from .args import console as wide_console
@@ -54,7 +54,7 @@ def run(args) -> int:
             continue
         console.print(Text(str(folder.path), style="bold"), soft_wrap=True)
         for choice in analysis.choices:
-            print_choice(console, analysis.settings, choice)
+            print_choice(console, choice_record(choice))
     if args.json:
         print(json.dumps(decided, indent=2))
     return 0

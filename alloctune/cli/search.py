@@ -69,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))
     else:
-        print_front(console(), result.search, warnings)
+        print_front(console(), result.search, warnings, result.provenance)
     return 0

@@ -34,6 +34,7 @@ FLAGS = {
     "out": "--out", "fresh": "--fresh", "check_growth": "--check-growth",
     "metric_regex": "--metric-regex", "unit": "--unit", "warmup_steps": "--warmup-steps", "steps": "--steps",
     "step_on": "--step-on", "name": "--name", "cwd": "--cwd", "isolate_cwd": "--isolate-cwd",
+    "dry_run": "--dry-run", "arch": "--arch",
 }
 
 
@@ -110,6 +111,13 @@ def _command(command) -> None:
     command.add_argument("--cwd", help="working folder to run the command in (default: this one)")
     command.add_argument("--isolate-cwd", action="store_true",
                          help="run each trial in its own empty working folder (for commands that write files)")
+    command.add_argument("--dry-run", action="store_true",
+                         help="without a GPU: trace the command once with fake tensors standing for CUDA tensors "
+                              "(as 'record --dry-run'), replay every setting on that trace, and show the plan a "
+                              "hybrid sweep would run on the GPU; every figure is predicted, nothing is measured")
+    command.add_argument("--arch", metavar="CARD",
+                         help="with --dry-run: the GPU it stands for, a card (h100, h200, a100) or an "
+                              "architecture (sm90, sm80); default: h100")
     command.add_argument("--check-growth", type=positive_int, metavar="K",
                          help="a longer check, for what a short trial cannot show: sample reserved and allocated "
                               "memory at steps K and 2K of each trial (the job must run 2K steps) and refuse a "
@@ -231,6 +239,7 @@ def _print(outcome) -> None:
 
     from ..report.layout import command, say
     from ..decide.choice import something_to_export
+    from ..report.analysis import choice_record
     from ..report.ranked import print_choice
     from ..report.words import skipped_words
 
@@ -238,8 +247,8 @@ def _print(outcome) -> None:
     for skip in outcome.skipped:
         say(out, Text(f"skipped {conf_label(skip.conf)} ({skip.env_id}): {skipped_words(skip)}", style="dim"))
     for choice in outcome.choices:
-        print_choice(out, outcome.settings, choice)
-    if gpu := _gpu_lines(outcome):
+        print_choice(out, choice_record(choice))
+    if gpu := _gpu_lines(outcome) + _plan_lines(outcome):
         out.print()
         for line in gpu:
             say(out, Text(line))
@@ -273,6 +282,20 @@ def _gpu_lines(outcome) -> list[str]:
         lines.append(f"hybrid: {recorded} recorded the trace, {len(replayed)} settings replayed, "
                      f"{len(measured)} measured on the GPU")
     return lines
+
+
+def _plan_lines(outcome) -> list[str]:
+    """A dry run's sweep: every figure above is predicted, and what a hybrid sweep would run on the GPU instead."""
+    from ..report.provenance import origin
+
+    plan = outcome.gpu_plan
+    if plan is None:
+        return []
+    best = sorted({conf_label(c) for confs in plan.measured.values() for c in confs})
+    return [f"Nothing was measured: every figure is replayed from {origin(outcome.provenance)}.",
+            f"On a GPU, a hybrid sweep of this command (below) would run about {plan.trials} GPU trials: one records "
+            f"the trace, every setting is replayed as here, then the GPU measures the default"
+            + (f" and {', '.join(best)}" if best else "") + "."]
 
 
 def _repeats(text: str) -> int | str:
@@ -315,17 +338,20 @@ def _workload(args):
 def _on_gpu(command: str) -> list[str]:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
     dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
-    on the GPU, hybrid records one."""
-    words, out, skip = shlex.split(command), [], False
-    for word in words:
+    on the GPU, hybrid records one; so does a dry run's command, which --dry-run and --arch leave. The command
+    after '--' stays as it was."""
+    words = shlex.split(command)
+    end = words.index("--") if "--" in words else len(words)
+    out, skip = [], False
+    for word in words[:end]:
         if skip:
             skip = False
-        elif word in ("--backend", "--trace", "--out"):
+        elif word in ("--backend", "--trace", "--out", "--arch"):
             skip = True
-        elif not word.startswith(("--backend=", "--trace=", "--out=")):
+        elif word != "--dry-run" and not word.startswith(("--backend=", "--trace=", "--out=", "--arch=")):
             out.append(word)
-    searching = any(word == "--search" or word.startswith("--search=") for word in words)
-    return out + ["--backend", str(Backend.HYBRID if searching else Backend.CUDA)]
+    hybrid = any(word in ("--search", "--dry-run") or word.startswith("--search=") for word in words[:end])
+    return out + ["--backend", str(Backend.HYBRID if hybrid else Backend.CUDA)] + words[end:]
 
 
 def _where(record: TrialRecord) -> str:

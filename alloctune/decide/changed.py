@@ -1,13 +1,14 @@
 """What a decision taken again changed against the one a folder held (`alloctune report` says it): per decision group
 (environment, backend, budget), the setting chosen before and after, with the trials and parameters each was taken
 from, so that the words can say why (a user's other --max-slowdown, trials a resumed sweep added, or, with the same
-of both, another alloctune's rules). Pure."""
+of both, another alloctune's rules). Pure; the choices compared are choice.json's records, an older file's read through
+its upgrade (results/upgrade.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..results.folder import ChoiceRecord
+from ..results.choices import ChoiceRecord
 from ..results.records import decision_group
 
 

@@ -17,21 +17,23 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, TypeGuard
 
+from ..errors import ResultsError
+from ..results.choices import ChoiceRecord
+from ..results.figures import Comparison, MemoryMeasure
+from ..results.provenance import provenance
 from ..results.records import Backend
 from ..settings.known import Feature
 from .device import DEVICE_AGREEMENT
 from .order import beaten_by, preferred, ranked, tie_rule, within
 from .parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
 from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
-                      Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
-                      SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard,
-                      finite)
+                      DryRunCard, Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
+                      SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard)
 from .rounds import sequential
 from .safety import Safety, job_features, safety, target_torch
 from .sequential import Outcome
 from .speed import SpeedPrediction
-from .stats import Comparison
-from .summary import MemoryMeasure, SettingResult
+from .summary import SettingResult
 
 SMALL_GAIN = 0.10  # below this saving the reasons say that the default is about as good
 NEGLIGIBLE = 0.01  # a throughput difference below this is called negligible even when a test can detect it
@@ -55,6 +57,7 @@ class Choice:
     workload: str = ""
     workload_hash: str = ""
     compared: tuple[SettingResult, ...] = ()   # the group's fitting settings with a throughput comparison
+    group: tuple[SettingResult, ...] = ()   # every setting of the group, ranked as the tables list them (`ranked`)
     # How precise the throughput comparison got (`rounds.precision`; set from what the sweep asked, sweep.json).
     precision: Reason | None = None
     # Set from sweep.json as well: fewer recorded than planned = an interrupted sweep.
@@ -69,6 +72,10 @@ class Choice:
     @property
     def simulated(self) -> bool:
         return self.backend == Backend.SIM
+
+    @property
+    def fits(self) -> bool:
+        return self.best is not None
 
     @property
     def detectable(self) -> float | None:
@@ -180,7 +187,7 @@ def _lower(s: SettingResult, base: SettingResult) -> bool:
 def tie_break(winner: SettingResult, loser: SettingResult, eligible: list[SettingResult], tie: float) -> TieBreak:
     beater = beaten_by(loser, eligible, tie)
     return TieBreak(tie_rule(winner, loser, eligible, tie), winner.complexity, loser.complexity,
-                    finite(loser.memory_spread), beater.conf if beater else None,
+                    loser.memory_spread, beater.conf if beater else None,
                     beater.compared_with(loser)[1] if beater else None, tie if beater else None)
 
 
@@ -228,7 +235,7 @@ def _reasons(best: SettingResult | None, base: SettingResult | None, members: li
             Tied(s.conf, theirs, tie_break(best, s, eligible, tie), measure, mine)
             for s, measure, theirs, mine in tied))))
     if best.unstable:
-        reasons.append(Reason(Code.UNSTABLE, Unstable(finite(best.memory_spread))))
+        reasons.append(Reason(Code.UNSTABLE, Unstable(best.memory_spread)))
     return reasons
 
 
@@ -242,7 +249,7 @@ def _device_caveats(members: list[SettingResult], measure: MemoryMeasure) -> lis
     moved = [s for s in members if s.device_disagrees and s.device_peak_used_bytes is not None]
     if moved and measure is MemoryMeasure.DEVICE:
         reasons.append(Reason(Code.DEVICE_SPREAD, DeviceSpread(tuple(
-            Spread(s.conf, finite(s.device_spread), s.device_peak_used_bytes or 0) for s in moved),
+            Spread(s.conf, s.device_spread, s.device_peak_used_bytes or 0) for s in moved),
             DEVICE_AGREEMENT)))
     return reasons
 
@@ -278,22 +285,30 @@ def _choose_group(members: list[SettingResult], max_slowdown: float, tie: float,
     safe = {s.conf: safety(s.setting, s.trials, torch_version, features) for s in members}
     eligible = [s for s in members if _rejection(s, base, max_slowdown, safe[s.conf], horizon) is None]
     best = preferred(eligible, tie)
+    group = tuple(ranked(members))
     runners_up = tuple((s, _why_not(s, best, base, max_slowdown, tie, safe[s.conf], horizon, eligible))
-                       for s in ranked(members) if s is not best)
+                       for s in group if s is not best)
     unsafe = tuple(s.conf for s, why in runners_up if why.code in (Code.KNOWN_PROBLEM, Code.GROWING))
     reasons = _reasons(best, base, members, eligible, max_slowdown, tie, set(unsafe))
     reasons += [Reason(Code.REFUSED_UNSAFE, RefusedLower(unsafe))] if unsafe else []
     if best is not None:   # what qualifies the winner: its known problems that only warn, its growth check
         winner = safe[best.conf]
         reasons += list(winner.caveats) + ([winner.growth] if winner.growth is not None else [])
-    caveats = [Reason(Code.SIMULATED)] if best is not None and best.simulated else []
+    caveats = [_replayed(best.trials[0].env)] if best is not None and best.simulated else []
     return Choice(
         env_id=first.env_id, backend=first.backend, budget_bytes=first.budget_bytes, best=best, baseline=base,
         reasons=tuple(caveats + reasons + _whole_card(members)), decision=reasons[0], runners_up=runners_up,
         max_slowdown=max_slowdown, tie=tie, env=dict((best or base or members[0]).trials[0].env),
         workload=first.workload, workload_hash=first.workload_hash,
-        compared=tuple(s for s in members if s.fits and s.vs_default is not None),
+        compared=tuple(s for s in members if s.fits and s.vs_default is not None), group=group,
         features=tuple(f for f in Feature if f in features))
+
+
+def _replayed(env: dict) -> Reason:
+    """A replay's caveat: of a recorded trace, or of a dry run's (its trials' environment says: results/provenance)."""
+    dry = provenance(env, "a replayed trial's env 'dry_run'", ResultsError).dry_run
+    return Reason(Code.SIMULATED) if dry is None else Reason(Code.DRY_RUN, DryRunCard(dry.card, dry.table,
+                                                                                     dry.made_up))
 
 
 def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE, horizon: int | None = None) -> list[Choice]:
@@ -307,7 +322,7 @@ def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE, horizon:
     return [_choose_group(members, members[0].max_slowdown, tie, horizon) for members in groups.values()]
 
 
-def something_to_export(choices: Iterable[Choice]) -> bool:
-    """Whether `alloctune export` has a setting to give: some group found one that fits. When none does, no
-    output points to export (it would refuse)."""
-    return any(choice.best is not None for choice in choices)
+def something_to_export(choices: Iterable[Choice | ChoiceRecord]) -> bool:
+    """Whether `alloctune export` has a setting to give: some group found one that fits (a choice, or its record).
+    When none does, no output points to export (it would refuse)."""
+    return any(choice.fits for choice in choices)

@@ -8,9 +8,8 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
 
 - a setting with no prediction (no calibration, no measured step of the default, no steady step in the trace) is
   measured in rounds (UNPREDICTED): nothing says it is as fast as the default;
-- one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW): the
-  prediction prices the driver calls alone, and a synchronisation also waits for queued work, so a prediction errs
-  on the fast side (`speed.py`);
+- one predicted slower than the default by more than `max_slowdown` is not measured (PREDICTED_TOO_SLOW), its
+  reason quoting how far predictions were from measurements where both were made (`speed.PREDICTION_ERROR`);
 - one predicted within the allowance that its prediction cannot answer alone (`SpeedPrediction.answers_alone`:
   its worst case, the extra driver time at `speed.PRICE_ERROR` times its price, is beyond the allowance, or it
   adds synchronisations) is measured in rounds (NOT_NEGLIGIBLE): the prediction's error could change the answer;
@@ -20,7 +19,11 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
   native setting fits in the replay (ASYNC_MEASURED), else not (ASYNC_NOT_NEEDED): its memory can at best spare
   what the budget (or the card) does not need.
 
-The confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
+The winner of a command is confirmed inside one process where torch can switch it and the default while the job
+runs (`in_process`: settings/switching.py, the default fits in the replay, the job is long enough for the blocks of
+inprocess.py): its blocks then carry the comparison with the default (summary.py), whose interval is the resolution
+stated, and the confirmation agrees where the predicted ratio lies inside it. Otherwise one pair of processes:
+the confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
 noise allows (`parameters.PAIR_DETECTABLE`: two processes at `PROCESS_NOISE` each), when it DISAGREES; a
 confirmation that found the winner slower than predicted beyond that noise sends it to rounds (`needs_rounds`),
 as the answer may then change. One pair says "consistent with the prediction" or "disagrees", never "no
@@ -29,15 +32,19 @@ significant difference": only rounds test that.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping
+from typing import Collection, Mapping, Sequence
 
 from ..settings.conf import AllocConf
+from ..settings.switching import switch_strings
 from .choice import Choice, tie_break
+from .inprocess import BlockPlan, alternations, block_plan
 from .order import by_preference, lower_beyond_tie
 from .parameters import DEFAULT_TIE, PAIR_DETECTABLE, PROCESS_NOISE
 from .reasons import AgainstWinner, Code, Reason, Unmeasured
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
+from .stats import Comparison
 from .summary import SettingResult
 
 
@@ -99,6 +106,48 @@ def _loses(s: SettingResult, winner: SettingResult, tie: float, p: SpeedPredicti
                                                 max_slowdown if slow else None))
 
 
+@dataclass(frozen=True)
+class InProcessPlan:
+    """The winner confirmed inside one process (runtime/alternate.py): the strings that set it and the default in
+    turn (settings/switching.py), and its blocks."""
+
+    strings: tuple[str, str]   # (the winner's, the default's), whole
+    blocks: BlockPlan
+
+
+def in_process(winner: str, torch_version: str, default_fits: bool, step_seconds: float | None,
+               steady_steps: int | None) -> InProcessPlan | None:
+    """How the winner is confirmed inside one process, or None where a pair of processes confirms it: the default
+    won (nothing to compare), the default does not fit (its blocks would fail the job), a key torch cannot switch
+    while the job runs, no measured step of the default, or a job too short for MIN_PAIRS pairs of blocks."""
+    if not winner or not default_fits or not step_seconds or step_seconds <= 0:
+        return None
+    strings = switch_strings(AllocConf.parse(winner), AllocConf(), torch_version)
+    blocks = block_plan(step_seconds, steady_steps)
+    return InProcessPlan(strings, blocks) if strings is not None and blocks is not None else None
+
+
+def confirmation_of(s: SettingResult, p: SpeedPrediction) -> Reason | None:
+    """The winner's confirmation against its prediction: its blocks in one process where it ran them, else its one
+    pair of processes; None without a prediction or a measurement."""
+    blocks = sum(len(a.blocks) for a in alternations(s.trials))
+    if blocks:
+        return _in_process(s.vs_default, s.pairs, p, blocks) if s.vs_default is not None else None
+    return confirmation(s.pairs[0], p) if len(s.pairs) == 1 else None
+
+
+def _in_process(c: Comparison, pairs: Sequence[tuple[float, float]], p: SpeedPrediction,
+                blocks: int) -> Reason | None:
+    """Blocks in one process (`pairs` of rates) against the prediction: it disagrees where the predicted ratio
+    lies outside the measured ratio's 95% interval (`c`)."""
+    if p.predicted_slowdown is None or c.ci_low is None or c.ci_high is None or c.half_width is None:
+        return None
+    predicted = 1 / (1 + p.predicted_slowdown)
+    spread = statistics.stdev(math.log(mine / other) for other, mine in pairs)
+    return Reason(Code.CONFIRMED if c.ci_low <= predicted <= c.ci_high else Code.DISAGREES,
+                  Confirmation(c.ratio, predicted, p.work.calls, p.work.syncs, spread, c.half_width, blocks))
+
+
 def confirmation(pair: tuple[float, float], p: SpeedPrediction) -> Reason | None:
     """The confirmation pair (the default's throughput, the winner's) against the winner's prediction; None where
     it has none."""
@@ -111,21 +160,25 @@ def confirmation(pair: tuple[float, float], p: SpeedPrediction) -> Reason | None
 
 
 def needs_rounds(reason: Reason | None) -> bool:
-    """The confirmation found the winner slower than predicted beyond one pair's noise: its answer may change."""
+    """One confirmation pair found the winner slower than predicted beyond its noise: its answer may change. (Blocks
+    in one process already time the ratio better than rounds of processes would: the choice judges them.)"""
     f = reason.figures if reason is not None else None
     return isinstance(f, Confirmation) and reason is not None and reason.code is Code.DISAGREES \
-        and f.measured_ratio < f.predicted_ratio
+        and not f.blocks and f.measured_ratio < f.predicted_ratio
 
 
 def confirmed(choice: Choice, predicted: Mapping[str, SpeedPrediction]) -> Choice:
-    """A measured choice whose winner rests on one confirmation pair: its throughput reason is the confirmation
-    against the prediction (one pair has no interval, so no precision either); any other choice as it is."""
+    """A measured choice whose winner was confirmed: by one pair of processes, its throughput reason is the
+    confirmation against the prediction (one pair has no interval, so no precision either); by blocks in one
+    process, the confirmation follows the throughput reason their interval gave. Any other choice as it is."""
     best = choice.best
     p = predicted.get(best.conf) if best is not None else None
-    if best is None or best.is_default or choice.simulated or len(best.pairs) != 1 or p is None:
+    if best is None or best.is_default or choice.simulated or p is None:
         return choice
-    said = confirmation(best.pairs[0], p)
+    said = confirmation_of(best, p)
     if said is None:
         return choice
+    if isinstance(said.figures, Confirmation) and said.figures.blocks:
+        return replace(choice, reasons=choice.reasons + (said,))
     reasons = tuple(said if r.code is Code.THROUGHPUT_UNTESTED else r for r in choice.reasons)
     return replace(choice, reasons=reasons, precision=None)

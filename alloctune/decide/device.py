@@ -3,14 +3,15 @@
 A device figure counts other processes' memory too where it is the device's total - free (a trial still exiting, a
 neighbour's job): contamination only adds, so a setting's figure is the lowest over its repeats, repeats further
 apart than DEVICE_AGREEMENT are flagged, and a reading far above the trial's peak reserved plus what a trial holds
-outside the allocator is marked contaminated and not used (`Contamination`). A setting whose peak comes within a
-little of the device's memory took the whole card (`takes_whole_card`): it fits only because nothing else runs there.
+outside the allocator is marked contaminated and not used (`Contamination`, kept in choice.json: results/figures.py).
+A setting whose peak comes within a little of the device's memory took the whole card (`takes_whole_card`): it fits
+only because nothing else runs there.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
+from ..results.figures import Contamination
 from ..results.records import TrialRecord, TrialState
 from ..units import GiB
 from .parameters import DEFAULT_TIE
@@ -44,20 +45,6 @@ def device_memory(records: Iterable[TrialRecord]) -> int | None:
     """The memory of the device the records ran on (a replay's: the simulated one's), as their provenance says."""
     known = [r.env["gpu_memory"] for r in records if isinstance(r.env.get("gpu_memory"), int)]
     return max(known) if known else None
-
-
-@dataclass(frozen=True)
-class Contamination:
-    """A repeat whose device figure is far above what the trial itself can hold: its peak reserved plus what it holds
-    outside the allocator (`context_bytes`: the record's overhead figure where it has one, else CONTEXT_ALLOWANCE),
-    by more than the tie. Another process's memory was counted with it; the figure is not used."""
-
-    repeat: int
-    device_bytes: int
-    reserved_bytes: int
-    context_bytes: int
-    context_measured: bool   # context_bytes is the trial's own overhead figure, not the allowance
-    tie: float
 
 
 def contamination(record: TrialRecord, tie: float = DEFAULT_TIE) -> Contamination | None:

@@ -1,10 +1,12 @@
 """A hybrid sweep's finalists (fixed or `auto` repeats): which of the settings it replayed go on to the GPU. Pure."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
-from ..results.records import Backend, TrialRecord
+from ..results.records import Backend, TrialRecord, measured_env_id
 from ..settings.conf import AllocConf
+from .estimate import Asked, first_estimate
 from .order import by_preference
 from .parameters import DEFAULT_TIE
 from .summary import summarize_settings
@@ -24,3 +26,29 @@ def finalists(records: list[TrialRecord], planned: Mapping[str, list[AllocConf]]
             break
         keep.add(s.conf)
     return {env_id: [c for c in confs if str(c) in keep or c.is_async] for env_id, confs in planned.items()}
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """What a hybrid sweep would run on the GPU after the replays a sweep made without one (`sweep --dry-run`): per
+    environment (its measured id), the settings it would measure beside the default, and about how many GPU trials
+    in all."""
+
+    measured: dict[str, list[str]]
+    trials: int
+
+    def to_json(self) -> dict:
+        return {"measured": self.measured, "trials": self.trials}
+
+
+def gpu_plan(records: list[TrialRecord], max_slowdown: float, asked: Asked) -> GpuPlan:
+    """The plan a hybrid sweep asked as `asked` would run on the GPU, from the replays in `records`: the default and
+    its finalists (with --repeats confirm, the one it would confirm: the best replayed), counted as `first_estimate`
+    counts them."""
+    planned: dict[str, list[AllocConf]] = {}
+    for r in records:
+        if r.backend == Backend.SIM and r.setting not in planned.setdefault(measured_env_id(r.env_id), []):
+            planned[measured_env_id(r.env_id)].append(r.setting)
+    chosen = finalists(records, planned, max_slowdown, 1 if asked.confirm else asked.finalists)
+    return GpuPlan({env: [str(c) for c in confs if not c.is_default] for env, confs in chosen.items()},
+                   first_estimate(planned.values(), asked))

@@ -13,7 +13,14 @@ decides), and a value beyond the recorded ones by the curve, up to EXTRAPOLATION
 Where the curve decides, its value must fit with the curve's own error on top (`Fit.margin`): on the H200 a
 transformers Trainer job's default peaks at batch 8, 16 and 32 lay off a line by up to 10%, its leave-one-out
 missed by 36%, and batch 24, which the bare line gave 5.2 GiB of headroom under 42.9 GiB, retried an allocation
-there (docs/evidence.md, "What fits"). Each answer says which of the three it rests on (`Basis`).
+there (docs/evidence.md, "What fits"). Each answer says which of the three it rests on (`Basis`). Walking the values
+is bounded: at most MAX_VALUES of them (`values_answered`), whatever the recorded values and the step.
+
+An answer is exact (`Largest.exact`) where its value and the next were both recorded: their replays, which equal the
+GPU's peaks to the byte, decide both. Where a command can be recorded, the values that would make answers exact are
+recorded next (`to_record`: each answer's value and the next one, as the bare curve puts them, since a margin would
+only hold the recording back a step below where the curve expects the answer): on an H100 a detection job's curve
+carried a 74.7% leave-one-out error, and its margin answered 6 where the GPU ran 8.
 
 Confirmed on the GPU, an answer is checked by running it and the value above it; where the GPU disagrees, a few
 more runs (`search_next`, up to SEARCH_RUNS) walk a step at a time to where a run and a failure meet, so that the
@@ -24,10 +31,12 @@ from __future__ import annotations
 
 import bisect
 import enum
+import heapq
 import math
+from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
-from typing import Sequence
+from typing import Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -35,6 +44,8 @@ QUADRATIC_POINTS = 4      # a parabola is tried from this many points: with fewe
 STRONG_LOO_POINTS = 5     # a leave-one-out of fewer points predicts each from 1-3 others: it tests little
 EXTRAPOLATION = 2.0       # values are predicted up to this times the largest recorded one, and no further
 SEARCH_RUNS = 3           # GPU runs past the two that check an answer, to find the largest value where they disagree
+MAX_VALUES = 10_000       # the most values an answer walks through (multiples of the step up to the extrapolation)
+EXACT_RECORDINGS = 8      # by default, the most recordings made past the values given, to make answers exact
 
 
 class Basis(str, enum.Enum):
@@ -57,6 +68,7 @@ class Fit:
     max_error: float
     loo_error: float | None
     points: int
+    loo_worst: int | None = None      # the value the leave-one-out missed most (predicted from the others)
 
     @property
     def degree(self) -> int:
@@ -88,10 +100,12 @@ def fit(values: Sequence[int], peaks: Sequence[int]) -> Fit:
 def _fitted(values: Sequence[int], peaks: Sequence[int], degree: int) -> Fit:
     coefficients = _polyfit(values, peaks, degree)
     errors = [_relative(float(np.polyval(np.asarray(coefficients), v)), p) for v, p in zip(values, peaks)]
-    loo = None
+    loo, worst = None, None
     if len(values) > degree + 1:
-        loo = max(_relative(_predicted(values, peaks, i, degree), peaks[i]) for i in range(len(values)))
-    return Fit(coefficients, max(errors), loo, len(values))
+        misses = [_relative(_predicted(values, peaks, i, degree), peaks[i]) for i in range(len(values))]
+        loo = max(misses)
+        worst = values[misses.index(loo)]
+    return Fit(coefficients, max(errors), loo, len(values), worst)
 
 
 def _predicted(values: Sequence[int], peaks: Sequence[int], left_out: int, degree: int) -> float:
@@ -123,7 +137,7 @@ class Point:
 class Largest:
     """The largest value that fits under a limit, and the value above it (to confirm on the GPU that it does not).
     `value` None: not even the smallest candidate fits. `capped`: it is the last value predicted (EXTRAPOLATION),
-    so larger ones may fit too."""
+    so larger ones may fit too. `next_replayed`: the next value is a recorded one, whose replay does not fit."""
 
     value: int | None
     basis: Basis | None
@@ -131,6 +145,12 @@ class Largest:
     headroom_bytes: int | None   # what the limit leaves at `value`
     next_value: int
     capped: bool
+    next_replayed: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """Both the answer's value (where there is one) and the next are decided by their replays, not the curve."""
+        return self.basis in (None, Basis.REPLAYED) and self.next_replayed
 
 
 def step_of(values: Sequence[int]) -> int:
@@ -138,39 +158,72 @@ def step_of(values: Sequence[int]) -> int:
     return reduce(math.gcd, values)
 
 
-def largest(points: Sequence[Point], curve: Fit, capacity: int, step: int) -> Largest:
+def _top(recorded: Sequence[int], step: int) -> int:
+    return int(EXTRAPOLATION * max(recorded)) // step * step
+
+
+def values_answered(recorded: Sequence[int], step: int) -> int:
+    """How many values an answer may walk through: the multiples of `step` up to the extrapolation, and the
+    recorded values (at most MAX_VALUES are answered: a caller refuses more before any work)."""
+    return _top(recorded, step) // step + len(recorded)
+
+
+def _candidates(recorded: Sequence[int], step: int) -> Iterator[int]:
+    """The multiples of `step` up to the extrapolation and the recorded values, in order, each once; lazily, so
+    that a walk that stops early never holds them all."""
+    last = None
+    for value in heapq.merge(range(step, _top(recorded, step) + 1, step), recorded):
+        if value != last:
+            yield value
+        last = value
+
+
+def largest(points: Sequence[Point], curve: Fit, capacity: int, step: int, margin: float | None = None) -> Largest:
     """The largest multiple of `step` (or recorded value) that fits in `capacity` bytes of peak reserved, as the
-    module says."""
+    module says; where the curve decides, a value must fit with `margin` (relative; by default the curve's own,
+    `Fit.margin`) on top."""
     points = sorted(points, key=lambda p: p.value)
     recorded = [p.value for p in points]
-    top = int(EXTRAPOLATION * recorded[-1]) // step * step
-    candidates = sorted(set(range(step, top + 1, step)) | set(recorded))
+    allowed = curve.margin if margin is None else margin
     best: tuple[int, Basis, int] | None = None
-    for value in candidates:
-        verdict = _at(value, points, recorded, curve, capacity)
+    for value in _candidates(recorded, step):
+        verdict = _at(value, points, recorded, curve, capacity, allowed)
         if verdict is None:
-            break
+            return _answer(best, capacity, value, False, value in recorded)
         best = (value, *verdict)
+    assert best is not None   # every candidate fitted, so there was one
+    return _answer(best, capacity, best[0] + step, True, False)
+
+
+def _answer(best: tuple[int, Basis, int] | None, capacity: int, next_value: int, capped: bool,
+            next_replayed: bool) -> Largest:
     if best is None:
-        return Largest(None, None, None, None, candidates[0], False)
+        return Largest(None, None, None, None, next_value, False, next_replayed)
     value, basis, need = best
-    following = candidates.index(value) + 1
-    capped = following == len(candidates)
-    return Largest(value, basis, need, capacity - need, candidates[following] if not capped else value + step, capped)
+    return Largest(value, basis, need, capacity - need, next_value, capped, next_replayed)
 
 
-def _at(value: int, points: list[Point], recorded: list[int], curve: Fit, capacity: int) -> tuple[Basis, int] | None:
+def _at(value: int, points: list[Point], recorded: list[int], curve: Fit, capacity: int,
+        margin: float) -> tuple[Basis, int] | None:
     """(what it rests on, peak reserved) at `value` when it fits, else None."""
     i = bisect.bisect_left(recorded, value)
     if i < len(recorded) and recorded[i] == value:
         return (Basis.REPLAYED, points[i].need_bytes) if points[i].fits else None
     need = max(0, round(curve.at(value)))
-    fits = need * (1 + curve.margin) <= capacity
+    fits = need * (1 + margin) <= capacity
     if i == len(recorded):
         return (Basis.EXTRAPOLATED, need) if fits else None
     if points[i].fits:   # the recorded value above fits: so does this one
         return (Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), min(need, points[i].need_bytes)
     return ((Basis.INTERPOLATED if i else Basis.EXTRAPOLATED), need) if fits else None
+
+
+def to_record(answers: Iterable[Largest], recorded: Collection[int], skip: Collection[int] = ()) -> list[int]:
+    """The values whose recordings would make `answers` exact: each inexact answer's value and the next one, where
+    not recorded (nor in `skip`); those most answers need first, then the smaller (a shorter run)."""
+    need = Counter(v for a in answers if not a.exact for v in (a.value, a.next_value)
+                   if v is not None and v not in recorded and v not in skip)
+    return sorted(need, key=lambda v: (-need[v], v))
 
 
 def copies(need_bytes: int, overhead_bytes: int, memory_bytes: int) -> int:

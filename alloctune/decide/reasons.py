@@ -8,20 +8,17 @@ one back through the typed reader, the figures checked against the code's class.
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 from ..errors import ResultsError
 from ..results.choices import ReasonRecord
+from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.typed import from_json
 from ..settings.known import Feature, Severity
-from .device import Contamination
 from .growth import Sample
 from .order import TieRule
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, Unpredictable
-from .stats import Comparison
-from .summary import MemoryMeasure, SettingState
 
 
 class Code(str, enum.Enum):
@@ -30,6 +27,7 @@ class Code(str, enum.Enum):
 
     # the choice
     SIMULATED = "simulated"                   # caveat: decided by replay, on memory alone
+    DRY_RUN = "dry_run"                       # caveat: decided by replaying a dry run's trace: nothing measured
     NOTHING_FITS = "nothing_fits"
     NO_DEFAULT = "no_default"                 # the default was not run in the group
     DEFAULT_FAILED = "default_failed"
@@ -97,6 +95,15 @@ class Stop(str, enum.Enum):
 @dataclass(frozen=True)
 class NoFigures:
     """A reason that quotes nothing."""
+
+
+@dataclass(frozen=True)
+class DryRunCard:
+    """The card a dry run stood for, the row of its table, and the values it made up (results/provenance.py)."""
+
+    card: str
+    table: str
+    made_up: int
 
 
 @dataclass(frozen=True)
@@ -333,13 +340,13 @@ class WholeCard:
     settings: tuple[CardPeak, ...]   # by peak, lowest first
 
 
-Figures = Union[NoFigures, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
+Figures = Union[NoFigures, DryRunCard, NothingFits, Measure, Failed, DefaultFailed, KeepDefault, RefusedLower, SavesMemory,
                 Retries, Throughput, Ties, Unstable, Contaminated, DeviceSpread, Unmeasured, BackendSkipped,
                 MoreMemory, TooSlow, AgainstWinner, Precision, WholeCard, KnownProblem, GrowthCheck, PredictedSpeed,
                 Unpredictable, AsyncPlan, Confirmation]
 
 FIGURES: dict[Code, type] = {
-    Code.SIMULATED: NoFigures, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
+    Code.SIMULATED: NoFigures, Code.DRY_RUN: DryRunCard, Code.NOTHING_FITS: NothingFits, Code.NO_DEFAULT: Measure,
     Code.DEFAULT_FAILED: DefaultFailed, Code.KEEP_DEFAULT: KeepDefault, Code.REFUSED_LOWER: RefusedLower,
     Code.SAVES_MEMORY: SavesMemory, Code.SIM_RETRIES: Retries, Code.THROUGHPUT_UNCOMPARED: NoFigures,
     Code.THROUGHPUT_UNTESTED: Throughput, Code.THROUGHPUT_SAME: Throughput, Code.THROUGHPUT_NEGLIGIBLE: Throughput,
@@ -402,8 +409,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return value
-
-
-def finite(value: float) -> float | None:
-    """A figure as the figures classes hold it: None where it is not finite."""
-    return value if math.isfinite(value) else None

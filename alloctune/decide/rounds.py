@@ -41,7 +41,8 @@ from .parameters import DEFAULT_TIE
 from .sequential import Look, Outcome, look
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_MAX_REPEATS at start-up, before scipy (under summary) is wanted
-    from .summary import MemoryMeasure, SettingResult, SettingState
+    from ..results.figures import MemoryMeasure, SettingState
+    from .summary import SettingResult
 
 MIN_ROUNDS = 3          # the first look: two pairs that happen to agree make a spread too small to trust
 DEFAULT_MAX_REPEATS = 10

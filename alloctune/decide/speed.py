@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from ..results.calibration import Calibration
 from ..results.records import Backend, DriverWork, TrialRecord, TrialState, measured_env_id
+from ..results.typed import from_json
 
 # How far the priced driver time may fall short of what the calls cost inside a running job. On the H200 (torch
 # 2.11, examples/empty_cache_train.py, docs/evidence.md "Speed from driver work") a setting's calls cost up to 2.2
@@ -29,6 +30,22 @@ from ..results.records import Backend, DriverWork, TrialRecord, TrialState, meas
 # its prediction and one confirming pair.
 PRICE_SHORTFALL_SEEN = 2.2   # the most a setting's calls cost over their price on the H200 (above)
 PRICE_ERROR = 3.0
+
+
+@dataclass(frozen=True)
+class MeasuredError:
+    """How far predicted slowdowns were from slowdowns measured inside one process, where both were made:
+    predicted minus measured, the lowest and the highest (-0.049: a setting 4.9 points slower than predicted).
+    What the words about a prediction's error say: measured, both ways, never a direction a measurement
+    contradicts."""
+
+    low: float
+    high: float
+    where: str
+
+
+# docs/evidence.md, "Speed from driver work": the cost of empty_cache() per setting, predicted against measured.
+PREDICTION_ERROR = MeasuredError(-0.049, 0.026, "H200, torch 2.11, a job calling empty_cache() every step, 4 settings")
 
 
 class Unpredicted(str, enum.Enum):
@@ -94,6 +111,11 @@ class SpeedPrediction:
         data["unpredicted"] = self.unpredicted.value if self.unpredicted else None
         return data
 
+    @classmethod
+    def from_json(cls, data: object, where: str = "prediction") -> "SpeedPrediction":
+        """As choice.json keeps it (`ChoiceRecord.predictions`), read back typed."""
+        return from_json(cls, data, where)
+
 
 def driver_seconds(work: DriverWork, calibration: Calibration) -> DriverSeconds:
     """What `work`'s driver calls cost per step on the calibrated GPU."""
@@ -124,16 +146,22 @@ def predict(work: DriverWork, default_work: DriverWork, default_step_seconds: fl
     return SpeedPrediction(work, default_work, default_step_seconds, None, None, None, None, why)
 
 
-def step_seconds(records: Iterable[TrialRecord], env_id: str) -> float | None:
-    """The default's measured time per step under `env_id`: its first GPU trial with a timed pass, in the order
-    the trials ran (a hybrid sweep's recording trial, which ran before any prediction was made, so that every
-    prediction of a sweep, resumed or not, rests on the same figure), measured seconds over measured steps."""
+def default_window(records: Iterable[TrialRecord], env_id: str) -> tuple[float, int] | None:
+    """The default's measured time per step under `env_id` and the steps it was timed over: its first GPU trial
+    with a timed pass, in the order the trials ran (a hybrid sweep's recording trial, which ran before any
+    prediction was made, so that every prediction of a sweep, resumed or not, rests on the same figure)."""
     for r in records:
         m = r.measurement
         if (r.backend == Backend.CUDA and r.env_id == env_id and r.conf == "" and r.state is TrialState.OK
                 and m is not None and m.measured_seconds and m.measured_steps):
-            return m.measured_seconds / m.measured_steps
+            return m.measured_seconds / m.measured_steps, m.measured_steps
     return None
+
+
+def step_seconds(records: Iterable[TrialRecord], env_id: str) -> float | None:
+    """The default's measured time per step under `env_id` (`default_window`)."""
+    window = default_window(records, env_id)
+    return window[0] if window is not None else None
 
 
 def predictions(records: list[TrialRecord],
@@ -180,14 +208,18 @@ class Unpredictable:
 
 @dataclass(frozen=True)
 class Confirmation:
-    """One confirmation pair (the default, then the winner) against the winner's prediction."""
+    """The winner's confirmation against its prediction: one pair of processes (the default, then the winner), or
+    blocks of steps under each in turn inside one process (`blocks` > 0, decide/inprocess.py)."""
 
-    measured_ratio: float    # the winner's throughput over the default's in the pair
+    measured_ratio: float    # the winner's throughput over the default's (measured)
     predicted_ratio: float   # 1 / (1 + predicted slowdown)
     calls: float             # the prediction's driver calls and syncs per steady step
     syncs: float
-    noise: float             # one process's throughput noise (parameters.PROCESS_NOISE)
-    detectable: float        # what one pair can tell from noise (parameters.PAIR_DETECTABLE)
+    noise: float             # a pair: one process's throughput noise (parameters.PROCESS_NOISE); in one process:
+                             # the spread of the pairs' log ratios (measured)
+    detectable: float        # a pair: what it can tell from noise (parameters.PAIR_DETECTABLE); in one process:
+                             # the half-width of the ratio's 95% interval, the resolution reached (measured)
+    blocks: int = 0          # timed blocks in one process (0: a pair of processes)
 
 
 @dataclass(frozen=True)

@@ -4,41 +4,36 @@ Throughput of one setting spreads ~±6% between fresh processes with outliers ~2
 outliers are flagged with the modified z-score (Iglewicz & Hoaglin) and left out of the tests; the centre is the
 median; intervals and tests work on log-throughput (a slowdown is a ratio) with Welch's t, which, unlike a rank
 test, can reach significance with three repeats a side. A difference that the test cannot tell from noise is
-reported as no difference.
+reported as no difference. What they return, `Summary` and `Comparison`, and the level they test at (ALPHA) are
+results/figures.py's: choice.json keeps them.
 """
 from __future__ import annotations
 
 import math
 import statistics
-import sys
-from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+
+from ..results.figures import ALPHA, LARGEST, Comparison, Summary
 
 OUTLIER_Z = 3.5   # modified z-score beyond which a sample is an outlier (Iglewicz & Hoaglin)
 # Rounds needed before a paired comparison leaves an outlying round out: with 3 or 4 rounds, two that happen to
 # agree closely make the MAD tiny and the third an "outlier", and dropping it fakes a significant difference.
 PAIRED_OUTLIER_MIN = 6
-ALPHA = 0.05
-
-
-# A ratio of throughputs beyond the float range (1e308 against 5e-324 units/s) is held at the largest float: every
-# figure stays finite, as the JSON files that keep them require, and an interval that reaches it has no width.
-_LARGEST = sys.float_info.max
 
 
 def _exp(x: float) -> float:
     try:
         return math.exp(x)
     except OverflowError:
-        return _LARGEST
+        return LARGEST
 
 
 def _ratio(candidate: float, baseline: float) -> float:
     """candidate / baseline; against no throughput (a folder that recorded 0), the largest (1.0 where both are 0)."""
     if baseline > 0:
-        return min(candidate / baseline, _LARGEST)
-    return 1.0 if candidate == baseline else _LARGEST
+        return min(candidate / baseline, LARGEST)
+    return 1.0 if candidate == baseline else LARGEST
 
 
 @cache
@@ -48,62 +43,6 @@ def _scipy() -> ModuleType:
     from scipy import stats
 
     return stats
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Median and 95% interval of repeated samples; `ci` is None with fewer than 2 usable samples."""
-
-    n: int
-    median: float
-    ci_low: float | None
-    ci_high: float | None
-    outliers: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Candidate against baseline.
-
-    Paired (`pairs` > 0, `compare_paired`): `ratio` is the geometric mean of the per-round ratios and the tests
-    are t-tests on their logs. Unpaired (`compare`): `ratio` = candidate median / baseline median, Welch's test.
-    `p_value`: two-sided test that the two differ (None with too few samples).
-    `p_slower`: one-sided test that the candidate is slower than `1 - tolerance` times the baseline.
-    `ci_low`, `ci_high`: the 95% interval of the ratio (None with too few samples).
-    """
-
-    ratio: float
-    p_value: float | None
-    p_slower: float | None
-    tolerance: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-    pairs: int = 0
-
-    @property
-    def half_width(self) -> float | None:
-        """Half the interval's width, relative (0.02 = ±2%): the smallest difference this comparison could
-        detect. The interval is symmetric on the log scale, so this is exp(h) - 1 for a log half-width h."""
-        if self.ci_low is None or self.ci_high is None or self.ci_low <= 0 or self.ci_high >= _LARGEST:
-            return None
-        return math.sqrt(self.ci_high / self.ci_low) - 1
-
-    @property
-    def significant(self) -> bool:
-        return self.p_value is not None and self.p_value < ALPHA
-
-    @property
-    def slower_beyond_tolerance(self) -> bool:
-        return self.p_slower is not None and self.p_slower < ALPHA
-
-    @property
-    def verdict(self) -> str:
-        """'faster', 'slower', 'no significant difference', or 'not tested' with fewer than 2 samples a side."""
-        if self.p_value is None:
-            return "not tested (too few repeats)"
-        if not self.significant:
-            return "no significant difference"
-        return "faster" if self.ratio > 1 else "slower"
 
 
 def outlier_mask(values: list[float]) -> list[bool]:
@@ -195,6 +134,11 @@ def compare(baseline: list[float], candidate: list[float], tolerance: float = 0.
     df = (qa + qb) ** 2 / ((qa ** 2 / (len(la) - 1) if qa else 0) + (qb ** 2 / (len(lb) - 1) if qb else 0))
     low, high = _log_interval(diff, math.sqrt(qa + qb), df)
     return Comparison(ratio, p_two, p_slow, tolerance, low, high)
+
+
+def finite(value: float) -> float | None:
+    """A figure as files keep it: None where it is not finite (JSON holds no infinity)."""
+    return value if math.isfinite(value) else None
 
 
 def relative_spread(values: list[float]) -> float:

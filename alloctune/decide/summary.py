@@ -1,5 +1,7 @@
 """Per-setting results: the trial records of one setting in one decision group, reduced to what the choice compares
-(medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group.
+(medians of memory, a throughput summary, the comparison with the default), and the Pareto front of a group. Each
+figure is computed here (`_summarize_one`) into its field of `results/figures.SettingFigures`, which a
+`SettingResult` extends with the trials behind it and choice.json keeps as it is.
 
 Two settings of one backend compare by peak reserved, which is exact (the native allocator's peaks repeat to the
 byte, and replay predicts them). Device memory, what the driver reports in use (CUDA context included), compares
@@ -9,47 +11,22 @@ backends shows device memory in its tables (`memory_measure`). Which device figu
 """
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import Iterable, TypeVar
 
 from ..errors import ResultsError
+from ..results.figures import Comparison, MemoryMeasure, SettingFigures, SettingState
 from ..results.records import Backend, Measurement, TrialRecord, TrialState, decision_group
-from ..settings.conf import AllocConf, conf_label
-from .device import DEVICE_AGREEMENT, Contamination, device_memory, plausible_device, takes_whole_card
+from ..settings.conf import AllocConf
+from .device import DEVICE_AGREEMENT, device_memory, plausible_device, takes_whole_card
+from .inprocess import in_process_pairs
 from .parameters import DEFAULT_MAX_SLOWDOWN
-from .stats import Comparison, Summary, compare, compare_paired, relative_spread, summarize
-
-class SettingState(str, enum.Enum):
-    """How the repeats of one setting ended, as one word. The failures are declared worst first: repeats that ended
-    differently are explained by the worst (an OOM means "does not fit", a mismatch means the numbers are not about
-    the setting asked for), and tables list failures in this order."""
-
-    FITS = "fits"            # every repeat ran to the end with a measurement
-    OOM = "oom"
-    MISMATCH = "mismatch"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def rank(self) -> int:
-        """0 for FITS, then the failures worst first."""
-        return list(SettingState).index(self)
+from .stats import compare, compare_paired, finite, relative_spread, summarize
 
 
-class MemoryMeasure(str, enum.Enum):
-    """What a group's settings are compared on."""
-
-    RESERVED = "peak reserved"
-    DEVICE = "peak device memory"   # cudaMemGetInfo's used memory, sampled after every step (CUDA context included)
-
-    def __str__(self) -> str:
-        return self.value
+F = TypeVar("F", bound=SettingFigures)   # a setting's figures: a SettingResult, or as choice.json keeps them
 
 
 def setting_key(record: TrialRecord) -> tuple:
@@ -62,51 +39,21 @@ def _order(key: tuple) -> tuple:
     return (env_id, backend, -1 if budget is None else budget, conf != "", conf)
 
 
-@dataclass(frozen=True)
-class SettingResult:
-    """The repeats of one setting in one group, reduced: medians of memory over OK repeats, throughput summary."""
+@dataclass(frozen=True, kw_only=True)
+class SettingResult(SettingFigures):
+    """The repeats of one setting in one group, reduced: its figures (`SettingFigures`, which choice.json keeps),
+    computed here from the trials it holds, and what the rules need beyond them."""
 
-    conf: str
     env_id: str
     backend: Backend
     budget_bytes: int | None
     trials: tuple[TrialRecord, ...]
-    state: SettingState
-    peak_reserved_bytes: int | None
-    peak_allocated_bytes: int | None
-    peak_requested_bytes: int | None
-    reserved_ratio: float | None
-    fragmentation: float | None
-    num_alloc_retries: int | None    # max over OK repeats: one retry is already a device-wide sync
-    device_peak_used_bytes: int | None   # the lowest plausible reading over OK repeats (see the module)
-    throughput: Summary | None
-    vs_default: Comparison | None    # None for the default itself and where either side has no throughput
     pairs: tuple[tuple[float, float], ...]   # (default, this) throughput per round, see bracket_pairs
-    memory_spread: float             # > 0: peak reserved disagreed across repeats of a seeded workload
-    unit: str | None = None
-    error: str | None = None         # the first failed repeat's error, last line
-    memory_measure: MemoryMeasure = MemoryMeasure.RESERVED   # what its group compares (see the module)
-    memory: int | None = None        # this setting's figure under `memory_measure`
-    device_spread: float = 0.0       # max / min - 1 of the plausible device figures over repeats
-    contaminated: tuple[Contamination, ...] = ()   # repeats whose device figure was not used
-    device_bytes: int | None = None  # the memory of the device it ran on (a replay's: the simulated one's)
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN   # the allowance `vs_default` was judged against, which choose applies
 
     @property
     def group(self) -> tuple:
         return decision_group(self)
-
-    @property
-    def label(self) -> str:
-        return conf_label(self.conf)
-
-    @property
-    def is_default(self) -> bool:
-        return self.conf == ""
-
-    @property
-    def fits(self) -> bool:
-        return self.state is SettingState.FITS
 
     @property
     def simulated(self) -> bool:
@@ -125,22 +72,6 @@ class SettingResult:
     def switches_backend(self) -> bool:
         return self.setting.is_async
 
-    @property
-    def unstable(self) -> bool:
-        """Its peak moved between repeats of a seeded workload: the native allocator's repeats to the byte; the
-        driver pool behind cudaMallocAsync does not, so a backend switch moves only beyond DEVICE_AGREEMENT."""
-        return self.memory_spread > (DEVICE_AGREEMENT if self.switches_backend else 0)
-
-    @property
-    def peak(self) -> int:
-        """`memory` as the tables show it: a setting that does not fit has none (0)."""
-        return self.memory or 0
-
-    @property
-    def device_disagrees(self) -> bool:
-        """Its device figures moved between repeats by more than DEVICE_AGREEMENT (the lowest is used)."""
-        return self.device_spread > DEVICE_AGREEMENT
-
     def compared_with(self, other: "SettingResult") -> tuple[MemoryMeasure, int, int]:
         """This setting's memory and `other`'s as the rules compare them (see the module): peak reserved within a
         backend, device memory across backends where both have a usable figure (else peak reserved). A setting that
@@ -152,14 +83,6 @@ class SettingResult:
         return (MemoryMeasure.RESERVED, _fitting(self, self.peak_reserved_bytes),
                 _fitting(other, other.peak_reserved_bytes))
 
-    @property
-    def whole_card(self) -> bool:
-        """It fits, but took (nearly) all of the device's memory (`takes_whole_card`)."""
-        return self.fits and takes_whole_card(self.memory, self.device_bytes)
-
-    @property
-    def failed_repeats(self) -> int:
-        return sum(map(_failed, self.trials))
 
 
 def _fitting(s: SettingResult, value: int | None) -> int:
@@ -248,20 +171,27 @@ def _summarize_one(key: tuple, trials: tuple[TrialRecord, ...], baseline: list[T
     reserved = _median_int([m.peak_reserved_bytes for m in ok])
     allocated = _median_int([m.peak_allocated_bytes for m in ok])
     tput = _throughputs(trials)
-    pairs = bracket_pairs(baseline, trials, position) if conf else []
+    # an in-process confirmation's pairs of blocks, where it ran one; else runs in separate processes
+    pairs = (in_process_pairs(trials) or bracket_pairs(baseline, trials, position)) if conf else []
     errors = [e for e in map(_error, trials) if e]
     device, device_spread, contaminated = plausible_device(trials)
+    memory_spread = relative_spread([m.peak_reserved_bytes for m in ok])
+    # The native allocator's peaks repeat to the byte; the driver pool behind cudaMallocAsync's do not, so a backend
+    # switch is unstable only beyond DEVICE_AGREEMENT.
+    unstable = memory_spread > (DEVICE_AGREEMENT if trials[0].setting.is_async else 0)
     return SettingResult(
         conf=conf, env_id=env_id, backend=backend, budget_bytes=budget, trials=trials, state=_state(trials),
+        repeats=len(trials), failed_repeats=sum(map(_failed, trials)),
         peak_reserved_bytes=reserved, peak_allocated_bytes=allocated,
         peak_requested_bytes=_median_int([m.peak_requested_bytes for m in ok]),
         reserved_ratio=reserved / allocated if reserved is not None and allocated else None,
         fragmentation=1 - allocated / reserved if allocated is not None and reserved else None,
         num_alloc_retries=max((m.num_alloc_retries for m in ok), default=None),
-        device_peak_used_bytes=device, device_spread=device_spread, contaminated=contaminated,
+        device_peak_used_bytes=device, device_spread=finite(device_spread), contaminated=contaminated,
+        device_disagrees=device_spread > DEVICE_AGREEMENT,
         throughput=summarize(tput) if tput else None,
         vs_default=versus(pairs, _throughputs(baseline), tput, max_slowdown) if conf else None, pairs=tuple(pairs),
-        memory_spread=relative_spread([m.peak_reserved_bytes for m in ok]),
+        memory_spread=finite(memory_spread), unstable=unstable,
         unit=next((m.unit for m in ok if m.unit), None),
         error=errors[0] if errors else None,
         device_bytes=device_memory(trials), max_slowdown=max_slowdown,
@@ -306,10 +236,14 @@ def summarize_settings(records: Iterable[TrialRecord],
     for one in settings:
         groups.setdefault(one.group, []).append(one)
     measures = {group: memory_measure(members) for group, members in groups.items()}
-    return [replace(one, memory_measure=measures[one.group],
-                    memory=one.device_peak_used_bytes if measures[one.group] is MemoryMeasure.DEVICE
-                    else one.peak_reserved_bytes)
-            for one in settings]
+    return [_measured_as(one, measures[one.group]) for one in settings]
+
+
+def _measured_as(one: SettingResult, measure: MemoryMeasure) -> SettingResult:
+    """`one` with its memory under its group's measure, and whether that took (nearly) the whole card."""
+    memory = one.device_peak_used_bytes if measure is MemoryMeasure.DEVICE else one.peak_reserved_bytes
+    return replace(one, memory_measure=measure, memory=memory,
+                   whole_card=one.fits and takes_whole_card(memory, one.device_bytes))
 
 
 def memory_measure(members: list[SettingResult]) -> MemoryMeasure:
@@ -321,7 +255,7 @@ def memory_measure(members: list[SettingResult]) -> MemoryMeasure:
     return MemoryMeasure.RESERVED
 
 
-def pareto_front(settings: Iterable[SettingResult]) -> list[SettingResult]:
+def pareto_front(settings: Iterable[F]) -> list[F]:
     """Fitting settings with a throughput that no other beats on both memory (lower) and throughput (higher),
     by increasing peak reserved. Not a preference (`order.py`): a front has no tie margin and weighs throughput."""
     points = [(s.peak_reserved_bytes, s.throughput.median, s) for s in settings

@@ -11,8 +11,9 @@ Each source is a path (or '-' for stdin) to one of:
 Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
 and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). A log may hold
 several OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own).
-`verdict.judge` names the cause, as data (a `Cause` and the figures it quotes; none where the figures contradict
-each other); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
+Figures no allocator's state has (more free than the card, a negative size: `OomFacts.inconsistencies`) are
+refused in one line, naming the source and what is impossible; `verdict.judge` names the cause of the others, as data
+(a `Cause` and the figures it quotes); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
 recorded setting (to check the reconstruction) and under the candidate settings. `verdict.recommend` makes the one
 recommendation (the lowest-peak setting that fitted in a trusted replay, else the one the verdict suggests), which
 the next steps, `recommended_conf` and `--json` all give; its known problems that matter for this job
@@ -137,7 +138,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
         check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
     hint = f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}"
-    ooms, main = _judged(messages, view, hint)
+    ooms, main = _judged(messages, view, hint, ", ".join(names))
     message = main.message if main else (messages[-1] if messages else None)
     warnings = list(main.warnings) if main else list(message.notes) if message else []
     if main is None:
@@ -178,9 +179,11 @@ def _sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, froz
     return messages or [], snapshot, where, features
 
 
-def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str) -> tuple[list[Oom], Oom | None]:
+def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str,
+            sources: str) -> tuple[list[Oom], Oom | None]:
     """Every OOM judged, each message's, the snapshot's figures completing the one of its OOM (the snapshot's alone
-    without a message); and the one the diagnosis details: the snapshot's, else the worst (`verdict.worst`)."""
+    without a message); and the one the diagnosis details: the snapshot's, else the worst (`verdict.worst`).
+    Figures no allocator's state has are refused (`OomFacts.inconsistencies`), naming `sources`."""
     exact = view.facts() if view else None
     ours = _of_snapshot(messages, exact)
     ooms, detailed = [], None
@@ -188,6 +191,8 @@ def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str) ->
     for message in candidates:
         warnings: list[str] = list(message.notes) if message else []
         facts = _facts(message, view if message is ours else None, warnings)
+        if facts is not None and (found := facts.inconsistencies()):
+            raise DiagnoseError(words.impossible(found, sources, message.rank if message else None))
         if facts is not None:
             ooms.append(Oom(message, facts, judge(facts, replay_hint=hint), tuple(warnings)))
             detailed = ooms[-1] if view is not None and message is ours else detailed

@@ -1,5 +1,6 @@
 """What a diagnosis rests on, as data: the figures at the OOM (`OomFacts`, from a message or a snapshot), the checks
-they must pass to be torch's own (`Check`, `Inconsistent`), how the memory other processes held is known (`Known`),
+they must pass to be torch's own (`Check`, `Inconsistent`: figures that fail one are refused, never judged), how the
+memory other processes held is known (`Known`),
 the cause (`Cause`) and the figures a verdict quotes (`Figures`). `verdict.py` decides from them; `words.py` says
 them."""
 from __future__ import annotations
@@ -23,7 +24,6 @@ class Cause(str, enum.Enum):
     OTHER_PROCESSES = "other-processes"
     BUDGET = "budget"
     GRAPH_POOLS = "graph-pools"   # free memory held in CUDA graphs' private pools is what the request lacked
-    INCONSISTENT = "inconsistent"   # no verdict: the figures contradict each other (`OomFacts.inconsistencies`)
 
     def __str__(self) -> str:   # messages and --json show the value
         return self.value
@@ -33,6 +33,7 @@ class Check(str, enum.Enum):
     """What the figures of one OOM must satisfy, as any allocator's state does: the name of the one that failed, as
     '<figure> over <limit>' (the figure is larger than the limit, beyond the rounding)."""
 
+    NEGATIVE = "negative figure"                # no size is below 0
     NOTHING_REQUESTED = "request of 0 bytes"    # an empty tensor takes no memory: it never fails
     NO_CARD = "card of 0 bytes"
     FREE_OVER_TOTAL = "free over total"
@@ -113,7 +114,12 @@ class OomFacts:
         """The checks these figures fail, beyond their rounding: none for any state an allocator can be in, so a
         failure means the figures are not one OOM's (edited, mixed from two messages, misread)."""
         total, tol = self.device_total, self.tolerance
-        failed = [Inconsistent(Check.NOTHING_REQUESTED, 0, 0)] if self.requested <= 0 else []
+        figures = (self.requested, self.allocated, self.reserved, self.device_free, self.device_total, self.allowed,
+                   self.this_process, self.graph_pools_free, *(b for _, b in self.processes))
+        failed = [Inconsistent(Check.NEGATIVE, figure, 0) for figure in figures if figure is not None and figure < 0]
+        if failed:   # the checks below compare sizes, which these are not
+            return tuple(failed)
+        failed += [Inconsistent(Check.NOTHING_REQUESTED, 0, 0)] if self.requested == 0 else []
         failed += [Inconsistent(Check.ALLOCATED_OVER_RESERVED, self.allocated, self.reserved)
                    ] if self.allocated > self.reserved + tol else []
         failed += [Inconsistent(Check.POOLS_OVER_UNALLOCATED, self.graph_pools_free, self.unallocated)
@@ -164,7 +170,6 @@ class Figures:
     dominant: bool = False           # other processes: they hold more than this job's live tensors and request
     card_room: int | None = None     # budget: this process's reserved plus the card's free memory
     suggested_conf: str | None = None   # fragmentation: the setting the steps suggest trying, untested
-    inconsistent: tuple[Inconsistent, ...] = ()   # INCONSISTENT: the checks the figures fail
     replay_hint: str = "alloctune replay SNAPSHOT"   # the command that replays the snapshot
 
 

@@ -32,7 +32,7 @@ from ..settings.known import Versions
 from ..settings.versions import parse_version
 
 _UNITS = {"bytes": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
+_SIZE = r"(-?\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"   # a negative one is read, for diagnose to refuse it
 
 _START = re.compile(r"(CUDA out of memory\.|Allocation on device \d+ would exceed allowed memory)")
 _REQUEST = re.compile(r"Tried to allocate " + _SIZE)

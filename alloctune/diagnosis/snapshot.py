@@ -13,9 +13,9 @@ observer was given.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from ..errors import TraceError
+from ..errors import OptionText, TraceError
 from ..results.records import Bytes, Count
 from ..results.typed import FieldError, check_plain, from_json
 from ..settings.versions import known_keys
@@ -23,6 +23,7 @@ from ..units import MiB, format_bytes, plural
 from .facts import OomFacts
 
 SMALL_SIZE = MiB  # requests up to 1 MiB (after rounding to 512 B) come from the small pool
+T = TypeVar("T")
 
 
 # ---- what diagnose reads of a snapshot, checked through the typed reader before anything uses it ----
@@ -107,10 +108,11 @@ def is_read(entry: dict) -> bool:
 
 def check_snapshot(snapshot: dict, where: str) -> None:
     """Refuse, in one `TraceError` naming the field, a snapshot whose parts diagnose reads are not what torch (or
-    dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes..."""
-    def check(record: type, value: object, path: str) -> None:
+    dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes, a
+    segment holding more than its size..."""
+    def check(record: type[T], value: object, path: str) -> T:
         try:
-            from_json(record, value, path, TraceError)
+            return from_json(record, value, path, TraceError)
         except TraceError as exc:
             raise TraceError(f"{where!r}: {exc}") from None
 
@@ -118,7 +120,11 @@ def check_snapshot(snapshot: dict, where: str) -> None:
     if not isinstance(segments, list):
         raise TraceError(f"{where!r}: 'segments' is not a list of segments (dicts)")
     for i, segment in enumerate(segments):
-        check(_Segment, segment, f"segments[{i}]")
+        seg = check(_Segment, segment, f"segments[{i}]")
+        held = max(seg.allocated_size, sum(b.size for b in seg.blocks))
+        if held > seg.total_size:   # its blocks lie within it, and the live ones among them
+            raise TraceError(f"{where!r}: segments[{i}] holds {held:,} bytes (its blocks, or allocated_size) in "
+                             f"{seg.total_size:,}: no allocator's state has that")
     for d, entries in enumerate(snapshot["device_traces"]):
         if not isinstance(entries, list):
             raise TraceError(f"{where!r}: device_traces[{d}] is not a list of trace entries (dicts)")
@@ -227,7 +233,8 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
         on = sorted({s.get("device", 0) for s in segments})
         device = with_oom[-1] if with_oom else (on[0] if len(on) == 1 else 0)
         if not with_oom and len(on) > 1:
-            raise TraceError(f"{where!r} has segments on devices {on}: choose one (--device)")
+            raise TraceError(OptionText("{where!r} has segments on devices {devices}: choose one with {device=N}",
+                                        where=where, devices=on))
     mine = [s for s in segments if s.get("device", 0) == device]
     entries = traces[device] if 0 <= device < len(traces) and isinstance(traces[device], list) else []
     if not mine and not entries and oom_extra.get("device") != device:   # e.g. --device naming a host GPU number

@@ -1,13 +1,12 @@
-"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure); none where
-the figures contradict each other.
+"""Which of five causes an out-of-memory error had, from the figures at the moment it happened (pure). Figures that
+contradict each other (more free than the card, live tensors beyond the cache, a request of 0 bytes, a negative
+size: `OomFacts.inconsistencies`) come from no allocator's state: diagnose refuses them before any verdict.
 
 The allocator gives up only after it has released every cached segment that holds no live tensor, so the
 "reserved but unallocated" memory a message or snapshot shows is free space stuck inside segments that still
 hold live tensors. With A allocated (live tensors, rounded), U = reserved - A, F free on the device,
 Q requested and L allowed (memory fraction), in this order:
 
-0. Figures that contradict each other (more free than the card, live tensors beyond the cache, a request of 0
-   bytes: `OomFacts.inconsistencies`) come from no allocator's state: **inconsistent**, and no verdict is given.
 1. budget-bound (L set, and reserved + Q > L: the allocator refused before asking CUDA):
    - A + Q <= L: **fragmentation**: the tensors and the request fit the budget; the cache's free pieces
      (U in total) are each smaller than Q.
@@ -88,11 +87,11 @@ class Verdict:
 
 
 def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Verdict:
-    """The cause of the OOM described by `f` (see the module docstring for the rules)."""
+    """The cause of the OOM described by `f`, whose figures are consistent (see the module docstring for the
+    rules)."""
+    assert not f.inconsistencies(), f.inconsistencies()
     q, a, u, r, tol = f.requested, f.allocated, f.unallocated, f.reserved, f.tolerance
     others, known = f.others_bytes()
-    if inconsistent := f.inconsistencies():   # figures no allocator state has: no cause can be read from them
-        return Verdict(Cause.INCONSISTENT, Figures(f, others, known, inconsistent=inconsistent))
     cached = u > tol  # with no cache left there is nothing fragmented: a failure at the limit is the limit
     if f.allowed is not None and r + q > f.allowed - tol:  # the budget refused before CUDA was asked
         margin = f.allowed - (a + q)
@@ -141,9 +140,8 @@ def recommend(verdict: Verdict, replay: WindowReplay | None) -> Recommendation |
 
 
 # Which OOM of several (a log of several ranks) a diagnosis details: the cause no setting can fix first, then the one
-# that needs the most memory; figures that give no verdict last.
-WORST_FIRST = (Cause.SHORTAGE, Cause.OTHER_PROCESSES, Cause.BUDGET, Cause.GRAPH_POOLS, Cause.FRAGMENTATION,
-               Cause.INCONSISTENT)
+# that needs the most memory.
+WORST_FIRST = (Cause.SHORTAGE, Cause.OTHER_PROCESSES, Cause.BUDGET, Cause.GRAPH_POOLS, Cause.FRAGMENTATION)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..settings.known import SEVERITY_WORDS, Feature, Problem, Severity, Versions, features_phrase
 from ..units import MiB, format_bytes as fb
-from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Known, Limit, Recommendation, OomFacts
+from .facts import CONTEXT_ESTIMATE, Basis, Cause, Check, Figures, Inconsistent, Known, Limit, Recommendation, OomFacts
 
 _KNOWN = {
     Known.LISTED: "listed in the message",
@@ -25,17 +25,12 @@ def _size_arg(n: int | None) -> str:
 
 
 def heading(cause: Cause, sure: bool) -> str:
-    """What heads the verdict's summary: its cause, or that there is none."""
-    if cause is Cause.INCONSISTENT:
-        return "No verdict (inconsistent figures)"
+    """What heads the verdict's summary: its cause."""
     return f"Verdict ({cause}{'' if sure else ', within the rounding of the figures'})"
 
 
 def summary(cause: Cause, g: Figures) -> str:
     f = g.facts
-    if cause is Cause.INCONSISTENT:
-        return ("The figures are inconsistent: no allocator's state has them, so no verdict can be given "
-                "(is the message edited, cut, or pieced together from two?).")
     if cause is Cause.OTHER_PROCESSES:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
     if cause is Cause.SHORTAGE:
@@ -64,7 +59,7 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
         out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
                    "their graphs: no other request could use it")
-    if cause in (Cause.OTHER_PROCESSES, Cause.INCONSISTENT):
+    if cause is Cause.OTHER_PROCESSES:
         return out
     if g.others and g.others > f.tolerance:
         out.append(f"other processes held {fb(g.others)} of the card ({_KNOWN[g.known]})")
@@ -85,6 +80,7 @@ def steps(cause: Cause, g: Figures, *, suggestion: bool = True) -> list[str]:
 
 
 _CHECKED = {
+    Check.NEGATIVE: "a negative size ({figure})",
     Check.NOTHING_REQUESTED: "it tried to allocate 0 bytes, which never fails",
     Check.NO_CARD: "the card's total is 0 bytes",
     Check.FREE_OVER_TOTAL: "{figure} free on a card of {limit}",
@@ -97,14 +93,13 @@ _CHECKED = {
 }
 
 
-def _inconsistent_reasons(g: Figures) -> list[str]:
-    return [_CHECKED[i.check].format(figure=fb(i.figure), limit=fb(i.limit)) for i in g.inconsistent]
-
-
-def _inconsistent_steps(g: Figures) -> list[str]:
-    return ["give the message as torch printed it, whole (the exception's text, or the log around it)",
-            "or a memory snapshot, whose figures are exact: `alloctune.dump_on_oom(\"oom/\")` in the training script "
-            "writes one at the next OOM"]
+def impossible(found: Sequence[Inconsistent], source: str, rank: int | None) -> str:
+    """Why the figures of an OOM in `source` (of `rank`, where a launcher named one) are refused: one line."""
+    where = f"{source} (rank {rank})" if rank is not None else source
+    return (f"{where}: figures no allocator's state has, so no cause can be read from them: "
+            + "; ".join(_CHECKED[i.check].format(figure=fb(i.figure), limit=fb(i.limit)) for i in found)
+            + ". Is the message edited, cut or pieced together from two? Give it as torch printed it, or a memory "
+              "snapshot (`alloctune.dump_on_oom(\"oom/\")` writes one at the next OOM)")
 
 
 def _other_processes_reasons(g: Figures) -> list[str]:
@@ -230,12 +225,10 @@ def _graph_pools_steps(g: Figures) -> list[str]:
 
 _REASONS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_reasons, Cause.SHORTAGE: _shortage_reasons,
-    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons,
-    Cause.INCONSISTENT: _inconsistent_reasons}
+    Cause.BUDGET: _budget_reasons, Cause.FRAGMENTATION: _fragmentation_reasons, Cause.GRAPH_POOLS: _graph_pools_reasons}
 _STEPS: dict[Cause, Callable[[Figures], list[str]]] = {
     Cause.OTHER_PROCESSES: _other_processes_steps, Cause.SHORTAGE: _shortage_steps,
-    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps,
-    Cause.INCONSISTENT: _inconsistent_steps}
+    Cause.BUDGET: _budget_steps, Cause.FRAGMENTATION: _fragmentation_steps, Cause.GRAPH_POOLS: _graph_pools_steps}
 
 
 def recommendation_step(rec: Recommendation, g: Figures) -> str:

@@ -87,10 +87,14 @@ def _accept_fake(fake_tensor: type) -> None:
 
 
 def meta() -> dict[str, Any]:
-    """What the trace says of the dry run: the card, the table row used, the values it made up. Replaces a
-    recording's measured figures (none: nothing ran on a GPU)."""
+    """What the trace says of the dry run (results/provenance.DryRun): the card, the table row used, the values it
+    made up. Replaces a recording's measured figures (none: nothing ran on a GPU)."""
+    from dataclasses import asdict
+
+    from ..results.provenance import DryRun
+
     tracer, card, row = _state["tracer"], _state["card"], _state["row"]
+    record = DryRun(_state["arch"], card.name, row.key, row.source,
+                    cards.cublas_workspace(row) if tracer.workspaces else 0, dict(tracer.invented), os.getpid())
     return {"measured": [], "overhead_bytes": row.overhead_bytes, "device_total_bytes": card.total_memory,
-            "dry_run": {"arch": _state["arch"], "card": card.name, "table": row.key, "table_source": row.source,
-                        "cublas_workspace_bytes": cards.cublas_workspace(row) if tracer.workspaces else 0,
-                        "invented": dict(tracer.invented), "pid": os.getpid()}}
+            "dry_run": asdict(record)}

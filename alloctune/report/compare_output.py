@@ -15,7 +15,7 @@ from ..settings.versions import changes_between, parse_version
 from ..units import figure, format_bytes
 from .compare import Column, Comparison, Row, budget_label
 from .layout import INDENT, say
-from .tables import add_setting_column, markdown_table, print_table
+from .tables import add_setting_column, markdown_table, measured, print_table
 from .words import format_rate
 
 if TYPE_CHECKING:
@@ -177,9 +177,7 @@ def _longest_word(texts: Iterable[str]) -> int:
 
 def _narrowest(table) -> int:
     """The fewest columns `table` takes with no word broken (each column's min_width is its longest word)."""
-    from rich.console import Console
-
-    return Console(width=10_000).measure(table).minimum
+    return measured(table).minimum
 
 
 def print_comparison(comparison: Comparison, console) -> None:

@@ -35,10 +35,10 @@ import json
 from dataclasses import replace
 
 from .. import __version__
+from ..decide.standing import Refusal, hand_picked
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.records import TrialState
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..units import format_bytes
@@ -147,32 +147,23 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     return "; ".join(parts)
 
 
-def standing(choices: list[ChoiceRecord]) -> list[ChoiceRecord]:
-    """The choices that stand: a hybrid sweep decides by replay, then confirms on the GPU, so the measured choices
-    supersede the simulated ones."""
-    return [c for c in choices if not c.simulated] or choices
-
-
-def _with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
-    """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment."""
-    wanted = str(AllocConf.parse(conf))
-    label = conf_label(wanted)
-    env_id, backend = choice.env_id, choice.backend
-    trials = [r for r in folder.trials() if r.conf == wanted and r.env_id == env_id and r.backend == backend]
-    if not trials:
-        skipped = info.skipped_as(wanted, env_id)
-        if skipped is not None:
-            raise ResultsError(OptionText("{path}: {conf} {label!r} was skipped for {env}: {reason}",
-                                          path=folder.path, label=label, env=env_id, reason=skipped_words(skipped)))
-        ran = sorted({conf_label(r.conf) for r in folder.trials() if r.env_id == env_id and r.backend == backend})
+def with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:
+    """The choice with the user's setting instead, refused unless it ran and fitted in the chosen environment
+    (`decide/standing.hand_picked`)."""
+    pick = hand_picked(choice, str(AllocConf.parse(conf)), folder.trials(), info)
+    label, env_id = conf_label(pick.conf), choice.env_id
+    if pick.refusal is Refusal.SKIPPED:
+        assert pick.skipped is not None
+        raise ResultsError(OptionText("{path}: {conf} {label!r} was skipped for {env}: {reason}",
+                                      path=folder.path, label=label, env=env_id, reason=skipped_words(pick.skipped)))
+    if pick.refusal is Refusal.NOT_RUN:
+        ran = sorted(conf_label(c) for c in pick.ran)
         raise ResultsError(OptionText("{path}: {conf} {label!r} was not run for {env} ({backend}); settings run: "
-                                      "{ran}", path=folder.path, label=label, env=env_id, backend=backend,
+                                      "{ran}", path=folder.path, label=label, env=env_id, backend=choice.backend,
                                       ran=", ".join(ran) or "none"))
-    failed = [r for r in trials if r.state is not TrialState.OK]
-    if failed:
+    if pick.refusal is Refusal.FAILED:
         raise ResultsError(OptionText("{path}: {conf} {label!r} did not fit on {env}: {state} in {failed} of "
                                       "{trials} trials", path=folder.path, label=label, env=env_id,
-                                      state=failed[0].state.value, failed=len(failed), trials=len(trials)))
-    return replace(choice, conf=wanted, is_default=wanted == "",
-                   reasons=(f"set by hand; the sweep chose {conf_label(choice.conf)}",))
-
+                                      state=pick.failed[0].state.value, failed=len(pick.failed), trials=pick.trials))
+    assert pick.choice is not None
+    return replace(pick.choice, reasons=(f"set by hand; the sweep chose {conf_label(choice.conf)}",))

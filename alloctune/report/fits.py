@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rich.text import Text
+
 from ..decide.fit import EXTRAPOLATION, known
 from ..files import write_file
-from ..results.fits import Answer, Confirmation, CurveRecord, FitFile, LimitFit, SettingFit
+from ..results.fits import Answer, CopiesConfirmation, Confirmation, CurveRecord, FitFile, LimitFit, SettingFit
 from ..settings.conf import conf_label
 from ..units import GiB, format_bytes, plural
+from .fitwords import exact_lines, margin_lines
 from .layout import say
 from .tables import figures_table, in_unit, print_numbered, size_unit, whole_settings
 
@@ -44,8 +47,6 @@ def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
 
 
 def print_fit(console, fit: FitFile) -> None:
-    from rich.text import Text
-
     context = "as the recordings measured it" if fit.overhead_measured else "assumed: the recordings do not say"
     say(console, f"Peak memory in {fit.param}, from {plural(len(fit.values), 'recorded value')} "
                  f"({', '.join(map(str, fit.values))}); each process holds a CUDA context of "
@@ -57,8 +58,14 @@ def print_fit(console, fit: FitFile) -> None:
         _limit_table(console, fit, limit)
         if limit.confirmed:
             _confirmed_table(console, fit, limit)
+        if limit.copies_confirmed:
+            copies_table(console, fit, limit)
+    for line in exact_lines(fit):
+        say(console, line)
+    for line in margin_lines(fit):
+        say(console, line)
     weak = any(s.reserved is not None and s.reserved.loo_weak for s in fit.settings)
-    if weak:
+    if weak and any(not a.exact for limit in fit.limits for a in limit.answers):
         say(console, f"With {len(fit.values)} recorded values a leave-one-out predicts each from "
                      f"{len(fit.values) - 1} others: it tests the curve little; record more values to test it more.")
     say(console, f"Values above {fit.values[-1]} are extrapolated from the curve (up to {EXTRAPOLATION:g} times the "
@@ -94,11 +101,19 @@ def _largest(a: Answer) -> str:
 
 def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
     unit = size_unit([limit.capacity_bytes])
-    rows = [[conf_label(a.conf), _largest(a), a.basis or "-", in_unit(a.headroom_bytes, unit), str(a.next_value),
-             "/".join(map(str, a.copies))] for a in limit.answers]
-    headers = ["setting", f"largest\n{fit.param}", "from", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
+    rows = [[conf_label(a.conf), _largest(a), _basis(a), "-" if a.margin is None else f"+{_percent(a.margin)}",
+             in_unit(a.headroom_bytes, unit), str(a.next_value), "/".join(map(str, a.copies))] for a in limit.answers]
+    headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
                f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
-    _print(console, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit))
+    exact = sum(a.exact for a in limit.answers)
+    _print(console, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit),
+           caption=f"replays: exact, the value and the next one recorded and replayed ({exact} of "
+                   f"{len(limit.answers)})" if exact else None)
+
+
+def _basis(a: Answer) -> str:
+    """What the answer rests on: 'replays' where it is exact (its value and the next both recorded and replayed)."""
+    return "replays" if a.exact else a.basis or "curve"
 
 
 def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
@@ -118,6 +133,33 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
         line = _after_gpu(fit, limit, answer)
         if line:
             say(console, line)
+
+
+def copies_table(console, fit: FitFile, limit: LimitFit) -> None:
+    """Copies at once run together on the GPU under one budget: per setting, how many were predicted to fit, how
+    many ran, each one's peak reserved, and whether the GPU agreed."""
+    unit = size_unit([r.peak_reserved_bytes or 0 for c in limit.copies_confirmed for r in c.runs] or [GiB])
+    rows = [[conf_label(c.conf), str(c.value), str(c.predicted), _together(c),
+             "/".join(in_unit(r.peak_reserved_bytes, unit) for r in c.runs) or "-",
+             "-" if c.agreed is None else "yes" if c.agreed else "NO"] for c in limit.copies_confirmed]
+    free = {c.free_bytes for c in limit.copies_confirmed if c.free_bytes is not None}
+    room = f", {format_bytes(max(free))} left free for them" if free else ""
+    _print(console, ["setting", fit.param, "predicted\nto fit", "ran together", f"peak reserved\neach {unit[0]}",
+                     "agreed"], rows, column={3: {"no_wrap": True}},
+           title=f"Copies at once on the GPU under budget {limit.budget}{room} (the budget and one context)")
+    for c in limit.copies_confirmed:
+        if c.error is not None:
+            say(console, f"{conf_label(c.conf)}: not run: {c.error}")
+
+
+def _together(c: CopiesConfirmation) -> str:
+    if not c.runs:
+        return "not run"
+    ran = sum(r.runs for r in c.runs)
+    failed = [r for r in c.runs if not r.runs]
+    what = "; ".join(dict.fromkeys(_on_gpu(Confirmation(c.conf, c.value, True, r.state, r.runs,
+                                                        num_alloc_retries=r.num_alloc_retries)) for r in failed))
+    return f"{ran} of {len(c.runs)} ran" + (f" ({what})" if what else "")
 
 
 def _on_gpu(c: Confirmation) -> str:

@@ -1,4 +1,5 @@
-"""The Pareto plot: peak reserved against throughput per setting, one panel per (environment, backend, budget).
+"""The Pareto plot: peak reserved against throughput per setting, one panel per (environment, backend, budget): each
+decision's record, its settings' figures as it ranks them.
 
 Drawn on a bare `Figure` (Agg canvas), never through pyplot, so it changes no global backend state and needs no
 display.
@@ -10,7 +11,6 @@ import os
 import textwrap
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -18,24 +18,22 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from ..decide.choice import Choice
-from ..decide.order import ranked
-from ..decide.stats import Summary
-from ..decide.summary import SettingResult, pareto_front
+from ..decide.summary import pareto_front
 from ..files import write_file
-from ..results.records import decision_group
+from ..results.choices import ChoiceRecord
+from ..results.figures import SettingFigures, Summary
 from ..units import GiB, plural
 
 
-def _caption(failed: list[SettingResult]) -> str:
+def _caption(failed: list[SettingFigures]) -> str:
     if not failed:
         return ""
-    text = "failed: " + ", ".join(f"{s.label} ({s.state} {s.failed_repeats}/{len(s.trials)})" for s in failed)
+    text = "failed: " + ", ".join(f"{s.label} ({s.state} {s.failed_repeats}/{s.repeats})" for s in failed)
     return textwrap.fill(text, 90)
 
 
-def _role(s: SettingResult, choice: Choice) -> str:
-    if s is choice.best:
+def _role(s: SettingFigures, choice: ChoiceRecord) -> str:
+    if s.conf == choice.conf:
         return f"chosen: {s.label}"
     return "default" if s.is_default else s.label
 
@@ -44,7 +42,7 @@ def _gib(value: int | None) -> float:
     return (value or 0) / GiB
 
 
-def _value(s: SettingResult) -> str:
+def _value(s: SettingFigures) -> str:
     """A point's or bar's figure, and what it means: its peak reserved; 'whole card' where it took (nearly) all."""
     return f"{_gib(s.peak_reserved_bytes):.2f} GiB" + (" · whole card" if s.whole_card else "")
 
@@ -55,7 +53,7 @@ WHOLE_CARD = {"color": "tab:red", "label": "took (nearly) the whole card"}
 _DRAWABLE = 1e300
 
 
-def _in_units(points: list[tuple[SettingResult, Summary]]) -> tuple[list[tuple[SettingResult, Summary]], float]:
+def _in_units(points: list[tuple[SettingFigures, Summary]]) -> tuple[list[tuple[SettingFigures, Summary]], float]:
     top = max(max(t.median, t.ci_high or 0) for _, t in points)
     unit = 10.0 ** math.floor(math.log10(top)) if top > _DRAWABLE else 1.0
     if unit == 1:
@@ -64,25 +62,25 @@ def _in_units(points: list[tuple[SettingResult, Summary]]) -> tuple[list[tuple[S
                         ci_high=None if t.ci_high is None else t.ci_high / unit)) for s, t in points], unit
 
 
-def _scatter(ax, fitting: list[SettingResult], choice: Choice) -> None:
+def _scatter(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     # The chosen setting and the default are labelled first, so that others give way to them (_unoverlap).
     points, scale = _in_units(sorted(((s, s.throughput) for s in fitting if s.throughput is not None),
-                                     key=lambda p: (p[0] is not choice.best, not p[0].is_default)))
+                                     key=lambda p: (p[0].conf != choice.conf, not p[0].is_default)))
     labels, ringed = [], False
     for s, t in points:
         err = None
         if t.ci_low is not None and t.ci_high is not None:
             err = [[max(t.median - t.ci_low, 0)], [max(t.ci_high - t.median, 0)]]
-        marker, color = ("*", "tab:green") if s is choice.best else (("s", "tab:gray") if s.is_default
+        marker, color = ("*", "tab:green") if s.conf == choice.conf else (("s", "tab:gray") if s.is_default
                                                                       else ("o", "tab:blue"))
         ax.errorbar(_gib(s.peak_reserved_bytes), t.median, yerr=err, fmt=marker, color=color,
-                    markersize=12 if s is choice.best else 6, capsize=3)
+                    markersize=12 if s.conf == choice.conf else 6, capsize=3)
         if s.whole_card:   # a ring in the card's colour, named once in the legend
             ax.plot(_gib(s.peak_reserved_bytes), t.median, "o", markersize=13, markerfacecolor="none",
                     markeredgecolor=WHOLE_CARD["color"], markeredgewidth=1.5,
                     label=None if ringed else WHOLE_CARD["label"])
             ringed = True
-        important = s is choice.best or s.is_default
+        important = s.conf == choice.conf or s.is_default
         # Right of the marker, centred on it: the error bar is vertical, so the label never crosses it.
         label = ax.annotate(
             f"{_role(s, choice)} · {_value(s)}", (_gib(s.peak_reserved_bytes), t.median),
@@ -165,7 +163,7 @@ def limit_lines(ax, limits: list[tuple[int, str, dict]], top: float, line) -> fl
     return extent
 
 
-def _limit_lines(ax, fitting: list[SettingResult], choice: Choice, line) -> float:
+def _limit_lines(ax, fitting: list[SettingFigures], choice: ChoiceRecord, line) -> float:
     """The memory the tensors needed (no setting reserves less), the budget every trial ran under and the device's
     memory (a replay's: the simulated card's), as lines (`limit_lines`); returns the axis' extent in GiB."""
     top = max((_gib(s.peak_reserved_bytes) for s in fitting), default=0.0) or 1.0
@@ -179,11 +177,11 @@ def _limit_lines(ax, fitting: list[SettingResult], choice: Choice, line) -> floa
     return limit_lines(ax, limits, top, line)
 
 
-def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
+def _bars(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     # Retries are why a smaller simulated setting can lose: show them beside the name.
     labels = [_role(s, choice) + (f" ({plural(s.num_alloc_retries, 'retry', 'retries')})" if s.num_alloc_retries else "")
               for s in fitting]
-    colors = ["tab:green" if s is choice.best else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
+    colors = ["tab:green" if s.conf == choice.conf else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
     bars = ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)
     for s, bar in zip(fitting, bars):
         if s.whole_card:
@@ -200,15 +198,15 @@ def _bars(ax, fitting: list[SettingResult], choice: Choice) -> None:
     ax.set_xlabel("peak reserved (GiB)" + (", simulated" if choice.simulated else ""))
 
 
-def plot_pareto(settings: Iterable[SettingResult], choices: list[Choice], path: str | os.PathLike) -> Path:
+def plot_pareto(choices: list[ChoiceRecord], path: str | os.PathLike) -> Path:
     """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of peak reserved."""
-    settings, path = list(settings), Path(path)
+    path = Path(path)
     panels = max(len(choices), 1)
     fig = Figure(figsize=(9.5 * panels, 5.5), layout="constrained")   # the layout makes room for outside legends
     FigureCanvasAgg(fig)   # a renderer to measure labels with (_unoverlap)
     axes = fig.subplots(1, panels, squeeze=False)[0]
     for ax, choice in zip(axes, choices):
-        group = ranked(s for s in settings if s.group == decision_group(choice))
+        group = choice.settings
         fitting = [s for s in group if s.fits]
         failed = [s for s in group if not s.fits]
         budget = f", budget {choice.budget_bytes / GiB:.1f} GiB" if choice.budget_bytes else ""

@@ -3,10 +3,11 @@ predicted, and the sentences `words.py` gives for the speed plan's reasons (not 
 confirmation pair against the prediction)."""
 from __future__ import annotations
 
-from ..decide.choice import Choice
-from ..decide.reasons import Code
-from ..decide.speed import (PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction,
+from ..decide.reasons import Code, Reason
+from ..decide.speed import (PREDICTION_ERROR, PRICE_ERROR, PRICE_SHORTFALL_SEEN, AsyncPlan, MeasuredError, Confirmation,
+                            PredictedSpeed, SpeedPrediction,
                             Unpredictable, Unpredicted)
+from ..results.choices import ChoiceRecord
 from ..settings.conf import conf_label
 from ..units import format_bytes
 from .tables import driver_count
@@ -18,22 +19,36 @@ PREDICTED_LEGEND = ("predicted slowdown = the step time the replay's driver call
 
 
 PAIR_MARK = "1 pair"
+IN_PROCESS_MARK = "in one process"
 
 
-def pair_legend(detectable: float) -> str:
+def pair_legend(f: Confirmation) -> str:
+    if f.blocks:
+        return (f"{IN_PROCESS_MARK} = measured in blocks of steps under the default and the setting in turn, inside "
+                f"one run of the job (the cache emptied at each switch); ± = the 95% interval's half-width reached "
+                f"(measured); whether it agrees with the prediction is said below")
     return (f"{PAIR_MARK} = measured in one confirmation pair (the default, then the setting): only a difference "
-            f"beyond about ±{detectable:.0%} stands out of its noise; whether it agrees with the prediction is said "
+            f"beyond about ±{f.detectable:.0%} stands out of its noise; whether it agrees with the prediction is said "
             f"below")
 
 
-def confirmed_pair(choice: Choice) -> Confirmation | None:
+def confirmed_pair(choice: ChoiceRecord) -> Confirmation | None:
     """The confirmation pair the choice's winner rests on, if it rests on one (decide/confirm.confirmed)."""
-    return next((r.figures for r in choice.reasons if r.code in (Code.CONFIRMED, Code.DISAGREES)
-                 and isinstance(r.figures, Confirmation)), None)
+    pairs = (Reason.from_record(r).figures for r in choice.reasons_data
+             if r.code in (Code.CONFIRMED.value, Code.DISAGREES.value))
+    return next((f for f in pairs if isinstance(f, Confirmation)), None)
+
+
+def prediction(choice: ChoiceRecord, conf: str) -> SpeedPrediction | None:
+    """The speed the choice predicts for its setting `conf` (`ChoiceRecord.predictions`), if it predicts one."""
+    p = choice.predictions.get(conf)
+    return None if p is None else SpeedPrediction.from_json(p, f"prediction for {conf_label(conf)!r}")
 
 
 def pair_cell(f: Confirmation) -> str:
-    """The 'vs default' cell of a winner measured in one pair."""
+    """The 'vs default' cell of a confirmed winner: '1.03x ±1.2%, 12 blocks in one process', '0.99x ±17% 1 pair'."""
+    if f.blocks:
+        return f"{f.measured_ratio:.2f}x ±{f.detectable:.1%}, {f.blocks} blocks {IN_PROCESS_MARK}"
     return f"{f.measured_ratio:.2f}x ±{f.detectable:.0%} {PAIR_MARK}"
 
 
@@ -59,10 +74,15 @@ def slower_than(slowdown: float) -> str:
     return f"{slowdown:.1%} slower than" if slowdown > 0 else f"{-slowdown:.1%} faster than" if slowdown else "as fast as"
 
 
+def measured_error(e: MeasuredError = PREDICTION_ERROR) -> str:
+    """'where predictions were measured (...), they were off by -4.9 to +2.6 points (predicted minus measured)'."""
+    return (f"where predictions were measured against the GPU ({e.where}), they were off by {e.low * 100:+.1f} to "
+            f"{e.high * 100:+.1f} points (predicted minus measured)")
+
+
 def predicted_too_slow(f: PredictedSpeed) -> str:
     return (f"not measured: predicted {slower_than(f.slowdown)} the default, beyond the {f.max_slowdown:.0%} allowance, "
-            f"from its {_counts(f)}; the prediction prices the driver calls alone (a synchronisation also waits for "
-            f"queued work), so it errs on the fast side; --repeats auto measures it")
+            f"from its {_counts(f)}; {measured_error()}; --repeats auto measures it")
 
 
 def not_negligible(f: PredictedSpeed) -> str:
@@ -105,6 +125,8 @@ def async_measured(f: AsyncPlan) -> str:
 
 
 def confirmation(f: Confirmation, agrees: bool) -> str:
+    if f.blocks:
+        return _in_process(f, agrees)
     head = (f"one confirmation pair (the default, then this setting): throughput {f.measured_ratio:.3f}x the "
             f"default's, predicted {f.predicted_ratio:.3f}x from {driver_count(f.calls)} driver calls and "
             f"{driver_count(f.syncs)} syncs per steady step")
@@ -115,3 +137,14 @@ def confirmation(f: Confirmation, agrees: bool) -> str:
     way = "slower" if f.measured_ratio < f.predicted_ratio else "faster"
     return (f"{head}: disagrees with the prediction, {way} by more than the about ±{f.detectable:.0%} one pair "
             f"can tell from noise (two processes at ±{f.noise:.0%} each)")
+
+
+def _in_process(f: Confirmation, agrees: bool) -> str:
+    head = (f"measured inside one run of the job, {f.blocks} blocks under the default and this setting in turn: "
+            f"throughput {f.measured_ratio:.3f}x the default's ±{f.detectable:.1%} (95%), predicted "
+            f"{f.predicted_ratio:.3f}x from {driver_count(f.calls)} driver calls and {driver_count(f.syncs)} syncs per "
+            f"steady step")
+    if agrees:
+        return f"{head}: the prediction lies within the measured interval"
+    way = "slower" if f.measured_ratio < f.predicted_ratio else "faster"
+    return f"{head}: the prediction lies outside the measured interval (measured {way})"

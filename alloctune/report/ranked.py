@@ -1,45 +1,43 @@
 """The ranked table of one choice's group, from the same rows for the terminal (within the console's width:
 `ranked_table`, `print_choice`, with what the table leaves unsaid printed under it) and for summary.md
-(`markdown_ranked`)."""
+(`markdown_ranked`): the decision's record (`results/choices.ChoiceRecord`), its settings' figures in the order it
+ranks them."""
 from __future__ import annotations
 
-from typing import Iterable
+import math
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..decide.choice import Choice
-from ..decide.order import ranked
 from ..decide.reasons import Code
-from ..decide.summary import MemoryMeasure, SettingResult
-from ..results.choices import how_far
+from ..results.choices import ChoiceRecord, how_far
+from ..results.figures import MemoryMeasure, SettingFigures
 from ..results.names import BEST_FILE
-from ..results.records import decision_group
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
+from .provenance import replayed_kind
 from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
-                        predicted_cell)
+                        predicted_cell, prediction)
 from .tables import add_setting_column, keep_columns, markdown_table, print_numbered, whole_settings
-from .words import format_rate, precision_line, reason_lines
+from .words import format_rate
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
            "throughput median [95% CI]", "vs default", "driver calls/step (predicted)", "predicted slowdown", "flags")
 
 
-def in_group(settings: Iterable[SettingResult], choice: Choice) -> list[SettingResult]:
-    group = decision_group(choice)
-    return ranked(s for s in settings if s.group == group)
+def _spread(spread: float | None) -> str:
+    return f"+{math.inf if spread is None else spread:.1%}"   # None: it was not finite
 
 
-def _flags(s: SettingResult) -> str:
+def _flags(s: SettingFigures) -> str:
     flags = []
     if s.unstable:
-        flags.append(f"memory disagreed across repeats (+{s.memory_spread:.1%})")
+        flags.append(f"memory disagreed across repeats ({_spread(s.memory_spread)})")
     if s.contaminated:
         flags.append(f"device memory contaminated in {plural(len(s.contaminated), 'repeat')}, not used")
     if s.device_disagrees:
-        flags.append(f"device memory moved across repeats (+{s.device_spread:.1%}), the lowest used")
+        flags.append(f"device memory moved across repeats ({_spread(s.device_spread)}), the lowest used")
     if s.throughput is not None and s.throughput.outliers:
         flags.append(f"{plural(len(s.throughput.outliers), 'throughput outlier')} left out of the tests")
     if s.error:
@@ -47,22 +45,22 @@ def _flags(s: SettingResult) -> str:
     return "; ".join(flags)
 
 
-def _state(s: SettingResult) -> str:
+def _state(s: SettingFigures) -> str:
     """How its repeats ended, in the table's words: a setting that fits by taking (nearly) the whole card is called
     so (the choice's WHOLE_CARD reason says it in full)."""
     if not s.fits:
-        return f"{s.state} {s.failed_repeats}/{len(s.trials)}"
+        return f"{s.state} {s.failed_repeats}/{s.repeats}"
     return "whole card" if s.whole_card else str(s.state)
 
 
-def _row(s: SettingResult, choice: Choice) -> list[str]:
+def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     t = s.throughput
     throughput = "-" if t is None else format_rate(t.median, s.unit)
     if t is not None and t.ci_low is not None and t.ci_high is not None:
         throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
     if s.is_default:
         vs = "baseline"
-    elif s is choice.best and (pair := confirmed_pair(choice)) is not None:
+    elif s.conf == choice.conf and (pair := confirmed_pair(choice)) is not None:
         vs = pair_cell(pair)
     elif s.vs_default is not None:
         c = s.vs_default
@@ -71,7 +69,7 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
     else:
         vs = "-"
     return [
-        s.label + (" (best)" if s is choice.best else ""),
+        s.label + (" (best)" if s.conf == choice.conf else ""),
         _state(s),
         format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
         format_bytes(s.peak_allocated_bytes),
@@ -85,21 +83,26 @@ def _row(s: SettingResult, choice: Choice) -> list[str]:
     ]
 
 
-def _predicted(s: SettingResult, choice: Choice) -> list[str]:
+def _predicted(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     """The driver calls per steady step the replay predicts for `s`, and its predicted slowdown."""
-    p = choice.predictions.get(s.conf)
+    p = prediction(choice, s.conf)
     return [calls_cell(p), predicted_cell(p)]
 
 
-def title(choice: Choice) -> str:
+def title(choice: ChoiceRecord) -> str:
     budget = f" · budget {format_bytes(choice.budget_bytes)}" if choice.budget_bytes else ""
-    kind = "simulated" if choice.simulated else choice.backend
+    kind = replayed_kind(choice.env) if choice.simulated else choice.backend
     return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
 
 
-def columns(choice: Choice) -> tuple[str, ...]:
+def _device(choice: ChoiceRecord) -> bool:
+    """The choice compared device memory: its group's settings use different backends."""
+    return choice.winner is not None and choice.winner.memory_measure is MemoryMeasure.DEVICE
+
+
+def columns(choice: ChoiceRecord) -> tuple[str, ...]:
     """The table's headers: where backends differ, the memory column is the driver-level peak the choice used."""
-    if choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE:
+    if _device(choice):
         return tuple(str(MemoryMeasure.DEVICE) if c == MemoryMeasure.RESERVED else c for c in COLUMNS)
     return COLUMNS
 
@@ -110,47 +113,46 @@ _LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-
            "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
 
 
-def markdown_ranked(group: list[SettingResult], choice: Choice) -> str:
+def markdown_ranked(choice: ChoiceRecord) -> str:
     """The group's table for summary.md, every column in full but those with nothing to say in them (a simulated
     sweep has no throughput; flags only when some setting has one)."""
-    rows = [_row(s, choice) for s in group]
+    rows = [_row(s, choice) for s in choice.settings]
     said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
     keep = keep_columns(COLUMNS, said, always=COLUMNS[:4])
     headers = columns(choice)
     return markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows))
 
 
-def _terminal_row(s: SettingResult, choice: Choice) -> list[str]:
+def _terminal_row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
     the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
     t = s.throughput
     memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
-    return [s.label, "best" if s is choice.best else _state(s),
+    return [s.label, "best" if s.conf == choice.conf else _state(s),
             format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
             "-" if t is None else format_number(t.median), _versus(s, choice), *_predicted(s, choice)]
 
 
-def _versus(s: SettingResult, choice: Choice) -> str:
+def _versus(s: SettingFigures, choice: ChoiceRecord) -> str:
     """The 'vs default' cell: the ratio, its interval and a short verdict (the winner of one confirmation pair:
     what one pair can detect)."""
     c = s.vs_default
     if s.is_default:
         return "baseline"
-    if s is choice.best and (pair := confirmed_pair(choice)) is not None:
+    if s.conf == choice.conf and (pair := confirmed_pair(choice)) is not None:
         return pair_cell(pair)
     width = "" if c is None or c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
     return "-" if c is None else f"{figure(c.ratio, '.2f')}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
 
-def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) -> tuple[Table, list[str]]:
+def ranked_table(choice: ChoiceRecord, width: int) -> tuple[Table, list[str]]:
     """The settings of `choice`'s group, fitting ones by peak reserved, then failures, in `width` columns: no cell
     breaks, empty columns are left out, and settings too long for the table are numbered in it and given whole in
     the lines returned beside it (tables.whole_settings)."""
-    group = in_group(settings, choice)
+    group = choice.settings
     unit = next((s.unit for s in group if s.unit), None) or "units"
-    device = choice.best is not None and choice.best.memory_measure is MemoryMeasure.DEVICE
-    memory = "peak\ndevice" if device else "peak\nreserved"
+    memory = "peak\ndevice" if _device(choice) else "peak\nreserved"
     headers = ["setting", "state", memory, "res/\nalloc", "retries", f"{unit}\n/s", "vs\ndefault", "driver\ncalls\n/step",
                PREDICTED_HEADER]
     rows = [_terminal_row(s, choice) for s in group]
@@ -165,37 +167,37 @@ def ranked_table(settings: Iterable[SettingResult], choice: Choice, width: int) 
         for j in keep[1:]:
             table.add_column(headers[j], justify="right" if j in (2, 3, 4, 5, 7, 8) else "left", no_wrap=True)
         for s, row, label in zip(group, rows, labels):
-            style = "bold green" if s is choice.best else ("red" if not s.fits else None)
+            style = "bold green" if s.conf == choice.conf else ("red" if not s.fits else None)
             table.add_row(label, *(row[j] for j in keep[1:]), style=style)
         return table
 
     return whole_settings(table_of, [row[0] for row in rows], width)
 
 
-def print_choice(console, settings: Iterable[SettingResult], choice: Choice) -> None:
-    """What sweep and report show of one choice: the ranked table, what it leaves unsaid (flags, abbreviations,
-    an interrupted sweep) and the reasons, within the console's width."""
-    group = in_group(settings, choice)
-    print_numbered(console, *ranked_table(group, choice, console.width))
+def print_choice(console, choice: ChoiceRecord) -> None:
+    """What sweep and report show of one choice (its record, `report/analysis.choice_record`): the ranked table,
+    what it leaves unsaid (flags, abbreviations, an interrupted sweep) and the reasons, within the console's width."""
+    group = choice.settings
+    print_numbered(console, *ranked_table(choice, console.width))
     notes = [(f"{s.label}: {flags}", "yellow") for s in group if (flags := _flags(s))]
     if not any(s.num_alloc_retries for s in group):
         notes.append(("no setting needed an alloc retry", "dim"))
     verdicts = {_versus(s, choice) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
     if (pair := confirmed_pair(choice)) is not None:
-        notes.append((pair_legend(pair.detectable), "dim"))
+        notes.append((pair_legend(pair), "dim"))
     if any(s.conf in choice.predictions for s in group):
         notes.append((PREDICTED_LEGEND, "dim"))
     if note := incomplete_note(choice):
         notes.append((note, "bold red"))
-    notes += [(reason, "") for reason in reason_lines(choice)]
-    if choice.precision is not None and choice.precision.code is Code.PRECISION_SHORT:   # the table's ±x% says less
-        notes.append((f"precision: {precision_line(choice)}", "yellow"))
+    notes += [(reason, "") for reason in choice.reasons]
+    if choice.precision_data is not None and choice.precision_data.code == Code.PRECISION_SHORT.value:
+        notes.append((f"precision: {choice.precision}", "yellow"))   # the table's ±x% says less
     for text, style in notes:
         say(console, Text(INDENT + text, style=style))
 
 
-def incomplete_note(choice: Choice) -> str | None:
+def incomplete_note(choice: ChoiceRecord) -> str | None:
     """One line when the sweep stopped before its end, or recorded fewer trials than it planned."""
     if choice.complete:
         return None

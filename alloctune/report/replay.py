@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from ..decide.maximum import Highest, TraceFigures
+from ..results.provenance import Provenance, provenance
 from ..settings.grid import Skip
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
 from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes
 from .layout import say
+from .provenance import origin, title as provenance_title
 from .tables import (driver_caption, driver_cells, driver_headers, figures_table, in_unit, keep_columns, print_numbered,
                      size_unit, whole_settings)
 
@@ -38,6 +40,7 @@ class TraceReplay:
     memory_from: str              # where the device memory came from, in words
     budget_bytes: int | None
     warnings: list[str]
+    provenance: Provenance        # measured on a GPU, or a dry run for a card (report/provenance.py says it)
 
     @property
     def window(self) -> SteadyWindow | None:
@@ -52,7 +55,7 @@ class TraceReplay:
         measured = measured_under(trace, device_memory, budget_bytes)
         elsewhere = sum(1 for o, _ in rows if o.conf in measured_runs(trace) and o.conf not in measured)
         return cls(path, trace, rows, skipped, measured, elsewhere, device_memory, memory_from, budget_bytes,
-                   warnings)
+                   warnings, provenance(trace.meta))
 
     def figures(self) -> list[TraceFigures]:
         """The simulated settings' figures, for the maximum over several traces (`decide/maximum.py`)."""
@@ -63,7 +66,7 @@ class TraceReplay:
     def to_json(self) -> dict:
         """The trace, its warnings, `results` (one object per setting simulated, with its figures) and `skipped`
         (the settings without figures: not simulated, or skipped for this torch; each with its reason)."""
-        return {"trace": self.path, "warnings": self.warnings,
+        return {"trace": self.path, "dry_run": self.provenance.to_json(), "warnings": self.warnings,
                 "results": [_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows if o.result is not None],
                 "skipped": ([{"conf": o.conf, "reason": o.reason} for o, _ in self.rows if o.result is None]
                             + [{"conf": s.conf, "reason": s.reason} for s in self.skipped])}
@@ -85,7 +88,8 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     say(console, Text.assemble((r.path, "bold"), f": {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on "
                                  f"device {r.trace.device}; device memory {format_bytes(r.device_memory)} "
                                  f"({r.memory_from})" + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes
-                                                         else "")))
+                                                         else "")
+                                 + ("" if r.provenance.measured else f"; {origin(r.provenance)}")))
     for warning in r.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     headers, body = _trace_cells(r)
@@ -101,7 +105,7 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     simulated = [o.result for o, _ in r.rows if o.result is not None]
     fitting = sum(1 for x in simulated if not x.num_ooms)
     which = "settings that fit" if fitting == len(simulated) else f"{fitting} of {len(simulated)} settings fit"
-    title = (f"Simulated (replay): {which}, ranked by peak reserved"
+    title = (provenance_title(r.provenance, f"Simulated (replay): {which}, ranked by peak reserved")
              + ("; OOM = does not fit under this budget" if r.budget_bytes else "; OOM = does not fit on this device"))
 
     def table_of(labels: list[str]):
@@ -167,16 +171,18 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
                           "CUDA context holds outside the allocator, when the trace recorded it."))
 
 
-def print_maximum(console: Console, maximum: list[Highest], traces: list[str]) -> None:
+def print_maximum(console: Console, maximum: list[Highest], traces: list[str], origins: list[Provenance]) -> None:
     """The table of `maximum` (`decide/maximum.py`) over `traces` (their paths, in the order given: a path never
-    breaks, so the table names a trace by its number and the paths follow it, one a line)."""
+    breaks, so the table names a trace by its number and the paths follow it, one a line) and where they come
+    from (`origins`)."""
     unit = size_unit([x for r in maximum for x in (r.peak_reserved_bytes, r.measured_peak_reserved_bytes)])
     headers = ["setting", f"peak\nres.\n{unit[0]}", "OOMs", "in\ntrace", f"GPU\nres.\n{unit[0]}"]
     rows = [[row.conf, in_unit(row.peak_reserved_bytes, unit), str(row.num_ooms or 0),
              f"#{traces.index(row.trace) + 1}", in_unit(row.measured_peak_reserved_bytes, unit)]
             for row in maximum]
     keep = keep_columns(headers, rows, always=headers[:4])
-    title = f"Maximum over the {len(traces)} traces (the process that needs the most, per setting)"
+    title = provenance_title(origins, f"Maximum over the {len(traces)} traces (the process that needs the most, per "
+                                      f"setting)")
     caption = "res. = peak reserved" + (", GPU = measured on the GPU" if 4 in keep else "")
 
     def table_of(labels: list[str]):

@@ -6,31 +6,35 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from ..results.provenance import Provenance
 from ..settings.conf import conf_label
 from ..sim.search import SearchResult
 from ..units import format_bytes
 from .layout import say
+from .provenance import origin, title
 from .tables import driver_caption, driver_cells, driver_headers, figures_table, natural_width, print_table
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
-def print_front(console: Console, result: SearchResult, warnings: list[str]) -> None:
-    """The search's line, `warnings`, the front's table and its members' reasons, and the search's notes."""
+def print_front(console: Console, result: SearchResult, warnings: list[str], source: Provenance) -> None:
+    """The search's line (with where the trace came from, `source`), `warnings`, the front's table and its members'
+    reasons, and the search's notes."""
     say(console, Text.assemble((result.trace, "bold"), f": {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
-                 + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else "")))
+                 + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else "")
+                 + ("" if source.measured else f"; {origin(source)}")))
     for warning in warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
     # the settings go whole on the numbered lines below the table instead.
-    table = front_table(result, with_setting=True)
+    table = front_table(result, with_setting=True, source=source)
     whole = natural_width(table) <= console.width
-    print_table(console, table if whole else front_table(result, with_setting=False))
+    print_table(console, table if whole else front_table(result, with_setting=False, source=source))
     for n, member in enumerate(result.front, 1):
         if not whole:   # a setting longer than the line runs past it rather than break
             console.print(Text(f"  {n}. {conf_label(member.candidate.conf)}"), soft_wrap=True)
@@ -41,7 +45,7 @@ def print_front(console: Console, result: SearchResult, warnings: list[str]) -> 
         say(console, Text(f"note: {note}", style="dim"))
 
 
-def front_table(result: SearchResult, with_setting: bool):
+def front_table(result: SearchResult, with_setting: bool, source: Provenance):
     """The front as a table: number, setting (unless `with_setting` is false), peak reserved, reserved/allocated,
     retries, the driver work predicted (per steady step, or over the run where the trace marks no steady step),
     keys, and the change against the default."""
@@ -59,5 +63,6 @@ def front_table(result: SearchResult, with_setting: bool):
     headers = ["#", *(["setting"] if with_setting else []), "peak\nreserved", "res/\nalloc", "retries",
                *driver_headers(whole_run), "keys", "vs\ndefault"]
     caption = driver_caption(None if whole_run else works[0].steps) if works else None
-    return figures_table(headers, rows, title="Pareto front: peak reserved, retries, keys", caption=caption,
+    return figures_table(headers, rows, title=title(source, "Pareto front: peak reserved, retries, keys"),
+                         caption=caption,
                          setting=1 if with_setting else None, column={0: {"justify": "right"}})

@@ -1,5 +1,6 @@
-"""`summary.md`: a sweep's report, one section per choice (its ranked table is `ranked.py`'s), then what was
-skipped, the environments, how it was measured and the statistics behind the decisions."""
+"""`summary.md`: a sweep's report, one section per decision, from its record (its ranked table is `ranked.py`'s),
+then what the trials say (the prediction against the measurement, each process, what was skipped, the
+environments, how it was measured) and the statistics behind the decisions."""
 from __future__ import annotations
 
 import re
@@ -7,23 +8,26 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
-from ..decide.choice import Choice, something_to_export
+from ..decide.choice import something_to_export
 from ..decide.parameters import DEFAULT_TIE, max_slowdown_of
 from ..decide.stats import ALPHA, OUTLIER_Z
 from ..decide.summary import SettingResult
 from ..errors import printable
 from ..files import write_file
 from ..results.calibration import Calibration
+from ..results.choices import ChoiceRecord
 from ..results.names import CALIBRATION_FILE, SUMMARY_FILE
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.provenance import provenance
 from ..results.records import measured_env_id, peak_row, process_name
 from ..units import format_bytes
 from ..settings.conf import conf_label
-from ..settings.known import features_phrase
-from .ranked import in_group, incomplete_note, markdown_ranked, title
+from ..settings.known import Feature, features_phrase
+from .predicted import prediction
+from .provenance import origin
+from .ranked import incomplete_note, markdown_ranked, title
 from .tables import markdown_table
-from .words import (TIME_SOURCES, auto_window_line, precision_line, reason_lines, runner_up_lines,
-                    skipped_words)
+from .words import TIME_SOURCES, auto_window_line, skipped_words
 
 # Environment facts in the order a reader looks for them; any other scalar facts follow, sorted.
 _ENV_ORDER = ("gpu", "gpu_memory_bytes", "torch", "torch_git", "cuda", "driver", "python", "host", "platform")
@@ -51,44 +55,48 @@ def _dates(settings: list[SettingResult]) -> str:
     return stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} to {stamps[-1]}"
 
 
-def _recommendation(choice: Choice) -> str:
-    if choice.best is None:
+def _recommendation(choice: ChoiceRecord) -> str:
+    if choice.conf is None:
         return "**Nothing fits**: no setting ran without failing; see the table and the reasons."
-    if choice.best.is_default:
+    if choice.is_default:
         return "**Keep the default**: leave `PYTORCH_CUDA_ALLOC_CONF` unset."
-    return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.best.conf}`"
+    return f"**Recommended:** `PYTORCH_CUDA_ALLOC_CONF={choice.conf}`"
 
 
-def _choice_section(choice: Choice, settings: list[SettingResult]) -> list[str]:
-    group = in_group(settings, choice)
+def _choice_section(choice: ChoiceRecord) -> list[str]:
     lines = [f"## {title(choice)}", ""]
     if note := incomplete_note(choice):
         lines += [f"**{note}**", ""]
     lines += [_recommendation(choice), ""]
-    if choice.simulated:
+    if choice.simulated and not (source := provenance(choice.env)).measured:
+        lines += [f"Predicted from {origin(source)}: memory is predicted by replaying the trace it made through "
+                  f"the allocator simulator; nothing was measured on a GPU.", ""]
+    elif choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
         torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there
         lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
                   f"with torch {torch or '(unrecorded version)'}{when}: memory is predicted by replaying "
                   f"the trace through the allocator simulator; throughput was not measured.", ""]
-    lines += ["Why:", ""] + [f"- {r}" for r in reason_lines(choice)] + [""]
+    lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
     if choice.features:   # what the table of known problems was consulted for
-        lines += [f"Observed in the job (the start-up hook, every trial): it {features_phrase(choice.features)}.", ""]
-    if precision := precision_line(choice):
-        lines += [f"Precision: {precision}.", ""]
-    lines += [markdown_ranked(group, choice), ""]
+        features = features_phrase(Feature(f) for f in choice.features)
+        lines += [f"Observed in the job (the start-up hook, every trial): it {features}.", ""]
+    if choice.precision:
+        lines += [f"Precision: {choice.precision}.", ""]
+    lines += [markdown_ranked(choice), ""]
     if choice.runners_up:
         lines += ["Runners-up and what they cost:", ""]
-        lines += [f"- `{s.label}`: {why}" for s, why in runner_up_lines(choice)] + [""]
+        lines += [f"- `{conf_label(u.conf)}`: {u.why}" for u in choice.runners_up] + [""]
     return lines
 
 
-def _statistics(info: SweepInfo, choices: list[Choice], recording: bool = False) -> list[str]:
+def _statistics(info: SweepInfo, choices: list[ChoiceRecord], recording: bool = False) -> list[str]:
     """`recording`: a trial that recorded the allocation trace is among those counted (summary.counted)."""
-    tie = choices[0].tie if choices else DEFAULT_TIE
+    tie = next((c.tie for c in choices if c.tie is not None), DEFAULT_TIE)
     # `report` may override the sweep's max slowdown: the choices hold the one applied
-    max_slowdown = choices[0].max_slowdown if choices else max_slowdown_of(None, info.max_slowdown)
+    max_slowdown = next((c.max_slowdown for c in choices if c.max_slowdown is not None),
+                        max_slowdown_of(None, info.max_slowdown))
     recorded = ["- The default's first trial also recorded the allocation trace (hybrid sweep) and counts as its "
                 "repeat 1: recording covers the first pass only, whose peak reserved matched an unrecorded "
                 "default's to the byte on the H200, and stops before the timed pass that gives its throughput. "
@@ -192,10 +200,10 @@ def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str
     return lines
 
 
-def _calibration(cal: Calibration | None, choices: list[Choice]) -> list[str]:
+def _calibration(cal: Calibration | None, choices: list[ChoiceRecord]) -> list[str]:
     """What the predicted speeds rest on: the calibration the sweep kept, and the default's measured step."""
-    steps = sorted({p.default_step_seconds for c in choices for p in c.predictions.values()
-                    if p.default_step_seconds})
+    steps = sorted({p.default_step_seconds for c in choices for conf in c.predictions
+                    if (p := prediction(c, conf)) is not None and p.default_step_seconds})
     if cal is None or not steps:
         return []
     step = ", ".join(f"{v * 1e3:.3g} ms" for v in steps)
@@ -212,16 +220,17 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult], choices: list[Choice],
-                  calibration: Calibration | None = None) -> Path:
-    """Write `summary.md` in the results folder and return its path; `calibration`: the one the predicted speeds
-    rest on (the decision's)."""
+def write_summary(folder: ResultsFolder, info: SweepInfo, settings: list[SettingResult],
+                  choices: list[ChoiceRecord], calibration: Calibration | None = None) -> Path:
+    """Write `summary.md` in the results folder and return its path: a section per decision, from its record
+    (`choices`), then what the trials say (`settings`); `calibration`: the one the predicted speeds rest on (the
+    decision's)."""
     settings = list(settings)
     budget = (format_bytes(info.budget_bytes) if info.budget_bytes
               else f"{info.budget_fraction:g} of the device" if info.budget_fraction else "none (whole device)")
     lines = [f"# alloctune: {info.workload_name}", ""]
     for choice in choices:
-        lines += _choice_section(choice, settings)
+        lines += _choice_section(choice)
     lines += _predicted_vs_measured(settings)
     lines += _per_process(settings)
     if info.skipped:

@@ -62,16 +62,21 @@ def add_setting_column(table, labels: Iterable[str], header: str = "setting", **
 def natural_width(table) -> int:
     """The columns `table` takes when nothing in it is squeezed: more than the console's means its settings
     cannot stand whole in it."""
+    return measured(table).maximum
+
+
+def measured(table):
+    """`table`'s least and greatest widths on a console wide enough for any, its cells read as plain text as the
+    printing console reads them (cli/args.console): a cell may hold a user's path such as 'o[/]ut'."""
     from rich.console import Console
 
-    return Console(width=10_000).measure(table).maximum
+    return Console(width=10_000, markup=False, emoji=False).measure(table)
 
 
 def _unbreakable(table) -> int:
     """Each column's least width made what its cells need unbroken (a figure, a setting, a cell that does not wrap
     whole; a wrapping cell its longest word: 'p = 0.046' is one), and the table's width at those least widths: below
     it rich would cut a figure, so the table is printed that wide instead, past a narrower console."""
-    from rich.console import Console
     from rich.text import Text
 
     for column in table.columns:
@@ -80,7 +85,7 @@ def _unbreakable(table) -> int:
         need = max((len(line) for text in plain for line in text.split("\n")) if column.no_wrap
                    else (len(word) for text in plain for word in unbreakable_words(text)), default=0)
         column.min_width = max(column.min_width or 0, need)
-    return Console(width=10_000).measure(table).minimum
+    return measured(table).minimum
 
 
 def print_table(console, table) -> None:

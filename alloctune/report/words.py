@@ -5,21 +5,21 @@ did, is said in `problems.py`.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
-from ..decide.choice import Choice
-from ..decide.device import Contamination
 from ..decide.order import TieRule
 from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
                               GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
                               Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow,
                               Unmeasured, Unstable, WholeCard)
-from ..decide.stats import Comparison
-from ..decide.summary import MemoryMeasure, SettingResult, SettingState
+from ..results.choices import ChoiceRecord, ReasonRecord
+from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.folder import Skipped
 from ..results.names import SWEEP_FILE
 from ..results.records import ThroughputSource
 from ..units import figure, format_bytes, format_number, plural
+from .provenance import dry_run_words
 from ..settings.conf import conf_label
 from .predicted import (async_measured, async_not_needed, confirmation, not_negligible, predicted_too_slow,
                         slower_than, unpredicted)
@@ -303,6 +303,8 @@ def _fixed(text: str) -> Callable[[Any, Refusals], str]:
 _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.SIMULATED: _fixed("simulated: decided by replaying a recorded allocation trace, on memory alone "
                            "(no throughput measured)"),
+    Code.DRY_RUN: lambda f, _: (f"predicted from {dry_run_words(f.card, f.table, f.made_up)}: decided by replaying "
+                                f"the trace a dry run made without a GPU, on memory alone; nothing was measured"),
     Code.NOTHING_FITS: _nothing_fits,
     Code.NO_DEFAULT: _no_default,
     Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default,
@@ -340,28 +342,19 @@ def sentence(reason: Reason, refusals: Refusals = {}) -> str:
     return _SAY[reason.code](reason.figures, refusals)
 
 
-def _refusals(choice: Choice) -> dict[str, Reason]:
-    return {s.conf: why for s, why in choice.runners_up}
+def worded(record: ChoiceRecord) -> ChoiceRecord:
+    """`record` (as decide/record.py builds it) with each reason that has its data said in words: the decision, the
+    reasons, each runner-up's why and the precision, as choice.json keeps them beside the data and the reports
+    print them. A runner-up's reason is said from its own figures; a refusal of lower settings quotes theirs."""
+    refusals = {u.conf: Reason.from_record(u.why_data) for u in record.runners_up if u.why_data is not None}
 
+    def said(data: ReasonRecord | None, text: str) -> str:
+        return text if data is None else sentence(Reason.from_record(data), refusals)
 
-def reason_lines(choice: Choice) -> list[str]:
-    """Everything the reports say of the choice, caveats included, in order."""
-    refusals = _refusals(choice)
-    return [sentence(r, refusals) for r in choice.reasons]
-
-
-def decision_line(choice: Choice) -> str:
-    return sentence(choice.decision, _refusals(choice))
-
-
-def runner_up_lines(choice: Choice) -> list[tuple[SettingResult, str]]:
-    """Each runner-up with what it costs against the winner, or why it may not be recommended."""
-    return [(s, sentence(why)) for s, why in choice.runners_up]
-
-
-def precision_line(choice: Choice) -> str:
-    """The sentence on how precise the throughput comparison got; '' where there is none (a replay)."""
-    return sentence(choice.precision) if choice.precision is not None else ""
+    return replace(record, decision=said(record.decision_data, record.decision),
+                   reasons=tuple(said(r, "") for r in record.reasons_data) or record.reasons,
+                   runners_up=tuple(replace(u, why=said(u.why_data, u.why)) for u in record.runners_up),
+                   precision=said(record.precision_data, record.precision))
 
 
 # Where a trial's throughput came from (`Measurement.throughput_source`), as summary.md says it.

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from ..errors import ResultsError
 from ..files import write_file
 from .records import MAX_COUNT, Bytes
-from .typed import from_json, load_json, within
+from .typed import at_least, from_json, load_json, within
 
 CALIBRATION_SCHEMA = 1
 MiB = 2**20
@@ -38,13 +38,31 @@ class CostSample:
     high_us: Micros    # third quartile
 
 
+Share = Annotated[float, at_least(0)]
+
+
+@dataclass(frozen=True)
+class Queued:
+    """One kind of call timed with GPU work queued before it (`torch.cuda._sleep`): how much of that work it waits
+    for, and what it costs beyond the wait. A call that synchronises the device (cudaFree) waits for all of it; one
+    that does not (cudaMalloc on most drivers) for none, and then costs the CPU its time while the GPU runs on."""
+
+    waits: Share          # d(call time) / d(queued work), from two depths of queued work: 0 none, 1 all of it
+    extra_us: float       # its time at the shallower depth, less the wait and its idle price (a busy device's
+                          # surcharge; may be negative within the noise)
+    queued_us: list[Micros]   # the depths of queued work it was timed behind
+    median_us: list[Micros]   # its median time behind each
+
+
 @dataclass(frozen=True)
 class CostFit:
-    """One kind of driver call: microseconds = fixed_us + per_mib_us x MiB, fitted to `samples`."""
+    """One kind of driver call: microseconds = fixed_us + per_mib_us x MiB, fitted to `samples`, measured on an
+    idle device; `queued`: the same call behind queued GPU work (None: a calibration from before it was measured)."""
 
     fixed_us: Micros
     per_mib_us: Micros
     samples: list[CostSample]
+    queued: Queued | None = None
 
     def seconds(self, calls: float, nbytes: float) -> float:
         """What `calls` calls moving `nbytes` in all cost, in seconds (the fit is linear, so averages per step

@@ -1,16 +1,22 @@
-"""choice.json's records: one decision per (environment, backend, budget) as its consumers (export, compare,
-report) read it, the reasons in it as data, and how far an interrupted sweep got. The folder (`folder.py`) reads
-and writes the file; these are its contents."""
+"""choice.json's records: one decision per (environment, backend, budget), the one record decide/ builds
+(`decide/record.py`), report/ says and shows and every consumer reads (export, compare, report, the `--json` of
+sweep and report); the figures of its settings (`figures.SettingFigures`), its reasons as data, and how far an
+interrupted sweep got. The folder (`folder.py`) reads and writes the file, a file of an older schema upgraded as it is
+read (`upgrade.py`); these are its contents."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..settings.conf import AllocConf
+from ..settings.conf import AllocConf, conf_label
 from ..units import plural
-from .records import Backend, Budget, Bytes, Conf, Count, Rate, Ratio, parsed
+from .figures import SettingFigures
+from .records import Backend, Budget, Conf, Count, Ratio, parsed
 
-RESULTS_SCHEMA = 1   # choice.json's and sweep.json's (folder.py); readers refuse any other
+# choice.json's. 2: the figures of each setting of the group as one record (`settings`), where 1 kept the winner's
+# and the default's as flat keys. A file of an older version is upgraded as it is read (`upgrade.py`); a newer one
+# is refused.
+CHOICE_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -25,21 +31,22 @@ class ReasonRecord:
 @dataclass(frozen=True)
 class RunnerUp:
     conf: str
-    why: str            # what it costs against the winner, or why it may not be recommended
+    why: str = ""       # what it costs against the winner, or why it may not be recommended, in words
     why_data: ReasonRecord | None = None   # `why` as data (None in files from before reasons were data)
 
 
 @dataclass(frozen=True)
 class ChoiceRecord:
-    """One decision in choice.json (`report.analysis.choice_record`), per (environment, backend, budget), as
-    consumers read it: export, compare, report. Only the identity and the setting are required; the rest default so
-    that older files still read.
+    """One decision in choice.json, per (environment, backend, budget). decide/ builds it with its reasons as data
+    (`decide/record.py`), report/ adds their words (`report/words.worded`) and writes it as it is; consumers read
+    it back through the typed reader. Only the identity and the setting are required; the rest default, so that
+    older files still read.
 
-    The reasons come twice: as the sentences the reports print (`decision`, `reasons`, `runners_up[].why`,
-    `precision`), which every reader has always read, and as data (`decision_data`, `reasons_data`,
-    `runners_up[].why_data`, `precision_data`), one record per sentence, from which those sentences were written.
-    Files from before the data existed lack it: there it reads as empty (None, ()), and the sentences are all
-    there is. The schema number stays: an older alloctune ignores the keys it does not know."""
+    Each setting of the group has its figures once, in `settings` (`winner` and `default` look them up). The
+    reasons come twice: as the sentences the reports print (`decision`, `reasons`, `runners_up[].why`,
+    `precision`) and as data (`decision_data`, `reasons_data`, `runners_up[].why_data`, `precision_data`), one
+    record per sentence, from which those sentences were written. Files from before the data existed lack it:
+    there it reads as empty (None, ()), and the sentences are all there is."""
 
     env_id: str
     backend: Backend                  # CUDA or SIM
@@ -47,46 +54,26 @@ class ChoiceRecord:
     workload: str = ""
     workload_hash: str = ""
     budget_bytes: Budget | None = None
-    fits: bool = True
-    label: str = ""
-    baseline: str = ""                # the setting compared against: always the default ('')
-    is_default: bool = False
-    simulated: bool = False
     torch_version: str | None = None  # the torch the choice is for (a replay: the one simulated)
     features: tuple[str, ...] = ()    # what the job used (settings/known.py's Feature values), as its trials saw it
     env: dict[str, Any] = field(default_factory=dict)
+    # Every setting of the group, ranked as the tables list them (decide/order.ranked). A file upgraded from schema
+    # 1 has the winner's and the default's alone, and of those the figures it kept.
+    settings: tuple[SettingFigures, ...] = ()
+    verdict: str = ""                 # the winner's throughput against the default's, in a word or three
+    throughput_ratio: Ratio | None = None   # the winner's throughput over the default's (1.0: the default won)
+    detectable_slowdown: float | None = None   # the smallest slowdown the sweep could have detected
     decision: str = ""                # why this setting won, or why nothing fits: one sentence, no caveats
     reasons: tuple[str, ...] = ()     # everything the summary says, caveats included, in order
     runners_up: tuple[RunnerUp, ...] = ()
-    peak_reserved_bytes: Bytes | None = None
-    memory_measure: str | None = None   # what the group compared: peak reserved, or device memory across backends
-    memory_bytes: Bytes | None = None
-    device_peak_used_bytes: Bytes | None = None
-    baseline_memory_bytes: Bytes | None = None
-    peak_allocated_bytes: Bytes | None = None
-    reserved_ratio: float | None = None
-    num_alloc_retries: Count | None = None
-    baseline_state: str | None = None
-    baseline_peak_reserved_bytes: Bytes | None = None
-    baseline_reserved_ratio: float | None = None
-    throughput_median: Rate | None = None
-    baseline_throughput_median: Rate | None = None
-    throughput_unit: str | None = None
-    throughput_ratio: Ratio | None = None
-    throughput_p_value: float | None = None
-    throughput_ratio_ci: tuple[float, float] | None = None
-    paired_rounds: Count | None = None
-    detectable_slowdown: float | None = None
     precision: str = ""
     decision_data: ReasonRecord | None = None
     reasons_data: tuple[ReasonRecord, ...] = ()
     precision_data: ReasonRecord | None = None
-    verdict: str = ""
     # The parameters the decision applied (decide/parameters.py). None: a file from before they were kept, whose
     # decision had the defaults.
     max_slowdown: float | None = None
     tie: float | None = None
-    repeats: Count = 0
     complete: bool = True             # False: the sweep stopped before its end, or recorded fewer trials than planned
     trials_recorded: Count = 0
     trials_planned: Count | None = None
@@ -101,6 +88,36 @@ class ChoiceRecord:
     def setting(self) -> AllocConf | None:
         """The chosen setting (None: nothing fits), parsed when the file was read (`records.parsed`)."""
         return None if self.conf is None else parsed(self.conf)
+
+    @property
+    def fits(self) -> bool:
+        return self.conf is not None
+
+    @property
+    def is_default(self) -> bool:
+        return self.conf == ""
+
+    @property
+    def label(self) -> str:
+        return "nothing fits" if self.conf is None else conf_label(self.conf)
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend == Backend.SIM
+
+    def figures(self, conf: str | None) -> SettingFigures | None:
+        """The figures of the group's setting `conf`, where the file has them."""
+        return next((s for s in self.settings if s.conf == conf), None)
+
+    @property
+    def winner(self) -> SettingFigures | None:
+        """The chosen setting's figures (None: nothing fits)."""
+        return self.figures(self.conf)
+
+    @property
+    def default(self) -> SettingFigures | None:
+        """The default's figures, the baseline every setting is compared with (None: not run in the group)."""
+        return self.figures("")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,7 +137,7 @@ class ChoiceFile:
     """choice.json as a whole."""
 
     choices: tuple[ChoiceRecord, ...]
-    schema: int = RESULTS_SCHEMA
+    schema: int = CHOICE_SCHEMA
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,20 +1,26 @@
 """A fit's results folder: `fit.json` (what `alloctune fit` answered: the curves per setting, the largest value per
-setting and limit, what the GPU said where it confirmed them), the traces it was fitted to (`trace.<param>-<value>.xz`)
-and `plot.png` (named as a sweep's: `names.PLOT_FILE`). The records here are what --json prints and what the file
-holds, read back through the typed reader before they are written.
+setting and limit, the recordings made to make answers exact, what the GPU said where it confirmed them, one value
+at a time or copies at once), the traces it was fitted to (`trace.<param>-<value>.xz`) and `plot.png` (named as a
+sweep's: `names.PLOT_FILE`). The records here are what --json prints and what the file holds, read back through the
+typed reader before they are written.
 """
 from __future__ import annotations
 
+import contextlib
+import enum
+import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import ResultsError
+from ..errors import ResultsError, shown
 from ..files import write_file
 from ..settings.conf import AllocConf
-from .names import FIT_FILE
+from .folder import ResultsFolder
+from .names import FIT_FILE, LOCK_FILE, PLOT_FILE, SWEEP_FILE, TRIALS_FILE
 from .records import Budget, Bytes, Conf, Count, TrialState, parsed
-from .typed import checked_text, from_json
+from .typed import checked_text, from_json, load_json
 
 FIT_SCHEMA = 1
 
@@ -30,6 +36,12 @@ class CurveRecord:
     loo_error: float | None
     points: Count
     loo_weak: bool
+    loo_worst: int | None = None   # the value the leave-one-out missed most
+
+    @property
+    def margin(self) -> float:
+        """What a value the curve decides must fit with on top (decide/fit.Fit.margin)."""
+        return self.loo_error if self.loo_error is not None else self.max_error
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,9 @@ class SettingFit:
 class Answer:
     """One setting under one limit: the largest value that runs (None: none does), what it rests on
     (decide/fit.Basis), the peak reserved there and the headroom it leaves, the value to confirm that the next one
-    does not run, and per recorded value whether its replay ran and how many copies fit at once."""
+    does not run, and per recorded value whether its replay ran and how many copies fit at once. `exact`: the value
+    and the next one were both recorded, and their replays decide (decide/fit.Largest.exact); else the curve
+    decided with `margin` (relative) on top."""
 
     conf: Conf
     largest: int | None
@@ -67,6 +81,8 @@ class Answer:
     capped: bool
     runs: list[bool]
     copies: list[Count]
+    exact: bool = False
+    margin: float | None = None
 
     @property
     def setting(self) -> AllocConf:
@@ -100,6 +116,48 @@ class Confirmation:
 
 
 @dataclass(frozen=True)
+class CopyRun:
+    """One of the copies run together: its trial's state (TrialState) and what it measured."""
+
+    state: str
+    runs: bool                       # OK, without an OOM and without an alloc retry
+    peak_reserved_bytes: Bytes | None = None
+    num_alloc_retries: Count | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class CopiesConfirmation:
+    """Copies of the job at one recorded value started together on the GPU under a budget: how many were predicted
+    to fit at once (`Answer.copies`: the budget and one context shared among them, each copy its peak reserved and
+    its context), the GPU memory left free for them (the rest held by another process), and each copy's run.
+    `runs` empty: none were run, `error` says why."""
+
+    conf: Conf
+    value: int
+    predicted: Count
+    free_bytes: Bytes | None
+    runs: list[CopyRun] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def said(self) -> bool | None:
+        """They all ran (True), one ran out of memory or retried an allocation (False), or nothing of memory was
+        said (a copy crashed or timed out and none ran out)."""
+        if not self.runs:
+            return None
+        if all(r.runs for r in self.runs):
+            return True
+        if any(r.state == TrialState.OOM.value or (r.state == TrialState.OK.value and not r.runs) for r in self.runs):
+            return False
+        return None
+
+    @property
+    def agreed(self) -> bool | None:
+        return self.said   # the prediction: they all fit
+
+
+@dataclass(frozen=True)
 class LimitFit:
     """The answers under one limit: a card (`device_bytes`), or a budget (as given, and in bytes) on the recording
     GPU; `capacity_bytes` is the peak reserved it leaves a job."""
@@ -110,6 +168,36 @@ class LimitFit:
     budget: str | None = None
     budget_bytes: Budget | None = None
     confirmed: list[Confirmation] = field(default_factory=list)
+    copies_confirmed: list[CopiesConfirmation] = field(default_factory=list)
+
+
+class NotExact(str, enum.Enum):
+    """Why no recording was made to make answers exact."""
+
+    TRACES = "traces"     # fitted to traces recorded before: no command to record
+    NO_GPU = "no-gpu"     # a command, but no GPU its interpreter sees
+    NONE = "none"         # no recording allowed past the values given (--extra-recordings 0)
+
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """A value a recording was tried at to make answers exact, which left no trace, and why."""
+
+    value: int
+    why: str
+
+
+@dataclass(frozen=True)
+class ExactRecord:
+    """The recordings made past the values given to make answers exact: at most `most`; `values` as made (they are
+    among the fit's values too); `failed`, tried without a trace; `beyond`, needed but predicted beyond the recording
+    GPU, so not tried; `not_run`, why none was tried at all."""
+
+    most: Count
+    values: list[int] = field(default_factory=list)
+    failed: list[Unrecorded] = field(default_factory=list)
+    beyond: list[int] = field(default_factory=list)
+    not_run: NotExact | None = None
 
 
 @dataclass
@@ -127,6 +215,7 @@ class FitFile:
     limits: list[LimitFit]
     command: list[str] | None = None  # the command, with {param} where the value went
     warnings: list[str] = field(default_factory=list)
+    exact: ExactRecord | None = None  # the recordings made to make answers exact (None: a fit from before them)
     schema: int = FIT_SCHEMA
 
     def to_json(self) -> dict[str, Any]:
@@ -144,3 +233,64 @@ class FitFile:
         path = Path(folder) / FIT_FILE
         write_file(path, checked_text(self.to_json(), FitFile.from_json, str(path), indent=2) + "\n")
         return path
+
+
+# What a fit writes in its folder besides fit.json and plot.png: its recordings (names.fit_trace), and where one's
+# trace could not be read, the raw snapshot kept beside it (trial/recording.py); hidden names are temporary files and
+# the lock.
+_FIT_NAMES = re.compile(r"trace\.[A-Za-z_][A-Za-z0-9_]*-[0-9]+\.xz(\.raw\.pickle)?")
+
+
+def foreign(folder: Path, param: str, command: list[str] | None) -> str | None:
+    """Why `folder` cannot hold this fit (None: it can: missing, empty, or this fit's own): not a folder, a sweep's
+    results folder (whose plot.png a fit would replace), files a fit does not write, or the fit of another command
+    or parameter (whose recordings this one would answer from)."""
+    if not folder.exists():
+        return None
+    if not folder.is_dir():
+        return "is not a folder"
+    names = sorted(os.listdir(folder))
+    if SWEEP_FILE in names or TRIALS_FILE in names:
+        return f"is a sweep's results folder ({SWEEP_FILE if SWEEP_FILE in names else TRIALS_FILE}): a fit keeps " \
+               f"its own folder"
+    if others := [n for n in names if not (n.startswith(".") or n in (FIT_FILE, PLOT_FILE) or _FIT_NAMES.fullmatch(n))]:
+        return f"holds files a fit does not write ({shown(others[0])}{', ...' if len(others) > 1 else ''})"
+    if FIT_FILE in names:
+        fit = FitFile.from_json(load_json(folder / FIT_FILE), str(folder / FIT_FILE))
+        if (fit.param, fit.command) != (param, command):
+            what = "traces recorded before" if fit.command is None else shown(" ".join(fit.command), 60)
+            return f"holds the fit of another command or parameter ({fit.param}: {what})"
+    return None
+
+
+@contextlib.contextmanager
+def claimed(folder: Path, param: str, command: list[str] | None) -> Iterator[Path]:
+    """`folder` held for one fit: refused (one ResultsError line) where `foreign` finds a reason, before it is
+    created and again once its writer lock is held (`folder.ResultsFolder.lock`: a second fit into it at once is
+    refused); created where missing, and removed again, with the folders created for it, where the fit ends by an
+    error having written nothing there."""
+    def refuse() -> None:
+        if why := foreign(folder, param, command):
+            raise ResultsError(f"{folder} {why}: give the fit another folder")
+
+    refuse()
+    created = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
+    holder = ResultsFolder(folder)
+    with holder.lock():
+        try:
+            refuse()
+            yield folder
+        except BaseException:
+            if created is not None and os.listdir(folder) == [LOCK_FILE]:
+                _remove(folder, created)   # the lock file with it, while held: nobody else can hold it
+            raise
+
+
+def _remove(folder: Path, created: Path) -> None:
+    """`folder` and its parents up to `created` (the first this process made), while they hold nothing else."""
+    with contextlib.suppress(OSError):
+        (folder / LOCK_FILE).unlink()
+        for path in [folder, *folder.parents]:
+            path.rmdir()
+            if path == created:
+                break

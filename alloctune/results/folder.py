@@ -21,16 +21,19 @@ from ..errors import FolderBusy, ResultsError
 from ..files import checked_path, not_a_file, read_text, write_file
 from ..settings.conf import AllocConf, canonical
 from ..units import plural
-from .choices import RESULTS_SCHEMA, ChoiceFile, ChoiceRecord, ReasonRecord
+from .choices import ChoiceFile, ChoiceRecord, ReasonRecord
 from .records import Backend, Budget, Conf, TrialRecord, parsed
 from .names import BEST_FILE, CHOICE_FILE, LOCK_FILE, PLOT_FILE, SUMMARY_FILE, SWEEP_FILE, TRIALS_FILE
 from .trials import TrialStore
 from . import batch
 from .typed import checked_text, from_json, load_json
+from .upgrade import upgraded
 
 # Where a sweep creates its folder unless told: a folder of the user's own in the current one, named for the tool,
 # so that a user's sweeps never mix with anything else there (this repository's committed results/, for one).
 DEFAULT_RESULTS_ROOT = "alloctune-results"
+# sweep.json's; readers refuse any other (choice.json's is `choices.CHOICE_SCHEMA`, older ones upgraded on reading)
+SWEEP_SCHEMA = 1
 # What a decision writes, together or not at all (`ResultsFolder.together`): the only files a batch may change.
 DECIDED = (CHOICE_FILE, SUMMARY_FILE, PLOT_FILE, BEST_FILE)
 MAX_ENV_BYTES = 64 * 2**10   # best.env: a comment and a line, some hundred bytes
@@ -88,13 +91,20 @@ class SweepInfo:
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""
-    schema: int = RESULTS_SCHEMA
+    schema: int = SWEEP_SCHEMA
 
     def __post_init__(self) -> None:
         self.backend = Backend(self.backend)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def workload_label(self) -> str:
+        """The workload and its preset, as a results folder's name starts (two presets of one workload are different
+        sweeps)."""
+        preset = self.workload.get("preset")
+        return f"{self.workload_name}-{preset}" if preset else self.workload_name
 
     @property
     def settings(self) -> list[AllocConf]:
@@ -141,14 +151,19 @@ def _json_text(data: dict[str, Any], read: Callable[[Any, str], object], where: 
     return checked_text(data, read, where, indent=2, sort_keys=True) + "\n"
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def _load(path: Path, what: str) -> Any:
     try:
-        data = load_json(path)
+        return load_json(path)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no {what} here") from None
-    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+
+
+def _read_sweep(path: Path) -> dict[str, Any]:
+    data = _load(path, f"sweep description ({SWEEP_FILE})")
+    if not isinstance(data, dict) or data.get("schema") != SWEEP_SCHEMA:
         version = data.get("schema") if isinstance(data, dict) else None
-        raise ResultsError(f"{path}: {what} schema version {version!r}; this alloctune reads {RESULTS_SCHEMA}")
+        raise ResultsError(f"{path}: sweep description ({SWEEP_FILE}) schema version {version!r}; this alloctune "
+                           f"reads {SWEEP_SCHEMA}")
     return data
 
 
@@ -220,7 +235,7 @@ class ResultsFolder:
         if not self.path.is_dir():
             raise ResultsError(f"{self.path}: not a results folder (no such directory)")
         path = self.path / SWEEP_FILE
-        return SweepInfo.from_json(_read_json(path, f"sweep description ({SWEEP_FILE})"), str(path))
+        return SweepInfo.from_json(_read_sweep(path), str(path))
 
     def trials(self) -> list[TrialRecord]:
         return self.store.load()
@@ -294,7 +309,7 @@ class ResultsFolder:
         if not self.has_choice():
             raise ResultsError(f"{self.path}: this sweep has not finished a choice (no {CHOICE_FILE}); "
                                f"run the sweep again to resume it")
-        return list(_read_choices(_read_json(path, "choice"), str(path)).choices)
+        return list(_read_choices(_load(path, "choice"), str(path)).choices)
 
 
 def _decided(name: str) -> str:
@@ -304,7 +319,8 @@ def _decided(name: str) -> str:
 
 
 def _read_choices(data: object, where: str) -> ChoiceFile:
-    return from_json(ChoiceFile, data, where)
+    """choice.json's parsed `data` as records, a file of an older schema upgraded first (`upgrade.py`)."""
+    return from_json(ChoiceFile, upgraded(data, where), where)
 
 
 def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]:

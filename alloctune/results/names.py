@@ -31,3 +31,10 @@ def staged(name: str) -> str:
 def fit_trace(param: str, value: int) -> str:
     """The file a fit keeps its recording at `value` of `param` in."""
     return f"trace.{param}-{value}.xz"
+
+
+def fit_trace_value(name: str, param: str) -> int | None:
+    """The value of `param` a file named `name` holds a fit's recording at (`fit_trace`), else None."""
+    head, tail = f"trace.{param}-", ".xz"
+    digits = name[len(head):-len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) < 19 and int(digits) > 0 else None

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Protocol
 
 from ..errors import ConfError
 from ..settings.conf import AllocConf
+from .alternation import Alternation
 from .typed import Check, at_least, from_json, problem, within
 
 SCHEMA_VERSION = 1
@@ -269,6 +270,10 @@ class Measurement:
     # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
     # records from before it was counted.
     driver_work: DriverWork | None = None
+    # A trial that alternated its setting with another inside its process (an in-process confirmation): the timed
+    # blocks. Its peaks are then those of its own setting's part (start-up, warm-up and its first block, before the
+    # first switch), and its throughput its own blocks' rate. None for every other trial.
+    alternation: Alternation | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str = "measurement") -> "Measurement":

@@ -29,6 +29,9 @@ from ..units import MAX_INT
 
 T = TypeVar("T")
 MAX_DEPTH = 64  # no results file nests anywhere near this; deeper input is damage (or an attack on the reader)
+# The values a free-form value (a trace's metadata, memory_stats, an environment) may hold: 4 M, the step ends of two
+# million steps, far more than any recording; a pickle can repeat one list by reference until 300 bytes hold 2^40.
+MAX_PLAIN_VALUES = 1 << 22
 # sweep.json, choice.json, search.json: the largest in results/ take 6 KB; a search over 400 settings in several
 # interpreters stays below 2 MB
 MAX_JSON_BYTES = 64 * 2**20
@@ -124,8 +127,24 @@ def load_json(path: str | os.PathLike[str], error: type[ResultsError] = ResultsE
     return loads(read_input(path, MAX_JSON_BYTES, "a results file", error), os.fspath(path), error)
 
 
-def check_plain(value: object, path: str = "", depth: int = 0) -> None:
-    """A free-form JSON value: no non-finite float anywhere, nesting within MAX_DEPTH."""
+def check_plain(value: object, path: str = "") -> None:
+    """A free-form JSON value: no non-finite float anywhere, nesting within MAX_DEPTH, MAX_PLAIN_VALUES values at
+    most, counted as they are reached (`path` names it in the error)."""
+    left = [MAX_PLAIN_VALUES]
+    try:
+        _plain(value, path, 0, left)
+    except _TooMany:
+        raise FieldError(path, f"holds more than {MAX_PLAIN_VALUES:,} values (or repeats some by reference)") from None
+
+
+class _TooMany(Exception):
+    pass
+
+
+def _plain(value: object, path: str, depth: int, left: list[int]) -> None:
+    left[0] -= 1
+    if left[0] < 0:
+        raise _TooMany   # said once, by check_plain, for the whole value
     if depth > MAX_DEPTH:
         raise FieldError(path, f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, float) and not math.isfinite(value):
@@ -134,10 +153,10 @@ def check_plain(value: object, path: str = "", depth: int = 0) -> None:
         raise FieldError(path, f"expected an integer of at most 64 bits, got {shown(value)}")
     if isinstance(value, dict):
         for key, item in value.items():
-            check_plain(item, f"{path}.{key}" if path else str(key), depth + 1)
+            _plain(item, f"{path}.{key}" if path else str(key), depth + 1, left)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            check_plain(item, f"{path}[{i}]", depth + 1)
+            _plain(item, f"{path}[{i}]", depth + 1, left)
 
 
 def _hints(cls: type) -> dict[str, Any]:

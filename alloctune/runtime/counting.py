@@ -16,6 +16,8 @@ steps:
 
 - at steps K and 2K (growth samples, `--check-growth K`): [step, reserved, allocated] of the process now;
 - at step warmup + 4N/5 (80% of a window of N steps): the peak reserved so far;
+- on every step from the end of the warm-up, an in-process confirmation's alternation (`alternate.py`), which
+  switches settings at block boundaries and may end the process as the automatic window does (which waits for it);
 - at step warmup + N, or at the step every process agreed on once the automatic window's rule was met
   (`stopping.py`: a confirmation trial's early stop): synchronise, take the window's end and the peak again, then
   `Job.finish()`, which writes the process's report and ends the process. Every rank counts the same steps, so
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol, TypeVar
 
 from ..results.records import ThroughputSource
+from .alternate import Alternator
 from .peaks import StepCount
 from .stopping import AHEAD_STEPS, MIN_STEADY_STEPS, SharedStop, Spread, enough
 
@@ -101,8 +104,10 @@ class Counter:
     `step_ends_us` (a process that records a trace; without, `step_ends_us` is empty)."""
 
     def __init__(self, job: Job, warmup: int, window: int | None = None, growth: int | None = None,
-                 call_name: str = "", early: SharedStop | None = None, ends: bool = False):
+                 call_name: str = "", early: SharedStop | None = None, ends: bool = False,
+                 alternation: Alternator | None = None):
         self.job = job
+        self.alternation = alternation            # an in-process confirmation (`alternate.py`): told every step
         self.ends = ends
         self.warmup = max(1, warmup)
         self.window = window
@@ -157,7 +162,8 @@ class Counter:
 
     @property
     def _watching(self) -> bool:
-        return self.window is not None or self.growth is not None or self.early is not None
+        return (self.window is not None or self.growth is not None or self.early is not None
+                or self.alternation is not None)
 
     def _new(self, source: ThroughputSource, name: str) -> _Source:
         self.sources.append(_Source(source, name))
@@ -234,10 +240,12 @@ class Counter:
                 self.growth_samples.append([step, *memory])
         if self.window is not None and not self.at_80_read and step >= self.warmup + 4 * self.window // 5:
             self.at_80_read, self.at_80 = True, self.job.reserved_peak()
+        ended = (self.alternation is not None and source.start is not None
+                 and self.alternation.step(step, step - source.start_at))
         stop = self._stop(source)
-        if stop is None or step < stop:
+        if not ended and (stop is None or step < stop):
             return
-        self.auto_ended = self.window is None or stop < self.warmup + self.window
+        self.auto_ended = ended or self.window is None or (stop is not None and stop < self.warmup + self.window)
         source.end = self.job.synced()
         peak = self.job.reserved_peak()
         self.window_reserved = [self.at_80, peak] if self.at_80 is not None and peak is not None else None
@@ -247,7 +255,9 @@ class Counter:
         """The step the followed source ends at: the --steps window's, or the automatic window's once every
         process agrees on it (proposed by the first whose steps met `stopping.enough`), whichever comes first."""
         steady = source.count - source.start_at
-        if self.early is not None and self.agreed is None and source.start is not None and steady >= MIN_STEADY_STEPS:
+        alternating = self.alternation is not None and self.alternation.active
+        if (self.early is not None and not alternating and self.agreed is None and source.start is not None
+                and steady >= MIN_STEADY_STEPS):
             assert source.last is not None
             if enough(steady, source.last - source.start, source.spread):
                 self.agreed = self.early.propose(source.count + AHEAD_STEPS)

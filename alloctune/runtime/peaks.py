@@ -15,6 +15,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any, Mapping
 
+from ..results.alternation import Alternation
 from ..results.records import Bytes, Count, DeviceMemorySource, GrowthSamples, Measurement, ThroughputSource
 from ..results.typed import Check
 
@@ -144,6 +145,9 @@ class ProcessReport:
     # What it did that allocator settings are sensitive to: features.observed(), an `observation.Observation`
     # (read as one by trial/features.py: this module stays light for the trial child).
     features: dict[str, Any] | None = None
+    # ALLOCTUNE_HOOK_ALTERNATE: the blocks it timed under its setting and the other in turn (runtime/alternate.py);
+    # `devices` then holds its figures at the first switch (its own setting's part of the run).
+    alternation: Alternation | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..settings.conf import AllocConf
 from ..settings.readback import mismatch
 from .allocator import effective_settings
+from .alternate import captured, finished
 from .devices import Sampler, peaks
 from .peaks import ProcessReport
 
@@ -30,17 +31,18 @@ def with_steps(counter: Counter, report: ProcessReport, sync: bool) -> ProcessRe
         except Exception:   # a device in error: the host times still stand
             pass
     return replace(report, counted=counter.at_exit(synced), window_reserved=counter.window_reserved,
-                   growth_samples=list(counter.growth_samples))
+                   growth_samples=list(counter.growth_samples), alternation=finished(counter.alternation))
 
 
 def with_cuda(torch: Any, report: ProcessReport, sampler: Sampler | None, conf: str,
-              recording: bool) -> tuple[ProcessReport, dict | None]:
-    """`report` with what the allocator and the driver saw on each device (the last of `sampler`'s readings), and
-    the settings in force against those asked for (`conf`); when `recording`, the allocator's snapshot too, taken
-    once (expensive on a big job) for both the settings and the trace."""
+              recording: bool, counter: Counter | None = None) -> tuple[ProcessReport, dict | None]:
+    """`report` with what the allocator and the driver saw on each device (the last of `sampler`'s readings; of a
+    process that alternated settings, `counter`'s alternation's figures at its first switch: its own setting's part
+    of the run), and the settings in force against those asked for (`conf`); when `recording`, the allocator's
+    snapshot too, taken once (expensive on a big job) for both the settings and the trace."""
     if sampler is not None:
         sampler.last()
-    devices = peaks(torch.cuda, sampler)
+    devices = captured(counter) or peaks(torch.cuda, sampler)
     snapshot = torch.cuda.memory._snapshot() if recording else None
     effective, readable = effective_settings(snapshot)
     return replace(report, devices=devices, effective_conf=str(effective),

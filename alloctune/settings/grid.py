@@ -4,6 +4,7 @@ lives here; which settings have known problems on a torch is `known.py`'s table,
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,16 +47,29 @@ class Skip:
         return {"conf": self.conf, "reason": self.reason}
 
 
+# The settings a grid may expand to: ten times the most a search replays (400). Each is a trial on the GPU or a
+# replay; a few keys with a few values each multiply to millions (eight keys of eight: 16.8 M in 1.6 KB), which
+# are counted, not made.
+MAX_GRID_SETTINGS = 4000
+
+
 def expand(entries) -> list[AllocConf]:
     """Settings from grid entries: conf strings ('' or 'default' for the default, an `AllocConf`), and mappings of
     key -> list of values whose cartesian product is taken (a value of None leaves the key out). The default is
-    always first; duplicates are removed, order kept."""
+    always first; duplicates are removed, order kept. More than MAX_GRID_SETTINGS are refused before any is made."""
     if isinstance(entries, (str, dict, AllocConf)):
         entries = [entries]
     try:
         entries = list(entries)
     except TypeError:
         raise ConfError(f"a grid is a list of settings, got {entries!r}") from None
+    listed = 0
+    for entry in entries:
+        listed += math.prod(len(v) if isinstance(v, (list, tuple)) else 1 for v in entry.values()) \
+            if isinstance(entry, dict) else 1
+        if listed > MAX_GRID_SETTINGS:
+            raise ConfError(f"the grid lists more than {MAX_GRID_SETTINGS:,} settings (its mappings' products "
+                            f"counted): each costs a trial or a replay; name fewer values")
     confs = [AllocConf()]
     for entry in entries:
         confs.extend(_expand_entry(entry))

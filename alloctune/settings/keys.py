@@ -16,10 +16,12 @@ other interpreters.
 from __future__ import annotations
 
 import enum
+import re
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
-from ..errors import ConfError
+from ..errors import ConfError, shown
 
 Version = Tuple[int, int, int]
 
@@ -79,13 +81,27 @@ def _bool(key: str, raw: str) -> bool:
     return raw == "True"
 
 
+# The largest whole number a key takes (MiB, divisions, a divisions list's bounds): 2^30, 1 PiB as MiB, a thousand
+# times any card. torch up to 2.8 reads these values with `stoi` and refuses more than 2^31 - 1; from 2.9 (`stoull`)
+# it refuses more than 2^64 - 1, clamps a MiB value to 2^44 - 1 (SIZE_MAX / 1 MiB) and then adds it to request sizes
+# in 64 bits (request + max_non_split_rounding, an expandable segment's page count), where near the clamp it wraps,
+# as `512 * divisions` does from 2^55 divisions. Below this bound every torch reads a value as written and none of
+# its sums (nor the simulator cores') wraps, so a value means what the key says; a larger one is refused here.
+LARGEST = 1 << 30
+_WHOLE = re.compile(r"[+-]?[0-9]+")   # ASCII digits, as torch's stoi/stoull read them
+
+
 def _int(key: str, raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfError(f"{key} expects a whole number of MiB, got {raw!r}") from None
-    if value <= 0:
+    if not _WHOLE.fullmatch(raw):
+        of = " of MiB" if key.endswith("_mb") else ""   # the keys of sizes are named in MiB
+        raise ConfError(f"{key} expects a whole number{of}, got {shown(raw)}")
+    digits = raw.lstrip("+-").lstrip("0")
+    value = int(digits or "0") if len(digits) <= 19 else LARGEST + 1   # more digits: over LARGEST, left unread
+    if value <= 0 or raw.startswith("-"):
         raise ConfError(f"{key} must be positive, got {raw!r}")
+    if value > LARGEST:
+        raise ConfError(f"{key} must be at most {LARGEST} (2^30), got {shown(raw)}: no device has use for more, "
+                        f"and torch refuses larger values or clamps them, or its size arithmetic overflows on them")
     return value
 
 
@@ -93,9 +109,13 @@ def _fraction(key: str, raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ConfError(f"{key} expects a number, got {raw!r}") from None
+        raise ConfError(f"{key} expects a number, got {shown(raw)}") from None
     if not 0.0 <= value <= 1.0:
-        raise ConfError(f"{key} expects a value in [0, 1], got {raw!r}")
+        raise ConfError(f"{key} expects a value in [0, 1], got {shown(raw)}")
+    # torch's stod refuses a number too small for a normal double (1e-400, 5e-324), where float() reads 0 or less
+    if value < sys.float_info.min and any(digit in raw.partition("e")[0].partition("E")[0] for digit in "123456789"):
+        raise ConfError(f"{key}: {shown(raw)} is too small for torch to read (below {sys.float_info.min:g}); "
+                        f"write 0 or a larger value")
     return value
 
 
@@ -118,11 +138,10 @@ def _divisions(key: str, raw: str) -> int | DivisionList:
         if bound == ">":
             entries.append((">", _power_of_two(key, div)))
             continue
-        try:
-            size = int(bound)
-        except ValueError:
-            raise ConfError(f"{key}: list bound must be a size in MiB or '>', got {bound!r}") from None
-        if size <= 0 or size & (size - 1):
+        if not _WHOLE.fullmatch(bound):
+            raise ConfError(f"{key}: list bound must be a size in MiB or '>', got {shown(bound)}")
+        size = _int(key, bound)
+        if size & (size - 1):
             raise ConfError(f"{key}: list bound must be a power of two, got {bound!r}")
         entries.append((size, _power_of_two(key, div)))
     if not entries:
@@ -143,8 +162,8 @@ def format_value(value: object) -> str:
         return "True" if value else "False"
     if isinstance(value, tuple):
         return "[" + ",".join(f"{b}:{d}" for b, d in value) + "]"
-    if isinstance(value, float):
-        return f"{value:g}"
+    if isinstance(value, float):   # short, unless that would round it: torch must read what was judged
+        return short if float(short := f"{value:g}") == value else repr(value)
     return str(value)
 
 

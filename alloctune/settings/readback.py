@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .conf import AllocConf
-from .keys import KEYS, Readback, format_value
+from .keys import KEYS, LARGEST, Readback, format_value
 
 _FROM_SNAPSHOT = (Readback.SNAPSHOT, Readback.SHOWN)
 _COMPARED = (Readback.ALWAYS, Readback.SNAPSHOT)
@@ -20,7 +20,8 @@ def conf_from_settings(settings: dict | None, max_split: int) -> AllocConf:
         for key in KEYS.values():
             if key.readback in _FROM_SNAPSHOT and (text := _snapshot_value(settings.get(key.name))) is not None:
                 raw[key.name] = text
-    if 0 < max_split < 2**62:
+    # Unset reads back as SIZE_MAX (or -1); a split limit above LARGEST MiB, larger than any block, acts as none too.
+    if 0 < max_split // 2**20 <= LARGEST:
         raw["max_split_size_mb"] = str(max_split // 2**20)   # the one key memory_stats reports (Readback.ALWAYS)
     values: dict[str, Any] = {}   # each as its key's parser reads torch's figure printed canonically
     for name, text in raw.items():
@@ -39,8 +40,8 @@ def _snapshot_value(value: object) -> str | None:
         return str(divisions[0]) if divisions and len(set(divisions)) == 1 else None
     if isinstance(value, bool):   # a flag
         return format_value(value) if value else None
-    if isinstance(value, (int, float)):   # a fraction
-        return format_value(float(value)) if value else None
+    if isinstance(value, (int, float)):   # a fraction, kept in single precision (0.6 reads back as 0.6000000238):
+        return f"{float(value):g}" if value else None   # six digits give what was written
     return None
 
 

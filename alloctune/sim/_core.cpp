@@ -37,6 +37,11 @@ constexpr u64 kNoLimit = ~0ull;
 constexpr u64 kVaStart = 1ull << 32, kVaEnd = 1ull << 63;
 constexpr u64 kMaxSegmentSpace = 1ull << 50;
 constexpr u64 kLargestRequest = 1ull << 60;  // larger sizes: OverflowError, the Python core takes over
+// The largest figures of a setting it takes (device memory, overhead, allowed, max_split, non_split_rounding,
+// large_segment; larger ones: OverflowError, the Python core takes over): no sum it forms of three such figures
+// (reserved + overhead + a segment) or of one and a request wraps 64 bits; nor does 512 * divisions.
+constexpr u64 kLargestFigure = 1ull << 62;
+constexpr i64 kLargestDivisions = i64{1} << 54;
 
 struct BlockPool;
 struct Block;
@@ -835,6 +840,18 @@ bool read_marks(PyObject* obj, Py_ssize_t n, std::vector<i64>* marks) {
   return true;
 }
 
+// A byte figure of the setting (`unlimited`: or kNoLimit, max_split unset), into `out`; false with OverflowError
+// beyond kLargestFigure, which simulate.py answers by replaying on the Python core.
+bool read_figure(PyObject* obj, bool unlimited, u64* out) {
+  *out = PyLong_AsUnsignedLongLong(obj);  // OverflowError when negative or beyond 64 bits, TypeError if no int
+  if (PyErr_Occurred()) return false;
+  if (*out >= kLargestFigure && !(unlimited && *out == kNoLimit)) {
+    PyErr_SetString(PyExc_OverflowError, "a setting's figure beyond the compiled core's range");
+    return false;
+  }
+  return true;
+}
+
 // The trace's four columns by position, then the setting by name: the fields of sim/config.py's AllocatorConfig
 // (all but its label; `allowed` None for no limit), whether to stop at the first release-and-retry, and the marks.
 PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
@@ -843,25 +860,21 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
                                 "divisions_one_rounds_512", "expandable", "expandable_private", "gc_threshold",
                                 "stop_at_retry", "marks", nullptr};
   PyObject *kinds_obj, *addrs_obj, *sizes_obj, *streams_obj, *allowed_obj, *divisions_obj, *marks_obj;
-  unsigned long long device_memory, overhead, max_split, non_split_rounding, large_segment;
+  PyObject *device_memory, *overhead, *max_split, *non_split_rounding, *large_segment;
   int rounds_512, expandable, expandable_private, stop_at_retry;
   double gc_threshold;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$KKOKKKOpppdpO", const_cast<char**>(names), &kinds_obj,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO$OOOOOOOpppdpO", const_cast<char**>(names), &kinds_obj,
                                    &addrs_obj, &sizes_obj, &streams_obj, &device_memory, &overhead, &allowed_obj,
                                    &max_split, &non_split_rounding, &large_segment, &divisions_obj, &rounds_512,
                                    &expandable, &expandable_private, &gc_threshold, &stop_at_retry, &marks_obj))
     return nullptr;
   Config c{};
-  c.device_memory = device_memory;
-  c.overhead = overhead;
   c.has_allowed = allowed_obj != Py_None;
-  if (c.has_allowed) {
-    c.allowed = PyLong_AsUnsignedLongLong(allowed_obj);
-    if (PyErr_Occurred()) return nullptr;
-  }
-  c.max_split = max_split;
-  c.non_split_rounding = non_split_rounding;
-  c.large_segment = large_segment;
+  if (!read_figure(device_memory, false, &c.device_memory) || !read_figure(overhead, false, &c.overhead) ||
+      (c.has_allowed && !read_figure(allowed_obj, false, &c.allowed)) ||
+      !read_figure(max_split, true, &c.max_split) || !read_figure(non_split_rounding, false, &c.non_split_rounding) ||
+      !read_figure(large_segment, false, &c.large_segment))
+    return nullptr;
   c.divisions_one_rounds_512 = rounds_512;
   c.expandable = expandable;
   c.expandable_private = expandable_private;
@@ -875,6 +888,10 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
   for (int i = 0; i < 16; ++i) {
     i64 d;
     if (!divisions.get(i, &d)) return nullptr;
+    if (d < 0 || d > kLargestDivisions) {  // 512 * divisions must not wrap
+      PyErr_SetString(PyExc_OverflowError, "divisions beyond the compiled core's range");
+      return nullptr;
+    }
     c.divisions[i] = static_cast<u64>(d);
   }
   Column kinds, addrs, sizes, streams;

@@ -18,6 +18,10 @@ from .limits import is_int
 
 ACTIONS = ("begin", "end", "release")
 DEFAULT_POOL = (0, 0)
+# Captures underway at once: a stream captures one graph at a time, and a recording nests few (cudagraph trees'
+# warm-up inside another). An entry is routed, and an end closes its captures, by a search of those underway; 30,000
+# begun and never ended (1.3 MB of snapshot) made that quadratic, a load of hours: more are refused.
+MAX_OPEN_CAPTURES = 256
 
 
 def _checked(event: object, where: str) -> dict:
@@ -38,6 +42,7 @@ class Captures:
         self._pending = sorted((e for e in mine if e.get("device", 0) == device), key=lambda e: e["time_us"])
         self._next = 0                # the first event not yet handed out: `due` runs once per entry, so no copies
         self._open: list[dict] = []   # the begins not yet ended, in order
+        self._where = where
 
     def due(self, time_us: int | None) -> list[dict]:
         """The events that come before an entry at `time_us` (None: after the last entry), taken off the queue."""
@@ -53,6 +58,9 @@ class Captures:
         for event in due:
             if event["action"] == "begin":
                 self._open.append(event)
+                if len(self._open) > MAX_OPEN_CAPTURES:
+                    raise TraceError(f"{self._where!r}: meta 'pool_events' has more than {MAX_OPEN_CAPTURES} CUDA graph "
+                                     f"captures underway at once, which no recording holds")
             elif event["action"] == "end":
                 self._open = [e for e in self._open if e["pool"] != event["pool"]]
         return due

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import TraceError, shown
 from ..files import write_file
+from ..results.typed import MAX_PLAIN_VALUES
 from ..units import format_bytes
 from .limits import MAX_EVENTS
 
@@ -52,8 +53,13 @@ def read_compact(head: bytes, compressed: io.BufferedIOBase, where: str) -> tupl
     the format) and goes on in `compressed`; `TraceError` when it is not one, or is truncated or corrupt. The
     header's device and meta are the caller's to check."""
     stream = _Inflater(head, compressed, where)
+    line = stream.read_line(MAX_HEADER_BYTES)
+    # as many values as separators and containers at most: counted before any is made (`[],` x 21 M take 1.5 GB)
+    if line.count(b",") + line.count(b"[") + line.count(b"{") > MAX_PLAIN_VALUES:
+        raise TraceError(f"{where!r}: its header holds more than the {MAX_PLAIN_VALUES:,} values a trace's metadata "
+                         f"may: not an alloctune trace")
     try:
-        header = json.loads(stream.read_line(MAX_HEADER_BYTES))
+        header = json.loads(line)
     except (ValueError, RecursionError) as exc:
         raise TraceError(f"{where!r} is truncated or corrupt ({shown(str(exc))})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:

@@ -10,6 +10,7 @@ import io
 import pickle
 
 from ..errors import AlloctuneError, TraceError, shown
+from .limits import MIN_ITEM_BYTES
 
 PICKLE_PROTO = 0x80  # every pickle protocol >= 2 starts with PROTO; torch writes protocol >= 2
 
@@ -29,8 +30,9 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def unpickle_snapshot(head: bytes, stream: io.BufferedIOBase, where: str) -> dict:
     """The snapshot whose pickle starts with `head` (already read, to tell the format) and goes on in `stream`."""
+    raw = _Rejoined(head, stream)
     try:
-        snapshot = _PlainUnpickler(io.BufferedReader(_Rejoined(head, stream))).load()
+        snapshot = _PlainUnpickler(io.BufferedReader(raw)).load()
     except AlloctuneError:  # refused: a global asked for, or the input passed its size limit
         raise
     except Exception as exc:  # the unpickler raises many types on corrupt input; all mean the same here
@@ -38,7 +40,25 @@ def unpickle_snapshot(head: bytes, stream: io.BufferedIOBase, where: str) -> dic
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("device_traces"), list):
         raise TraceError(f"{where!r} is not a PyTorch memory snapshot: expected a dict with 'device_traces' "
                          f"(written by torch.cuda.memory._dump_snapshot)")
+    _within_its_size(snapshot, raw.read_bytes, where)
     return snapshot
+
+
+def _within_its_size(snapshot: dict, size: int, where: str) -> None:
+    """Refuse a snapshot that lists more segments, blocks and trace entries than one per MIN_ITEM_BYTES of its
+    `size`, counting no further than that."""
+    most = size // MIN_ITEM_BYTES
+    lists = [snapshot["device_traces"], *snapshot["device_traces"][:most]]
+    segments = snapshot.get("segments")
+    if isinstance(segments, list):
+        lists += [segments, *(s.get("blocks") for s in segments[:most] if isinstance(s, dict))]
+    listed = 0
+    for items in lists:
+        listed += len(items) if isinstance(items, list) else 0
+        if listed > most:
+            raise TraceError(f"{where!r} lists more segments, blocks and trace entries than one for every "
+                             f"{MIN_ITEM_BYTES} of its {size:,} bytes, which no snapshot torch writes does: it "
+                             f"repeats some by reference")
 
 
 class _Rejoined(io.RawIOBase):
@@ -46,6 +66,7 @@ class _Rejoined(io.RawIOBase):
 
     def __init__(self, head: bytes, stream: io.BufferedIOBase):
         self._head, self._stream = head, stream
+        self.read_bytes = 0   # handed to the unpickler so far
 
     def readable(self) -> bool:
         return True
@@ -55,5 +76,7 @@ class _Rejoined(io.RawIOBase):
             n = min(len(buffer), len(self._head))
             buffer[:n] = self._head[:n]
             self._head = self._head[n:]
-            return n
-        return self._stream.readinto(buffer)
+        else:
+            n = self._stream.readinto(buffer)
+        self.read_bytes += n
+        return n

@@ -8,7 +8,7 @@ reserve `budget_bytes`); a replay under it "runs" when it has no OOM and no allo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..settings.conf import AllocConf
 from .limits import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD
@@ -56,48 +56,56 @@ class SettingPoints:
     reason: str | None = None
 
 
-def overhead_of(traces: Sequence[Trace]) -> int:
+class HasMeta(Protocol):
+    """A trace, or what a caller kept of one once it dropped its events: its metadata."""
+
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+
+def overhead_of(traces: Sequence[HasMeta]) -> int:
     """The CUDA context one process holds outside the allocator: the most the recordings measured, else
     DEFAULT_OVERHEAD."""
     measured = [int(t.meta["overhead_bytes"]) for t in traces if t.meta.get("overhead_bytes") is not None]
     return max(measured) if measured else DEFAULT_OVERHEAD
 
 
-def recording_device(traces: Sequence[Trace]) -> int:
+def recording_device(traces: Sequence[HasMeta]) -> int:
     """The memory of the GPU the traces were recorded on (a budget is a share of it), else an H200's."""
     recorded = [int(t.meta["device_total_bytes"]) for t in traces if t.meta.get("device_total_bytes")]
     return max(recorded) if recorded else DEFAULT_DEVICE_MEMORY
 
 
-def replay_points(traces: Mapping[int, Trace], confs: Sequence[AllocConf], limits: Sequence[Limit], *,
-                  overhead_bytes: int, jobs: int | None = None) -> list[SettingPoints]:
-    """Every setting of `confs` at every value of `traces`, without a limit and under each of `limits`."""
-    values = sorted(traces)
-    # one pool per value, for its unlimited replay and one per limit: a pool's workers hold every trace it is given,
-    # and one value's trace at a time is what a large job's replays can afford on every core
+def replay_value(trace: Trace, confs: Sequence[AllocConf], limits: Sequence[Limit], *, value: int,
+                 overhead_bytes: int, jobs: int | None = None) -> list[Replayed | str]:
+    """Every setting of `confs` replayed on `trace`, recorded at `value`, without a limit and under each of
+    `limits`: per setting, its `Replayed`, or why it is not simulated. One trace at a time: a pool's workers hold
+    every trace they are given, and one value's trace is what a large job's replays can afford on every core."""
     conditions: list[tuple[int, int | None]] = [(UNLIMITED, None)]
     conditions += [(limit.device_bytes, limit.budget_bytes) for limit in limits]
-    by_value = {}
-    for v in values:
-        free, *limited = replay_many([(traces[v], device, budget) for device, budget in conditions], confs,
-                                     overhead_bytes=overhead_bytes, jobs=jobs)
-        by_value[v] = (free, limited)
+    free, *limited = replay_many([(trace, device, budget) for device, budget in conditions], confs,
+                                 overhead_bytes=overhead_bytes, jobs=jobs)
+    out: list[Replayed | str] = []
+    for i in range(len(confs)):
+        result = free[i].result
+        if not free[i].simulated or result is None:
+            out.append(free[i].reason or "not simulated")
+            continue
+        under = [outcomes[i].result for outcomes in limited]
+        out.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes, tuple(map(_runs, under)),
+                            tuple(r.peak_reserved_bytes if r is not None else 0 for r in under)))
+    return out
+
+
+def points_of(by_value: Mapping[int, Sequence[Replayed | str]], confs: Sequence[AllocConf]) -> list[SettingPoints]:
+    """Each setting at every value replayed (`replay_value`'s lists, by value), or why it is not simulated."""
+    values = sorted(by_value)
     out = []
     for i, conf in enumerate(confs):
-        reason = next((by_value[v][0][i].reason for v in values if not by_value[v][0][i].simulated), None)
-        if reason is not None:
-            out.append(SettingPoints(conf, (), reason))
-            continue
-        points = []
-        for value in values:
-            free, limited = by_value[value]
-            result = free[i].result
-            assert result is not None
-            under = [outcomes[i].result for outcomes in limited]
-            points.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes,
-                                   tuple(map(_runs, under)),
-                                   tuple(r.peak_reserved_bytes if r is not None else 0 for r in under)))
-        out.append(SettingPoints(conf, tuple(points)))
+        replays = [by_value[v][i] for v in values]
+        reason = next((r for r in replays if isinstance(r, str)), None)
+        out.append(SettingPoints(conf, (), reason) if reason is not None else
+                   SettingPoints(conf, tuple(r for r in replays if isinstance(r, Replayed))))
     return out
 
 
@@ -105,19 +113,35 @@ def _runs(result) -> bool:
     return result is not None and result.num_ooms == 0 and result.num_alloc_retries == 0
 
 
-def fleet_peaks(traces: Mapping[str, Trace], confs: Sequence[AllocConf], *, device_memory: int | None = None,
-                jobs: int | None = None) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
-    """Each job's peak reserved under each simulated setting on its recording GPU (or `device_memory`), None where
-    it does not run there (an OOM or an alloc retry); and the settings not simulated, with why (left out)."""
-    out: dict[str, dict[AllocConf, int | None]] = {}
+@dataclass(frozen=True)
+class JobPeaks:
+    """What a fleet keeps of one job's trace once it is replayed: the peak reserved under each simulated setting
+    (None where the job does not run: an OOM or an alloc retry), the settings not simulated with why, and the torch
+    that recorded it."""
+
+    peaks: dict[AllocConf, int | None]
+    not_simulated: dict[AllocConf, str]
+    torch_version: str | None
+
+
+def job_peaks(trace: Trace, confs: Sequence[AllocConf], *, device_memory: int | None = None,
+              jobs: int | None = None) -> JobPeaks:
+    """One job's trace replayed under `confs` on its recording GPU (or `device_memory`): its figures, which are all
+    a fleet holds of it (a trace can take gigabytes; the next job's is loaded once this one is dropped)."""
+    peaks: dict[AllocConf, int | None] = {}
     not_simulated: dict[AllocConf, str] = {}
-    for job, trace in traces.items():
-        device = device_memory or recording_device([trace])
-        out[job] = {}
-        for o in replay(trace, confs, device, jobs=jobs):
-            if o.result is None:
-                not_simulated[o.setting] = o.reason or ""
-            else:
-                out[job][o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
-    return {job: {s: p for s, p in peaks.items() if s not in not_simulated} for job, peaks in out.items()}, \
+    for o in replay(trace, confs, device_memory or recording_device([trace]), jobs=jobs):
+        if o.result is None:
+            not_simulated[o.setting] = o.reason or ""
+        else:
+            peaks[o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
+    return JobPeaks(peaks, not_simulated, trace.meta.get("torch_version"))
+
+
+def fleet_peaks(jobs: Mapping[str, JobPeaks],
+                confs: Sequence[AllocConf]) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
+    """Each job's peak reserved under each of `confs` simulated for every job; and those of `confs` not simulated
+    for some job, with why (left out)."""
+    not_simulated = {s: why for job in jobs.values() for s, why in job.not_simulated.items() if s in confs}
+    return {name: {s: job.peaks[s] for s in confs if s not in not_simulated} for name, job in jobs.items()}, \
         not_simulated

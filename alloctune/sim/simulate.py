@@ -41,7 +41,6 @@ except ImportError as exc:  # not built (no compiler at install), built for anot
                      if isinstance(exc, ModuleNotFoundError) or "cannot import name" in str(exc) else str(exc))
 
 Core = Literal["auto", "compiled", "python"]
-_COMPILED_LIMIT = 1 << 62  # the compiled core counts bytes in 64 bits; larger figures go to the Python core
 
 
 @dataclass(frozen=True)
@@ -114,17 +113,13 @@ def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int
         raise RuntimeError(core_notice())
     if window is not None and not 0 <= window.start <= window.end <= len(ops.kinds):
         raise ValueError(f"steady window {window} is not within the {len(ops.kinds)} events")
-    if core != "python" and _core is not None and _fits_compiled(config):
+    if core != "python" and _core is not None:
         try:
             return _simulate_compiled(ops, config, stop_at_retry, window)
-        except OverflowError:  # a size beyond 64-bit arithmetic: the Python core has no such limit
+        except OverflowError:  # a size or figure beyond the compiled core's 64-bit range: the Python core has none
             if core == "compiled":
                 raise
     return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry, window)
-
-
-def _fits_compiled(c: AllocatorConfig) -> bool:
-    return max(c.device_memory, c.overhead, c.allowed or 0) < _COMPILED_LIMIT
 
 
 def _as_list(seq: Any) -> Any:

@@ -24,7 +24,7 @@ peak_allocated_bytes, ..., alloc_digest} measured on the GPU in fresh processes)
 Loading adds `source`, `streams`, `dropped_frees`, `dropped_free_bytes`, `recorded_ooms`, `live_at_end`,
 `empty_cache_calls`, `step_ends` (from the recording's `step_ends_us`), `pools` (the CUDA graph pools, from its
 `pool_events` and the entries' pool ids: `entries.py`) and `warnings` (a list of strings to show
-the user).
+the user, each distinct one once with how often it came: `distinct_warnings`).
 
 Two file formats, told apart by content, not by name:
 
@@ -56,19 +56,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError, shown
+from ..errors import OptionText, TraceError, shown
+from ..results.provenance import provenance
 from ..results.records import Budget, Bytes, Conf, Count, Rate, Seconds
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
 from .compact import XZ_MAGIC, read_compact, write_compact
 from .entries import (ALLOC, EMPTY_CACHE, FREE, FREE_REQUESTED, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
                       POOL_RELEASE, POOL_STREAM, from_entries)  # the event kinds here too
-from .limits import INT64, is_int, open_trace
+from .limits import INT64, MAX_MEASURED, MAX_WARNINGS, is_int, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
 
 
@@ -134,6 +136,16 @@ def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
 
 # ---- PyTorch snapshot pickles ----
 
+class SeveralDevices(TraceError):
+    """A snapshot with allocations on several devices, none chosen: the caller's option that chooses one is named
+    as an option (`{device=N}`: the flag of every command that loads traces); `devices` lists them."""
+
+    def __init__(self, where: str, devices: list[int]) -> None:
+        super().__init__(OptionText("{where!r} has allocations on devices {devices}: choose one with {device=N}",
+                                    where=where, devices=devices))
+        self.where, self.devices = where, devices
+
+
 def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     traces = snapshot["device_traces"]
     for i, entries in enumerate(traces):
@@ -145,8 +157,7 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
             raise TraceError(f"{where!r} has no allocations on any device: was "
                              f"torch.cuda.memory._record_memory_history enabled while the workload ran?")
         if len(with_allocs) > 1:
-            raise TraceError(f"{where!r} has allocations on devices {with_allocs}: choose one with --device "
-                             f"(device= in the Python API)")
+            raise SeveralDevices(where, with_allocs)
         device = with_allocs[0]
     elif device not in with_allocs:
         raise TraceError(f"{where!r} has no allocations on device {device} "
@@ -155,8 +166,7 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     if not isinstance(extra, dict):
         raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
     try:
-        check_plain(extra, "alloctune")
-        meta = _checked_meta({"source": "pytorch-snapshot", **extra})
+        meta = _checked_meta({"source": "pytorch-snapshot", **extra}, "alloctune")
     except FieldError as exc:
         raise TraceError(f"{where!r}: field {exc.path!r}: {exc}") from None
     except ValueError as exc:
@@ -236,8 +246,7 @@ def _load_compact(head: bytes, compressed, where: str) -> Trace:
     try:
         if not isinstance(header["meta"], dict) or not is_int(header["device"], 0, INT64):
             raise ValueError("'meta' must be an object and 'device' an integer")
-        check_plain(header["meta"], "meta")
-        return _decode(arrays, header["device"], _checked_meta(header["meta"]))
+        return _decode(arrays, header["device"], _checked_meta(header["meta"], "meta"))
     except FieldError as exc:
         raise TraceError(f"{where!r} is corrupt: field {exc.path!r}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -270,8 +279,13 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "warmup_steps": (int,), "pool_events": (list,)}
 
 
-def _checked_meta(meta: dict) -> dict:
-    """The meta keys replay reads, checked: a wrong type is corrupt data, not a crash later."""
+def _checked_meta(meta: dict, path: str) -> dict:
+    """The meta keys replay reads, checked, after what it lists is counted (`path`: where the file keeps it): a
+    wrong type is corrupt data, not a crash later."""
+    if isinstance(runs := meta.get("measured"), list) and len(runs) > MAX_MEASURED:
+        raise ValueError(f"meta 'measured' lists {len(runs):,} runs, more than the {MAX_MEASURED:,} a trace "
+                         f"may hold (one per setting measured)")
+    check_plain(meta, path)
     for key, types in _META_TYPES.items():
         value = meta.get(key)
         if value is None:
@@ -281,13 +295,25 @@ def _checked_meta(meta: dict) -> dict:
                              f"{' >= 0' if types == (int,) else ''}, got {shown(value)}")
     for i, run in enumerate(meta.get("measured") or []):
         from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
+    provenance(meta, "meta 'dry_run'")   # a dry run's own account of itself (results/provenance.py)
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
+    if "warnings" in meta:
+        meta["warnings"] = distinct_warnings(meta["warnings"])
     for key in ("step_ends", "step_ends_us"):
         marks = meta.get(key) or []
         if not all(is_int(m, 0, INT64 - 1) for m in marks) or marks != sorted(marks):
             raise ValueError(f"meta {key!r} must be integers >= 0 in order, got {shown(marks)}")
     return meta
+
+
+def distinct_warnings(warnings: list[str]) -> list[str]:
+    """Each distinct warning once, in the order they first came, with how often where more than once; the first
+    MAX_WARNINGS of them, and a line for the rest."""
+    counts = Counter(warnings)
+    said = [w if counts[w] == 1 else f"{w} ({counts[w]:,} times)" for w in counts]
+    rest = len(said) - MAX_WARNINGS
+    return said[:MAX_WARNINGS] + ([f"and {rest:,} other warnings in the trace's metadata"] if rest > 0 else [])
 
 
 def _decode(arrays: dict[str, np.ndarray], device: int, meta: dict) -> Trace:

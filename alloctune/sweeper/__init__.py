@@ -12,5 +12,7 @@
                 the flow around it, is api/sweep.py's
     fitting.py  `alloctune fit` answered from traces at several values of a parameter (no GPU)
     fitrun.py   ... its recordings at each value and its confirmations, on the GPU
+    fitexact.py ... the values that settle its answers recorded and replayed, so that answers come from replays
+    fitcopies.py ... its copies at once run together on the GPU
     executors/  where trials run: local child processes, simulator replays, a Ray cluster
 """

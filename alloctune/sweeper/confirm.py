@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Callable, Collection
 
 from ..decide.reasons import Reason
-from ..decide.confirm import SpeedPlan, confirmation, needs_rounds, plan_speed
+from ..decide.confirm import SpeedPlan, confirmation_of, in_process, needs_rounds, plan_speed
 from ..decide.rounds import Contention, Standing, trials_to_come
-from ..decide.speed import SpeedPrediction, predictions, step_seconds
-from ..decide.summary import summarize_settings
+from ..decide.speed import SpeedPrediction, default_window, predictions, step_seconds
+from ..decide.summary import SettingResult, summarize_settings
 from ..errors import AlloctuneError
 from ..report.words import sentence
 from ..results.calibration import Calibration, read_calibration, write_calibration
@@ -24,6 +24,7 @@ from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, measured_env_id
 from ..settings.conf import AllocConf, conf_label
 from ..trial.calibration import calibration_for
+from ..trial.inprocess import alternate_env, block_steps
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
 from .execute import Tally, execute, run_rounds
@@ -75,8 +76,12 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                                  [str(c) for c in planned[env] if c.is_async], options.max_slowdown, named=named)
                  for env in envs}
         _record_skips(folder, plans)
-        pair = [_confirming(task(env, AllocConf.parse(conf), 0)) for env in envs
-                for conf in dict.fromkeys(["", plans[env].winner or ""])]
+        pair = [_confirming(task(env, AllocConf.parse(conf), 0), _alternate(env, conf, plan, records, replayed))
+                for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
+        for t in pair:
+            if t.alternate:
+                callbacks.notice(f"{conf_label(str(t.conf))}: confirmed against the default inside one process, "
+                                 f"in blocks of {block_steps(t.alternate)} steps")
         rounds = {env: [conf for conf, _ in p.rounds] for env, p in plans.items()}
         finished = folder.store.finished_keys()
         tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))
@@ -96,18 +101,35 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                        slots, callbacks.progress, callbacks.notice, tally)
 
 
-def _confirming(task: TrialTask) -> TrialTask:
-    """A confirmation trial: a command's may stop once warm-up and enough steady steps were timed."""
-    return replace(task, early_stop=True) if task.workload.get("command") else task
+def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
+    """A confirmation trial: a command's may stop once warm-up and enough steady steps were timed, or, where it
+    alternates with the default in one process (`alternate`), once its blocks time the ratio well enough."""
+    return replace(task, early_stop=True, alternate=alternate) if task.workload.get("command") else task
+
+
+def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord],
+               replayed: list[SettingResult]) -> str | None:
+    """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
+    (decide/confirm.in_process), else None (a pair of processes)."""
+    probe = next((p for p in plan.probes if p.env_id == env), None)
+    default = next((s for s in replayed if measured_env_id(s.env_id) == env and s.is_default), None)
+    window = default_window(records, env)
+    if probe is None or default is None or window is None:
+        return None
+    how = in_process(conf, probe.torch_version, default.fits, window[0], window[1])
+    if how is None:
+        return None
+    b = how.blocks
+    return alternate_env(how.strings, b.block_steps, b.skip_steps, b.target, b.min_pairs, b.max_pairs, b.max_seconds)
 
 
 def _confirmation(records: list[TrialRecord], env: str, winner: str,
                   predicted: dict[str, SpeedPrediction]) -> Reason | None:
-    """The winner's confirmation pair against its prediction (None: no pair, or no prediction)."""
+    """The winner's confirmation against its prediction (None: none ran, or no prediction)."""
     gpu = [r for r in records if r.backend == Backend.CUDA and r.env_id == env]
     s = next((s for s in summarize_settings(gpu) if s.conf == winner), None)
     p = predicted.get(winner)
-    return confirmation(s.pairs[0], p) if s is not None and s.pairs and p is not None else None
+    return confirmation_of(s, p) if s is not None and p is not None else None
 
 
 def _to_come(rounds: dict[str, list[str]], options: SweepOptions) -> int:

@@ -1,62 +1,131 @@
 """What fits: one job's traces at several values of a parameter, replayed under every setting (sim/points.py) and
 fitted (decide/fit.py), answered per setting and limit as the records of fit.json (results/fits.py). No GPU: the
-recordings and confirmations on one are `fitrun.py`'s.
+recordings and confirmations on one are `fitrun.py`'s, the recordings that make answers exact `fitexact.py`'s.
+
+Traces are held one at a time: each is loaded to be replayed and dropped after, keeping only its metadata
+(`TraceFacts`); a trace given loaded (the Python API, or standard input, which reads once) stays the caller's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence, Union
 
 from ..decide.fit import Fit, Largest, Point, copies, fit, largest
-from ..results.fits import Answer, CurveRecord, FitFile, LimitFit, PointRecord, SettingFit
+from ..results.fits import Answer, CurveRecord, ExactRecord, FitFile, LimitFit, PointRecord, SettingFit
 from ..settings.conf import AllocConf
-from ..sim.points import Limit, SettingPoints, overhead_of, recording_device, replay_points
-from ..sim.trace import Trace
+from ..sim.points import Limit, Replayed, SettingPoints, points_of, replay_value
+from ..sim.trace import Trace, load_trace
+
+TraceSource = Union[str, Trace]   # a trace's path, or the trace itself
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What a fit keeps of a trace once its events are dropped: its metadata (the recording GPU's memory, the
+    context measured, the torch it ran) and its warnings."""
+
+    meta: Mapping[str, Any]
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, trace: Trace) -> "TraceFacts":
+        keys = ("overhead_bytes", "device_total_bytes", "torch_version")
+        return cls({k: trace.meta[k] for k in keys if k in trace.meta}, tuple(trace.warnings))
+
+
+def load_source(source: TraceSource, device: int | None = None) -> Trace:
+    """`source` read (`device`: which GPU's, where a snapshot has several), or the trace given."""
+    return source if isinstance(source, Trace) else load_trace(source, device=device)
 
 
 @dataclass(frozen=True)
 class FitRequest:
-    """What to answer: the parameter's name, its recorded values' traces (value -> (path, trace)), the settings,
-    the cards (bytes) and budgets (as given, and in bytes on the recording GPU), the candidates' spacing, and the
-    per-process overhead (None: what the recordings measured)."""
+    """What to answer: the parameter's name, the settings, the cards (bytes) and budgets (as given, and in bytes
+    on the recording GPU), the candidates' spacing, the per-process overhead (bytes, and whether the recordings
+    measured it) and the recording GPU's memory; the command, where one was recorded."""
 
     param: str
-    traces: dict[int, tuple[str, Trace]]
     confs: Sequence[AllocConf]
     cards: Sequence[int]
     budgets: Sequence[tuple[str, int]]
     step: int
-    overhead_bytes: int | None = None
+    overhead_bytes: int
+    overhead_measured: bool
+    device_bytes: int
     command: list[str] | None = None
 
-
-def limits_of(request: FitRequest) -> list[tuple[Limit, str | None]]:
-    """The limits answered, each with its budget as given (None for a card): the cards, then the budgets."""
-    device = recording_device([t for _, t in request.traces.values()])
-    return [(Limit(card), None) for card in request.cards] + \
-        [(Limit(device, budget), text) for text, budget in request.budgets]
+    def limits(self) -> list[tuple[Limit, str | None]]:
+        """The limits answered, each with its budget as given (None for a card): the cards, then the budgets."""
+        return [(Limit(card), None) for card in self.cards] + \
+            [(Limit(self.device_bytes, budget), text) for text, budget in self.budgets]
 
 
-def fit_traces(request: FitRequest, jobs: int | None = None) -> FitFile:
-    """The whole answer, as fit.json holds it."""
-    values = sorted(request.traces)
-    traces = [request.traces[v][1] for v in values]
-    measured = any(t.meta.get("overhead_bytes") is not None for t in traces)
-    overhead = request.overhead_bytes if request.overhead_bytes is not None else overhead_of(traces)
-    limits = limits_of(request)
-    replayed = replay_points({v: request.traces[v][1] for v in values}, request.confs, [lim for lim, _ in limits],
-                             overhead_bytes=overhead, jobs=jobs)
+class Replays:
+    """The traces a fit rests on, added a value at a time, each replayed under every setting without a limit and
+    under each of the request's limits as it is added (and then dropped)."""
+
+    def __init__(self, request: FitRequest, jobs: int | None = None, device: int | None = None):
+        self.request = request
+        self.jobs = jobs
+        self.device = device
+        self.names: dict[int, str] = {}
+        self.facts: dict[int, TraceFacts] = {}
+        self._by_value: dict[int, list[Replayed | str]] = {}
+
+    def add(self, value: int, name: str, source: TraceSource) -> None:
+        trace = load_source(source, self.device)
+        self.facts[value] = TraceFacts.of(trace)
+        self._by_value[value] = replay_value(trace, self.request.confs, [lim for lim, _ in self.request.limits()],
+                                             value=value, overhead_bytes=self.request.overhead_bytes, jobs=self.jobs)
+        self.names[value] = name
+
+    @property
+    def values(self) -> list[int]:
+        return sorted(self._by_value)
+
+    def points(self) -> list[SettingPoints]:
+        return points_of(self._by_value, self.request.confs)
+
+
+def estimates(replays: Replays) -> list[Largest]:
+    """Every simulated setting's answer under every limit as the bare curve gives it (no margin): where the values
+    that settle an answer are expected."""
+    request = replays.request
+    out = []
+    for s in replays.points():
+        if s.reason is None:
+            curve = _curves(s)[0]
+            assert curve is not None
+            out += [largest(_points(s, i), curve, limit.capacity(request.overhead_bytes), request.step, margin=0.0)
+                    for i, (limit, _) in enumerate(request.limits())]
+    return out
+
+
+def recording_curve(replays: Replays) -> Fit | None:
+    """The unlimited curve of the setting a recording runs under (the default), where it was replayed; else of the
+    setting that needs least, which a recording under the default needs at least."""
+    curves = {s.setting: curve for s in replays.points() if (curve := _curves(s)[0]) is not None}
+    if AllocConf() in curves:
+        return curves[AllocConf()]
+    return min(curves.values(), key=lambda c: c.at(max(replays.values)), default=None)
+
+
+def fit_file(replays: Replays, exact: ExactRecord | None = None) -> FitFile:
+    """The whole answer, as fit.json holds it: where the curve decides, its value must fit with its margin on top."""
+    request = replays.request
+    values = replays.values
+    replayed = replays.points()
     curves = {id(s): _curves(s) for s in replayed}
     limit_fits = []
-    for i, (limit, text) in enumerate(limits):
-        capacity = limit.capacity(overhead)
-        answers = [_answer(s, curves[id(s)][0], i, capacity, request.step, overhead)
+    for i, (limit, text) in enumerate(request.limits()):
+        capacity = limit.capacity(request.overhead_bytes)
+        answers = [_answer(s, curves[id(s)][0], i, capacity, request.step, request.overhead_bytes)
                    for s in replayed if s.reason is None]
         limit_fits.append(LimitFit(limit.device_bytes, capacity, answers, text, limit.budget_bytes))
-    warnings = list(dict.fromkeys(w for t in traces for w in t.warnings))
-    return FitFile(request.param, values, request.step, [request.traces[v][0] for v in values], overhead,
-                   measured and request.overhead_bytes is None, recording_device(traces),
-                   [_setting_fit(s, *curves[id(s)]) for s in replayed], limit_fits, request.command, warnings)
+    warnings = list(dict.fromkeys(w for v in values for w in replays.facts[v].warnings))
+    return FitFile(request.param, values, request.step, [replays.names[v] for v in values], request.overhead_bytes,
+                   request.overhead_measured, request.device_bytes,
+                   [_setting_fit(s, *curves[id(s)]) for s in replayed], limit_fits, request.command, warnings, exact)
 
 
 def _curves(s: SettingPoints) -> tuple[Fit | None, Fit | None]:
@@ -70,7 +139,8 @@ def _curves(s: SettingPoints) -> tuple[Fit | None, Fit | None]:
 def _curve_record(curve: Fit | None) -> CurveRecord | None:
     if curve is None:
         return None
-    return CurveRecord(list(curve.coefficients), curve.max_error, curve.loo_error, curve.points, curve.loo_weak)
+    return CurveRecord(list(curve.coefficients), curve.max_error, curve.loo_error, curve.points, curve.loo_weak,
+                       curve.loo_worst)
 
 
 def _setting_fit(s: SettingPoints, reserved: Fit | None, allocated: Fit | None) -> SettingFit:
@@ -78,12 +148,17 @@ def _setting_fit(s: SettingPoints, reserved: Fit | None, allocated: Fit | None) 
     return SettingFit(str(s.setting), points, _curve_record(reserved), _curve_record(allocated), s.reason)
 
 
+def _points(s: SettingPoints, limit: int) -> list[Point]:
+    return [Point(p.value, p.need_under(limit), p.runs[limit]) for p in s.points]
+
+
 def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step: int, overhead: int) -> Answer:
     """One setting under the limit of index `limit`. Copies at once share what the limit gives one process: its
     room for the allocator and its context (a card's memory; a budget and one context)."""
     assert curve is not None
-    points = [Point(p.value, p.need_under(limit), p.runs[limit]) for p in s.points]
+    points = _points(s, limit)
     best: Largest = largest(points, curve, capacity, step)
     return Answer(str(s.setting), best.value, None if best.basis is None else best.basis.value, best.need_bytes,
                   best.headroom_bytes, best.next_value, best.capped, [p.fits for p in points],
-                  [copies(p.need_bytes, overhead, capacity + overhead) if p.fits else 0 for p in points])
+                  [copies(p.need_bytes, overhead, capacity + overhead) if p.fits else 0 for p in points],
+                  best.exact, None if best.exact else curve.margin)

@@ -31,16 +31,18 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..trial.job import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
+from ..trial.recording import record_command
 from ..trial.task import TrialTask
+from ..workload.command import CommandSpec, is_python
+from ..workload.spec import WorkloadSpec
 
 
 def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[TrialTask]], object]) -> list[Trace]:
     """The traces recorded by `task` (the default's first trial), run through `run` (the sweep's own way of
     running and appending trials), one per process that used CUDA, by rank; the folder's own when an earlier run of
     this sweep recorded them (`SweepInfo.trace_paths`)."""
-    info = folder.info()
-    if info.trace_paths and all((folder.path / name).exists() for name in info.trace_paths):
-        return [load_trace(folder.path / name) for name in info.trace_paths]
+    if (kept := _kept(folder)) is not None:
+        return kept
     assert task.record_trace is not None and task.conf.is_default
     snapshot = Path(task.record_trace)
     run([task])
@@ -55,12 +57,42 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
     names = trace_targets([(t.meta.get("pid"), t.meta.get("rank")) for t in traces], Path(TRACE_FILE))
     for trace, name in zip(traces, names):
         save_trace(trace, folder.path / name)
-    if len(names) > 1:   # one trace keeps the shape of every folder before several were kept: trace.path alone
-        info = folder.info()   # as the recording trial left it
-        folder.write_info(replace(info, trace=dict(info.trace or {}, paths=[str(n) for n in names])))
+    _name_traces(folder, names)
     for path in snapshots:
         os.unlink(path)
     return traces
+
+
+def dry_run_default(folder: ResultsFolder, spec: WorkloadSpec, card: str, python: str) -> list[Trace]:
+    """`sweep --dry-run -- CMD`: in place of the recording trial, the command traced without a GPU for `card`
+    (trial/recording.py; under `python`, the sweep's interpreter, where the command starts with one), one trace per
+    process that used CUDA, kept in the folder as a recording's are; the folder's own on resume."""
+    if (kept := _kept(folder)) is not None:
+        return kept
+    assert spec.command is not None   # SweepOptions' rule: a dry run sweeps a command
+    command = CommandSpec.from_dict(spec.command)
+    argv = [python, *command.argv[1:]] if is_python(command.argv[0]) else list(command.argv)
+    written = record_command(argv, folder.path / TRACE_FILE, timeout_s=spec.timeout_s,
+                             warmup_steps=spec.warmup_steps, steps=spec.steps, env=dict(command.env),
+                             dry_run=card, cwd=command.cwd)
+    _name_traces(folder, [path.name for path, _ in written])
+    return [trace for _, trace in written]
+
+
+def _kept(folder: ResultsFolder) -> list[Trace] | None:
+    """The traces an earlier run of this sweep recorded into its folder (`SweepInfo.trace_paths`), if all are."""
+    info = folder.info()
+    if info.trace_paths and all((folder.path / name).exists() for name in info.trace_paths):
+        return [load_trace(folder.path / name) for name in info.trace_paths]
+    return None
+
+
+def _name_traces(folder: ResultsFolder, names: list) -> None:
+    """sweep.json names the traces where there are several; one keeps the shape of every folder before several
+    were kept: trace.path alone."""
+    if len(names) > 1:
+        info = folder.info()   # as the recording trial left it
+        folder.write_info(replace(info, trace=dict(info.trace or {}, paths=[str(n) for n in names])))
 
 
 def _by_rank(trace: Trace) -> tuple:

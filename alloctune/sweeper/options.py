@@ -65,6 +65,8 @@ class SweepOptions:
     fresh: bool = False                     # a new results folder even where one holds the same sweep
     command: str | None = None              # how the sweep was started, for sweep.json (default: this process's)
     check_growth: int | None = None         # a command's growth check: memory sampled at steps K and 2K
+    dry_run: bool = False                   # a command traced without a GPU (dryrun/) instead of recorded, replayed
+    arch: str | None = None                 # with dry_run: the card it stands for (default: trial/recording's)
 
     def __post_init__(self) -> None:
         for name, kind in (("backend", Backend), ("executor", ExecutorKind)):
@@ -103,11 +105,15 @@ class SweepOptions:
         asked for: a command is measured on the GPU (cuda), or planned by replay and its finalists measured
         (hybrid, what auto means for a command)."""
         if spec.command is None:
+            if self.dry_run:
+                raise OptionError("dry_run", "{dry_run} traces your own program: sweep it as -- COMMAND ...")
             if self.check_growth is not None:
                 raise OptionError("check_growth", "{check_growth} samples the memory of a command's own steps "
                                   "(the start-up hook counts them): sweep it as -- COMMAND ...")
             return list(self.pythons or [sys.executable]), self.backend
         command = CommandSpec.from_dict(spec.command)
+        if self.dry_run:   # no GPU trial: the dry run stands for the recording one, and every setting is replayed
+            return list(self.pythons or [target_python(command)]), Backend.SIM
         if self.backend == Backend.SIM:
             raise OptionError("backend", "{backend} {got}: a command is measured on the GPU ({backend} {cuda} or "
                               "{hybrid}); to judge it by replay alone, record it first (alloctune record -o "
@@ -155,6 +161,7 @@ class SweepOptions:
 
     def _check_where(self) -> None:
         """Which backend and executor go with which other options."""
+        self._check_dry_run()
         if self.search is not None and self.backend == Backend.CUDA:
             raise OptionError("search", "{search} replays a trace: use it with {backend} {sim} or {hybrid}",
                               sim=Backend.SIM, hybrid=Backend.HYBRID)
@@ -177,6 +184,25 @@ class SweepOptions:
         if not _whole(self.gpus_per_trial) or self.gpus_per_trial < 1:
             raise OptionError("gpus_per_trial", "{gpus_per_trial} {got}: expected at least 1",
                               got=self.gpus_per_trial)
+
+
+    def _check_dry_run(self) -> None:
+        """A dry run replaces the GPU's trials with replays of its trace: nothing of a measured sweep goes with it."""
+        if not isinstance(self.dry_run, bool):
+            raise OptionError("dry_run", "{dry_run}: expected True or False, got {got}", got=shown(self.dry_run))
+        if self.arch is not None and not self.dry_run:
+            raise OptionError("arch", "{arch} names the GPU a dry run stands for: give {dry_run} with it")
+        if not self.dry_run:
+            return
+        if self.backend not in (Backend.AUTO, Backend.SIM):
+            raise OptionError("backend", "{dry_run} runs nothing on a GPU and replays every setting: leave "
+                              "{backend} {got} out", got=self.backend)
+        for name in ("trace", "check_growth"):
+            if getattr(self, name) is not None:
+                raise OptionError(name, "{%s} does not go with {dry_run}, which makes the trace itself and measures "
+                                  "nothing" % name)
+        if self.executor != ExecutorKind.LOCAL:
+            raise OptionError("executor", "{dry_run} runs here, without a cluster")
 
 
 # Called after every finished trial with (record, trials done, trials planned).

@@ -21,8 +21,9 @@ from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..settings.validation import SettingsCheck
 from ..sim.limits import MAX_SNAPSHOT_BYTES
-from ..sim.trace import Trace, load_trace
+from ..sim.trace import SeveralDevices, Trace, load_trace
 from ..trial.probe import ProbeResult, check_settings, probe_and_judge
+from ..trial.recording import dry_run_card
 from ..units import plural
 from ..workload.spec import WorkloadSpec
 from .executors import Executor, LocalExecutor
@@ -39,6 +40,7 @@ class Plan:
     skipped: list[Skipped]
     replayed: tuple[list[Trace], dict] | None  # the traces (one: --trace) and their identity (a recording sweep: None)
     recording: bool                      # hybrid without a trace: recorded during the default's first trial
+    dry_run: str | None = None           # sweep --dry-run: the card the command's dry run stands for (replayed)
 
 
 def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
@@ -46,6 +48,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     # join what it finds.
     confs = expand(list(options.grid or ([] if options.search is not None else spec.grid or DEFAULT_GRID)))
     pythons, backend = options.targets(spec)
+    dry_run = dry_run_card(options.arch) if options.dry_run else None   # an unknown card: refused here
     given = None
     if options.trace and backend != Backend.CUDA:   # read first: a bad one is refused before any interpreter starts
         callbacks.phase("loading the allocation trace", None)
@@ -53,7 +56,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     runner = make_executor(options, callbacks.notice)
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
     probes, checks = _probe_all(pythons, runner, confs)
-    if spec.command is not None and (blind := [p.python for p in probes if not p.device_count]):
+    if spec.command is not None and not dry_run and (blind := [p.python for p in probes if not p.device_count]):
         raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
     backend = _resolve_backend(backend, probes, callbacks.notice)
     if options.search is not None and backend == Backend.CUDA:   # auto on a GPU: search, then measure the best
@@ -63,10 +66,10 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     callbacks.phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
     planned, skipped = _settings(confs, probes, checks, runner, options, spec, backend, callbacks.notice)
     replayed = given if backend != Backend.CUDA else None   # a measured-only sweep replays nothing
-    if backend == Backend.SIM and given is None:   # the workload's own trace
+    if backend == Backend.SIM and given is None and dry_run is None:   # the workload's own trace
         callbacks.phase("loading the allocation trace", None)
         replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
-    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording)
+    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording, dry_run)
 
 
 def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepInfo:
@@ -74,7 +77,8 @@ def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepIn
     budget_bytes, budget_fraction = options.budget_limit
     measured = plan.backend != Backend.SIM
     trace = plan.replayed[1] if plan.replayed else (
-        {"path": TRACE_FILE, "recorded_in": "the default's first trial"} if plan.recording else None)
+        {"path": TRACE_FILE, "recorded_in": "the default's first trial"} if plan.recording else
+        {"path": TRACE_FILE, "recorded_in": "a dry run", "dry_run": plan.dry_run} if plan.dry_run else None)
     return SweepInfo(
         workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
         grid=[str(c) for c in plan.confs], skipped=plan.skipped, envs={p.env_id: p.to_json() for p in plan.probes},
@@ -179,7 +183,12 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
     path = trace_path or spec.trace
     if not path:
         raise AlloctuneError(_no_trace_hint(spec))
-    trace = load_trace(path)
+    try:
+        trace = load_trace(path)
+    except SeveralDevices as exc:   # a sweep has no option that chooses one: its trace is one GPU's
+        raise TraceError(f"{exc.where!r} has allocations on devices {exc.devices}: a sweep replays one GPU's trace; "
+                         f"record one with `alloctune record`, or replay one device of it with `alloctune replay "
+                         f"--device N`") from None
     recorded_from = trace.meta.get("workload")
     if recorded_from is None:   # a plain torch snapshot: nothing says whose it is, so trust the user, aloud
         notice(f"the trace {path} carries no alloctune metadata (a snapshot recorded outside alloctune): "

@@ -38,7 +38,7 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
         return folder
     root = Path(options.results_root)
     if not options.fresh and root.is_dir():
-        for path in sorted(root.glob(f"{_label(info)}-*"), reverse=True):
+        for path in sorted(root.glob(f"{info.workload_label}-*"), reverse=True):
             try:
                 same = _identity(ResultsFolder(path).info()) == _identity(info)
             except AlloctuneError:
@@ -48,9 +48,9 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
                 notice(OptionText("Resuming the sweep in {path} (use {fresh=True} to start a new one)", path=path))
                 return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    folder = ResultsFolder(root / f"{_label(info)}-{stamp}")
+    folder = ResultsFolder(root / f"{info.workload_label}-{stamp}")
     if folder.path.resolve().parent != root.resolve():  # a name is never a path (the loader checks; so do we)
-        raise AlloctuneError(f"workload and preset names must not contain path separators: {_label(info)!r}")
+        raise AlloctuneError(f"workload and preset names must not contain path separators: {info.workload_label!r}")
     _locked(folder, held)
     if (folder.path / SWEEP_FILE).exists():  # another sweep of this second finished already
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
@@ -80,9 +80,3 @@ def _identity(info: SweepInfo) -> tuple:
     return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.confirm, info.budget_bytes, info.budget_fraction,
             info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists,
             info.check_growth)
-
-
-def _label(info: SweepInfo) -> str:
-    """Folder name stem: the workload and its preset (two presets of one workload are different sweeps)."""
-    preset = info.workload.get("preset")
-    return f"{info.workload_name}-{preset}" if preset else info.workload_name

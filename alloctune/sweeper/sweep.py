@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..decide.estimate import Asked, first_estimate
-from ..decide.finalists import finalists
+from ..decide.finalists import GpuPlan, finalists, gpu_plan
 from ..results.folder import ResultsFolder
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
@@ -24,7 +24,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, WorkloadSpec
 from .execute import Tally, execute, run_rounds
 from .executors import SimExecutor
 from .confirm import run_confirmed
-from .hybrid import record_default, recording_task, search_plan
+from .hybrid import dry_run_default, record_default, recording_task, search_plan
 from .options import SweepCallbacks, SweepOptions
 from .plan import Plan
 
@@ -32,7 +32,7 @@ from .plan import Plan
 def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
              callbacks: SweepCallbacks) -> None:
     """The plan's trials, each appended to the trials file as it finishes: the default's first trial recording
-    the trace (hybrid without one), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
+    the trace (hybrid without one; with --dry-run, the command's dry run instead), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
     finalists). The estimate of the GPU trials is told before the first and kept current after each."""
     traces, planned = plan.replayed[0] if plan.replayed else None, plan.planned
     tally = Tally(callbacks.estimate, len(options.gpus or (0,)), folder.trials())
@@ -42,14 +42,14 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
         callbacks.progress(record, done, total)
 
     if plan.backend != Backend.SIM and not tally.done:
-        tally.expect(first_estimate(plan.planned.values(), Asked(
-            hybrid=plan.backend == Backend.HYBRID, recording=plan.recording, command=spec.command is not None,
-            auto=options.auto, confirm=options.confirm, rounds=options.rounds, finalists=options.finalists,
-            searched=options.search is not None, named=bool(_named(spec, options, plan)),
-            max_slowdown=options.max_slowdown)))
+        tally.expect(first_estimate(plan.planned.values(),
+                                    _asked(spec, options, plan, plan.backend == Backend.HYBRID, plan.recording)))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
         traces = record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress))
+    elif plan.dry_run:
+        callbacks.phase(f"dry run of the command (no GPU, for {plan.dry_run})", None)
+        traces = dry_run_default(folder, spec, plan.dry_run, plan.probes[0].python)
     if traces:
         planned = _replay(folder, spec, options, plan, traces, callbacks)
     if plan.backend == Backend.HYBRID and options.confirm:
@@ -62,6 +62,20 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
         planned = finalists(folder.trials(), planned, options.max_slowdown, options.finalists)
     if plan.backend in (Backend.CUDA, Backend.HYBRID):
         _measure(folder, spec, options, plan, planned, replace(callbacks, progress=progress), tally)
+
+
+def dry_run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> GpuPlan:
+    """`sweep --dry-run`: what a hybrid sweep of the same command, asked the same, would run on the GPU after the
+    same replays (decide/finalists.gpu_plan)."""
+    return gpu_plan(folder.trials(), options.max_slowdown, _asked(spec, options, plan, hybrid=True, recording=True))
+
+
+def _asked(spec: WorkloadSpec, options: SweepOptions, plan: Plan, hybrid: bool, recording: bool) -> Asked:
+    """What the count of GPU trials rests on (decide/estimate.py), for a sweep that is `hybrid` and `recording`."""
+    return Asked(hybrid=hybrid, recording=recording, command=spec.command is not None, auto=options.auto,
+                 confirm=options.confirm, rounds=options.rounds, finalists=options.finalists,
+                 searched=options.search is not None, named=bool(_named(spec, options, plan)),
+                 max_slowdown=options.max_slowdown)
 
 
 def _named(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> list[str]:

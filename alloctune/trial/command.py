@@ -38,6 +38,7 @@ from ..errors import AlloctuneError, ResultsError
 from ..files import copy_whole
 from ..processes import kill_group, spawn_group, temp_folder
 from ..results.records import Measurement, TrialRecord, TrialState, process_row
+from ..runtime.alternate import VARIABLE as ALTERNATE_VARIABLE
 from ..runtime.hook import HOOK_DIR
 from ..runtime.oom import is_oom_text, oom_line
 from ..runtime.peaks import DevicePeaks, ProcessReport
@@ -45,6 +46,7 @@ from ..workload.command import CommandSpec, is_python
 from ..workload.spec import DEFAULT_WARMUP_STEPS
 from .features import job_features
 from .job import Run, job_measurement, read_reports, rising, traced
+from .inprocess import alternated
 from .task import TrialTask, child_environment, exit_reason, identity_fields, stderr_tail
 from .throughput import Timing, timing
 
@@ -69,7 +71,8 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
     env["ALLOCTUNE_HOOK_WARMUP_STEPS"] = str(warmup_steps)
     for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD",
                 "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS",
-                "ALLOCTUNE_HOOK_EARLY_STOP", "ALLOCTUNE_HOOK_DRYRUN"):
+                "ALLOCTUNE_HOOK_EARLY_STOP", "ALLOCTUNE_HOOK_DRYRUN",
+                ALTERNATE_VARIABLE):
         env.pop(var, None)
     if budget_bytes:
         env["ALLOCTUNE_HOOK_BUDGET_BYTES"] = str(budget_bytes)
@@ -169,6 +172,8 @@ def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequenc
                            task.budget_fraction, record=task.record_trace is not None,
                            warmup_steps=int(task.workload["warmup_steps"]), window_steps=int(task.workload["steps"]),
                            step_on=command.step_on, early_stop=task.early_stop)
+    if task.alternate:
+        env[ALTERNATE_VARIABLE] = task.alternate
     if not command.isolate_cwd:
         return env, command.cwd
     # `python -m pkg.mod` still finds the modules of the folder it was started in
@@ -228,9 +233,10 @@ def _after_window(processes: list[ProcessReport]) -> str:
 def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[ProcessReport]) -> Measurement:
     """The trial's measurement: its processes' peaks, its throughput and where it came from, and its window."""
     rises = [r for p in processes if p.window_ended and (r := rising(p.window_reserved)) is not None]
-    return replace(job_measurement(devices, timed.throughput, timed.unit, timed.seconds, timed.steps),
-                   throughput_source=timed.source, ended_by_window=any(p.window_ended for p in processes),
-                   auto_window=any(p.auto_window for p in processes), peak_rising=any(rises) if rises else None)
+    measured = replace(job_measurement(devices, timed.throughput, timed.unit, timed.seconds, timed.steps),
+                       throughput_source=timed.source, ended_by_window=any(p.window_ended for p in processes),
+                       auto_window=any(p.auto_window for p in processes), peak_rising=any(rises) if rises else None)
+    return alternated(measured, processes)
 
 
 def process_rows(processes: list[ProcessReport]) -> list[dict]:

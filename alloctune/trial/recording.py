@@ -47,12 +47,15 @@ def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, p
 def record_command(command: list[str], output: str | os.PathLike, *, gpus: int | Sequence[int] | None = 0,
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                    warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   env: dict[str, str] | None = None, dry_run: str | None = None) -> list[tuple[Path, Trace]]:
+                   env: dict[str, str] | None = None, dry_run: str | None = None,
+                   meta: dict | None = None, cwd: str | None = None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
-    environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden)."""
+    environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden).
+    `meta`: keys added to each trace's metadata (a fit's stamp). `cwd`: the folder it runs in (default: this
+    process's)."""
     from .command import hook_environment, run_command
 
     spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command)
@@ -62,7 +65,7 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
                                warmup_steps=warmup_steps, window_steps=steps)
         if dry_run:
             env.update(ALLOCTUNE_HOOK_DRYRUN=dry_run, CUDA_VISIBLE_DEVICES="")
-        run = run_command(list(spec.argv), env, None, timeout_s, tmp, capture=False)
+        run = run_command(list(spec.argv), env, cwd, timeout_s, tmp, capture=False)
         if dry_run and (refused := refusals(os.path.join(tmp, "procs"))):
             raise AlloctuneError(f"the dry run cannot trace {command[0]}: {refused}")
         if run.timed_out:
@@ -78,7 +81,7 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         if not traces:
             raise AlloctuneError(f"{command[0]} exited with status 0 and recorded no trace: is it a Python "
                                  f"program that uses CUDA through torch?")
-        return [(target, _keep(trace, target)) for trace, target in traces]
+        return [(target, _keep(trace, target, meta)) for trace, target in traces]
 
 
 def refuse_without_gpu(command: list[str]):
@@ -94,14 +97,22 @@ def refuse_without_gpu(command: list[str]):
     return spec
 
 
+def dry_run_card(arch: str | None) -> str:
+    """The card a dry run stands for: `arch` (a card or an architecture the table knows), else the default card;
+    an unknown one refused before anything runs."""
+    from ..dryrun.cards import ARCHES, CARDS, DEFAULT_CARD, card
+
+    name = DEFAULT_CARD if arch is None else arch
+    if card(name) is None:
+        raise AlloctuneError(f"--arch {name!r}: a dry run knows {', '.join([*CARDS, *ARCHES])}")
+    return name
+
+
 def check_dry_run(command: list[str], card: str):
-    """The checked command of a dry run standing for `card` (a card or an architecture the table knows)."""
-    from ..dryrun.cards import ARCHES, CARDS
-    from ..dryrun.cards import card as known
+    """The checked command of a dry run standing for `card`."""
     from ..workload.command import check_command
 
-    if known(card) is None:
-        raise AlloctuneError(f"--arch {card!r}: a dry run knows {', '.join([*CARDS, *ARCHES])}")
+    dry_run_card(card)
     return check_command(command)
 
 
@@ -119,8 +130,9 @@ def _with_gpu(target: ProbeResult) -> ProbeResult:
     return target
 
 
-def _keep(snapshot: str, output) -> Trace:
-    """Write the snapshot where the user asked: as is for .pickle/.pkl, else in the compact format."""
+def _keep(snapshot: str, output, meta: dict | None = None) -> Trace:
+    """Write the snapshot where the user asked: as is for .pickle/.pkl (where `meta` cannot go), else in the
+    compact format, with `meta` added to its metadata."""
     output = Path(output)
     try:
         trace = load_trace(snapshot)
@@ -128,6 +140,7 @@ def _keep(snapshot: str, output) -> Trace:
         # Keep what was recorded, so that a loader problem costs no second GPU run.
         copy_whole(snapshot, output.with_name(output.name + ".raw.pickle"))
         raise
+    trace.meta.update(meta or {})
     output.parent.mkdir(parents=True, exist_ok=True)
     if output.suffix in (".pickle", ".pkl"):
         copy_whole(snapshot, output)

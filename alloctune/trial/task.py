@@ -15,6 +15,16 @@ from ..settings.known import ALLOC_CONF_VARS
 from ..workload.spec import DEFAULT_TIMEOUT_S
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # what a child needs on PYTHONPATH
+# The variables alloctune sets (or removes) in a child's environment itself: `child_environment`'s here, and the
+# start-up hook's, all named OWN_PREFIX... (command.hook_environment, command.run_command). A value a user gives
+# the child through one of them never reaches it (`set_by_alloctune`).
+SET_VARIABLES = ("PYTHONPATH", "PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES", *ALLOC_CONF_VARS)
+OWN_PREFIX = "ALLOCTUNE_"
+
+
+def set_by_alloctune(name: str) -> bool:
+    """Whether alloctune sets the variable `name` in a child's environment itself (so a user's value is lost)."""
+    return name in SET_VARIABLES or name.startswith(OWN_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,9 @@ class TrialTask:
     backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
     check_growth: int | None = None   # a command's growth check: sample memory at steps K and 2K (--check-growth)
     early_stop: bool = False          # a confirmation: end it after the warm-up and enough steps (runtime/stopping.py)
+    # An in-process confirmation of a command: its setting and the default in turn, in blocks of steps, in one
+    # process (runtime/alternate.AlternatePlan as ALLOCTUNE_HOOK_ALTERNATE's JSON); None: a plain trial.
+    alternate: str | None = None
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""

@@ -84,6 +84,23 @@ def test_a_workload_trace_or_entry_that_is_no_file_is_named(tmp_path, target, sa
     assert not (tmp_path / "r").exists()
 
 
+def test_a_file_that_fails_to_read_is_named_by_every_reader(tmp_path):
+    """/proc/self/mem opens as a regular file of no size, and its first read fails (EIO): each kind of input names
+    the file it could not read, itself or through a link named as that kind, in one line, and nothing is written."""
+    out = tmp_path / "r"
+    readers = [(["replay", "PATH"], "trace.xz"), (["search", "PATH"], "trace.xz"), (["fleet", "PATH"], "trace.xz"),
+               (["diagnose", "PATH"], "oom.pickle"), (["sweep", "PATH", "--backend", "sim", "--out", out], "w.yaml"),
+               (["sweep", PACKED, "--backend", "sim", "--grid", "PATH", "--out", out], "grid.txt"),
+               (["sweep", PACKED, "--preset", "h200", "--backend", "sim", "--trace", "PATH", "--out", out], "trace.xz")]
+    for args, link in readers:
+        (tmp_path / link).unlink(missing_ok=True)
+        (tmp_path / link).symlink_to("/proc/self/mem")
+        for path in (tmp_path / link, "/proc/self/mem")[:1 if link == "w.yaml" else 2]:   # a workload is a .yaml
+            run = in_process(*(path if a == "PATH" else a for a in args))
+            assert f"cannot read {str(path)!r}: Input/output error" in one_line(run), (args, run.stderr)
+    assert not out.exists()
+
+
 def test_a_byte_order_mark_starts_any_text_file(tmp_path, folder):
     bom = "\ufeff"
     grid = tmp_path / "grid.txt"

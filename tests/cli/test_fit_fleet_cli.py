@@ -138,7 +138,8 @@ def test_the_value_goes_where_the_command_says_it_else_into_the_environment():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_fit_records_a_command_at_each_value_and_the_gpu_confirms_the_answer(tmp_path):
     # n blocks of 64 MiB live at once, a segment each: n * 64 MiB reserved, exactly a line. Under 800 MiB, 12 blocks
-    # (768 MiB) fit and 16 do not: the answer lies between the recorded 8 and 16.
+    # (768 MiB) fit and 16 do not: the answer lies between the recorded 8 and 16, so 12 is recorded too and its
+    # replay answers.
     script = tmp_path / "job.py"
     script.write_text("import sys, torch\nx = [torch.empty(2**26, dtype=torch.uint8, device='cuda') "
                       "for _ in range(int(sys.argv[1]))]\ntorch.cuda.synchronize()\n")
@@ -149,10 +150,32 @@ def test_fit_records_a_command_at_each_value_and_the_gpu_confirms_the_answer(tmp
     fit = FitFile.from_json(json.loads(run.stdout), "stdout")
     [limit] = fit.limits
     [answer] = limit.answers
-    assert (answer.largest, answer.basis, answer.next_value) == (12, "interpolated", 16)
+    assert (answer.largest, answer.basis, answer.next_value, answer.exact) == (12, "replayed", 16, True)
+    assert fit.exact is not None and fit.exact.values == [12]
     assert [(c.value, c.predicted_runs) for c in limit.confirmed] == [(12, True), (16, False)]
     assert all(c.agreed for c in limit.confirmed), limit.confirmed
-    assert sorted(p.name for p in out.glob("trace.*")) == ["trace.n-16.xz", "trace.n-4.xz", "trace.n-8.xz"]
+    assert sorted(p.name for p in out.glob("trace.*")) == ["trace.n-12.xz", "trace.n-16.xz", "trace.n-4.xz",
+                                                           "trace.n-8.xz"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_copies_at_once_run_together_on_the_gpu_in_the_memory_the_prediction_shares(tmp_path):
+    # n blocks of 64 MiB and a context each: at n=2 several copies share a 2 GiB budget and one context, while a
+    # ballast holds the rest of the GPU; every copy runs
+    script = tmp_path / "job.py"
+    script.write_text("import sys, time, torch\nx = [torch.empty(2**26, dtype=torch.uint8, device='cuda') "
+                      "for _ in range(int(sys.argv[1]))]\ntorch.cuda.synchronize()\ntime.sleep(2)\n")
+    run = cli("fit", "--param", "n=2,4", "--conf", "default", "--budget", "2GiB", "--confirm", "default",
+              "--confirm-copies", "2", "--extra-recordings", "0", "--out", tmp_path / "fit", "--json", "--",
+              sys.executable, script, "{n}")
+    assert run.returncode == 0, run.stderr
+    fit = FitFile.from_json(json.loads(run.stdout), "stdout")
+    [limit] = fit.limits
+    [copies] = limit.copies_confirmed
+    assert copies.predicted >= 2 and len(copies.runs) == copies.predicted and copies.said, copies
+    leave = limit.capacity_bytes + fit.overhead_bytes
+    assert copies.free_bytes is not None and abs(copies.free_bytes - leave) < 64 * MiB
 
 
 H200_BATCHES = {v: ROOT / "tests" / "fixtures" / "fits" / f"hf-trainer-gpt2-batch-{v}.xz" for v in (8, 16, 32)}

@@ -11,6 +11,7 @@ from clirun import in_process
 
 from alloctune.cli.main import main
 from alloctune.results.folder import ResultsFolder
+from alloctune.results.names import CHOICE_FILE
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")
@@ -20,13 +21,18 @@ def _copies(tmp_path: Path) -> list[Path]:
     return [Path(shutil.copytree(RESULTS / name, tmp_path / name)) for name in PACKED]
 
 
-def test_report_json_is_what_choice_json_holds(tmp_path, capsys):
+def test_report_json_is_what_choice_json_holds_and_schema_1_keys_beside(tmp_path, capsys):
     folder, _ = _copies(tmp_path)
+    committed = json.loads((folder / CHOICE_FILE).read_text())   # schema 1: read through its upgrade
     assert main(["report", str(folder), "--json"]) == 0
     (decided,) = json.loads(capsys.readouterr().out)
     assert decided["folder"] == str(folder)
     written = json.loads(json.dumps([c.to_json() for c in ResultsFolder(folder).choices()]))
-    assert decided["choices"] == written and written[0]["conf"] == "expandable_segments:True"
+    # choice.json's record, every key of it, and every key the committed file of schema 1 had, with its value
+    assert [{k: c[k] for k in w} for c, w in zip(decided["choices"], written)] == written
+    assert [{k: c[k] for k in kept} for c, kept in zip(decided["choices"], committed["choices"])] == \
+        committed["choices"]
+    assert written[0]["conf"] == "expandable_segments:True" and committed["schema"] == 1
 
 
 def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, capsys):

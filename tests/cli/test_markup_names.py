@@ -49,3 +49,14 @@ def test_every_command_prints_a_name_that_reads_as_markup_as_it_is(marked, args,
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert "Markup" not in run.stdout + run.stderr
     assert shown.format(root=marked) in run.stdout + run.stderr, run.stdout + run.stderr
+
+
+def test_a_table_is_measured_as_it_is_printed():
+    """The widths that decide whether settings stand whole in a table read its cells as plain text, as the console
+    prints them: a cell holding a user's path measures its full length, never a MarkupError."""
+    from alloctune.report.tables import figures_table, natural_width
+
+    def width(name: str) -> int:
+        return natural_width(figures_table(["trace", "peak"], [[name, "1.0"]], title="", setting=0))
+
+    assert width("o[/]ut [red]x.xz") == width("o" * len("o[/]ut [red]x.xz"))

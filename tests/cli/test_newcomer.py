@@ -1,6 +1,6 @@
 """What a newcomer hit (issue 18), each as the command line does it now: the folders `export --workload` could mean,
 one a line; an interrupt after every file was written says where they are; a replay budget larger than the device
-is warned of; compare says where it wrote; a user's sweeps land in a folder of their own, never the repository's
+is warned of; compare writes only where asked and refuses different workloads; a user's sweeps land in a folder of their own, never the repository's
 committed results/; a setting that takes (nearly) the whole card is called so; and the small wording."""
 from __future__ import annotations
 
@@ -68,13 +68,34 @@ def test_a_replay_budget_larger_than_the_device_is_warned_of():
     assert any("is more than the device's" in w for w in json.loads(searched.stdout)["warnings"])
 
 
-def test_compare_without_o_says_where_it_wrote(tmp_path):
-    proc = in_process("compare", RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200", cwd=tmp_path,
-                      env=NO_GPU)
+def test_compare_writes_only_where_asked(tmp_path):
+    """Without -o, compare prints its table and writes nothing, in the current folder or anywhere; with -o DIR it
+    writes compare.md and compare.png there and says so."""
+    folder = RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200"
+    (tmp_path / "here").mkdir()
+    proc = in_process("compare", folder, cwd=tmp_path / "here", env=NO_GPU)
+    assert proc.returncode == 0 and "no significant change" in proc.stdout, proc.stderr
+    assert list((tmp_path / "here").iterdir()) == [] and "wrote" not in proc.stdout + proc.stderr
+    proc = in_process("compare", folder, "-o", "out", cwd=tmp_path / "here", env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
-    said = " ".join(proc.stdout.split())
-    assert "wrote ./compare.md and ./compare.png (the current folder; -o DIR writes elsewhere)" in said
-    assert (tmp_path / "compare.md").is_file() and (tmp_path / "compare.png").is_file()
+    assert "wrote out/compare.md and out/compare.png" in " ".join(proc.stdout.split())
+    assert sorted(p.name for p in (tmp_path / "here" / "out").iterdir()) == ["compare.md", "compare.png"]
+
+
+def test_compare_refuses_folders_of_different_workloads_unless_forced(tmp_path):
+    """Another workload, or the same one under another preset (another definition): one line naming both folders
+    and what each holds, nothing written; --force compares them, every row incomparable."""
+    base = RESULTS / "transformer-varlen-h200-20261129-234646"
+    for other in (RESULTS / "detection-h200-20261129-235653", RESULTS / "transformer-varlen-24gib-20261129-233651"):
+        proc = in_process("compare", base, other, "-o", tmp_path / "c", cwd=tmp_path, env=NO_GPU)
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"alloctune: error: {base} (transformer-varlen-h200, ") and f"{other} (" in line
+        assert "different workloads" in line and line.endswith("--force compares them anyway")
+        assert not (tmp_path / "c").exists()
+    forced = in_process("compare", base, other, "--force", "--json", cwd=tmp_path, env=NO_GPU)
+    assert forced.returncode == 0, forced.stderr
+    assert {d["mark"] for row in json.loads(forced.stdout)["rows"] for d in row["deltas"][1:]} == {"incomparable"}
 
 
 def test_a_users_sweeps_go_to_a_folder_of_their_own(tmp_path):

@@ -175,15 +175,42 @@ def test_replay_reads_its_grid_from_stdin_once_for_every_trace():
     assert "once" in _one_line_error(cli("replay", "-", "--grid", "-"))
 
 
-def test_a_snapshot_of_two_gpus_asks_for_the_command_line_flag(tmp_path):
+def two_gpus(tmp_path) -> Path:
     snapshot = pickle.loads((H200 / "frag" / "oom-rank0.pickle").read_bytes())
     snapshot["device_traces"] *= 2    # the same run on GPUs 0 and 1
     snapshot["segments"] += [{**s, "device": 1} for s in snapshot["segments"]]
     path = tmp_path / "two.pickle"
     path.write_bytes(pickle.dumps(snapshot))
-    assert "choose one with --device" in _one_line_error(cli("replay", path))
-    run = cli("replay", path, "--device", "1", "--conf", "expandable_segments:True")
-    assert run.returncode == 0 and "on device 1" in run.stdout, run.stderr
+    return path
+
+
+@pytest.mark.parametrize("args", [["replay", "{}"], ["search", "{}", "--max-settings", "5"], ["fleet", "{}"],
+                                  ["fit", "--param", "b", "--trace", "1={}", "--trace", "2={}"],
+                                  ["sweep", ROOT / "workloads" / "detection.yaml", "--preset", "h200", "--backend",
+                                   "sim", "--trace", "{}"]])
+def test_a_snapshot_of_two_gpus_names_an_option_the_command_has(tmp_path, args):
+    """Every command that loads a trace says how to choose a device in its own words: the flag it has (every one
+    but sweep has --device), else what to do instead; nothing is written."""
+    path = two_gpus(tmp_path)
+    given = [str(a).replace("{}", str(path)) for a in args]
+    line = _one_line_error(in_process(*given, "--results" if args[0] == "sweep" else "--jobs", tmp_path / "r"
+                                      if args[0] == "sweep" else "1", cwd=tmp_path))
+    assert "devices [0, 1]" in line, line
+    flags = re.findall(r"(?<![\w-])--[a-z-]+", re.sub(r"`[^`]*`", "", line))   # its own: not another command's
+    usage = in_process(args[0], "--help").stdout
+    assert all(flag in usage for flag in flags) and ("choose one with --device N" in line) == (args[0] != "sweep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two.pickle"]
+    if args[0] != "sweep":
+        fewer = ["--max-settings", "5"] if args[0] == "search" else ["--conf", "expandable_segments:True"]
+        run = in_process(*given, "--device", "1", *fewer, "--json", cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+
+
+def test_the_python_api_names_its_keyword(tmp_path):
+    import alloctune
+
+    with pytest.raises(alloctune.AlloctuneError, match=r"choose one with device=N$"):
+        alloctune.fleet([two_gpus(tmp_path)])
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from alloctune.decide.fit import EXTRAPOLATION, Basis, Point, copies, fit, largest, search_next, step_of
+from alloctune.decide.fit import (EXTRAPOLATION, MAX_VALUES, Basis, Point, copies, fit, largest, search_next, step_of,
+                                  to_record, values_answered)
 
 GiB = 2**30
 
@@ -121,3 +122,49 @@ def test_the_search_walks_a_step_at_a_time_to_where_a_run_and_a_failure_meet():
     assert search_next([(16, True), (40, False)], 8) == 32                  # a gap of several steps: closed from above
     assert search_next([(24, False), (32, True)], 8) == 16                  # a run above a failure counts for nothing
 
+
+
+def test_an_answer_is_exact_where_its_value_and_the_next_are_both_recorded():
+    values = [8, 16, 24, 32]
+    points = [Point(v, 10 * GiB + v * GiB, v <= 24) for v in values]
+    settled = largest(points, _line(values), 34 * GiB + GiB // 2, step=8)
+    assert (settled.value, settled.basis, settled.next_value, settled.next_replayed, settled.exact) == \
+        (24, Basis.REPLAYED, 32, True, True)
+    between = largest([p for p in points if p.value != 24], _line([8, 16, 32]), 34 * GiB + GiB // 2, step=8)
+    assert (between.value, between.basis, between.exact) == (24, Basis.INTERPOLATED, False)
+    short = largest([p for p in points if p.value != 32], _line([8, 16, 24]), 34 * GiB + GiB // 2, step=8)
+    assert (short.value, short.next_value, short.next_replayed, short.exact) == (24, 32, False, False)
+    none = largest([Point(8, 18 * GiB, False)], _line([8]), GiB, step=8)
+    assert none.value is None and none.exact   # the smallest value's own replay says nothing runs
+
+
+def test_the_values_to_record_settle_most_answers_first_then_the_smaller():
+    values = [8, 16]
+    points = [Point(v, 10 * GiB + v * GiB, True) for v in values]
+    curve = _line(values)
+    a = largest(points, curve, 10 * GiB + 28 * GiB, step=8, margin=0.0)   # 24 by the curve, 32 the next
+    b = largest(points, curve, 10 * GiB + 36 * GiB, step=8, margin=0.0)   # 32, 40 the next
+    assert (a.value, a.next_value, b.value, b.next_value) == (24, 32, 32, 40)
+    assert to_record([a, b], recorded=values) == [32, 24, 40]   # 32 settles both
+    assert to_record([a, b], recorded=[*values, 32], skip=[24]) == [40]
+    exact = largest([Point(8, 18 * GiB, True), Point(16, 26 * GiB, False)], curve, 22 * GiB, step=8)
+    assert (exact.value, exact.next_value, exact.exact) == (8, 16, True) and to_record([exact], recorded=values) == []
+
+
+def test_a_margin_holds_the_curve_back_and_the_bare_curve_is_where_the_recordings_go():
+    """The H200 Trainer job's default (leave-one-out 36%): with the margin the curve answers 16, the bare curve 24,
+    which is where the recording that settles it goes; the value the leave-one-out missed most is named."""
+    values, peaks = [8, 16, 32], [16391340032, 31750881280, 50790924288]
+    curve = fit(values, peaks)
+    assert curve.loo_worst in values
+    points = [Point(v, p, p <= 46030913535) for v, p in zip(values, peaks)]
+    assert largest(points, curve, 46030913535, step=8).value == 16
+    assert largest(points, curve, 46030913535, step=8, margin=0.0).value == 24
+
+
+def test_the_values_an_answer_walks_are_counted_before_any_is_walked():
+    assert values_answered([8, 16, 32], 8) == 8 + 3
+    assert values_answered([1, 100_000_000], 1) > MAX_VALUES
+    # a walk that stops early never holds the candidates: an answer under a small limit over a huge range is quick
+    points = [Point(1, GiB, True), Point(10**9, 10**6 * GiB, False)]
+    assert largest(points, _line([1, 10**9]), 2 * GiB, step=1).value is not None

@@ -40,6 +40,12 @@ CRAFTED = [
     (lambda s: s["segments"][0].update(total_size=-5), "'total_size': expected a byte count from 0 to 1.15292e+18, got -5"),
     (lambda s: s["alloctune"]["oom"].update(requested_bytes="x"), "field 'oom.requested_bytes'"),
     (lambda s: s["segments"][0]["blocks"][0].update(history=[5]), "field 'blocks[0].history[0]'"),
+    # figures no allocator's state has (issue 38)
+    (lambda s: s["segments"][0].update(allocated_size=s["segments"][0]["total_size"] + 512), "segments[0] holds"),
+    (lambda s: s["segments"][0]["blocks"][0].update(size=s["segments"][0]["total_size"] + 512), "segments[0] holds"),
+    (lambda s: s["alloctune"].update(device_total_bytes=2**20),
+     "figures no allocator's state has, so no cause can be read from them: "),
+    (lambda s: _oom(s).update(device_free=2**50), "free on a card of"),
 ]
 
 

@@ -6,7 +6,8 @@ import pytest
 from clirun import ROOT, cli
 
 from alloctune.diagnosis import diagnose
-from alloctune.diagnosis.facts import Cause, Check
+from alloctune.diagnosis.facts import Cause
+from alloctune.errors import DiagnoseError
 
 PUBLIC = ROOT / "tests" / "fixtures" / "oom" / "public"
 
@@ -25,25 +26,32 @@ def message(requested="20.00 MiB", gpu=0, total="79.15 GiB", free="1.91 GiB", al
             "is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n")
 
 
-@pytest.mark.parametrize("figures, check", [
+@pytest.mark.parametrize("figures, said", [
     (dict(total="1.00 GiB", free="50.00 GiB", allocated="100.00 MiB", unallocated="10.00 MiB"),
-     Check.FREE_OVER_TOTAL),
+     "50.00 GiB free on a card of 1.00 GiB"),
     (dict(requested="0 bytes", total="0 bytes", free="0 bytes", allocated="0 bytes", unallocated="0 bytes"),
-     Check.NO_CARD),
+     "the card's total is 0 bytes"),
     (dict(total="24.00 GiB", free="1.00 GiB", allocated="30.00 GiB", unallocated="1.00 GiB"),
-     Check.RESERVED_OVER_TOTAL),
+     "31.00 GiB reserved by PyTorch on a card of 24.00 GiB"),
+    (dict(free="-10.00 MiB"), "a negative size (-10.00 MiB)"),
+    (dict(requested="-2.00 GiB"), "a negative size (-2.00 GiB)"),
+    (dict(allocated="-300.00 MiB"), "a negative size (-300.00 MiB)"),
 ])
-def test_impossible_figures_get_no_verdict(tmp_path, figures, check):
+def test_impossible_figures_are_refused_in_one_line_naming_the_source(tmp_path, figures, said):
     path = tmp_path / "oom.txt"
     path.write_text(message(**figures))
-    d = diagnose(path)
-    assert d.verdict.cause is Cause.INCONSISTENT and check in {i.check for i in d.verdict.figures.inconsistent}
-    assert d.recommended_conf is None and d.known_problems == []
-    done = run_cli(path)
-    assert done.returncode == 0 and "No verdict (inconsistent figures): The figures are inconsistent" in done.stdout
-    assert "shortage" not in done.stdout and "PYTORCH_CUDA_ALLOC_CONF=" not in done.stdout
-    data = json.loads(run_cli(path, "--json").stdout)
-    assert data["cause"] == "inconsistent" and data["recommended_conf"] is None
+    with pytest.raises(DiagnoseError, match=r"figures no allocator's state has") as refused:
+        diagnose(path)
+    assert said in str(refused.value) and str(path) in str(refused.value)
+    for args in ([path], [path, "--json"]):
+        done = run_cli(*args)
+        assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"alloctune: error: {path}: figures no allocator's state has") and said in \
+            done.stderr
+    # one rank of a log with impossible figures: the log is refused, naming the rank
+    log = tmp_path / "ranks.log"
+    log.write_text("".join(f"[rank{r}]: " + (message(**figures) if r == 1 else message()) for r in range(3)))
+    assert f"{log} (rank 1): figures no allocator's state has" in run_cli(log).stderr
 
 
 @pytest.mark.parametrize("source, conf, basis", [

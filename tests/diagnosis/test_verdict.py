@@ -69,8 +69,9 @@ def test_graph_pools_hold_what_the_request_lacked():
     assert "17.00 GiB, more than the budget" in budget.reasons[2]
 
 
-def test_figures_no_allocator_state_has_give_no_verdict():
-    """Each check on its own: the figures of a sane OOM with one of them made impossible."""
+def test_figures_no_allocator_state_has_fail_their_checks():
+    """Each check on its own: the figures of a sane OOM with one of them made impossible fail it (and diagnose
+    refuses them before any verdict); said in one line that names the source and each figure."""
     from alloctune.diagnosis.facts import Check, Inconsistent
 
     sane = dict(requested=2 * GiB, allocated=60 * GiB, reserved=70 * GiB, device_free=1 * GiB, device_total=73 * GiB,
@@ -80,17 +81,20 @@ def test_figures_no_allocator_state_has_give_no_verdict():
              Check.HELD_OVER_TOTAL: dict(device_free=5 * GiB), Check.ALLOCATED_OVER_RESERVED: dict(allocated=71 * GiB),
              Check.ALLOWED_OVER_TOTAL: dict(allowed=74 * GiB), Check.NOTHING_REQUESTED: dict(requested=0),
              Check.PROCESSES_OVER_TOTAL: dict(processes=((7, 3 * GiB),)), Check.NO_CARD: dict(device_total=0),
-             Check.POOLS_OVER_UNALLOCATED: dict(graph_pools_free=11 * GiB)}
+             Check.POOLS_OVER_UNALLOCATED: dict(graph_pools_free=11 * GiB), Check.NEGATIVE: dict(device_free=-MiB)}
     assert set(cases) == set(Check)
     for check, change in cases.items():
-        v = judge(OomFacts(**sane | change))
-        assert v.cause is Cause.INCONSISTENT and check in {i.check for i in v.figures.inconsistent}, check
-        assert v.suggested_conf is None and len(v.reasons) == len(v.figures.inconsistent)
-    free = judge(OomFacts(**sane | dict(device_free=50 * GiB, device_total=GiB, reserved=110 * MiB,
-                                        allocated=100 * MiB, this_process=None)))
-    assert Inconsistent(Check.FREE_OVER_TOTAL, 50 * GiB, GiB) in free.figures.inconsistent
-    assert words.heading(free.cause, free.sure) == "No verdict (inconsistent figures)"
-    assert "50.00 GiB free on a card of 1.00 GiB" in free.reasons
+        found = OomFacts(**sane | change).inconsistencies()
+        assert check in {i.check for i in found}, check
+        line = words.impossible(found, "oom.txt", 3)
+        assert line.startswith("oom.txt (rank 3): figures no allocator's state has") and "\n" not in line
+    free = OomFacts(**sane | dict(device_free=50 * GiB, device_total=GiB, reserved=110 * MiB, allocated=100 * MiB,
+                                  this_process=None)).inconsistencies()
+    assert Inconsistent(Check.FREE_OVER_TOTAL, 50 * GiB, GiB) in free
+    assert "50.00 GiB free on a card of 1.00 GiB" in words.impossible(free, "oom.txt", None)
+    negative = OomFacts(**sane | dict(requested=-2 * GiB, processes=((7, -MiB),))).inconsistencies()
+    assert negative == (Inconsistent(Check.NEGATIVE, -2 * GiB, 0), Inconsistent(Check.NEGATIVE, -MiB, 0))
+    assert "a negative size (-2.00 GiB); a negative size (-1.00 MiB)" in words.impossible(negative, "m", None)
     # within the rounding of the figures, the same excess is no contradiction
     rounded = OomFacts(**sane | dict(device_free=1 * GiB + 10 * MiB, reserved=72 * GiB, this_process=None),
                        precision=5 * MiB)

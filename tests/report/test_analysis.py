@@ -13,6 +13,7 @@ from alloctune.decide.summary import summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
 from alloctune.results.choices import ChoiceRecord, ReasonRecord
+from alloctune.results.figures import MemoryMeasure, SettingState
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import CHOICE_FILE
 from alloctune.results.records import Measurement, TrialRecord, TrialState
@@ -38,11 +39,15 @@ def record_of(records, max_slowdown=0.02) -> ChoiceRecord:
 def test_the_record_of_a_measured_winner():
     r = record_of(repeats("") + repeats(ES, reserved=10.5, tputs=(100.0, 101.5, 98.5))
                   + repeats(MS, reserved=20.0, tputs=(120, 121, 119)))
-    assert (r.conf, r.label, r.baseline, r.is_default, r.simulated, r.fits) == (ES, ES, "", False, False, True)
+    assert (r.conf, r.label, r.is_default, r.simulated, r.fits) == (ES, ES, False, False, True)
     assert r.torch_version == "2.11.0+cu130" and r.verdict == "no significant difference"
-    assert (r.peak_reserved_bytes, r.baseline_peak_reserved_bytes) == (int(10.5 * GiB), int(15 * GiB))
-    assert r.throughput_ratio == pytest.approx(1.0, abs=0.01) and r.paired_rounds == 3 and r.repeats == 3
-    assert r.throughput_ratio_ci[0] < r.throughput_ratio < r.throughput_ratio_ci[1]
+    # every setting of the group once, ranked; the winner and the default looked up among them
+    assert [s.conf for s in r.settings] == [ES, "", MS] and r.winner is r.settings[0] and r.default is r.settings[1]
+    assert (r.winner.peak_reserved_bytes, r.default.peak_reserved_bytes) == (int(10.5 * GiB), int(15 * GiB))
+    cmp = r.winner.vs_default
+    assert r.throughput_ratio == cmp.ratio == pytest.approx(1.0, abs=0.01) and cmp.pairs == 3
+    assert r.winner.repeats == 3 and r.default.vs_default is None and r.settings[2].vs_default.ratio > 1.1
+    assert cmp.ci_low < cmp.ratio < cmp.ci_high
     assert 0 < r.detectable_slowdown < 0.05
     assert [u.conf for u in r.runners_up] == ["", MS]
     # each sentence beside the reason it says
@@ -54,18 +59,19 @@ def test_the_record_of_a_measured_winner():
 
 def test_the_record_of_other_outcomes():
     kept = record_of(repeats("") + repeats(ES, reserved=14.95))
-    assert kept.is_default and kept.conf == "" and kept.throughput_ratio == 1.0
+    assert kept.is_default and kept.conf == "" and kept.throughput_ratio == 1.0 and kept.winner is kept.default
     assert kept.decision_data.code == Code.KEEP_DEFAULT
     none = record_of([trial("", state=TrialState.OOM, budget=GiB), trial(ES, state=TrialState.OOM, budget=GiB)])
     assert (none.fits, none.conf, none.label, none.verdict) == (False, None, "nothing fits", "nothing fits")
-    assert none.decision_data.code == Code.NOTHING_FITS and none.budget_bytes == GiB
+    assert none.decision_data.code == Code.NOTHING_FITS and none.budget_bytes == GiB and none.winner is None
+    assert [(s.state, s.failed_repeats, s.repeats) for s in none.settings] == [(SettingState.OOM, 1, 1)] * 2
     sim = record_of([trial("", tput=None, backend="sim"), trial(ES, reserved=10.0, tput=None, backend="sim")])
     assert sim.simulated and sim.verdict == "not measured" and sim.throughput_ratio is None
     assert [d.code for d in sim.reasons_data][:2] == [Code.SIMULATED, Code.SAVES_MEMORY]
     assert sim.decision_data == sim.reasons_data[1] and sim.precision == "" and sim.precision_data is None
     across = record_of(device("", 40.0, 41.0) + device(ES, 32.68, 33.5) + device(ASYNC, 32.59, 33.4))
-    assert across.memory_measure == "peak device memory" and across.memory_bytes == int(33.5 * GiB)
-    assert across.peak_reserved_bytes == int(32.68 * GiB) and across.baseline_memory_bytes == int(41 * GiB)
+    assert across.winner.memory_measure is MemoryMeasure.DEVICE and across.winner.memory == int(33.5 * GiB)
+    assert across.winner.peak_reserved_bytes == int(32.68 * GiB) and across.default.memory == int(41 * GiB)
     lenient = record_of(repeats("") + repeats(ES, reserved=8.0, tputs=(90.0, 90.5, 89.5)), max_slowdown=0.15)
     assert lenient.verdict == "slower" and lenient.max_slowdown == 0.15
     assert lenient.reasons_data[1].code == Code.THROUGHPUT_DIFFERS
@@ -88,8 +94,7 @@ def test_analyze_writes_every_reason_in_words_and_as_data(tmp_path):
 
 
 def test_a_choice_json_from_before_reasons_were_data_still_reads(tmp_path):
-    """The data fields are new and optional: a file without them reads, with the sentences alone (the schema number
-    is unchanged, and an older alloctune ignores the keys it does not know)."""
+    """The data fields are optional: a file without them reads, with the sentences alone."""
     folder = make_folder(tmp_path / "w", repeats("") + repeats(ES, reserved=10.0))
     analyze(folder)
     path = folder.path / CHOICE_FILE

@@ -10,6 +10,7 @@ from folders import make_folder, repeats
 
 from alloctune.decide.changed import choice_changes
 from alloctune.api.analyze import analyze
+from alloctune.results.upgrade import schema1_text
 
 ES = "expandable_segments:True"
 
@@ -68,3 +69,21 @@ def test_a_group_new_to_the_folder_replaces_nothing(tmp_path):
     analyze(folder)
     (held,) = folder.choices()
     assert choice_changes([], [held]) == [] and choice_changes([held], [held]) == []
+
+
+def test_a_choice_json_of_schema_1_is_what_the_report_compares_against(tmp_path):
+    """A folder an older alloctune decided (choice.json of schema 1, read through its upgrade): the change against
+    it is said as against any other, and a report that changes nothing says nothing."""
+    folder = _folder(tmp_path)
+    analyze(folder)
+    path = folder.path / "choice.json"
+    path.write_text(schema1_text(folder.choices()))
+    decided, err = _report(folder)
+    assert (decided["changed"], err) == ([], "")
+    data = json.loads(schema1_text(folder.choices()))
+    data["choices"][0]["conf"] = ES   # what an older alloctune's rules chose from these trials
+    path.write_text(json.dumps(data))
+    decided, err = _report(folder)
+    assert [(c["before"], c["after"], c["trials"]) for c in decided["changed"]] == [(ES, "", [6, 6])]
+    assert err.startswith(f"report: the choice for torch-2.11.0 (cuda) changed from {ES} to default, decided again "
+                          "from the same trials and parameters by this alloctune's rules")

@@ -4,6 +4,7 @@ point, each with its figure; a mark for settings that took (nearly) the whole ca
 and a y axis from zero when one repeat gives no interval."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -14,6 +15,7 @@ import alloctune
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
 from alloctune.api.compare import compare_folders
+from alloctune.report.analysis import choice_record
 from alloctune.report.compare_output import comparison_figure
 from alloctune.report.plot import WHOLE_CARD, _bars, _scatter, plot_pareto
 from alloctune.results.folder import ResultsFolder, find_results
@@ -28,13 +30,13 @@ DEVICE = "device memory 139.80 GiB"
 
 def draw(folder, budget_bytes=None, trials=None):
     settings = summarize_settings(trials if trials is not None else ResultsFolder(folder).trials())
-    [choice] = choose(settings)
+    [choice] = [choice_record(c) for c in choose(settings)]   # the record the plot is drawn from
     if budget_bytes:
-        choice = choice.__class__(**{**choice.__dict__, "budget_bytes": budget_bytes})
+        choice = replace(choice, budget_bytes=budget_bytes)
     fig = Figure()
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    fitting = [s for s in settings if s.fits]
+    fitting = [choice.figures(s.conf) for s in settings if s.fits]
     (_bars if choice.simulated else _scatter)(ax, fitting, choice)
     fig.canvas.draw()
     return ax, fitting
@@ -79,7 +81,7 @@ def test_a_simulated_sweep_draws_bars_with_their_figures_and_hatches_the_whole_c
     assert [t.get_text() for t in ax.texts] == [" 37.60 GiB", " 26.87 GiB", " 139.04 GiB · whole card"]
     assert DEVICE in [line.get_label() for line in ax.get_lines()] and legend_outside(ax)
     assert WHOLE_CARD["label"] in [t.get_text() for t in ax.get_legend().get_texts()]
-    png = plot_pareto(summarize_settings(outcome.folder.trials()), outcome.choices, tmp_path / "plot.png")
+    png = plot_pareto([choice_record(c) for c in outcome.choices], tmp_path / "plot.png")
     assert png.stat().st_size > 10_000
 
 

@@ -6,6 +6,7 @@ from folders import new_folder
 
 from alloctune.decide.choice import choose
 from alloctune.decide.summary import summarize_settings
+from alloctune.report.analysis import choice_record
 from alloctune.report.plot import plot_pareto
 from alloctune.report.ranked import print_choice
 from alloctune.report.summary import write_summary
@@ -35,9 +36,14 @@ def info(**kw):
     return SweepInfo(**base)
 
 
-def render(settings, choice) -> str:
+def decided(settings):
+    """The records the reports are written from."""
+    return [choice_record(c) for c in choose(settings)]
+
+
+def render(choice) -> str:
     console = Console(record=True, width=300)
-    print_choice(console, settings, choice)
+    print_choice(console, choice)
     return console.export_text()
 
 
@@ -49,8 +55,8 @@ def png_size(path):
 
 def test_ranked_table_renders_ranked_rows():
     settings = summarize_settings(measured_records())
-    [choice] = choose(settings)
-    text = render(settings, choice)
+    [choice] = decided(settings)
+    text = render(choice)
     for column in ("setting", "state", "reserved", "res/", "tokens", "vs"):
         assert column in text
     lines = [line for line in text.splitlines() if ("GiB" in line or "oom" in line) and not line.startswith("  ")]
@@ -66,7 +72,7 @@ def test_summary_written_with_every_section(tmp_path):
     for i, r in enumerate(records):
         object.__setattr__(r, "started_at", f"2025-01-01T00:00:0{i % 10}Z")
     settings = summarize_settings(records)
-    choices = choose(settings)
+    choices = decided(settings)
     folder = new_folder(tmp_path / "w-20250101-000000", info())
     path = write_summary(folder, info(), settings, choices)
     assert path == folder.path / SUMMARY_FILE
@@ -90,7 +96,7 @@ def test_summary_simulated_and_nothing_fits(tmp_path):
     nothing = [rec("", state=TrialState.OOM, env_id="torch-2.9.1", torch="2.9.1"),
                rec(ES, state=TrialState.CRASHED, env_id="torch-2.9.1", torch="2.9.1", error="Segmentation fault")]
     settings = summarize_settings(sim + nothing)
-    choices = choose(settings)
+    choices = decided(settings)
     folder = ResultsFolder(tmp_path / "r")
     text = write_summary(folder, info(backend="sim", budget_bytes=None, skipped=[]), settings, choices).read_text()
     assert "Simulated from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in text
@@ -103,21 +109,21 @@ def test_summary_simulated_and_nothing_fits(tmp_path):
 
 def test_plot_measured_simulated_and_several_envs(tmp_path):
     settings = summarize_settings(measured_records())
-    one = plot_pareto(settings, choose(settings), tmp_path / "one.png")
+    one = plot_pareto(decided(settings), tmp_path / "one.png")
     w1, _ = png_size(one)
 
     two_envs = measured_records() + measured_records(env_id="torch-2.9.1", torch="2.9.1")
     settings = summarize_settings(two_envs)
-    w2, _ = png_size(plot_pareto(settings, choose(settings), tmp_path / "sub" / "two.png"))
+    w2, _ = png_size(plot_pareto(decided(settings), tmp_path / "sub" / "two.png"))
     assert w2 > 1.5 * w1  # one panel per environment
 
     sim = summarize_settings(setting("", backend="sim") + setting(ES, reserved=10.0, backend="sim")
                              + [rec(MS, state=TrialState.OOM, backend="sim")])
-    png_size(plot_pareto(sim, choose(sim), tmp_path / "sim.png"))
+    png_size(plot_pareto(decided(sim), tmp_path / "sim.png"))
 
     nothing = summarize_settings([rec("", state=TrialState.OOM)])
-    png_size(plot_pareto(nothing, choose(nothing), tmp_path / "none.png"))
-    png_size(plot_pareto([], [], tmp_path / "empty.png"))
+    png_size(plot_pareto(decided(nothing), tmp_path / "none.png"))
+    png_size(plot_pareto([], tmp_path / "empty.png"))
 
 
 def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
@@ -126,9 +132,9 @@ def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
     measured = setting("", reserved=15.0) + setting(ES, reserved=10.0)
     settings = summarize_settings(predicted + measured)
     folder = ResultsFolder(tmp_path / "r")
-    text = write_summary(folder, info(backend="hybrid", skipped=[]), settings, choose(settings)).read_text()
+    text = write_summary(folder, info(backend="hybrid", skipped=[]), settings, decided(settings)).read_text()
     assert "## Predicted (replay) against measured (GPU)" in text
     assert "| default | 15.30 GiB | 15.00 GiB | +2.00% |" in text
     assert f"| {ES} | 10.00 GiB | 10.00 GiB | +0.00% |" in text
     only_measured = summarize_settings(measured)
-    assert "Predicted" not in write_summary(folder, info(skipped=[]), only_measured, choose(only_measured)).read_text()
+    assert "Predicted" not in write_summary(folder, info(skipped=[]), only_measured, decided(only_measured)).read_text()

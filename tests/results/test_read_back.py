@@ -16,6 +16,7 @@ from folders import choice, make_folder, repeats, trial
 import alloctune
 from alloctune.errors import AlloctuneError, OptionError, ResultsError, WorkloadError
 from alloctune.api.analyze import analyze
+from alloctune.results.figures import SettingFigures
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.records import MAX_PROCESS_ROWS, TrialState
 from alloctune.results.trials import MAX_LINE_BYTES
@@ -108,8 +109,8 @@ def test_the_writer_refuses_what_the_reader_would_refuse_and_writes_nothing(tmp_
     bad = trial(reserved=2**64 / 2**30)
     with pytest.raises(ResultsError, match="not written, as it would not read back: .*peak_reserved_bytes"):
         folder.store.append(bad)
-    with pytest.raises(ResultsError, match="not written, as it would not read back: .*memory_bytes"):
-        folder.write_choice([replace(choice(""), memory_bytes=2**64)])
+    with pytest.raises(ResultsError, match=r"not written, as it would not read back: .*settings\[0\]\.memory'"):
+        folder.write_choice([replace(choice(""), settings=(SettingFigures("", memory=2**64),))])
     with pytest.raises(ResultsError, match="not written.*Out of range float"):
         folder.write_choice([replace(choice(""), throughput_ratio=float("nan"))])
     assert (folder.path / "trials.jsonl").read_bytes() == trials

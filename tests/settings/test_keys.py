@@ -1,16 +1,19 @@
 """The registry of setting keys: one entry per key, which the setting string, the versions, the grid, the search
 space and the simulator read."""
+import sys
 from dataclasses import fields
 
 import pytest
+from key_values import boundary_settings
 
 from alloctune.errors import ConfError
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import apply_rules
-from alloctune.settings.keys import KEYS, SEARCH_ORDER, Sim, names
+from alloctune.settings.keys import KEYS, LARGEST, SEARCH_ORDER, Sim, names
 from alloctune.settings.readback import conf_from_settings, mismatch, readable_keys
 from alloctune.settings.versions import check_conf
 from alloctune.sim.config import allocator_config
+from alloctune.trial.probe import SettingsJudge
 
 GiB = 1 << 30
 
@@ -86,3 +89,33 @@ def test_readback_reads_what_each_key_reports_and_compares_what_is_in_force():
         "max_split_size_mb: None asked, 128 in force; garbage_collection_threshold: None asked, 0.6 in force")
     assert mismatch(AllocConf(), effective, readable_keys(False)) == (
         "allocator settings did not take effect: max_split_size_mb: None asked, 128 in force")
+
+
+def _judged_here(text: str, version: str) -> str | None:
+    """Why the registry refuses `text` for torch `version` (its parse, then the version's ranges), or None."""
+    try:
+        return check_conf(AllocConf.parse(text), version)
+    except ConfError as exc:
+        return str(exc)
+
+
+@pytest.mark.slow
+def test_torch_reads_every_value_the_registry_accepts_as_alloctune_prints_it():
+    """Every numeric key at every edge (tests/key_values.py), judged by the registry and by this machine's torch's
+    own parser: what the registry accepts torch accepts, written as alloctune writes it (the canonical form reads
+    back as the same value); what torch refuses the registry refuses. The registry refuses more: whole numbers
+    above LARGEST, which torch up to 2.8 refuses and later ones clamp or overflow on."""
+    with SettingsJudge(sys.executable) as judge:
+        if not judge.hello()["parser"]:
+            pytest.skip("this torch has no run-time parser of allocator settings")
+        version = judge.hello()["torch_version"]
+        texts = boundary_settings()
+        accepted = {text: str(AllocConf.parse(text)) for text in texts if _judged_here(text, version) is None}
+        torch_says = judge.parse_errors(texts + sorted(set(accepted.values())))
+    assert all(AllocConf.parse(canonical) == AllocConf.parse(text) for text, canonical in accepted.items())
+    assert {text: torch_says[canonical] for text, canonical in accepted.items() if torch_says[canonical]} == {}
+    assert [text for text in texts if torch_says[text] and text in accepted] == []
+    refused_more = {text for text in texts if text not in accepted and not torch_says[text]}
+    assert any(str(LARGEST + 1) in text for text in refused_more)
+    assert all("must be at most 1073741824 (2^30)" in _judged_here(text, version) for text in refused_more
+               if not text.startswith("per_process_memory_fraction"))   # a key this CPU build does not parse

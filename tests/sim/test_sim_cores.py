@@ -9,10 +9,15 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
+from key_values import boundary_values, numeric_keys
 
+from alloctune.errors import ConfError
 from alloctune.results.records import DriverWork
 from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID
+from alloctune.settings.versions import check_conf
+from alloctune.sim import simulate as simulate_module
+from alloctune.sim.config import allocator_config
 from alloctune.sim.simulate import core_notice, pack, simulate
 from alloctune.sim.steady import SteadyWindow, steady_window
 from alloctune.sim.trace import ALLOC, FREE, FREE_REQUESTED, Trace, load_trace
@@ -113,3 +118,49 @@ def test_driver_work_window_at_the_trace_ends(core):
     assert window is not None and window.steps == 5 and window.device_allocs == whole.device_allocs / 5
     with pytest.raises(ValueError):
         simulate(trace, AllocConf.parse(""), 1 << 40, core=core, window=SteadyWindow(0, 501, 5))
+
+
+# What makes each key act: a split limit (max_non_split_rounding_mb), expandable segments (large_segment_size_mb's page)
+BESIDE = ["", "max_split_size_mb:20", "expandable_segments:True"]
+
+
+@pytest.mark.parametrize("key", sorted(numeric_keys()))
+def test_both_cores_agree_on_every_value_the_registry_accepts(key):
+    """Every numeric key at every edge (tests/key_values.py), alone and beside what makes it act, on a roomy device
+    and under a budget where GC acts: the registry (keys.py's parse, versions.py's ranges for torch 2.13) refuses
+    the value, or both cores replay it field for field alike, never holding less than they hand out."""
+    trace = random_trace(1500, 3)
+    accepted = set()
+    for value in boundary_values(numeric_keys()[key]):
+        for beside in BESIDE:
+            try:
+                conf = AllocConf.parse(",".join(filter(None, [f"{key}:{value}", beside])))
+            except ConfError:
+                continue
+            if check_conf(conf, "2.13.0") is not None:
+                continue
+            accepted.add(value)
+            for device, budget in ((1 << 40, None), (6 << 30, 3 << 30)):
+                kw = dict(budget_bytes=budget, overhead_bytes=300 << 20, torch_version="2.13.0")
+                want = simulate(trace, conf, device, core="python", **kw)
+                got = simulate(trace, conf, device, core="compiled", **kw)
+                assert got == want, f"{conf} device={device} budget={budget}"
+                assert want.peak_reserved_bytes >= max(want.peak_allocated_bytes, want.peak_requested_bytes), conf
+    assert accepted and len(accepted) < len(boundary_values(numeric_keys()[key])), accepted
+
+
+@pytest.mark.parametrize("figures", [dict(large_segment_size_mb=2**44), dict(max_split_size_mb=2**44),
+                                     dict(max_split_size_mb=20, max_non_split_rounding_mb=2**44 - 1),
+                                     dict(roundup_power2_divisions=2**55)])
+def test_figures_past_the_compiled_cores_range_are_replayed_by_the_python_core(figures):
+    """A setting made without the registry (AllocConf's fields set directly) may hold what no torch reads: the
+    compiled core refuses figures past its 64-bit range (they wrapped, and divisions of 2^55 divided by zero)
+    and the replay is the Python core's."""
+    trace, conf = random_trace(600, 4), AllocConf(**figures)
+    with pytest.raises(OverflowError):
+        simulate(trace, conf, 1 << 40, core="compiled")
+    assert simulate(trace, conf, 1 << 40) == simulate(trace, conf, 1 << 40, core="python")
+    setting = {k: v for k, v in vars(allocator_config(AllocConf(), 1 << 40)).items() if k != "label"}
+    with pytest.raises(OverflowError):   # the core itself, given a figure beyond 64 bits
+        simulate_module._core.simulate([0], [0], [512], [0], stop_at_retry=False, marks=[1],
+                                       **{**setting, "large_segment": 2**64})

@@ -149,5 +149,9 @@ def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_pat
     small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
     assert small == 2 * MiB and all(b % (20 * MiB) == 0 for b in large)   # whole pages of each pool
     assert cal.sync.fixed_us < statistics.median(s.median_us for s in cal.device_alloc.samples)
+    # behind queued GPU work: a synchronisation and a cudaFree wait for all of it
+    queued = {kind: getattr(cal, kind).queued for kind in ("device_alloc", "device_free", "map", "unmap", "sync")}
+    assert all(q is not None and q.queued_us == [2000.0, 10000.0] for q in queued.values())
+    assert queued["sync"].waits > 0.9 and queued["device_free"].waits > 0.9
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert json.loads(store(cal).read_text())["gpu"] == cal.gpu

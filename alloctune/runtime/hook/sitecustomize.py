@@ -12,7 +12,8 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
   so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
   no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`runtime/stepwatch.py`
   sees them, `runtime/counting.py` counts them, times the steps after the warm-up and ends the process at the end
-  of a --steps window or of the automatic one);
+  of a --steps window or of the automatic one; ALLOCTUNE_HOOK_ALTERNATE: `runtime/alternate.py` switches settings
+  between blocks of steps);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
@@ -146,8 +147,9 @@ def _window_over() -> None:
 
 def _counter() -> Counter:
     if _state.counter is None:
+        from alloctune.runtime.alternate import from_environment
         from alloctune.runtime.counting import Counter
-        from alloctune.runtime.devices import CudaJob
+        from alloctune.runtime.devices import CudaJob, peaks
 
         with _state.lock:
             if _state.counter is None:
@@ -156,7 +158,9 @@ def _counter() -> Counter:
                                          _number("ALLOCTUNE_HOOK_WINDOW_STEPS"),
                                          _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
                                          os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop(),
-                                         ends=os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1")
+                                         ends=os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1",
+                                         alternation=from_environment(os.environ, job, lambda: peaks(
+                                             job.cuda(), _state.sampler), _state.out))
     return _state.counter
 
 
@@ -278,7 +282,7 @@ def _write(sync: bool = True) -> None:
         report = with_steps(counter, report, sync and cuda is not None and not _state.window_ended)
     if cuda is not None:
         conf, recording = os.environ.get("ALLOCTUNE_HOOK_CONF", ""), os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
-        report, snapshot = with_cuda(cuda, report, _state.sampler, conf, recording)
+        report, snapshot = with_cuda(cuda, report, _state.sampler, conf, recording, counter)
         if snapshot is not None:   # recording: the trace, and the recording stopped
             from alloctune.runtime.traces import write_trace
 

@@ -47,6 +47,8 @@ class SimExecutor(Executor):
             env = dict(meta.get("env") or {}, trace=self.trace_paths[0] if len(self.trace_paths) == 1
                        else self.trace_paths, trace_torch=meta.get("torch_version"), simulated_as=version,
                        gpu_memory=self.device_memory)
+            if "dry_run" in meta:   # the trace is a dry run's: every report says so (results/provenance.py)
+                env["dry_run"] = meta["dry_run"]
             per_trace = [replay(trace, [t.conf for t in group], self.device_memory, budget_bytes=budget,
                                 torch_version=version) for trace in self.traces]
             outcomes = list(zip(*per_trace))   # per task: its setting's outcome on each trace

@@ -1,0 +1,162 @@
+"""`alloctune fit` refusing what cannot work, each as a class of inputs, before any recording or replay, in one line,
+leaving no folder behind and nothing of another's changed: a parameter given in a variable alloctune sets itself, a
+folder that is not this fit's (another command's fit, a sweep's results, files of the user's), a card no job runs
+on or that holds less than the context, values too many to answer, and two fits on one folder at once."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bounded import bounded_cli, one_line_error
+from clirun import in_process
+from scaled import write_traces
+from waiting import wait_until
+
+from alloctune.results.names import FIT_FILE, PLOT_FILE, SWEEP_FILE
+from alloctune.settings.conf import AllocConf
+from alloctune.sim.trace import save_trace
+from alloctune.trial.command import hook_environment, run_command
+from alloctune.trial.task import SET_VARIABLES, child_environment, set_by_alloctune
+
+pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # a command is refused for its GPU only after these checks
+
+
+def refused(*args, cwd=None) -> str:
+    """`alloctune fit ARGS`: exit 2 and one line on standard error, which is returned."""
+    done = in_process("fit", *args, **({"cwd": cwd} if cwd else {}))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_the_variables_alloctune_sets_are_every_one_its_environment_builders_change(tmp_path):
+    """Built from a base holding each variable the builders touch (and one they do not), with every option on:
+    each variable added, changed or removed is one `set_by_alloctune` names."""
+    base = {name: "user" for name in (*SET_VARIABLES, "ALLOCTUNE_HOOK_RECORD", "BATCH")}
+    env = hook_environment(child_environment(AllocConf.parse("expandable_segments:True"), 0, base), "x",
+                           budget_bytes=2**30, record=True, window_steps=3, step_on="forward", growth_steps=2,
+                           early_stop=True)
+    run = run_command(["env", "-0"], env, None, 60, str(tmp_path))   # what the child's process sees
+    final = dict(e.split("=", 1) for e in Path(run.stdout).read_text().split("\0") if e)
+    changed = {k for k in {*base, *final} if base.get(k) != final.get(k)}
+    assert changed and all(set_by_alloctune(k) for k in changed), sorted(k for k in changed if not set_by_alloctune(k))
+    assert not set_by_alloctune("BATCH") and final["BATCH"] == "user"
+
+
+@pytest.mark.parametrize("name", [*SET_VARIABLES, "ALLOCTUNE_HOOK_OUT", "ALLOCTUNE_ANYTHING"])
+def test_a_parameter_in_a_variable_alloctune_sets_is_refused_unless_the_command_says_where_it_goes(tmp_path, name):
+    out = tmp_path / "fit"
+    line = refused("--param", f"{name}=1,2", "--out", out, "--", "python3", "-c", "pass")
+    assert f"alloctune sets {name} in your command's environment itself" in line and "{" + name + "}" in line
+    assert not out.exists()
+    # with {NAME} in the command the value goes there: refused only later, for the GPU the command lacks
+    line = refused("--param", f"{name}=1,2", "--out", out, "--", "python3", "-c", f"print({{{name}}})")
+    assert "needs a CUDA GPU" in line and not out.exists()
+
+
+def test_a_refused_fit_leaves_no_folder_not_even_the_default_one(tmp_path):
+    line = refused("--param", "batch=8,16", "--", "python3", "-c", "print({batch})", cwd=tmp_path)
+    assert "needs a CUDA GPU" in line and os.listdir(tmp_path) == []
+
+
+def test_a_folder_that_is_not_this_fits_is_refused_and_left_as_it_was(tmp_path):
+    traces = write_traces(tmp_path, [8, 16])
+    theirs = tmp_path / "theirs"
+    done = in_process("fit", "--param", "batch", *traces, "--cards", "24GiB", "--jobs", "1", "--out", theirs)
+    assert done.returncode == 0, done.stderr
+    before = {p.name: p.read_bytes() for p in theirs.iterdir() if p.name != ".lock"}
+    line = refused("--param", "batch=8,16", "--out", theirs, "--", "python3", "t.py", "{batch}")
+    assert "holds the fit of another command or parameter (batch: traces recorded before)" in line
+    line = refused("--param", "seq", *traces, "--out", theirs)
+    assert "holds the fit of another command or parameter" in line
+    assert {p.name: p.read_bytes() for p in theirs.iterdir() if p.name != ".lock"} == before
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / SWEEP_FILE).write_text("{}")
+    (sweep / PLOT_FILE).write_bytes(b"the sweep's plot")
+    assert "is a sweep's results folder (sweep.json)" in refused("--param", "batch", *traces, "--out", sweep)
+    assert (sweep / PLOT_FILE).read_bytes() == b"the sweep's plot" and not (sweep / FIT_FILE).exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert "holds files a fit does not write ('notes.txt')" in refused("--param", "batch", *traces, "--out", mine)
+    assert os.listdir(mine) == ["notes.txt"]
+
+
+def test_recordings_another_command_left_in_the_folder_are_refused(tmp_path):
+    """A fit killed before it wrote fit.json leaves only its recordings: each says whose it is (meta 'fit')."""
+    from scaled import scaled_trace
+
+    out = tmp_path / "fit"
+    out.mkdir()
+    for value in (8, 16):
+        trace = scaled_trace(value)
+        trace.meta["fit"] = {"command": ["python3", "other.py", "{batch}"], "param": "batch", "value": value}
+        save_trace(trace, out / f"trace.batch-{value}.xz")
+    before = sorted(os.listdir(out))
+    line = refused("--param", "batch=8,16", "--out", out, "--", "python3", "t.py", "{batch}")
+    assert "trace.batch-8.xz was recorded for another command ('python3 other.py {batch}')" in line
+    assert sorted(os.listdir(out)) == before or sorted(os.listdir(out)) == [".lock", *before]   # the lock: its own rule
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cards", "1000"], "--cards '1000': 1000 B is less than any card that runs a job (1.00 GiB)"),
+    (["--cards", "512MiB"], "--cards '512MiB': 512.00 MiB is less than any card that runs a job"),
+    (["--cards", "24GiB", "--overhead", "24GiB"], "a card must hold more than the CUDA context each process holds "
+                                                  "(24.00 GiB, as given by --overhead)"),
+    (["--cards", "1200MiB"], "(2.00 GiB, as the recordings measured it)"),
+])
+def test_a_card_no_job_runs_on_is_refused_before_any_replay_and_leaves_no_folder(tmp_path, args, says):
+    from scaled import scaled_trace
+
+    paths = []
+    for value in (8, 16):   # traces whose recording measured a context of 2 GiB
+        trace = scaled_trace(value)
+        trace.meta["overhead_bytes"] = 2 * 2**30
+        save_trace(trace, tmp_path / f"{value}.xz")
+        paths += ["--trace", f"{value}={tmp_path / f'{value}.xz'}"]
+    out = tmp_path / "fit"
+    assert says in refused("--param", "batch", *paths, *args, "--out", out)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "-4", "0x10", "1_000"])
+def test_a_value_that_is_no_whole_number_is_one_line(tmp_path, value):
+    traces = write_traces(tmp_path, [8, 16])
+    line = refused("--param", "batch", f"--trace={value}={traces[1].partition('=')[2]}", traces[2], traces[3])
+    assert "each trace's value must be a whole number above 0" in line or "expected VALUE=FILE" in line
+    assert len(line) < 300
+
+
+def test_values_too_far_apart_for_their_step_are_refused_at_once_within_bounded_memory(tmp_path):
+    traces = write_traces(tmp_path, [1, 2])
+    far = ["--trace", traces[1], "--trace", f"100000000={traces[3].partition('=')[2]}"]
+    run = bounded_cli("fit", "--param", "batch", *far, "--out", tmp_path / "fit", timeout=60)
+    line = one_line_error(run)
+    assert "values 1 to 100000000 in steps of 1 make 200,000,002 values to answer, more than 10,000: give a " \
+           "larger --step" in line
+    assert run.seconds < 30 and not (tmp_path / "fit").exists()
+    fine = in_process("fit", "--param", "batch", *far, "--step", "50000000", "--cards", "80GiB", "--jobs", "1")
+    assert fine.returncode == 0, fine.stderr
+
+
+def test_two_fits_on_one_folder_at_once_the_second_is_refused(tmp_path):
+    """The first holds the folder's lock while it replays (a slow one: many settings); the second, started then,
+    is refused at once and the first finishes."""
+    traces = write_traces(tmp_path, [8, 16, 24, 32], steps=40)
+    out = tmp_path / "fit"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    first = subprocess.Popen([sys.executable, "-m", "alloctune", "fit", "--param", "batch", *traces, "--jobs", "1",
+                              "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        wait_until(lambda: (out / ".lock").exists() or first.poll() is not None, 60, "the first fit's lock")
+        assert first.poll() is None, "the first fit ended before the second could start"
+        line = refused("--param", "batch", *traces, "--jobs", "1", "--out", out)
+        assert "is being written by another alloctune" in line
+    finally:
+        assert first.wait(300) == 0, first.stderr.read() if first.stderr else ""
+    assert (out / FIT_FILE).exists()

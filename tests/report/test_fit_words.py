@@ -1,0 +1,67 @@
+"""What `alloctune fit` says its answers rest on: how many are exact and what was recorded to make them so (or why
+nothing was), where a curve still decides its margin and the values it came from, and copies at once run together
+on the GPU; on the answers of real replays of H100 recordings (tests/fixtures/fits/README.md)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+
+import alloctune
+from alloctune.report.fits import print_fit
+from alloctune.results.fits import CopiesConfirmation, CopyRun, ExactRecord, FitFile, Unrecorded
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "fits"
+GiB = 2**30
+
+
+def gpt2(*batches: int, **kw) -> FitFile:
+    traces = {b: FIXTURES / f"gpt2-h100-batch-{b}.xz" for b in batches}
+    return alloctune.fit("batch", traces=traces, confs=["default"], jobs=1, **kw).fit
+
+
+def said(fit: FitFile) -> str:
+    console = Console(record=True, width=100)
+    print_fit(console, fit)
+    return " ".join(console.export_text().split())
+
+
+def test_curve_answers_say_so_and_give_each_margin_with_the_values_it_came_from():
+    text = said(gpt2(2, 4, 6, budgets=["20GiB"]))
+    assert "Answers at values not recorded are the curve's (fitted to traces recorded before: no command to " \
+           "record at the answers)." in text
+    assert "default: +15.0%, the leave-one-out error of its line through batch 2, 4, 6 (each predicted from the " \
+           "others; batch 2 missed most)" in text
+    assert "default 8 extrapolated +15.0%" in text
+    two = said(gpt2(2, 4, budgets=["12GiB"]))
+    assert "its line's largest error at batch 2, 4 (too few values for a leave-one-out: nothing tested it)" in two
+
+
+def test_exact_answers_say_what_was_recorded_and_why_the_others_are_not():
+    fit = gpt2(2, 4, 6, 8, budgets=["12GiB", "20GiB"])   # exact under 12 GiB (6 runs, 8 does not); not under 20 GiB
+    made = replace(fit, exact=ExactRecord(3, [6, 8], [Unrecorded(10, "python3 exited with status 1: [OOM]")], [96]))
+    text = said(made)
+    assert "To answer from replays, recorded 2 more values (6, 8) of at most 3: 1 of 2 answers are exact." in text
+    assert "batch=10: not recorded: python3 exited with status 1: [OOM]" in text
+    assert "batch 96: beyond what the recording GPU holds, not recorded." in text
+    assert "The other answers rest on the curve: the 3 recordings allowed were made (--extra-recordings)." in text
+    assert "replays: exact, the value and the next one recorded and replayed (1 of 1)" in text
+    assert "default 6 replays - 0.33 8" in text
+    assert "Where the curve decides" in text and "default: +4.7%" in text   # only for the answer still the curve's
+
+
+def test_copies_run_together_say_how_many_ran_and_whether_the_gpu_agreed():
+    fit = gpt2(2, 4, 6, budgets=["12GiB"])
+    [limit] = fit.limits
+    ran = CopyRun("ok", True, 5 * GiB, 0)
+    retried = CopyRun("ok", False, 6 * GiB, 2)
+    copies = [CopiesConfirmation("", 2, 2, 13 * GiB, [ran, retried]),
+              CopiesConfirmation("", 4, 1, None, [], "the GPU has 3.00 GiB free, less than the 12.72 GiB to leave")]
+    assert (copies[0].said, copies[0].agreed, copies[1].said) == (False, False, None)
+    text = said(replace(fit, limits=[replace(limit, copies_confirmed=copies)]))
+    assert "Copies at once on the GPU under budget 12GiB, 13.00 GiB left free for them (the budget and one context)" \
+        in text
+    assert "default 2 2 1 of 2 ran (2 alloc retries) 5.00/6.00 NO" in text
+    assert "default 4 1 not run - -" in text
+    assert "default: not run: the GPU has 3.00 GiB free, less than the 12.72 GiB to leave" in text
