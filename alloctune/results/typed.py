@@ -121,10 +121,11 @@ def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) 
 
 
 def load_json(path: str | os.PathLike[str], error: type[ResultsError] = ResultsError) -> Any:
-    """A whole JSON file (at most MAX_JSON_BYTES), read as `loads` reads text."""
+    """A whole JSON file (at most MAX_JSON_BYTES), read as `loads` reads text. Every such file is one alloctune
+    wrote: anything but a regular file there (a FIFO, a device) is `error`, never waited on nor read as empty."""
     from ..files import read_input   # here: a trial child, which reads records but no file, never loads it
 
-    return loads(read_input(path, MAX_JSON_BYTES, "a results file", error), os.fspath(path), error)
+    return loads(read_input(path, MAX_JSON_BYTES, "a results file", error, regular=True), os.fspath(path), error)
 
 
 def check_plain(value: object, path: str = "") -> None:
