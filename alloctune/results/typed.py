@@ -9,8 +9,8 @@ and which arithmetic on floats would overflow. Keys the record does not know are
 add some); a missing key without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
 the field, e.g. `results/x/trials.jsonl:3: field 'measurement.peak_reserved_bytes': expected an integer, got 'a'`.
 
-`load_json(path)` reads a whole JSON file the same way, within MAX_JSON_BYTES: invalid UTF-8, invalid JSON
-and nesting too deep to read become one line. Standard library only: trial children import the records.
+`load_json(path)` reads a whole JSON file the same way, within MAX_JSON_BYTES and only as a regular file: invalid
+UTF-8, invalid JSON, nesting too deep to read and a FIFO or a device in the file's place become one line. Standard library only: trial children import the records.
 """
 from __future__ import annotations
 
