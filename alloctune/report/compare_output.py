@@ -247,9 +247,12 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     """compare.png (`comparison_figure`)."""
+    from .plot import plain_text
+
     path = Path(path)
-    figure = comparison_figure(comparison)
-    write_file(path, lambda f: figure.savefig(f, format="png", dpi=120))
+    with plain_text():   # a folder's name is a column's label
+        figure = comparison_figure(comparison)
+        write_file(path, lambda f: figure.savefig(f, format="png", dpi=120))
     return path
 
 

@@ -191,28 +191,29 @@ def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines
+    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines, plain_text
 
-    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    top = 0.0
-    for s in (s for s in fit.settings if s.reserved is not None):
-        top = max(top, _draw_setting(ax, s, fit))
-    if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
-        for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
-            ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
-    limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
-               f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
-               DEVICE_STYLE) for lim in fit.limits]
-    extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
-    ax.set_ylim(0, extent * 1.05)
-    ax.set_xlabel(fit.param)
-    ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
+    with plain_text():   # a setting's or the value's name is a label
+        fig = Figure(figsize=(9.5, 5.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        top = 0.0
+        for s in (s for s in fit.settings if s.reserved is not None):
+            top = max(top, _draw_setting(ax, s, fit))
+        if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
+            for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
+                ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
+        limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
+                   f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
+                   DEVICE_STYLE) for lim in fit.limits]
+        extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
+        ax.set_ylim(0, extent * 1.05)
+        ax.set_xlabel(fit.param)
+        ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     return path
 
 

@@ -60,3 +60,25 @@ def test_a_table_is_measured_as_it_is_printed():
         return natural_width(figures_table(["trace", "peak"], [[name, "1.0"]], title="", setting=0))
 
     assert width("o[/]ut [red]x.xz") == width("o" * len("o[/]ut [red]x.xz"))
+
+
+def test_a_name_that_reads_as_tex_math_is_drawn_as_it_is(tmp_path):
+    """A workload (a command's words: `sh -c 'train --bs $BS $X'`) or a folder named with '$...$' is a plot's title
+    or a bar's label: never read as TeX math, where '$\\frac{$' stopped compare with a traceback after compare.md was
+    written, and '$x_1$' drew another name."""
+    from folders import make_folder, repeats
+
+    name = "sh -c 'train $\\frac{$'"
+    records = repeats("", workload=name) + repeats("expandable_segments:True", reserved=10.0, workload=name)
+    folders = [make_folder(tmp_path / f"{side} $\\frac{{$", records, workload=name).path for side in "ab"]
+    for args in (["report", folders[0]], ["compare", *folders, "-o", tmp_path / "c $x_{$"]):
+        run = in_process(*args)
+        assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert (folders[0] / "plot.png").stat().st_size and (tmp_path / "c $x_{$" / "compare.png").stat().st_size
+
+    from alloctune.report.plot import plain_text
+    from matplotlib.figure import Figure
+
+    with plain_text():   # as drawn: the text itself, no math in it
+        drawn = Figure().text(0, 0, name)
+        assert drawn.get_text() == name and drawn._preprocess_math(name) == (name, False)
