@@ -12,9 +12,9 @@ from ..decide.fleet import SettingLoss
 from ..errors import OptionError
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
-from ..sim.trace import Trace
+from ..settings.grid import Skip
 from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
-from .inputs import TraceInput, held, loaded, name_of, trace_inputs
+from .inputs import DeviceLimits, TraceInput, budget_limit, given_twice, held, loaded, name_of, trace_inputs
 from .options import options_of
 
 
@@ -28,6 +28,7 @@ class FleetOptions:
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
     jobs: int | None = None                      # replay worker processes (default: every usable core)
     device: int | None = None                    # which device's trace, where a snapshot has several
+    budget: int | float | str | None = None      # a memory limit on every job's card: a size, or a share of it
 
     def __post_init__(self) -> None:
         set_field(self, "traces", trace_inputs(self.traces))
@@ -35,35 +36,45 @@ class FleetOptions:
         if self.grid is not None:
             set_field(self, "grid", path(self.grid, "grid"))
         one_stdin([*held(self.traces), self.grid], "traces", "the traces and {grid}")
-        given = [id(t) if isinstance(t, Trace) else t for t in held(self.traces)]
-        if len(set(given)) != len(given):
-            raise OptionError("traces", "each job's trace once: a job given twice would count twice")
+        if twice := given_twice(held(self.traces)):
+            raise OptionError("traces", "each job's trace once: {first} and {second} are one trace, and a job given "
+                              "twice would count twice", first=twice[0], second=twice[1])
         if self.device_memory is not None:
             set_field(self, "device_memory", size(self.device_memory, "device_memory"))
         workers(self.jobs)
         device_index(self.device)
+        budget_limit(self.budget)
 
 
 @dataclass(frozen=True)
 class FleetResult:
     """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs that do not run
-    first, then the worst loss, then the mean), the settings not simulated with why, and where each job's trace
-    came from."""
+    first, then the worst loss, then the mean), the settings not simulated with why, where each job's trace came
+    from, and the settings skipped by the grid's rules (a garbage collection threshold without a budget), with
+    why."""
 
     jobs: tuple[str, ...]
     ranked: tuple[SettingLoss, ...]
     not_simulated: Mapping[AllocConf, str]
     origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
+    skipped: tuple[Skip, ...] = ()
 
     @property
     def best(self) -> SettingLoss | None:
-        """The setting that loses least, where one runs every job."""
-        return self.ranked[0] if self.ranked and not self.ranked[0].failed else None
+        """The setting that loses least, where one runs every job and some setting runs some job."""
+        first = self.ranked[0] if self.ranked else None
+        return first if first is not None and first.jobs and not first.failed else None
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """The jobs no setting runs on their card: they have no best to lose against (decide/fleet.py)."""
+        ranked = {j.job for j in self.ranked[0].jobs} if self.ranked else set()
+        return tuple(job for job in self.jobs if job not in ranked)
 
     def to_json(self) -> dict:
         from ..report.fleet import fleet_json
 
-        return fleet_json(list(self.ranked), self.not_simulated, dict(zip(self.jobs, self.origins)))
+        return fleet_json(self)
 
 
 def job_names(paths: list[str]) -> list[str]:
@@ -92,11 +103,14 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
         said(f"replaying {name}", None)
         trace = loaded(source, options.device)
         origins.append(provenance(trace.meta))
-        figures[name] = job_peaks(trace, candidates, device_memory=in_bytes(options.device_memory), jobs=options.jobs)
+        limits = DeviceLimits.of(trace, in_bytes(options.device_memory), budget_limit(options.budget), None)
+        figures[name] = job_peaks(trace, candidates, device_memory=limits.device_memory,
+                                  budget_bytes=limits.budget_bytes, jobs=options.jobs)
         del trace   # the next is read only once this one is let go
     # As replay ranks a grid, for the torch that recorded them all: without a budget, what a memory fraction would
-    # act on is left out.
+    # act on is skipped, and said so.
     versions = {job.torch_version for job in figures.values()}
-    confs_ranked, _ = ranked_settings(entries, versions.pop() if len(versions) == 1 else None, has_budget=False)
+    confs_ranked, skipped = ranked_settings(entries, versions.pop() if len(versions) == 1 else None,
+                                            has_budget=options.budget is not None)
     peaks, not_simulated = fleet_peaks(figures, confs_ranked)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins))
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins), tuple(skipped))

@@ -41,6 +41,28 @@ def name_of(source: TraceInput, index: int) -> str:
     return f"trace #{index + 1}" if isinstance(source, Trace) else os.fspath(source)
 
 
+def given_twice(sources: tuple[str | Trace, ...]) -> tuple[str, str] | None:
+    """Two of `sources` that are one trace (the same Trace, or paths to one file however spelt: ./a.xz and a.xz,
+    a link and its target), the first such pair; None where each is given once."""
+    seen: dict[object, str] = {}
+    for index, source in enumerate(sources):
+        name = name_of(source, index)
+        if isinstance(source, Trace):
+            key: object = id(source)
+        elif source == "-":
+            continue   # standard input: once at most, `checks.one_stdin`'s rule
+        else:
+            try:
+                found = os.stat(source)
+                key = (found.st_dev, found.st_ino)
+            except (OSError, ValueError):   # not there (yet): its load names it; the path itself, resolved
+                key = os.path.realpath(source)
+        if key in seen:
+            return seen[key], name
+        seen[key] = name
+    return None
+
+
 def loaded(source: TraceInput, device: int | None = None) -> Trace:
     return source if isinstance(source, Trace) else load_trace(source, device=device)
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from ..decide.choice import Choice
 from ..decide.finalists import GpuPlan
 from ..decide.summary import SettingResult
+from ..errors import OptionText, WorkloadError
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
 from ..results.provenance import Provenance, provenance
@@ -68,6 +70,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     callbacks = build(SweepCallbacks, callbacks, told, "sweep")
     notices: list[str] = []
     callbacks = replace(callbacks, notice=_kept(callbacks.notice, notices))
+    if not isinstance(workload, WorkloadSpec):
+        refuse_trace(workload)
     spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
@@ -81,6 +85,18 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     source = provenance(next((r.env for r in folder.trials() if "dry_run" in r.env), {}))
     return SweepOutcome(folder, decision.settings, decision.choices, folder.info().skipped, plan.backend,
                         tuple(notices), source, planned)
+
+
+def refuse_trace(target: str | os.PathLike) -> None:
+    """A trace given where a sweep takes a workload file or a command (`alloctune sweep trace.xz`): said as such,
+    with the commands that take it, instead of failing as a workload that is not YAML or a program that cannot
+    run."""
+    from ..sim.trace import is_trace_file
+
+    if is_trace_file(target):
+        raise WorkloadError(OptionText("{path} is an allocation trace, not a workload file or a command: replay it "
+                                       "(`alloctune replay {path}`), or sweep the workload it was recorded from "
+                                       "with {trace=FILE}", path=shlex.quote(os.fspath(target))))
 
 
 def _kept(notice: Callable[[str], None], kept: list[str]) -> Callable[[str], None]:

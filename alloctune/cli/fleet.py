@@ -22,16 +22,20 @@ def register(subparsers) -> None:
     p.add_argument("--grid", metavar="FILE", help="a file listing the settings ('-' for stdin)")
     p.add_argument("--device-memory", metavar="SIZE",
                    help="replay every job on a card of this memory (default: each job's recording GPU's)")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="a memory limit on every job's card, as a size (24GiB) or a share of it (0.5); settings of "
+                        "garbage_collection_threshold, which acts only under one, are ranked with it")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true",
-                   help="print a JSON object: best (the setting that loses least, or null), and settings in order, "
-                        "each with its worst and mean loss and each job's peak and loss")
+                   help="print a JSON object: best (the setting that loses least, or null), settings in order, "
+                        "each with its worst and mean loss and each job's peak and loss, left_out (the jobs no "
+                        "setting runs), not_simulated and skipped")
     p.set_defaults(func=run, flags=FLAGS)
 
 
 FLAGS = {"traces": "TRACE", "confs": "--conf", "grid": "--grid", "device_memory": "--device-memory",
-         "jobs": "--jobs", "device": "--device"}
+         "jobs": "--jobs", "device": "--device", "budget": "--budget"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,11 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from ..report.progress import Bars
 
     options = FleetOptions(args.trace, tuple(args.conf or ()), args.grid, args.device_memory, args.jobs,
-                           device=args.device)
+                           device=args.device, budget=args.budget)
     with Bars(console(stderr=True)) as bars:
         result = fleet(options=options, progress=bars)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_fleet(console(), list(result.ranked), result.not_simulated, dict(zip(result.jobs, result.origins)))
+        print_fleet(console(), result)
     return 0

@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..api.search import SearchOptions, search
+    from ..report.progress import Logged
     from ..report.search import print_front
     from ..units import format_bytes
 
@@ -50,12 +51,16 @@ def run(args: argparse.Namespace) -> int:
                    TextColumn("{task.description}", markup=False), console=err, transient=True,
                    disable=not err.is_terminal)
     tasks: list[TaskID] = []
+    log = Logged(err)
 
     def progress(done: int, total: int, best) -> None:
+        text = f"best {format_bytes(best.peak_reserved)}: {conf_label(best.conf)}" if best and best.fits else ""
+        if not err.is_terminal:
+            log.count(done, total, text)
+            return
         if not tasks:
             bar.start()
             tasks.append(bar.add_task("", total=total))
-        text = f"best {format_bytes(best.peak_reserved)}: {conf_label(best.conf)}" if best and best.fits else ""
         # A setting is never cut: one too long for the bar is left out, its figure stays.
         text = text if len(text) <= 60 else text.partition(":")[0]
         bar.update(tasks[0], completed=done, total=total, description=text)
@@ -65,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if tasks:   # rich prints a blank line on stopping a bar in a log, even one that never started
             bar.stop()
+    log.close()
     warnings = [flagged(w, FLAGS) for w in result.warnings]
     if args.json:
         print(json.dumps(dict(result.to_json(), warnings=warnings), indent=2))

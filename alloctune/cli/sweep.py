@@ -315,6 +315,7 @@ def _repeats_limit(text: str) -> int:
 
 def _workload(args):
     """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
+    from ..api.sweep import refuse_trace
     from ..errors import AlloctuneError
     from ..workload.command import check_command, command_workload
 
@@ -322,6 +323,7 @@ def _workload(args):
                if getattr(args, name)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
+    refuse_trace(args.target[0])
     if len(args.target) == 1 and (args.target[0] == "-" or args.target[0].endswith((".yaml", ".yml"))):
         if args.target[0] == "-" and args.grid_file == "-":
             raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")

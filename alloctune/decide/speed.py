@@ -44,8 +44,12 @@ class MeasuredError:
     where: str
 
 
-# docs/evidence.md, "Speed from driver work": the cost of empty_cache() per setting, predicted against measured.
-PREDICTION_ERROR = MeasuredError(-0.049, 0.026, "H200, torch 2.11, a job calling empty_cache() every step, 4 settings")
+# docs/evidence.md, "Speed from driver work": predicted against measured inside one process, per setting, for jobs
+# with driver work every step: on the H200 one calling empty_cache() (-4.9 to +2.6 points), on the H100 a GPU-bound
+# and a launch-bound one (-3.2 to +36.1: expandable segments' map calls cost far less in the busy job than
+# calibrate's idle device priced them; results/h100-speed-model-2026-12-06).
+PREDICTION_ERROR = MeasuredError(-0.049, 0.361, "H200 and H100, torch 2.11, three jobs with driver work every step, "
+                                 "4 settings each")
 
 
 class Unpredicted(str, enum.Enum):

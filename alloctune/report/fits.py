@@ -37,13 +37,13 @@ def limit_title(limit: LimitFit) -> str:
     return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
 
 
-def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
-    """A table whose first column is the setting: numbered, and the settings given whole below, where they do not
-    fit the width."""
+def _print(console, numbers: dict[str, int], headers: list[str], rows: list[list[str]], **table) -> None:
+    """A table whose first column is the setting: folded, or numbered and the settings given whole below, where
+    they do not fit the width; a setting numbered keeps its number in every table of the fit (`numbers`)."""
     def make(labels: list[str]):
         return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
 
-    print_numbered(console, *whole_settings(make, [row[0] for row in rows], console.width))
+    print_numbered(console, *whole_settings(make, [row[0] for row in rows], console.width, numbers))
 
 
 def print_fit(console, fit: FitFile) -> None:
@@ -53,13 +53,14 @@ def print_fit(console, fit: FitFile) -> None:
                  f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
     for warning in fit.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
-    _curves_table(console, fit)
+    numbers: dict[str, int] = {}   # a setting numbered in one table has its number in the others
+    _curves_table(console, fit, numbers)
     for limit in fit.limits:
-        _limit_table(console, fit, limit)
+        _limit_table(console, fit, limit, numbers)
         if limit.confirmed:
-            _confirmed_table(console, fit, limit)
+            _confirmed_table(console, fit, limit, numbers)
         if limit.copies_confirmed:
-            copies_table(console, fit, limit)
+            copies_table(console, fit, limit, numbers)
     for line in exact_lines(fit):
         say(console, line)
     for line in margin_lines(fit):
@@ -72,12 +73,12 @@ def print_fit(console, fit: FitFile) -> None:
                  f"largest recorded; '+': more may fit); confirm an answer on the GPU with --confirm.")
 
 
-def _curves_table(console, fit: FitFile) -> None:
+def _curves_table(console, fit: FitFile, numbers: dict[str, int]) -> None:
     unit = size_unit(p.peak_reserved_bytes for s in fit.settings for p in s.points)
     rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
     headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
                "leave-\none-out"]
-    _print(console, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
+    _print(console, numbers, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
            title=f"Peak reserved ({unit[0]}), replayed at each recorded {fit.param}, and its curve",
            caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
                                 for s in fit.settings if s.reason) or None)
@@ -99,14 +100,14 @@ def _largest(a: Answer) -> str:
     return "none" if a.largest is None else f"{a.largest}{'+' if a.capped else ''}"
 
 
-def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
+def _limit_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
     unit = size_unit([limit.capacity_bytes])
     rows = [[conf_label(a.conf), _largest(a), _basis(a), "-" if a.margin is None else f"+{_percent(a.margin)}",
              in_unit(a.headroom_bytes, unit), str(a.next_value), "/".join(map(str, a.copies))] for a in limit.answers]
     headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
                f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
     exact = sum(a.exact for a in limit.answers)
-    _print(console, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit),
+    _print(console, numbers, headers, rows, column={2: {"no_wrap": True}}, title=limit_title(limit),
            caption=f"replays: exact, the value and the next one recorded and replayed ({exact} of "
                    f"{len(limit.answers)})" if exact else None)
 
@@ -116,7 +117,7 @@ def _basis(a: Answer) -> str:
     return "replays" if a.exact else a.basis or "curve"
 
 
-def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
+def _confirmed_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
     rows = [[conf_label(c.conf), str(c.value), "(search)" if c.searched else
              "runs" if c.predicted_runs else "does not run", _on_gpu(c),
              "-" if c.searched or c.agreed is None else "yes" if c.agreed else "NO"] for c in limit.confirmed]
@@ -125,7 +126,7 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
     searched = len(limit.confirmed) - len(checks)
     notes = ([f"{len(checks) - len(said)} said nothing of memory"] if len(said) < len(checks) else []) + \
         ([f"{plural(searched, 'run')} more searched"] if searched else [])
-    _print(console, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
+    _print(console, numbers, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
            column={2: {"no_wrap": True}, 3: {"no_wrap": True}},
            title=f"Confirmed on the GPU under budget {limit.budget}: {sum(bool(c.agreed) for c in said)} of "
                  f"{len(said)} agreed" + "".join(f"; {n}" for n in notes))
@@ -135,7 +136,7 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
             say(console, line)
 
 
-def copies_table(console, fit: FitFile, limit: LimitFit) -> None:
+def copies_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
     """Copies at once run together on the GPU under one budget: per setting, how many were predicted to fit, how
     many ran, each one's peak reserved, and whether the GPU agreed."""
     unit = size_unit([r.peak_reserved_bytes or 0 for c in limit.copies_confirmed for r in c.runs] or [GiB])
@@ -144,8 +145,8 @@ def copies_table(console, fit: FitFile, limit: LimitFit) -> None:
              "-" if c.agreed is None else "yes" if c.agreed else "NO"] for c in limit.copies_confirmed]
     free = {c.free_bytes for c in limit.copies_confirmed if c.free_bytes is not None}
     room = f", {format_bytes(max(free))} left free for them" if free else ""
-    _print(console, ["setting", fit.param, "predicted\nto fit", "ran together", f"peak reserved\neach {unit[0]}",
-                     "agreed"], rows, column={3: {"no_wrap": True}},
+    headers = ["setting", fit.param, "predicted\nto fit", "ran together", f"peak reserved\neach {unit[0]}", "agreed"]
+    _print(console, numbers, headers, rows, column={3: {"no_wrap": True}},
            title=f"Copies at once on the GPU under budget {limit.budget}{room} (the budget and one context)")
     for c in limit.copies_confirmed:
         if c.error is not None:

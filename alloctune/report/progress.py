@@ -3,7 +3,8 @@ bar with a count and an ETA once a phase knows how many steps it has, and a note
 estimate) kept current. Nothing is drawn before the first phase, so an error in the user's input (found before any
 work starts) prints alone. When the output is not a terminal (a log, a pipe, CI) nothing is drawn: the lines given
 to `print`, wrapped to the width (report/layout.py), and one short line as each counted phase ends,
-'{name}: {done}/{total}'. A replay's progress (`Bars`) is quieter: in a log, nothing at all."""
+'{name}: {done}/{total}'. A replay's progress (`Bars`) is quieter: in a log, nothing at all. A search's, which
+counts for seconds in rounds, is a line in a log at its first count and at each quarter passed (`Logged`)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -124,6 +125,34 @@ class Phases:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+LOG_STEPS = 4   # a search's progress lines in a log: at its first count, then as each quarter is passed
+
+
+class Logged:
+    """A count in a log (not a terminal), the same lines on every run: 'replays: {done}/{total}' and a note, at the
+    first count and at each count that passes another of LOG_STEPS equal parts of the total, and the last count at
+    `close` where it was not yet said. At most LOG_STEPS + 2 lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.last: tuple[int, int, str] | None = None   # the latest count, and its note
+        self.said: tuple[int, int, str] | None = None
+
+    def count(self, done: int, total: int, note: str = "") -> None:
+        self.last = (done, total, note)
+        if self.said is None or done * LOG_STEPS // max(total, 1) > self.said[0] * LOG_STEPS // max(total, 1):
+            self._say()
+
+    def _say(self) -> None:
+        if self.last is not None and self.last != self.said:
+            done, total, note = self.last
+            say(self.console, f"replays: {done}/{total}" + (f", {note}" if note else ""))
+            self.said = self.last
+
+    def close(self) -> None:
+        self._say()
 
 
 class Bars:

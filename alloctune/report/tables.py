@@ -1,8 +1,10 @@
-"""Tables, built once for every format: terminal tables that fit the width (report/layout.py: a setting name never
-breaks, its column is as wide as the longest name, and where that does not fit the settings are numbered and given
-whole below; columns with nothing to say are left out) and the same rows as Markdown."""
+"""Tables, built once for every format: terminal tables that fit the width (report/layout.py: a setting name breaks
+only after a comma, between its keys or a list's values, and only where it does not fit whole; where even that does
+not fit, the longest settings are numbered and given whole below; columns with nothing to say are left out) and the
+same rows as Markdown."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from .layout import unbreakable_words
@@ -55,7 +57,7 @@ def _md_cell(text: str) -> str:
 
 def add_setting_column(table, labels: Iterable[str], header: str = "setting", **kw) -> None:
     labels = list(labels)
-    width = max([len(label) for label in labels] + [len(header)])
+    width = max([len(line) for label in labels for line in label.split("\n")] + [len(header)])
     table.add_column(header, no_wrap=True, min_width=width, **kw)
 
 
@@ -125,37 +127,80 @@ def print_numbered(console, table, below: Sequence[str]) -> None:
         console.print(Text(line), soft_wrap=True)
 
 
-def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int) -> tuple[Table, list[str]]:
+def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int,
+                   numbers: dict[str, int] | None = None) -> tuple[Table, list[str]]:
     """`make(labels)` with each setting as its label where the table still fits `width` (`numbered`'s rule), and
-    the lines that give each numbered setting whole, to print below the table."""
-    labels, below = numbered(settings, lambda labels: natural_width(make(labels)) <= width)
+    the lines that give each numbered setting whole, to print below the table. Tables of one output that share
+    `numbers` give a setting the same number in each."""
+    labels, below = numbered(settings, lambda labels: natural_width(make(labels)) <= width, numbers)
     return make(labels), below
 
 
-def numbered(settings: list[str], fits: Callable[[list[str]], bool]) -> tuple[list[str], list[str]]:
+def numbered(settings: list[str], fits: Callable[[list[str]], bool],
+             numbers: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
     """The one rule of every table that names settings: each setting is its own label where the table still
-    `fits`; else the longest are numbered first, as few as it takes ((1), (2), ... in the table's order). Returns
-    the labels and the lines that give each numbered setting whole."""
+    `fits`; else the settings are folded (`fold`) to the widest column that fits; only where even the narrowest
+    fold does not fit are the longest numbered, as few as it takes ((1), (2), ... in the table's order, or each
+    setting's number in `numbers`, kept for the next table of the same output). Returns the labels and the lines
+    that give each numbered setting whole."""
+    if fits(settings):
+        return settings, []
+    narrowest = max(len(piece) for setting in settings for piece in _pieces(setting))
+    low, high = narrowest, max(map(len, settings))   # the widest fold that fits: folding narrower never widens it
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits([fold(s, middle) for s in settings]):
+            low = middle
+        else:
+            high = middle - 1
+    folded = [fold(s, low) for s in settings]
+    if fits(folded):
+        return folded, []
+    return _numbered(settings, folded, fits, {} if numbers is None else numbers)
+
+
+def fold(setting: str, width: int) -> str:
+    """`setting` in lines of at most `width` characters, broken only after a comma (between keys, or between a
+    list's values), each line as full as it goes; a piece longer than `width` stands whole on its line."""
+    lines = [""]
+    for piece in _pieces(setting):
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(lines)
+
+
+def _pieces(setting: str) -> list[str]:
+    """A setting's unbreakable pieces, each with the comma that ends it."""
+    return re.findall(r"[^,]*,|[^,]+", setting) or [setting]
+
+
+def _numbered(settings: list[str], labels: list[str], fits: Callable[[list[str]], bool],
+              numbers: dict[str, int]) -> tuple[list[str], list[str]]:
+    """`labels` with the fewest settings numbered that make the table fit, the longest first; each keeps its
+    number in `numbers`, a new one takes the next. Where numbering every one would not make it fit, none is: the
+    table is as narrow as its figures let it be (print_table), and the settings stand in it."""
     longest_first = sorted(range(len(settings)), key=lambda i: -len(settings[i]))
 
-    def labelled(count: int) -> tuple[list[str], list[str]]:
-        labels: list[str]
-        below: list[str]
-        chosen, labels, below = set(longest_first[:count]), [], []
+    def labelled(count: int, kept: dict[str, int]) -> tuple[list[str], list[str]]:
+        chosen, numbered_labels, below = set(longest_first[:count]), [], []
         for i, setting in enumerate(settings):
             if i in chosen:
-                below.append(f"  ({len(below) + 1}) {setting}")
-            labels.append(f"({len(below)})" if i in chosen else setting)
-        return labels, below
+                number = kept.setdefault(setting, len(kept) + 1)
+                below.append(f"  ({number}) {setting}")
+            numbered_labels.append(f"({kept[setting]})" if i in chosen else labels[i])
+        return numbered_labels, below
 
+    if not fits(labelled(len(settings), dict(numbers))[0]):
+        return labels, []
     low, high = 0, len(settings)   # the fewest numbered that fit: numbering more never widens the table
     while low < high:
         middle = (low + high) // 2
-        if fits(labelled(middle)[0]):
+        if fits(labelled(middle, dict(numbers))[0]):
             high = middle
         else:
             low = middle + 1
-    return labelled(low)
+    return labelled(low, numbers)
 
 
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[Cell]],

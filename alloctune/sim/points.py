@@ -125,12 +125,13 @@ class JobPeaks:
 
 
 def job_peaks(trace: Trace, confs: Sequence[AllocConf], *, device_memory: int | None = None,
-              jobs: int | None = None) -> JobPeaks:
-    """One job's trace replayed under `confs` on its recording GPU (or `device_memory`): its figures, which are all
-    a fleet holds of it (a trace can take gigabytes; the next job's is loaded once this one is dropped)."""
+              budget_bytes: int | None = None, jobs: int | None = None) -> JobPeaks:
+    """One job's trace replayed under `confs` on its recording GPU (or `device_memory`), within `budget_bytes`
+    where given: its figures, which are all a fleet holds of it (a trace can take gigabytes; the next job's is
+    loaded once this one is dropped)."""
     peaks: dict[AllocConf, int | None] = {}
     not_simulated: dict[AllocConf, str] = {}
-    for o in replay(trace, confs, device_memory or recording_device([trace]), jobs=jobs):
+    for o in replay(trace, confs, device_memory or recording_device([trace]), budget_bytes=budget_bytes, jobs=jobs):
         if o.result is None:
             not_simulated[o.setting] = o.reason or ""
         else:

@@ -108,6 +108,20 @@ def alloc_digest(trace: Trace) -> str:
     return hashlib.sha256(sizes.tobytes()).hexdigest()[:16]
 
 
+def is_trace_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is a regular file in one of the two formats `load_trace` reads, told as it tells them: by its
+    first bytes (an xz stream, a pickle), not by its name. For a command that was given a trace where it takes
+    something else (a workload, a program to run)."""
+    try:
+        if not os.path.isfile(path):   # a FIFO or a device is never read here
+            return False
+        with open(path, "rb") as f:
+            head = f.read(len(XZ_MAGIC))
+    except (OSError, ValueError):
+        return False
+    return head == XZ_MAGIC or head[:1] == bytes([PICKLE_PROTO])
+
+
 def load_trace(path: str | os.PathLike, device: int | None = None) -> Trace:
     """Load a PyTorch snapshot pickle or a compact alloctune trace (see the module docstring); '-' reads stdin.
     Both are read as a stream, within MAX_SNAPSHOT_BYTES and MAX_EVENTS."""

@@ -4,6 +4,7 @@ sweep in its folder."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, replace
@@ -197,13 +198,25 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
         raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
                              f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
     elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
-        notice(f"the trace {path} was recorded from a different definition of {spec.name} (other parameters or "
-               f"preset); replaying it anyway")
+        raise AlloctuneError(_other_definition(spec, path, trace.meta["workload_hash"]))
     for warning in trace.warnings:
         notice(f"trace: {warning}")
     # read again, so a file: a sweep is resumed by it (a FIFO, read once, is refused here, before any folder exists)
     sha256 = sha256_of(path, MAX_SNAPSHOT_BYTES, "a trace", TraceError)[:16]
     return [trace], {"path": str(path), "sha256": sha256}
+
+
+def _other_definition(spec: WorkloadSpec, path: str, recorded: str) -> OptionText:
+    """A trace of the sweep's workload recorded under another definition (another preset, other parameters): its
+    figures would be stored as this one's, in this one's folder."""
+    from ..workload.loader import preset_of
+
+    theirs = preset_of(spec.source, recorded) if spec.source else None
+    ours = f"preset {spec.preset!r}" if spec.preset else "the file's parameters"
+    said = f"preset {theirs!r} of {spec.name}" if theirs else f"another definition of {spec.name} (other parameters)"
+    hint = "sweep that preset ({preset} %s), or " % theirs if theirs and re.fullmatch(r"[\w.-]+", theirs) else ""
+    return OptionText("the trace {path} was recorded from {said}, not {ours}: its figures would be stored as this "
+                      "sweep's; " + hint + "pass a trace recorded from {ours}", path=path, said=said, ours=ours)
 
 
 def _no_trace_hint(spec: WorkloadSpec) -> OptionText:

@@ -316,9 +316,19 @@ def _command_workload(c: _Checker, doc: dict, source: str) -> WorkloadSpec:
 
 def presets_with_trace(path: str | os.PathLike) -> list[str]:
     """The presets of a workload file that ship an allocation trace (what a sweep without a GPU can replay)."""
+    return [p for p in _preset_names(path) if load_workload(path, p).trace]
+
+
+def preset_of(path: str | os.PathLike, digest: str) -> str | None:
+    """The preset of a workload file whose definition is `digest` (WorkloadSpec.digest: a trace's
+    `workload_hash` says which it was recorded from); None where none is."""
+    return next((p for p in _preset_names(path) if load_workload(path, p).digest() == digest), None)
+
+
+def _preset_names(path: str | os.PathLike) -> list[str]:
     doc = _load_yaml(*_read(Path(path))[:2])
     presets = doc.get("presets") if isinstance(doc, dict) else None
-    return [p for p in (presets or {}) if load_workload(path, p).trace]
+    return list(presets or {})
 
 
 def _entry(c: _Checker, value) -> str:

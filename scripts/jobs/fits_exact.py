@@ -1,7 +1,7 @@
 """Fit's answers from replays, confirmed on the GPU, and copies at once run together (issue 37, items 3 and 6): the
 `fits-exact` evidence job.
 
-    python3 scripts/jobs/fits_exact.py OUT
+    python3 scripts/jobs/fits_exact.py OUT [detection]    # detection: that fit alone
 
 1. Two fits at once, each its own `alloctune fit` (their budgets keep both well within an 80 GiB card), each
    answering for the default and expandable segments under one budget, every answer's value and the next one
@@ -77,7 +77,7 @@ def detection(out: Path) -> int:
     if fit(out, "detection", ["--budget", "0.9", "--extra-recordings", "0", "--json"], DETECTION,
            "detection0") != 0:
         return 1
-    [default] = json.loads((out / "detection0.txt").read_text())["settings"]
+    [default] = [s for s in json.loads((out / "detection0.txt").read_text())["settings"] if s["conf"] == ""]
     budget = str(int(np.polyval(default["reserved"]["coefficients"], 9)))
     (out / "detection-budget.txt").write_text(budget + "\n")
     return fit(out, "detection", ["--budget", budget, *CONFIRM], DETECTION)
@@ -117,6 +117,11 @@ def summary(out: Path) -> str:
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if sys.argv[2:] == ["detection"]:   # the detection fit alone (its recordings may be in OUT/detection already)
+        code = detection(out)
+        (out / "summary.md").write_text(summary(out))
+        print((out / "summary.md").read_text(), flush=True)
+        return code
     keep_gpt2(out)
     with ThreadPoolExecutor(2) as pool:
         at_once = [pool.submit(fit, out, "gpt2", ["--budget", "20GiB", *CONFIRM], GPT2), pool.submit(detection, out)]

@@ -137,3 +137,21 @@ def test_small_wording():
     assert "GPU g" not in diagnosed and "message: torch 2.1 ('GPU 0 has a total capacty of ...', spelt so)" in diagnosed
     one = cli("compare", RESULTS / "transformer-varlen-h200-20261129-234646")
     assert one.returncode == 2 and "hold 1 environment with trials" in one.stderr
+
+
+def test_search_shows_progress_where_its_output_is_not_a_terminal(tmp_path):
+    """A line at its first count, at each quarter it passes and at its last: the same lines on every run."""
+    from scaled import scaled_trace
+
+    from alloctune.sim.trace import save_trace
+
+    save_trace(scaled_trace(8), tmp_path / "job.xz")
+    said = []
+    for _ in range(2):
+        run = in_process("search", tmp_path / "job.xz", "--max-settings", "40", "--jobs", "1", env=NO_GPU)
+        assert run.returncode == 0, run.stderr
+        said.append([line for line in run.stderr.splitlines() if line.startswith("replays: ")])
+        counts = [tuple(map(int, line.split()[1].rstrip(",").split("/"))) for line in said[-1]]
+        assert 2 <= len(counts) <= 6 and counts == sorted(set(counts)) and counts[-1] == (40, 40), run.stderr
+        assert "━" not in run.stderr
+    assert said[0] == said[1]

@@ -48,7 +48,8 @@ def test_the_allocator_sees_what_the_gpu_saw(tmp_path, fixture):
     assert dry.meta["step_ends"] == gpu.meta["step_ends"]
     assert replayed(tmp_path / f"{fixture}.xz") == replayed(FIXTURES / f"{fixture}.xz")
     assert replayed(tmp_path / f"{fixture}.xz")["default"] == gpu.meta["measured"][0]["peak_reserved_bytes"]
-    assert "Dry run (no GPU)" in said and "made up" not in said   # no value read back: --log-every 5 > 4 steps
+    assert "a dry run for NVIDIA H100" in said and "Nothing was measured" in said
+    assert "made up" not in said   # no value read back: --log-every 5 > 4 steps
     meta = dry.meta["dry_run"]
     assert meta["card"] == cards.CARDS["h100"].name == gpu.meta["env"]["gpu"] and meta["invented"] == {}
     assert dry.meta["measured"] == [] and dry.meta["device_total_bytes"] == gpu.meta["device_total_bytes"]

@@ -9,7 +9,7 @@ import pytest
 
 from alloctune.decide.choice import choose
 from alloctune.decide.precision import precision_of
-from alloctune.decide.reasons import BackendSkipped, Code, Reason, Stop, Unmeasured
+from alloctune.decide.reasons import BackendSkipped, Code, DryRunCard, Reason, Stop, Unmeasured
 from alloctune.decide.summary import MemoryMeasure, summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
@@ -653,8 +653,8 @@ PLANNED = [
     "its speed was not predicted: the trace marks no steady step to count its driver calls over",
     "not measured: predicted 7.4% slower than the default, beyond the 2% allowance, from its 10.0 driver calls and 0 "
     "syncs per steady step (the default: 0 and 0, over 50 steps); where predictions were measured against the GPU "
-    "(H200, torch 2.11, a job calling empty_cache() every step, 4 settings), they were off by -4.9 to +2.6 points "
-    "(predicted minus measured); --repeats auto measures it",
+    "(H200 and H100, torch 2.11, three jobs with driver work every step, 4 settings each), they were off by -4.9 to "
+    "+36.1 points (predicted minus measured); --repeats auto measures it",
     "not measured: the simulator cannot replay it, and the native setting the replay prefers, "
     "expandable_segments:True, already fits the card (no budget was set) at 27.00 GiB peak reserved; name it with "
     "--conf (or use --repeats auto) to measure it",
@@ -700,13 +700,30 @@ def test_every_sentence_as_the_reports_print_it(name):
     assert [(u.conf, u.why) for u in record.runners_up] == runners_up
 
 
+# A choice replayed from a dry run's trace says what the trace stood for (results/provenance.py) and that nothing
+# was measured.
+DRY_RUN = [
+    (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 2)),
+     "predicted from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; 2 values made up): decided by replaying "
+     "the trace a dry run made without a GPU, on memory alone; nothing was measured"),
+    (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 0)),
+     "predicted from a dry run for NVIDIA H100 80GB HBM3 (table row sm90): decided by replaying the trace a dry run "
+     "made without a GPU, on memory alone; nothing was measured"),
+]
+
+
+@pytest.mark.parametrize("reason, text", DRY_RUN)
+def test_a_dry_runs_choice_says_what_its_trace_stood_for(reason, text):
+    assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
 def test_the_scenarios_reach_every_reason_code():
     used = set()
     for name in SCENARIOS:
         choice = decided(name)
         used |= {r.code for r in choice.reasons} | {why.code for _, why in choice.runners_up}
     used |= {precision_of(*args[:3], auto=args[3], max_repeats=args[4]).code for args, _ in PRECISION}
-    used |= {reason.code for reason, _ in UNMEASURED} | {reason.code for reason in planned_reasons()}
+    used |= {reason.code for reason, _ in UNMEASURED + DRY_RUN} | {reason.code for reason in planned_reasons()}
     assert used == set(Code)
 
 

@@ -1,0 +1,40 @@
+"""The one rule of every table that names settings (report/tables.numbered), on tables built here of known widths:
+a setting is whole where the table fits; else folded after its commas, as wide as fits; numbered only where even the
+narrowest fold does not fit and numbering makes it fit, never where it would not; and the tables of one output that
+share their numbers give a setting one number in each."""
+from __future__ import annotations
+
+from alloctune.report.tables import fold, numbered
+
+LONG = "expandable_segments:True,roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"
+SETTINGS = ["default", LONG, "max_split_size_mb:128"]
+
+
+def within(width: int, figures: int = 30):
+    """A table of a setting column and `figures` columns of figures: it fits where it is `width` wide at most."""
+    return lambda labels: max(len(line) for label in labels for line in label.split("\n")) + figures <= width
+
+
+def test_whole_where_it_fits_and_folded_after_commas_as_wide_as_fits():
+    assert numbered(SETTINGS, within(200)) == (SETTINGS, [])
+    labels, below = numbered(SETTINGS, within(80))
+    assert below == [] and labels[0] == "default" and labels[2] == "max_split_size_mb:128"
+    assert labels[1] == "expandable_segments:True,\nroundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # 50 wide
+    assert labels[1].replace("\n", "") == LONG and all(line.endswith(",") for line in labels[1].split("\n")[:-1])
+    assert fold(LONG, 10).split("\n")[:2] == ["expandable_segments:True,", "roundup_power2_divisions:[256:1,"]
+
+
+def test_numbered_only_where_no_fold_fits_and_never_where_numbering_does_not_help():
+    # the narrowest fold is 32 wide (roundup_power2_divisions:[256:1,): 62 with the figures
+    labels, below = numbered(SETTINGS, within(55))
+    assert labels == ["default", "(1)", "max_split_size_mb:128"] and below == [f"  (1) {LONG}"]
+    assert numbered(SETTINGS, within(20)) == ([fold(s, 32) for s in SETTINGS], [])   # even "(1)" is too wide
+
+
+def test_tables_that_share_numbers_give_a_setting_one_number_in_each():
+    numbers: dict[str, int] = {}
+    other = "roundup_power2_divisions:[1:1,16:16,256:16,512:16],expandable_segments:True"
+    first, _ = numbered([other, "default"], within(55), numbers)
+    second, below = numbered(["default", LONG, other], within(55), numbers)
+    assert first == ["(1)", "default"] and second == ["default", "(2)", "(1)"]
+    assert below == [f"  (2) {LONG}", f"  (1) {other}"]
