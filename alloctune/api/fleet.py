@@ -58,6 +58,7 @@ class FleetResult:
     not_simulated: Mapping[AllocConf, str]
     origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
     skipped: tuple[Skip, ...] = ()
+    torch_versions: tuple[str | None, ...] = ()   # each job's trace's torch (None: it does not say)
 
     @property
     def best(self) -> SettingLoss | None:
@@ -113,4 +114,5 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     confs_ranked, skipped = ranked_settings(entries, versions.pop() if len(versions) == 1 else None,
                                             has_budget=options.budget is not None)
     peaks, not_simulated = fleet_peaks(figures, confs_ranked)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins), tuple(skipped))
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins), tuple(skipped),
+                       tuple(figures[name].torch_version for name in names))

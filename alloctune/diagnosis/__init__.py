@@ -32,6 +32,8 @@ from ..errors import DiagnoseError, TraceError, shown
 from ..files import checked_path, open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature, Problem
+from ..sim.rebuilt import overhead_at_oom, reconstruct
+from ..sim.trace import snapshot_trace
 from ..units import format_bytes
 from .message import OomMessage, driver_error, looks_like_message, parse_messages
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
@@ -40,10 +42,9 @@ from .problems import KnownProblems, job_of, known_problems
 from .verdict import Oom, Verdict, judge, recommend, worst
 from . import words
 from .words import NONE_FITTED, known_problems_line, recommendation_step
-from .window import WindowReplay
+from .window import WindowReplay, replay_window
 
 __all__ = ["Diagnosis", "diagnose"]
-
 
 
 @dataclass
@@ -147,7 +148,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     facts, verdict = (main.facts, main.verdict) if main else (None, None)
     result = Diagnosis(names, verdict, facts, message, view, warnings=warnings, ooms=ooms)
     if view is not None and snapshot is not None and view.has_trace and facts is not None and view.oom:
-        _replay(result, snapshot, view, facts, confs, jobs)
+        _replay(result, snapshot, where, view, facts, confs, jobs)
     result.recommendation = recommend(verdict, result.replay) if verdict is not None else None
     if result.recommended_conf is not None:
         job = job_of(view.extra.get("torch_version") if view is not None else None, message, facts, features)
@@ -368,30 +369,28 @@ def _this_process(message: OomMessage, reserved: int | None,
     return used, tuple(p for p in message.processes if p[0] != pid)
 
 
-def _replay(result: Diagnosis, snapshot: dict, view: SnapshotView, facts: OomFacts, confs: list[str] | None,
-            jobs: int | None) -> None:
+def _replay(result: Diagnosis, snapshot: dict, where: str, view: SnapshotView, facts: OomFacts,
+            confs: list[str] | None, jobs: int | None) -> None:
     from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
-    from ..settings.readback import conf_from_settings
     from ..settings.versions import replay_note
-    from .window import reconstruct, replay_window
 
     assert view.oom is not None
-    try:
-        recon = reconstruct(snapshot, view.device, view.oom["requested"], view.oom.get("stream", 0))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceError(f"the snapshot's trace or segments are malformed ({exc})") from None
-    stats = (view.extra.get("oom") or {}).get("memory_stats") or {}
-    max_split = stats.get("max_split_size", (view.settings or {}).get("max_split_size", -1))
-    recorded = conf_from_settings(view.settings, int(max_split))
+    recon = reconstruct(snapshot, view.device, view.oom["requested"], view.oom.get("stream", 0))
+    try:   # the requests every command that replays this snapshot runs (`load_trace` reads it so)
+        trace = snapshot_trace(snapshot, where, view.device, recon)
+    except TraceError as exc:   # what `replay` refuses is not replayed here either: the figures still speak
+        result.warnings.append(f"the snapshot's trace was not replayed, as `alloctune replay` would not: {exc}")
+        return
+    recorded = view.recorded_conf()
     version = view.extra.get("torch_version")
     candidates = expand(confs or DEFAULT_GRID)
     candidates, skipped = apply_rules(candidates, version, has_budget=facts.allowed is not None)
     if confs:   # settings the user named: a typo stops here instead of being dropped, as in `replay`
         refuse_rejected(skipped, version)
     free = facts.device_free if facts.device_free is not None else 0
-    device_memory = facts.device_total or facts.reserved + free
-    overhead = max(device_memory - facts.reserved - free, 0)
-    result.replay = replay_window(recon, recorded, candidates, device_memory, overhead, facts.allowed, version,
+    device_memory = facts.device_total or facts.reserved + free   # what the device held outside: as `replay` has it
+    overhead = trace.meta.get("overhead_bytes", overhead_at_oom(device_memory, facts.reserved, free) or 0)
+    result.replay = replay_window(recon, trace, recorded, candidates, device_memory, overhead, facts.allowed, version,
                                   jobs)
     if note := replay_note(version):   # as `replay` says it: the torch the simulator followed is an assumption
         result.warnings.append(note)

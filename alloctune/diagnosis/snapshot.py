@@ -18,7 +18,10 @@ from typing import Any, TypeVar
 from ..errors import OptionText, TraceError
 from ..results.records import Bytes, Count
 from ..results.typed import FieldError, check_plain, from_json
+from ..settings.conf import AllocConf
+from ..settings.readback import conf_from_settings
 from ..settings.versions import known_keys
+from ..sim.rebuilt import is_read
 from ..units import MiB, format_bytes, plural
 from .facts import OomFacts
 
@@ -97,15 +100,6 @@ class _Extra:
 
 
 # The trace entries replayed: a snapshot's other actions are not requests and are skipped unread.
-_READ_ACTIONS = frozenset(("alloc", "free_completed", "segment_alloc", "segment_free", "oom"))
-
-
-def is_read(entry: dict) -> bool:
-    """Whether the trace entry `entry` is one that diagnose reads (and `check_snapshot` checks)."""
-    action = entry.get("action")
-    return isinstance(action, str) and action in _READ_ACTIONS   # an action may be a list: unhashable
-
-
 def check_snapshot(snapshot: dict, where: str) -> None:
     """Refuse, in one `TraceError` naming the field, a snapshot whose parts diagnose reads are not what torch (or
     dump_on_oom) writes: a segment `device` that is a list, an infinite address, a string size, 2**80 bytes, a
@@ -199,6 +193,12 @@ class SnapshotView:
                 "pools": [p.to_json() for p in self.pools], "most_wasteful_segments": [s.to_json() for s in
                                                                                        self.wasteful],
                 "oom": self.oom, "has_trace": self.has_trace}
+
+    def recorded_conf(self) -> AllocConf:
+        """The setting the run used, as its allocator reported it (max_split_size from the OOM's stats first)."""
+        stats = (self.extra.get("oom") or {}).get("memory_stats") or {}
+        max_split = stats.get("max_split_size", (self.settings or {}).get("max_split_size", -1))
+        return conf_from_settings(self.settings, int(max_split))
 
     def facts(self) -> OomFacts | None:
         """The figures at the OOM, when the snapshot says what was requested; None otherwise."""

@@ -20,8 +20,9 @@ _KNOWN = {
 
 
 def _size_arg(n: int | None) -> str:
-    """A size as a CLI argument: whole MiB."""
-    return f"{(n or 0) // MiB}MiB"
+    """A size as a CLI argument, exact (a command run as printed replays the run's own limit): MiB where whole,
+    else bytes."""
+    return f"{(n or 0) // MiB}MiB" if not (n or 0) % MiB else str(n)
 
 
 def heading(cause: Cause, sure: bool) -> str:

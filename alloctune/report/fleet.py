@@ -8,6 +8,8 @@ from ..decide.fleet import SettingLoss
 from ..settings.conf import AllocConf
 from ..settings.grid import Skip
 from ..results.provenance import Provenance
+from ..results.vocabulary import BASIS, FITS, PEAK_RESERVED, SETTING, SIMULATED_TORCH, Basis, setting_name
+from ..sim.replay import simulated_torch
 from .layout import say
 from .provenance import origin, title, workspace_warning
 from .tables import figures_table, print_numbered, whole_settings
@@ -34,6 +36,8 @@ class Fleet(Protocol):
     @property
     def skipped(self) -> tuple[Skip, ...]: ...
     @property
+    def torch_versions(self) -> tuple[str | None, ...]: ...
+    @property
     def best(self) -> SettingLoss | None: ...
     @property
     def left_out(self) -> tuple[str, ...]: ...
@@ -41,18 +45,20 @@ class Fleet(Protocol):
 
 def fleet_json(fleet: Fleet) -> dict:
     """The ranking as --json prints it: the setting that loses least (null: none runs every job, or no setting
-    runs any), the settings in order with each job's peak and loss under each, the jobs no setting runs (left out),
-    the settings not simulated and those skipped, each with why, and each job's trace's origin (`dry_run`: null for
-    a recording made on a GPU)."""
-    settings = [{"conf": str(s.setting), "label": s.setting.label, "worst": s.worst, "mean": s.mean,
+    runs any), the settings in order with each job's peak (replayed) and loss under each, the jobs no setting runs
+    (left out), the settings not simulated and those skipped, each with why, and each job's trace's origin
+    (`dry_run`: null for a recording made on a GPU) and the torch its replay followed."""
+    settings = [{SETTING: setting_name(str(s.setting)), "label": s.setting.label, "worst": s.worst, "mean": s.mean,
                  "failed": list(s.failed),
-                 "jobs": [{"job": j.job, "peak_reserved_bytes": j.peak_bytes, "loss": j.loss, "best": j.best,
+                 "jobs": [{"job": j.job, BASIS: Basis.REPLAYED.value, FITS: j.peak_bytes is not None,
+                           PEAK_RESERVED: j.peak_bytes, "loss": j.loss, "best": setting_name(j.best),
                            "best_bytes": j.best_bytes} for j in s.jobs]} for s in fleet.ranked]
-    return {"best": str(fleet.best.setting) if fleet.best else None, "settings": settings,
+    return {"best": setting_name(str(fleet.best.setting)) if fleet.best else None, "settings": settings,
             "left_out": list(fleet.left_out),
-            "not_simulated": [{"conf": str(s), "reason": why} for s, why in fleet.not_simulated.items()],
+            "not_simulated": [{SETTING: setting_name(str(s)), "reason": why} for s, why in fleet.not_simulated.items()],
             "skipped": [skip.to_json() for skip in fleet.skipped],
-            "jobs": [{"job": job, "dry_run": p.to_json()} for job, p in zip(fleet.jobs, fleet.origins)]}
+            "jobs": [{"job": job, "dry_run": p.to_json(), SIMULATED_TORCH: simulated_torch(torch)}
+                     for job, p, torch in zip(fleet.jobs, fleet.origins, fleet.torch_versions)]}
 
 
 def print_fleet(console, fleet: Fleet) -> None:

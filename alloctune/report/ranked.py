@@ -14,6 +14,7 @@ from ..decide.reasons import Code
 from ..results.choices import ChoiceRecord, how_far
 from ..results.figures import MemoryMeasure, SettingFigures
 from ..results.names import BEST_FILE
+from ..results.vocabulary import times
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
 from .provenance import replayed_kind
@@ -65,7 +66,7 @@ def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     elif s.vs_default is not None:
         c = s.vs_default
         width = f" ±{figure(c.half_width, '.1%')}" if c.half_width is not None else ""
-        vs = f"{figure(c.ratio, '.3f')}x{width} {c.verdict}"
+        vs = f"{times(c.ratio, 3)}{width} {c.verdict}"
     else:
         vs = "-"
     return [
@@ -143,7 +144,7 @@ def _versus(s: SettingFigures, choice: ChoiceRecord) -> str:
     if s.conf == choice.conf and (pair := confirmed_pair(choice)) is not None:
         return pair_cell(pair)
     width = "" if c is None or c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
-    return "-" if c is None else f"{figure(c.ratio, '.2f')}x{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    return "-" if c is None else f"{times(c.ratio)}{width} {_VERDICT.get(c.verdict, c.verdict)}"
 
 
 def ranked_table(choice: ChoiceRecord, width: int) -> tuple[Table, list[str]]:

@@ -11,7 +11,8 @@ from rich.text import Text
 from ..decide.maximum import Highest, TraceFigures
 from ..results.provenance import Provenance, provenance
 from ..settings.grid import Skip
-from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
+from ..results.vocabulary import SIMULATED_TORCH
+from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under, simulated_torch
 from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes
@@ -43,6 +44,12 @@ class TraceReplay:
     provenance: Provenance        # measured on a GPU, or a dry run for a card (report/provenance.py says it)
 
     @property
+    def simulated_torch(self) -> str:
+        """The torch whose allocator the replay followed ('2.11')."""
+        return next((o.torch_version for o, _ in self.rows if o.torch_version),
+                    simulated_torch(self.trace.meta.get("torch_version")))
+
+    @property
     def window(self) -> SteadyWindow | None:
         """The steady steps the driver work is counted over; None: the whole run."""
         return steady_window(self.trace.meta)
@@ -66,7 +73,8 @@ class TraceReplay:
     def to_json(self) -> dict:
         """The trace, its warnings, `results` (one object per setting simulated, with its figures) and `skipped`
         (the settings without figures: not simulated, or skipped for this torch; each with its reason)."""
-        return {"trace": self.path, "dry_run": self.provenance.to_json(), "warnings": self.warnings,
+        return {"trace": self.path, "dry_run": self.provenance.to_json(), SIMULATED_TORCH: self.simulated_torch,
+                "warnings": self.warnings,
                 "results": [_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows if o.result is not None],
                 "skipped": ([{"conf": o.conf, "reason": o.reason} for o, _ in self.rows if o.result is None]
                             + [{"conf": s.conf, "reason": s.reason} for s in self.skipped])}
@@ -86,9 +94,9 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     """The trace's line, its warnings, the ranked table, and what the table leaves unsaid."""
     r = replayed
     say(console, Text.assemble((r.path, "bold"), f": {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on "
-                                 f"device {r.trace.device}; device memory {format_bytes(r.device_memory)} "
-                                 f"({r.memory_from})" + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes
-                                                         else "")
+                                 f"device {r.trace.device}, simulated with torch {r.simulated_torch}'s allocator; "
+                                 f"device memory {format_bytes(r.device_memory)} ({r.memory_from})"
+                                 + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else "")
                                  + ("" if r.provenance.measured else f"; {origin(r.provenance)}")))
     for warning in r.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))

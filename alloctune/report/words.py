@@ -18,6 +18,7 @@ from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingS
 from ..results.folder import Skipped
 from ..results.names import SWEEP_FILE
 from ..results.records import ThroughputSource
+from ..results.vocabulary import times
 from ..units import figure, format_bytes, format_number, plural
 from .provenance import dry_run_words
 from ..settings.conf import conf_label
@@ -90,7 +91,7 @@ def _too_slow(f: TooSlow, _: Refusals) -> str:
 def _throughput(code: Code) -> Callable[[Throughput, Refusals], str]:
     def say(f: Throughput, _: Refusals) -> str:
         c = f.vs_default
-        head = (f"throughput {figure(c.ratio, '.3f')}x the default's (median {format_rate(f.median, f.unit)} against "
+        head = (f"throughput {times(c.ratio, 3)} the default's (median {format_rate(f.median, f.unit)} against "
                 f"{format_rate(f.default_median, f.default_unit)}): ")
         if code is Code.THROUGHPUT_UNTESTED:
             return head + ("NOT TESTED, one repeat cannot tell a difference from noise (fresh processes vary by "
@@ -234,7 +235,7 @@ def _backend_skipped(f: BackendSkipped, _: Refusals) -> str:
 
 def _against_winner(f: AgainstWinner, _: Refusals) -> str:
     c = f.vs_default
-    diff = f"; throughput {figure(c.ratio, '.3f')}x the default's ({c.verdict})" if c is not None else ""
+    diff = f"; throughput {times(c.ratio, 3)} the default's ({c.verdict})" if c is not None else ""
     pct = _pct(f.peak_bytes, f.winner_bytes)
     if f.predicted_slowdown is not None and f.max_slowdown is not None:
         diff += (f"; also predicted {slower_than(f.predicted_slowdown)} the default from its driver calls, beyond "

@@ -13,7 +13,10 @@
   completion comes after an allocation becomes a FREE_REQUESTED event of that allocation, placed before it (only
   allocations raise the peaks).
 - `oom` (no `addr`: nothing was allocated) is counted (`recorded_ooms`); allocations after one make the trace
-  allocation-order dependent (a warning).
+  allocation-order dependent (a warning). The request that failed last, when no allocation followed it (a snapshot
+  taken at the OOM, as `alloctune.dump_on_oom` takes it), is replayed as the trace's last allocation, never freed:
+  under the recorded setting the replay then fails where the run did, and another setting fits only if it would
+  have served that request too (`meta["failed_request_bytes"]`; `diagnose` replays the same request).
 - A run of `segment_free` / `segment_unmap` entries is a release of cached memory. The job's own call
   (`torch.cuda.empty_cache()`, its own or a library's) becomes an `EMPTY_CACHE` event, which the replay performs
   under every setting; a release the allocator made by itself inside a request (garbage collection, the oversize
@@ -71,6 +74,7 @@ class _Events:
         self.stream_keys: dict[tuple, int] = {}  # (stream, *pool_id) -> index
         self.dropped = self.dropped_bytes = self.ooms = self.empty_caches = 0
         self.allocs_after_oom = False
+        self.failed: tuple[int, dict] | None = None   # the last OOM's entry, while no allocation came after it
         self.settings_release = settings_release   # the recording's allocator may release inside a request
         self.released: dict | None = None           # the first entry of a release not yet told apart
         self.then_new_memory = False                # new memory came after that release
@@ -98,6 +102,7 @@ class _Events:
         self.end_release(action == "oom" or self.then_new_memory and self.settings_release)
         if action == "oom":  # the request failed: nothing was allocated
             self.ooms += 1
+            self.failed = (n, e)
         elif action == "alloc":
             assert isinstance(addr, int)
             self.alloc(n, e, size, addr)
@@ -110,11 +115,14 @@ class _Events:
             else:
                 self.add((FREE, freed, self.alloc_size[freed], self.alloc_stream[freed]), e)
 
-    def alloc(self, n: int, e: dict, size: int, addr: int) -> None:
+    def alloc(self, n: int, e: dict, size: int, addr: int | None) -> None:
+        """An allocation at `addr`; None: the failed request, replayed last and never freed."""
         if addr in self.live:
             raise TraceError(f"{self.where!r}: trace entry {n} allocates address {addr:#x}, which is still in use "
                              f"(allocated earlier and never freed): the trace is corrupt")
-        self.allocs_after_oom |= self.ooms > 0
+        if addr is not None:
+            self.allocs_after_oom |= self.ooms > 0
+            self.failed = None
         pool = self.captures.route(e)
         key = (e.get("stream", 0), *pool)
         if not all(is_int(k, -INT64, INT64 - 1) for k in key):
@@ -125,7 +133,8 @@ class _Events:
             if pool != DEFAULT_POOL:
                 self.in_pool(pool, stream, e)
         ident = len(self.alloc_size)
-        self.live[addr] = ident
+        if addr is not None:
+            self.live[addr] = ident
         self.alloc_size.append(size)
         self.alloc_stream.append(stream)
         self.add((ALLOC, ident, size, stream), e)
@@ -204,6 +213,9 @@ def from_entries(entries: list[dict], meta: dict, where: str, device: int = 0) -
                      Captures(pool_events if timed else [], device, where))
     for n, e in enumerate(entries):
         events.entry(n, e)
+    if events.failed is not None:   # the snapshot ends at an OOM: its request is the last allocation
+        n, e = events.failed
+        events.alloc(n, e, e["size"], None)
     events.end_release(events.then_new_memory and events.settings_release)
     for event in events.captures.due(None):
         events.pool_event(event)
@@ -211,7 +223,8 @@ def from_entries(entries: list[dict], meta: dict, where: str, device: int = 0) -
     meta = {**_placed_steps(meta, events.times), "streams": [list(k) for k in events.stream_keys],
             "pools": [list(p) for p in events.pools],
             "dropped_frees": events.dropped, "dropped_free_bytes": events.dropped_bytes,
-            "recorded_ooms": events.ooms, "live_at_end": len(events.live), "empty_cache_calls": events.empty_caches}
+            "recorded_ooms": events.ooms, "failed_request_bytes": events.failed[1]["size"] if events.failed else 0,
+            "live_at_end": len(events.live), "empty_cache_calls": events.empty_caches}
     warnings = _entry_warnings(meta, events.allocs_after_oom)
     if pool_events and not timed:
         warnings.append("the entries carry no time_us (torch before 2.1): the recording's CUDA graph captures cannot "

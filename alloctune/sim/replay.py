@@ -41,6 +41,7 @@ from ..errors import AlloctuneError, ConfError, shown
 from ..processes import die_with_parent
 from ..results.order import by_memory
 from ..results.records import Measurement
+from ..results.vocabulary import SETTING, SIMULATED_TORCH, Basis, figures
 from ..settings.conf import AllocConf
 from ..units import MiB, format_bytes, size_argument
 from .config import allocator_config
@@ -60,6 +61,7 @@ class ReplayOutcome:
     setting: AllocConf
     result: SimResult | None
     reason: str | None = None
+    torch_version: str | None = None   # whose allocator the simulator followed ('2.11'; None: not simulated)
 
     @property
     def conf(self) -> str:
@@ -91,13 +93,12 @@ class ReplayOutcome:
                            num_device_free=r.num_device_free, driver_work=r.driver_work)
 
     def to_json(self) -> dict:
-        out: dict = {"conf": self.conf, "simulated": self.simulated}
-        if self.result is None:
-            out["reason"] = self.reason
-            return out
         r = self.result
-        out.update(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
-                   peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
+        if r is None:
+            return {SETTING: self.conf, "simulated": False, "reason": self.reason}
+        out = {**figures(self.conf, Basis.REPLAYED, self.fits, r.peak_reserved_bytes, r.peak_allocated_bytes),
+               "simulated": True, SIMULATED_TORCH: self.torch_version}
+        out.update(peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
                    num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc, num_device_free=r.num_device_free,
                    first_oom_index=r.first_oom_index,
                    driver_work=None if r.driver_work is None else asdict(r.driver_work))
@@ -205,7 +206,7 @@ def _parse(conf: AllocConf | str) -> AllocConf:
 def _replay_args(trace: Trace, device_memory: int, budget_bytes: int | None, overhead_bytes: int | None,
                  torch_version: str | None) -> _Args:
     """A replay's conditions, its sizes checked: bytes or '24GiB'."""
-    version = ".".join(torch_version.split("+")[0].split(".")[:2]) if torch_version else _torch_version(trace)
+    version = simulated_torch(torch_version) if torch_version else _torch_version(trace)
     return _Args(size_argument(device_memory, "device_memory"),
                  None if budget_bytes is None else size_argument(budget_bytes, "budget_bytes"),
                  _overhead(trace, None if overhead_bytes is None else size_argument(overhead_bytes, "overhead_bytes",
@@ -221,9 +222,13 @@ def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
 
 
 def _torch_version(trace: Trace) -> str:
-    """'2.11' from the recording's '2.11.0+cu130'; the simulator's reference version when unknown."""
-    version = str(trace.meta.get("torch_version") or "2.11")
-    return ".".join(version.split("+")[0].split(".")[:2])
+    return simulated_torch(trace.meta.get("torch_version"))
+
+
+def simulated_torch(version: str | None) -> str:
+    """The torch whose allocator a replay follows, as every command states it: '2.11' from the recording's
+    '2.11.0+cu130' (or from the version the caller named); the simulator's reference version when unknown."""
+    return ".".join(str(version or "2.11").split("+")[0].split(".")[:2])
 
 
 def _not_simulated(conf: AllocConf) -> str | None:
@@ -243,7 +248,7 @@ def _replay_one(ops: Any, conf: AllocConf, args: _Args) -> ReplayOutcome:
     if reason:
         return ReplayOutcome(conf, None, reason)
     try:
-        return ReplayOutcome(conf, _simulate(ops, conf, args.device_memory, args))
+        return ReplayOutcome(conf, _simulate(ops, conf, args.device_memory, args), torch_version=args.torch_version)
     except ConfError as exc:  # a setting the simulator refuses: report it, keep the grid going
         return ReplayOutcome(conf, None, str(exc))
 

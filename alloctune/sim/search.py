@@ -25,12 +25,13 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..results.order import simpler
+from ..results.vocabulary import SIMULATED_TORCH, setting_name
 from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
 from ..units import format_bytes, plural
 from .limits import DEFAULT_MAX_SETTINGS
-from .replay import ReplayOutcome, replay
+from .replay import ReplayOutcome, replay, simulated_torch
 from .space import Space
 from .trace import Trace
 
@@ -82,7 +83,7 @@ class Candidate:
 
     def to_json(self) -> dict:
         out = self.outcome.to_json()
-        out.update(conf=self.conf, keys=self.keys, round=self.round, equivalent=list(self.equivalent), reserved_ratio=self.ratio)
+        out.update(conf=setting_name(self.conf), keys=self.keys, round=self.round, equivalent=list(self.equivalent), reserved_ratio=self.ratio)
         return out
 
 
@@ -120,7 +121,8 @@ class SearchResult:
 
     def to_json(self) -> dict:
         return {
-            "trace": self.trace, "torch_version": self.torch_version, "validated_by": self.validated_by,
+            "trace": self.trace, "torch_version": self.torch_version, SIMULATED_TORCH: simulated_torch(self.torch_version),
+            "validated_by": self.validated_by,
             "device_memory_bytes": self.device_memory, "budget_bytes": self.budget_bytes,
             "replayed": len(self.candidates), "equivalent_not_replayed": self.equivalent,
             "rejected": [{"conf": c, "reason": r} for c, r in self.rejected.items()],

@@ -67,11 +67,13 @@ from ..results.provenance import provenance
 from ..results.records import Budget, Bytes, Conf, Count, Rate, Seconds
 from ..results.typed import FieldError, check_plain, from_json
 from ..files import checked_path
+from ..units import format_bytes
 from .compact import XZ_MAGIC, read_compact, write_compact
 from .entries import (ALLOC, EMPTY_CACHE, FREE, FREE_REQUESTED, LAST_KIND, ORDER_DEPENDENT, POOL_BEGIN, POOL_END,
-                      POOL_RELEASE, POOL_STREAM, from_entries)  # the event kinds here too
+                      POOL_RELEASE, POOL_STREAM, Columns, from_entries)  # the event kinds here too
 from .limits import INT64, MAX_MEASURED, MAX_WARNINGS, is_int, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
+from .rebuilt import Reconstruction, at_oom, overhead_at_oom, reconstruct
 
 
 
@@ -176,6 +178,12 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
     elif device not in with_allocs:
         raise TraceError(f"{where!r} has no allocations on device {device} "
                          f"(devices with allocations: {with_allocs or 'none'})")
+    return snapshot_trace(snapshot, where, device)
+
+
+def snapshot_trace(snapshot: dict, where: str, device: int, recon: Reconstruction | None = None) -> Trace:
+    """The requests of a snapshot's `device` as a replay runs them (see the module docstring); one taken at an
+    OOM ends at the request that failed, from its reconstruction (`recon`, made here unless given: `rebuilt.py`)."""
     extra = snapshot.get("alloctune", {})
     if not isinstance(extra, dict):
         raise TraceError(f"{where!r}: 'alloctune' must hold a dict of metadata, got {type(extra).__name__}")
@@ -187,13 +195,34 @@ def _load_snapshot(snapshot: dict, where: str, device: int | None) -> Trace:
         raise TraceError(f"{where!r}: {exc}") from None
     if "allocator_settings" in snapshot:
         meta.setdefault("allocator_settings", snapshot["allocator_settings"])
-    columns, meta = from_entries(traces[device], meta, where, device)
+    columns, meta = from_entries(snapshot["device_traces"][device], meta, where, device)
+    if meta["failed_request_bytes"] or recon is not None:
+        columns, meta = _at_oom(snapshot, device, columns, meta, where, recon)
     if not meta["pools"] and _graph_segments(snapshot.get("segments"), device):
         meta["warnings"].append("the snapshot's segments include CUDA graph pools, but neither its entries (torch "
                                 "before pool ids in trace entries) nor alloctune's recording say which allocations "
                                 "were theirs: they are replayed as if in the default pools (record with `alloctune "
                                 "record` for exact pools)")
     return Trace(*columns, device, meta)
+
+
+def _at_oom(snapshot: dict, device: int, columns: Columns, meta: dict, where: str,
+            recon: Reconstruction | None) -> tuple[Columns, dict]:
+    """A snapshot that ends at an OOM as its replay runs it (`rebuilt.at_oom`, as `diagnose` replays it), on the
+    device as the run had it: what other processes held when the request failed kept outside the allocator."""
+    oom = ([e for e in snapshot["device_traces"][device] if e.get("action") == "oom"] or [{}])[-1]
+    try:
+        recon = recon or reconstruct(snapshot, device, meta["failed_request_bytes"], oom.get("stream", 0))
+        reserved = sum(int(s["total_size"]) for s in snapshot.get("segments", []) if s.get("device", 0) == device)
+    except (TraceError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TraceError(f"{where!r}: the snapshot's trace or segments are malformed ({exc})") from None
+    columns, meta = at_oom(columns, meta, recon)
+    overhead = overhead_at_oom(meta.get("device_total_bytes"), reserved, oom.get("device_free"))
+    if "overhead_bytes" not in meta and overhead is not None:
+        meta["overhead_bytes"] = overhead
+        meta["warnings"].append(f"{format_bytes(overhead)} of the device was held outside the allocator when the "
+                                "request failed (other processes, the CUDA context): the replay keeps it so")
+    return columns, meta
 
 
 def _graph_segments(segments: object, device: int) -> bool:

@@ -145,8 +145,8 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], traces: list[T
                                 budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
             write_file(path, json.dumps(done, indent=2) + "\n")
-        front = [m["conf"] for m in done[p.env_id]["front"] if m["conf"]]
-        planned[p.env_id] = [AllocConf(), *map(AllocConf.parse, front)]   # the default: always, the baseline
+        front = [AllocConf.parse(m["conf"]) for m in done[p.env_id]["front"]]   # 'default' ('' before) parses
+        planned[p.env_id] = [AllocConf(), *(c for c in front if str(c))]   # the default: always, the baseline
     return planned
 
 

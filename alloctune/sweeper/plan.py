@@ -198,7 +198,7 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
         raise AlloctuneError(f"the trace {path} was recorded from workload {recorded_from!r}, not {spec.name!r}: "
                              f"its numbers would be stored as {spec.name}'s; pass a trace of {spec.name}")
     elif trace.meta.get("workload_hash") and trace.meta["workload_hash"] != spec.digest():
-        raise AlloctuneError(_other_definition(spec, path, trace.meta["workload_hash"]))
+        _other_definition(spec, path, trace.meta["workload_hash"], notice)
     for warning in trace.warnings:
         notice(f"trace: {warning}")
     # read again, so a file: a sweep is resumed by it (a FIFO, read once, is refused here, before any folder exists)
@@ -206,17 +206,24 @@ def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
     return [trace], {"path": str(path), "sha256": sha256}
 
 
-def _other_definition(spec: WorkloadSpec, path: str, recorded: str) -> OptionText:
-    """A trace of the sweep's workload recorded under another definition (another preset, other parameters): its
-    figures would be stored as this one's, in this one's folder."""
+def _other_definition(spec: WorkloadSpec, path: str, recorded: str, notice) -> None:
+    """A trace of the sweep's workload recorded under another definition: another preset, or parameters no preset
+    of the file has, is refused (its figures would be stored as this one's, in this one's folder); the file's own
+    preset, where the sweep was given that preset's definition as it stood earlier (an older folder's sweep.json),
+    is replayed with a notice."""
     from ..workload.loader import preset_of
 
     theirs = preset_of(spec.source, recorded) if spec.source else None
     ours = f"preset {spec.preset!r}" if spec.preset else "the file's parameters"
+    if theirs is not None and theirs == spec.preset:
+        notice(f"the trace {path} was recorded from {spec.name}'s preset {theirs!r} as the file now defines it, "
+               f"which this sweep's definition differs from: replaying it anyway")
+        return
     said = f"preset {theirs!r} of {spec.name}" if theirs else f"another definition of {spec.name} (other parameters)"
     hint = "sweep that preset ({preset} %s), or " % theirs if theirs and re.fullmatch(r"[\w.-]+", theirs) else ""
-    return OptionText("the trace {path} was recorded from {said}, not {ours}: its figures would be stored as this "
-                      "sweep's; " + hint + "pass a trace recorded from {ours}", path=path, said=said, ours=ours)
+    raise AlloctuneError(OptionText("the trace {path} was recorded from {said}, not {ours}: its figures would be "
+                                    "stored as this sweep's; " + hint + "pass a trace recorded from {ours}",
+                                    path=path, said=said, ours=ours))
 
 
 def _no_trace_hint(spec: WorkloadSpec) -> OptionText:

@@ -59,11 +59,9 @@ def test_a_crafted_snapshot_is_refused_naming_the_field(tmp_path, change, said):
     assert said in one_line_error(bounded_cli("diagnose", path))
 
 
-# Entries diagnose does not read (an action that is not a request, or not even a string) are skipped unread, as
-# replay skips them: whatever they hold, the answer is the original's.
+# Entries neither diagnose nor replay reads (an action that is not a string) are skipped unread: whatever they
+# hold, the answer is the original's.
 UNREAD = [
-    lambda s: s["device_traces"][0].insert(5, {"action": "free_requested", "addr": math.inf, "size": 512}),
-    lambda s: s["device_traces"][0].insert(5, {"action": "free_requested", "addr": "x", "size": [1]}),
     lambda s: s["device_traces"][0].insert(5, {"action": [1], "addr": 1, "size": 512}),
     lambda s: s["device_traces"][0].insert(5, {"action": {"alloc": 1}, "addr": 1, "size": 512}),
 ]
@@ -81,6 +79,20 @@ def test_an_entry_diagnose_does_not_read_is_skipped_whatever_it_holds(tmp_path, 
         assert runs[-1].returncode == 0, runs[-1].stderr
     original, changed = (json.loads(run.stdout) for run in runs)
     assert changed["verdict"] == original["verdict"] and changed["replay"] == original["replay"]
+
+
+@pytest.mark.parametrize("addr", [math.inf, "x"])
+def test_an_entry_replay_refuses_leaves_the_diagnosis_unreplayed_with_replays_reason(tmp_path, addr):
+    snapshot = pickle.loads(SNAPSHOT.read_bytes())
+    snapshot["device_traces"][0].insert(5, {"action": "free_requested", "addr": addr, "size": 512})
+    path = tmp_path / "oom-rank0.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    refused = one_line_error(bounded_cli("replay", path))
+    run = bounded_cli("diagnose", path, "--json")
+    assert run.returncode == 0, run.stderr
+    diagnosis = json.loads(run.stdout)
+    assert diagnosis["replay"] is None and diagnosis["verdict"]
+    assert any(refused.strip().removeprefix("alloctune: error: ") in w for w in diagnosis["warnings"])
 
 
 def test_every_crafted_snapshot_was_diagnosed_before_its_change():

@@ -17,7 +17,7 @@ import pytest
 from snapshots import read_snapshot
 
 from alloctune.diagnosis import diagnose
-from alloctune.diagnosis.window import reconstruct
+from alloctune.sim.rebuilt import reconstruct
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "oom" / "h200"

@@ -17,7 +17,7 @@ from clirun import in_process
 from rich.console import Console
 
 from alloctune.report.layout import NOT_A_TERMINAL, command, output_width, wrap
-from alloctune.report.tables import figures_table, markdown_table, natural_width, print_table, whole_settings
+from alloctune.report.tables import figures_table, fold, markdown_table, natural_width, print_table, whole_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HPSEARCH = ROOT / "workloads" / "hpsearch.yaml"
@@ -60,29 +60,32 @@ def table_of(labels):
                          setting=0)
 
 
-def test_settings_too_long_for_the_table_are_numbered_and_given_whole():
+def test_settings_too_long_for_the_table_are_folded_after_their_commas():
     settings = ["default", LONGEST]
     table, below = whole_settings(table_of, settings, 80)
-    assert below == []
-    table, below = whole_settings(table_of, settings, 40)   # the long one alone: 'default' fits beside the figures
-    assert below == [f"  (1) {LONGEST}"] and [c for c in table.columns[0].cells] == ["default", "(1)"]
-    table, below = whole_settings(table_of, settings, 10)   # nothing fits: every setting numbered
-    assert below == ["  (1) default", f"  (2) {LONGEST}"]
+    assert below == [] and list(table.columns[0].cells) == settings
+    narrow = natural_width(table_of(["default", fold(LONGEST, 1)]))   # each piece of it on its own line
+    table, below = whole_settings(table_of, settings, narrow)   # the long one folded: 'default' stays as it is
+    cells = list(table.columns[0].cells)
+    assert below == [] and cells[0] == "default" and "\n" in cells[1] and cells[1].replace("\n", "") == LONGEST
+    assert natural_width(table) <= narrow
+    table, below = whole_settings(table_of, settings, narrow - 1)   # no fold fits: the long one is numbered
+    assert below == [f"  (1) {LONGEST}"] and list(table.columns[0].cells) == ["default", "(1)"]
 
 
-def test_only_the_settings_that_do_not_fit_are_numbered():
+def test_a_setting_is_numbered_only_where_no_fold_fits():
     settings = ["default", "expandable_segments:True", LONGEST, "max_split_size_mb:128",
                 "expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.8"]
+    narrowest = [fold(s, 1) for s in settings]   # every piece on its own line
     for width in range(10, 120):
         table, below = whole_settings(table_of, settings, width)
         numbered = [line.split(") ", 1)[1] for line in below]
-        inline = [s for s in settings if s not in numbered]
-        assert natural_width(table) <= width or not inline, width
-        if numbered:   # the shortest one numbered, inline, would not fit: no setting is numbered that fits
-            shortest = min(numbered, key=len)
-            labels = [s if s in inline or s == shortest else "(9)" for s in settings]
-            assert natural_width(table_of(labels)) > width, (width, shortest)
-        assert all(len(n) >= len(i) for n in numbered for i in inline), width   # the longest go first
+        assert set(numbered) <= set(settings), width
+        for setting, cell in zip(settings, table.columns[0].cells):   # each one whole: in the table, or below
+            assert setting in numbered or cell.replace("\n", "") == setting, (width, cell)
+        if numbered:   # only where even the narrowest fold does not fit
+            assert natural_width(table_of(narrowest)) > width, width
+        assert all(len(n) >= len(i) for n in numbered for i in settings if i not in numbered), width
 
 
 def test_diagnose_numbers_its_replayed_settings_by_the_same_rule():
@@ -112,7 +115,8 @@ def test_no_figure_is_cut_at_any_width_and_names_stand_inline_where_they_fit(tmp
     outputs = {width: in_process(*args, env={"COLUMNS": str(width)}) for width in range(20, 201, 9)}
     wide = outputs[200].stdout
     assert "(1)" not in wide
-    figures = sorted({w for line in wide.splitlines() for w in re.findall(r"\d[\d,]*\.\d+(?: GiB)?|\d{1,3}(?:,\d{3})+", line)})
+    figures = sorted({w for line in wide.splitlines()   # a setting's "[256:1,512:2,..." holds no figure
+                       for w in re.findall(r"(?<![:\d])(?:\d[\d,]*\.\d+(?: GiB)?|\d{1,3}(?:,\d{3})+)", line)})
     settings = [s for s in ("default", "expandable_segments:True", "max_split_size_mb:128") if s in wide]
     assert len(figures) > 5 and len(settings) >= 2
     for width, run in outputs.items():

@@ -167,7 +167,7 @@ def test_sweep_search_sweeps_the_front_and_a_resume_does_not_search_again(tmp_pa
     folder = outcome.folder.path
     account = json.loads((folder / SEARCH_FILE).read_text())
     [(env_id, searched)] = account.items()
-    front = {m["conf"] for m in searched["front"]}
+    front = {str(AllocConf.parse(m["conf"])) for m in searched["front"]}   # the default named "default"
     swept = {r.conf for r in outcome.folder.trials()}
     assert swept == front | {""} and outcome.choices[0].best.conf in front
     assert outcome.choices[0].trials_recorded == len(swept) and outcome.choices[0].trials_planned is None
@@ -192,7 +192,7 @@ def test_settings_named_beside_a_search_are_swept_with_its_front(tmp_path):
     named = "max_split_size_mb:128"   # far from the front on this trace: the search would not keep it
     outcome = alloctune.sweep(VARLEN, preset="h200", backend="sim", search=15, grid=[named], results_root=tmp_path)
     [searched] = json.loads((outcome.folder.path / SEARCH_FILE).read_text()).values()
-    front = {m["conf"] for m in searched["front"]}
+    front = {str(AllocConf.parse(m["conf"])) for m in searched["front"]}   # the default named "default"
     assert named not in front
     assert {r.conf for r in outcome.folder.trials()} == front | {"", named}
     assert outcome.folder.info().grid == ["", named]

@@ -153,13 +153,15 @@ def test_several_devices(tmp_path):
 
 
 def test_oom_entries_and_order_dependence_warning(tmp_path):
-    # OOM as the last event (the program died): counted, no warning.
+    # OOM as the last event (the program died): counted, and the failed request replayed last, which it says.
     ended = load_trace(write_pickle(tmp_path, snapshot([entry("alloc", 1, 100), entry("oom", size=10**12)])))
-    assert ended.meta["recorded_ooms"] == 1 and ended.kinds == [ALLOC] and ended.warnings == []
+    assert ended.meta["recorded_ooms"] == 1 and len(ended.warnings) == 1 and "replayed last" in ended.warnings[0]
+    assert ended.kinds == [ALLOC, ALLOC] and ended.sizes == [100, 10**12]
+    assert ended.meta["failed_request_bytes"] == 10**12
     # OOM caught and the program went on allocating: what it asks depends on free memory.
     went_on = load_trace(write_pickle(tmp_path, snapshot([entry("alloc", 1, 100), entry("oom", size=10**12),
                                                           entry("alloc", 2, 10**6)]), "b.pickle"))
-    assert went_on.kinds == [ALLOC, ALLOC]
+    assert went_on.kinds == [ALLOC, ALLOC] and went_on.meta["failed_request_bytes"] == 0
     assert any("allocation-order dependent" in w for w in went_on.warnings)
 
 

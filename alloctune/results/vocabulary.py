@@ -1,0 +1,52 @@
+"""The names every command gives the same things, once: in each command's --json (the keys a setting's figures
+carry, what the default setting is called) and in words (whether a figure was measured, replayed or predicted).
+
+- A setting is named by `setting_name`: its canonical string, "default" for the default (never "").
+- Every figure says its `Basis`: measured on a GPU, replayed (the allocator simulated on a recorded trace, exact to
+  the trace), or predicted (a model: driver work priced by a calibration, a fitted curve), with its resolution or
+  measured error where one is known.
+- A replayed figure names the torch whose allocator the simulator followed (`SIMULATED_TORCH`).
+- A ratio beside a word of direction is printed by `times`, which never shows 1.00x for a ratio that is not 1.
+- The keys of a setting's memory figures: `SETTING`, `BASIS`, `FITS`, `PEAK_RESERVED`, `PEAK_ALLOCATED`
+  (`figures`), the same in replay, search, fleet, fit, diagnose and a sweep's choice.
+"""
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+from ..settings.conf import conf_label
+from ..units import figure
+
+SETTING, BASIS, FITS = "conf", "basis", "fits"
+PEAK_RESERVED, PEAK_ALLOCATED = "peak_reserved_bytes", "peak_allocated_bytes"
+SIMULATED_TORCH = "simulated_torch"   # the torch whose allocator a replay followed ('2.11')
+
+
+class Basis(str, Enum):
+    """How a figure was obtained."""
+
+    MEASURED = "measured"     # on a GPU, in trials
+    REPLAYED = "replayed"     # the allocator simulated on a recorded trace
+    PREDICTED = "predicted"   # from a model (a calibration's prices, a fitted curve)
+
+
+def setting_name(conf: str | None) -> str:
+    """A setting as every JSON and table names it: 'default' for the default."""
+    return conf_label(conf)
+
+
+def figures(conf: str | None, basis: Basis, fits: bool | None, peak_reserved: int | None,
+            peak_allocated: int | None) -> dict:
+    """A setting's memory figures under the shared keys."""
+    return {SETTING: setting_name(conf), BASIS: basis.value, FITS: fits, PEAK_RESERVED: peak_reserved,
+            PEAK_ALLOCATED: peak_allocated}
+
+
+def times(ratio: float, digits: int = 2) -> str:
+    """A ratio as '1.03x': with more digits (up to 4) where fewer would round it to 1 though it is not, so that
+    '1.00x' never stands beside 'slower' or 'faster' (0.997 reads '0.997x')."""
+    if not math.isfinite(ratio):
+        return figure(ratio, ".2f")
+    places = next((p for p in range(digits, 4) if ratio == 1 or float(f"{ratio:.{p}f}") != 1), 4)
+    return f"{figure(ratio, f'.{places}f')}x"

@@ -1,0 +1,101 @@
+"""One vocabulary (results/vocabulary.py): the same trace through replay, search, fleet and diagnose gives each
+setting under the same keys with the same figures, the default named "default" everywhere, every replayed figure
+saying it was replayed and the torch the replay followed; a ratio never reads 1.00x beside a direction."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+import torch
+from clirun import in_process
+
+from alloctune.results.vocabulary import BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH, times
+from alloctune.sim.replay import simulated_torch
+from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+
+MiB = 2**20
+SHARED = (SETTING, BASIS, FITS, PEAK_RESERVED, PEAK_ALLOCATED, SIMULATED_TORCH)
+CONFS = ("default", "expandable_segments:True", "max_split_size_mb:128")
+
+
+def _trace(path) -> None:
+    """Growing requests, each freed before a larger one comes: the default's cache keeps each size's segment.
+    Recorded, as it says, under the torch installed here, so that every command follows the same one."""
+    kinds, ids, sizes = [], [], []
+    for i, size in enumerate([30 * MiB, 50 * MiB, 70 * MiB, 90 * MiB] * 3):
+        kinds += [ALLOC, ALLOC, FREE]
+        ids += [2 * i, 2 * i + 1, 2 * i]
+        sizes += [size, MiB // 2, size]
+    meta = {"torch_version": torch.__version__, "device_total_bytes": 2**30, "overhead_bytes": 0}
+    save_trace(Trace(kinds, ids, sizes, [0] * len(kinds), 0, meta), path)
+
+
+def _json(*args) -> dict:
+    run = in_process(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def _by_setting(rows: list[dict]) -> dict[str, dict]:
+    return {row[SETTING]: row for row in rows}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, dict]:
+    path = tmp_path_factory.mktemp("vocabulary") / "job.xz"
+    _trace(path)
+    _trace(path.with_name("again.xz"))
+    confs = [a for c in CONFS for a in ("--conf", c)]
+    return {"replay": _json("replay", path, *confs), "search": _json("search", path, "--max-settings", "40"),
+            "fleet": _json("fleet", path, path.with_name("again.xz"), *confs)}
+
+
+def test_replay_and_search_give_a_setting_the_same_keys_and_figures(outputs):
+    replayed = _by_setting(outputs["replay"]["results"])
+    searched = _by_setting(outputs["search"]["candidates"])
+    assert set(CONFS) <= set(replayed) and "default" in searched and "" not in searched
+    for conf in set(replayed) & set(searched):
+        assert {k: replayed[conf][k] for k in SHARED} == {k: searched[conf][k] for k in SHARED}
+    assert {row[BASIS] for row in [*replayed.values(), *searched.values()]} == {"replayed"}
+    assert outputs["replay"][SIMULATED_TORCH] == outputs["search"][SIMULATED_TORCH] == simulated_torch(
+        torch.__version__)
+
+
+def test_fleet_names_and_figures_are_replays(outputs):
+    replayed = _by_setting(outputs["replay"]["results"])
+    fleet = _by_setting(outputs["fleet"]["settings"])
+    assert set(fleet) == set(CONFS) and outputs["fleet"]["best"] in fleet
+    for conf, row in fleet.items():
+        job = row["jobs"][0]
+        assert (job[BASIS], job[FITS], job[PEAK_RESERVED]) == ("replayed", replayed[conf][FITS],
+                                                              replayed[conf][PEAK_RESERVED])
+        assert job["best"] in fleet
+    assert {j[SIMULATED_TORCH] for j in outputs["fleet"]["jobs"]} == {outputs["replay"][SIMULATED_TORCH]}
+
+
+def test_diagnose_names_settings_as_replay_does(tmp_path):
+    """An OOM snapshot made here: diagnose's table and replay's results under the same names and keys."""
+    big = 600 * MiB
+    entries = [{"action": "segment_alloc", "addr": 0, "size": big, "stream": 0},
+               {"action": "alloc", "addr": 0, "size": big, "stream": 0},
+               {"action": "oom", "size": big, "device_free": 0, "stream": 0}]
+    snapshot = {"device_traces": [entries], "alloctune": {"torch_version": torch.__version__,
+                                                          "device_total_bytes": 2**30},
+                "segments": [{"device": 0, "address": 0, "total_size": big, "stream": 0, "segment_type": "large",
+                              "allocated_size": big, "active_size": big, "requested_size": big,
+                              "blocks": [{"address": 0, "size": big, "requested_size": big,
+                                          "state": "active_allocated"}]}]}
+    path = tmp_path / "oom.pickle"
+    path.write_bytes(pickle.dumps(snapshot))
+    diagnosed = _by_setting(_json("diagnose", path)["replay"]["outcomes"])
+    replayed = _by_setting(_json("replay", path, *(a for c in diagnosed for a in ("--conf", c)))["results"])
+    assert "default" in diagnosed and diagnosed["default"][FITS] is False
+    for conf in set(diagnosed) & set(replayed):
+        assert {k: diagnosed[conf][k] for k in SHARED} == {k: replayed[conf][k] for k in SHARED}
+
+
+@pytest.mark.parametrize("ratio, digits, text", [(0.997, 2, "0.997x"), (1.003, 2, "1.003x"), (1.0, 2, "1.00x"),
+                                                 (1.05, 2, "1.05x"), (0.9996, 3, "0.9996x"), (0.919, 3, "0.919x")])
+def test_a_ratio_never_reads_one_unless_it_is(ratio, digits, text):
+    assert times(ratio, digits) == text
