@@ -88,7 +88,9 @@ def flagged(message: object, flags: dict[str, str]) -> str:
 
 
 def console(stderr: bool = False):
-    """A rich console for standard output (or error), as wide as the one width rule says (report/layout.py)."""
+    """A rich console for standard output (or error), as wide as the one width rule says (report/layout.py). Nothing
+    it prints is read as rich markup or emoji codes (a folder may be named 'o[/]ut', a trace '[red]b.xz'): styles
+    come from rich Text alone."""
     from rich.console import Console
 
     from ..report.layout import output_width
@@ -98,7 +100,8 @@ def console(stderr: bool = False):
             # rich would exit 1 here; main() handles a reader that left (`| head`) once, for print() as well.
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-    shown = PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout))
+    shown = PipeConsole(stderr=stderr, width=output_width(sys.stderr if stderr else sys.stdout), markup=False,
+                        emoji=False)
     shown.push_render_hook(cast("RenderHook", _Printable()))   # rich loads with the console, not before
     return shown
 

@@ -117,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
                          args.overhead, tuple(args.confirm or ()), args.confirm_copies, args.extra_recordings,
                          args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device,
                          dry_run=args.dry_run, arch=args.arch)
+    from rich.text import Text
+
     err = console(stderr=True)   # a line per run on the GPU: each takes a while
-    result = fit(options=options, progress=lambda line, _: err.print(f"[dim]{line}[/]", soft_wrap=True))
+    result = fit(options=options, progress=lambda line, _: err.print(Text(line, style="dim"), soft_wrap=True))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
@@ -126,5 +128,5 @@ def run(args: argparse.Namespace) -> int:
     print_fit(out, result.fit)
     if result.folder is not None:
         made = ", the dry runs' traces" if args.dry_run else ", the recordings" if args.command else ""
-        out.print(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}{made}")
+        out.print(Text(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}{made}"))
     return 0

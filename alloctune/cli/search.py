@@ -36,7 +36,6 @@ FLAGS = {"trace": "TRACE", "python": "--python", "max_settings": "--max-settings
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from ..api.search import SearchOptions, search
@@ -48,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
                             args.overhead, args.device, args.jobs)
     # The bar starts with the first replay: an interpreter that cannot be probed is refused in one line alone.
     err = console(stderr=True)
-    bar = Progress(TextColumn("[bold]replays"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), console=err, transient=True, disable=not err.is_terminal)
+    bar = Progress(TextColumn("replays", style="bold"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}", markup=False), console=err, transient=True,
+                   disable=not err.is_terminal)
     tasks: list[TaskID] = []
     log = Logged(err)
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             tasks.append(bar.add_task("", total=total))
         # A setting is never cut: one too long for the bar is left out, its figure stays.
         text = text if len(text) <= 60 else text.partition(":")[0]
-        bar.update(tasks[0], completed=done, total=total, description=escape(text))
+        bar.update(tasks[0], completed=done, total=total, description=text)
 
     try:
         result = search(options=options, progress=progress)

@@ -6,6 +6,8 @@ import json
 import shlex
 from dataclasses import fields
 
+from rich.text import Text
+
 from ..decide.parameters import DEFAULT_MAX_SLOWDOWN
 from ..decide.rounds import DEFAULT_MAX_REPEATS
 from ..report.progress import Phases, estimate_text
@@ -199,8 +201,6 @@ def _callbacks(shown: Phases, args):
     """What the sweep tells as it goes, on standard error: each trial (with Ray: on which node), the search's
     progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases; and,
     once a trial is saved, what an interrupt leaves (`args.interrupted`)."""
-    from rich.markup import escape
-
     where = args.executor == ExecutorKind.RAY
 
     def progress(record: TrialRecord, done: int, total: int) -> None:
@@ -223,7 +223,8 @@ def _callbacks(shown: Phases, args):
         shown.note(estimate_text(e.trials, e.seconds_left, left=True))
 
     return SweepCallbacks(progress=progress, search_progress=search_progress,
-                          notice=lambda text: shown.print(f"[yellow]notice:[/] {escape(flagged(text, FLAGS))}"),
+                          notice=lambda text: shown.print(Text.assemble(("notice:", "yellow"), " ",
+                                                                        flagged(text, FLAGS))),
                           phase=shown.phase, estimate=estimate)
 
 
@@ -361,9 +362,7 @@ def _where(record: TrialRecord) -> str:
     return f" ({process_name(row)}, of {len(record.processes or [])} processes)"
 
 
-def _trial_line(record: TrialRecord, where: bool = False) -> str:
-    from rich.markup import escape
-
+def _trial_line(record: TrialRecord, where: bool = False) -> Text:
     m = record.measurement
     # a replay is not a run: no repeat number, and said, so that it is not read as a GPU trial
     what = (f"{conf_label(record.conf)} (replayed)" if record.backend == Backend.SIM else
@@ -373,6 +372,7 @@ def _trial_line(record: TrialRecord, where: bool = False) -> str:
     if record.state.value == "ok" and m:
         speed = f", {format_number(m.throughput)} {m.unit}/s" if m.throughput else ""
         speed += f", {driver_phrase(m.driver_work)}" if m.driver_work else ""
-        return f"  [green]ok[/] {escape(what)}: peak reserved {format_bytes(m.peak_reserved_bytes)}{speed}{_where(record)}"
+        return Text.assemble("  ", ("ok", "green"), f" {what}: peak reserved {format_bytes(m.peak_reserved_bytes)}"
+                                                    f"{speed}{_where(record)}")
     last = (record.error or "").strip().splitlines()
-    return f"  [red]{record.state.value}[/] {escape(what)}: {escape(last[-1]) if last else ''}"   # a job's words
+    return Text.assemble("  ", (record.state.value, "red"), f" {what}: {last[-1] if last else ''}")   # a job's words

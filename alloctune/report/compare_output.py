@@ -15,7 +15,7 @@ from ..settings.versions import changes_between, parse_version
 from ..units import figure, format_bytes
 from .compare import Column, Comparison, Row, budget_label
 from .layout import INDENT, say
-from .tables import add_setting_column, markdown_table, print_table
+from .tables import add_setting_column, markdown_table, measured, print_table
 from .words import format_rate
 
 if TYPE_CHECKING:
@@ -177,9 +177,7 @@ def _longest_word(texts: Iterable[str]) -> int:
 
 def _narrowest(table) -> int:
     """The fewest columns `table` takes with no word broken (each column's min_width is its longest word)."""
-    from rich.console import Console
-
-    return Console(width=10_000).measure(table).minimum
+    return measured(table).minimum
 
 
 def print_comparison(comparison: Comparison, console) -> None:
@@ -249,9 +247,12 @@ _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL
 
 def plot_comparison(comparison: Comparison, path: str | Path) -> Path:
     """compare.png (`comparison_figure`)."""
+    from .plot import plain_text
+
     path = Path(path)
-    figure = comparison_figure(comparison)
-    write_file(path, lambda f: figure.savefig(f, format="png", dpi=120))
+    with plain_text():   # a folder's name is a column's label
+        figure = comparison_figure(comparison)
+        write_file(path, lambda f: figure.savefig(f, format="png", dpi=120))
     return path
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rich.markup import escape
+from rich.text import Text
 
 from ..decide.fit import EXTRAPOLATION, known
 from ..files import write_file
@@ -65,11 +65,11 @@ def print_fit(console, fit: FitFile) -> None:
     context = ("assumed: the recordings do not say" if not fit.overhead_measured else
                "as the recordings measured it" if dry is None else "the card's, from the dry run's table")
     values = f"{plural(len(fit.values), 'value' if dry else 'recorded value')} ({', '.join(map(str, fit.values))})"
-    traced = "" if dry is None else f" traced by {escape(dry)}: nothing was measured"
+    traced = "" if dry is None else f" traced by {dry}: nothing was measured"
     say(console, f"Peak memory in {fit.param}, from {values}{traced}; each process holds a CUDA context of "
                  f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
     for warning in fit.warnings:
-        say(console, f"[yellow]warning:[/] {escape(warning)}")
+        say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     numbers: dict[str, int] = {}   # a setting numbered in one table has its number in the others
     _curves_table(console, fit, numbers)
     for limit in fit.limits:
@@ -171,7 +171,7 @@ def copies_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]
            title=f"Copies at once on the GPU under budget {limit.budget}{room} (the budget and one context)")
     for c in limit.copies_confirmed:
         if c.error is not None:
-            say(console, f"{conf_label(c.conf)}: not run: {escape(c.error)}")
+            say(console, f"{conf_label(c.conf)}: not run: {c.error}")
 
 
 def _together(c: CopiesConfirmation) -> str:
@@ -213,30 +213,31 @@ def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines
+    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines, plain_text
 
-    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    top = 0.0
-    for s in (s for s in fit.settings if s.reserved is not None):
-        top = max(top, _draw_setting(ax, s, fit))
-    if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
-        for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
-            ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
-    limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
-               f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
-               DEVICE_STYLE) for lim in fit.limits]
-    extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
-    ax.set_ylim(0, extent * 1.05)
-    ax.set_xlabel(fit.param)
-    ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
-    if (dry := origin(fit)) is not None:
-        ax.set_title(f"Predicted from {dry}: nothing measured", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
+    with plain_text():   # a setting's or the value's name is a label
+        fig = Figure(figsize=(9.5, 5.5), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        top = 0.0
+        for s in (s for s in fit.settings if s.reserved is not None):
+            top = max(top, _draw_setting(ax, s, fit))
+        if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
+            for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
+                ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
+        limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
+                   f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
+                   DEVICE_STYLE) for lim in fit.limits]
+        extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
+        ax.set_ylim(0, extent * 1.05)
+        ax.set_xlabel(fit.param)
+        ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
+        if (dry := origin(fit)) is not None:
+            ax.set_title(f"Predicted from {dry}: nothing measured", fontsize=9)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     return path
 
 

@@ -3,8 +3,6 @@ most how many, and why not where none was made or one failed), and where a curve
 that came from (its leave-one-out error, and the value it missed most)."""
 from __future__ import annotations
 
-from rich.markup import escape
-
 from ..results.fits import FitFile, NotExact, SettingFit
 from ..settings.conf import conf_label
 from ..units import plural
@@ -30,7 +28,7 @@ def exact_lines(fit: FitFile) -> list[str]:
             f"{record.most}" if record.values else f"{verb} no more value (at most {record.most})")
     lines = [f"To answer from replays, {made}: {len(answers) - inexact} of {len(answers)} answers are exact."]
     for failed in record.failed:
-        lines.append(f"  {fit.param}={failed.value}: not recorded: {escape(failed.why)}")
+        lines.append(f"  {fit.param}={failed.value}: not recorded: {failed.why}")
     if record.beyond:
         gpu = "the recording GPU" if fit.dry_run is None else f"the {fit.dry_run.card}"
         lines.append(f"  {fit.param} {', '.join(map(str, record.beyond))}: beyond what {gpu} holds, not recorded.")

@@ -54,11 +54,12 @@ def wrap(text: str, width: int, first: str = "", rest: str | None = None) -> lis
 
 
 def say(console: Any, text: Any, rest: str | None = None, style: str = "") -> None:
-    """Print `text` (rich markup, or a rich Text) on `console`, wrapped as `wrap` does, its styles kept; the lines
+    """Print `text` (plain: never read as rich markup, as it may hold a user's path such as 'o[/]ut'; or a rich
+    Text, for styles) on `console`, wrapped as `wrap` does, its styles kept; the lines
     after the first start with `rest` (default: the first line's indent and two spaces more)."""
     from rich.text import Text
 
-    text = Text.from_markup(text, style=style) if isinstance(text, str) else text
+    text = Text(text, style=style) if isinstance(text, str) else text
     plain = text.plain
     first = plain[:len(plain) - len(plain.lstrip(" "))]
     rest = first + INDENT if rest is None else rest

@@ -2,7 +2,7 @@
 decision's record, its settings' figures as it ranks them.
 
 Drawn on a bare `Figure` (Agg canvas), never through pyplot, so it changes no global backend state and needs no
-display.
+display; every figure alloctune draws (this one, fit's, compare's) is made and written within `plain_text`.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -23,6 +24,12 @@ from ..files import write_file
 from ..results.choices import ChoiceRecord
 from ..results.figures import SettingFigures, Summary
 from ..units import GiB, plural
+
+
+def plain_text():
+    """A context in which every text matplotlib makes and draws is taken as it is: a workload, a folder or a setting
+    named 'a$x_{$' is never read as TeX math (another text, or a parse error once other files were written)."""
+    return matplotlib.rc_context({"text.parse_math": False})
 
 
 def _caption(failed: list[SettingFigures]) -> str:
@@ -198,6 +205,7 @@ def _bars(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     ax.set_xlabel("peak reserved (GiB)" + (", simulated" if choice.simulated else ""))
 
 
+@plain_text()
 def plot_pareto(choices: list[ChoiceRecord], path: str | os.PathLike) -> Path:
     """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of peak reserved."""
     path = Path(path)

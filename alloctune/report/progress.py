@@ -20,10 +20,14 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.markup import escape
 from rich.status import Status
+from rich.text import Text
 
 from .layout import say
+
+
+# A phase's name in its bar: plain text, never rich markup (it may hold a user's path such as '[red]x.xz').
+_NAME = TextColumn("{task.description}", style="bold", markup=False)
 
 
 def estimate_text(trials: int, seconds: float | None = None, left: bool = False) -> str:
@@ -53,7 +57,7 @@ class Phases:
         if self._bar is not None:
             self._bar[0].update(self._bar[1], description=self._described())
         elif self._status is not None:
-            self._status.update(self._described())
+            self._status.update(Text(self._described()))
 
     def phase(self, name: str, count: tuple[int, int] | None = None) -> None:
         """A new phase: a spinner with its name, or, with (done, total), a bar counting from done to total."""
@@ -70,15 +74,15 @@ class Phases:
                 self._bar[0].stop()
                 self._bar = None
             if self._status is None:
-                self._status = self.console.status(self._described())
+                self._status = self.console.status(Text(self._described()))
                 self._status.start()
             else:
-                self._status.update(self._described())
+                self._status.update(Text(self._described()))
             return
         self._stop_status()
         done, total = count
         if self._bar is None:
-            bar = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            bar = Progress(SpinnerColumn(), _NAME, BarColumn(), MofNCompleteColumn(),
                            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
             bar.start()
             self._bar = (bar, bar.add_task(self._described(), total=total, completed=done))
@@ -95,13 +99,13 @@ class Phases:
         else:
             self._bar[0].update(self._bar[1], completed=done, total=total)
 
-    def print(self, text: str) -> None:
-        """A line above the live display (rich markup), wrapped to the width."""
+    def print(self, text: str | Text) -> None:
+        """A line above the live display (plain, or a rich Text for styles), wrapped to the width."""
         say(self.console, text)
 
     def _said(self) -> None:
         if self._count is not None:
-            say(self.console, f"{escape(self._name)}: {self._count[0]}/{self._count[1]}")
+            say(self.console, f"{self._name}: {self._count[0]}/{self._count[1]}")
             self._count = None
 
     def _stop_status(self) -> None:
@@ -144,7 +148,7 @@ class Logged:
     def _say(self) -> None:
         if self.last is not None and self.last != self.said:
             done, total, note = self.last
-            say(self.console, escape(f"replays: {done}/{total}" + (f", {note}" if note else "")))
+            say(self.console, f"replays: {done}/{total}" + (f", {note}" if note else ""))
             self.said = self.last
 
     def close(self) -> None:
@@ -174,10 +178,10 @@ class Bars:
             self.loading.close()
             self.loading = None
         if self.notice:
-            self.console.print(f"[yellow]notice:[/] {self.notice}")
+            self.console.print(Text.assemble(("notice:", "yellow"), " ", self.notice))
             self.notice = None
         if self.bar is None:
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self.bar = Progress(_NAME, BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), console=self.console, transient=True,
                                 disable=not self.console.is_terminal)
             self.bar.start()

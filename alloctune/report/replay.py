@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
 from rich.text import Text
 
 from ..decide.maximum import Highest, TraceFigures
@@ -24,6 +23,8 @@ from .tables import (driver_caption, driver_cells, driver_headers, figures_table
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from .tables import Cell
 
 
 @dataclass(frozen=True)
@@ -92,13 +93,13 @@ def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict 
 def print_trace(console: Console, replayed: TraceReplay) -> None:
     """The trace's line, its warnings, the ranked table, and what the table leaves unsaid."""
     r = replayed
-    say(console, f"[bold]{escape(r.path)}[/]: {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on device "
-                 f"{r.trace.device}, simulated with torch {r.simulated_torch}'s allocator; device memory "
-                 f"{format_bytes(r.device_memory)} ({r.memory_from})"
-                 + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else "")
-                 + ("" if r.provenance.measured else f"; {escape(origin(r.provenance))}"))
+    say(console, Text.assemble((r.path, "bold"), f": {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on "
+                                 f"device {r.trace.device}, simulated with torch {r.simulated_torch}'s allocator; "
+                                 f"device memory {format_bytes(r.device_memory)} ({r.memory_from})"
+                                 + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else "")
+                                 + ("" if r.provenance.measured else f"; {origin(r.provenance)}")))
     for warning in r.warnings:
-        say(console, f"[yellow]warning:[/] {escape(warning)}")
+        say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     headers, body = _trace_cells(r)
     # Within 100 columns: no retries or no OOMs anywhere is said once below instead of in a column of zeros.
     said = [[("-" if headers[j] in ("retry", "OOMs") and c == "0" else c) for j, c in enumerate(row)] for row in body]
@@ -120,11 +121,11 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
         return figures_table([headers[j] for j in keep], rows, title=title, caption=caption,
                              setting=keep.index(setting))
 
-    print_numbered(console, *whole_settings(table_of, [row[setting] for row in body], console.width))
+    print_numbered(console, *whole_settings(table_of, [str(row[setting]) for row in body], console.width))
     _print_notes(console, r, quiet=[name for name in ("retry", "OOMs") if headers.index(name) not in keep])
 
 
-def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
+def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[Cell]]]:
     """Headers and cells of the ranked table, every column (the caller leaves out those with nothing to say)."""
     with_capacity = bool(r.rows) and r.rows[0][1] is not None
     results = [o.result for o, _ in r.rows if o.result is not None]
@@ -141,13 +142,13 @@ def _trace_cells(r: TraceReplay) -> tuple[list[str], list[list[str]]]:
     body = []
     for rank, (outcome, capacity) in enumerate(r.rows, 1):
         x = outcome.result
-        mark = "-" if x is None else "[bold red]OOM[/]" if x.num_ooms else str(rank)
+        mark = "-" if x is None else Text("OOM", style="bold red") if x.num_ooms else str(rank)
         if x is None:
-            cells = [mark, outcome.conf, "[dim]n/a[/]", "", "", "", "", "", ""]
+            cells = [mark, outcome.conf, Text("n/a", style="dim"), "", "", "", "", "", ""]
         else:
             ratio = f"{x.peak_reserved_bytes / x.peak_allocated_bytes:.3f}" if x.peak_allocated_bytes else "-"
             cells = [mark, outcome.conf, in_unit(x.peak_reserved_bytes, unit), in_unit(x.peak_allocated_bytes, unit),
-                     ratio, str(x.num_alloc_retries), f"[red]{x.num_ooms}[/]" if x.num_ooms else "0",
+                     ratio, str(x.num_alloc_retries), Text(str(x.num_ooms), style="red") if x.num_ooms else "0",
                      *driver_cells(x.driver_work)]
         if r.measured:
             cells.append(in_unit(r.measured.get(outcome.conf, {}).get("peak_reserved_bytes"), unit))

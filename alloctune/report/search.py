@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
 from rich.text import Text
 
 from ..results.provenance import Provenance
@@ -22,15 +21,15 @@ if TYPE_CHECKING:
 def print_front(console: Console, result: SearchResult, warnings: list[str], source: Provenance) -> None:
     """The search's line (with where the trace came from, `source`), `warnings`, the front's table and its members'
     reasons, and the search's notes."""
-    say(console, f"[bold]{escape(result.trace)}[/]: {len(result.candidates)} settings replayed as torch "
+    say(console, Text.assemble((result.trace, "bold"), f": {len(result.candidates)} settings replayed as torch "
                  f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
                  + (f", budget {format_bytes(result.budget_bytes)}" if result.budget_bytes else "")
-                 + ("" if source.measured else f"; {escape(origin(source))}"))
+                 + ("" if source.measured else f"; {origin(source)}")))
     for warning in warnings:
-        say(console, f"[yellow]warning:[/] {escape(warning)}")
+        say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     # A setting is what the user copies: it never breaks. When the longest does not fit beside the figures,
     # the settings go whole on the numbered lines below the table instead.
     table = front_table(result, with_setting=True, source=source)
@@ -41,7 +40,7 @@ def print_front(console: Console, result: SearchResult, warnings: list[str], sou
             console.print(Text(f"  {n}. {conf_label(member.candidate.conf)}"), soft_wrap=True)
         say(console, Text(f"  {n}. {member.reason}" if whole else f"     {member.reason}"), rest="     ")
     if not result.front:
-        say(console, "[red]No setting replayed without running out of memory.[/]")
+        say(console, "No setting replayed without running out of memory.", style="red")
     for note in result.notes:
         say(console, Text(f"note: {note}", style="dim"))
 

@@ -11,14 +11,17 @@ from .layout import unbreakable_words
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
     from ..results.records import DriverWork
+
+    Cell = str | Text   # a cell's text, plain (never read as rich markup), or a rich Text for its style
 
 EMPTY = ("", "-")
 FIGURE = {"justify": "right", "no_wrap": True}   # a column of figures: right-aligned, never broken
 
 
-def figures_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, caption: str | None = None,
+def figures_table(headers: Sequence[str], rows: Iterable[Sequence[Cell]], *, title: str, caption: str | None = None,
                   setting: int | None = None, column: dict[int, dict] | None = None) -> Table:
     """The plain table of replay, search and the like: rows of figures under a rule, no outer padding. Column
     `setting` holds setting names (never broken); the others are FIGURE unless `column` gives them other rich
@@ -30,7 +33,7 @@ def figures_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, titl
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for j, header in enumerate(headers):
         if j == setting:
-            add_setting_column(table, (row[j] for row in rows), header)
+            add_setting_column(table, (str(row[j]) for row in rows), header)
         else:
             table.add_column(header, **(column or {}).get(j, FIGURE))
     for row in rows:
@@ -61,25 +64,30 @@ def add_setting_column(table, labels: Iterable[str], header: str = "setting", **
 def natural_width(table) -> int:
     """The columns `table` takes when nothing in it is squeezed: more than the console's means its settings
     cannot stand whole in it."""
+    return measured(table).maximum
+
+
+def measured(table):
+    """`table`'s least and greatest widths on a console wide enough for any, its cells read as plain text as the
+    printing console reads them (cli/args.console): a cell may hold a user's path such as 'o[/]ut'."""
     from rich.console import Console
 
-    return Console(width=10_000).measure(table).maximum
+    return Console(width=10_000, markup=False, emoji=False).measure(table)
 
 
 def _unbreakable(table) -> int:
     """Each column's least width made what its cells need unbroken (a figure, a setting, a cell that does not wrap
     whole; a wrapping cell its longest word: 'p = 0.046' is one), and the table's width at those least widths: below
     it rich would cut a figure, so the table is printed that wide instead, past a narrower console."""
-    from rich.console import Console
     from rich.text import Text
 
     for column in table.columns:
-        texts = [Text.from_markup(c) if isinstance(c, str) else c for c in column.cells if isinstance(c, (str, Text))]
+        texts = [Text(c) if isinstance(c, str) else c for c in column.cells if isinstance(c, (str, Text))]
         plain = [t.plain for t in texts] + [str(column.header)]
         need = max((len(line) for text in plain for line in text.split("\n")) if column.no_wrap
                    else (len(word) for text in plain for word in unbreakable_words(text)), default=0)
         column.min_width = max(column.min_width or 0, need)
-    return Console(width=10_000).measure(table).minimum
+    return measured(table).minimum
 
 
 def print_table(console, table) -> None:
@@ -195,7 +203,7 @@ def _numbered(settings: list[str], labels: list[str], fits: Callable[[list[str]]
     return labelled(low, numbers)
 
 
-def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[str]],
+def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
                  always: Iterable[str] = ()) -> list[int]:
     """Indexes of the columns to show: those in `always`, and those where some row has something to say."""
     always = set(always)

@@ -78,7 +78,8 @@ class TrialStore:
 
     def load(self) -> list[TrialRecord]:
         try:
-            f = open_input(self.path, MAX_TRIALS_BYTES, "a trials file", ResultsError)
+            # a file a sweep wrote: a FIFO or a device there is refused, never read as no trials
+            f = open_input(self.path, MAX_TRIALS_BYTES, "a trials file", ResultsError, regular=True)
         except FileNotFoundError:
             return []
         records = []

@@ -9,8 +9,8 @@ and which arithmetic on floats would overflow. Keys the record does not know are
 add some); a missing key without a default is an error. Every error is one `ResultsError` line naming `where` (the file, and line) and
 the field, e.g. `results/x/trials.jsonl:3: field 'measurement.peak_reserved_bytes': expected an integer, got 'a'`.
 
-`load_json(path)` reads a whole JSON file the same way, within MAX_JSON_BYTES: invalid UTF-8, invalid JSON
-and nesting too deep to read become one line. Standard library only: trial children import the records.
+`load_json(path)` reads a whole JSON file the same way, within MAX_JSON_BYTES and only as a regular file: invalid
+UTF-8, invalid JSON, nesting too deep to read and a FIFO or a device in the file's place become one line. Standard library only: trial children import the records.
 """
 from __future__ import annotations
 
@@ -121,10 +121,11 @@ def loads(text: str | bytes, where: str, error: type[Exception] = ResultsError) 
 
 
 def load_json(path: str | os.PathLike[str], error: type[ResultsError] = ResultsError) -> Any:
-    """A whole JSON file (at most MAX_JSON_BYTES), read as `loads` reads text."""
+    """A whole JSON file (at most MAX_JSON_BYTES), read as `loads` reads text. Every such file is one alloctune
+    wrote: anything but a regular file there (a FIFO, a device) is `error`, never waited on nor read as empty."""
     from ..files import read_input   # here: a trial child, which reads records but no file, never loads it
 
-    return loads(read_input(path, MAX_JSON_BYTES, "a results file", error), os.fspath(path), error)
+    return loads(read_input(path, MAX_JSON_BYTES, "a results file", error, regular=True), os.fspath(path), error)
 
 
 def check_plain(value: object, path: str = "") -> None:

@@ -4,9 +4,11 @@ that GPU, and only under the allocator setting each mode needs), what it prints,
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,21 @@ def test_calibrate_prints_each_calls_fit_and_where_it_is_kept(tmp_path, standin)
     assert any(line.split()[0] == "synchronize" and "idle: 4.0" in line for line in lines if line.strip())
     assert lines[-2] == "Kept for sweeps on this GPU model, driver and torch:"
     assert lines[-1] == f"  {tmp_path}/alloctune/calibration/NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130.json"
+
+
+def test_calibrate_o_onto_a_device_or_a_fifo_writes_into_it_never_replacing_it(tmp_path, standin):
+    """-o naming /dev/null (through a link) or a FIFO a process reads: the calibration goes into the stream, and the
+    link and the FIFO stay what they were (as root, replacing /dev/null would replace the system's)."""
+    (tmp_path / "null").symlink_to(os.devnull)
+    os.mkfifo(tmp_path / "fifo")
+    heard: list[bytes] = []
+    reader = threading.Thread(target=lambda: heard.append((tmp_path / "fifo").read_bytes()), daemon=True)
+    reader.start()
+    for name in ("null", "fifo"):
+        done = cli("calibrate", "--python", standin, "-o", tmp_path / name, env={"XDG_CACHE_HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+    reader.join(30)
+    assert heard and json.loads(heard[0])["device_alloc"] == json.loads(H200.read_text())["device_alloc"] | {
+        "queued": None}
+    assert (tmp_path / "null").is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)

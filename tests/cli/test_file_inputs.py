@@ -190,6 +190,27 @@ def test_a_best_env_that_is_no_file_or_too_large_is_rewritten_not_read(tmp_path,
         best.read_text()
 
 
+@pytest.mark.parametrize("name, what, reader", [("sweep.json", "a results file", "report"),
+                                                ("choice.json", "a results file", "export"),
+                                                ("trials.jsonl", "a trials file", "report")])
+@pytest.mark.parametrize("kind", ["FIFO", "/dev/zero"])
+def test_a_file_alloctune_wrote_that_is_now_no_file_is_refused_in_one_line_not_read(folder, name, what, reader,
+                                                                                    kind):
+    """A FIFO read as empty was 'not valid JSON', or no trials at all: what a sweep wrote and alloctune reads back is
+    a regular file or one line saying what is there instead, never waited on nor read."""
+    path = folder / name
+    path.unlink()
+    if kind == "FIFO":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(kind)
+    said = "a FIFO (named pipe)" if kind == "FIFO" else "a character device"
+    for args in ([reader, folder], ["compare", folder, folder, "-o", folder.parent / "c"]):
+        run = bounded_cli(*args, timeout=60)
+        assert f"{str(path)!r} is {said}, not a regular file: alloctune reads {what} from a file" in one_line(run)
+    assert path.is_fifo() if kind == "FIFO" else path.is_symlink()
+
+
 def test_a_sweeps_trace_read_from_a_fifo_is_refused_as_no_file(tmp_path):
     """A sweep reads its trace again, by its digest and on resume: one read once from a FIFO (a writer there) is
     refused in one line, before any folder exists, never waited on a second time."""

@@ -1,6 +1,6 @@
 """Results files that are not what they claim (issue 19): a byte count of 400 digits, a trials file or sweep.json
-linked to /dev/zero. report, compare, export, diagnose and a resumed sweep each answer in one line with exit 2,
-within bounded time and memory."""
+linked to /dev/zero (a device, refused unread) or larger than alloctune reads. report, compare, export, diagnose and
+a resumed sweep each answer in one line with exit 2, within bounded time and memory."""
 from __future__ import annotations
 
 import json
@@ -35,12 +35,13 @@ def test_a_400_digit_byte_count_is_named_not_overflowed(tmp_path):
                "got <an integer of about 400 digits>" in error, args
 
 
-def test_a_trials_file_linked_to_dev_zero_is_refused_at_its_first_line(tmp_path):
+def test_a_trials_file_linked_to_dev_zero_is_refused_before_a_line_is_read(tmp_path):
     folder, other = finished(tmp_path / "w-1").path, finished(tmp_path / "w-2").path
     (folder / "trials.jsonl").unlink()
     (folder / "trials.jsonl").symlink_to("/dev/zero")
     for args in commands(folder, other)[:2] + [("export", folder, "--conf", "default"), ("diagnose", folder)]:
-        assert "trials.jsonl:1: a line longer than 1 MiB: not a trial" in one_line_error(bounded_cli(*args)), args
+        assert "trials.jsonl' is a character device, not a regular file: alloctune reads a trials file from a file" \
+            in one_line_error(bounded_cli(*args)), args
 
 
 def test_a_resumed_sweep_refuses_a_trials_file_it_cannot_read(tmp_path):
@@ -52,7 +53,8 @@ def test_a_resumed_sweep_refuses_a_trials_file_it_cannot_read(tmp_path):
     record = json.loads((out / "trials.jsonl").read_text().splitlines()[0])
     (out / "trials.jsonl").unlink()
     (out / "trials.jsonl").symlink_to("/dev/zero")
-    assert "trials.jsonl:1: a line longer than 1 MiB" in last_line_error(bounded_cli(*sweep, timeout=300))
+    assert "trials.jsonl' is a character device, not a regular file" in last_line_error(bounded_cli(*sweep,
+                                                                                                     timeout=300))
     (out / "trials.jsonl").unlink()
     record["measurement"]["peak_allocated_bytes"] = int("7" * 400)
     (out / "trials.jsonl").write_text(json.dumps(record) + "\n")
@@ -68,16 +70,23 @@ def last_line_error(run) -> str:
     return last
 
 
-def test_results_files_linked_to_dev_zero_are_refused_within_their_limit(tmp_path):
-    """report decides again without reading choice.json: it answers, and puts a file in the link's place."""
+def test_results_files_linked_to_dev_zero_or_too_large_are_refused_unread(tmp_path):
+    """A link to /dev/zero is refused before a byte is read, 64 MiB of holes by its size; report decides again
+    without reading choice.json: it answers, and puts a file in the link's place."""
     folder, other = finished(tmp_path / "w-1").path, finished(tmp_path / "w-2").path
+    said = {"zero": "is a character device, not a regular file: alloctune reads a results file from a file",
+            "holes": "is larger than the 64.00 MiB alloctune reads as a results file"}
     for name in ("choice.json", "sweep.json"):
         saved = (folder / name).read_bytes()
-        (folder / name).unlink()
-        (folder / name).symlink_to("/dev/zero")
-        for args in commands(folder, other)[int(name == "choice.json"):3]:
-            error = one_line_error(bounded_cli(*args))
-            assert f"{name}' is larger than the 64.00 MiB alloctune reads as a results file" in error, (name, args)
+        for kind, says in said.items():
+            (folder / name).unlink()
+            if kind == "zero":
+                (folder / name).symlink_to("/dev/zero")
+            else:
+                with open(folder / name, "wb") as f:
+                    f.truncate(64 * 2**20 + 1)
+            for args in commands(folder, other)[int(name == "choice.json"):3]:
+                assert f"{name}' {says}" in one_line_error(bounded_cli(*args)), (name, kind, args)
         (folder / name).unlink()
         (folder / name).write_bytes(saved)
     (folder / "choice.json").unlink()
