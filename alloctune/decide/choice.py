@@ -26,9 +26,10 @@ from ..settings.known import Feature
 from .device import DEVICE_AGREEMENT
 from .order import beaten_by, preferred, ranked, tie_rule, within
 from .parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
-from .reasons import (AgainstWinner, CardPeak, Code, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
-                      DryRunCard, Failed, KeepDefault, Measure, MoreMemory, NothingFits, Reason, RefusedLower, Retries,
-                      SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard)
+from .reasons import Code, Reason
+from .quoted import (AgainstWinner, CardPeak, Contaminated, ContaminatedSetting, DefaultFailed, DeviceSpread,
+                     DryRunCard, Failed, KeepDefault, Measure, MoreMemory, NothingFits, RefusedLower, Retries,
+                     SavesMemory, Spread, StateCount, Throughput, TieBreak, Tied, Ties, TooSlow, Unstable, WholeCard)
 from .rounds import sequential
 from .safety import Safety, job_features, safety, target_torch
 from .sequential import Outcome

@@ -42,7 +42,8 @@ from .choice import Choice, tie_break
 from .inprocess import BlockPlan, alternations, block_plan
 from .order import by_preference, lower_beyond_tie
 from .parameters import DEFAULT_TIE, PAIR_DETECTABLE, PROCESS_NOISE
-from .reasons import AgainstWinner, Code, Reason, Unmeasured
+from .reasons import Code, Reason
+from .quoted import AgainstWinner, Unmeasured
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
 from .stats import Comparison
 from .summary import SettingResult

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 
 from .choice import Choice
-from .reasons import Code, Precision, Reason, Stop
+from .reasons import Code, Reason
+from .quoted import Precision, Stop
 from .rounds import sequential
 from .sequential import Outcome
 from .stats import rounds_needed

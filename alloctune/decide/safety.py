@@ -17,7 +17,8 @@ from ..results.records import TrialRecord, TrialState
 from ..settings.conf import AllocConf
 from ..settings.known import Feature, Problem, Severity, problems
 from .growth import Growth, Sample, Verdict, growth
-from .reasons import Code, GrowthCheck, KnownProblem, Reason
+from .reasons import Code, Reason
+from .quoted import GrowthCheck, KnownProblem
 
 REFUSING = frozenset({Severity.BROKEN, Severity.WASTEFUL})
 _FEATURES = {f.value for f in Feature}

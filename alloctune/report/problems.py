@@ -3,7 +3,7 @@ problems' own words (`settings/known.py`: `FEATURE_WORDS`, `SEVERITY_WORDS`, `fe
 """
 from __future__ import annotations
 
-from ..decide.reasons import KnownProblem
+from ..decide.quoted import KnownProblem
 from ..settings.known import PROBLEMS, SEVERITY_WORDS, features_phrase
 
 _BY_ID = {p.id: p for p in PROBLEMS}

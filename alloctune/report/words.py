@@ -9,10 +9,11 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from ..decide.order import TieRule
-from ..decide.reasons import (AgainstWinner, BackendSkipped, Code, Contaminated, DefaultFailed, DeviceSpread, Failed,
-                              GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
-                              Reason, RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow,
-                              Unmeasured, Unstable, WholeCard)
+from ..decide.reasons import Code, Reason
+from ..decide.quoted import (AgainstWinner, BackendSkipped, Contaminated, DefaultFailed, DeviceSpread, Failed,
+                             GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
+                             RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured,
+                             Unstable, WholeCard)
 from ..results.choices import ChoiceRecord, ReasonRecord
 from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.folder import Skipped

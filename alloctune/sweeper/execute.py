@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from ..decide.parameters import DEFAULT_TIE
-from ..decide.reasons import BackendSkipped, Code, Reason, Unmeasured
+from ..decide.reasons import Code, Reason
+from ..decide.quoted import BackendSkipped, Unmeasured
 from ..decide.rounds import Contention, Standing, contenders, over_time_budget, standings, trials_to_come
 from ..decide.summary import SettingResult, summarize_settings
 from ..results.folder import ResultsFolder, Skipped

@@ -15,7 +15,8 @@ from folders import new_folder
 
 from alloctune.decide.summary import summarize_settings
 from alloctune.decide.precision import precision_of
-from alloctune.decide.reasons import Code, Stop
+from alloctune.decide.reasons import Code
+from alloctune.decide.quoted import Stop
 from alloctune.decide.rounds import (MIN_ROUNDS, Contention, Standing, contenders, over_time_budget, standings,
                                      trials_to_come)
 from alloctune.decide.stats import rounds_needed

@@ -5,7 +5,8 @@ import pytest
 
 from alloctune.decide.choice import choose
 from alloctune.decide.growth import Sample
-from alloctune.decide.reasons import Code, GrowthCheck, KnownProblem
+from alloctune.decide.reasons import Code
+from alloctune.decide.quoted import GrowthCheck, KnownProblem
 from alloctune.decide.safety import job_features, safety, target_torch
 from alloctune.decide.summary import summarize_settings
 from alloctune.errors import ResultsError

@@ -7,7 +7,8 @@ import pytest
 from alloctune.decide.choice import choose
 from alloctune.decide.order import TieRule, ranked
 from alloctune.decide.parameters import DEFAULT_MAX_SLOWDOWN, DEFAULT_TIE
-from alloctune.decide.reasons import Code, StateCount
+from alloctune.decide.reasons import Code
+from alloctune.decide.quoted import StateCount
 from alloctune.decide.summary import MemoryMeasure, SettingState, pareto_front, summarize_settings
 from alloctune.errors import ResultsError
 from alloctune.results.records import Measurement, TrialRecord, TrialState

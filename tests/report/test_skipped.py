@@ -7,7 +7,8 @@ import json
 
 from folders import make_folder, repeats
 
-from alloctune.decide.reasons import Code, Reason, Unmeasured
+from alloctune.decide.reasons import Code, Reason
+from alloctune.decide.quoted import Unmeasured
 from alloctune.decide.summary import MemoryMeasure
 from alloctune.api.compare import compare_folders
 from alloctune.report.words import sentence, skipped_words

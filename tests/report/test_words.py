@@ -9,7 +9,8 @@ import pytest
 
 from alloctune.decide.choice import choose
 from alloctune.decide.precision import precision_of
-from alloctune.decide.reasons import BackendSkipped, Code, DryRunCard, Reason, Stop, Unmeasured
+from alloctune.decide.reasons import Code, Reason
+from alloctune.decide.quoted import BackendSkipped, DryRunCard, Stop, Unmeasured
 from alloctune.decide.summary import MemoryMeasure, summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.words import sentence
@@ -764,7 +765,7 @@ def test_precision_sentences(args, text):
 
 def test_a_tie_lost_by_a_setting_predicted_beyond_the_allowance_says_the_prediction_too():
     from alloctune.decide.order import TieRule
-    from alloctune.decide.reasons import AgainstWinner, TieBreak
+    from alloctune.decide.quoted import AgainstWinner, TieBreak
 
     lost = TieBreak(TieRule.SIMPLER, 0, 1, 0.0)
     reason = Reason(Code.LOSES_TIE, AgainstWinner(MemoryMeasure.RESERVED, int(11.73 * GiB), int(11.74 * GiB), None,
