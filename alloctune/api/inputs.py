@@ -11,6 +11,7 @@ from typing import Union
 from ..errors import OptionError, OptionText, SizeError, shown
 from ..results.provenance import provenance
 from ..sim.limits import DEFAULT_DEVICE_MEMORY
+from ..sim.target import Target
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
 from .checks import path
@@ -105,19 +106,17 @@ class DeviceLimits:
             memory, where = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
         return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
 
-    def warnings(self, trace: Trace, torch_version: str | None) -> list[str]:
+    def warnings(self, trace: Trace, target: Target) -> list[str]:
         """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
-        blocks allocated before the recording started, ...), what a dry run could not size, the torch whose allocator was simulated when the trace
-        does not say it or the simulator does not know it, an assumed device memory, and a budget the device cannot
-        hold. The text output prints them as `warning:` lines and JSON lists them under "warnings"."""
+        blocks allocated before the recording started, ...), what a dry run could not size, the torch whose
+        allocator was simulated (`Target.warnings`), an assumed device memory, and a budget the device cannot hold.
+        The text output prints them as `warning:` lines and JSON lists them under "warnings"."""
         from ..report.provenance import workspace_warning
-        from ..settings.versions import replay_note
 
         warnings: list[str] = list(trace.warnings)
         if unsized := workspace_warning(provenance(trace.meta)):
             warnings.append(unsized)
-        if note := replay_note(torch_version):
-            warnings.append(note)
+        warnings += target.warnings()
         if self.memory_from == ASSUMED_MEMORY:
             warnings.append(OptionText("the trace does not say how much memory its GPU had: replayed on an H200's "
                                        "{memory}; set {device_memory} for another card",

@@ -95,6 +95,7 @@ def replay(traces: TraceInput | Sequence[TraceInput] | None = None,
 def _one(options: ReplayOptions, source: str | Trace, index: int, entries: list, said: Progress) -> TraceReplay:
     from ..settings.grid import ranked_settings
     from ..sim.replay import min_memory_many, replay as replay_trace
+    from ..sim.target import Target
 
     name = name_of(source, index)
     said(f"loading {name}", None)
@@ -102,8 +103,8 @@ def _one(options: ReplayOptions, source: str | Trace, index: int, entries: list,
     limits = DeviceLimits.of(trace, in_bytes(options.device_memory), budget_limit(options.budget),
                              in_bytes(options.overhead))
     # The sweep's rules apply here too (e.g. GC does nothing without a budget), so both rank the same grid.
-    version = options.torch_version or trace.meta.get("torch_version")
-    confs, skipped = ranked_settings(entries, version, has_budget=limits.budget_bytes is not None)
+    target = Target(trace.meta.get("torch_version"), options.torch_version, "torch_version")
+    confs, skipped = ranked_settings(entries, target.version, has_budget=limits.budget_bytes is not None)
 
     def counted(phase: str):
         said(phase, (0, len(confs)))
@@ -111,9 +112,10 @@ def _one(options: ReplayOptions, source: str | Trace, index: int, entries: list,
 
     outcomes = replay_trace(trace, confs, limits.device_memory, budget_bytes=limits.budget_bytes,
                             overhead_bytes=limits.overhead_bytes, jobs=options.jobs,
-                            torch_version=options.torch_version, progress=counted("replay"))
+                            torch_version=target.version, progress=counted("replay"))
     capacities = (min_memory_many(trace, confs, overhead_bytes=limits.overhead_bytes, jobs=options.jobs,
+                                  torch_version=target.version,
                                   progress=counted(OptionText("smallest device ({min_memory})")))
                   if options.min_memory else [None] * len(confs))
     return TraceReplay.ranked(name, trace, outcomes, list(capacities), skipped, limits.device_memory,
-                              limits.memory_from, limits.budget_bytes, limits.warnings(trace, version))
+                              limits.memory_from, limits.budget_bytes, limits.warnings(trace, target))

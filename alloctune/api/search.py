@@ -11,7 +11,10 @@ from typing import Any
 from ..errors import OptionError, shown
 from ..results.provenance import Provenance, provenance
 from ..sim import search as searching
+from ..settings.validation import Validator, table_judge
 from ..sim.limits import DEFAULT_MAX_SETTINGS
+from ..sim.target import REFERENCE, Target, simulated_torch
+from ..sim.trace import Trace
 from .checks import count, device_index, given, in_bytes, path, set_field, size, workers
 from .inputs import DeviceLimits, TraceInput, budget_limit, loaded, name_of, trace_inputs
 from .options import options_of
@@ -22,7 +25,7 @@ class SearchOptions:
     """What to search, for which torch, on what device. Sizes are bytes or strings such as '24GiB'."""
 
     trace: TraceInput | None = None
-    python: str | os.PathLike | None = None      # the interpreter whose torch judges every candidate (default: this)
+    python: str | os.PathLike | None = None      # the interpreter that will run the job (default: the trace's torch)
     max_settings: int = DEFAULT_MAX_SETTINGS      # most settings replayed
     device_memory: int | str | None = None       # default: the recording GPU's, else sim/limits.py's
     budget: str | int | float | None = None      # a size or a fraction of the device; adds the budget keys
@@ -64,9 +67,9 @@ class SearchResult:
 
 def search(trace: TraceInput | None = None, options: SearchOptions | None = None, *,
            progress: searching.ProgressFn | None = None, **fields: Any) -> SearchResult:
-    """Search the settings space of `python`'s torch on `trace` (a path or a Trace); `options` (SearchOptions) or
-    its fields as keywords: `search("a.xz", max_settings=100, budget="24GiB")`. `progress(replayed, budget, best)`
-    is called after every batch of replays."""
+    """Search the settings space of the trace's torch (of `python`'s, where given) on `trace` (a path or a Trace);
+    `options` (SearchOptions) or its fields as keywords: `search("a.xz", max_settings=100, budget="24GiB")`.
+    `progress(replayed, budget, best)` is called after every batch of replays."""
     from ..trial.probe import SettingsJudge
 
     options = options_of("search", SearchOptions, options, given(fields, trace=trace))
@@ -75,11 +78,21 @@ def search(trace: TraceInput | None = None, options: SearchOptions | None = None
     loaded_trace = loaded(source, options.device)
     limits = DeviceLimits.of(loaded_trace, in_bytes(options.device_memory), budget_limit(options.budget),
                              in_bytes(options.overhead))
-    with SettingsJudge(os.fspath(options.python or sys.executable)) as validate:   # one child judges every batch
+    with SettingsJudge(os.fspath(options.python or sys.executable)) as judge:   # one child judges every batch
+        target, validate = _judged_as(loaded_trace, options.python, judge, judge.hello()["torch_version"])
         result = searching.search(loaded_trace, validate=validate, trace_name=name_of(source, 0),
                                   device_memory=limits.device_memory, budget_bytes=limits.budget_bytes,
                                   overhead_bytes=limits.overhead_bytes, max_settings=options.max_settings,
                                   jobs=options.jobs, progress=progress)
-    # The simulator follows the judging torch, not the recording's: only a version it does not know is worth a word.
-    return SearchResult(result, tuple(limits.warnings(loaded_trace, result.torch_version)),
-                        provenance(loaded_trace.meta))
+    return SearchResult(result, tuple(limits.warnings(loaded_trace, target)), provenance(loaded_trace.meta))
+
+
+def _judged_as(trace: Trace, python: str | os.PathLike | None, judge: Validator,
+               here: str) -> tuple[Target, Validator]:
+    """The torch searched (`sim/target.py`'s rule: the trace's, unless --python names the one that will run the
+    job) and who judges its settings: `judge`, the interpreter's own torch (`here`), where it is the torch
+    searched, else the version table of the torch searched (the trace's torch is seldom installed beside this)."""
+    target = Target(trace.meta.get("torch_version"), here if python is not None else None, "python")
+    if simulated_torch(here) == target.simulated:
+        return target, judge
+    return target, table_judge(target.version or REFERENCE)

@@ -45,11 +45,13 @@ class SweepOutcome:
     gpu_plan: GpuPlan | None = None      # a dry run's: what a hybrid sweep would run on the GPU after its replays
 
     def to_json(self) -> dict[str, Any]:
-        """As `sweep --json` prints it: the folder, its decisions, the settings skipped, with why, and for a dry
-        run what it stood for and the plan a hybrid sweep would run on the GPU."""
+        """As `sweep --json` prints it: the folder, its decisions, the settings skipped, with why, for a dry run
+        what it stood for and the plan a hybrid sweep would run on the GPU, and the notices said on the way (the
+        torch replayed where it is not the trace's, among them)."""
         return dict(decisions(self.folder, self.choices),
                     skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in self.skipped],
-                    dry_run=self.provenance.to_json(), gpu_plan=self.gpu_plan.to_json() if self.gpu_plan else None)
+                    dry_run=self.provenance.to_json(), gpu_plan=self.gpu_plan.to_json() if self.gpu_plan else None,
+                    notices=list(self.notices))
 
 
 def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | None = None, *,

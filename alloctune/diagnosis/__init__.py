@@ -372,7 +372,7 @@ def _this_process(message: OomMessage, reserved: int | None,
 def _replay(result: Diagnosis, snapshot: dict, where: str, view: SnapshotView, facts: OomFacts,
             confs: list[str] | None, jobs: int | None) -> None:
     from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
-    from ..settings.versions import replay_note
+    from ..sim.target import Target
 
     assert view.oom is not None
     recon = reconstruct(snapshot, view.device, view.oom["requested"], view.oom.get("stream", 0))
@@ -392,8 +392,7 @@ def _replay(result: Diagnosis, snapshot: dict, where: str, view: SnapshotView, f
     overhead = trace.meta.get("overhead_bytes", overhead_at_oom(device_memory, facts.reserved, free) or 0)
     result.replay = replay_window(recon, trace, recorded, candidates, device_memory, overhead, facts.allowed, version,
                                   jobs)
-    if note := replay_note(version):   # as `replay` says it: the torch the simulator followed is an assumption
-        result.warnings.append(note)
+    result.warnings += Target(version).warnings()   # as `replay` says it (sim/target.py): the torch it followed
     if not result.replay.reconstruction.whole_run:
         result.warnings.append(f"the trace starts mid-run (ring buffer of {view.extra.get('max_entries', 'N')} "
                                "entries): the state at its start was rebuilt from the segments")

@@ -9,7 +9,7 @@ from ..settings.conf import AllocConf
 from ..settings.grid import Skip
 from ..results.provenance import Provenance
 from ..results.vocabulary import BASIS, FITS, PEAK_RESERVED, SETTING, SIMULATED_TORCH, Basis, setting_name
-from ..sim.replay import simulated_torch
+from ..sim.target import simulated_torch
 from .layout import say
 from .provenance import origin, title, workspace_warning
 from .tables import figures_table, print_numbered, whole_settings

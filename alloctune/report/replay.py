@@ -12,7 +12,8 @@ from ..decide.maximum import Highest, TraceFigures
 from ..results.provenance import Provenance, provenance
 from ..settings.grid import Skip
 from ..results.vocabulary import SIMULATED_TORCH
-from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under, simulated_torch
+from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
+from ..sim.target import simulated_torch
 from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes

@@ -48,6 +48,7 @@ from .config import allocator_config
 from .limits import DEFAULT_OVERHEAD
 from .simulate import SimResult, pack, simulate
 from .steady import SteadyWindow, steady_window
+from .target import simulated_torch
 from .trace import Trace, load_trace
 
 GRANULARITY = 2 * MiB
@@ -163,10 +164,11 @@ def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | Non
 
 
 def min_memory_many(trace: Trace, confs: Sequence[AllocConf | str], *, overhead_bytes: int | None = None,
-                    granularity: int = GRANULARITY, jobs: int | None = None,
+                    granularity: int = GRANULARITY, jobs: int | None = None, torch_version: str | None = None,
                     progress: Progress | None = None) -> list[Capacity]:
-    """`min_memory` for each setting, spread over cores like `replay`."""
-    args = _Args(0, None, _overhead(trace, overhead_bytes), _torch_version(trace), granularity)
+    """`min_memory` for each setting, spread over cores like `replay` (and, like it, as `torch_version`)."""
+    version = simulated_torch(torch_version) if torch_version else _torch_version(trace)
+    args = _Args(0, None, _overhead(trace, overhead_bytes), version, granularity)
     return _map(_capacity_one, [(0, _parse(c), args) for c in confs], [trace], jobs, progress)
 
 
@@ -223,12 +225,6 @@ def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
 
 def _torch_version(trace: Trace) -> str:
     return simulated_torch(trace.meta.get("torch_version"))
-
-
-def simulated_torch(version: str | None) -> str:
-    """The torch whose allocator a replay follows, as every command states it: '2.11' from the recording's
-    '2.11.0+cu130' (or from the version the caller named); the simulator's reference version when unknown."""
-    return ".".join(str(version or "2.11").split("+")[0].split(".")[:2])
 
 
 def _not_simulated(conf: AllocConf) -> str | None:

@@ -31,7 +31,8 @@ from ..settings.grid import apply_rules
 from ..settings.validation import Validator
 from ..units import format_bytes, plural
 from .limits import DEFAULT_MAX_SETTINGS
-from .replay import ReplayOutcome, replay, simulated_torch
+from .replay import ReplayOutcome, replay
+from .target import simulated_torch
 from .space import Space
 from .trace import Trace
 

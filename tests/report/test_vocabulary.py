@@ -11,7 +11,7 @@ import torch
 from clirun import in_process
 
 from alloctune.results.vocabulary import BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH, times
-from alloctune.sim.replay import simulated_torch
+from alloctune.sim.target import simulated_torch
 from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
 
 MiB = 2**20

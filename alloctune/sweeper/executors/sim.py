@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from typing import Sequence
 
 from ...results.records import Backend, TrialRecord, TrialState, peak_row, process_name, process_row
-from ...settings.versions import simulation_note
 from ...sim.limits import DEFAULT_DEVICE_MEMORY
 from ...sim.replay import ReplayOutcome
+from ...sim.target import Target
 from ...trial.task import TrialTask
 from .base import Executor, OnDone, OnSkip
 
@@ -40,8 +40,9 @@ class SimExecutor(Executor):
         meta, noted = self.traces[0].meta, set()
         for (env_id, budget), group in groups.items():
             version = self.torch_versions[env_id]
-            if version not in noted and (note := simulation_note(version)):
-                self.notice(note)
+            if version not in noted:   # the probed torch is told: it is the one replayed (sim/target.py)
+                for note in Target(meta.get("torch_version"), version, "python").warnings():
+                    self.notice(note)
             noted.add(version)
             # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read
             env = dict(meta.get("env") or {}, trace=self.trace_paths[0] if len(self.trace_paths) == 1
