@@ -285,7 +285,7 @@ def test_the_json_carries_the_warnings_the_text_prints(tmp_path):
     for args, said in [
             (("replay", H200 / "frag-window" / "oom-rank0.pickle"), ["the state at its start was rebuilt"]),
             (("replay", own), [torch_assumed, card_assumed]),
-            (("search", own, "--max-settings", "8"), [card_assumed]),   # it follows --python's torch
+            (("search", own, "--max-settings", "8"), [torch_assumed, card_assumed]),   # as replay (sim/target.py)
             (("diagnose", own), [torch_assumed])]:                      # the message says the card
         text, data = in_process(*args), in_process(*args, "--json")   # what they print: main() in this process
         assert text.returncode == data.returncode == 0, (text.stderr, data.stderr)

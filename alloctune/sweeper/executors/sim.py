@@ -41,7 +41,7 @@ class SimExecutor(Executor):
         for (env_id, budget), group in groups.items():
             version = self.torch_versions[env_id]
             if version not in noted:   # the probed torch is told: it is the one replayed (sim/target.py)
-                for note in Target(meta.get("torch_version"), version, "python").warnings():
+                for note in Target(meta.get("torch_version"), version, "pythons").warnings():
                     self.notice(note)
             noted.add(version)
             # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read

@@ -1,0 +1,101 @@
+"""The same trace is simulated as the same torch in every command (sim/target.py): its own, unless the command is
+told the torch that will run the job. A trace recorded under torch 2.9 (not this machine's), whose '>' in a
+divisions list rounds its 1-2 GiB requests otherwise than 2.10 and later do: replay, search and fleet state 2.9 and
+rank alike; search told this interpreter (--python) and a sim sweep (its probed interpreter) replay this machine's
+torch and say both versions in one line."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from clirun import ROOT, in_process
+
+import alloctune
+from alloctune.results.vocabulary import FITS, PEAK_RESERVED, SETTING, SIMULATED_TORCH
+from alloctune.sim.target import Target, simulated_torch
+from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+
+MiB = 2**20
+RECORDED = "2.9.1+cu128"
+HERE = simulated_torch(torch.__version__)
+LIST = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # before 2.10, '>' also overwrote 1024:4 with 8
+BOTH = f"recorded under torch 2.9 but is replayed as torch {HERE}"
+
+
+def _trace(path) -> None:
+    """Requests of 1-2 GiB, each freed before the next: how they round decides the peak."""
+    kinds, ids, sizes = [], [], []
+    for i, size in enumerate([1100 * MiB, 300 * MiB, 1300 * MiB, 700 * MiB] * 3):
+        kinds += [ALLOC, ALLOC, FREE]
+        ids += [2 * i, 2 * i + 1, 2 * i]
+        sizes += [size, MiB // 2, size]
+    meta = {"torch_version": RECORDED, "device_total_bytes": 16 * 2**30, "overhead_bytes": 0}
+    save_trace(Trace(kinds, ids, sizes, [0] * len(kinds), 0, meta), path)
+
+
+def _json(*args) -> dict:
+    run = in_process(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, dict]:
+    path = tmp_path_factory.mktemp("recorded") / "job.xz"
+    _trace(path)
+    _trace(path.with_name("again.xz"))
+    search = ("search", path, "--max-settings", "20", "--jobs", "1")
+    return {"replay": _json("replay", path, "--jobs", "1"), "search": _json(*search),
+            "fleet": _json("fleet", path, path.with_name("again.xz"), "--jobs", "1"),
+            "told": _json(*search, "--python", sys.executable)}
+
+
+def test_replay_search_and_fleet_simulate_the_traces_torch_and_rank_alike(outputs):
+    assert HERE != "2.9"   # the test's point: a torch other than this machine's
+    replay, search, fleet = outputs["replay"], outputs["search"], outputs["fleet"]
+    assert replay[SIMULATED_TORCH] == search[SIMULATED_TORCH] == "2.9"
+    assert {job[SIMULATED_TORCH] for job in fleet["jobs"]} == {"2.9"}
+    assert search["validated_by"] == "static"   # 2.9 is not installed here: its version table judges
+    ranked = [(r[SETTING], r[FITS], r[PEAK_RESERVED]) for r in replay["results"]]
+    fleet_ranked = [(s[SETTING], s["jobs"][0][FITS], s["jobs"][0][PEAK_RESERVED]) for s in fleet["settings"]]
+    searched = {c[SETTING]: (c[SETTING], c[FITS], c[PEAK_RESERVED]) for c in search["candidates"]}
+    assert fleet_ranked == ranked and [searched[conf] for conf, _, _ in ranked] == ranked
+    peak = {conf: p for conf, _, p in ranked}
+    assert peak[LIST] < peak["roundup_power2_divisions:4"]   # 2.9's reading of '>' (8 divisions from 1 GiB)
+    assert not any(BOTH in w for out in (replay, search) for w in out["warnings"])
+
+
+def test_search_told_the_jobs_torch_replays_it_and_says_both(outputs):
+    told, replay = outputs["told"], outputs["replay"]
+    assert told[SIMULATED_TORCH] == HERE and told["validated_by"] != "static"
+    [line] = [w for w in told["warnings"] if BOTH in w]
+    assert "the torch that will run the job (--python)" in line
+    peaks = {c[SETTING]: c[PEAK_RESERVED] for c in told["candidates"]}
+    # from 2.10, '>' leaves 1024:4 alone: the list rounds those requests as divisions 4 do
+    assert peaks[LIST] == peaks["roundup_power2_divisions:4"]
+    assert peaks[LIST] != {r[SETTING]: r[PEAK_RESERVED] for r in replay["results"]}[LIST]
+
+
+def test_the_rule_in_one_place():
+    assert Target(RECORDED).simulated == "2.9" and Target(None).simulated == "2.11"
+    assert Target(RECORDED, "2.13.0+cpu", "python").simulated == "2.13"
+    assert Target(RECORDED, "2.9.0", "python").warnings() == []   # the same minor version: nothing to say
+    assert any("does not say which torch" in w for w in Target(None).warnings())
+    [line] = Target(RECORDED, "2.13.0", "python").warnings()
+    assert line == ("the trace was recorded under torch 2.9 but is replayed as torch 2.13, the torch that will run "
+                    "the job (python): where their allocators differ, so may the figures")
+
+
+@pytest.mark.usefixtures("no_visible_gpu")
+def test_a_sim_sweep_replays_its_probed_torch_and_says_both(tmp_path):
+    """transformer-varlen's H200 trace was recorded under torch 2.11: a sim sweep under this interpreter replays
+    this machine's torch, as its probe tells, and says so among its notices (also in --json)."""
+    said: list[str] = []
+    outcome = alloctune.sweep(ROOT / "workloads" / "transformer-varlen.yaml", preset="h200", backend="sim",
+                              grid=["expandable_segments:True"], results_root=tmp_path, notice=said.append)
+    both = f"recorded under torch 2.11 but is replayed as torch {HERE}, the torch that will run the job (pythons)"
+    assert HERE == "2.11" or [n for n in said if both in n] == [n for n in outcome.to_json()["notices"] if both in n]
+    assert HERE == "2.11" or len([n for n in said if both in n]) == 1
+    assert {r.env["simulated_as"] for r in outcome.folder.trials()} == {torch.__version__}
