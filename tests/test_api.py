@@ -100,7 +100,8 @@ def test_a_sweep_that_falls_back_to_replay_says_so_as_a_warning_unless_told_wher
     with pytest.warns(alloctune.SweepNotice, match="^No CUDA GPU is visible: judging the grid by replaying") as said:
         outcome = alloctune.sweep(WORKLOAD, preset="h200", grid=["expandable_segments:True"],
                                   results_root=tmp_path / "a")
-    assert said[0].filename == __file__ and outcome.notices == (str(said[0].message),)
+    # (and, the trace being 2.11's, that this machine's torch is replayed: sim/target.py)
+    assert said[0].filename == __file__ and outcome.notices == tuple(str(w.message) for w in said)
     told: list[str] = []
     again = alloctune.sweep(WORKLOAD, preset="h200", grid=["expandable_segments:True"], results_root=tmp_path / "b",
                             notice=told.append)

@@ -22,6 +22,7 @@ from ..decide.fit import EXACT_RECORDINGS, MAX_VALUES, step_of, values_answered
 from ..errors import OptionError, SizeError, shown
 from ..results.fits import FitFile
 from ..settings.conf import AllocConf
+from ..sim.target import REFERENCE, Target
 from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
@@ -229,9 +230,11 @@ class FitResult:
 
     fit: FitFile
     folder: Path | None
+    simulated_torch: str = REFERENCE   # the torch whose allocator the replays followed (sim/target.py)
 
     def to_json(self) -> dict:
-        return self.fit.to_json()
+        """fit.json's content under the names every command's --json shares (`FitFile.shared_json`)."""
+        return self.fit.shared_json(self.simulated_torch)
 
 
 def fit(param: str | None = None, options: FitOptions | None = None, *, progress: Progress | None = None,
@@ -249,16 +252,19 @@ def fit(param: str | None = None, options: FitOptions | None = None, *, progress
     entries = [*options.confs, *(load_grid_file(options.grid) if options.grid else [])]
     folder = _folder(options)
     if folder is None:
-        return FitResult(_answered(options, entries, None, say), None)
+        answer, simulated = _answered(options, entries, None, say)
+        return FitResult(answer, None, simulated)
     with claimed(folder, options.param, list(options.command) if options.command else None):
-        answer = _answered(options, entries, folder, say)
+        answer, simulated = _answered(options, entries, folder, say)
         answer.write(folder)
         plot_fit(answer, folder / PLOT_FILE)
-    return FitResult(answer, folder)
+    return FitResult(answer, folder, simulated)
 
 
-def _answered(options: FitOptions, entries: list, folder: Path | None, progress: Progress) -> FitFile:
-    """Recorded (or read), replayed, made exact where a command can be recorded, answered and confirmed."""
+def _answered(options: FitOptions, entries: list, folder: Path | None,
+              progress: Progress) -> tuple[FitFile, str]:
+    """Recorded (or read), replayed, made exact where a command can be recorded, answered and confirmed; and the
+    torch the replays followed."""
     from ..sweeper.fitcopies import confirm_copies
     from ..sweeper.fitrun import confirm
     from ..sweeper.fitting import Replays, fit_file
@@ -272,7 +278,8 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
 
         refuse_without_gpu(list(command))   # before the first recording: confirming needs the GPU anyway
     sources, facts = _recorded(options, folder, say)
-    replays = Replays(_request(options, facts, entries), jobs=options.jobs, device=options.device)
+    target = _target(facts)
+    replays = Replays(_request(options, facts, entries, target), jobs=options.jobs, device=options.device)
     for value, (name, source) in sorted(sources.items()):
         replays.add(value, name, source)
     answer = fit_file(replays, _settle(options, replays, folder, say))
@@ -283,7 +290,12 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
         answer = confirm(answer, command, confs, **runs)   # type: ignore[arg-type]
         if options.confirm_copies is not None:
             answer = confirm_copies(answer, command, confs, options.confirm_copies, **runs)   # type: ignore[arg-type]
-    return answer
+    return answer, target.simulated
+
+
+def _target(facts: dict) -> Target:
+    """The torch the replays follow (sim/target.py: each trace's own; a fit's traces come from one torch)."""
+    return Target(next((f.meta.get("torch_version") for _, f in sorted(facts.items())), None))
 
 
 def _before(folder: Path | None) -> FitFile | None:
@@ -354,7 +366,7 @@ def _folder(options: FitOptions) -> Path | None:
     return folder
 
 
-def _request(options: FitOptions, facts: dict, entries: list):
+def _request(options: FitOptions, facts: dict, entries: list, target: Target):
     """What is answered: the settings under the sweep's rules for the recordings' torch; the cards (by default,
     unless budgets are given: sim/limits.py's), each above the context, and the budgets on the recording GPU."""
     from ..settings.grid import ranked_settings
@@ -368,8 +380,7 @@ def _request(options: FitOptions, facts: dict, entries: list):
         dry_run_of(said)
     except ValueError as exc:   # a curve through dry runs and GPU recordings together would join two kinds
         raise OptionError("traces", "{traces}: {why}", why=str(exc)) from None
-    torch_version = next((f.meta.get("torch_version") for f in said), None)
-    confs, _ = ranked_settings(entries, torch_version, has_budget=bool(options.budgets))
+    confs, _ = ranked_settings(entries, target.version, has_budget=bool(options.budgets))
     device = recording_device(said)
     given_overhead = in_bytes(options.overhead)
     overhead = given_overhead if given_overhead is not None else overhead_of(said)

@@ -22,6 +22,7 @@ from .names import FIT_FILE, LOCK_FILE, PLOT_FILE, SWEEP_FILE, TRIALS_FILE
 from .provenance import DryRunSaid
 from .records import Budget, Bytes, Conf, Count, TrialState, parsed
 from .typed import checked_text, from_json, load_json
+from .vocabulary import BASIS, SETTING, SIMULATED_TORCH, Basis, setting_name
 
 FIT_SCHEMA = 1
 
@@ -230,11 +231,34 @@ class FitFile:
             raise ResultsError(f"{where}: schema {fit.schema} is not one this alloctune reads ({FIT_SCHEMA})")
         return fit
 
+    def shared_json(self, simulated_torch: str) -> dict[str, Any]:
+        """As `fit --json` prints it: the stored form under the names every command shares (results/vocabulary.py):
+        a setting named 'default', never ''; each answer's `basis` replayed where replays decide its figures, else
+        predicted, with the curve's part ('interpolated', 'extrapolated') under `curve`; the GPU's runs measured;
+        the torch the replays followed. fit.json keeps its stored names (schema 1)."""
+        data = self.to_json()
+        for setting in data["settings"]:
+            setting[SETTING] = setting_name(setting[SETTING])
+        for limit, stored in zip(self.limits, data["limits"]):
+            for answer, row in zip(limit.answers, stored["answers"]):
+                curve = None if answer.basis in (None, Basis.REPLAYED.value) else answer.basis
+                row.update({SETTING: setting_name(answer.conf), BASIS: _basis(answer).value, "curve": curve})
+            for row in stored["confirmed"] + stored["copies_confirmed"]:
+                row.update({SETTING: setting_name(row[SETTING]), BASIS: Basis.MEASURED.value})
+        return dict(data, **{SIMULATED_TORCH: simulated_torch})
+
     def write(self, folder: str | Path) -> Path:
         """fit.json in `folder`, refused before it is written if it would not read back."""
         path = Path(folder) / FIT_FILE
         write_file(path, checked_text(self.to_json(), FitFile.from_json, str(path), indent=2) + "\n")
         return path
+
+
+def _basis(answer: Answer) -> Basis:
+    """What an answer's figures rest on: the replay of its value (with none, of the next value), else a curve."""
+    if answer.largest is None:
+        return Basis.REPLAYED if answer.exact else Basis.PREDICTED
+    return Basis.REPLAYED if answer.basis == Basis.REPLAYED.value else Basis.PREDICTED
 
 
 # What a fit writes in its folder besides fit.json and plot.png: its recordings (names.fit_trace), and where one's
