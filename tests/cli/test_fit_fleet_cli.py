@@ -35,9 +35,10 @@ def test_a_card_between_two_recorded_values_gets_the_value_between_and_the_repla
     card = (need[24] + need[32]) // 2 + CONTEXT      # 24 fits by the curve, 32 does not, by its replay
     fit = _fit(*traces, "--cards", str(card))
     [limit] = fit["limits"]
-    default = next(a for a in limit["answers"] if a["conf"] == "")
+    default = next(a for a in limit["answers"] if a["conf"] == "default")   # the shared names (vocabulary.py)
     assert default["runs"] == [True, True, False]
-    assert (default["largest"], default["basis"], default["next_value"]) == (24, "interpolated", 32)
+    assert (default["largest"], default["basis"], default["curve"], default["next_value"]) == \
+        (24, "predicted", "interpolated", 32)
     assert abs(default["need_bytes"] - need[24]) < 0.01 * need[24]
     assert default["copies"] == [1, 1, 0] and limit["capacity_bytes"] == card - CONTEXT
     curve = fit["settings"][0]["reserved"]
@@ -49,9 +50,9 @@ def test_a_budget_is_a_share_of_the_recording_gpu_and_values_beyond_the_recorded
     fit = _fit(*traces, "--budget", "0.035")
     [limit] = fit["limits"]
     assert limit["budget"] == "0.035" and limit["budget_bytes"] == int(0.035 * H200_BYTES)
-    default = next(a for a in limit["answers"] if a["conf"] == "")
-    assert (default["basis"], default["largest"], default["next_value"], default["capped"]) == \
-        ("extrapolated", 56, 64, False)
+    default = next(a for a in limit["answers"] if a["conf"] == "default")
+    assert (default["basis"], default["curve"], default["largest"], default["next_value"], default["capped"]) == \
+        ("predicted", "extrapolated", 56, 64, False)
     per_step = 8 * (6 * 8 + 3) * MiB   # a step of 8 adds 8 units of six 8 MiB activations and a 3 MiB temporary
     assert default["need_bytes"] <= limit["capacity_bytes"] < default["need_bytes"] + per_step
 
@@ -147,7 +148,7 @@ def test_fit_records_a_command_at_each_value_and_the_gpu_confirms_the_answer(tmp
     run = cli("fit", "--param", "n=4,8,16", "--conf", "default", "--budget", "800MiB", "--confirm", "default",
               "--out", out, "--json", "--", sys.executable, script, "{n}")
     assert run.returncode == 0, run.stderr
-    fit = FitFile.from_json(json.loads(run.stdout), "stdout")
+    fit = FitFile.from_json(load_json(tmp_path / "fit" / FIT_FILE), FIT_FILE)
     [limit] = fit.limits
     [answer] = limit.answers
     assert (answer.largest, answer.basis, answer.next_value, answer.exact) == (12, "replayed", 16, True)
@@ -170,7 +171,7 @@ def test_copies_at_once_run_together_on_the_gpu_in_the_memory_the_prediction_sha
               "--confirm-copies", "2", "--extra-recordings", "0", "--out", tmp_path / "fit", "--json", "--",
               sys.executable, script, "{n}")
     assert run.returncode == 0, run.stderr
-    fit = FitFile.from_json(json.loads(run.stdout), "stdout")
+    fit = FitFile.from_json(load_json(tmp_path / "fit" / FIT_FILE), FIT_FILE)
     [limit] = fit.limits
     [copies] = limit.copies_confirmed
     assert copies.predicted >= 2 and len(copies.runs) == copies.predicted and copies.said, copies
@@ -194,5 +195,5 @@ def test_on_traces_recorded_on_the_h200_every_answer_leaves_room_it_has(tmp_path
     by = {(limit["device_bytes"], a["conf"]): a["largest"] for limit in out["limits"] for a in limit["answers"]}
     # the default's line misses its points by up to 10% (leave-one-out 36%): batch 24 is not promised on the curve
     # alone (the bare line put it at 37.7 GiB; on the H200 it retried an allocation under 42.9 GiB)
-    assert by[(48 * 2**30, "")] == 16 and by[(48 * 2**30, "max_split_size_mb:128")] == 16
+    assert by[(48 * 2**30, "default")] == 16 and by[(48 * 2**30, "max_split_size_mb:128")] == 16
     assert by[(48 * 2**30, "expandable_segments:True")] == 24   # a line within 0.4% of its points

@@ -16,6 +16,7 @@ import pytest
 from clirun import ROOT, cli
 
 from alloctune.dryrun import cards
+from alloctune.results.fits import FitFile
 from alloctune.sim.trace import load_trace
 
 FIXTURES = ROOT / "tests" / "fixtures" / "dryrun"
@@ -62,7 +63,7 @@ def test_a_fits_dry_run_traces_every_answer_and_says_so(fitted):
     assert "dry run (no GPU)" in progress and "recording" not in progress
     gpu = cli("replay", FIXTURES / "gpt.xz", "--json", *[a for conf in SETTINGS for a in ("--conf", conf)])
     on_gpu = {r["conf"]: r["peak_reserved_bytes"] for r in json.loads(gpu.stdout)["results"]}
-    at_4 = {s["conf"] or "default": next(p["peak_reserved_bytes"] for p in s["points"] if p["value"] == 4)
+    at_4 = {s["conf"]: next(p["peak_reserved_bytes"] for p in s["points"] if p["value"] == 4)
             for s in said["settings"]}
     assert at_4 == on_gpu   # the dry run's point at batch 4 is the GPU's recording replayed
 
@@ -78,7 +79,8 @@ def test_the_fits_text_says_dry_run_and_runs_again_without_tracing(fitted):
     assert f"traced by a dry run for {H100} (table row torch 2.11 sm90): nothing was measured" in text
     assert f"Dry run (nothing measured). Under budget {BUDGET}" in text and f"of the {H100} the dry run" in text
     assert "every answer is predicted" in text
-    assert json.loads((folder / "fit.json").read_text())["limits"] == said["limits"]
+    stored = FitFile.from_json(json.loads((folder / "fit.json").read_text()))   # --json: its shared names
+    assert stored.shared_json(said["simulated_torch"])["limits"] == said["limits"]
 
 
 @pytest.mark.slow

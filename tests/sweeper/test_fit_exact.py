@@ -21,6 +21,10 @@ from clirun import cli, in_process
 from standin import PROBE_AS_ONE_GPU
 
 from alloctune.results.fits import FitFile
+from alloctune.results.names import FIT_FILE
+from alloctune.results.typed import load_json
+from alloctune.sim.target import simulated_torch
+from alloctune.sim.trace import load_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fits"
 ES = "expandable_segments:True"
@@ -62,7 +66,6 @@ with open({log!r}, "a") as f:
 @pytest.fixture
 def standin(tmp_path) -> tuple[Path, Path]:
     """The stand-in interpreter (bin/python3), the fixtures' measured peaks beside copies of them, and its log."""
-    from alloctune.sim.trace import load_trace
 
     fixtures = tmp_path / "fixtures"
     fixtures.mkdir()
@@ -84,7 +87,11 @@ def fit(tmp_path: Path, python: Path, *args: str, values: str = "2,4") -> FitFil
                       "--json", "--out", tmp_path / "fit", *args, "--", python, tmp_path / "job.py", "--batch",
                       "{batch}")
     assert done.returncode == 0, done.stderr
-    return FitFile.from_json(json.loads(done.stdout), "stdout")
+    stored = FitFile.from_json(load_json(tmp_path / "fit" / FIT_FILE), FIT_FILE)
+    said = json.loads(done.stdout)   # the same, under the names every command's --json shares
+    recorded = load_trace(stored.traces[0]).meta["torch_version"]   # the fixtures' torch, not this machine's
+    assert said == stored.shared_json(said["simulated_torch"]) and said["simulated_torch"] == simulated_torch(recorded)
+    return stored
 
 
 def ran(log: Path) -> list[list]:
