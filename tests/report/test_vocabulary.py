@@ -9,7 +9,11 @@ import pickle
 import pytest
 import torch
 from clirun import in_process
+from scaled import write_traces
 
+from alloctune.results.fits import FitFile
+from alloctune.results.names import FIT_FILE
+from alloctune.results.typed import load_json
 from alloctune.results.vocabulary import BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH, times
 from alloctune.sim.target import simulated_torch
 from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
@@ -99,3 +103,21 @@ def test_diagnose_names_settings_as_replay_does(tmp_path):
                                                  (1.05, 2, "1.05x"), (0.9996, 3, "0.9996x"), (0.919, 3, "0.919x")])
 def test_a_ratio_never_reads_one_unless_it_is(ratio, digits, text):
     assert times(ratio, digits) == text
+
+
+def test_fit_names_settings_and_bases_as_every_command_does(tmp_path):
+    """fit's --json: the default named "default", each answer replayed where replays decide it and predicted where a
+    curve does (which part of the curve apart), the torch its replays followed as replay states it; fit.json keeps
+    its stored names (the default "", the curve's basis), which its typed reader reads."""
+    traces = write_traces(tmp_path, [8, 16, 32])
+    said = _json("fit", "--param", "batch", *traces, "--conf", "default", "--conf", "expandable_segments:True",
+                 "--budget", "0.035", "--jobs", "1", "--out", tmp_path / "fit")
+    answers = [a for limit in said["limits"] for a in limit["answers"]]
+    assert {s[SETTING] for s in said["settings"]} == {a[SETTING] for a in answers} == {"default",
+                                                                                     "expandable_segments:True"}
+    assert {a[BASIS] for a in answers} <= {"replayed", "predicted"}
+    assert all((a["curve"] is None) == (a[BASIS] == "replayed") for a in answers if a["largest"] is not None)
+    assert said[SIMULATED_TORCH] == _json("replay", tmp_path / "job-8.xz")[SIMULATED_TORCH] == "2.11"
+    stored = FitFile.from_json(load_json(tmp_path / "fit" / FIT_FILE), FIT_FILE)
+    assert [s.conf for s in stored.settings] == ["", "expandable_segments:True"]
+    assert stored.shared_json(said[SIMULATED_TORCH]) == said
