@@ -19,8 +19,8 @@ def register(subparsers) -> None:
                     "rounds and the number of keys set, with the reason each setting is on it.")
     p.add_argument("trace", metavar="TRACE", help="snapshot pickle or compact alloctune trace ('-' for stdin)")
     p.add_argument("--python", metavar="PATH",
-                   help="the interpreter whose torch the setting is for: it parses every candidate, and the "
-                        "simulator follows its version (default: this one)")
+                   help="the interpreter that will run the job: its torch parses every candidate and the "
+                        "simulator follows its version (default: the torch that recorded TRACE, as replay)")
     p.add_argument("--max-settings", type=positive_int, default=DEFAULT_MAX_SETTINGS, metavar="N",
                    help="most settings to replay (default: %(default)s)")
     budget_keys = " and ".join(names(lambda key: key.needs_budget and key.search))

@@ -9,6 +9,7 @@ from rich.text import Text
 from ..results.provenance import Provenance
 from ..settings.conf import conf_label
 from ..sim.search import SearchResult
+from ..sim.target import simulated_torch
 from ..units import format_bytes
 from .layout import say
 from .provenance import origin, title
@@ -22,7 +23,7 @@ def print_front(console: Console, result: SearchResult, warnings: list[str], sou
     """The search's line (with where the trace came from, `source`), `warnings`, the front's table and its members'
     reasons, and the search's notes."""
     say(console, Text.assemble((result.trace, "bold"), f": {len(result.candidates)} settings replayed as torch "
-                 f"{result.torch_version} in {result.seconds:.1f} s ({result.rounds} refinement round"
+                 f"{simulated_torch(result.torch_version)} in {result.seconds:.1f} s ({result.rounds} refinement round"
                  f"{'' if result.rounds == 1 else 's'}); "
                  f"{result.equivalent} more behave like one of them on this trace; {len(result.rejected)} "
                  f"refused by torch or the rules; device memory {format_bytes(result.device_memory)}"
