@@ -48,9 +48,8 @@ class Target:
         lines: list[str] = []
         if self.told and self.recorded and simulated_torch(self.told) != simulated_torch(self.recorded):
             by = f" ({{{self.told_by}}})" if self.told_by else ""
-            lines.append(OptionText("the trace was recorded under torch {recorded} but is replayed as torch {told}, "
-                                    "the torch that will run the job%s: where their allocators differ, so may the "
-                                    "figures" % by, recorded=simulated_torch(self.recorded),
+            lines.append(OptionText("the trace was recorded under torch {recorded}, replayed as torch {told}: the "
+                                    "job's%s" % by, recorded=simulated_torch(self.recorded),
                                     told=simulated_torch(self.told)))
         note = simulation_note(self.told) if self.told else replay_note(self.recorded)
         return lines + ([note] if note else [])
