@@ -12,12 +12,18 @@ Figures come from the snapshot where it has them (exact), else from the message 
 and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). A log may hold
 several OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own).
 Figures no allocator's state has (more free than the card, a negative size: `OomFacts.inconsistencies`) are
-refused in one line, naming the source and what is impossible; `verdict.judge` names the cause of the others, as data
-(a `Cause` and the figures it quotes); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
-recorded setting (to check the reconstruction) and under the candidate settings. `verdict.recommend` makes the one
-recommendation (the lowest-peak setting that fitted in a trusted replay, else the one the verdict suggests), which
-the next steps, `recommended_conf` and `--json` all give; its known problems that matter for this job
-(`problems.py`: by its torch and what it was seen doing) come right after it.
+refused in one line, naming the source and what is impossible; `verdict.judge` names the cause of the others, as
+data (a `Cause` and the figures it quotes); `words.py` says it. With a trace in the snapshot,
+`window.replay_window` replays the run under the recorded setting (to check the reconstruction) and under the
+candidate settings. `verdict.recommend` makes the one recommendation (the lowest-peak setting that fitted in a
+trusted replay, else the one the verdict suggests), which the next steps, `recommended_conf` and `--json` all give;
+its known problems that matter for this job (`problems.py`: by its torch and what it was seen doing) come right
+after it.
+
+The modules: OOM messages of every torch (`message`), the figures at the OOM and a verdict's data (`facts`), the
+cause from the figures and the one recommendation (`verdict`, pure), the verdict in words (`words`), a snapshot's
+figures and picture (`snapshot`), the failed run replayed under other settings (`window`), the recommended
+setting's known problems that matter for the job (`problems`).
 """
 from __future__ import annotations
 
