@@ -3,5 +3,5 @@
 `timing`; the environment it ran in, `provenance`), the probe's child side (`probe`, run as `python -m
 alloctune.child.probe probe|serve`), the calibration's (`calibration`, run as `python -m
 alloctune.child.calibration`) and a ballast holding a GPU's memory but a given amount (`ballast`, run as `python -m
-alloctune.child.ballast LEAVE`, for fit's copies at once). All run under other interpreters than alloctune's and are light: the standard
-library, torch, and alloctune's light modules (tests/test_layers.py's `LIGHT`)."""
+alloctune.child.ballast LEAVE`, for fit's copies at once). All run under other interpreters than alloctune's and
+are light: the standard library, torch, and alloctune's light modules (tests/test_layers.py's `LIGHT`)."""

@@ -5,19 +5,19 @@
 Each source is a path (or '-' for stdin) to one of:
 - an OOM message: the exception's text, a traceback, or a whole log (`message.py` reads every format);
 - a memory snapshot pickle (`alloctune.dump_on_oom`, `torch.cuda.memory._dump_snapshot`), read with the
-  project's safe loader; the message written beside it (`oom-rank0.txt` next to `oom-rank0.pickle`) is read too;
+  project's safe loader, its figures by `snapshot.py`; the message beside it (`oom-rank0.txt` next to it) too;
 - a results folder: its latest trial that ended in an OOM (the child records the exception's text).
 
-Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes
-and the card's total come from the message or from what `dump_on_oom` stored (`facts.OomFacts`). A log may hold
-several OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own).
-Figures no allocator's state has (more free than the card, a negative size: `OomFacts.inconsistencies`) are
-refused in one line, naming the source and what is impossible; `verdict.judge` names the cause of the others, as data
-(a `Cause` and the figures it quotes); `words.py` says it. With a trace in the snapshot, `window.replay_window` replays the run under the
-recorded setting (to check the reconstruction) and under the candidate settings. `verdict.recommend` makes the one
-recommendation (the lowest-peak setting that fitted in a trusted replay, else the one the verdict suggests), which
-the next steps, `recommended_conf` and `--json` all give; its known problems that matter for this job
-(`problems.py`: by its torch and what it was seen doing) come right after it.
+Figures come from the snapshot where it has them (exact), else from the message (rounded); other processes and the
+card's total come from the message or from what `dump_on_oom` stored (`facts.py`: `OomFacts`). A log may hold several
+OOMs (the ranks of one job): each is judged, the worst detailed (`verdict.worst`; with a snapshot, its own). Figures
+no allocator's state has (more free than the card, a negative size: `OomFacts.inconsistencies`) are refused in one
+line, naming the source and what is impossible; `verdict.judge` (`verdict.py`, pure) names the cause of the others, as
+data (a `Cause` and the figures it quotes); `words.py` says it. With a trace in the snapshot, `window.replay_window`
+(`window.py`) replays the run under the recorded setting (to check the reconstruction) and under the candidate
+settings. `verdict.recommend` makes the one recommendation (the lowest-peak setting that fitted in a trusted replay,
+else the one the verdict suggests), which the next steps, `recommended_conf` and `--json` all give; its known problems
+that matter for this job (`problems.py`: by its torch and what it was seen doing) come right after it.
 """
 from __future__ import annotations
 

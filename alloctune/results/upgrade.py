@@ -100,9 +100,26 @@ def _settings_1(f: _Figures1) -> list[SettingFigures]:
     return settings
 
 
+# Figures a reason has quoted since schema 1, by its code, with the value every schema 1 file means by leaving them
+# out: a confirmation's `blocks` (0: a pair of processes, the only confirmation there was then).
+_SINCE_1: dict[str, dict[str, Any]] = {"confirmed": {"blocks": 0}, "disagrees": {"blocks": 0}}
+
+
+def _reasons_from_1(value: Any) -> Any:
+    """A schema 1 reason record (wherever it sits) with the figures added since, at what schema 1 meant."""
+    if isinstance(value, list):
+        return [_reasons_from_1(v) for v in value]
+    if isinstance(value, dict):
+        since = _SINCE_1.get(str(value.get("code")), {}) if isinstance(value.get("figures"), dict) else {}
+        value = dict(value, figures={**since, **value["figures"]}) if since else value
+        return {k: _reasons_from_1(v) if k != "figures" else v for k, v in value.items()}
+    return value
+
+
 def _from_1(data: dict[str, Any], where: str) -> dict[str, Any]:
     old = from_json(_File1, data, where)
-    choices = [dict({k: v for k, v in c.items() if k not in _MOVED_1}, settings=[asdict(s) for s in _settings_1(f)])
+    choices = [dict({k: _reasons_from_1(v) for k, v in c.items() if k not in _MOVED_1},
+                    settings=[asdict(s) for s in _settings_1(f)])
                for c, f in zip(data["choices"], old.choices)]
     return dict(data, choices=choices, schema=2)
 
@@ -131,7 +148,7 @@ def schema1(c: ChoiceRecord) -> dict[str, Any]:
     w, d = c.winner, c.default
     cmp = w.vs_default if w is not None else None
     ci = (cmp.ci_low, cmp.ci_high) if cmp is not None and cmp.ci_low is not None and cmp.ci_high is not None else None
-    kept = {k: v for k, v in c.to_json().items() if k != "settings"}
+    kept = {k: _as_schema1(v) for k, v in c.to_json().items() if k != "settings"}
     return dict(kept, **{
         "fits": c.fits, "label": c.label, "baseline": "", "is_default": c.is_default, "simulated": c.simulated,
         "peak_reserved_bytes": w and w.peak_reserved_bytes, "memory_measure": w and w.memory_measure.value,
@@ -145,6 +162,19 @@ def schema1(c: ChoiceRecord) -> dict[str, Any]:
         "baseline_throughput_median": d and d.throughput and d.throughput.median,
         "repeats": max((s.repeats for s in (w, d) if s is not None), default=0),
     })
+
+
+def _as_schema1(value: Any) -> Any:
+    """A reason record (`{"code": ..., "figures": {...}}`, wherever it sits) without the figures schema 1 lacked,
+    where they hold what schema 1 meant without them."""
+    if isinstance(value, (list, tuple)):
+        return [_as_schema1(v) for v in value]
+    if isinstance(value, dict):
+        since = _SINCE_1.get(str(value.get("code")), {}) if isinstance(value.get("figures"), dict) else {}
+        if since:
+            value = dict(value, figures={k: v for k, v in value["figures"].items() if k not in since or since[k] != v})
+        return {k: _as_schema1(v) if k != "figures" else v for k, v in value.items()}
+    return value
 
 
 def schema1_text(records: list[ChoiceRecord]) -> str:

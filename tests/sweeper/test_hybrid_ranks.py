@@ -24,6 +24,7 @@ from standin import PROBE_AS_ONE_GPU
 
 import alloctune
 from alloctune.results.records import Backend
+from alloctune.settings.conf import AllocConf
 from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace, save_trace
 from alloctune.workload.command import check_command, command_workload
@@ -168,6 +169,6 @@ def test_a_search_runs_on_the_rank_peaking_under_the_default_and_its_front_is_re
     [account] = json.loads((outcome.folder.path / "search.json").read_text()).values()
     assert account["trace"] == "trace.rank0.xz"
     sim = simulated(outcome)
-    assert set(sim) == {"", *(m["conf"] for m in account["front"])}
+    assert set(sim) == {"", *(str(AllocConf.parse(m["conf"])) for m in account["front"])}   # "default" by name
     assert all([r["rank"] for r in t.processes] == [0, 1] for t in sim.values())
     assert sim[ES].measurement.peak_reserved_bytes == ranks[1][2][ES]["peak_reserved_bytes"]

@@ -8,6 +8,10 @@ Factory contract (built-in kinds and user entries alike):
     make(params: dict, device: torch.device, seed: int) -> step;   step(i: int) -> float
 `step(i)` runs step i (called with i = 0, 1, 2, ... in order) and returns the units of work it did. Factories draw
 shapes from their own `random.Random(seed)`, so the sequence of allocations is the same in every process.
+
+The kinds, a module each: `transformer` (variable batch shapes, or packed), `cnn` (multi-scale image training),
+`decode` (LLM serving with a growing KV cache), `hpsearch` (models built and dropped in one process), `detection`
+(a variable number of objects per image); the torch helpers they share (`common`).
 """
 from __future__ import annotations
 
