@@ -1,6 +1,7 @@
 """The stand-in for a CUDA device (`fakecuda.cpp`: CUDA's device guard and the hooks the autograd engine asks for an
 accelerator), built once per torch against that torch's own headers with the system's C++ compiler, kept in
-alloctune's cache folder, and loaded into the process."""
+alloctune's cache folder, and loaded into the process; on a CUDA build of torch, the GPUs hidden from CUDA itself
+first (`hide_gpus`)."""
 from __future__ import annotations
 
 import ctypes
@@ -53,3 +54,13 @@ def _build(root: Path, abi: int, target: Path) -> None:
 def install(torch) -> None:
     """Load the stand-in: from now on CUDA has a device guard and the accelerator is CUDA."""
     ctypes.CDLL(str(library(torch))).alloctune_fake_cuda()
+
+
+def hide_gpus(torch) -> None:
+    """Keep a dry run off any GPU the machine has. On a CUDA build of torch, CUDA is started now with every GPU hidden:
+    the driver reads CUDA_VISIBLE_DEVICES once, when it starts, and torch keeps the device count it first got, so a
+    program that sets the variable again (to pick its GPU) still sees none, and whatever reaches the CUDA runtime
+    finds no device rather than using one. A CPU-only build has no CUDA to start."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    if hasattr(torch._C, "_cuda_getDeviceCount"):   # how torch.cuda tells a CUDA build (ROCm's too)
+        torch._C._cuda_getDeviceCount()

@@ -41,11 +41,15 @@ def _install(folder: str, arch: str) -> None:
     if card is None:
         raise Refused(f"no card is known for --arch {arch!r} (known: {', '.join([*cards.CARDS, *cards.ARCHES])})")
     import torch
+
+    from . import native
+    native.hide_gpus(torch)   # before anything asks CUDA (importing torch.cuda's modules may)
+    import torch._subclasses.fake_tensor as fake_tensor
     import torch.cuda.memory
     import torch.cuda.nvtx
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-    from . import attention, device, kernels, native
+    from . import attention, device, kernels
     from .functions import DryRunFunctions, refuse_untraced
     from .tracer import DryRunMode, Tracer
     from .composites import COMPOSITES
@@ -56,6 +60,9 @@ def _install(folder: str, arch: str) -> None:
         avoid_device_init = True   # no device to put constants on: torch's own path for a GPU it cannot use
 
     fake = Fake(allow_non_fake_inputs=True)   # first: it loads torch._dynamo, which asks the real torch.cuda
+    # A fake tensor's first device makes a real tensor there (so that backward finds a CUDA context): on a CUDA
+    # build that reaches the CUDA runtime, which sees no GPU. Nothing runs on the device here to need a context.
+    fake_tensor.init_gpu_context = lambda device: None
     row = cards.row(torch.__version__, card.arch)
     native.install(torch)
     tracer = Tracer(row, card)

@@ -2,10 +2,16 @@
 recordings of the same scripts on an H100 (tests/fixtures/dryrun/, torch 2.11.0+cu130, recorded by the `dryrun`
 evidence job on 2026-12-06 with the command each trace's metadata names): the tiny plain-PyTorch transformer (AdamW,
 memory-efficient attention), with checkpointing, with a length drawn per step, with bf16 autocast (flash attention),
-and a CNN (cuDNN convolutions). Each is dry-run end to end through the CLI, read back and replayed."""
+and a CNN (cuDNN convolutions). Each is dry-run end to end through the CLI, read back and replayed.
+
+A CUDA build of torch (what `pip install torch` gives on Linux) on a machine with no GPU, or with its GPU hidden,
+is dry-run the same way where one is at hand: this interpreter's torch, or the Python that ALLOCTUNE_CUDA_PYTHON
+names (default: ../venv-cu beside the checkout; docs/dry-run.md says how to make one)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,11 +27,31 @@ FIXTURES = ROOT / "tests" / "fixtures" / "dryrun"
 SETTINGS = ["default", "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"]
 
 
-def dry_run(tmp_path: Path, fixture: str) -> tuple[object, object, str]:
-    """The GPU's recording of `fixture` and the dry run of the same command, with what record printed."""
+def cuda_build_python() -> str | None:
+    """An interpreter whose torch is a CUDA build: this one's, else ALLOCTUNE_CUDA_PYTHON's (if it has one)."""
+    import torch
+
+    if torch.version.cuda:
+        return sys.executable
+    other = Path(os.environ.get("ALLOCTUNE_CUDA_PYTHON", ROOT.parent / "venv-cu" / "bin" / "python"))
+    if not other.exists():
+        return None
+    probe = subprocess.run([other, "-c", "import torch; print(torch.version.cuda)"], capture_output=True, text=True,
+                           timeout=120, check=False)
+    return str(other) if probe.returncode == 0 and probe.stdout.strip() not in ("", "None") else None
+
+
+CUDA_PYTHON = cuda_build_python()
+needs_cuda_build = pytest.mark.skipif(CUDA_PYTHON is None, reason="no CUDA build of torch here (this interpreter's "
+                                      "is CPU-only; ALLOCTUNE_CUDA_PYTHON names a Python with one)")
+
+
+def dry_run(tmp_path: Path, fixture: str, python: str = sys.executable) -> tuple[object, object, str]:
+    """The GPU's recording of `fixture` and the dry run of the same command (run by `python`), with what record
+    printed."""
     gpu = load_trace(FIXTURES / f"{fixture}.xz")
     out = tmp_path / f"{fixture}.xz"
-    done = cli("record", "--dry-run", "-o", out, "--", sys.executable, *gpu.meta["command"], timeout=600)
+    done = cli("record", "--dry-run", "-o", out, "--", python, *gpu.meta["command"], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return gpu, load_trace(out), " ".join((done.stderr + done.stdout).split())   # wrapped where the path falls
 
@@ -53,6 +79,31 @@ def test_the_allocator_sees_what_the_gpu_saw(tmp_path, fixture):
     meta = dry.meta["dry_run"]
     assert meta["card"] == cards.CARDS["h100"].name == gpu.meta["env"]["gpu"] and meta["invented"] == {}
     assert dry.meta["measured"] == [] and dry.meta["device_total_bytes"] == gpu.meta["device_total_bytes"]
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("fixture", ["gpt", "cnn"])
+def test_a_cuda_build_without_a_gpu_traces_what_a_cpu_build_does(tmp_path, fixture):
+    """The CUDA build's own CUDA is never asked for a device (there is none, or it is hidden): the same events as the
+    GPU's recording (the CNN's short of cuDNN's workspaces), the same peaks under every setting."""
+    gpu, dry, said = dry_run(tmp_path, fixture, CUDA_PYTHON)
+    assert "a dry run for NVIDIA H100" in said
+    if fixture == "gpt":
+        assert events(dry) == events(gpu)
+    assert replayed(tmp_path / f"{fixture}.xz") == replayed(FIXTURES / f"{fixture}.xz")
+
+
+@needs_cuda_build
+def test_a_cuda_build_sees_no_gpu_even_where_the_program_picks_one(tmp_path):
+    """A program that sets CUDA_VISIBLE_DEVICES itself, and asks CUDA (not torch.cuda, which the dry run answers):
+    CUDA was started with every GPU hidden before the program ran, so it finds none on a machine that has one."""
+    script = tmp_path / "picks.py"
+    script.write_text("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\nimport torch\n"
+                      "print('CUDA sees', torch._C._cuda_getDeviceCount(), 'devices')\n"
+                      "print((torch.ones(4, device='cuda') * 2).device)\n")
+    done = cli("record", "--dry-run", "-o", tmp_path / "t.xz", "--", CUDA_PYTHON, script, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CUDA sees 0 devices" in done.stderr and "cuda:0" in done.stderr   # the program's output, on stderr
 
 
 def test_autocast_differs_only_in_the_order_of_its_cast_caches_frees(tmp_path):
