@@ -13,8 +13,8 @@ from ..errors import OptionError
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..settings.grid import Skip
-from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
-from .inputs import DeviceLimits, TraceInput, budget_limit, given_twice, held, loaded, name_of, trace_inputs
+from .checks import Progress, device_index, given, in_bytes, quiet, set_field, size, workers
+from .inputs import DeviceLimits, TraceInput, budget_limit, check_traces_and_grid, given_twice, held, loaded, name_of
 from .options import options_of
 
 
@@ -31,11 +31,7 @@ class FleetOptions:
     budget: int | float | str | None = None      # a memory limit on every job's card: a size, or a share of it
 
     def __post_init__(self) -> None:
-        set_field(self, "traces", trace_inputs(self.traces))
-        set_field(self, "confs", settings(self.confs))
-        if self.grid is not None:
-            set_field(self, "grid", path(self.grid, "grid"))
-        one_stdin([*held(self.traces), self.grid], "traces", "the traces and {grid}")
+        check_traces_and_grid(self)
         if twice := given_twice(held(self.traces)):
             raise OptionError("traces", "each job's trace once: {first} and {second} are one trace, and a job given "
                               "twice would count twice", first=twice[0], second=twice[1])

@@ -14,7 +14,7 @@ from ..sim.limits import DEFAULT_DEVICE_MEMORY
 from ..sim.target import Target
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
-from .checks import path
+from .checks import one_stdin, path, set_field, settings
 
 # A trace as the use cases take it: its path ('-' for standard input) or the Trace `alloctune.load_trace` returns.
 TraceInput = Union[str, os.PathLike, Trace]
@@ -128,3 +128,13 @@ class DeviceLimits:
                                        "card" % where, size=format_bytes(self.budget_bytes),
                                        card=format_bytes(self.device_memory), where=self.memory_from))
         return warnings
+
+
+def check_traces_and_grid(options) -> None:
+    """A replaying use case's `traces`, `confs` and `grid` fields checked in place (replay's and fleet's options):
+    the traces as inputs, the settings parsed, the grid a path, at most one of them standard input."""
+    set_field(options, "traces", trace_inputs(options.traces))
+    set_field(options, "confs", settings(options.confs))
+    if options.grid is not None:
+        set_field(options, "grid", path(options.grid, "grid"))
+    one_stdin([*held(options.traces), options.grid], "traces", "the traces and {grid}")

@@ -13,8 +13,8 @@ from ..report.replay import TraceReplay
 from ..settings.conf import AllocConf
 from ..sim.replay import ReplayOutcome
 from ..sim.trace import Trace
-from .checks import Progress, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings, size, workers
-from .inputs import DeviceLimits, TraceInput, budget_limit, held, loaded, name_of, trace_inputs
+from .checks import Progress, device_index, given, in_bytes, quiet, set_field, size, workers
+from .inputs import DeviceLimits, TraceInput, budget_limit, check_traces_and_grid, held, loaded, name_of
 from .options import options_of
 
 
@@ -34,11 +34,7 @@ class ReplayOptions:
     torch_version: str | None = None             # whose allocator to follow (default: the recording's)
 
     def __post_init__(self) -> None:
-        set_field(self, "traces", trace_inputs(self.traces))
-        set_field(self, "confs", settings(self.confs))
-        if self.grid is not None:
-            set_field(self, "grid", path(self.grid, "grid"))
-        one_stdin([*held(self.traces), self.grid], "traces", "the traces and {grid}")
+        check_traces_and_grid(self)
         for name, least in (("device_memory", 1), ("overhead", 0)):
             if getattr(self, name) is not None:
                 set_field(self, name, size(getattr(self, name), name, least))
