@@ -105,15 +105,22 @@ def _settings_1(f: _Figures1) -> list[SettingFigures]:
 _SINCE_1: dict[str, dict[str, Any]] = {"confirmed": {"blocks": 0}, "disagrees": {"blocks": 0}}
 
 
+def _each_since_1(value: Any, change: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]) -> Any:
+    """`value` (a record's JSON) with each reason record in it, wherever it sits, given its figures
+    `change(figures, since)` where its code has figures added since schema 1 (`_SINCE_1`)."""
+    if isinstance(value, (list, tuple)):
+        return [_each_since_1(v, change) for v in value]
+    if not isinstance(value, dict):
+        return value
+    since = _SINCE_1.get(str(value.get("code")), {}) if isinstance(value.get("figures"), dict) else {}
+    if since:
+        value = dict(value, figures=change(value["figures"], since))
+    return {k: v if k == "figures" else _each_since_1(v, change) for k, v in value.items()}
+
+
 def _reasons_from_1(value: Any) -> Any:
-    """A schema 1 reason record (wherever it sits) with the figures added since, at what schema 1 meant."""
-    if isinstance(value, list):
-        return [_reasons_from_1(v) for v in value]
-    if isinstance(value, dict):
-        since = _SINCE_1.get(str(value.get("code")), {}) if isinstance(value.get("figures"), dict) else {}
-        value = dict(value, figures={**since, **value["figures"]}) if since else value
-        return {k: _reasons_from_1(v) if k != "figures" else v for k, v in value.items()}
-    return value
+    """Schema 1's reason records with the figures added since, at what schema 1 meant."""
+    return _each_since_1(value, lambda figures, since: {**since, **figures})
 
 
 def _from_1(data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -165,16 +172,9 @@ def schema1(c: ChoiceRecord) -> dict[str, Any]:
 
 
 def _as_schema1(value: Any) -> Any:
-    """A reason record (`{"code": ..., "figures": {...}}`, wherever it sits) without the figures schema 1 lacked,
-    where they hold what schema 1 meant without them."""
-    if isinstance(value, (list, tuple)):
-        return [_as_schema1(v) for v in value]
-    if isinstance(value, dict):
-        since = _SINCE_1.get(str(value.get("code")), {}) if isinstance(value.get("figures"), dict) else {}
-        if since:
-            value = dict(value, figures={k: v for k, v in value["figures"].items() if k not in since or since[k] != v})
-        return {k: _as_schema1(v) if k != "figures" else v for k, v in value.items()}
-    return value
+    """Reason records without the figures schema 1 lacked, where they hold what schema 1 meant without them."""
+    return _each_since_1(value, lambda figures, since: {k: v for k, v in figures.items()
+                                                         if k not in since or since[k] != v})
 
 
 def schema1_text(records: list[ChoiceRecord]) -> str:
