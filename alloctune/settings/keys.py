@@ -91,10 +91,13 @@ LARGEST = 1 << 30
 _WHOLE = re.compile(r"[+-]?[0-9]+")   # ASCII digits, as torch's stoi/stoull read them
 
 
-def _int(key: str, raw: str) -> int:
+def _mib(key: str, raw: str) -> int:
+    return _int(key, raw, " of MiB")
+
+
+def _int(key: str, raw: str, unit: str = "") -> int:
     if not _WHOLE.fullmatch(raw):
-        of = " of MiB" if key.endswith("_mb") else ""   # the keys of sizes are named in MiB
-        raise ConfError(f"{key} expects a whole number{of}, got {shown(raw)}")
+        raise ConfError(f"{key} expects a whole number{unit}, got {shown(raw)}")
     digits = raw.lstrip("+-").lstrip("0")
     value = int(digits or "0") if len(digits) <= 19 else LARGEST + 1   # more digits: over LARGEST, left unread
     if value <= 0 or raw.startswith("-"):
@@ -175,7 +178,7 @@ _ENTRIES = (
     Key("backend", (2, 0, 0), parse=_backend, sim=Sim.MODELLED, readback=Readback.ALWAYS, default="native"),
     Key("expandable_segments", (2, 1, 0), parse=_bool, in_place=True, kept=True,
         readback=Readback.SNAPSHOT, default=False, search=(True,), sim=Sim.MODELLED, native_only=True),
-    Key("max_split_size_mb", (1, 10, 0), parse=_int, in_place=True, resets=True, readback=Readback.ALWAYS,
+    Key("max_split_size_mb", (1, 10, 0), parse=_mib, in_place=True, resets=True, readback=Readback.ALWAYS,
         search=(20, 32, 64, 128, 256, 512, 1024, 2048, 4096), sim=Sim.MODELLED, native_only=True),
     # A snapshot carries one value per size interval: a single one reads back, never the list form as set.
     Key("roundup_power2_divisions", (1, 12, 0), parse=_divisions, in_place=True, resets=True,
@@ -185,13 +188,13 @@ _ENTRIES = (
         native_only=True),
     # 2.13's run-time parse resets it too, to large_segment_size_mb's value; no check reads it otherwise. By
     # default kLargeBuffer, 20 MiB.
-    Key("max_non_split_rounding_mb", (2, 6, 0), parse=_int, in_place=True, needs="max_split_size_mb", default=20,
+    Key("max_non_split_rounding_mb", (2, 6, 0), parse=_mib, in_place=True, needs="max_split_size_mb", default=20,
         search=(40, 64, 128, 256, 512, 1024), sim=Sim.MODELLED, native_only=True),
     # Multiples of 2 MiB: the page of large-pool expandable segments must be whole device pages. It persists, and
     # is the minimum of max_split_size_mb and max_non_split_rounding_mb in every later run-time parse
     # (tests/trial/test_probe.py shows it). By default 20 MiB (2.13's AllocatorConfig.h), kLargeBuffer, the size
     # every torch before 2.11 has without the key: the segment, and the floor of max_split_size_mb.
-    Key("large_segment_size_mb", (2, 11, 0), parse=_int, in_place=True, kept=True, default=20,
+    Key("large_segment_size_mb", (2, 11, 0), parse=_mib, in_place=True, kept=True, default=20,
         search=(12, 16, 32, 40, 64, 128), sim=Sim.MODELLED, native_only=True),
     Key("per_process_memory_fraction", (2, 10, 0), parse=_fraction, sim=Sim.MODELLED, is_budget=True),
     Key("roundup_bypass_threshold_mb", (1, 13, 0), removed=(2, 0, 0)),
