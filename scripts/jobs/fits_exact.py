@@ -114,13 +114,18 @@ def summary(out: Path) -> str:
     return "\n".join(rows) + "\n\n" + "\n".join(copies) + "\n"
 
 
+def write_summary(out: Path) -> None:
+    """OUT/summary.md written and printed."""
+    (out / "summary.md").write_text(summary(out))
+    print((out / "summary.md").read_text(), flush=True)
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if sys.argv[2:] == ["detection"]:   # the detection fit alone (its recordings may be in OUT/detection already)
         code = detection(out)
-        (out / "summary.md").write_text(summary(out))
-        print((out / "summary.md").read_text(), flush=True)
+        write_summary(out)
         return code
     keep_gpt2(out)
     with ThreadPoolExecutor(2) as pool:
@@ -128,8 +133,7 @@ def main() -> int:
         codes = [f.result() for f in at_once]
     if codes[0] == 0:   # alone on the GPU: the ballast takes what the copies do not share
         codes.append(fit(out, "gpt2", ["--budget", "20GiB", *CONFIRM, "--confirm-copies", "2"], GPT2, "gpt2-copies"))
-    (out / "summary.md").write_text(summary(out))
-    print((out / "summary.md").read_text(), flush=True)
+    write_summary(out)
     return max(codes)
 
 
