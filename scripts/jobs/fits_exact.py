@@ -2,6 +2,7 @@
 `fits-exact` evidence job.
 
     python3 scripts/jobs/fits_exact.py OUT [detection]    # detection: that fit alone
+    python3 scripts/jobs/fits_exact.py OUT copies FOLDER  # step 2 alone, from a folder step 1 wrote (FOLDER/gpt2)
 
 1. Two fits at once, each its own `alloctune fit` (their budgets keep both well within an 80 GiB card), each
    answering for the default and expandable segments under one budget, every answer's value and the next one
@@ -123,6 +124,13 @@ def write_summary(out: Path) -> None:
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if sys.argv[2:3] == ["copies"]:   # step 2 alone: the fit's recordings and confirmations from an earlier run
+        keep_gpt2(out)
+        for path in (Path(sys.argv[3]) / "gpt2").iterdir():
+            shutil.copy(path, out / "gpt2" / path.name)
+        code = fit(out, "gpt2", ["--budget", "20GiB", *CONFIRM, "--confirm-copies", "2"], GPT2, "gpt2-copies")
+        write_summary(out)
+        return code
     if sys.argv[2:] == ["detection"]:   # the detection fit alone (its recordings may be in OUT/detection already)
         code = detection(out)
         write_summary(out)

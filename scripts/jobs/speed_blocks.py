@@ -9,6 +9,8 @@ Jobs (the model of examples/empty_cache_train.py, its shapes drawn once and repe
 block meets the same shapes and block times compare):
   big    142M-parameter causal LM, 8-16 x 128-1024 tokens, empty_cache() after every step: GPU-bound
   small  7M-parameter causal LM, 2-4 x 32-256 tokens, empty_cache() after every second step: launch-bound
+  mid    about 80M parameters, 4-12 x 64-768 tokens, empty_cache() after every step (added after the speed model
+         was fitted to big and small: held out, to test it on)
 
 `alternate` runs rounds; a round runs one block of each kind, in turn (reversed every other round, so that drift
 favours none). A kind is a setting (default, expandable_segments:True, max_split_size_mb:128,
@@ -49,6 +51,7 @@ SETTINGS = {   # name: the full string (expandable_segments persists across run-
 JOBS = {
     "big": dict(layers=6, d_model=1024, heads=16, vocab=32000, batch=(8, 16), lengths=(128, 1024), every=1),
     "small": dict(layers=4, d_model=256, heads=4, vocab=8000, batch=(2, 4), lengths=(32, 256), every=2),
+    "mid": dict(layers=8, d_model=768, heads=12, vocab=16000, batch=(4, 12), lengths=(64, 768), every=1),
 }
 CYCLE = 4   # shapes repeat every CYCLE steps
 COUNTERS = ("num_device_alloc", "num_device_free", "num_sync_all_streams", "num_alloc_retries")
