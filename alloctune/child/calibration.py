@@ -8,10 +8,12 @@ idle torch.cuda.synchronize(). expandable: growing by whole pages (a `segment_ma
 `segment_unmap`), at the same sizes. Every timed call is checked to be the driver call it is said to be:
 `memory_stats` num_device_alloc / num_device_free and the reserved bytes must move by exactly what it should, or
 the child stops with what it saw. The device is synchronised before each timed call, so nothing queued is waited
-for: these are the calls' own costs. Then each kind is timed again, at one size, behind two depths of GPU work
-queued on purpose (`Queued`): how much of the queued work it waits for (a cudaFree, an unmap and a synchronisation
-wait for all of it; a cudaMalloc or a map, on some drivers, for none) and what a busy device adds to its price.
-How much work is queued when a job makes the call is the job's (decide/speed.py).
+for: these are the calls' own costs on an idle device. Then each kind is timed again at every size behind two
+depths of GPU work queued on purpose (`BusyFit`), as a running job makes it: the device busy, its clocks up. How
+much of the queued work a call waits for is the slope between the depths (a cudaFree and an unmap wait for all of
+it; a cudaMalloc or a map, on most drivers, for none); its own cost is its time less that wait. A job's calls are
+priced by these (decide/speed.py): a device that idles between calibrated calls prices some of them far above
+what they cost in a job (on an H100, a map of expandable segments' pages at about 1.5 times).
 
 Each answer is one line marked MARK on stdout: an `Answer`, or {"error": ...}. The
 analysis (`summarise`, `fit`) is pure and tested on built samples. Standard library and torch only, and light
@@ -27,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterator
 
-from ..results.calibration import MiB, CostFit, CostSample, Queued
+from ..results.calibration import MiB, BusyFit, CostFit, CostSample
 from .provenance import driver_version
 
 MARK = "ALLOCTUNE-CALIBRATION "
@@ -37,11 +39,10 @@ ROUNDS = 8          # repeats of each size (one warm-up round before them is not
 PER_ROUND = 4       # native segments allocated before one empty_cache frees them all, as empty_cache usually does
 SYNCS = 200
 SMALL_SEGMENT = 2 * MiB   # the small pool's segment, which holds requests of at most 1 MiB
-# Each kind is also timed behind this much GPU work queued (ms), at one size: how much of the work a call waits
-# for (the slope between the two depths) is what it costs inside a running job beyond its idle price.
-QUEUED_MS = (2.0, 10.0)
+# Each kind is also timed at every size behind this much GPU work queued (ms): more than the slowest call measured
+# (a map of 1 GiB, about 3.3 ms on an H100), so that a call which does not wait ends with work still queued.
+QUEUED_MS = (6.0, 14.0)
 QUEUED_ROUNDS = 8
-QUEUED_SIZE = 20 * MiB
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def _native(torch) -> dict[str, CostFit]:
         allocs.append(summarise(segment, alloc_us))
         frees.append(summarise(segment, free_us))
     fits = {"device_alloc": fit(allocs), "device_free": fit(frees), "sync": fit([summarise(0, _syncs(torch))])}
-    return _behind_queued(torch, fits, native=True)
+    return _on_a_busy_device(torch, fits, native=True)
 
 
 def _sizes(torch, per_round: int) -> list[int]:
@@ -195,7 +196,7 @@ def _expandable(torch) -> dict[str, CostFit]:
         (grown,) = mapped
         maps.append(summarise(grown, map_us))
         unmaps.append(summarise(grown, unmap_us))
-    return _behind_queued(torch, {"map": fit(maps), "unmap": fit(unmaps)}, native=False)
+    return _on_a_busy_device(torch, {"map": fit(maps), "unmap": fit(unmaps)}, native=False)
 
 
 def _grow_and_release(cuda, request: int) -> tuple[int, float, float]:
@@ -245,24 +246,35 @@ def _actions(memory) -> dict[str, int]:
     return counts
 
 
-def _behind_queued(torch, fits: dict[str, CostFit], native: bool) -> dict[str, CostFit]:
-    """`fits` with each kind also timed behind queued GPU work (`Queued`), at QUEUED_SIZE: a new segment (a
-    cudaMalloc, or a map of pages) and its release in empty_cache (a cudaFree, or an unmap), and a
-    synchronisation, which must wait for all of it."""
-    cuda, held = torch.cuda, []
-    grow = lambda: held.append(cuda.caching_allocator_alloc(QUEUED_SIZE))   # noqa: E731
-    cached = lambda: (cuda.empty_cache(), grow(), cuda.caching_allocator_delete(held.pop()))   # noqa: E731
-    release = lambda: [cuda.caching_allocator_delete(held.pop()) for _ in list(held)]   # noqa: E731
-    if native:
-        calls = {"device_alloc": (cuda.empty_cache, grow, release), "device_free": (cached, cuda.empty_cache, None),
-                 "sync": (None, cuda.synchronize, None)}
-    else:
-        calls = {"map": (cuda.empty_cache, grow, release), "unmap": (cached, cuda.empty_cache, None)}
-    queue = _spinner(torch)
-    out = {}
-    for kind, (setup, call, after) in calls.items():
-        idle = fits[kind].fixed_us + fits[kind].per_mib_us * (0 if kind == "sync" else QUEUED_SIZE / MiB)
-        out[kind] = replace(fits[kind], queued=_queued(cuda, queue, setup, call, after, idle))
+def _on_a_busy_device(torch, fits: dict[str, CostFit], native: bool) -> dict[str, CostFit]:
+    """`fits` with each kind's `BusyFit`: at each size its idle fit was measured at, a new segment (a cudaMalloc, or
+    a map of pages) and its release in empty_cache (a cudaFree, or an unmap), timed behind queued GPU work. Each
+    growth must move the reserved bytes by what its idle measurement did (checked untimed)."""
+    cuda, held, base = torch.cuda, [], [0]
+
+    def emptied() -> None:
+        cuda.empty_cache()
+        base[0] = cuda.memory_reserved()
+
+    def released(moves: int) -> None:
+        grown = cuda.memory_reserved() - base[0]
+        while held:
+            cuda.caching_allocator_delete(held.pop())
+        if grown != moves:
+            raise Unmeasured(f"a growth behind queued work reserved {grown} B, not the {moves} B it did on an idle "
+                             f"device")
+
+    queue, out = _spinner(torch), dict(fits)
+    for grows, frees in (("device_alloc", "device_free"),) if native else (("map", "unmap"),):
+        growth, freed = [], []
+        for sample in fits[grows].samples:
+            request, moves = (MiB if sample.bytes == SMALL_SEGMENT else sample.bytes), sample.bytes
+            grow = lambda: held.append(cuda.caching_allocator_alloc(request))   # noqa: E731
+            growth.append(_queued(cuda, queue, emptied, grow, lambda: released(moves), moves))
+            freed.append(_queued(cuda, queue, lambda: (emptied(), grow(), released(moves)), cuda.empty_cache, None,
+                                 moves))
+        out[grows] = replace(fits[grows], busy=busy_fit(growth))
+        out[frees] = replace(fits[frees], busy=busy_fit(freed))
     return out
 
 
@@ -280,16 +292,15 @@ def _spinner(torch) -> Callable[[float], None]:
     return lambda ms: cuda._sleep(int(ms * per_ms))
 
 
-def _queued(cuda, queue: Callable[[float], None], setup: Callable[[], Any] | None, call: Callable[[], Any],
-            after: Callable[[], Any] | None, idle_us: float) -> Queued:
+def _queued(cuda, queue: Callable[[float], None], setup: Callable[[], Any], call: Callable[[], Any],
+            after: Callable[[], Any] | None, nbytes: int) -> tuple[int, list[list[float]]]:
     """`call` timed behind each depth of QUEUED_MS of GPU work, after `setup` on an idle device, QUEUED_ROUNDS
-    times after a warm-up round; `after` undoes it, untimed. Its wait is the slope of its median time in the depth."""
-    medians = []
+    times after a warm-up round; `after` undoes it, untimed. (nbytes, its times at each depth)."""
+    times: list[list[float]] = []
     for ms in QUEUED_MS:
-        times = []
+        at_depth = []
         for round_ in range(QUEUED_ROUNDS + 1):
-            if setup is not None:
-                setup()
+            setup()
             cuda.synchronize()
             queue(ms)
             micros, _ = _timed(call)
@@ -297,12 +308,23 @@ def _queued(cuda, queue: Callable[[float], None], setup: Callable[[], Any] | Non
             if after is not None:
                 after()
             if round_:
-                times.append(micros)
-        medians.append(statistics.median(times))
-    depths = [ms * 1e3 for ms in QUEUED_MS]
-    waits = min(1.0, max(0.0, (medians[1] - medians[0]) / (depths[1] - depths[0])))
-    return Queued(waits=waits, extra_us=medians[0] - waits * depths[0] - idle_us, queued_us=depths,
-                  median_us=medians)
+                at_depth.append(micros)
+        times.append(at_depth)
+    return nbytes, times
+
+
+def busy_fit(measured: list[tuple[int, list[list[float]]]], queued_ms: tuple[float, float] = QUEUED_MS) -> BusyFit:
+    """One kind's times behind two depths of queued work, at each size, as its fit on a busy device. The share of
+    the queued work it waits for is one slope for the kind (the median of the sizes' slopes between the depths'
+    medians: a call that synchronises waits for all of it at any size); its own cost at a size is its times at the
+    shallower depth less the slope times that depth (the slope unclipped there, so that a depth the GPU ran a little
+    longer or shorter than asked cancels out)."""
+    d0, d1 = (ms * 1e3 for ms in queued_ms)
+    slope = statistics.median((statistics.median(t[1]) - statistics.median(t[0])) / (d1 - d0) for _, t in measured)
+    samples = [summarise(nbytes, [max(0.0, t - slope * d0) for t in times[0]]) for nbytes, times in measured]
+    line = fit(samples)
+    return BusyFit(fixed_us=line.fixed_us, per_mib_us=line.per_mib_us, samples=samples,
+                   waits=min(1.0, max(0.0, slope)), queued_us=[d0, d1])
 
 
 def _counts(cuda) -> tuple[int, int]:

@@ -13,10 +13,11 @@ FLAGS = {"gpu": "--gpu", "python": "--python", "output": "--output"}
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "calibrate", help="measure the GPU's cost of the allocator's driver calls (a few seconds)",
-        description="Time, on an idle GPU and through torch's own allocator, the driver calls the caching "
-                    "allocator makes: cudaMalloc and cudaFree of segments from 2 MiB to 1 GiB, mapping and "
-                    "unmapping pages of expandable segments, and a device synchronisation. Each is fitted as a "
-                    "fixed cost plus a cost per MiB. The result is kept in the per-user store "
+        description="Time, through torch's own allocator, the driver calls the caching allocator makes: "
+                    "cudaMalloc and cudaFree of segments from 2 MiB to 1 GiB, mapping and unmapping pages of "
+                    "expandable segments, and a device synchronisation, on an idle GPU and again behind queued GPU "
+                    "work, as a job makes them (what prices a job's calls). Each is fitted as a fixed cost plus a "
+                    "cost per MiB. The result is kept in the per-user store "
                     "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver and torch), where "
                     "sweeps on this GPU find it.")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the calibration (JSON) to FILE")
@@ -45,12 +46,17 @@ def run(args) -> int:
                       ("synchronize", calibration.sync)):
         points = ", ".join(f"{s.bytes / 2**20:g}: {s.median_us:.0f}" if s.bytes else f"idle: {s.median_us:.1f}"
                            for s in fit.samples)
-        rows.append([call, f"{fit.fixed_us:.1f}", f"{fit.per_mib_us:.3f}", points])
+        busy = fit.busy
+        rows.append([call, f"{fit.fixed_us:.1f}", f"{fit.per_mib_us:.3f}",
+                     f"{busy.fixed_us:.1f}" if busy else "-", f"{busy.per_mib_us:.3f}" if busy else "-", points])
     out = console()
     print_table(out, figures_table(
-        ["call", "fixed µs", "µs per MiB", "MiB: median µs"], rows, column={0: {}, 3: {}},
+        ["call", "idle: fixed µs", "µs per MiB", "busy: fixed µs", "µs per MiB", "idle, MiB: median µs"], rows,
+        column={0: {}, 5: {}},
         title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
-              f"torch {calibration.torch}", caption=f"measured {calibration.measured_at}; pages: of expandable segments"))
+              f"torch {calibration.torch}",
+        caption=f"measured {calibration.measured_at}; pages: of expandable segments; busy: behind queued GPU work, "
+                f"less what the call waits for, as a job's calls are priced"))
     say(out, Text("Kept for sweeps on this GPU model, driver and torch:"))
     out.print(Text(f"  {calibrated.stored}"), soft_wrap=True)   # a path whole, to copy
     if args.output:

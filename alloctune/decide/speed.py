@@ -4,8 +4,11 @@ on the GPU (`Calibration`): no GPU run of the setting. Pure functions, no words.
     predicted step = the default's measured step - the default's driver seconds + the setting's driver seconds
 
 The driver seconds of a step are its cudaMalloc, cudaFree, map and unmap calls, each priced by its fit (fixed +
-per MiB) at the step's average count and bytes, plus each synchronisation's fixed overhead. What that leaves out,
-and says so: a synchronisation also waits for the work queued before it, which only the job's queue depth knows
+per MiB) at the step's average count and bytes, plus each synchronisation's fixed overhead. A call is priced as it
+costs on a busy device (`CostFit.in_a_job`: timed behind queued GPU work, less the part of it the call waits for),
+where a job makes it; a calibration from before that was measured prices it on an idle device, which on an H100
+put expandable segments' maps at about 1.5 times their cost in a job (results/h100-speed-model-2026-12-06).
+What that leaves out, and says so: a synchronisation also waits for the work queued before it, which only the job's queue depth knows
 (a cudaFree or an unmap in the middle of a step drains the GPU's queue; the time the CPU then needs to fill it
 again is not in any count). A setting that synchronises more often than the default therefore never answers from
 its prediction alone (`added_syncs`, the synchronisations it adds, says why).
@@ -124,10 +127,10 @@ class SpeedPrediction:
 def driver_seconds(work: DriverWork, calibration: Calibration) -> DriverSeconds:
     """What `work`'s driver calls cost per step on the calibrated GPU."""
     return DriverSeconds(
-        device_allocs=calibration.device_alloc.seconds(work.device_allocs, work.device_alloc_bytes),
-        device_frees=calibration.device_free.seconds(work.device_frees, work.device_free_bytes),
-        maps=calibration.map.seconds(work.maps, work.map_bytes),
-        unmaps=calibration.unmap.seconds(work.unmaps, work.unmap_bytes),
+        device_allocs=calibration.device_alloc.in_a_job.seconds(work.device_allocs, work.device_alloc_bytes),
+        device_frees=calibration.device_free.in_a_job.seconds(work.device_frees, work.device_free_bytes),
+        maps=calibration.map.in_a_job.seconds(work.maps, work.map_bytes),
+        unmaps=calibration.unmap.in_a_job.seconds(work.unmaps, work.unmap_bytes),
         syncs=calibration.sync.seconds(work.syncs, 0))
 
 

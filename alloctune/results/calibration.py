@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from ..errors import ResultsError
 from ..files import write_file
 from .records import MAX_COUNT, Bytes
-from .typed import at_least, from_json, load_json, within
+from .typed import from_json, load_json, within
 
 CALIBRATION_SCHEMA = 1
 MiB = 2**20
@@ -38,42 +38,52 @@ class CostSample:
     high_us: Micros    # third quartile
 
 
-Share = Annotated[float, at_least(0)]
-
-
-@dataclass(frozen=True)
-class Queued:
-    """One kind of call timed with GPU work queued before it (`torch.cuda._sleep`): how much of that work it waits
-    for, and what it costs beyond the wait. A call that synchronises the device (cudaFree) waits for all of it; one
-    that does not (cudaMalloc on most drivers) for none, and then costs the CPU its time while the GPU runs on."""
-
-    waits: Share          # d(call time) / d(queued work), from two depths of queued work: 0 none, 1 all of it
-    extra_us: float       # its time at the shallower depth, less the wait and its idle price (a busy device's
-                          # surcharge; may be negative within the noise)
-    queued_us: list[Micros]   # the depths of queued work it was timed behind
-    median_us: list[Micros]   # its median time behind each
+Share = Annotated[float, within(0, 1, "a share of the queued work")]
 
 
 @dataclass(frozen=True)
 class CostFit:
     """One kind of driver call: microseconds = fixed_us + per_mib_us x MiB, fitted to `samples`, measured on an
-    idle device; `queued`: the same call behind queued GPU work (None: a calibration from before it was measured)."""
+    idle device. `busy`: the same call on a busy device, as a running job makes it (None: a calibration from before
+    it was measured, or a synchronisation, which on a busy device is all wait)."""
 
     fixed_us: Micros
     per_mib_us: Micros
     samples: list[CostSample]
-    queued: Queued | None = None
+    busy: "BusyFit | None" = None
 
     def seconds(self, calls: float, nbytes: float) -> float:
         """What `calls` calls moving `nbytes` in all cost, in seconds (the fit is linear, so averages per step
         give the average cost per step)."""
         return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
 
+    @property
+    def in_a_job(self) -> "CostFit | BusyFit":
+        """The price of a call a running job makes: the busy device's where it was measured, else the idle one."""
+        return self.busy or self
+
+
+@dataclass(frozen=True)
+class BusyFit:
+    """A kind of call timed at each size with GPU work queued before it (`torch.cuda._sleep`, two depths), as a job
+    makes it: the device busy, its clocks up. A call that synchronises (cudaFree, an unmap) waits for the queued
+    work, one that does not (cudaMalloc, a map, on most drivers) for none; `waits` is that share (the slope of its
+    time in the depth), and each sample is the call's own cost, its time less the wait."""
+
+    fixed_us: Micros
+    per_mib_us: Micros
+    samples: list[CostSample]
+    waits: Share
+    queued_us: list[Micros]   # the two depths of queued work it was timed behind
+
+    def seconds(self, calls: float, nbytes: float) -> float:
+        return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
+
 
 @dataclass(frozen=True)
 class Calibration:
-    """A GPU's driver-call costs, measured on an idle device by `alloctune calibrate` (or a sweep that needed
-    them). `gpu`, `driver` and `torch` are what the per-user cache is keyed by."""
+    """A GPU's driver-call costs, measured by `alloctune calibrate` (or a sweep that needed them) on an idle device
+    and on a busy one. `gpu`, `driver` and `torch` are what the per-user cache is keyed by."""
 
     schema: int
     gpu: str

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from alloctune.decide.speed import PRICE_ERROR, Unpredicted, driver_seconds, predict
-from alloctune.results.calibration import CALIBRATION_SCHEMA, Calibration, CostFit, CostSample, MiB
+from dataclasses import replace
+
+from alloctune.results.calibration import CALIBRATION_SCHEMA, BusyFit, Calibration, CostFit, CostSample, MiB
 from alloctune.results.records import DriverWork
 
 
@@ -99,3 +101,16 @@ def test_a_prediction_as_json_keeps_the_counts_and_seconds_it_rests_on():
     assert data["work"]["device_allocs"] == 40 and data["default_step_seconds"] == 0.05
     assert data["driver_seconds"]["device_frees"] == pytest.approx(40 * 33e-6)
     assert data["predicted_slowdown"] == pytest.approx(3.365e-3 / 0.05) and data["unpredicted"] is None
+
+
+def test_a_call_is_priced_as_it_costs_on_a_busy_device_where_that_was_measured():
+    """A map measured at 100 + 2 µs/MiB on an idle device and 40 + 1.5 on a busy one: a job's maps are priced at
+    the busy device's; a calibration without it (from before it was measured) prices them at the idle one's."""
+    busy = BusyFit(40, 1.5, line(40, 1.5).samples, waits=0.0, queued_us=[6000, 14000])
+    cal = replace(CAL, map=replace(CAL.map, busy=busy))
+    work = DriverWork(steps=1, maps=2, map_bytes=100 * MiB)
+    assert driver_seconds(work, cal).maps == pytest.approx((2 * 40 + 100 * 1.5) * 1e-6)
+    assert driver_seconds(work, CAL).maps == pytest.approx((2 * 100 + 100 * 2) * 1e-6)
+    back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
+    assert back == cal and back.map.in_a_job == busy
+

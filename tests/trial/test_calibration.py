@@ -16,7 +16,7 @@ from alloctune.errors import AlloctuneError, ResultsError
 from alloctune.results.names import CALIBRATION_FILE
 from alloctune.results.calibration import CostSample, MiB, read_calibration, write_calibration
 from alloctune.trial.calibration import calibration_for, measure, store, store_path
-from alloctune.child.calibration import SEGMENTS, SYNCS, fit, summarise
+from alloctune.child.calibration import SEGMENTS, SYNCS, busy_fit, fit, summarise
 from alloctune.trial.probe import ProbeResult
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +52,21 @@ def test_a_falling_line_is_a_flat_one_at_the_mean_and_a_negative_intercept_goes_
 def test_one_size_is_a_fixed_cost():
     sync = fit([summarise(0, [4.0, 4.2, 3.9])])
     assert sync.fixed_us == pytest.approx(4.0) and sync.per_mib_us == 0
+
+
+@pytest.mark.parametrize("waits, ran", [(1.0, 1.0), (1.0, 1.03), (0.0, 1.0)])
+def test_a_busy_devices_cost_is_the_time_less_the_queued_work_waited_for(waits, ran):
+    """Times built as `waits` x the queued work (which the GPU ran `ran` times as long as asked) + the call's own
+    cost (10 µs + 3 µs/MiB, with a little noise): the fit gives back the own cost, whether the call waits or not,
+    and the share waited for, clipped to [0, 1]."""
+    def times(depth_us: float, own: float) -> list[float]:
+        return [waits * ran * depth_us + own + noise for noise in (-1.0, 0.0, 1.0, 0.0, 0.5, -0.5, 0.0, 0.2)]
+
+    measured = [(mib * MiB, [times(6000, 10 + 3 * mib), times(14000, 10 + 3 * mib)]) for mib in (2, 20, 140, 1040)]
+    busy = busy_fit(measured, (6.0, 14.0))
+    assert busy.waits == pytest.approx(min(1.0, waits * ran))
+    assert busy.fixed_us == pytest.approx(10, abs=0.5) and busy.per_mib_us == pytest.approx(3, abs=1e-3)
+    assert [s.median_us for s in busy.samples] == pytest.approx([10 + 3 * m for m in (2, 20, 140, 1040)], abs=0.5)
 
 
 def test_the_committed_h200_calibration_reads_back_and_holds_every_size():
@@ -149,9 +164,10 @@ def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_pat
     small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
     assert small == 2 * MiB and all(b % (20 * MiB) == 0 for b in large)   # whole pages of each pool
     assert cal.sync.fixed_us < statistics.median(s.median_us for s in cal.device_alloc.samples)
-    # behind queued GPU work: a synchronisation and a cudaFree wait for all of it
-    queued = {kind: getattr(cal, kind).queued for kind in ("device_alloc", "device_free", "map", "unmap", "sync")}
-    assert all(q is not None and q.queued_us == [2000.0, 10000.0] for q in queued.values())
-    assert queued["sync"].waits > 0.9 and queued["device_free"].waits > 0.9
+    # on a busy device, at every size the idle fit has: a cudaFree and an unmap wait for all the queued work
+    busy = {kind: getattr(cal, kind).busy for kind in ("device_alloc", "device_free", "map", "unmap")}
+    assert cal.sync.busy is None and all(b is not None and b.queued_us == [6000.0, 14000.0] for b in busy.values())
+    assert all([s.bytes for s in b.samples] == [s.bytes for s in getattr(cal, k).samples] for k, b in busy.items())
+    assert busy["device_free"].waits > 0.9 and busy["unmap"].waits > 0.9
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert json.loads(store(cal).read_text())["gpu"] == cal.gpu
