@@ -22,12 +22,13 @@ import json
 import math
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from alloctune.decide.speed import driver_seconds, predict  # noqa: E402
-from alloctune.results.calibration import read_calibration  # noqa: E402
+from alloctune.results.calibration import COST_KINDS, read_calibration  # noqa: E402
 from alloctune.results.records import DriverWork  # noqa: E402
 
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13,
@@ -99,20 +100,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def additive(work: DriverWork, default: DriverWork, base: dict, cal) -> float:
-    """Every call at its idle price, added to the default's measured step (the product before issue 37)."""
-    return predict(work, default, base["wall"], cal).predicted_slowdown
+def idle(work: DriverWork, default: DriverWork, base: dict, cal) -> float:
+    """Every call at its idle device's price, added to the default's measured step (the product before the busy
+    device's prices were measured)."""
+    bare = replace(cal, **{kind: replace(getattr(cal, kind), busy=None) for kind in COST_KINDS})
+    return predict(work, default, base["wall"], bare).predicted_slowdown
 
 
 def product(work: DriverWork, default: DriverWork, base: dict, cal) -> float:
-    """decide/speed.py's prediction as it stands."""
+    """decide/speed.py's prediction as it stands: every call at its busy device's price where the calibration has
+    it (`CostFit.in_a_job`)."""
     return predict(work, default, base["wall"], cal).predicted_slowdown
 
 
 def hidden_growth(work: DriverWork, default: DriverWork, base: dict, cal) -> float:
     """Releases (after the sync: the GPU idle) at their price; growth (cudaMalloc, map) hidden up to the GPU's lead,
     which the default's drain shows: the CPU could have spent that long more and the GPU not waited."""
-    mine, theirs = driver_seconds(work, cal), driver_seconds(default, cal)
+    mine, theirs = driver_seconds(work, cal), driver_seconds(default, cal)   # at the busy device's prices
     slack = base["drain"] + theirs.device_allocs + theirs.maps
 
     def cost(s) -> float:
@@ -121,7 +125,7 @@ def hidden_growth(work: DriverWork, default: DriverWork, base: dict, cal) -> flo
     return (cost(mine) - cost(theirs)) / base["wall"]
 
 
-PRICINGS = {"additive": additive, "product": product, "hidden": hidden_growth}
+PRICINGS = {"idle": idle, "product": product, "hidden": hidden_growth}
 
 
 if __name__ == "__main__":
