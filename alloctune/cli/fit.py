@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
         return 0
     out = console()
-    print_fit(out, result.fit)
+    print_fit(out, result.fit, result.simulated_torch)
     if result.folder is not None:
         made = ", the dry runs' traces" if args.dry_run else ", the recordings" if args.command else ""
         out.print(Text(f"Written to {result.folder}: {FIT_FILE}, {PLOT_FILE}{made}"))

@@ -60,14 +60,17 @@ def _print(console, numbers: dict[str, int], headers: list[str], rows: list[list
     print_numbered(console, *whole_settings(make, [row[0] for row in rows], console.width, numbers))
 
 
-def print_fit(console, fit: FitFile) -> None:
+def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None:
+    """fit.json's answer as text; `simulated_torch`: the torch whose allocator the replays followed (sim/target.py),
+    stated as replay, search and fleet state it."""
     dry = origin(fit)
     context = ("assumed: the recordings do not say" if not fit.overhead_measured else
                "as the recordings measured it" if dry is None else "the card's, from the dry run's table")
     values = f"{plural(len(fit.values), 'value' if dry else 'recorded value')} ({', '.join(map(str, fit.values))})"
     traced = "" if dry is None else f" traced by {dry}: nothing was measured"
+    followed = f" Replayed with torch {simulated_torch}'s allocator." if simulated_torch else ""
     say(console, f"Peak memory in {fit.param}, from {values}{traced}; each process holds a CUDA context of "
-                 f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).")
+                 f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).{followed}")
     for warning in fit.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     numbers: dict[str, int] = {}   # a setting numbered in one table has its number in the others

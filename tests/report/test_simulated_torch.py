@@ -47,15 +47,23 @@ def outputs(tmp_path_factory) -> dict[str, dict]:
     _trace(path)
     _trace(path.with_name("again.xz"))
     search = ("search", path, "--max-settings", "20", "--jobs", "1")
+    fit = _fit_args(path)
     return {"replay": _json("replay", path, "--jobs", "1"), "search": _json(*search),
             "fleet": _json("fleet", path, path.with_name("again.xz"), "--jobs", "1"),
-            "told": _json(*search, "--python", sys.executable)}
+            "told": _json(*search, "--python", sys.executable),
+            "fit": _json(*fit), "fit text": {"out": in_process(*fit).stdout}}
+
+
+def _fit_args(path) -> tuple:
+    return ("fit", "--param", "batch", "--trace", f"1={path}", "--trace", f"2={path.with_name('again.xz')}",
+            "--conf", "default", "--conf", "roundup_power2_divisions:4")
 
 
 def test_replay_search_and_fleet_simulate_the_traces_torch_and_rank_alike(outputs):
     assert HERE != "2.9"   # the test's point: a torch other than this machine's
     replay, search, fleet = outputs["replay"], outputs["search"], outputs["fleet"]
-    assert replay[SIMULATED_TORCH] == search[SIMULATED_TORCH] == "2.9"
+    assert replay[SIMULATED_TORCH] == search[SIMULATED_TORCH] == outputs["fit"][SIMULATED_TORCH] == "2.9"
+    assert "Replayed with torch 2.9's allocator." in " ".join(outputs["fit text"]["out"].split())
     assert {job[SIMULATED_TORCH] for job in fleet["jobs"]} == {"2.9"}
     assert search["validated_by"] == "static"   # 2.9 is not installed here: its version table judges
     ranked = [(r[SETTING], r[FITS], r[PEAK_RESERVED]) for r in replay["results"]]
