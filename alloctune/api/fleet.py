@@ -63,6 +63,21 @@ class FleetResult:
         return first if first is not None and first.jobs and not first.failed else None
 
     @property
+    def warnings(self) -> tuple[str, ...]:
+        """A line where the jobs' traces come from different torches: each job's replay follows its own torch's
+        allocator (sim/target.py), so one setting may be read differently from job to job."""
+        from ..sim.target import simulated_torch
+
+        by_torch: dict[str, list[str]] = {}
+        for job, torch in zip(self.jobs, self.torch_versions):
+            by_torch.setdefault(simulated_torch(torch), []).append(job)
+        if len(by_torch) < 2:
+            return ()
+        each = "; ".join(f"torch {t}: {', '.join(jobs)}" for t, jobs in sorted(by_torch.items()))
+        return (f"the jobs' traces come from different torches ({each}): each job is replayed with its own "
+                f"torch's allocator, which may read a setting differently",)
+
+    @property
     def left_out(self) -> tuple[str, ...]:
         """The jobs no setting runs on their card: they have no best to lose against (decide/fleet.py)."""
         ranked = {j.job for j in self.ranked[0].jobs} if self.ranked else set()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
+from rich.text import Text
+
 from ..decide.fleet import SettingLoss
 from ..settings.conf import AllocConf
 from ..settings.grid import Skip
@@ -41,6 +43,8 @@ class Fleet(Protocol):
     def best(self) -> SettingLoss | None: ...
     @property
     def left_out(self) -> tuple[str, ...]: ...
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
 
 
 def fleet_json(fleet: Fleet) -> dict:
@@ -56,13 +60,15 @@ def fleet_json(fleet: Fleet) -> dict:
     return {"best": setting_name(str(fleet.best.setting)) if fleet.best else None, "settings": settings,
             "left_out": list(fleet.left_out),
             "not_simulated": [{SETTING: setting_name(str(s)), "reason": why} for s, why in fleet.not_simulated.items()],
-            "skipped": [skip.to_json() for skip in fleet.skipped],
+            "skipped": [skip.to_json() for skip in fleet.skipped], "warnings": list(fleet.warnings),
             "jobs": [{"job": job, "dry_run": p.to_json(), SIMULATED_TORCH: simulated_torch(torch)}
                      for job, p, torch in zip(fleet.jobs, fleet.origins, fleet.torch_versions)]}
 
 
 def print_fleet(console, fleet: Fleet) -> None:
     ranked, origins = list(fleet.ranked), dict(zip(fleet.jobs, fleet.origins))
+    for warning in fleet.warnings:
+        say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     jobs = [j.job for j in ranked[0].jobs] if ranked else []
     if jobs:
         rows = [[_loss(s.worst), _loss(s.mean), str(len(s.failed)),

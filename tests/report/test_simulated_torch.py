@@ -24,14 +24,14 @@ LIST = "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"   # before 2.10, '>' 
 BOTH = f"recorded under torch 2.9, replayed as torch {HERE}: the job's"
 
 
-def _trace(path) -> None:
+def _trace(path, torch_version: str = RECORDED) -> None:
     """Requests of 1-2 GiB, each freed before the next: how they round decides the peak."""
     kinds, ids, sizes = [], [], []
     for i, size in enumerate([1100 * MiB, 300 * MiB, 1300 * MiB, 700 * MiB] * 3):
         kinds += [ALLOC, ALLOC, FREE]
         ids += [2 * i, 2 * i + 1, 2 * i]
         sizes += [size, MiB // 2, size]
-    meta = {"torch_version": RECORDED, "device_total_bytes": 16 * 2**30, "overhead_bytes": 0}
+    meta = {"torch_version": torch_version, "device_total_bytes": 16 * 2**30, "overhead_bytes": 0}
     save_trace(Trace(kinds, ids, sizes, [0] * len(kinds), 0, meta), path)
 
 
@@ -106,3 +106,18 @@ def test_a_sim_sweep_replays_its_probed_torch_and_says_both(tmp_path):
     assert HERE == "2.11" or [n for n in said if both in n] == [n for n in outcome.to_json()["notices"] if both in n]
     assert HERE == "2.11" or len([n for n in said if both in n]) == 1
     assert {r.env["simulated_as"] for r in outcome.folder.trials()} == {torch.__version__}
+
+
+def test_fleet_says_when_its_jobs_traces_come_from_different_torches(tmp_path, outputs):
+    """Each job follows its own trace's torch, and one line says they differ, in --json and in the text; traces of
+    one torch have no such line."""
+    _trace(tmp_path / "old.xz")
+    _trace(tmp_path / "new.xz", "2.11.0")
+    mixed = _json("fleet", tmp_path / "old.xz", tmp_path / "new.xz", "--jobs", "1")
+    assert [job[SIMULATED_TORCH] for job in mixed["jobs"]] == ["2.9", "2.11"]
+    [line] = mixed["warnings"]
+    assert "different torches (torch 2.11: new; torch 2.9: old)" in line
+    text = " ".join(in_process("fleet", tmp_path / "old.xz", tmp_path / "new.xz", "--jobs", "1").stdout.split())
+    assert "warning: the jobs' traces come from different torches" in text
+    assert outputs["fleet"]["warnings"] == []
+
