@@ -14,8 +14,13 @@ _COMPARED = (Readback.ALWAYS, Readback.SNAPSHOT)
 
 def conf_from_settings(settings: dict | None, max_split: int) -> AllocConf:
     """The setting for a snapshot's `allocator_settings` (each key `KEYS` reads from there, under its own name) and
-    memory_stats' `max_split_size` (bytes; -1 or SIZE_MAX: none)."""
+    memory_stats' `max_split_size` (bytes; -1 or SIZE_MAX: none). Where the snapshot carries `max_split_size` too,
+    that one is read: memory_stats' copy is taken once, when the allocator starts, and a run-time parse leaves it
+    behind (torch 2.11 on an H100: 128 MiB read there after a switch back to the default, -1 in the snapshot, in
+    force)."""
     raw: dict[str, str] = {}
+    if isinstance(settings, dict) and isinstance(settings.get("max_split_size"), int):
+        max_split = settings["max_split_size"]
     if isinstance(settings, dict):
         for key in KEYS.values():
             if key.readback in _FROM_SNAPSHOT and (text := _snapshot_value(settings.get(key.name))) is not None:

@@ -91,6 +91,15 @@ def test_readback_reads_what_each_key_reports_and_compares_what_is_in_force():
         "allocator settings did not take effect: max_split_size_mb: None asked, 128 in force")
 
 
+def test_the_split_limit_is_read_from_the_snapshot_where_it_carries_one():
+    """memory_stats' max_split_size is the allocator's at start-up; a run-time parse changes the snapshot's only
+    (as the H100 showed with torch 2.11): a process started under 128 MiB and switched back reads none, one
+    started under none and switched to 128 MiB reads 128; an older snapshot without the figure reads memory_stats."""
+    assert conf_from_settings({"max_split_size": -1}, 128 << 20) == AllocConf()
+    assert str(conf_from_settings({"max_split_size": 128 << 20}, -1)) == "max_split_size_mb:128"
+    assert str(conf_from_settings({"expandable_segments": False}, 128 << 20)) == "max_split_size_mb:128"
+
+
 def _judged_here(text: str, version: str) -> str | None:
     """Why the registry refuses `text` for torch `version` (its parse, then the version's ranges), or None."""
     try:
