@@ -250,7 +250,8 @@ def _on_a_busy_device(torch, fits: dict[str, CostFit], native: bool) -> dict[str
     """`fits` with each kind's `BusyFit`: at each size its idle fit was measured at, a new segment (a cudaMalloc, or
     a map of pages) and its release in empty_cache (a cudaFree, or an unmap), timed behind queued GPU work. Each
     growth must move the reserved bytes by what its idle measurement did (checked untimed)."""
-    cuda, held, base = torch.cuda, [], [0]
+    cuda, base = torch.cuda, [0]
+    held: list[int] = []
 
     def emptied() -> None:
         cuda.empty_cache()
@@ -269,10 +270,16 @@ def _on_a_busy_device(torch, fits: dict[str, CostFit], native: bool) -> dict[str
         growth, freed = [], []
         for sample in fits[grows].samples:
             request, moves = (MiB if sample.bytes == SMALL_SEGMENT else sample.bytes), sample.bytes
-            grow = lambda: held.append(cuda.caching_allocator_alloc(request))   # noqa: E731
+            def grow() -> None:
+                held.append(cuda.caching_allocator_alloc(request))
+
+            def cached() -> None:   # a segment (or pages) held in the cache, for empty_cache to release
+                emptied()
+                grow()
+                released(moves)
+
             growth.append(_queued(cuda, queue, emptied, grow, lambda: released(moves), moves))
-            freed.append(_queued(cuda, queue, lambda: (emptied(), grow(), released(moves)), cuda.empty_cache, None,
-                                 moves))
+            freed.append(_queued(cuda, queue, cached, cuda.empty_cache, None, moves))
         out[grows] = replace(fits[grows], busy=busy_fit(growth))
         out[frees] = replace(fits[frees], busy=busy_fit(freed))
     return out
