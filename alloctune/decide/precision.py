@@ -4,9 +4,9 @@ have reached it. A reason (`reasons.py`); `report/words.py` says it.
 """
 from __future__ import annotations
 
-
-
+from ..results.alternation import AlternationEnd
 from .choice import Choice
+from .inprocess import alternations
 from .reasons import Code, Reason
 from .quoted import Precision, Stop
 from .rounds import sequential
@@ -26,22 +26,25 @@ def precision(choice: Choice, *, auto: bool, max_repeats: int) -> Reason | None:
     # only rounds settle (the sequential test's boundaries cost a simulation the first time they are asked for)
     settled = auto and bool(compared) and all(sequential(s, choice.max_slowdown, max_repeats).outcome
                                               in (Outcome.ACCEPTED, Outcome.REFUSED) for s in compared)
+    ends = [a.end for s in shown for a in alternations(s.trials)]
     return precision_of(choice.detectable, rounds, choice.max_slowdown, auto=auto, max_repeats=max_repeats,
-                        settled=settled)
+                        settled=settled, alternation_end=ends[0] if ends else None)
 
 
 def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bool, max_repeats: int,
-                 settled: bool = False) -> Reason:
-    """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on; `settled`: the
-    comparisons shown answer the max-slowdown question already (accepted or refused, `rounds.sequential`),
-    which ends rounds early."""
+                 settled: bool = False, alternation_end: AlternationEnd | None = None) -> Reason:
+    """`detectable`: the interval's half-width (None: no interval); `rounds` it rests on (pairs of blocks, where
+    the comparison was timed in one process); `settled`: the comparisons shown answer the max-slowdown question
+    already (accepted or refused, `rounds.sequential`), which ends rounds early; `alternation_end`: why the blocks
+    of an in-process comparison stopped."""
     if detectable is None:
         return Reason(Code.PRECISION_UNKNOWN)
     if detectable <= goal:
         return Reason(Code.PRECISION_REACHED, Precision(detectable, rounds, goal))
-    stop = (Stop.FIXED_REPEATS if not auto else Stop.SETTLED if settled
-            else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET)
+    stop = (Stop.IN_PROCESS if alternation_end is not None else Stop.FIXED_REPEATS if not auto
+            else Stop.SETTLED if settled else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET)
     needed = rounds_needed(detectable, rounds, goal) if rounds >= 2 else None
-    return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
+    return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed,
+                                                  alternation_end))
 
 

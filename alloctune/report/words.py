@@ -14,6 +14,7 @@ from ..decide.quoted import (AgainstWinner, BackendSkipped, Contaminated, Defaul
                              GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
                              RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured,
                              Unstable, WholeCard)
+from ..results.alternation import AlternationEnd
 from ..results.choices import ChoiceRecord, ReasonRecord
 from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.folder import Skipped
@@ -252,6 +253,18 @@ def _precision(f: Precision, _: Refusals) -> str:
     got = f"the smallest slowdown this sweep could detect is {f.detectable:.1%} (95% interval ±{f.detectable:.1%}"
     if f.stop is None:
         return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
+    if f.stop is Stop.IN_PROCESS:
+        assert f.alternation_end is not None
+        ended = {AlternationEnd.JOB_ENDED: "the job ended",
+                 AlternationEnd.MAX_PAIRS: "it ran the most pairs it is given",
+                 AlternationEnd.MAX_SECONDS: "it ran for as long as it is given",
+                 AlternationEnd.AGREED: "another process of the job stopped it",
+                 AlternationEnd.SWITCH_FAILED: "torch did not take a switch",
+                 AlternationEnd.RESOLVED: "it reached the resolution asked for"}[f.alternation_end]
+        need = (f"; at this spread between pairs ±{f.goal:.0%} needs about {f.rounds_needed} pairs, a longer run of "
+                f"the job" if f.rounds_needed is not None else "")
+        return (got + f"): wider than the ±{f.goal:.0%} goal because the blocks in one process stopped after "
+                      f"{plural(f.rounds, 'pair')}: {ended}{need}")
     why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
            Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after "

@@ -763,6 +763,18 @@ def test_precision_sentences(args, text):
     assert sentence(reason) == text and sentence(read_back(reason)) == text
 
 
+def test_precision_of_blocks_in_one_process_says_why_the_blocks_stopped_not_the_rounds():
+    """The H100's transformers Trainer job (results/h100-in-process-2026-12-06): 13 pairs of blocks, the job ended
+    before the alternation reached its resolution; --max-repeats had nothing to do with it."""
+    from alloctune.results.alternation import AlternationEnd
+
+    reason = precision_of(0.036, 13, 0.02, auto=True, max_repeats=10, alternation_end=AlternationEnd.JOB_ENDED)
+    text = ("the smallest slowdown this sweep could detect is 3.6% (95% interval ±3.6%): wider than the ±2% goal "
+            "because the blocks in one process stopped after 13 pairs: the job ended; at this spread between pairs "
+            "±2% needs about 36 pairs, a longer run of the job")
+    assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
 def test_a_tie_lost_by_a_setting_predicted_beyond_the_allowance_says_the_prediction_too():
     from alloctune.decide.order import TieRule
     from alloctune.decide.quoted import AgainstWinner, TieBreak
