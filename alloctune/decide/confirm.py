@@ -21,7 +21,8 @@ lowest memory first, ties to fewer keys), up to the first that is confirmed:
 
 The winner of a command is confirmed inside one process where torch can switch it and the default while the job
 runs (`in_process`: settings/switching.py, the default fits in the replay, the job is long enough for the blocks of
-inprocess.py): its blocks then carry the comparison with the default (summary.py), whose interval is the resolution
+inprocess.py, and neither setting's driver calls are a material part of a step: `IN_PROCESS_DRIVER_SHARE`): its
+blocks then carry the comparison with the default (summary.py), whose interval is the resolution
 stated, and the confirmation agrees where the predicted ratio lies inside it. Otherwise one pair of processes:
 the confirmation agrees (CONFIRMED) unless its measured ratio is further from the predicted one than one pair's
 noise allows (`parameters.PAIR_DETECTABLE`: two processes at `PROCESS_NOISE` each), when it DISAGREES; a
@@ -47,6 +48,15 @@ from .quoted import AgainstWinner, Unmeasured
 from .speed import AsyncPlan, Confirmation, PredictedSpeed, SpeedPrediction, Unpredictable, Unpredicted
 from .stats import Comparison
 from .summary import SettingResult
+
+
+# A setting switched to while the job runs allocates beside the segments made under the setting the process started
+# with: on an H100 (torch 2.11), a job that empties the cache every step, started under the default and switched to
+# expandable segments, mapped 21.75 page ranges a step, where a process under expandable segments from its start
+# maps 44.6 (the replay; results/h100-speed-model-v-2026-12-06). Its driver work, and what it costs, are then not
+# the setting's. Where the replay prices either setting's driver calls above this share of the default's step, a
+# pair of processes confirms it instead (half a percent: a quarter of the default 2% allowance).
+IN_PROCESS_DRIVER_SHARE = 0.005
 
 
 @dataclass(frozen=True)
@@ -117,15 +127,30 @@ class InProcessPlan:
 
 
 def in_process(winner: str, torch_version: str, default_fits: bool, step_seconds: float | None,
-               steady_steps: int | None) -> InProcessPlan | None:
+               steady_steps: int | None, prediction: SpeedPrediction | None) -> InProcessPlan | None:
     """How the winner is confirmed inside one process, or None where a pair of processes confirms it: the default
     won (nothing to compare), the default does not fit (its blocks would fail the job), a key torch cannot switch
-    while the job runs, no measured step of the default, or a job too short for MIN_PAIRS pairs of blocks."""
+    while the job runs, no measured step of the default, a job too short for MIN_PAIRS pairs of blocks, or driver
+    calls of either setting that may be a material part of a step (`driver_share`)."""
     if not winner or not default_fits or not step_seconds or step_seconds <= 0:
+        return None
+    share = driver_share(prediction)
+    if share is None or share > IN_PROCESS_DRIVER_SHARE:
         return None
     strings = switch_strings(AllocConf.parse(winner), AllocConf(), torch_version)
     blocks = block_plan(step_seconds, steady_steps)
     return InProcessPlan(strings, blocks) if strings is not None and blocks is not None else None
+
+
+def driver_share(p: SpeedPrediction | None) -> float | None:
+    """The larger of the winner's and the default's priced driver seconds per steady step, over the default's
+    measured step; where nothing is priced (no calibration), 0 if the replay counted no driver call under either
+    (none to price), else None (unknown)."""
+    if p is None:
+        return None
+    if p.driver_seconds is not None and p.default_driver_seconds is not None and p.default_step_seconds:
+        return max(p.driver_seconds.total, p.default_driver_seconds.total) / p.default_step_seconds
+    return 0.0 if p.work.calls == 0 and p.default_work.calls == 0 else None
 
 
 def confirmation_of(s: SettingResult, p: SpeedPrediction) -> Reason | None:

@@ -76,7 +76,8 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                                  [str(c) for c in planned[env] if c.is_async], options.max_slowdown, named=named)
                  for env in envs}
         _record_skips(folder, plans)
-        pair = [_confirming(task(env, AllocConf.parse(conf), 0), _alternate(env, conf, plan, records, replayed))
+        pair = [_confirming(task(env, AllocConf.parse(conf), 0),
+                            _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf)))
                 for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
         for t in pair:
             if t.alternate:
@@ -107,8 +108,8 @@ def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
     return replace(task, early_stop=True, alternate=alternate) if task.workload.get("command") else task
 
 
-def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord],
-               replayed: list[SettingResult]) -> str | None:
+def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], replayed: list[SettingResult],
+               prediction: SpeedPrediction | None) -> str | None:
     """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
     (decide/confirm.in_process), else None (a pair of processes)."""
     probe = next((p for p in plan.probes if p.env_id == env), None)
@@ -116,7 +117,7 @@ def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord],
     window = default_window(records, env)
     if probe is None or default is None or window is None:
         return None
-    how = in_process(conf, probe.torch_version, default.fits, window[0], window[1])
+    how = in_process(conf, probe.torch_version, default.fits, window[0], window[1], prediction)
     if how is None:
         return None
     b = how.blocks
