@@ -48,10 +48,12 @@ class MeasuredError:
 
 
 # docs/evidence.md, "Speed from driver work": predicted against measured inside one process, per setting, for jobs
-# with driver work every step: on the H200 one calling empty_cache() (-4.9 to +2.6 points), on the H100 a GPU-bound
-# and a launch-bound one (-3.2 to +36.1: expandable segments' map calls cost far less in the busy job than
-# calibrate's idle device priced them; results/h100-speed-model-2026-12-06).
-PREDICTION_ERROR = MeasuredError(-0.049, 0.361, "H200 and H100, torch 2.11, three jobs with driver work every step, "
+# with driver work every step: on the H200 one calling empty_cache() (-4.9 to +2.6 points), on one H100 a GPU-bound
+# and a launch-bound one at idle prices (-3.2 to +36.1: results/h100-speed-model-2026-12-06), on another H100 three
+# jobs at the busy device's prices (-2.9 to +20.6: results/h100-speed-model-v-2026-12-06). Expandable segments' are
+# the far ones, on the slow side; in one process their blocks made half the maps the replay prices, so how far a
+# process under them from its start would be is not measured. The range stated is the widest seen.
+PREDICTION_ERROR = MeasuredError(-0.049, 0.361, "H200 and H100, torch 2.11, four jobs with driver work every step, "
                                  "4 settings each")
 
 
