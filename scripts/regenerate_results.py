@@ -2,7 +2,8 @@
 """Regenerate the committed results folders (every results/**/choice.json, or those named) against this checkout:
 each is copied to the same relative path under a scratch folder, `alloctune report` runs on the copy from there
 (so that best.env names the folder as the checkout does), and the files a report writes are copied back (but a
-choice.json of an older schema that still says what the report decided: it reads through its upgrade). Prints
+choice.json of schema 1: it stays as it is where it still says what the report decided, reading through its
+upgrade, and keeps its schema where the decision's words changed). Prints
 each change report says it made to a folder's choice or best.env; tests/results/test_committed_in_step.py holds
 the folders to it. A changed choice deserves a line in the folder's NOTE and in the commit message.
 
@@ -45,11 +46,22 @@ def regenerate(folder: Path, scratch: Path) -> list[str]:
     for name in WRITTEN:
         if name == CHOICE_FILE and says_the_same(ROOT / folder / name, copy):
             continue   # an older schema's file that reads as the new decision stays as it is (results/upgrade.py)
+        if name == CHOICE_FILE and schema_of(ROOT / folder / name) == 1:
+            # schema 1 keeps its schema: the decision in the form it kept, what this checkout says now
+            (ROOT / folder / name).write_text(schema1_text(ResultsFolder(copy).choices()), encoding="utf-8")
+            continue
         if (copy / name).exists():
             shutil.copyfile(copy / name, ROOT / folder / name)
         else:
             (ROOT / folder / name).unlink(missing_ok=True)
     return done.stderr.splitlines()
+
+
+def schema_of(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("schema")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def says_the_same(committed: Path, copy: Path) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..results.alternation import AlternationEnd
 from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..settings.known import Feature, Severity
 from .growth import Sample
@@ -19,7 +18,12 @@ class Stop(str, enum.Enum):
     MAX_REPEATS = "max_repeats"
     TIME_BUDGET = "time_budget"       # or an interrupted sweep
     SETTLED = "settled"               # the sequential test accepted or refused (`rounds.sequential`)
-    IN_PROCESS = "in_process"         # blocks in one process, not rounds: the alternation ended (`alternation_end`)
+    # blocks in one process, not rounds (decide/inprocess.py): why the alternation ended (results/alternation.py)
+    JOB_ENDED = "job_ended"           # the job ended first
+    MAX_PAIRS = "max_pairs"           # it ran the most pairs of blocks it is given
+    MAX_SECONDS = "max_seconds"       # it ran for as long as it is given
+    AGREED = "agreed"                 # another process of the job proposed the stop
+    SWITCH_FAILED = "switch_failed"   # torch did not take a switch
 
     def __str__(self) -> str:
         return self.value
@@ -258,7 +262,6 @@ class Precision:
     stop: Stop | None = None          # PRECISION_SHORT: why the rounds stopped
     max_repeats: int | None = None
     rounds_needed: int | None = None  # PRECISION_SHORT from 2 rounds on: about how many would reach the goal
-    alternation_end: AlternationEnd | None = None   # Stop.IN_PROCESS: why the blocks stopped (rounds: their pairs)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from ..decide.quoted import (AgainstWinner, BackendSkipped, Contaminated, Defaul
                              GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
                              RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured,
                              Unstable, WholeCard)
-from ..results.alternation import AlternationEnd
 from ..results.choices import ChoiceRecord, ReasonRecord
 from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..results.folder import Skipped
@@ -93,8 +92,12 @@ def _too_slow(f: TooSlow, _: Refusals) -> str:
 def _throughput(code: Code) -> Callable[[Throughput, Refusals], str]:
     def say(f: Throughput, _: Refusals) -> str:
         c = f.vs_default
-        head = (f"throughput {times(c.ratio, 3)} the default's (median {format_rate(f.median, f.unit)} against "
-                f"{format_rate(f.default_median, f.default_unit)}): ")
+        medians = f"{format_rate(f.median, f.unit)} against {format_rate(f.default_median, f.default_unit)}"
+        # the ratio is the mean of paired log ratios; medians that point the other way are said to be within it
+        against = (f.median - f.default_median) * (c.ratio - 1) < 0
+        head = (f"throughput {times(c.ratio, 3)} the default's (" +
+                (f"medians {medians}, the other way within the pairs' spread" if against else f"median {medians}") +
+                "): ")
         if code is Code.THROUGHPUT_UNTESTED:
             return head + ("NOT TESTED, one repeat cannot tell a difference from noise (fresh processes vary by "
                            "several percent); confirm with --repeats 3 or more")
@@ -248,23 +251,21 @@ def _against_winner(f: AgainstWinner, _: Refusals) -> str:
     return f"costs {format_bytes(f.peak_bytes - f.winner_bytes)} more {f.measure} than the winner ({pct}){diff}"
 
 
+_BLOCKS_STOPPED = {Stop.JOB_ENDED: "the job ended", Stop.MAX_PAIRS: "it ran the most pairs it is given",
+                   Stop.MAX_SECONDS: "it ran for as long as it is given",
+                   Stop.AGREED: "another process of the job stopped it", Stop.SWITCH_FAILED: "torch did not take a switch"}
+
+
 def _precision(f: Precision, _: Refusals) -> str:
     assert f.detectable is not None
     got = f"the smallest slowdown this sweep could detect is {f.detectable:.1%} (95% interval ±{f.detectable:.1%}"
     if f.stop is None:
         return got + f" after {f.rounds} rounds, within the ±{f.goal:.0%} goal)"
-    if f.stop is Stop.IN_PROCESS:
-        assert f.alternation_end is not None
-        ended = {AlternationEnd.JOB_ENDED: "the job ended",
-                 AlternationEnd.MAX_PAIRS: "it ran the most pairs it is given",
-                 AlternationEnd.MAX_SECONDS: "it ran for as long as it is given",
-                 AlternationEnd.AGREED: "another process of the job stopped it",
-                 AlternationEnd.SWITCH_FAILED: "torch did not take a switch",
-                 AlternationEnd.RESOLVED: "it reached the resolution asked for"}[f.alternation_end]
+    if f.stop in _BLOCKS_STOPPED:
         need = (f"; at this spread between pairs ±{f.goal:.0%} needs about {f.rounds_needed} pairs, a longer run of "
                 f"the job" if f.rounds_needed is not None else "")
         return (got + f"): wider than the ±{f.goal:.0%} goal because the blocks in one process stopped after "
-                      f"{plural(f.rounds, 'pair')}: {ended}{need}")
+                      f"{plural(f.rounds, 'pair')}: {_BLOCKS_STOPPED[f.stop]}{need}")
     why = {Stop.FIXED_REPEATS: f"--repeats fixed {f.rounds} rounds",
            Stop.MAX_REPEATS: f"the sweep stopped at --max-repeats {f.max_repeats}",
            Stop.TIME_BUDGET: f"the time budget ran out (or the sweep was interrupted) after "

@@ -785,3 +785,18 @@ def test_a_tie_lost_by_a_setting_predicted_beyond_the_allowance_says_the_predict
     text = ("ties with the winner on peak reserved (11.73 GiB, -0.1%) but loses the tie: it sets 1 key against 0; "
             "also predicted 13.4% slower than the default from its driver calls, beyond the 2% allowance")
     assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
+def test_medians_that_point_the_other_way_from_the_paired_ratio_are_said_to():
+    """The ratio is the mean of paired log ratios; each setting's median comes from all its runs. Where they point
+    different ways (0.995x beside 239,712 against 239,521 tokens/s, results/transformer-packed-h200-20261129-235232),
+    the words say so rather than read as a contradiction; where they agree, as before."""
+    from alloctune.decide.quoted import Throughput
+    from alloctune.results.figures import Comparison
+
+    c = Comparison(0.995, 0.67, 0.2, 0.02, 0.956, 1.037, pairs=3)
+    other_way = sentence(Reason(Code.THROUGHPUT_SAME, Throughput(c, 239712.0, 239521.0, "tokens", "tokens", 0.02, 0.01)))
+    assert other_way.startswith("throughput 0.995x the default's (medians 239,712 tokens/s against 239,521 tokens/s, "
+                                "the other way within the pairs' spread): no significant difference")
+    same_way = sentence(Reason(Code.THROUGHPUT_SAME, Throughput(c, 239000.0, 239521.0, "tokens", "tokens", 0.02, 0.01)))
+    assert same_way.startswith("throughput 0.995x the default's (median 239,000 tokens/s against 239,521 tokens/s): ")
