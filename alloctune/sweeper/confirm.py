@@ -76,9 +76,11 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                                  [str(c) for c in planned[env] if c.is_async], options.max_slowdown, named=named)
                  for env in envs}
         _record_skips(folder, plans)
-        pair = [_confirming(task(env, AllocConf.parse(conf), 0),
-                            _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf)))
-                for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
+        tasks = [(env, conf, task(env, AllocConf.parse(conf), 0))
+                 for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
+        pair = [_confirming(t, _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf),
+                                          t.timeout_s))
+                for env, conf, t in tasks]
         for t in pair:
             if t.alternate:
                 callbacks.notice(f"{conf_label(str(t.conf))}: confirmed against the default inside one process, "
@@ -109,9 +111,10 @@ def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
 
 
 def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], replayed: list[SettingResult],
-               prediction: SpeedPrediction | None) -> str | None:
+               prediction: SpeedPrediction | None, timeout_s: float) -> str | None:
     """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
-    (decide/confirm.in_process), else None (a pair of processes)."""
+    (decide/confirm.in_process), else None (a pair of processes). Its blocks end within half the trial's time
+    limit, which also holds the job's start-up and warm-up."""
     probe = next((p for p in plan.probes if p.env_id == env), None)
     default = next((s for s in replayed if measured_env_id(s.env_id) == env and s.is_default), None)
     window = default_window(records, env)
@@ -121,7 +124,8 @@ def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], repl
     if how is None:
         return None
     b = how.blocks
-    return alternate_env(how.strings, b.block_steps, b.skip_steps, b.target, b.min_pairs, b.max_pairs, b.max_seconds)
+    return alternate_env(how.strings, b.block_steps, b.skip_steps, b.target, b.min_pairs, b.max_pairs,
+                         min(b.max_seconds, timeout_s / 2))
 
 
 def _confirmation(records: list[TrialRecord], env: str, winner: str,
