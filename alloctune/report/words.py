@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 from ..decide.order import TieRule
 from ..decide.reasons import Code, Reason
 from ..decide.quoted import (AgainstWinner, BackendSkipped, Contaminated, DefaultFailed, DeviceSpread, Failed,
-                             GrowthCheck, KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
+                             KeepDefault, KnownProblem, Measure, MoreMemory, NothingFits, Precision,
                              RefusedLower, Retries, SavesMemory, Stop, Throughput, TieBreak, Ties, TooSlow, Unmeasured,
                              Unstable, WholeCard)
 from ..results.choices import ChoiceRecord, ReasonRecord
@@ -25,6 +25,7 @@ from .provenance import dry_run_words
 from ..settings.conf import conf_label
 from .predicted import (async_measured, async_not_needed, confirmation, not_negligible, predicted_too_slow,
                         slower_than, unpredicted)
+from . import growth
 from .problems import known_problem
 
 Refusals = Mapping[str, Reason]   # conf -> why it may not be recommended (REFUSED_LOWER says them)
@@ -253,7 +254,8 @@ def _against_winner(f: AgainstWinner, _: Refusals) -> str:
 
 _BLOCKS_STOPPED = {Stop.JOB_ENDED: "the job ended", Stop.MAX_PAIRS: "it ran the most pairs it is given",
                    Stop.MAX_SECONDS: "it ran for as long as it is given",
-                   Stop.AGREED: "another process of the job stopped it", Stop.SWITCH_FAILED: "torch did not take a switch"}
+                   Stop.AGREED: "another process of the job stopped it",
+                   Stop.SWITCH_FAILED: "torch did not take a switch"}
 
 
 def _precision(f: Precision, _: Refusals) -> str:
@@ -291,27 +293,6 @@ def _known(head: str) -> Callable[[KnownProblem, Refusals], str]:
     return lambda f, _: known_problem(f, head)
 
 
-def _rise(f: GrowthCheck) -> str:
-    assert f.at_k is not None and f.at_2k is not None
-    return (f"reserved memory rose {format_bytes(f.at_2k.reserved - f.at_k.reserved)} from step {f.at_k.step} to "
-            f"step {f.at_2k.step} ({format_bytes(f.at_k.reserved)} to {format_bytes(f.at_2k.reserved)}) while "
-            f"allocated rose {format_bytes(f.at_2k.allocated - f.at_k.allocated)}")
-
-
-def _growing(f: GrowthCheck, _: Refusals) -> str:
-    return (f"growth check: {_rise(f)}, in {f.growing} of {f.checked} repeats: it keeps memory it cannot reuse, "
-            f"so a longer run would need more than this trial measured")
-
-
-def _growth_steady(f: GrowthCheck, _: Refusals) -> str:
-    return f"growth check: steady in all {f.checked} repeats compared (the largest change: {_rise(f)})"
-
-
-def _growth_undecided(f: GrowthCheck, _: Refusals) -> str:
-    return (f"caution: the growth check could not decide: none of the {f.repeats} repeats recorded samples at two "
-            f"steps to compare (the job ended before step 2K of --check-growth K)")
-
-
 def _fixed(text: str) -> Callable[[Any, Refusals], str]:
     return lambda f, _: text
 
@@ -338,8 +319,8 @@ _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.TIES: _ties, Code.UNSTABLE: _unstable,
     Code.REFUSED_UNSAFE: _refused("were refused for what a short trial does not show", ": "),
     Code.KNOWN_CAVEAT: _known("caution: the chosen setting is "),
-    Code.GROWTH_STEADY: _growth_steady, Code.GROWTH_UNDECIDED: _growth_undecided,
-    Code.KNOWN_PROBLEM: _known(""), Code.GROWING: _growing,
+    Code.GROWTH_STEADY: lambda f, _: growth.steady(f), Code.GROWTH_UNDECIDED: lambda f, _: growth.undecided(f),
+    Code.KNOWN_PROBLEM: _known(""), Code.GROWING: lambda f, _: growth.growing(f),
     Code.FAILED: _failed, Code.MORE_MEMORY: _more_memory, Code.MORE_RETRIES: _more_retries, Code.TOO_SLOW: _too_slow,
     Code.LOSES_TIE: _against_winner, Code.COSTS_MORE: _against_winner,
     Code.PRECISION_UNKNOWN: _fixed("throughput was not compared with an interval (fewer than 2 rounds with both "
