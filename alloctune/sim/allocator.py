@@ -60,6 +60,7 @@ class Allocator(Segments):
                  overhead_bytes: int = 0, torch_version: str = "2.11"):
         self.config = c = allocator_config(conf, device_memory, budget_bytes=budget_bytes,
                                            overhead_bytes=overhead_bytes, torch_version=torch_version)
+        self.torch_version = torch_version
         super().__init__(c.device_memory, c.overhead, c.large_segment)
         self.allowed = c.allowed
         self.max_split = c.max_split
@@ -96,6 +97,18 @@ class Allocator(Segments):
 
     def empty_cache(self) -> None:
         self.release_cached_blocks()
+
+    def switch(self, conf: AllocConf) -> None:
+        """`conf` from now on, as torch's run-time parse (`_set_allocator_settings`) sets it in a running process:
+        the rules of requests to come change, the segments already made keep their kind (a process switched to
+        expandable segments keeps its ordinary ones, and their free blocks, beside the new expandable ones). The
+        Python core only: what an in-process confirmation's blocks meet (scripts/jobs/switch_replay.py)."""
+        c = allocator_config(conf, self.device_memory, overhead_bytes=self.overhead, torch_version=self.torch_version)
+        self.config, self.max_split, self.non_split_rounding = c, c.max_split, c.non_split_rounding   # budget kept
+        self.expandable, self.gc_threshold, self._rounded = c.expandable, c.gc_threshold, {}
+        for pool in [*self._large_pools.values(), *self._small_pools.values()]:
+            if pool.owner is None:
+                pool.expandable = c.expandable
 
     def malloc_block(self, size: int, stream: int) -> Block | None:
         """`malloc` returning the block itself (None on OOM), which a replay hands back to `free_block`."""
@@ -301,18 +314,19 @@ class Allocator(Segments):
         for pool in [*self._large_pools.values(), *self._small_pools.values()]:
             if not releasable(pool, capturing):
                 continue
-            if pool.expandable:
-                for key in list(pool.blocks):
-                    self.unmap_block(self._blocks[key & KEY_MASK])
-                continue
-            kept = []
+            # As torch's release_blocks, block by block: a pool holds both kinds after a run-time switch (`switch`)
+            kept, unmapped = [], []
             for key in pool.blocks:
                 block = self._blocks[key & KEY_MASK]
-                if block.is_split():
+                if block.segment is not None:
+                    unmapped.append(block)
+                elif block.is_split():
                     kept.append(key)
                 else:
                     self.release_block(block)
-            pool.blocks = kept
+            pool.blocks = sorted(kept + [b.key for b in unmapped])
+            for block in unmapped:
+                self.unmap_block(block)
 
     # ---------------------------------------------------------------- garbage collection
 
