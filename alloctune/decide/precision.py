@@ -47,10 +47,9 @@ def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bo
     return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
 
 
-# Why an in-process comparison's blocks stopped short of the goal, as the precision's reason keeps it (RESOLVED
-# reaches it, unless a job's spread moved after the stop rule's last look: then as if its pairs ran out).
+# Why an in-process comparison's blocks stopped short of the goal, as the precision's reason keeps it.
 _BLOCKS_ENDED = {AlternationEnd.JOB_ENDED: Stop.JOB_ENDED, AlternationEnd.MAX_PAIRS: Stop.MAX_PAIRS,
                  AlternationEnd.MAX_SECONDS: Stop.MAX_SECONDS, AlternationEnd.AGREED: Stop.AGREED,
-                 AlternationEnd.SWITCH_FAILED: Stop.SWITCH_FAILED, AlternationEnd.RESOLVED: Stop.MAX_PAIRS}
+                 AlternationEnd.SWITCH_FAILED: Stop.SWITCH_FAILED, AlternationEnd.RESOLVED: Stop.RESOLVED}
 
 

@@ -24,6 +24,7 @@ class Stop(str, enum.Enum):
     MAX_SECONDS = "max_seconds"       # it ran for as long as it is given
     AGREED = "agreed"                 # another process of the job proposed the stop
     SWITCH_FAILED = "switch_failed"   # torch did not take a switch
+    RESOLVED = "resolved"             # its stop rule's normal interval reached the target; Student's t is wider
 
     def __str__(self) -> str:
         return self.value

@@ -255,7 +255,9 @@ def _against_winner(f: AgainstWinner, _: Refusals) -> str:
 _BLOCKS_STOPPED = {Stop.JOB_ENDED: "the job ended", Stop.MAX_PAIRS: "it ran the most pairs it is given",
                    Stop.MAX_SECONDS: "it ran for as long as it is given",
                    Stop.AGREED: "another process of the job stopped it",
-                   Stop.SWITCH_FAILED: "torch did not take a switch"}
+                   Stop.SWITCH_FAILED: "torch did not take a switch",
+                   Stop.RESOLVED: "its stop rule's normal interval met the target, and Student's t is wider at so "
+                                  "few pairs"}
 
 
 def _precision(f: Precision, _: Refusals) -> str:

@@ -99,10 +99,8 @@ class Allocator(Segments):
         self.release_cached_blocks()
 
     def switch(self, conf: AllocConf) -> None:
-        """`conf` from now on, as torch's run-time parse (`_set_allocator_settings`) sets it in a running process:
-        the rules of requests to come change, the segments already made keep their kind (a process switched to
-        expandable segments keeps its ordinary ones, and their free blocks, beside the new expandable ones). The
-        Python core only: what an in-process confirmation's blocks meet (scripts/jobs/switch_replay.py)."""
+        """`conf` from now on, as torch's run-time parse sets it in a running process: the segments already made
+        keep their kind. Python core only (what in-process blocks meet: scripts/jobs/switch_replay.py)."""
         c = allocator_config(conf, self.device_memory, overhead_bytes=self.overhead, torch_version=self.torch_version)
         self.config, self.max_split, self.non_split_rounding = c, c.max_split, c.non_split_rounding   # budget kept
         self.expandable, self.gc_threshold, self._rounded = c.expandable, c.gc_threshold, {}
