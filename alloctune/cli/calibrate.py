@@ -40,19 +40,22 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(calibration.to_json(), indent=2))
         return 0
+    def line(fit) -> str:   # a synchronisation moves no bytes: its fixed cost alone
+        if fit is None:
+            return "-"
+        sized = any(s.bytes for s in fit.samples)
+        return f"{fit.fixed_us:.1f} + {fit.per_mib_us:.3f}/MiB" if sized else f"{fit.fixed_us:.1f}"
+
     rows = []
     for call, fit in (("cudaMalloc", calibration.device_alloc), ("cudaFree", calibration.device_free),
                       ("map pages", calibration.map), ("unmap pages", calibration.unmap),
                       ("synchronize", calibration.sync)):
         points = ", ".join(f"{s.bytes / 2**20:g}: {s.median_us:.0f}" if s.bytes else f"idle: {s.median_us:.1f}"
                            for s in fit.samples)
-        busy = fit.busy
-        rows.append([call, f"{fit.fixed_us:.1f}", f"{fit.per_mib_us:.3f}",
-                     f"{busy.fixed_us:.1f}" if busy else "-", f"{busy.per_mib_us:.3f}" if busy else "-", points])
+        rows.append([call, line(fit), line(fit.busy), points])
     out = console()
     print_table(out, figures_table(
-        ["call", "idle: fixed µs", "µs per MiB", "busy: fixed µs", "µs per MiB", "idle, MiB: median µs"], rows,
-        column={0: {}, 5: {}},
+        ["call", "idle device, µs", "busy device, µs", "idle, MiB: median µs"], rows, column={0: {}, 3: {}},
         title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
               f"torch {calibration.torch}",
         caption=f"measured {calibration.measured_at}; pages: of expandable segments; busy: behind queued GPU work, "

@@ -71,8 +71,8 @@ def test_calibrate_prints_each_calls_fit_and_where_it_is_kept(tmp_path, standin)
     assert lines[0].strip() == "NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130"
     cal = read_calibration(H200)
     row = next(line for line in lines if line.strip().startswith("cudaMalloc"))
-    assert row.split()[1:3] == [f"{cal.device_alloc.fixed_us:.1f}", f"{cal.device_alloc.per_mib_us:.3f}"]
-    assert row.split()[3:5] == ["-", "-"]   # no busy device's fit in a calibration from before it was measured
+    assert row.split()[1:4] == [f"{cal.device_alloc.fixed_us:.1f}", "+", f"{cal.device_alloc.per_mib_us:.3f}/MiB"]
+    assert row.split()[4] == "-"   # no busy device's fit in a calibration from before it was measured
     assert row.split()[5:] == ["2:", "49,", "20:", "46,", "128:", "64,", "1024:", "89"]   # MiB: median µs
     assert any(line.split()[0] == "synchronize" and "idle: 4.0" in line for line in lines if line.strip())
     assert lines[-2] == "Kept for sweeps on this GPU model, driver and torch:"
