@@ -97,6 +97,12 @@ class Calibration:
     unmap: CostFit               # expandable segments: releasing whole pages (synchronise, unmap, release)
     sync: CostFit                # torch.cuda.synchronize() with nothing queued: the fixed overhead alone
 
+    @property
+    def busy_measured(self) -> bool:
+        """Whether every kind of call that moves memory was also timed on a busy device (a calibration from before
+        that was measured prices a job's calls at the idle device's)."""
+        return all(getattr(self, kind).busy is not None for kind in ("device_alloc", "device_free", "map", "unmap"))
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -51,15 +51,19 @@ def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
 
 def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     """The calibration of `target`'s GPU `gpu` (an index into the GPUs it sees) from the per-user store, or
-    measured now and stored there. A stored file that cannot be read is measured again, with a warning."""
+    measured now and stored there. A stored file that cannot be read is measured again, with a warning; one from
+    before calls were timed on a busy device, without."""
     if not target.cuda_available or gpu >= len(target.devices):
         raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
     path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version)
     if path.is_file():
         try:
-            return read_calibration(path)
+            stored = read_calibration(path)
         except ResultsError as exc:
             warnings.warn(f"{exc}; measuring again")
+        else:
+            if stored.busy_measured:   # else from before the busy device was timed: measured again, seconds
+                return stored
     calibration = measure(target.python, gpu)
     store(calibration)
     return calibration

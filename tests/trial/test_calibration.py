@@ -21,6 +21,8 @@ from alloctune.trial.probe import ProbeResult
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
+# results/h100-speed-model-v-2026-12-06's: idle and busy device
+H100_BUSY = ROOT / "tests" / "fixtures" / "calibration" / "h100-busy-torch2.11.json"
 
 
 def point(mib: float, us: float) -> CostSample:
@@ -120,10 +122,19 @@ def probed(cal, python: str = sys.executable) -> ProbeResult:
 
 def test_a_sweep_gets_the_stored_calibration_of_its_gpu_without_measuring(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    cal = read_calibration(H200)
+    cal = read_calibration(H100_BUSY)
+    assert cal.busy_measured and not read_calibration(H200).busy_measured
     store(cal)
     # no GPU here: measuring would fail, so what comes back is the stored one
     assert calibration_for(probed(cal, python="/nonexistent/python")) == cal
+
+
+def test_a_stored_calibration_from_before_the_busy_device_was_timed_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cal = read_calibration(H200)
+    store(cal)
+    with pytest.raises(AlloctuneError, match="cannot run Python interpreter /nonexistent/python"):
+        calibration_for(probed(cal, python="/nonexistent/python"))
 
 
 @pytest.mark.usefixtures("no_visible_gpu")
