@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import Callable, Collection
 
 from ..decide.reasons import Reason
-from ..decide.confirm import SpeedPlan, confirmation_of, in_process, needs_rounds, plan_speed
+from ..decide.confirm import (IN_PROCESS_DRIVER_SHARE, SpeedPlan, confirmation_of, driver_share, in_process,
+                              needs_rounds, plan_speed)
 from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.speed import SpeedPrediction, default_window, predictions, step_seconds
 from ..decide.summary import SettingResult, summarize_settings
@@ -23,6 +24,7 @@ from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, measured_env_id
 from ..settings.conf import AllocConf, conf_label
+from ..settings.switching import switch_strings
 from ..trial.calibration import calibration_for
 from ..trial.inprocess import alternate_env, block_steps
 from ..trial.probe import ProbeResult
@@ -81,10 +83,17 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
         pair = [_confirming(t, _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf),
                                           t.timeout_s))
                 for env, conf, t in tasks]
-        for t in pair:
+        for (env, conf, _), t in zip(tasks, pair):
+            share = driver_share(predicted.get(env, {}).get(conf))
             if t.alternate:
-                callbacks.notice(f"{conf_label(str(t.conf))}: confirmed against the default inside one process, "
+                callbacks.notice(f"{conf_label(conf)}: confirmed against the default inside one process, "
                                  f"in blocks of {block_steps(t.alternate)} steps")
+            elif (conf and t.workload.get("command") and share is not None and share > IN_PROCESS_DRIVER_SHARE
+                  and _switchable(plan, env, conf)):
+                callbacks.notice(f"{conf_label(conf)}: confirmed by a pair of processes, not inside one: the replay "
+                                 f"prices driver calls at {share:.1%} of a step, and a setting switched to inside a "
+                                 f"running process allocates beside what it made before, so its calls would not be "
+                                 f"its own")
         rounds = {env: [conf for conf, _ in p.rounds] for env, p in plans.items()}
         finished = folder.store.finished_keys()
         tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))
@@ -108,6 +117,12 @@ def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
     """A confirmation trial: a command's may stop once warm-up and enough steady steps were timed, or, where it
     alternates with the default in one process (`alternate`), once its blocks time the ratio well enough."""
     return replace(task, early_stop=True, alternate=alternate) if task.workload.get("command") else task
+
+
+def _switchable(plan: Plan, env: str, conf: str) -> bool:
+    """Whether the environment's torch can switch `conf` and the default while the job runs."""
+    probe = next((p for p in plan.probes if p.env_id == env), None)
+    return probe is not None and switch_strings(AllocConf.parse(conf), AllocConf(), probe.torch_version) is not None
 
 
 def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], replayed: list[SettingResult],

@@ -348,3 +348,19 @@ def test_a_confirmation_that_disagrees_sends_the_winner_to_rounds(tmp_path, peak
                for n in notices), notices
     choice = measured_choice(outcome)
     assert choice.best.conf == "" and dict((s.conf, r.code) for s, r in choice.runners_up)[ES] is Code.TOO_SLOW
+
+
+def test_a_winner_whose_driver_calls_are_a_material_part_of_a_step_is_not_confirmed_inside_one_process(tmp_path,
+                                                                                                       varlen):
+    """At 70 steps/s expandable segments' maps are 0.6% of a step (beyond `IN_PROCESS_DRIVER_SHARE`) and still
+    answered by its prediction: a pair of processes confirms it, and says why not one process."""
+    from alloctune.decide.confirm import IN_PROCESS_DRIVER_SHARE, driver_share
+
+    notices = []
+    outcome, order = command_sweep(tmp_path, varlen, rate=70.0, grid=[ES], notice=notices.append)
+    assert order == ["R", "", ES]
+    p = measured_choice(outcome).predictions[ES]
+    assert (share := driver_share(p)) is not None and share > IN_PROCESS_DRIVER_SHARE and p.answers_alone(0.02)
+    assert not any("inside one process, in blocks" in n for n in notices)
+    [why] = [n for n in notices if n.startswith(f"{ES}: confirmed by a pair of processes, not inside one")]
+    assert f"prices driver calls at {share:.1%} of a step" in why
