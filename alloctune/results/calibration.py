@@ -41,8 +41,20 @@ class CostSample:
 Share = Annotated[float, within(0, 1, "a share of the queued work")]
 
 
+class _Line:
+    """A fit's price: microseconds = fixed_us + per_mib_us x MiB (`CostFit`, `BusyFit`)."""
+
+    fixed_us: float
+    per_mib_us: float
+
+    def seconds(self, calls: float, nbytes: float) -> float:
+        """What `calls` calls moving `nbytes` in all cost, in seconds (the fit is linear, so averages per step
+        give the average cost per step)."""
+        return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
+
+
 @dataclass(frozen=True)
-class CostFit:
+class CostFit(_Line):
     """One kind of driver call: microseconds = fixed_us + per_mib_us x MiB, fitted to `samples`, measured on an
     idle device. `busy`: the same call on a busy device, as a running job makes it (None: a calibration from before
     it was measured, or a synchronisation, which on a busy device is all wait)."""
@@ -52,11 +64,6 @@ class CostFit:
     samples: list[CostSample]
     busy: "BusyFit | None" = None
 
-    def seconds(self, calls: float, nbytes: float) -> float:
-        """What `calls` calls moving `nbytes` in all cost, in seconds (the fit is linear, so averages per step
-        give the average cost per step)."""
-        return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
-
     @property
     def in_a_job(self) -> "CostFit | BusyFit":
         """The price of a call a running job makes: the busy device's where it was measured, else the idle one."""
@@ -64,9 +71,9 @@ class CostFit:
 
 
 @dataclass(frozen=True)
-class BusyFit:
+class BusyFit(_Line):
     """A kind of call timed at each size with GPU work queued before it (`torch.cuda._sleep`, two depths), as a job
-    makes it: the device busy, its clocks up. A call that synchronises (cudaFree, an unmap) waits for the queued
+    makes it: the device busy. A call that synchronises (cudaFree, an unmap) waits for the queued
     work, one that does not (cudaMalloc, a map, on most drivers) for none; `waits` is that share (the slope of its
     time in the depth), and each sample is the call's own cost, its time less the wait."""
 
@@ -75,9 +82,6 @@ class BusyFit:
     samples: list[CostSample]
     waits: Share
     queued_us: list[Micros]   # the two depths of queued work it was timed behind
-
-    def seconds(self, calls: float, nbytes: float) -> float:
-        return (calls * self.fixed_us + nbytes / MiB * self.per_mib_us) * 1e-6
 
 
 @dataclass(frozen=True)
