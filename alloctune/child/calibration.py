@@ -9,11 +9,10 @@ idle torch.cuda.synchronize(). expandable: growing by whole pages (a `segment_ma
 `memory_stats` num_device_alloc / num_device_free and the reserved bytes must move by exactly what it should, or
 the child stops with what it saw. The device is synchronised before each timed call, so nothing queued is waited
 for: these are the calls' own costs on an idle device. Then each kind is timed again at every size behind two
-depths of GPU work queued on purpose (`BusyFit`), as a running job makes it: the device busy, its clocks up. How
+depths of GPU work queued on purpose (`BusyFit`), as a running job makes it: the device busy. How
 much of the queued work a call waits for is the slope between the depths (a cudaFree and an unmap wait for all of
 it; a cudaMalloc or a map, on most drivers, for none); its own cost is its time less that wait. A job's calls are
-priced by these (decide/speed.py): a device that idles between calibrated calls prices some of them far above
-what they cost in a job (on an H100, a map of expandable segments' pages at about 1.5 times).
+priced by these (decide/speed.py); on an H100 they differed from the idle device's by up to 20% a call.
 
 Each answer is one line marked MARK on stdout: an `Answer`, or {"error": ...}. The
 analysis (`summarise`, `fit`) is pure and tested on built samples. Standard library and torch only, and light
