@@ -12,7 +12,7 @@ for: these are the calls' own costs on an idle device. Then each kind is timed a
 depths of GPU work queued on purpose (`BusyFit`), as a running job makes it: the device busy. How
 much of the queued work a call waits for is the slope between the depths (a cudaFree and an unmap wait for all of
 it; a cudaMalloc or a map, on most drivers, for none); its own cost is its time less that wait. A job's calls are
-priced by these (decide/speed.py); on an H100 they differed from the idle device's by up to 20% a call.
+priced by these (decide/speed.py); on an H100 they were 21% below to 49% above the idle device's, call by call.
 
 Each answer is one line marked MARK on stdout: an `Answer`, or {"error": ...}. The
 analysis (`summarise`, `fit`) is pure and tested on built samples. Standard library and torch only, and light

@@ -3,17 +3,18 @@ on the GPU (`Calibration`): no GPU run of the setting. Pure functions, no words.
 
     predicted step = the default's measured step - the default's driver seconds + the setting's driver seconds
 
-The driver seconds of a step are its cudaMalloc, cudaFree, map and unmap calls, each priced by its fit (fixed +
-per MiB) at the step's average count and bytes, plus each synchronisation's fixed overhead. A call is priced as it
-costs on a busy device (`CostFit.in_a_job`: timed behind queued GPU work, less the part of it the call waits for),
-where a job makes it (a calibration from before that was measured: on an idle device). On one H100 the two differ
-by up to 20% a call (results/h100-speed-model-v-2026-12-06); two H100 machines priced the same calls 2 times apart,
-so a calibration is the machine's. What that leaves out, and says so: a synchronisation also waits for the work
-queued before it, which only the job's queue depth knows (a cudaFree or an unmap in the middle of a step drains the GPU's queue; the time the CPU then needs to fill it
-again is not in any count). A setting that synchronises more often than the default therefore never answers from
-its prediction alone (`added_syncs`, the synchronisations it adds, says why).
-Calibrations are made on an idle device, so a cudaFree's own synchronisation is in its price; counting it again
-among the syncs costs the sync's few microseconds once more, and errs on the slow side.
+The driver seconds of a step are its cudaMalloc, cudaFree, map and unmap calls, each priced by its fit (fixed + per
+MiB) at the step's average count and bytes, plus each synchronisation's fixed overhead. A call is priced as it costs
+on a busy device (`CostFit.in_a_job`: timed behind queued GPU work, less the part of it the call waits for), where a
+job makes it (a calibration from before that was measured: on an idle device). On one H100 the busy device's were
+21% below to 49% above the idle one's, size by size (results/h100-speed-model-v-2026-12-06); two H100 machines
+priced the same calls 2 times apart, so a calibration is the machine's. What that leaves out, and says so: a
+synchronisation also waits for the work queued before it, which only the job's queue depth knows (a cudaFree or an
+unmap in the middle of a step drains the GPU's queue; the time the CPU then needs to fill it again is not in any
+count). A setting that synchronises more often than the default therefore never answers from its prediction alone
+(`added_syncs`, the synchronisations it adds, says why).
+A cudaFree's own synchronisation is in its price (the busy device's less the queued work it waited for); counting it
+again among the syncs costs the sync's few microseconds once more, and errs on the slow side.
 """
 from __future__ import annotations
 
