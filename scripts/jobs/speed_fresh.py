@@ -29,11 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from alloctune.decide.speed import predict  # noqa: E402
 from alloctune.results.calibration import read_calibration  # noqa: E402
-from alloctune.results.records import DriverWork  # noqa: E402
+from speed_model import t95, works  # noqa: E402   (beside this script)
 
 SETTINGS = ("default", "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4")
 MARK = "SPEED-FRESH "
-T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
 
 
 def run(res: Path, job: str, rounds: int, steps: int) -> int:
@@ -62,14 +61,12 @@ def table(res: Path, jobs: list[str], json_out: Path | None) -> int:
         rows = [json.loads(line) for line in (res / f"{job}-fresh.jsonl").read_text().splitlines()]
         step = {(r["round"], r["setting"]): r["seconds"] / r["steps"] for r in rows if r.get("rc") == 0}
         default_step = statistics.median(v for (_, s), v in step.items() if s == "default")
-        replayed = {r["conf"] or "default": DriverWork.from_json(r["driver_work"])
-                    for r in json.loads((res / f"{job}.json").read_text())["results"] if r.get("driver_work")}
+        replayed = works(res / f"{job}.json")
         for setting in SETTINGS[1:]:
             logs = [math.log(step[(r, setting)] / step[(r, "default")]) for r, s in step if s == setting
                     and (r, "default") in step]
             mean = statistics.fmean(logs)
-            half = (T95.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1
-                    else math.nan)
+            half = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.nan
             measured = math.expm1(mean)
             predicted = predict(replayed[setting], replayed["default"], default_step, cal).predicted_slowdown
             assert predicted is not None

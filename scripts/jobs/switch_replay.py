@@ -26,6 +26,7 @@ from alloctune.results.records import DriverWork  # noqa: E402
 from alloctune.settings.conf import AllocConf  # noqa: E402
 from alloctune.sim.allocator import Allocator  # noqa: E402
 from alloctune.sim.trace import load_trace  # noqa: E402
+from speed_model import works  # noqa: E402   (beside this script)
 
 SETTINGS = ("expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4")
 EVERY = {"big": 1, "mid": 1, "small": 2}   # steps per empty_cache (speed_blocks.py's JOBS)
@@ -70,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     out = []
     print("job    setting                       calls/step  measured (1 process)  predicted  off by")
     for job in args.job or ["big", "mid", "small"]:
-        rows = json.loads((args.res / f"{job}.json").read_text())["results"]
-        default = DriverWork.from_json(next(r for r in rows if r["conf"] in ("", "default"))["driver_work"])
+        default = works(args.res / f"{job}.json")["default"]
         step = measured[(job, "default")]["parts"]["wall"]
         for conf in SETTINGS:
             work = switched(args.res / f"{job}.xz", conf, EVERY[job])
