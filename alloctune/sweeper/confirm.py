@@ -119,9 +119,13 @@ def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
     return replace(task, early_stop=True, alternate=alternate) if task.workload.get("command") else task
 
 
+def _probe(plan: Plan, env: str) -> ProbeResult | None:
+    return next((p for p in plan.probes if p.env_id == env), None)
+
+
 def _switchable(plan: Plan, env: str, conf: str) -> bool:
     """Whether the environment's torch can switch `conf` and the default while the job runs."""
-    probe = next((p for p in plan.probes if p.env_id == env), None)
+    probe = _probe(plan, env)
     return probe is not None and switch_strings(AllocConf.parse(conf), AllocConf(), probe.torch_version) is not None
 
 
@@ -130,7 +134,7 @@ def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], repl
     """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
     (decide/confirm.in_process), else None (a pair of processes). Its blocks end within half the trial's time
     limit, which also holds the job's start-up and warm-up."""
-    probe = next((p for p in plan.probes if p.env_id == env), None)
+    probe = _probe(plan, env)
     default = next((s for s in replayed if measured_env_id(s.env_id) == env and s.is_default), None)
     window = default_window(records, env)
     if probe is None or default is None or window is None:
