@@ -21,7 +21,7 @@ from ..trial.launch import run_trial
 from ..trial.recording import refuse_without_gpu
 from ..units import format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .fitrun import at_value, same_limit, trial_task
+from .fitrun import at_value, each_budget, trial_task
 
 MAX_COPIES = 16   # processes started together at most: a prediction of more is a job too small to need the answer
 
@@ -34,21 +34,15 @@ def confirm_copies(fit: FitFile, command: Sequence[str], confs: Sequence[AllocCo
     """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`;
     what `before` (the same fit's fit.json) ran of the same copies is kept, not run again."""
     refuse_without_gpu(at_value(command, fit.param, value)[0])
-    limits = []
-    for limit in fit.limits:
-        if limit.budget is None:
-            limits.append(limit)
-            continue
-        earlier = same_limit(before, limit)
-        done = []
-        for answer in (a for a in limit.answers if a.setting in confs):
-            k = answer.copies[fit.values.index(value)]
-            kept = next((c for c in (earlier.copies_confirmed if earlier else [])
-                         if (c.conf, c.value, c.predicted) == (answer.conf, value, k) and c.runs), None)
-            done.append(kept or _together(command, fit, limit, answer, value, gpu, timeout_s, warmup_steps, steps,
-                                          say))
-        limits.append(replace(limit, copies_confirmed=done))
-    return replace(fit, limits=limits)
+
+    def together(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[CopiesConfirmation]:
+        k = answer.copies[fit.values.index(value)]
+        kept = next((c for c in (earlier.copies_confirmed if earlier else [])
+                     if (c.conf, c.value, c.predicted) == (answer.conf, value, k) and c.runs), None)
+        return [kept or _together(command, fit, limit, answer, value, gpu, timeout_s, warmup_steps, steps, say)]
+
+    return replace(fit, limits=[limit if done is None else replace(limit, copies_confirmed=done)
+                                for limit, done in each_budget(fit, before, confs, together)])
 
 
 def _together(command: Sequence[str], fit: FitFile, limit: LimitFit, answer: Answer, value: int, gpu: int,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 from ..decide.fit import SEARCH_RUNS, search_next
 from ..errors import AlloctuneError, ResultsError, shown
@@ -34,6 +34,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .fitting import TraceFacts
 
 Say = Callable[[str], None]   # a line of progress for the user
+T = TypeVar("T")
 DRY_RUNNING = "dry run (no GPU)"   # what a fit's progress says of a value a dry run traces
 
 
@@ -129,22 +130,31 @@ def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *,
     What `before` (the same fit's fit.json, from an earlier run) confirmed of the same answer is kept, not run
     again, as recordings are."""
     refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0])
-    limits = []
+
+    def confirmed(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[Confirmation]:
+        if kept := _kept(earlier, answer):
+            say(f"budget {limit.budget}, {answer.setting.label}: kept the confirmation of {fit.param}="
+                f"{', '.join(str(c.value) for c in kept)}")
+            return kept
+        return _checked(command, fit, limit, answer, gpu, timeout_s, warmup_steps, steps, say)
+
+    return replace(fit, limits=[limit if found is None else replace(limit, confirmed=found)
+                                for limit, found in each_budget(fit, before, confs, confirmed)])
+
+
+def each_budget(fit: FitFile, before: FitFile | None, confs: Sequence[AllocConf],
+                run: Callable[[LimitFit, LimitFit | None, Answer], list[T]]) -> list[tuple[LimitFit, list[T] | None]]:
+    """Each limit of `fit` with what `run` gives for each of its answers for `confs` (with the same limit of an
+    earlier run, `before`), in order; a limit without a budget (a card's) with None: only budgets are run on the
+    GPU. What `confirm` and the copies at once (fitcopies.py) share."""
+    out: list[tuple[LimitFit, list[T] | None]] = []
     for limit in fit.limits:
         if limit.budget is None:
-            limits.append(limit)
+            out.append((limit, None))
             continue
         earlier = same_limit(before, limit)
-        confirmed = []
-        for answer in (a for a in limit.answers if a.setting in confs):
-            if kept := _kept(earlier, answer):
-                say(f"budget {limit.budget}, {answer.setting.label}: kept the confirmation of {fit.param}="
-                    f"{', '.join(str(c.value) for c in kept)}")
-                confirmed += kept
-            else:
-                confirmed += _checked(command, fit, limit, answer, gpu, timeout_s, warmup_steps, steps, say)
-        limits.append(replace(limit, confirmed=confirmed))
-    return replace(fit, limits=limits)
+        out.append((limit, [x for a in limit.answers if a.setting in confs for x in run(limit, earlier, a)]))
+    return out
 
 
 def same_limit(before: FitFile | None, limit: LimitFit) -> LimitFit | None:
