@@ -2,10 +2,9 @@
 """Regenerate the committed results folders (every results/**/choice.json, or those named) against this checkout:
 each is copied to the same relative path under a scratch folder, `alloctune report` runs on the copy from there
 (so that best.env names the folder as the checkout does), and the files a report writes are copied back (but a
-choice.json of schema 1: it stays as it is where it still says what the report decided, reading through its
-upgrade, and keeps its schema where the decision's words changed). Prints
-each change report says it made to a folder's choice or best.env; tests/results/test_committed_in_step.py holds
-the folders to it. A changed choice deserves a line in the folder's NOTE and in the commit message.
+choice.json of schema 1, which keeps its schema: written as schema 1 keeps the decision, the same bytes where
+nothing changed). Prints each change report says it made to a folder's choice or best.env;
+tests/results/test_committed_in_step.py holds the folders to it. A changed choice deserves a line in the folder's NOTE and in the commit message.
 
     python3 scripts/regenerate_results.py [results/FOLDER ...]
 """
@@ -44,10 +43,9 @@ def regenerate(folder: Path, scratch: Path) -> list[str]:
     if done.returncode != 0:
         raise SystemExit(f"{folder}: alloctune report failed:\n{done.stderr}")
     for name in WRITTEN:
-        if name == CHOICE_FILE and says_the_same(ROOT / folder / name, copy):
-            continue   # an older schema's file that reads as the new decision stays as it is (results/upgrade.py)
         if name == CHOICE_FILE and schema_of(ROOT / folder / name) == 1:
-            # schema 1 keeps its schema: the decision in the form it kept, what this checkout says now
+            # schema 1 keeps its schema (it reads through its upgrade, results/upgrade.py): the decision as schema 1
+            # keeps it, byte for byte the file it was where the decision and its words are unchanged
             (ROOT / folder / name).write_text(schema1_text(ResultsFolder(copy).choices()), encoding="utf-8")
             continue
         if (copy / name).exists():
@@ -62,16 +60,6 @@ def schema_of(path: Path) -> object:
         return json.loads(path.read_text(encoding="utf-8")).get("schema")
     except (OSError, ValueError, AttributeError):
         return None
-
-
-def says_the_same(committed: Path, copy: Path) -> bool:
-    """Whether the committed choice.json, of schema 1, holds what the report on `copy` decided, byte for byte as
-    schema 1 keeps it (tests/results/test_committed_in_step.py holds the folders to the same)."""
-    try:
-        text = committed.read_text(encoding="utf-8")
-        return json.loads(text).get("schema") == 1 and text == schema1_text(ResultsFolder(copy).choices())
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def main(names: list[str]) -> int:
