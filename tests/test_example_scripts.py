@@ -16,10 +16,18 @@ from clirun import ROOT
 TINY_LM = ["--layers", "1", "--d-model", "32", "--heads", "2", "--vocab", "200"]
 
 
+def started(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python3 ARGV` from the checkout's root, run to its end."""
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
 def run(*argv: str, timeout: float = 120) -> str:
     """`python3 ARGV` from the checkout's root; its stdout, after asserting it exited 0."""
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return ended(started(*argv, timeout=timeout))
+
+
+def ended(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -43,10 +51,19 @@ def test_empty_cache_train_runs_on_the_cpu():
 
 
 def test_ddp_train_under_torchrun_with_gloo():
-    out = run("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/ddp_train.py",
-              "--steps", "3", *TINY_LM, "--batch", "1", "3", "--seq-len", "4", "16", "--log-every", "1")
+    argv = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "examples/ddp_train.py",
+            "--steps", "3", *TINY_LM, "--batch", "1", "3", "--seq-len", "4", "16", "--log-every", "1"]
+    proc = started(*argv)
+    if proc.returncode != 0 and GLOO_TEARDOWN in proc.stderr and proc.stdout.count(", 3 steps") == 2:
+        # every rank finished, then one aborted inside gloo's teardown, after the barrier and the
+        # destroy_process_group the example makes (seen once in a clean-clone CI run on 2026-12-06): once more
+        proc = started(*argv)
+    out = ended(proc)
     assert "2 ranks on cpu" in out
     assert "rank 0: done, 3 steps" in out and "rank 1: done, 3 steps" in out
+
+
+GLOO_TEARDOWN = "terminate called without an active exception"
 
 
 def test_hf_trainer_gpt2():
