@@ -5,6 +5,7 @@ setting between blocks of steps (`torch.cuda.memory._set_allocator_settings`, th
     python3 scripts/jobs/speed_blocks.py run --job big [--steps 40] [--json]  # the plain job (for alloctune
                                                       # record; --json: its steady time, for speed_fresh.py)
     python3 scripts/jobs/speed_blocks.py alternate --job big --seconds 100 -o big.jsonl
+    python3 scripts/jobs/speed_blocks.py alternate --job big --fresh --seconds 100 -o big-fresh.jsonl
 
 Jobs (the model of examples/empty_cache_train.py, its shapes drawn once and repeated in a cycle, so that every
 block meets the same shapes and block times compare):
@@ -22,13 +23,19 @@ switch: synchronise, empty_cache, set the setting, read it back; then one cycle 
 memory_stats deltas (num_device_alloc, num_device_free, num_sync_all_streams, num_alloc_retries), and per step:
 wall, CPU time of the process, the CPU's time to issue the step (to just before any sync), the time the sync
 before empty_cache waits (the queued work it drains), empty_cache's own time, and CUDA events around the step.
-After the rounds: one block per setting (empty) with the memory history on, counting segment_alloc / free / map /
+`--fresh`: the kinds are the four settings in mode `fresh`, the job as written with its model and optimizer
+rebuilt at each switch (dropped before it, copied from the host after it): each block's parameters and optimizer
+state are made under its setting, as in a process under it from its start, which a block switched to beside
+memory made under the default is not (results/h100-speed-model-v-2026-12-06: half the maps).
+After the rounds: one block per setting (empty, or fresh) with the memory history on, counting segment_alloc / free / map /
 unmap per step; and the default profiled (torch.profiler) for the GPU's kernel time per step, plain and empty.
 The closing lines: per kind, the median step and its ratio to the default's in the same mode, paired by round.
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import gc
 import importlib.util
 import json
 import math
@@ -77,13 +84,23 @@ class Job:
                                    "--heads", str(cfg["heads"]), "--vocab", str(cfg["vocab"]),
                                    "--max-len", str(cfg["lengths"][1])])
         torch.manual_seed(seed)
-        self.model = example.CausalLM(args).to(device)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.host_model = example.CausalLM(args)   # kept on the host: `build` copies it to the device
+        self.build()
         rng = random.Random(seed)
         shapes = [(rng.randint(*cfg["batch"]), rng.randint(*cfg["lengths"])) for _ in range(CYCLE)]
         self.tokens = [torch.randint(cfg["vocab"], (b, n + 1), generator=torch.Generator().manual_seed(seed + j))
                        for j, (b, n) in enumerate(shapes)]
         self.params = sum(p.numel() for p in self.model.parameters())
+
+    def build(self) -> None:
+        """The model on the device and a new optimizer (its state is made at the first step)."""
+        self.model = copy.deepcopy(self.host_model).to(self.device)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+
+    def drop(self) -> None:
+        """Every tensor the job holds on the device freed (its tokens live on the host)."""
+        self.model = self.opt = None
+        gc.collect()   # a module's reference cycles would keep its parameters on the device
 
     def step(self, j: int) -> None:
         x = self.tokens[j % CYCLE].to(self.device, non_blocking=False)
@@ -131,7 +148,7 @@ def timed_step(job: Job, j: int, mode: str) -> dict:
     if ev:
         ev[1].record()
     issued = time.perf_counter()
-    empty = mode == "empty" and job.empties_after(j)
+    empty = empties(job, j, mode)
     drain = cleared = 0.0
     if empty or mode == "sync":
         _sync()
@@ -144,12 +161,27 @@ def timed_step(job: Job, j: int, mode: str) -> dict:
             "drain": drain, "empty_cache": cleared, "empties": empty, "_events": ev}
 
 
+def switch_job(job: Job, setting: str, mode: str) -> dict:
+    """`switch`; in mode `fresh` with the job's device memory dropped before and rebuilt after (see the module)."""
+    if mode != "fresh":
+        return switch(setting)
+    job.drop()
+    readback = switch(setting)
+    readback["allocated_at_switch"] = torch.cuda.memory_allocated() if job.cuda else 0
+    job.build()
+    return readback
+
+
+def empties(job: Job, j: int, mode: str) -> bool:
+    return mode in ("empty", "fresh") and job.empties_after(j)
+
+
 def block(job: Job, setting: str, mode: str, cycles: int, rnd: int) -> dict:
     """One block: switch, one untimed cycle, then `cycles` timed cycles."""
-    readback = switch(setting)
+    readback = switch_job(job, setting, mode)
     for j in range(CYCLE):
         job.step(j)
-        if mode == "empty" and job.empties_after(j) and job.cuda:
+        if empties(job, j, mode) and job.cuda:
             torch.cuda.empty_cache()
     _sync()
     before, t0 = _counters(), time.perf_counter()
@@ -165,9 +197,9 @@ def block(job: Job, setting: str, mode: str, cycles: int, rnd: int) -> dict:
             "reserved": torch.cuda.memory_reserved() if job.cuda else 0, "per_step": steps}
 
 
-def counted_block(job: Job, setting: str, cycles: int) -> dict:
+def counted_block(job: Job, setting: str, cycles: int, mode: str) -> dict:
     """One block of the job as written, untimed, with the memory history on: segment actions per step."""
-    switch(setting)
+    switch_job(job, setting, mode)
     for j in range(CYCLE):
         job.step(j)
         if job.empties_after(j):
@@ -185,7 +217,7 @@ def counted_block(job: Job, setting: str, cycles: int) -> dict:
     finally:
         memory._record_memory_history(None)
     steps = CYCLE * cycles
-    return {"kind": "counted", "setting": setting, "steps": steps,
+    return {"kind": "counted", "setting": setting, "mode": mode, "steps": steps,
             "per_step": {a: (after.get(a, 0) - before.get(a, 0)) / steps for a in set(after) | set(before)}}
 
 
@@ -236,7 +268,7 @@ def summary(blocks: list[dict]) -> list[str]:
         by.setdefault((b["setting"], b["mode"]), {})[b["round"]] = b["wall"] / b["steps"]
     lines = []
     for (setting, mode), rounds in by.items():
-        base = by.get(("default", "empty" if mode == "empty" else "plain"), {})
+        base = by.get(("default", mode if mode in ("empty", "fresh") else "plain"), {})
         logs = [math.log(t / base[r]) for r, t in rounds.items() if r in base]
         mean = statistics.fmean(logs) if logs else 0.0
         half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.nan
@@ -248,7 +280,8 @@ def summary(blocks: list[dict]) -> list[str]:
 def alternate(args: argparse.Namespace) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     job = Job(args.job, device)
-    kinds = [(s, "empty") for s in SETTINGS] + [(s, "plain") for s in SETTINGS] + [("default", "sync")]
+    kinds = ([(s, "fresh") for s in SETTINGS] if args.fresh else
+             [(s, "empty") for s in SETTINGS] + [(s, "plain") for s in SETTINGS] + [("default", "sync")])
     out = open(args.output, "w")
 
     def emit(row: dict) -> None:
@@ -257,7 +290,7 @@ def alternate(args: argparse.Namespace) -> int:
 
     emit({"kind": "meta", "job": args.job, "config": JOBS[args.job], "cycle": CYCLE, "cycles": args.cycles,
           "params": job.params, "torch": torch.__version__,
-          "gpu": torch.cuda.get_device_name() if job.cuda else None, "settings": SETTINGS})
+          "gpu": torch.cuda.get_device_name() if job.cuda else None, "settings": SETTINGS, "fresh": args.fresh})
     for j in range(CYCLE):   # the optimizer's state made under the default, as in a fresh process
         job.step(j)
     blocks, start, rnd = [], time.perf_counter(), 0
@@ -268,7 +301,7 @@ def alternate(args: argparse.Namespace) -> int:
         rnd += 1
     if job.cuda:
         for setting in SETTINGS:
-            emit(counted_block(job, setting, args.cycles))
+            emit(counted_block(job, setting, args.cycles, "fresh" if args.fresh else "empty"))
         for mode in ("plain", "empty"):
             emit(profiled(job, mode, args.cycles))
     for line in summary(blocks):
@@ -312,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--seconds", type=float, default=100, help="start no round after this many seconds")
     a.add_argument("--min-rounds", type=int, default=2)
     a.add_argument("--cycles", type=int, default=2, help="timed cycles of shapes per block")
+    a.add_argument("--fresh", action="store_true", help="rebuild the model and optimizer at each switch")
     a.add_argument("-o", "--output", required=True)
     args = p.parse_args(argv)
     return run(args) if args.command == "run" else alternate(args)

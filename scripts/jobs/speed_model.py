@@ -1,11 +1,12 @@
 """The speed-model evidence judged (runs anywhere): what scripts/jobs/speed_blocks.py measured in one process per
 job, against what the replay's driver work predicts under each way of pricing it.
 
-    python3 scripts/jobs/speed_model.py RES [--job big --job small] [--json OUT.json]
+    python3 scripts/jobs/speed_model.py RES [--job big --job small] [--mode fresh] [--json OUT.json]
 
 RES is the speed-model job's folder (OUT/work/speed-model): calibration.json, JOB.jsonl (the blocks) and JOB.json
 (`alloctune replay --json` of the job's recording under the four settings). Per job and setting, in the mode the
-job was written (`empty`: its empty_cache calls):
+job was written (`empty`: its empty_cache calls; `--mode fresh`: RES/JOB-fresh.jsonl, blocks whose model and
+optimizer were rebuilt under each setting, as a process under it from its start):
 
 - measured: the setting's step time over the default's, paired round by round (blocks of the same round ran back
   to back in one process), mean log ratio with a 95% t-interval, and the parts of a step (the CPU's time to issue
@@ -73,23 +74,27 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("res", type=Path)
     p.add_argument("--job", action="append", default=None)
+    p.add_argument("--mode", choices=("empty", "fresh"), default="empty")
     p.add_argument("--json", dest="json_out", type=Path)
     args = p.parse_args(argv)
     cal = read_calibration(args.res / "calibration.json")
     out = []
     for job in args.job or ["big", "small"]:
-        rows, replayed = blocks(args.res / f"{job}.jsonl"), works(args.res / f"{job}.json")
-        base = parts(rows, "default", "empty")
+        mode = args.mode
+        rows = blocks(args.res / (f"{job}.jsonl" if mode == "empty" else f"{job}-{mode}.jsonl"))
+        replayed = works(args.res / f"{job}.json")
+        base = parts(rows, "default", mode)
         print(f"\n{job}: default step {base['wall'] * 1e3:.2f} ms (issue {base['issue'] * 1e3:.2f}, drain "
               f"{base['drain'] * 1e3:.2f}, empty_cache {base['empty_cache'] * 1e3:.2f})")
-        sync, _, n = paired(rows, "default", "sync", "plain")
-        lag = parts(rows, "default", "sync")["drain"]
-        print(f"  one sync per step costs {sync:+.2%} ({n} rounds); it waited {lag * 1e3:.2f} ms")
+        if mode == "empty":
+            sync, _, n = paired(rows, "default", "sync", "plain")
+            lag = parts(rows, "default", "sync")["drain"]
+            print(f"  one sync per step costs {sync:+.2%} ({n} rounds); it waited {lag * 1e3:.2f} ms")
         print("  setting                       calls  syncs  measured        " + "  ".join(PRICINGS))
         for setting in replayed:
-            measured, half, rounds = paired(rows, setting, "empty", "empty")
-            row = {"job": job, "setting": setting, "measured": measured, "half_width": half, "rounds": rounds,
-                   "parts": parts(rows, setting, "empty")}
+            measured, half, rounds = paired(rows, setting, mode, mode)
+            row = {"job": job, "setting": setting, "mode": mode, "measured": measured, "half_width": half,
+                   "rounds": rounds, "parts": parts(rows, setting, mode)}
             for name, pricing in PRICINGS.items():
                 row[name] = pricing(replayed[setting], replayed["default"], base, cal)
             out.append(row)
