@@ -40,8 +40,19 @@ def t95(df: int) -> float:
     return T95.get(df) or T95[max(k for k in T95 if k <= df)] if df >= 1 else math.nan
 
 
-def blocks(path: Path) -> list[dict]:
-    return [row for row in map(json.loads, path.read_text().splitlines()) if row["kind"] == "block"]
+def blocks(path: Path, kind: str = "block") -> list[dict]:
+    return [row for row in map(json.loads, path.read_text().splitlines()) if row["kind"] == kind]
+
+
+COUNTED = {"device_allocs": "segment_alloc", "device_frees": "segment_free", "maps": "segment_map",
+           "unmaps": "segment_unmap"}   # DriverWork's counts and the memory history's actions
+
+
+def counted(path: Path, replayed: dict[str, DriverWork]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Per setting, per kind of call: (counted per step in the block run with the memory history, replayed)."""
+    return {row["setting"]: {k: (row["per_step"].get(action, 0.0), getattr(replayed[row["setting"]], k))
+                             for k, action in COUNTED.items()}
+            for row in blocks(path, "counted") if row["setting"] in replayed}
 
 
 def step_time(block: dict) -> float:
@@ -81,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     out = []
     for job in args.job or ["big", "small"]:
         mode = args.mode
-        rows = blocks(args.res / (f"{job}.jsonl" if mode == "empty" else f"{job}-{mode}.jsonl"))
-        replayed = works(args.res / f"{job}.json")
+        path = args.res / (f"{job}.jsonl" if mode == "empty" else f"{job}-{mode}.jsonl")
+        rows, replayed = blocks(path), works(args.res / f"{job}.json")
         base = parts(rows, "default", mode)
         print(f"\n{job}: default step {base['wall'] * 1e3:.2f} ms (issue {base['issue'] * 1e3:.2f}, drain "
               f"{base['drain'] * 1e3:.2f}, empty_cache {base['empty_cache'] * 1e3:.2f})")
@@ -100,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
             out.append(row)
             print(f"  {setting:28} {replayed[setting].calls:6.1f} {replayed[setting].syncs:5.2f}  "
                   f"{measured:+6.1%} ±{half:4.1%}  " + "  ".join(f"{row[n]:+6.1%}" for n in PRICINGS))
+        print("  driver calls per step, counted in the block (memory history) / replayed:")
+        for setting, calls in counted(path, replayed).items():
+            print(f"  {setting:28} " + "  ".join(f"{k} {c:.2f}/{r:.2f}" for k, (c, r) in calls.items() if c or r))
+            out.append({"job": job, "setting": setting, "mode": mode, "counted_replayed": calls})
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2) + "\n")
     return 0
