@@ -4,9 +4,13 @@ processes a step rate moves by several percent; inside one, the difference betwe
 about a percent (docs/measuring.md).
 
 The process starts under its own setting (the candidate). From the end of the warm-up, the followed source's
-steps (`counting.Counter`) run in blocks of `block_steps`: each block begins by synchronising the device, emptying
-the cache and setting its setting (the whole string, `settings/switching.py`: unnamed keys reset), skips its
-first `skip_steps` steps (new segments, first shapes), and times the rest between two synchronisations. Blocks
+steps (`counting.Counter`) run in blocks of `block_steps`: each block but the first begins by synchronising the
+device, emptying the cache and setting its setting (the whole string, `settings/switching.py`: unnamed keys
+reset), skips its first `skip_steps` steps (new segments, first shapes), and times the rest between two
+synchronisations. The first block, the candidate's, runs on as the process started: an empty_cache there would
+change the memory the process reports (below) from what a process under its setting makes (on the H100 a GPT's
+peak reserved under expandable segments went from 18.63 to 20.58 GiB with one empty_cache after its warm-up, which
+the replay reproduces to the byte: results/h100-in-process-2026-12-06b). Blocks
 come in pairs, one of each setting, the order flipping from pair to pair (candidate first, then default, default,
 candidate, ...), so that a machine drifting steadily favours neither. Every switch is read back; a torch that did
 not take it ends the alternation (`SWITCH_FAILED`), and the run goes on under the candidate.
@@ -137,7 +141,8 @@ class Alternator:
             self.end = end
             self.agreed = self.stop.propose(count + AHEAD_STEPS) if self.stop is not None else count
             return
-        self._switch(self.arm(block))
+        if block > 0:   # block 0 runs under the setting the process started with, its cache as the job left it
+            self._switch(self.arm(block))
 
     def _enough(self, now: float) -> AlternationEnd | None:
         pairs = len(self.blocks) // 2

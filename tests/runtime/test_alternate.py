@@ -67,8 +67,19 @@ def test_blocks_alternate_in_pairs_whose_order_flips_and_time_only_their_steps_a
     assert [b.seconds for b in alternation.blocks] == [3.0, 6.0, 6.0, 3.0]
     assert alternation.log_ratios() == pytest.approx([math.log(0.5)] * 2)
     assert ended == 2 + 4 * 5 and alternation.end is AlternationEnd.MAX_PAIRS
-    # a switch at every block's start (the same setting again included); the last block's, the candidate, stays
-    assert devices.switches == [C, D, D, C] and devices.setting == C
+    # a switch at every block's start but the first (the same setting again included); the last, the candidate's,
+    # stays
+    assert devices.switches == [D, D, C] and devices.setting == C
+
+
+def test_the_first_block_runs_as_the_process_started_its_cache_not_emptied():
+    """An empty_cache before the candidate's first block would change the memory figures the process reports."""
+    devices = Devices({C: 1.0, D: 1.0})
+    switched_at = []
+    devices.switch = lambda setting: switched_at.append((devices.now, setting))   # type: ignore[method-assign]
+    alternation = Alternator(plan(max_pairs=1), devices, capture=lambda: switched_at.copy())
+    drive(alternation, devices, 100)
+    assert alternation.captured == [] and switched_at[0] == (2 + 5, D)   # the first switch: block 1, the other
 
 
 def test_the_memory_figures_are_taken_once_at_the_first_switch_to_the_other_setting():

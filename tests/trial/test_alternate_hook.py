@@ -1,6 +1,7 @@
 """An in-process confirmation's wiring on the CPU, in real processes: the start-up hook hands every counted step to
 the alternation (runtime/alternate.py) and writes what it did into the process's report; with no CUDA to switch,
-the alternation ends at its first switch and the job runs on. And the parent's side: the blocks into the trial's
+the alternation ends at its first switch (the second block's start: the first runs as the process started) and
+the job runs on. And the parent's side: the blocks into the trial's
 measurement (trial/inprocess.py). The switching itself needs a GPU: tests/trial/test_alternate_gpu.py."""
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ def _counter() -> Counter:
                                          os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop(),
                                          ends=os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1",
                                          alternation=from_environment(os.environ, job, lambda: peaks(
-                                             job.cuda(), _state.sampler), _state.out))
+                                             cuda, _state.sampler) if (cuda := job.cuda()) else [], _state.out))
     return _state.counter
 
 
