@@ -2,8 +2,8 @@
 `-m alloctune.child.probe probe`, it answers as a machine with one GPU and judges no settings, so the sweep asks the
 judge, which runs under the real interpreter (`python`) as every other probe call does; asked `-m
 alloctune.child.calibration MODE`, it answers with the driver-call costs of the committed H200 calibration
-(tests/fixtures/calibration/h200-torch2.11.json), as that GPU's child measured them. Needs json, os and sys
-imported before it."""
+(tests/fixtures/calibration/h200-torch2.11.json), as that GPU's child measured them, on this host's CPU (as the
+real child names it). Needs json, os and sys imported before it."""
 from pathlib import Path
 
 CALIBRATION = Path(__file__).resolve().parent / "fixtures" / "calibration" / "h200-torch2.11.json"
@@ -19,10 +19,11 @@ if sys.argv[1:4] == ["-m", "alloctune.child.probe", "probe"]:
 if sys.argv[1:3] == ["-m", "alloctune.child.probe"]:
     os.execv({python!r}, [{python!r}, *sys.argv[1:]])
 if sys.argv[1:3] == ["-m", "alloctune.child.calibration"]:
+    from alloctune.child.provenance import host_cpu
     with open(""" + repr(str(CALIBRATION)) + """) as f:
         h200 = json.load(f)
     print("ALLOCTUNE-CALIBRATION " + json.dumps(dict(
-        facts=dict(gpu="fake", driver="1", cuda="12", torch={torch!r}),
+        facts=dict(gpu="fake", driver="1", cuda="12", torch={torch!r}, host_cpu=host_cpu()),
         fits=dict((kind, h200[kind]) for kind in ("device_alloc", "device_free", "map", "unmap", "sync")))))
     sys.exit(0)
 """

@@ -1,5 +1,5 @@
 """`calibrate()`: this GPU's driver-call costs measured now (trial/calibration.py) and kept in the per-user store,
-where sweeps on this GPU model, driver and torch find them; what `alloctune calibrate` runs."""
+where sweeps on this GPU model, driver, torch and host CPU find them; what `alloctune calibrate` runs."""
 from __future__ import annotations
 
 import os

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterator
 
 from ..results.calibration import MiB, BusyFit, CostFit, CostSample
-from .provenance import driver_version
+from .provenance import driver_version, host_cpu
 
 MARK = "ALLOCTUNE-CALIBRATION "
 NO_GPU_EXIT = 3
@@ -52,6 +52,7 @@ class Facts:
     driver: str | None
     cuda: str | None
     torch: str
+    host_cpu: str | None   # the host's CPU model: a call's cost moves with it (provenance.host_cpu)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def _answer(data: dict, code: int) -> int:
 
 def _facts(torch) -> Facts:
     return Facts(gpu=torch.cuda.get_device_name(), driver=driver_version(), cuda=torch.version.cuda,
-                 torch=str(torch.__version__))
+                 torch=str(torch.__version__), host_cpu=host_cpu())
 
 
 def _native(torch) -> dict[str, CostFit]:

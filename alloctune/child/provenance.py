@@ -1,5 +1,5 @@
-"""Provenance of a trial process: torch and its git version, CUDA, driver, GPU and its memory, Python, host.
-Runs inside trial children: standard library and torch only."""
+"""Provenance of a trial process: torch and its git version, CUDA, driver, GPU and its memory, Python, host, and the
+host's CPU. Runs inside trial children: standard library and torch only."""
 from __future__ import annotations
 
 import platform
@@ -43,3 +43,18 @@ def driver_version() -> str | None:
         return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:
         return None
+
+
+def host_cpu(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The host's CPU model: the first "model name" of `cpuinfo`, else what `platform` knows (on Linux without
+    that line, an ARM host's, only the architecture), else None. A driver call's cost moves with it: two H100
+    machines of one driver and torch priced every call about 2 times apart (results/h100-speed-model-v-2026-12-06)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:   # not Linux
+        pass
+    return platform.processor() or None

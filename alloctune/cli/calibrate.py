@@ -18,8 +18,8 @@ def register(subparsers) -> None:
                     "expandable segments, and a device synchronisation, on an idle GPU and again behind queued GPU "
                     "work, as a job makes them (what prices a job's calls). Each is fitted as a fixed cost plus a "
                     "cost per MiB. The result is kept in the per-user store "
-                    "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver and torch), where "
-                    "sweeps on this GPU find it.")
+                    "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver, torch and host CPU, "
+                    "as the costs move with the host), where sweeps on this GPU and host find it.")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the calibration (JSON) to FILE")
     p.add_argument("--gpu", type=int, default=0, metavar="N", help="GPU index (default: 0)")
     p.add_argument("--python", default=sys.executable,
@@ -57,10 +57,10 @@ def run(args) -> int:
     print_table(out, figures_table(
         ["call", "idle device, µs", "busy device, µs", "idle, MiB: median µs"], rows, column={0: {}, 3: {}},
         title=f"{calibration.gpu}, driver {calibration.driver or '?'}, CUDA {calibration.cuda or '?'}, "
-              f"torch {calibration.torch}",
+              f"torch {calibration.torch}, host CPU {calibration.host_cpu or '?'}",
         caption=f"measured {calibration.measured_at}; pages: of expandable segments; busy: behind queued GPU work, "
                 f"less what the call waits for, as a job's calls are priced"))
-    say(out, Text("Kept for sweeps on this GPU model, driver and torch:"))
+    say(out, Text("Kept for sweeps on this GPU model, driver, torch and host CPU:"))
     out.print(Text(f"  {calibrated.stored}"), soft_wrap=True)   # a path whole, to copy
     if args.output:
         say(out, Text(f"Also written to {args.output}."))

@@ -1,5 +1,6 @@
 """A GPU's measured cost of the driver calls the caching allocator makes (`Calibration`), as a sweep stores it
-(`names.CALIBRATION_FILE` in its folder, and the per-user cache) and the cost model reads it (decide/speed.py).
+(`names.CALIBRATION_FILE` in its folder, and the per-user store, keyed by GPU model, driver, torch and the host's
+CPU) and the cost model reads it (decide/speed.py).
 
 Each kind of call is a straight-line fit, microseconds = fixed + per MiB x MiB, with the sample points it was
 fitted to (median and quartiles of the repeats at each size), so a reader can see how well the line holds.
@@ -87,7 +88,7 @@ class BusyFit(_Line):
 @dataclass(frozen=True)
 class Calibration:
     """A GPU's driver-call costs, measured by `alloctune calibrate` (or a sweep that needed them) on an idle device
-    and on a busy one. `gpu`, `driver` and `torch` are what the per-user cache is keyed by."""
+    and on a busy one. `gpu`, `driver`, `torch` and `host_cpu` are what the per-user store is keyed by."""
 
     schema: int
     gpu: str
@@ -100,6 +101,9 @@ class Calibration:
     map: CostFit                 # expandable segments: growing by whole pages (create, map, set access)
     unmap: CostFit               # expandable segments: releasing whole pages (synchronise, unmap, release)
     sync: CostFit                # torch.cuda.synchronize() with nothing queued: the fixed overhead alone
+    # The host's CPU model (child/provenance.host_cpu): a call's cost moves with it. None: unknown, or a file from
+    # before it was kept (the field is new, so such files still read, under the same schema).
+    host_cpu: str | None = None
 
     @property
     def busy_measured(self) -> bool:

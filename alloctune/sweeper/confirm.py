@@ -47,8 +47,8 @@ def calibrate(folder: ResultsFolder, runner: Executor, probe: ProbeResult, gpu: 
               notice: Callable[[str], None]) -> Calibration | None:
     """The GPU's calibration for this sweep: its folder's (a resumed sweep), else, where its trials run (`runner`),
     the per-user store's or one measured now (trial/calibration.py), copied into the folder with its provenance
-    (GPU, driver, torch). None, said, where it cannot be measured: no setting's speed is then predicted, and those
-    that could win get rounds."""
+    (GPU, driver, torch, host CPU). None, said, where it cannot be measured: no setting's speed is then predicted,
+    and those that could win get rounds."""
     if (kept := folder_calibration(folder)) is not None:
         return kept
     try:

@@ -5,10 +5,13 @@ with the default allocator (cudaMalloc, cudaFree, a synchronisation) and once un
 (mapping and unmapping pages), each in a fresh process, as a process has one allocator configuration. A few
 seconds in all, most of them two torch imports.
 
-The per-user store is a folder of JSON files, one per GPU model, driver and torch (what the costs depend on):
+The per-user store is a folder of JSON files, one per GPU model, driver, torch and host CPU (what the costs depend
+on: two H100 machines of one driver and torch priced every call about 2 times apart, the cheaper one's host issuing
+a job's step in about half the time, so a store in a home directory shared between hosts must not hand one host's
+prices to another):
 `$XDG_CACHE_HOME/alloctune/calibration/` (`~/.cache/...` where that is unset). `calibration_for` is what a sweep
-calls: the stored calibration for its GPU, or a new one measured and stored. A sweep keeps a copy of what it used
-in its results folder (results/names.CALIBRATION_FILE).
+calls: the stored calibration for its GPU on this host, or a new one measured and stored. A sweep keeps a copy of
+what it used in its results folder (results/names.CALIBRATION_FILE).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, r
 from ..results.typed import from_json, loads
 from ..settings.conf import AllocConf
 from ..child.calibration import MARK, NO_GPU_EXIT, Answer
+from ..child.provenance import host_cpu
 from .probe import ProbeResult
 from .task import child_environment
 
@@ -46,16 +50,18 @@ def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
         raise AlloctuneError(f"the calibration child under {python} measured no {', '.join(missing)}")
     return Calibration(schema=CALIBRATION_SCHEMA, gpu=facts.gpu, driver=facts.driver, cuda=facts.cuda,
                        torch=facts.torch, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       **{kind: fits[kind] for kind in COST_KINDS})
+                       host_cpu=facts.host_cpu, **{kind: fits[kind] for kind in COST_KINDS})
 
 
 def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     """The calibration of `target`'s GPU `gpu` (an index into the GPUs it sees) from the per-user store, or
-    measured now and stored there. A stored file that cannot be read is measured again, with a warning; one from
-    before calls were timed on a busy device, without."""
+    measured now and stored there. The store is looked up under this host's CPU: this runs where the calibration
+    child would (the sweep's executor). A stored file that cannot be read is measured again, with a warning; one
+    from before calls were timed on a busy device, without; one from before the host's CPU was kept is not found
+    under its new name, and is measured again too (seconds)."""
     if not target.cuda_available or gpu >= len(target.devices):
         raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
-    path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version)
+    path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version, host_cpu())
     if path.is_file():
         try:
             stored = read_calibration(path)
@@ -70,16 +76,17 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
 
 
 def store(calibration: Calibration) -> Path:
-    """Keep `calibration` in the per-user store, under its GPU, driver and torch; the file's path."""
-    path = store_path(calibration.gpu, calibration.driver, calibration.torch)
+    """Keep `calibration` in the per-user store, under its GPU, driver, torch and host CPU; the file's path."""
+    path = store_path(calibration.gpu, calibration.driver, calibration.torch, calibration.host_cpu)
     write_calibration(path, calibration)
     return path
 
 
-def store_path(gpu: str, driver: str | None, torch: str) -> Path:
-    """Where the per-user store keeps the calibration of this GPU model, driver and torch."""
+def store_path(gpu: str, driver: str | None, torch: str, cpu: str | None) -> Path:
+    """Where the per-user store keeps the calibration of this GPU model, driver, torch and host CPU."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    name = re.sub(r"[^A-Za-z0-9.+_-]+", "_", f"{gpu}-driver-{driver or 'unknown'}-torch-{torch}")
+    name = re.sub(r"[^A-Za-z0-9.+_-]+", "_",
+                  f"{gpu}-driver-{driver or 'unknown'}-torch-{torch}-cpu-{cpu or 'unknown'}")
     return Path(cache) / "alloctune" / "calibration" / f"{name}.json"
 
 

@@ -1,6 +1,7 @@
 """`alloctune calibrate` as a user runs it: refused in one line where no GPU is visible; and, through a stand-in
 interpreter that answers the calibration child with the committed H200 measurements (as the real child would on
-that GPU, and only under the allocator setting each mode needs), what it prints, writes and keeps."""
+that GPU, and only under the allocator setting each mode needs, on a host whose CPU is CPU), what it prints, writes
+and keeps."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ from alloctune.results.calibration import read_calibration
 
 H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
 MODES = {"native": ("device_alloc", "device_free", "sync"), "expandable": ("map", "unmap")}
+CPU = "Intel(R) Xeon(R) Platinum 8480+"
 
 
 @pytest.mark.usefixtures("no_visible_gpu")
@@ -39,7 +41,7 @@ def standin(tmp_path) -> Path:
         if conf != ("expandable_segments:True" if mode == "expandable" else ""):
             sys.exit(f"{{mode}} run under {{conf!r}}")
         cal = json.load(open({str(H200)!r}))
-        facts = {{key: cal[key] for key in ("gpu", "driver", "cuda", "torch")}}
+        facts = {{**{{key: cal[key] for key in ("gpu", "driver", "cuda", "torch")}}, "host_cpu": {CPU!r}}}
         fits = {{kind: cal[kind] for kind in {MODES!r}[mode]}}
         print("torch says hello")
         print("ALLOCTUNE-CALIBRATION " + json.dumps({{"facts": facts, "fits": fits}}))
@@ -57,6 +59,7 @@ def test_calibrate_json_prints_writes_and_keeps_the_calibration(tmp_path, standi
     expected = json.loads(H200.read_text())
     for kind in ("device_alloc", "device_free", "map", "unmap", "sync"):   # measured before the busy device's
         expected[kind]["busy"] = None
+    expected["host_cpu"] = CPU
     assert {k: v for k, v in printed.items() if k != "measured_at"} == \
            {k: v for k, v in expected.items() if k != "measured_at"}
     assert read_calibration(tmp_path / "c.json").to_json() == printed
@@ -68,15 +71,16 @@ def test_calibrate_prints_each_calls_fit_and_where_it_is_kept(tmp_path, standin)
     done = cli("calibrate", "--python", standin, env={"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "120"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].strip() == "NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130"
+    assert lines[0].strip() == f"NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130, host CPU {CPU}"
     cal = read_calibration(H200)
     row = next(line for line in lines if line.strip().startswith("cudaMalloc"))
     assert row.split()[1:4] == [f"{cal.device_alloc.fixed_us:.1f}", "+", f"{cal.device_alloc.per_mib_us:.3f}/MiB"]
     assert row.split()[4] == "-"   # no busy device's fit in a calibration from before it was measured
     assert row.split()[5:] == ["2:", "49,", "20:", "46,", "128:", "64,", "1024:", "89"]   # MiB: median µs
     assert any(line.split()[0] == "synchronize" and "idle: 4.0" in line for line in lines if line.strip())
-    assert lines[-2] == "Kept for sweeps on this GPU model, driver and torch:"
-    assert lines[-1] == f"  {tmp_path}/alloctune/calibration/NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130.json"
+    assert lines[-2] == "Kept for sweeps on this GPU model, driver, torch and host CPU:"
+    assert lines[-1] == (f"  {tmp_path}/alloctune/calibration/"
+                         f"NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130-cpu-Intel_R_Xeon_R_Platinum_8480+.json")
 
 
 def test_calibrate_o_onto_a_device_or_a_fifo_writes_into_it_never_replacing_it(tmp_path, standin):

@@ -1,6 +1,6 @@
 """The calibration: its analysis (summarising repeats, fitting a line) on built samples; the store, with real files
-(written, read back, damaged); the get-or-measure a sweep calls; and on a GPU, the child's measurements, whose
-driver-call counts it checks itself."""
+(written, read back, damaged, one per host CPU); the get-or-measure a sweep calls; and on a GPU, the child's
+measurements, whose driver-call counts it checks itself."""
 from __future__ import annotations
 
 import json
@@ -17,12 +17,20 @@ from alloctune.results.names import CALIBRATION_FILE
 from alloctune.results.calibration import CostSample, MiB, read_calibration, write_calibration
 from alloctune.trial.calibration import calibration_for, measure, store, store_path
 from alloctune.child.calibration import SEGMENTS, SYNCS, busy_fit, fit, summarise
+from alloctune.child.provenance import host_cpu
 from alloctune.trial.probe import ProbeResult
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
 # results/h100-speed-model-v-2026-12-06's: idle and busy device
 H100_BUSY = ROOT / "tests" / "fixtures" / "calibration" / "h100-busy-torch2.11.json"
+HOST = "Intel(R) Xeon(R) Platinum 8480+"   # the host's CPU, as calibration_for is told it (`this_host`)
+
+
+@pytest.fixture
+def this_host(monkeypatch):
+    """calibration_for on a host whose CPU is HOST."""
+    monkeypatch.setattr("alloctune.trial.calibration.host_cpu", lambda: HOST)
 
 
 def point(mib: float, us: float) -> CostSample:
@@ -71,6 +79,18 @@ def test_a_busy_devices_cost_is_the_time_less_the_queued_work_waited_for(waits, 
     assert [s.median_us for s in busy.samples] == pytest.approx([10 + 3 * m for m in (2, 20, 140, 1040)], abs=0.5)
 
 
+def test_the_hosts_cpu_is_the_first_model_name_of_cpuinfo_else_what_platform_knows(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n\n"
+                       "processor\t: 1\nmodel name\t: Other\n")
+    assert host_cpu(str(cpuinfo)) == "Intel(R) Xeon(R) Platinum 8480+"
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\n")   # an ARM host's: none
+    monkeypatch.setattr("platform.processor", lambda: "aarch64")
+    assert host_cpu(str(cpuinfo)) == "aarch64"
+    monkeypatch.setattr("platform.processor", lambda: "")
+    assert host_cpu(str(tmp_path / "none")) is None   # not Linux, and platform knows nothing
+
+
 def test_the_committed_h200_calibration_reads_back_and_holds_every_size():
     cal = read_calibration(H200)
     assert cal.gpu == "NVIDIA H200" and cal.torch.startswith("2.11")
@@ -80,16 +100,18 @@ def test_the_committed_h200_calibration_reads_back_and_holds_every_size():
         assert all(s.low_us <= s.median_us <= s.high_us for s in fit_.samples)
 
 
-def test_the_store_writes_one_file_per_gpu_driver_and_torch_and_reads_it_back(tmp_path, monkeypatch):
+def test_the_store_writes_one_file_per_gpu_driver_torch_and_cpu_and_reads_it_back(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    cal = read_calibration(H200)
+    cal = replace(read_calibration(H200), host_cpu=HOST)
     path = store(cal)
-    assert path == store_path(cal.gpu, cal.driver, cal.torch)
+    assert path == store_path(cal.gpu, cal.driver, cal.torch, HOST)
     assert path.parent == tmp_path / "cache" / "alloctune" / "calibration"
-    assert path.name == "NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130.json"
+    assert path.name == "NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130-cpu-Intel_R_Xeon_R_Platinum_8480+.json"
     assert read_calibration(path) == cal
     other = store(replace(cal, torch="2.13.0"))
     assert other != path and read_calibration(other).torch == "2.13.0"
+    unknown = store(replace(cal, host_cpu=None))
+    assert unknown.name == "NVIDIA_H200-driver-580.159.04-torch-2.11.0+cu130-cpu-unknown.json"
     write_calibration(tmp_path / "sweep" / CALIBRATION_FILE, cal)   # a results folder's copy
     assert read_calibration(tmp_path / "sweep" / CALIBRATION_FILE) == cal
 
@@ -120,24 +142,59 @@ def probed(cal, python: str = sys.executable) -> ProbeResult:
                        host="h", env_id=f"torch-{cal.torch}")
 
 
+@pytest.mark.usefixtures("this_host")
 def test_a_sweep_gets_the_stored_calibration_of_its_gpu_without_measuring(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    cal = read_calibration(H100_BUSY)
+    cal = replace(read_calibration(H100_BUSY), host_cpu=HOST)
     assert cal.busy_measured and not read_calibration(H200).busy_measured
     store(cal)
     # no GPU here: measuring would fail, so what comes back is the stored one
     assert calibration_for(probed(cal, python="/nonexistent/python")) == cal
 
 
+@pytest.mark.usefixtures("this_host")
+def test_a_shared_store_gives_each_host_the_calibration_of_its_own_cpu(tmp_path, monkeypatch):
+    """Two hosts with one GPU model, driver and torch, their CPUs different (a home folder shared on a cluster):
+    two files, and calibration_for on each host reads its own, whichever was stored last."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    ours = replace(read_calibration(H100_BUSY), host_cpu=HOST)
+    slower = replace(ours, host_cpu="AMD EPYC 7763 64-Core Processor",
+                     device_alloc=replace(ours.device_alloc, fixed_us=2 * ours.device_alloc.fixed_us))
+    paths = [store(ours), store(slower)]
+    assert paths[0] != paths[1] and sorted(p.name for p in tmp_path.glob("alloctune/calibration/*")) == \
+        sorted(p.name for p in paths)
+    assert calibration_for(probed(ours, python="/nonexistent/python")) == ours
+    monkeypatch.setattr("alloctune.trial.calibration.host_cpu", lambda: slower.host_cpu)   # on the other host
+    assert calibration_for(probed(ours, python="/nonexistent/python")) == slower
+
+
+@pytest.mark.usefixtures("this_host")
+def test_a_stored_calibration_from_before_the_cpu_was_kept_still_reads_and_is_measured_again(tmp_path, monkeypatch):
+    """A file written before `host_cpu` was a field, under the name the store gave it then: it reads (the field
+    defaults to None, under the same schema), and a sweep does not find it under its new name, so measures."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    before = json.loads(H100_BUSY.read_text())
+    assert "host_cpu" not in before
+    old = tmp_path / "alloctune" / "calibration" / "NVIDIA_H100_80GB_HBM3-driver-580.159.04-torch-2.11.0+cu130.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps(before, indent=2))
+    cal = read_calibration(old)
+    assert cal.host_cpu is None and cal == read_calibration(H100_BUSY) and cal.busy_measured
+    assert (cal.gpu, cal.driver, cal.torch) == ("NVIDIA H100 80GB HBM3", "580.159.04", "2.11.0+cu130")
+    with pytest.raises(AlloctuneError, match="cannot run Python interpreter /nonexistent/python"):
+        calibration_for(probed(cal, python="/nonexistent/python"))
+
+
+@pytest.mark.usefixtures("this_host")
 def test_a_stored_calibration_from_before_the_busy_device_was_timed_is_measured_again(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    cal = read_calibration(H200)
+    cal = replace(read_calibration(H200), host_cpu=HOST)
     store(cal)
     with pytest.raises(AlloctuneError, match="cannot run Python interpreter /nonexistent/python"):
         calibration_for(probed(cal, python="/nonexistent/python"))
 
 
-@pytest.mark.usefixtures("no_visible_gpu")
+@pytest.mark.usefixtures("no_visible_gpu", "this_host")
 @pytest.mark.parametrize("damaged, says", [
     ("{", "not valid JSON"),
     (H200.read_text().replace('"fixed_us": ', '"fixed_us": 1e308, "_": ', 1),   # every later sweep stopped at inf
@@ -147,8 +204,8 @@ def test_a_damaged_stored_calibration_is_measured_again_and_without_a_gpu_that_i
                                                                                            damaged, says):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cal = read_calibration(H200)
-    store_path(cal.gpu, cal.driver, cal.torch).parent.mkdir(parents=True)
-    store_path(cal.gpu, cal.driver, cal.torch).write_text(damaged)
+    store_path(cal.gpu, cal.driver, cal.torch, HOST).parent.mkdir(parents=True)
+    store_path(cal.gpu, cal.driver, cal.torch, HOST).write_text(damaged)
     with pytest.warns(UserWarning, match=f"{says}.*; measuring again"):
         with pytest.raises(AlloctuneError, match=f"^calibrating needs a CUDA GPU, and {sys.executable} sees none$"):
             calibration_for(probed(cal))
@@ -170,6 +227,7 @@ def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_pat
     segment_unmap per expandable round."""
     cal = measure(sys.executable, 0)
     assert cal.gpu == torch.cuda.get_device_name(0) and cal.torch == torch.__version__
+    assert cal.host_cpu == host_cpu()
     assert [s.bytes for s in cal.device_alloc.samples] == [s.bytes for s in cal.device_free.samples]
     assert cal.device_alloc.samples[0].bytes == 2 * MiB and cal.device_alloc.samples[0].runs == 32
     small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
