@@ -10,6 +10,7 @@ tests/results/test_committed_in_step.py holds the folders to it. A changed choic
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -62,8 +63,14 @@ def schema_of(path: Path) -> object:
         return None
 
 
-def main(names: list[str]) -> int:
-    folders = [Path(n).resolve().relative_to(ROOT) for n in names] or committed()
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("folders", nargs="*", type=Path, help="results folders (default: every committed one)")
+    names = p.parse_args(argv).folders
+    missing = [n for n in names if not (n / "choice.json").is_file()]
+    if missing:
+        p.error(f"no choice.json in {', '.join(map(str, missing))}")
+    folders = [n.resolve().relative_to(ROOT) for n in names] or committed()
     with tempfile.TemporaryDirectory() as scratch:
         for folder in folders:
             for line in regenerate(folder, Path(scratch)):
