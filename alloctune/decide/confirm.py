@@ -134,8 +134,7 @@ def in_process(winner: str, torch_version: str, default_fits: bool, step_seconds
     calls of either setting that may be a material part of a step (`driver_share`)."""
     if not winner or not default_fits or not step_seconds or step_seconds <= 0:
         return None
-    share = driver_share(prediction)
-    if share is None or share > IN_PROCESS_DRIVER_SHARE:
+    if driver_share(prediction) is None or excess_driver_share(prediction) is not None:
         return None
     strings = switch_strings(AllocConf.parse(winner), AllocConf(), torch_version)
     blocks = block_plan(step_seconds, steady_steps)
@@ -151,6 +150,13 @@ def driver_share(p: SpeedPrediction | None) -> float | None:
     if p.driver_seconds is not None and p.default_driver_seconds is not None and p.default_step_seconds:
         return max(p.driver_seconds.total, p.default_driver_seconds.total) / p.default_step_seconds
     return 0.0 if p.work.calls == 0 and p.default_work.calls == 0 else None
+
+
+def excess_driver_share(p: SpeedPrediction | None) -> float | None:
+    """`driver_share` where it passes IN_PROCESS_DRIVER_SHARE (why `in_process` declines, which the sweep says);
+    None where it does not, or is unknown."""
+    share = driver_share(p)
+    return share if share is not None and share > IN_PROCESS_DRIVER_SHARE else None
 
 
 def confirmation_of(s: SettingResult, p: SpeedPrediction) -> Reason | None:

@@ -41,15 +41,8 @@ def precision_of(detectable: float | None, rounds: int, goal: float, *, auto: bo
         return Reason(Code.PRECISION_UNKNOWN)
     if detectable <= goal:
         return Reason(Code.PRECISION_REACHED, Precision(detectable, rounds, goal))
-    stop = (_BLOCKS_ENDED[alternation_end] if alternation_end is not None else Stop.FIXED_REPEATS if not auto
+    # an in-process comparison's blocks stopped for the reason they give (Stop names each AlternationEnd)
+    stop = (Stop(alternation_end.value) if alternation_end is not None else Stop.FIXED_REPEATS if not auto
             else Stop.SETTLED if settled else Stop.MAX_REPEATS if rounds >= max_repeats else Stop.TIME_BUDGET)
     needed = rounds_needed(detectable, rounds, goal) if rounds >= 2 else None
     return Reason(Code.PRECISION_SHORT, Precision(detectable, rounds, goal, stop, max_repeats, needed))
-
-
-# Why an in-process comparison's blocks stopped short of the goal, as the precision's reason keeps it.
-_BLOCKS_ENDED = {AlternationEnd.JOB_ENDED: Stop.JOB_ENDED, AlternationEnd.MAX_PAIRS: Stop.MAX_PAIRS,
-                 AlternationEnd.MAX_SECONDS: Stop.MAX_SECONDS, AlternationEnd.AGREED: Stop.AGREED,
-                 AlternationEnd.SWITCH_FAILED: Stop.SWITCH_FAILED, AlternationEnd.RESOLVED: Stop.RESOLVED}
-
-

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Callable, Collection
 
 from ..decide.reasons import Reason
-from ..decide.confirm import (IN_PROCESS_DRIVER_SHARE, SpeedPlan, confirmation_of, driver_share, in_process,
-                              needs_rounds, plan_speed)
+from ..decide.confirm import (SpeedPlan, confirmation_of, excess_driver_share, in_process, needs_rounds,
+                              plan_speed)
 from ..decide.rounds import Contention, Standing, trials_to_come
 from ..decide.speed import SpeedPrediction, default_window, predictions, step_seconds
 from ..decide.summary import SettingResult, summarize_settings
@@ -84,12 +84,11 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                                           t.timeout_s))
                 for env, conf, t in tasks]
         for (env, conf, _), t in zip(tasks, pair):
-            share = driver_share(predicted.get(env, {}).get(conf))
+            share = excess_driver_share(predicted.get(env, {}).get(conf))
             if t.alternate:
                 callbacks.notice(f"{conf_label(conf)}: confirmed against the default inside one process, "
                                  f"in blocks of {block_steps(t.alternate)} steps")
-            elif (conf and t.workload.get("command") and share is not None and share > IN_PROCESS_DRIVER_SHARE
-                  and _switchable(plan, env, conf)):
+            elif conf and t.workload.get("command") and share is not None and _switchable(plan, env, conf):
                 callbacks.notice(f"{conf_label(conf)}: confirmed by a pair of processes, not inside one: the replay "
                                  f"prices driver calls at {share:.1%} of a step, and a setting switched to inside a "
                                  f"running process allocates beside what it made before, so its calls would not be "

@@ -2,8 +2,7 @@
 and tested on. Two jobs that do driver work every step or two, each run in ONE process that switches the allocator
 setting between blocks of steps (`torch.cuda.memory._set_allocator_settings`, the full string each time).
 
-    python3 scripts/jobs/speed_blocks.py run --job big [--steps 40] [--json]  # the plain job (for alloctune
-                                                      # record; --json: its steady time, for speed_fresh.py)
+    python3 scripts/jobs/speed_blocks.py run --job big [--steps 40]   # the plain job (for alloctune record)
     python3 scripts/jobs/speed_blocks.py alternate --job big --seconds 100 -o big.jsonl
     python3 scripts/jobs/speed_blocks.py alternate --job big --fresh --seconds 100 -o big-fresh.jsonl
 
@@ -39,7 +38,6 @@ import gc
 import importlib.util
 import json
 import math
-import os
 import random
 import statistics
 import sys
@@ -315,21 +313,12 @@ def run(args: argparse.Namespace) -> int:
     job = Job(args.job, device)
     start = time.perf_counter()
     for i in range(args.steps):
-        if i == CYCLE:   # the first cycle of shapes is the warm-up; the rest is timed (for --json)
-            _sync()
-            steady, before = time.perf_counter(), _counters()
         job.step(i)
         if job.empties_after(i) and job.cuda:
             torch.cuda.empty_cache()
     _sync()
-    end = time.perf_counter()
     print(f"{args.job}: {job.params / 1e6:.1f}M parameters, {args.steps} steps, "
-          f"{args.steps / (end - start):.2f} steps/s", flush=True)
-    if args.json:   # one line for scripts/jobs/speed_fresh.py: this process's steady steps, under its setting
-        after = _counters()
-        print("SPEED-FRESH " + json.dumps({"job": args.job, "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-                                           "steps": args.steps - CYCLE, "seconds": end - steady,
-                                           "counters": {k: after[k] - before[k] for k in COUNTERS}}), flush=True)
+          f"{args.steps / (time.perf_counter() - start):.2f} steps/s", flush=True)
     return 0
 
 
@@ -339,7 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="the plain job, for alloctune record")
     r.add_argument("--job", choices=JOBS, required=True)
     r.add_argument("--steps", type=int, default=40)
-    r.add_argument("--json", action="store_true", help="also print the steady steps' time (after the first cycle)")
     a = sub.add_parser("alternate", help="blocks under each setting in one process")
     a.add_argument("--job", choices=JOBS, required=True)
     a.add_argument("--seconds", type=float, default=100, help="start no round after this many seconds")
