@@ -30,10 +30,11 @@ MIN_TIMED = 3
 TARGET = 0.01          # the resolution a run stops at: ±1% (95% half-width), half the default 2% allowance
 MIN_PAIRS = 4
 # How long a run may alternate. A job of fixed shapes reaches TARGET in a few pairs (transformers GPT-2 on an H100:
-# 4 pairs, ±0.5%); one whose batches change shape pair to pair spreads about 6-8% between two blocks of 2 s (a
-# Trainer, a Lightning job, a ResNet fed from the host: results/h100-in-process-2026-12-06), and needs 36-67 pairs,
-# 3-6 minutes, for ±2%, the default allowance. So up to 80 pairs or 5 minutes, after which the run states what it
-# reached.
+# 4 pairs, ±0.5%). On one H100 call, jobs whose batches change shape or are made on the host spread about 6-8%
+# between two blocks of 2 s (a Trainer, a Lightning job, a ResNet: results/h100-in-process-2026-12-06) and would
+# need 36-67 pairs, 3-6 minutes, for ±2%, the default allowance; on another, the same ResNet command reached ±0.5%
+# in 4 pairs (results/h100-in-process-2026-12-06c). So up to 80 pairs or 5 minutes, for a job or a machine that
+# spreads that much, after which the run states what it reached.
 MAX_PAIRS = 80
 MAX_SECONDS = 300.0
 

@@ -39,7 +39,7 @@ PRICE_ERROR = 3.0
 @dataclass(frozen=True)
 class MeasuredError:
     """How far predicted slowdowns were from slowdowns measured inside one process, where both were made:
-    predicted minus measured, the lowest and the highest (-0.049: a setting 4.9 points slower than predicted).
+    predicted minus measured, the lowest and the highest (-0.065: a setting 6.5 points slower than predicted).
     What the words about a prediction's error say: measured, both ways, never a direction a measurement
     contradicts."""
 
@@ -49,15 +49,16 @@ class MeasuredError:
 
 
 # How far a prediction was from a measurement of what it predicts: each setting as in a process under it from its
-# start, timed inside one process. On one H100 (results/h100-speed-rebuilt-2026-12-06) three jobs that empty the
-# cache every step or two, their model and optimizer rebuilt under each setting at each switch of blocks, priced by
-# the machine's busy-device calibration fixed before the call: -4.0 (max_split_size_mb:128 on `mid`) to +4.6
-# (expandable segments on the GPU-bound `big`), 7 of 9 settings within 2 points; on the H200 one job at idle
+# start, timed inside one process. On two H100 calls (results/h100-speed-rebuilt-2026-12-06 and -06b) three jobs
+# that empty the cache every step or two, their model and optimizer rebuilt under each setting at each switch of
+# blocks, priced by the machine's busy-device calibration fixed before the call: -6.5 (max_split_size_mb:128 on
+# `mid`, whose CPU has no slack to hide a cudaFree's wait) to +4.6 (expandable segments on the GPU-bound `big`), 7
+# of 9 settings within 2 points in each call, the same two off; on the H200 one job at idle
 # prices, each setting in its own process, the cost of empty_cache() per step (-4.9 to +2.6: docs/evidence.md,
 # "Speed from driver work"). Blocks switched to beside memory made under the default (results/h100-speed-model*-
 # 2026-12-06: up to +36.1) are left out: they made other driver calls than the prediction counts, and a sweep
 # never confirms in one process where that matters (decide/confirm.py's IN_PROCESS_DRIVER_SHARE).
-PREDICTION_ERROR = MeasuredError(-0.049, 0.046, "H100 and H200, torch 2.11, four jobs with driver work every step, "
+PREDICTION_ERROR = MeasuredError(-0.065, 0.046, "H100 and H200, torch 2.11, four jobs with driver work every step, "
                                  "3-4 settings each")
 
 
