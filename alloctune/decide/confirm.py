@@ -127,17 +127,23 @@ class InProcessPlan:
 
 
 def in_process(winner: str, torch_version: str, default_fits: bool, step_seconds: float | None,
-               steady_steps: int | None, prediction: SpeedPrediction | None) -> InProcessPlan | None:
+               steady_steps: int | None, prediction: SpeedPrediction | None,
+               waits: int = 0) -> InProcessPlan | None:
     """How the winner is confirmed inside one process, or None where a pair of processes confirms it: the default
     won (nothing to compare), the default does not fit (its blocks would fail the job), a key torch cannot switch
-    while the job runs, no measured step of the default, a job too short for MIN_PAIRS pairs of blocks, or driver
-    calls of either setting that may be a material part of a step (`driver_share`)."""
+    while the job runs, no measured step of the default, a job too short for MIN_PAIRS pairs of blocks after the
+    `waits` steady steps its blocks wait for (those up to the step of the winner's replayed peak, which its memory
+    figures, taken at the first switch, must cover), or driver calls of either setting that may be a material part
+    of a step (`driver_share`)."""
     if not winner or not default_fits or not step_seconds or step_seconds <= 0:
         return None
     if driver_share(prediction) is None or excess_driver_share(prediction) is not None:
         return None
+    left = None if steady_steps is None else steady_steps - waits
+    if left is not None and left <= 0:
+        return None
     strings = switch_strings(AllocConf.parse(winner), AllocConf(), torch_version)
-    blocks = block_plan(step_seconds, steady_steps)
+    blocks = block_plan(step_seconds, left)
     return InProcessPlan(strings, blocks) if strings is not None and blocks is not None else None
 
 

@@ -101,13 +101,16 @@ class Counter:
     """One process's steps. `window`: end the process after this many steps past the warm-up (None: never);
     `growth`: sample memory at steps K and 2K of the followed source (None: never); `early`: end it where the
     automatic window's rule agrees (`stopping.py`; None: never); `ends`: keep each step's Unix time for
-    `step_ends_us` (a process that records a trace; without, `step_ends_us` is empty)."""
+    `step_ends_us` (a process that records a trace; without, `step_ends_us` is empty); `peak_step`: the step in
+    which the replay of this setting reached its peak reserved (0: unknown): a confirmation's automatic window does
+    not end, nor its alternation begin, before that step has run, so that the memory it reports covers the peak."""
 
     def __init__(self, job: Job, warmup: int, window: int | None = None, growth: int | None = None,
                  call_name: str = "", early: SharedStop | None = None, ends: bool = False,
-                 alternation: Alternator | None = None):
+                 alternation: Alternator | None = None, peak_step: int = 0):
         self.job = job
         self.alternation = alternation            # an in-process confirmation (`alternate.py`): told every step
+        self.peak_step = peak_step
         self.ends = ends
         self.warmup = max(1, warmup)
         self.window = window
@@ -240,8 +243,9 @@ class Counter:
                 self.growth_samples.append([step, *memory])
         if self.window is not None and not self.at_80_read and step >= self.warmup + 4 * self.window // 5:
             self.at_80_read, self.at_80 = True, self.job.reserved_peak()
-        ended = (self.alternation is not None and source.start is not None
-                 and self.alternation.step(step, step - source.start_at))
+        begin = max(source.start_at, self.peak_step)   # the alternation's first block starts at this step's end
+        ended = (self.alternation is not None and source.start is not None and step >= begin
+                 and self.alternation.step(step, step - begin))
         stop = self._stop(source)
         if not ended and (stop is None or step < stop):
             return
@@ -257,7 +261,7 @@ class Counter:
         steady = source.count - source.start_at
         alternating = self.alternation is not None and self.alternation.active
         if (self.early is not None and not alternating and self.agreed is None and source.start is not None
-                and steady >= MIN_STEADY_STEPS):
+                and steady >= MIN_STEADY_STEPS and source.count >= self.peak_step):
             assert source.last is not None
             if enough(steady, source.last - source.start, source.spread):
                 self.agreed = self.early.propose(source.count + AHEAD_STEPS)

@@ -22,7 +22,7 @@ from ..report.words import sentence
 from ..results.calibration import Calibration, read_calibration, write_calibration
 from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
-from ..results.records import Backend, TrialRecord, measured_env_id
+from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
 from ..settings.conf import AllocConf, conf_label
 from ..settings.switching import switch_strings
 from ..trial.calibration import calibration_for
@@ -69,7 +69,8 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
     with plan.runner:
         records = folder.trials()
         if any(step_seconds(records, env) is None for env in envs):
-            execute(folder, plan.runner, [_confirming(task(env, default, 0)) for env in envs], callbacks.progress)
+            execute(folder, plan.runner, [_confirming(task(env, default, 0), peak=peak_step(records, env, ""))
+                                          for env in envs], callbacks.progress)
         calibration = calibrate(folder, plan.runner, plan.probes[0], (options.gpus or (0,))[0], callbacks.notice)
         records = folder.trials()
         predicted = predictions(records, calibration)
@@ -80,8 +81,8 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
         _record_skips(folder, plans)
         tasks = [(env, conf, task(env, AllocConf.parse(conf), 0))
                  for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
-        pair = [_confirming(t, _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf),
-                                          t.timeout_s))
+        pair = [_confirming(t, _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf), t),
+                            peak_step(records, env, conf))
                 for env, conf, t in tasks]
         for (env, conf, _), t in zip(tasks, pair):
             share = excess_driver_share(predicted.get(env, {}).get(conf))
@@ -112,10 +113,22 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                        slots, callbacks.progress, callbacks.notice, tally)
 
 
-def _confirming(task: TrialTask, alternate: str | None = None) -> TrialTask:
+def _confirming(task: TrialTask, alternate: str | None = None, peak: int = 0) -> TrialTask:
     """A confirmation trial: a command's may stop once warm-up and enough steady steps were timed, or, where it
-    alternates with the default in one process (`alternate`), once its blocks time the ratio well enough."""
-    return replace(task, early_stop=True, alternate=alternate) if task.workload.get("command") else task
+    alternates with the default in one process (`alternate`), once its blocks time the ratio well enough; neither
+    before step `peak`, where the replay of its setting reached its peak reserved (0: unknown)."""
+    return (replace(task, early_stop=True, alternate=alternate, peak_step=peak) if task.workload.get("command")
+            else task)
+
+
+def peak_step(records: list[TrialRecord], env: str, conf: str) -> int:
+    """The step in which the replay of `conf` in environment `env` reached its peak reserved (its steps ended before
+    the peak, plus one), 0 where no replay says (no step marks in the trace, a replay from before it was counted).
+    A peak in the teardown gives the step after the last, which a confirmation never reaches: it runs to the end."""
+    replay = next((r.measurement for r in records if r.backend == Backend.SIM and r.state is TrialState.OK
+                   and measured_env_id(r.env_id) == env and r.conf == conf and r.measurement is not None), None)
+    before = replay.steps_before_peak if replay is not None else None
+    return 0 if before is None else before + 1
 
 
 def _probe(plan: Plan, env: str) -> ProbeResult | None:
@@ -129,21 +142,23 @@ def _switchable(plan: Plan, env: str, conf: str) -> bool:
 
 
 def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], replayed: list[SettingResult],
-               prediction: SpeedPrediction | None, timeout_s: float) -> str | None:
+               prediction: SpeedPrediction | None, task: TrialTask) -> str | None:
     """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
-    (decide/confirm.in_process), else None (a pair of processes). Its blocks end within half the trial's time
-    limit, which also holds the job's start-up and warm-up."""
+    (decide/confirm.in_process), else None (a pair of processes). Its blocks begin after the step of its replayed
+    peak (`peak_step`) and end within half the trial's time limit, which also holds the job's start-up and
+    warm-up."""
     probe = _probe(plan, env)
     default = next((s for s in replayed if measured_env_id(s.env_id) == env and s.is_default), None)
     window = default_window(records, env)
     if probe is None or default is None or window is None:
         return None
-    how = in_process(conf, probe.torch_version, default.fits, window[0], window[1], prediction)
+    waits = max(0, peak_step(records, env, conf) - int(task.workload.get("warmup_steps") or 0))
+    how = in_process(conf, probe.torch_version, default.fits, window[0], window[1], prediction, waits)
     if how is None:
         return None
     b = how.blocks
     return alternate_env(how.strings, b.block_steps, b.skip_steps, b.target, b.min_pairs, b.max_pairs,
-                         min(b.max_seconds, timeout_s / 2))
+                         min(b.max_seconds, task.timeout_s / 2))
 
 
 def _confirmation(records: list[TrialRecord], env: str, winner: str,

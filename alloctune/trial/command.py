@@ -57,21 +57,21 @@ TERM_GRACE_S = 10.0        # after SIGTERM at the time limit, time for the hook 
 def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
                      budget_fraction: float | None = None, record: bool = False,
                      warmup_steps: int = DEFAULT_WARMUP_STEPS, window_steps: int = 0, step_on: str | None = None,
-                     growth_steps: int | None = None, early_stop: bool = False) -> dict:
+                     growth_steps: int | None = None, early_stop: bool = False, peak_step: int = 0) -> dict:
     """`env` with the start-up hook first on PYTHONPATH and its settings (`run_command` adds the output folder,
     ALLOCTUNE_HOOK_OUT): the setting asked for (ALLOCTUNE_HOOK_CONF, checked against the one in force), the budget
     (ALLOCTUNE_HOOK_BUDGET_BYTES or _FRACTION), recording (ALLOCTUNE_HOOK_RECORD=1), the warm-up steps
     (ALLOCTUNE_HOOK_WARMUP_STEPS), the --steps window (ALLOCTUNE_HOOK_WINDOW_STEPS; 0: none), what --step-on counts
     (ALLOCTUNE_HOOK_STEP_ON), the steps K at which (and at 2K) the growth check samples memory
-    (ALLOCTUNE_HOOK_GROWTH_STEPS) and the automatic window of a confirmation (ALLOCTUNE_HOOK_EARLY_STOP=1:
-    `runtime/stopping.py`)."""
+    (ALLOCTUNE_HOOK_GROWTH_STEPS), the automatic window of a confirmation (ALLOCTUNE_HOOK_EARLY_STOP=1:
+    `runtime/stopping.py`) and the step before whose end it may not stop (ALLOCTUNE_HOOK_PEAK_STEP)."""
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HOOK_DIR, env.get("PYTHONPATH")) if p)
     env["ALLOCTUNE_HOOK_CONF"] = conf
     env["ALLOCTUNE_HOOK_WARMUP_STEPS"] = str(warmup_steps)
     for var in ("ALLOCTUNE_HOOK_BUDGET_BYTES", "ALLOCTUNE_HOOK_BUDGET_FRACTION", "ALLOCTUNE_HOOK_RECORD",
                 "ALLOCTUNE_HOOK_WINDOW_STEPS", "ALLOCTUNE_HOOK_STEP_ON", "ALLOCTUNE_HOOK_GROWTH_STEPS",
-                "ALLOCTUNE_HOOK_EARLY_STOP", "ALLOCTUNE_HOOK_DRYRUN",
+                "ALLOCTUNE_HOOK_EARLY_STOP", "ALLOCTUNE_HOOK_PEAK_STEP", "ALLOCTUNE_HOOK_DRYRUN",
                 ALTERNATE_VARIABLE):
         env.pop(var, None)
     if budget_bytes:
@@ -88,6 +88,8 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
         env["ALLOCTUNE_HOOK_GROWTH_STEPS"] = str(growth_steps)
     if early_stop:
         env["ALLOCTUNE_HOOK_EARLY_STOP"] = "1"
+    if peak_step:
+        env["ALLOCTUNE_HOOK_PEAK_STEP"] = str(peak_step)
     return env
 
 
@@ -171,7 +173,7 @@ def _trial_environment(task: TrialTask, command: CommandSpec, gpu: int | Sequenc
     env = hook_environment(child_environment(task.conf, gpu, base), str(task.conf), task.budget_bytes,
                            task.budget_fraction, record=task.record_trace is not None,
                            warmup_steps=int(task.workload["warmup_steps"]), window_steps=int(task.workload["steps"]),
-                           step_on=command.step_on, early_stop=task.early_stop)
+                           step_on=command.step_on, early_stop=task.early_stop, peak_step=task.peak_step)
     if task.alternate:
         env[ALTERNATE_VARIABLE] = task.alternate
     if not command.isolate_cwd:

@@ -44,6 +44,9 @@ class TrialTask:
     backend: Backend = Backend.CUDA   # what its record will say: CUDA (measured) or SIM (replayed)
     check_growth: int | None = None   # a command's growth check: sample memory at steps K and 2K (--check-growth)
     early_stop: bool = False          # a confirmation: end it after the warm-up and enough steps (runtime/stopping.py)
+    # A confirmation's step in which the replay of its setting reached peak reserved (0: unknown): its automatic
+    # window and its alternation end after it, so that the memory it measures covers the peak (runtime/counting.py)
+    peak_step: int = 0
     # An in-process confirmation of a command: its setting and the default in turn, in blocks of steps, in one
     # process (runtime/alternate.AlternatePlan as ALLOCTUNE_HOOK_ALTERNATE's JSON); None: a plain trial.
     alternate: str | None = None

@@ -145,3 +145,14 @@ def test_a_switchable_winner_of_a_long_enough_job_is_confirmed_in_one_process():
     how = in_process(ES, "2.11.0+cu130", True, 0.05, 1000, QUIET)
     assert how is not None and how.strings == (ES, "expandable_segments:False")
     assert (how.blocks.block_steps, how.blocks.skip_steps) == (10 + 40, 10)
+
+
+def test_its_blocks_fit_in_the_steps_after_the_winners_replayed_peak():
+    """The blocks wait for the step of the winner's replayed peak (its memory is taken at the first switch): 1000
+    steady steps fit full blocks; 960 of them spent waiting leave 40, shorter blocks; 1000 spent, none (a peak in
+    the teardown), and a pair of processes confirms it."""
+    full = in_process(ES, "2.11.0", True, 0.05, 1000, QUIET, waits=0)
+    assert full is not None and full.blocks.block_steps == 50
+    short = in_process(ES, "2.11.0", True, 0.05, 1000, QUIET, waits=960)
+    assert short is not None and short.blocks.block_steps * 2 * 4 <= 40
+    assert in_process(ES, "2.11.0", True, 0.05, 1000, QUIET, waits=1000) is None

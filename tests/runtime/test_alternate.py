@@ -185,3 +185,20 @@ def test_the_counter_tells_it_every_step_after_the_warm_up_and_ends_the_process_
             counter.optimizer_step(opt)
     assert steps == 3 + 2 * 5 and counter.auto_ended
     assert [b.candidate for b in alternation.blocks] == [True, False]
+
+
+def test_its_first_block_begins_after_the_step_of_the_replayed_peak(tmp_path):
+    """With `peak_step` past the warm-up, the process runs on under its own setting until that step has ended;
+    the memory figures taken at the first switch then cover the peak."""
+    devices = Devices({C: 1.0, D: 1.5})
+    taken: list[int] = []
+    alternation = Alternator(plan(max_pairs=1), devices, lambda: taken.append(steps))
+    counter = Counter(Job(devices), warmup=3, alternation=alternation, early=SharedStop(str(tmp_path)), peak_step=20)
+    opt, steps = SGD(), 0
+    with pytest.raises(Finished):
+        for _ in range(1000):
+            devices.run_step()
+            steps += 1
+            counter.optimizer_step(opt)
+    assert steps == 20 + 2 * 5 and taken == [25] and devices.switches == [D, C]
+    assert [b.candidate for b in alternation.blocks] == [True, False]

@@ -328,6 +328,15 @@ def test_the_automatic_window_ends_after_the_warm_up_and_enough_steady_steps(tmp
     assert counter.window_reserved is None   # no 80% reading without --steps: nothing says whether it still rose
 
 
+def test_the_automatic_window_does_not_end_before_the_step_of_the_replayed_peak(tmp_path, monkeypatch):
+    """Slow steps meet the rule after 20 steady steps; a peak in step 60 keeps the process to it, so that the
+    memory the confirmation measures covers the peak."""
+    clock = Clock(1.0)
+    monkeypatch.setattr(counting, "time", clock)
+    counter = Counter(Job(reserved=[9], clock=clock), warmup=2, early=SharedStop(str(tmp_path)), peak_step=60)
+    assert _until_finished(counter, clock) == 60 + AHEAD_STEPS and counter.auto_ended
+
+
 def test_every_process_stops_at_the_step_the_first_one_proposed(tmp_path, monkeypatch):
     """A second rank reads the step agreed on, even before its own steps meet the rule; a --steps window that
     ends first ends it as before, and not as the automatic window."""

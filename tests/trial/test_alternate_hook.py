@@ -76,3 +76,18 @@ def test_the_blocks_of_the_first_process_that_timed_any_are_kept():
     out = alternated(window, [ProcessReport(pid=1, cuda=True, rank=0, alternation=failed),
                               ProcessReport(pid=2, cuda=True, rank=1, alternation=blocks((0.5, 0.5)))])
     assert out.alternation == blocks((0.5, 0.5)) and out.throughput is None
+
+
+def test_the_alternation_waits_for_the_step_of_the_replayed_peak(tmp_path):
+    """ALLOCTUNE_HOOK_PEAK_STEP=28 in a 30-step job: its first block would end at step 32, so it never switches
+    (the job ends first), where without it the first switch came at step 6 and failed for want of CUDA."""
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(TRAIN))
+    env = hook_environment(child_environment(AllocConf.parse("expandable_segments:True"), None),
+                           "expandable_segments:True", warmup_steps=2, early_stop=True, peak_step=28)
+    assert env["ALLOCTUNE_HOOK_PEAK_STEP"] == "28"
+    run = run_command([sys.executable, str(job), "30"], dict(env, **{VARIABLE: PLAN.to_env()}), None, 120,
+                      str(tmp_path / "work"))
+    assert run.returncode == 0, Path(run.stderr).read_text()
+    (report,) = run.processes
+    assert report.alternation is not None and report.alternation.end is AlternationEnd.JOB_ENDED

@@ -12,8 +12,8 @@ sitecustomize, then, when ALLOCTUNE_HOOK_OUT names a folder:
   so that a process that sees several GPUs gets the budget on the one it picks, before it allocates there, and on
   no other. Optimizer steps, `alloctune.step()` marks and what --step-on names are counted (`runtime/stepwatch.py`
   sees them, `runtime/counting.py` counts them, times the steps after the warm-up and ends the process at the end
-  of a --steps window or of the automatic one; ALLOCTUNE_HOOK_ALTERNATE: `runtime/alternate.py` switches settings
-  between blocks of steps);
+  of a --steps window or of the automatic one, not before ALLOCTUNE_HOOK_PEAK_STEP; ALLOCTUNE_HOOK_ALTERNATE:
+  `runtime/alternate.py` switches settings between blocks of steps);
 - watches uncaught exceptions for an out-of-memory error (`alloctune.runtime.oom`, the rule every part uses);
 - at exit (normal end, uncaught exception, SIGTERM from a time limit, or the end of the window), in a process
   that initialised CUDA or marked or counted steps, writes `proc-<pid>.json` to that folder: a `ProcessReport`
@@ -159,6 +159,7 @@ def _counter() -> Counter:
                                          _number("ALLOCTUNE_HOOK_GROWTH_STEPS"),
                                          os.environ.get("ALLOCTUNE_HOOK_STEP_ON", ""), _early_stop(),
                                          ends=os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1",
+                                         peak_step=_number("ALLOCTUNE_HOOK_PEAK_STEP") or 0,
                                          alternation=from_environment(os.environ, job, lambda: peaks(
                                              cuda, _state.sampler) if (cuda := job.cuda()) else [], _state.out))
     return _state.counter
