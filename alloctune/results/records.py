@@ -270,6 +270,9 @@ class Measurement:
     # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
     # records from before it was counted.
     driver_work: DriverWork | None = None
+    # Replayed: the whole steps ended when peak reserved was first reached (0: in the first step, or the start-up
+    # before it); None for a GPU trial, a trace without step marks, and older records.
+    steps_before_peak: Count | None = None
     # A trial that alternated its setting with another inside its process (an in-process confirmation): the timed
     # blocks. Its peaks are then those of its own setting's part (start-up, warm-up and its first block, before the
     # first switch), and its throughput its own blocks' rate. None for every other trial.

@@ -9,7 +9,7 @@
 // Entry point: simulate(kinds, addrs, sizes, streams, device_memory, overhead, allowed (-1: none), max_split,
 // non_split_rounding, large_segment, divisions (16 ints), divisions_one_rounds_512, expandable, expandable_private,
 // gc_threshold, stop_at_retry[, marks]) -> (counters (allocator.COUNTERS order), ignored_frees, first_oom, first_retry, replayed,
-// [allocator.DRIVER_COUNTERS at each mark reached]).
+// [allocator.MARK_COUNTERS at each mark reached]).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -282,10 +282,10 @@ class Allocator {
   u64 cuda_mallocs = 0, cuda_malloc_bytes = 0, cuda_frees = 0, cuda_free_bytes = 0, maps = 0, map_bytes = 0;
   u64 unmaps = 0, unmap_bytes = 0, syncs = 0, gc_passes = 0;
   u64 active = 0, active_peak = 0;  // allocated, and freed blocks not yet back in their pool
-  // allocator.DRIVER_COUNTERS, in its order
-  std::vector<u64> driver_counters() const {
+  // allocator.MARK_COUNTERS, in its order: the driver counters, then the peak reserved so far
+  std::vector<u64> mark_counters() const {
     return {cuda_mallocs, cuda_malloc_bytes, cuda_frees,   cuda_free_bytes,   maps,     map_bytes,
-            unmaps,       unmap_bytes,       syncs,        num_alloc_retries, gc_passes};
+            unmaps,       unmap_bytes,       syncs,        num_alloc_retries, gc_passes, reserved_peak};
   }
 
   Block* malloc(u64 size, i64 stream) {
@@ -823,7 +823,7 @@ class LiveBlocks {
   i64 limit_;
 };
 
-// Marks: event indices in order, none past the trace's end (`n`); the replay takes the driver counters as it
+// Marks: event indices in order, none past the trace's end (`n`); the replay takes the mark counters as it
 // reaches each one (before replaying that event; `n`: at the end).
 bool read_marks(PyObject* obj, Py_ssize_t n, std::vector<i64>* marks) {
   Column column;
@@ -906,7 +906,7 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
 
   std::vector<i64> marks;
   if (!read_marks(marks_obj, n, &marks)) return nullptr;
-  std::vector<std::vector<u64>> at_marks;  // the driver counters at each mark the replay reached
+  std::vector<std::vector<u64>> at_marks;  // the mark counters at each mark the replay reached
 
   i64 ignored = 0, first_oom = -1, first_retry = -1, replayed = 0;
   std::unique_ptr<Allocator> alloc_owner;
@@ -919,7 +919,7 @@ PyObject* simulate(PyObject*, PyObject* args, PyObject* kwargs) {
     bool stopped = false;
     auto reach = [&](i64 i) {  // the counters at every mark before event i
       for (; next_mark < marks.size() && marks[next_mark] == i; ++next_mark)
-        at_marks.push_back(alloc.driver_counters());
+        at_marks.push_back(alloc.mark_counters());
     };
     for (Py_ssize_t i = 0; i < n; ++i) {
       reach(i);

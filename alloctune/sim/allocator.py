@@ -377,6 +377,9 @@ class Allocator(Segments):
 # The driver work (results.records.DriverWork's figures, in its order) as the allocator counts it: counter names.
 DRIVER_COUNTERS = ("cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free_bytes", "maps", "map_bytes",
                    "unmaps", "unmap_bytes", "syncs", "num_alloc_retries", "gc_passes")
+# What a replay reads at each mark (simulate.py): the driver counters, and the peak reserved so far (where it is
+# first reached).
+MARK_COUNTERS = (*DRIVER_COUNTERS, "reserved_peak")
 # The allocator's counters, in the order the compiled core returns them.
 COUNTERS = ("reserved", "reserved_peak", "allocated", "allocated_peak", "requested", "requested_peak",
             "segments", "segments_peak", "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free",

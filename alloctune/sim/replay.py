@@ -91,7 +91,8 @@ class ReplayOutcome:
         return Measurement(peak_reserved_bytes=r.peak_reserved_bytes, peak_allocated_bytes=r.peak_allocated_bytes,
                            peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
                            num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc,
-                           num_device_free=r.num_device_free, driver_work=r.driver_work)
+                           num_device_free=r.num_device_free, driver_work=r.driver_work,
+                           steps_before_peak=r.steps_before_peak)
 
     def to_json(self) -> dict:
         r = self.result
@@ -197,6 +198,7 @@ class _Args:
     torch_version: str
     granularity: int = GRANULARITY
     window: SteadyWindow | None = None   # the steady steps replay counts the driver work over
+    step_ends: tuple[int, ...] = ()      # the trace's, where the replay notes the step of its peak reserved
 
 
 def _parse(conf: AllocConf | str) -> AllocConf:
@@ -213,7 +215,7 @@ def _replay_args(trace: Trace, device_memory: int, budget_bytes: int | None, ove
                  None if budget_bytes is None else size_argument(budget_bytes, "budget_bytes"),
                  _overhead(trace, None if overhead_bytes is None else size_argument(overhead_bytes, "overhead_bytes",
                                                                                     least=0)), version,
-                 window=steady_window(trace.meta))
+                 window=steady_window(trace.meta), step_ends=tuple(trace.meta.get("step_ends") or ()))
 
 
 def _overhead(trace: Trace, overhead_bytes: int | None) -> int:
@@ -236,7 +238,8 @@ def _not_simulated(conf: AllocConf) -> str | None:
 
 def _simulate(ops: Any, conf: AllocConf, device_memory: int, args: _Args, stop_at_retry: bool = False) -> SimResult:
     return simulate(ops, conf, device_memory, budget_bytes=args.budget_bytes, overhead_bytes=args.overhead_bytes,
-                    torch_version=args.torch_version, stop_at_retry=stop_at_retry, window=args.window)
+                    torch_version=args.torch_version, stop_at_retry=stop_at_retry, window=args.window,
+                    step_ends=args.step_ends)
 
 
 def _replay_one(ops: Any, conf: AllocConf, args: _Args) -> ReplayOutcome:

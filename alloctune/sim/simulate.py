@@ -19,15 +19,16 @@ the replay got.
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from dataclasses import dataclass, fields
 from itertools import count, islice
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from ..results.records import DriverWork
 from ..settings.conf import AllocConf
-from .allocator import DRIVER_COUNTERS, Allocator, memory_stats
+from .allocator import MARK_COUNTERS, Allocator, memory_stats
 from .config import AllocatorConfig, allocator_config
 from .entries import FREE_REQUESTED
 from .steady import SteadyWindow, per_step, whole_run
@@ -86,6 +87,10 @@ class SimResult:
     # per steady step of the `window` asked for, else over the whole run; None when the replay ended early (an
     # OOM, or stop_at_retry)
     driver_work: DriverWork | None = None
+    # how many of the `step_ends` asked for had passed when the replay first reached peak_reserved_bytes: 0 = in the
+    # first step (or the start-up before it), len(step_ends) = after the last (teardown); None without step ends, or
+    # when the replay ended early
+    steps_before_peak: int | None = None
 
 
 def core_notice() -> str | None:
@@ -98,28 +103,60 @@ def core_notice() -> str | None:
 
 def simulate(ops: Any, conf: AllocConf, device_memory: int, *, budget_bytes: int | None = None,
              overhead_bytes: int = 0, torch_version: str = "2.11", stop_at_retry: bool = False,
-             core: Core = "auto", window: SteadyWindow | None = None) -> SimResult:
+             core: Core = "auto", window: SteadyWindow | None = None,
+             step_ends: Sequence[int] | None = None) -> SimResult:
     """Replay `ops` (parallel sequences .kinds (0 alloc, 1 free, 2 empty_cache, 3-6 the pool events of CUDA graphs:
     `pools.py`, 7 a free requested before its block returns: `entries.py`), .addrs, .sizes, .streams) under `conf`.
 
     A trace address names the block allocated under it until it is freed. A free of an address that is not
     live (recording started mid-run) is ignored and counted in stats['ignored_frees']. `core` picks the
     compiled or the Python core; "auto" takes the compiled one when it is available. `window`: the steady steps
-    the driver work is counted over (`steady.steady_window`); None: the whole run.
+    the driver work is counted over (`steady.steady_window`); None: the whole run. `step_ends`: the trace's
+    (`meta["step_ends"]`), for `steps_before_peak`.
     """
     config = allocator_config(conf, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                               torch_version=torch_version)
     if core == "compiled" and _core is None:
         raise RuntimeError(core_notice())
-    if window is not None and not 0 <= window.start <= window.end <= len(ops.kinds):
-        raise ValueError(f"steady window {window} is not within the {len(ops.kinds)} events")
+    n = len(ops.kinds)
+    if window is not None and not 0 <= window.start <= window.end <= n:
+        raise ValueError(f"steady window {window} is not within the {n} events")
+    ends = list(step_ends or [])
+    if ends and (ends != sorted(ends) or ends[0] < 0 or ends[-1] > n):
+        raise ValueError(f"step ends must be event indices in order, within the {n} events")
+    marks = _Marks(window, ends, sorted({*ends, *([] if window is None else [window.start, window.end]), n}))
     if core != "python" and _core is not None:
         try:
-            return _simulate_compiled(ops, config, stop_at_retry, window)
+            return _simulate_compiled(ops, config, stop_at_retry, marks)
         except OverflowError:  # a size or figure beyond the compiled core's 64-bit range: the Python core has none
             if core == "compiled":
                 raise
-    return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry, window)
+    return _simulate_python(ops, conf, config, budget_bytes, torch_version, stop_at_retry, marks)
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """Where a replay reads `MARK_COUNTERS`: `at`, the event indices in order, each step end and the window's two
+    ends (step ends themselves, for a trace's own window) and the trace's end."""
+
+    window: SteadyWindow | None
+    step_ends: list[int]
+    at: list[int]
+
+    def read(self, stats: dict, at_marks: list) -> tuple[DriverWork | None, int | None]:
+        """The driver work and steps_before_peak from the counters read at each mark; neither when the replay
+        ended before the last one."""
+        if len(at_marks) < len(self.at):
+            return None, None
+        driver = {mark: row[:-1] for mark, row in zip(self.at, at_marks)}
+        w = self.window
+        work = whole_run(driver[self.at[-1]]) if w is None else per_step(driver[w.start], driver[w.end], w.steps)
+        if not self.step_ends:
+            return work, None
+        # The peak was first reached before the first mark that holds it and after the mark before that one: as
+        # every step end is a mark, the step ends before the first that holds it are those passed by then.
+        first = next(mark for mark, row in zip(self.at, at_marks) if row[-1] == stats["reserved_bytes.all.peak"])
+        return work, bisect_left(self.step_ends, first)
 
 
 def _as_list(seq: Any) -> Any:
@@ -128,7 +165,7 @@ def _as_list(seq: Any) -> Any:
 
 
 def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_bytes: int | None,
-                     torch_version: str, stop_at_retry: bool, window: SteadyWindow | None) -> SimResult:
+                     torch_version: str, stop_at_retry: bool, marks: _Marks) -> SimResult:
     alloc = Allocator(conf, config.device_memory, budget_bytes=budget_bytes, overhead_bytes=config.overhead,
                       torch_version=torch_version)
     malloc, free = alloc.malloc_block, alloc.free_block  # blocks, not handles: no lookup of the handle on free
@@ -138,9 +175,8 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
     first_oom = first_retry = None
     at_marks: list[list[int]] = []
     ops_iter = zip(count(1), _as_list(ops.kinds), _as_list(ops.addrs), _as_list(ops.sizes), _as_list(ops.streams))
-    # The events in pieces that end at the window's marks, where the driver counters are read.
-    bounds = [] if window is None else [window.start, window.end]
-    for bound in [*bounds, len(ops.kinds)]:
+    # The events in pieces that end at the marks, where the mark counters are read.
+    for bound in marks.at:
         for replayed, kind, addr, size, stream in islice(ops_iter, bound - replayed):
             if kind == 0:
                 block = malloc(size, stream)
@@ -169,41 +205,29 @@ def _simulate_python(ops: Any, conf: AllocConf, config: AllocatorConfig, budget_
             else:
                 alloc.graphs.event(kind, addr, stream)
         else:
-            at_marks.append([getattr(alloc, name) for name in DRIVER_COUNTERS])
+            at_marks.append([getattr(alloc, name) for name in MARK_COUNTERS])
             continue
         break
     stats = alloc.stats()
     stats["ignored_frees"] = ignored
-    return _result(config, stats, first_oom, first_retry, replayed, _driver_work(window, stats, at_marks))
+    return _result(config, stats, first_oom, first_retry, replayed, *marks.read(stats, at_marks))
 
 
-def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool, window: SteadyWindow | None) -> SimResult:
+def _simulate_compiled(ops: Any, c: AllocatorConfig, stop_at_retry: bool, marks: _Marks) -> SimResult:
     columns = (ops.kinds, ops.addrs, ops.sizes, ops.streams)
     if not isinstance(ops, PackedOps):  # lists, or arrays of any dtype: read as Python ints
         columns = tuple(_as_list(c) for c in columns)
-    end = len(columns[0])
-    marks = [end] if window is None else [window.start, window.end, end]
     setting = {f.name: getattr(c, f.name) for f in fields(c) if f.name != "label"}   # the core's named fields
     counters, ignored, first_oom, first_retry, replayed, at_marks = _core.simulate(
-        *columns, stop_at_retry=stop_at_retry, marks=marks, **setting)
+        *columns, stop_at_retry=stop_at_retry, marks=marks.at, **setting)
     stats = memory_stats(counters, c.max_split)
     stats["ignored_frees"] = ignored
     return _result(c, stats, None if first_oom < 0 else first_oom, None if first_retry < 0 else first_retry, replayed,
-                   _driver_work(window, stats, at_marks))
-
-
-def _driver_work(window: SteadyWindow | None, stats: dict, at_marks: list) -> DriverWork | None:
-    """The driver work from the counters read at the window's marks and at the end of the trace (the last one
-    read only when the replay got to the end)."""
-    if len(at_marks) < (1 if window is None else 3):
-        return None
-    if window is None:
-        return whole_run(at_marks[0])
-    return per_step(at_marks[0], at_marks[1], window.steps)
+                   *marks.read(stats, at_marks))
 
 
 def _result(c: AllocatorConfig, stats: dict, first_oom: int | None, first_retry: int | None,
-            replayed: int, driver_work: DriverWork | None) -> SimResult:
+            replayed: int, driver_work: DriverWork | None, steps_before_peak: int | None) -> SimResult:
     return SimResult(
         conf=c.label,
         peak_reserved_bytes=stats["reserved_bytes.all.peak"],
@@ -218,4 +242,5 @@ def _result(c: AllocatorConfig, stats: dict, first_oom: int | None, first_retry:
         first_retry_index=first_retry,
         events_replayed=replayed,
         driver_work=driver_work,
+        steps_before_peak=steps_before_peak,
     )

@@ -55,7 +55,7 @@ def test_compiled_core_matches_python_on_shipped_traces(path):
     packed = pack(trace)
     for conf, device, budget, version, stop in cases(trace):
         kw = dict(budget_bytes=budget, overhead_bytes=trace.meta["overhead_bytes"], torch_version=version,
-                  stop_at_retry=stop, window=steady_window(trace.meta))
+                  stop_at_retry=stop, window=steady_window(trace.meta), step_ends=trace.meta.get("step_ends"))
         want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
         got = simulate(packed, AllocConf.parse(conf), device, core="compiled", **kw)
         assert got == want, f"{path.name} {conf or 'default'} device={device} budget={budget} {version} {stop}"
@@ -87,8 +87,9 @@ def random_trace(events: int, seed: int) -> Trace:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_compiled_core_matches_python_on_random_traces(seed):
-    """Every field, the driver work per step of a window included; every kind of driver work happens in some case,
-    so that each of its counters is compared."""
+    """Every field, the driver work per step of a window and the step of the peak included (step ends every 250
+    events, none of them the window's ends); every kind of driver work happens in some case, so that each of its
+    counters is compared."""
     trace = random_trace(4000, seed)
     seen: Counter = Counter()
     # a little above the most ever live: retries and GC passes in a replay that runs to its end
@@ -98,8 +99,8 @@ def test_compiled_core_matches_python_on_random_traces(seed):
                                "expandable_segments:True,large_segment_size_mb:40"]:
         for device, budget in ((1 << 40, None), (3 << 30, None), (4 << 30, 2 << 30), (1 << 30, None),
                                (tight, None), (tight, tight - (300 << 20))):
-            for window in (None, SteadyWindow(seed * 100, 4000 - seed * 300, 7)):
-                kw = dict(budget_bytes=budget, overhead_bytes=300 << 20, window=window)
+            for window in (None, SteadyWindow(seed * 100 + 1, 4000 - seed * 300 - 1, 7)):
+                kw = dict(budget_bytes=budget, overhead_bytes=300 << 20, window=window, step_ends=range(0, 4001, 250))
                 want = simulate(trace, AllocConf.parse(conf), device, core="python", **kw)
                 got = simulate(trace, AllocConf.parse(conf), device, core="compiled", **kw)
                 assert got == want, f"seed {seed} {conf or 'default'} device={device} budget={budget} {window}"
