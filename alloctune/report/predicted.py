@@ -26,7 +26,8 @@ def pair_legend(f: Confirmation) -> str:
     if f.blocks:
         return (f"{IN_PROCESS_MARK} = measured in blocks of steps under the default and the setting in turn, inside "
                 f"one run of the job (the cache emptied at each switch); the setting's peak reserved is its own part "
-                f"of that run, up to its first switch (start-up, warm-up, its first block); ± = the 95% interval's "
+                f"of that run, up to its first switch (start-up, warm-up, the steps up to its replayed peak where it "
+                f"was held to it, its first block); ± = the 95% interval's "
                 f"half-width reached (measured); whether it agrees with the prediction is said below")
     return (f"{PAIR_MARK} = measured in one confirmation pair (the default, then the setting): only a difference "
             f"beyond about ±{f.detectable:.0%} stands out of its noise; whether it agrees with the prediction is said "

@@ -185,7 +185,8 @@ def _time_and_window(info: SweepInfo, settings: list[SettingResult]) -> list[str
              for source, count in sources.most_common()]
     auto = [(name, m) for name, m in measured if m.auto_window]
     if auto:
-        lines.append(auto_window_line(sorted({name for name, _ in auto}), len(auto), len(measured)))
+        lines.append(auto_window_line(sorted({name for name, _ in auto}), len(auto), len(measured),
+                                      all(m.held_to_step for _, m in auto)))
     window = int(info.workload.get("steps") or 0) if info.workload.get("command") else 0
     if window and measured:
         ended = sum(m.ended_by_window and not m.auto_window for _, m in measured)

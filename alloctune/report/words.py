@@ -372,12 +372,16 @@ TIME_SOURCES = {
 }
 
 
-def auto_window_line(labels: list[str], ended: int, measured: int) -> str:
+def auto_window_line(labels: list[str], ended: int, measured: int, held: bool = False) -> str:
     """summary.md's line on the confirmation trials that ended at their automatic window (`Measurement.auto_window`:
-    the rule is runtime/stopping.py's, which docs/commands.md gives with its figures)."""
+    the rule is runtime/stopping.py's, which docs/commands.md gives with its figures); `held`: every one of them ran
+    to the step of its setting's replayed peak (`Measurement.held_to_step`)."""
+    covers = ("each ran to the step in which the replay of its setting reached peak reserved, so their memory is "
+              "confirmed for the steps they ran, the replayed peak's among them" if held else
+              "their memory is confirmed for the steps they ran, not for the whole run")
     return (f"- Automatic window: the start-up hook ended {ended} of {measured} trials ({', '.join(labels)}) once "
-            f"their steps after the warm-up had timed the rate well enough, every process at the same step: their "
-            f"memory is confirmed for the steps they ran, not for the whole run.")
+            f"their steps after the warm-up had timed the rate well enough, every process at the same step: "
+            f"{covers}.")
 
 
 def skipped_words(skipped: Skipped) -> str:

@@ -263,6 +263,10 @@ class Measurement:
     auto_window: bool = False                    # that window was the automatic one of a confirmation trial: its
                                                  # memory is confirmed for the steps it ran, not the whole run
     peak_rising: bool | None = None              # peak reserved still rose in the window's last fifth
+    # A confirmation held to this step, the one in which the replay of its setting reached peak reserved: its
+    # automatic window and its alternation ended after it, so its memory covers the replayed peak. None: not held
+    # (no replay said, not a confirmation, or a record from before).
+    held_to_step: Count | None = None
     # The growth check (`sweep --check-growth K`): [step, reserved, allocated] of one process at steps K and 2K,
     # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of
     # the process that peaked; [] when asked but the job ended before step K; None when not asked.
@@ -274,8 +278,9 @@ class Measurement:
     # before it); None for a GPU trial, a trace without step marks, and older records.
     steps_before_peak: Count | None = None
     # A trial that alternated its setting with another inside its process (an in-process confirmation): the timed
-    # blocks. Its peaks are then those of its own setting's part (start-up, warm-up and its first block, before the
-    # first switch), and its throughput its own blocks' rate. None for every other trial.
+    # blocks. Its peaks are then those of its own setting's part (start-up, warm-up, the steps up to `held_to_step`
+    # and its first block, before the first switch), and its throughput its own blocks' rate. None for every other
+    # trial.
     alternation: Alternation | None = None
 
     @classmethod

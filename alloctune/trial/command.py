@@ -204,7 +204,7 @@ def _judge(run: Run, command: CommandSpec, task: TrialTask, error: str | None, f
     if error:
         return TrialRecord(state=TrialState.CRASHED, error=error, **common)
     timed = timing(run, command, task.workload)
-    measurement = _measurement(devices, timed, run.processes) if devices else None
+    measurement = _measurement(devices, timed, run.processes, task) if devices else None
     oom = next((p.oom_message for p in run.processes if p.oom_message), None)
     if oom is None and (any(d.num_ooms for d in devices) or (run.returncode and is_oom_text(tail))):
         oom = oom_line(tail) or "out of memory (torch counted an OOM)"
@@ -232,12 +232,15 @@ def _after_window(processes: list[ProcessReport]) -> str:
             f"processes it started may fail when they stop early)") if ended else ""
 
 
-def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[ProcessReport]) -> Measurement:
-    """The trial's measurement: its processes' peaks, its throughput and where it came from, and its window."""
+def _measurement(devices: list[DevicePeaks], timed: Timing, processes: list[ProcessReport],
+                 task: TrialTask) -> Measurement:
+    """The trial's measurement: its processes' peaks, its throughput and where it came from, and its window (held
+    to the step of its replayed peak, where the task asked)."""
     rises = [r for p in processes if p.window_ended and (r := rising(p.window_reserved)) is not None]
     measured = replace(job_measurement(devices, timed.throughput, timed.unit, timed.seconds, timed.steps),
                        throughput_source=timed.source, ended_by_window=any(p.window_ended for p in processes),
-                       auto_window=any(p.auto_window for p in processes), peak_rising=any(rises) if rises else None)
+                       auto_window=any(p.auto_window for p in processes), peak_rising=any(rises) if rises else None,
+                       held_to_step=task.peak_step if task.early_stop and task.peak_step else None)
     return alternated(measured, processes)
 
 

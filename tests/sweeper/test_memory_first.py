@@ -56,6 +56,8 @@ spec = json.load(open(sys.argv[3])) if sys.argv[1:3] == ["-m", "alloctune.child.
 recording = bool(spec["record_trace"]) if spec else os.environ.get("ALLOCTUNE_HOOK_RECORD") == "1"
 with open({log!r}, "a") as f:
     f.write(("R" if recording else "") + conf + "\\n")
+with open({log!r} + ".peak", "a") as f:   # the step a confirmation may not stop before (0: none asked)
+    f.write(conf + " " + os.environ.get("ALLOCTUNE_HOOK_PEAK_STEP", "0") + "\\n")
 runs = len(open({log!r}).read().splitlines())
 plan = json.loads({plan!r})
 m = json.load(open({peaks!r}))["" if "cudaMallocAsync" in conf else conf]
@@ -364,3 +366,17 @@ def test_a_winner_whose_driver_calls_are_a_material_part_of_a_step_is_not_confir
     assert not any("inside one process, in blocks" in n for n in notices)
     [why] = [n for n in notices if n.startswith(f"{ES}: confirmed by a pair of processes, not inside one")]
     assert f"prices driver calls at {share:.1%} of a step" in why
+
+
+def test_the_confirmations_run_to_the_step_of_their_settings_replayed_peak(tmp_path, peaks):
+    """Each of the pair is held to the step in which the replay of its setting reached peak reserved (its steps
+    before the peak, plus one), so that the memory it measures covers the peak; the recording runs as it is."""
+    outcome, order = command_sweep(tmp_path, peaks)
+    assert order == ["R", "", ES]
+    replayed = {t.conf: t.measurement.steps_before_peak for t in outcome.folder.trials()
+                if t.backend == Backend.SIM and t.measurement is not None}
+    assert replayed[""] is not None and replayed[ES] is not None
+    held = [line.split(" ") for line in (tmp_path / "ran.log.peak").read_text().splitlines()]
+    assert held == [["", "0"], ["", str(replayed[""] + 1)], [ES, str(replayed[ES] + 1)]]
+    assert [t.measurement.held_to_step for t in gpu_trials(outcome) if t.measurement is not None] == \
+        [None, replayed[""] + 1, replayed[ES] + 1]

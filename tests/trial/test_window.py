@@ -458,7 +458,12 @@ def test_torchrun_ranks_stop_together_at_the_automatic_window(tmp_path):
     assert counts[0][3][0] >= 2 + 20 + 2
 
 
-def test_the_summary_says_which_trials_ended_at_their_automatic_window(tmp_path):
+@pytest.mark.parametrize("held, covers", [
+    (None, "their memory is confirmed for the steps they ran, not for the whole run"),
+    (40, "each ran to the step in which the replay of its setting reached peak reserved, so their memory is "
+         "confirmed for the steps they ran, the replayed peak's among them"),
+])
+def test_the_summary_says_which_trials_ended_at_their_automatic_window(tmp_path, held, covers):
     spec = command_workload(check_command([sys.executable, "train.py"]))
     info = SweepInfo(workload_name=spec.name, workload_hash=spec.digest(), workload=spec.to_dict(),
                      grid=["", "expandable_segments:True"], repeats=1, created_at="2026-01-02T03:04:05Z",
@@ -466,13 +471,14 @@ def test_the_summary_says_which_trials_ended_at_their_automatic_window(tmp_path)
     folder = new_folder(tmp_path / "f", info)
     for conf, auto in (("", True), ("expandable_segments:True", True), ("expandable_segments:True", False)):
         m = Measurement(peak_reserved_bytes=100 * MiB, peak_allocated_bytes=80 * MiB, throughput=10.0, unit="steps",
-                        throughput_source=ThroughputSource.OPTIMIZER_STEPS, ended_by_window=auto, auto_window=auto)
+                        throughput_source=ThroughputSource.OPTIMIZER_STEPS, ended_by_window=auto, auto_window=auto,
+                        held_to_step=held if auto else None)
         folder.store.append(TrialRecord(workload=spec.name, workload_hash=spec.digest(), conf=conf,
                                         repeat=0 if auto else 1, env_id="torch-x", backend="cuda",
                                         state=TrialState.OK, measurement=m, env={"torch": "2.11.0"}))
     analyze(folder)
     summary = (folder.path / "summary.md").read_text()
     assert ("- Automatic window: the start-up hook ended 2 of 3 trials (default, expandable_segments:True) once their "
-            "steps after the warm-up had timed the rate well enough, every process at the same step: their memory is "
-            "confirmed for the steps they ran, not for the whole run.\n") in summary
+            f"steps after the warm-up had timed the rate well enough, every process at the same step: {covers}.\n") \
+        in summary
     assert "- Window: --steps" not in summary
