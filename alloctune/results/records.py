@@ -263,24 +263,17 @@ class Measurement:
     auto_window: bool = False                    # that window was the automatic one of a confirmation trial: its
                                                  # memory is confirmed for the steps it ran, not the whole run
     peak_rising: bool | None = None              # peak reserved still rose in the window's last fifth
-    # A confirmation held to this step, the one in which the replay of its setting reached peak reserved: its
-    # automatic window and its alternation ended after it, so its memory covers the replayed peak. None: not held
-    # (no replay said, not a confirmation, or a record from before).
+    # A confirmation kept running to the step in which its setting's replay peaked (its memory covers that peak)
     held_to_step: Count | None = None
     # The growth check (`sweep --check-growth K`): [step, reserved, allocated] of one process at steps K and 2K,
     # written by the start-up hook into its per-process file and put here by the parent (trial/command.py), of
     # the process that peaked; [] when asked but the job ended before step K; None when not asked.
     growth_samples: GrowthSamples | None = None
-    # A replayed trial's driver work per steady step (predicted, counted by the replay); None for a GPU trial and in
-    # records from before it was counted.
-    driver_work: DriverWork | None = None
-    # Replayed: the whole steps ended when peak reserved was first reached (0: in the first step, or the start-up
-    # before it); None for a GPU trial, a trace without step marks, and older records.
-    steps_before_peak: Count | None = None
+    driver_work: DriverWork | None = None        # replayed: driver calls per steady step (None: GPU trial, older)
+    steps_before_peak: Count | None = None       # replayed: whole steps ended when peak reserved was first reached
     # A trial that alternated its setting with another inside its process (an in-process confirmation): the timed
-    # blocks. Its peaks are then those of its own setting's part (start-up, warm-up, the steps up to `held_to_step`
-    # and its first block, before the first switch), and its throughput its own blocks' rate. None for every other
-    # trial.
+    # blocks. Its peaks are then its own setting's part (up to the end of its first block, before the first
+    # switch), and its throughput its own blocks' rate. None for every other trial.
     alternation: Alternation | None = None
 
     @classmethod

@@ -367,8 +367,6 @@ class Allocator(Segments):
             self.gc_passes += 1
             self.syncs += 1
 
-    # ---------------------------------------------------------------- statistics
-
     def stats(self) -> dict:
         """The torch.cuda.memory_stats() keys this simulator tracks (aggregate over pools)."""
         return memory_stats([getattr(self, name) for name in COUNTERS], self.max_split)
@@ -377,8 +375,7 @@ class Allocator(Segments):
 # The driver work (results.records.DriverWork's figures, in its order) as the allocator counts it: counter names.
 DRIVER_COUNTERS = ("cuda_mallocs", "cuda_malloc_bytes", "cuda_frees", "cuda_free_bytes", "maps", "map_bytes",
                    "unmaps", "unmap_bytes", "syncs", "num_alloc_retries", "gc_passes")
-# What a replay reads at each mark (simulate.py): the driver counters, and the peak reserved so far (where it is
-# first reached).
+# What a replay reads at each mark (simulate.py): the driver counters, and the peak reserved so far.
 MARK_COUNTERS = (*DRIVER_COUNTERS, "reserved_peak")
 # The allocator's counters, in the order the compiled core returns them.
 COUNTERS = ("reserved", "reserved_peak", "allocated", "allocated_peak", "requested", "requested_peak",
