@@ -25,6 +25,7 @@ from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
 from ..settings.conf import AllocConf, conf_label
 from ..settings.switching import switch_strings
+from ..runtime.stopping import MIN_STEADY_STEPS
 from ..trial.calibration import calibration_for
 from ..trial.inprocess import alternate_env, block_steps
 from ..trial.probe import ProbeResult
@@ -85,6 +86,9 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                             peak_step(records, env, conf))
                 for env, conf, t in tasks]
         for (env, conf, _), t in zip(tasks, pair):
+            if (held := _held(t, default_window(records, env))) is not None:
+                callbacks.notice(f"{conf_label(conf)}: its confirmation runs {held}, where its replay reached peak "
+                                 f"reserved, so that the memory it measures covers the peak")
             share = excess_driver_share(predicted.get(env, {}).get(conf))
             if t.alternate:
                 callbacks.notice(f"{conf_label(conf)}: confirmed against the default inside one process, "
@@ -119,6 +123,16 @@ def _confirming(task: TrialTask, alternate: str | None = None, peak: int = 0) ->
     before step `peak`, where the replay of its setting reached its peak reserved (0: unknown)."""
     return (replace(task, early_stop=True, alternate=alternate, peak_step=peak) if task.workload.get("command")
             else task)
+
+
+def _held(task: TrialTask, window: tuple[float, int] | None) -> str | None:
+    """'to step N' (or 'to the job's end') where holding a confirmation to its replayed peak keeps it past the
+    automatic window's earliest end (`stopping.MIN_STEADY_STEPS` after the warm-up), else None."""
+    warmup = int(task.workload.get("warmup_steps") or 0)
+    if not task.early_stop or task.peak_step <= warmup + MIN_STEADY_STEPS:
+        return None
+    ended = window is not None and task.peak_step > warmup + window[1]   # past the recording's last step
+    return "to the job's end (its replay peaked in the teardown)" if ended else f"to step {task.peak_step}"
 
 
 def peak_step(records: list[TrialRecord], env: str, conf: str) -> int:

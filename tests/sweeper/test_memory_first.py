@@ -30,6 +30,7 @@ import alloctune
 from alloctune.decide.reasons import Code
 from alloctune.decide.rounds import MIN_ROUNDS
 from alloctune.results.records import Backend
+from alloctune.settings.conf import AllocConf
 from alloctune.settings.grid import DEFAULT_GRID, expand
 from alloctune.sim.replay import replay
 from alloctune.sim.trace import load_trace
@@ -78,7 +79,7 @@ if spec:
     sys.exit(0)
 out = os.environ["ALLOCTUNE_HOOK_OUT"]
 t0 = time.perf_counter()
-steps = [[t0 + i / rate, 1.0] for i in range(12)]
+steps = [[t0 + i / rate, 1.0] for i in range(plan["steps"])]
 if recording:
     shutil.copy({trace!r}, os.path.join(out, f"trace-{{os.getpid()}}.pickle"))
 json.dump(dict(pid=os.getpid(), rank=None, cuda=True, torch_version=importlib.metadata.version("torch"),
@@ -114,13 +115,13 @@ def peaks(tmp_path_factory) -> Path:
 
 
 def standin(tmp_path: Path, peaks: Path, factors: dict | None = None, noise: float = 0.005,
-            rate: float = 50.0) -> Path:
+            rate: float = 50.0, steps: int = 12) -> Path:
     """The stand-in GPU interpreter, its trials logged to tmp_path/ran.log, recording the trace `peaks` came from;
     `factors`: throughput per setting, against the default's `rate` (steps per second); `noise`: each run's rate
-    is off by up to this share."""
+    is off by up to this share; `steps`: the steps a run reports (the trace's own number, or a short run's)."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     python = tmp_path / "bin" / "python3"   # a name that says Python: a command starting with it runs under it
-    plan = json.dumps({"rate": rate, "factors": factors or {}, "noise": noise})
+    plan = json.dumps({"rate": rate, "factors": factors or {}, "noise": noise, "steps": steps})
     python.write_text("#!" + sys.executable + "\n" + textwrap.dedent(PYTHON.format(
         torch=torch.__version__, python=sys.executable, trace=json.loads(peaks.read_text())["trace"],
         peaks=str(peaks), log=str(tmp_path / "ran.log"), plan=plan)))
@@ -133,9 +134,9 @@ def ran(tmp_path: Path) -> list[str]:
 
 
 def command_sweep(tmp_path: Path, peaks: Path, factors: dict | None = None, noise: float = 0.005,
-                  rate: float = 50.0, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
+                  rate: float = 50.0, steps: int = 12, **kw) -> tuple[alloctune.SweepOutcome, list[str]]:
     """`sweep -- python3 job.py` of the default grid on the stand-in GPU; what ran, in order ('R': recording)."""
-    python = standin(tmp_path, peaks, factors, noise, rate)
+    python = standin(tmp_path, peaks, factors, noise, rate, steps)
     job = tmp_path / "job.py"
     job.write_text("# run by the stand-in\n")
     spec = command_workload(check_command([str(python), str(job)]), name="job")
@@ -370,8 +371,11 @@ def test_a_winner_whose_driver_calls_are_a_material_part_of_a_step_is_not_confir
 
 def test_the_confirmations_run_to_the_step_of_their_settings_replayed_peak(tmp_path, peaks):
     """Each of the pair is held to the step in which the replay of its setting reached peak reserved (its steps
-    before the peak, plus one), so that the memory it measures covers the peak; the recording runs as it is."""
-    outcome, order = command_sweep(tmp_path, peaks)
+    before the peak, plus one), so that the memory it measures covers the peak; the recording runs as it is. This
+    trace peaks in its second step, long before the automatic window could end: nothing to say."""
+    notices: list[str] = []
+    outcome, order = command_sweep(tmp_path, peaks, notice=notices.append)
+    assert not any("its confirmation runs" in n for n in notices)
     assert order == ["R", "", ES]
     replayed = {t.conf: t.measurement.steps_before_peak for t in outcome.folder.trials()
                 if t.backend == Backend.SIM and t.measurement is not None}
@@ -380,3 +384,30 @@ def test_the_confirmations_run_to_the_step_of_their_settings_replayed_peak(tmp_p
     assert held == [["", "0"], ["", str(replayed[""] + 1)], [ES, str(replayed[ES] + 1)]]
     assert [t.measurement.held_to_step for t in gpu_trials(outcome) if t.measurement is not None] == \
         [None, replayed[""] + 1, replayed[ES] + 1]
+
+
+def test_a_confirmation_held_past_its_automatic_window_says_so(tmp_path):
+    """The detection trace (data-dependent memory) peaks in step 66 of 70, long after the warm-up and the
+    automatic window's 20 steady steps: the sweep says how far each confirmation runs and why."""
+    detection = replayed_peaks(ROOT / "workloads" / "traces" / "detection-h200.xz", tmp_path)
+    notices: list[str] = []
+    command_sweep(tmp_path, detection, grid=[ES], steps=70, notice=notices.append)
+    said = [n for n in notices if "its confirmation runs" in n]
+    assert said == [f"{label}: its confirmation runs to step 66, where its replay reached peak reserved, so that the "
+                    f"memory it measures covers the peak" for label in ("default", ES)]
+
+
+@pytest.mark.parametrize("peak, early, said", [
+    (22, True, None),                                                        # within the window's earliest end
+    (23, False, None),                                                       # not a confirmation
+    (23, True, "to step 23"),
+    (71, True, "to the job's end (its replay peaked in the teardown)"),      # past the recording's 68 steady steps
+])
+def test_how_far_a_held_confirmation_runs_is_said_only_where_it_runs_longer(peak, early, said):
+    from alloctune.sweeper.confirm import _held
+    from alloctune.trial.task import TrialTask
+
+    spec = command_workload(check_command([sys.executable, "job.py"]), name="job")   # 2 warm-up steps
+    task = TrialTask(spec.to_dict(), spec.digest(), AllocConf(), 0, sys.executable, "torch-gpu", early_stop=early,
+                     peak_step=peak)
+    assert _held(task, (0.02, 68)) == said
