@@ -23,9 +23,9 @@ from ..results.calibration import Calibration, read_calibration, write_calibrati
 from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
+from ..runtime.stopping import MIN_STEADY_STEPS
 from ..settings.conf import AllocConf, conf_label
 from ..settings.switching import switch_strings
-from ..runtime.stopping import MIN_STEADY_STEPS
 from ..trial.calibration import calibration_for
 from ..trial.inprocess import alternate_env, block_steps
 from ..trial.probe import ProbeResult
