@@ -23,7 +23,6 @@ from ..results.calibration import Calibration, read_calibration, write_calibrati
 from ..results.names import CALIBRATION_FILE
 from ..results.folder import ResultsFolder, Skipped
 from ..results.records import Backend, TrialRecord, TrialState, measured_env_id
-from ..runtime.stopping import MIN_STEADY_STEPS
 from ..settings.conf import AllocConf, conf_label
 from ..settings.switching import switch_strings
 from ..trial.calibration import calibration_for
@@ -127,10 +126,10 @@ def _confirming(task: TrialTask, alternate: str | None = None, peak: int = 0) ->
 
 def _held(task: TrialTask, window: tuple[float, int] | None) -> str | None:
     """'to step N' (or 'to the job's end') where holding a confirmation to its replayed peak keeps it past the
-    automatic window's earliest end (`stopping.MIN_STEADY_STEPS` after the warm-up), else None."""
-    warmup = int(task.workload.get("warmup_steps") or 0)
-    if not task.early_stop or task.peak_step <= warmup + MIN_STEADY_STEPS:
+    automatic window's earliest end (`TrialTask.held_past_window`), else None."""
+    if not task.held_past_window:
         return None
+    warmup = int(task.workload.get("warmup_steps") or 0)
     ended = window is not None and task.peak_step > warmup + window[1]   # past the recording's last step
     return "to the job's end (its replay peaked in the teardown)" if ended else f"to step {task.peak_step}"
 

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from ..files import read_tail
 from ..results.records import Backend, trial_key
+from ..runtime.stopping import MIN_STEADY_STEPS
 from ..settings.conf import AllocConf
 from ..settings.known import ALLOC_CONF_VARS
 from ..workload.spec import DEFAULT_TIMEOUT_S
@@ -50,6 +51,12 @@ class TrialTask:
     # An in-process confirmation of a command: its setting and the default in turn, in blocks of steps, in one
     # process (runtime/alternate.AlternatePlan as ALLOCTUNE_HOOK_ALTERNATE's JSON); None: a plain trial.
     alternate: str | None = None
+
+    @property
+    def held_past_window(self) -> bool:
+        """A confirmation that its replayed peak (`peak_step`) keeps running past the automatic window's earliest
+        end (`stopping.MIN_STEADY_STEPS` steady steps after the warm-up)."""
+        return self.early_stop and self.peak_step > int(self.workload.get("warmup_steps") or 0) + MIN_STEADY_STEPS
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""
