@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..decide.maximum import Highest, TraceFigures
 from ..results.provenance import Provenance, provenance
+from ..settings.conf import conf_label
 from ..settings.grid import Skip
 from ..results.vocabulary import SIMULATED_TORCH
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
@@ -171,6 +172,9 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
     if quiet and any(o.result is not None for o, _ in r.rows):
         quiet = [{"retry": "an alloc retry", "OOMs": "an OOM"}[name] for name in quiet]
         say(console, Text(f"no setting had {' or '.join(quiet)}", style="dim"))
+    if line := peak_steps_line([(o.conf, o.result.steps_before_peak) for o, _ in r.rows if o.result is not None],
+                               len(r.trace.meta.get("step_ends") or [])):
+        say(console, Text(line, style="dim"))
     if r.elsewhere:
         say(console, Text(f"{r.elsewhere} GPU measurement{'s' if r.elsewhere != 1 else ''} of these settings in the "
                           f"trace {'are' if r.elsewhere != 1 else 'is'} not shown: taken under other conditions "
@@ -178,6 +182,27 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
     if r.rows and (capacity := r.rows[0][1]) is not None:
         say(console, Text(f"Capacity is exact to {format_bytes(capacity.granularity)} and includes the memory the "
                           "CUDA context holds outside the allocator, when the trace recorded it."))
+
+
+def peak_steps_line(steps_before_peak: list[tuple[str, int | None]], steps: int) -> str | None:
+    """Where each setting's replay first reached its peak reserved, in the trace's steps (None without step marks):
+    'peak reserved first reached in step 66 of 70 under every setting', or grouped by step where they differ."""
+    known = [(conf, before) for conf, before in steps_before_peak if before is not None]
+    if not known or not steps:
+        return None
+
+    def where(before: int) -> str:
+        return f"in the teardown, after the last of {steps} steps" if before >= steps else \
+            f"in step {before + 1} of {steps}"
+
+    if len({before for _, before in known}) == 1:
+        every = "every setting" if len(known) == len(steps_before_peak) else "every setting replayed to its end"
+        return f"peak reserved first reached {where(known[0][1])} under {every}"
+    groups: dict[int, list[str]] = {}
+    for conf, before in known:
+        groups.setdefault(before, []).append(conf_label(conf))
+    return "peak reserved first reached: " + "; ".join(f"{where(before)} for {', '.join(confs)}"
+                                                       for before, confs in groups.items())
 
 
 def print_maximum(console: Console, maximum: list[Highest], traces: list[str], origins: list[Provenance]) -> None:

@@ -102,7 +102,7 @@ class ReplayOutcome:
                "simulated": True, SIMULATED_TORCH: self.torch_version}
         out.update(peak_requested_bytes=r.peak_requested_bytes, num_alloc_retries=r.num_alloc_retries,
                    num_ooms=r.num_ooms, num_device_alloc=r.num_device_alloc, num_device_free=r.num_device_free,
-                   first_oom_index=r.first_oom_index,
+                   first_oom_index=r.first_oom_index, steps_before_peak=r.steps_before_peak,
                    driver_work=None if r.driver_work is None else asdict(r.driver_work))
         return out
 

@@ -70,5 +70,21 @@ def test_driver_work_per_steady_step_is_shown_and_in_the_json(tmp_path):
                                                       "gc_passes")}, "whole_run": False}
     text = " ".join(run("marked.xz").split())
     assert "/step" in text and "predicted per steady step (4 after the warm-up)" in text
+    # the cache grows every step (each request outgrows the block freed before it): its peak comes in the last
+    assert row["steps_before_peak"] == 5 and "peak reserved first reached in step 6 of 6 under every setting" in text
     text = " ".join(run("unmarked.xz").split())
     assert "/run" in text and "/step" not in text and "predicted over the whole run: the trace marks no steady step" in text
+    assert "peak reserved first reached" not in text
+
+
+def test_where_the_peak_came_is_said_once_where_every_setting_agrees_and_grouped_where_not():
+    from alloctune.report.replay import peak_steps_line
+
+    assert peak_steps_line([("", 1), ("expandable_segments:True", 1)], 70) == \
+        "peak reserved first reached in step 2 of 70 under every setting"
+    assert peak_steps_line([("", 65), ("expandable_segments:True", 65), ("max_split_size_mb:128", 70)], 70) == \
+        ("peak reserved first reached: in step 66 of 70 for default, expandable_segments:True; in the teardown, "
+         "after the last of 70 steps for max_split_size_mb:128")
+    assert peak_steps_line([("", None), ("expandable_segments:True", 3)], 10) == \
+        "peak reserved first reached in step 4 of 10 under every setting replayed to its end"
+    assert peak_steps_line([("", None)], 10) is None and peak_steps_line([("", 2)], 0) is None
