@@ -46,15 +46,20 @@ def driver_version() -> str | None:
 
 
 def host_cpu(cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """The host's CPU model: the first "model name" of `cpuinfo`, else what `platform` knows (on Linux without
-    that line, an ARM host's, only the architecture), else None. A driver call's cost moves with it: two H100
-    machines of one driver and torch priced every call about 2 times apart (results/h100-speed-model-v-2026-12-06)."""
+    """The host's CPU model: the first "model name" of `cpuinfo`; on an ARM host, whose cpuinfo has none, its
+    first core's implementer and part (a Grace CPU: "ARM implementer 0x41 part 0xd4f"); else what `platform` knows,
+    else None. A driver call's cost moves with it: two H100 machines of one driver and torch priced every call about
+    2 times apart (results/h100-speed-model-v-2026-12-06)."""
+    first: dict[str, str] = {}
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 key, _, value = line.partition(":")
                 if key.strip() == "model name" and value.strip():
                     return value.strip()
+                first.setdefault(key.strip(), value.strip())
     except OSError:   # not Linux
         pass
+    if first.get("CPU implementer") and first.get("CPU part"):
+        return f"ARM implementer {first['CPU implementer']} part {first['CPU part']}"
     return platform.processor() or None

@@ -84,7 +84,11 @@ def test_the_hosts_cpu_is_the_first_model_name_of_cpuinfo_else_what_platform_kno
     cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n\n"
                        "processor\t: 1\nmodel name\t: Other\n")
     assert host_cpu(str(cpuinfo)) == "Intel(R) Xeon(R) Platinum 8480+"
-    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\n")   # an ARM host's: none
+    # An ARM host's (a Grace CPU's): no model name; its first core's implementer and part
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+                       "CPU part\t: 0xd4f\n\nprocessor\t: 1\nCPU implementer\t: 0x42\nCPU part\t: 0xd40\n")
+    assert host_cpu(str(cpuinfo)) == "ARM implementer 0x41 part 0xd4f"
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\n")   # no part: nothing
     monkeypatch.setattr("platform.processor", lambda: "aarch64")
     assert host_cpu(str(cpuinfo)) == "aarch64"
     monkeypatch.setattr("platform.processor", lambda: "")
