@@ -172,33 +172,35 @@ class SGD:
     pass
 
 
+def steps_until_finished(counter: Counter, devices: Devices) -> int:
+    """Optimizer steps of a job whose counter ends the process (`Finished`): how many ran."""
+    opt = SGD()
+    for steps in range(1, 1001):
+        devices.run_step()
+        try:
+            counter.optimizer_step(opt)
+        except Finished:
+            return steps
+    raise AssertionError("the counter never ended the process")
+
+
 def test_the_counter_tells_it_every_step_after_the_warm_up_and_ends_the_process_when_it_says_so(tmp_path):
     devices = Devices({C: 1.0, D: 1.5})
     alternation = Alternator(plan(max_pairs=1), devices, lambda: None)
     counter = Counter(Job(devices), warmup=3, alternation=alternation,
                       early=SharedStop(str(tmp_path)))   # the automatic window waits for the alternation
-    opt, steps = SGD(), 0
-    with pytest.raises(Finished):
-        for _ in range(1000):
-            devices.run_step()
-            steps += 1
-            counter.optimizer_step(opt)
-    assert steps == 3 + 2 * 5 and counter.auto_ended
+    assert steps_until_finished(counter, devices) == 3 + 2 * 5 and counter.auto_ended
     assert [b.candidate for b in alternation.blocks] == [True, False]
 
 
 def test_its_first_block_begins_after_the_step_of_the_replayed_peak(tmp_path):
     """With `peak_step` past the warm-up, the process runs on under its own setting until that step has ended;
-    the memory figures taken at the first switch then cover the peak."""
+    the memory figures taken at the first switch (at step 25: each step takes 1 s under the candidate) then cover
+    the peak."""
     devices = Devices({C: 1.0, D: 1.5})
-    taken: list[int] = []
-    alternation = Alternator(plan(max_pairs=1), devices, lambda: taken.append(steps))
+    taken: list[float] = []
+    alternation = Alternator(plan(max_pairs=1), devices, lambda: taken.append(devices.now))
     counter = Counter(Job(devices), warmup=3, alternation=alternation, early=SharedStop(str(tmp_path)), peak_step=20)
-    opt, steps = SGD(), 0
-    with pytest.raises(Finished):
-        for _ in range(1000):
-            devices.run_step()
-            steps += 1
-            counter.optimizer_step(opt)
-    assert steps == 20 + 2 * 5 and taken == [25] and devices.switches == [D, C]
+    assert steps_until_finished(counter, devices) == 20 + 2 * 5
+    assert taken == [25.0] and devices.switches == [D, C]
     assert [b.candidate for b in alternation.blocks] == [True, False]
