@@ -6,7 +6,8 @@ issue time grew by about 130 us per added cudaMalloc on both `mid` and `big`, wh
 
 Part 1, in the job: speed_blocks.py's jobs in mode `fresh` (model and optimizer rebuilt under the setting), one
 untimed cycle, then two cycles under torch.profiler (CPU and CUDA activities): the CUDA runtime and driver calls
-the process made, count and total time per step (the profiler's own timestamps of each call), per setting.
+the process made, count and total time per step (the profiler's own timestamps of each call), and every other
+op's own CPU time per step, per setting.
 Part 2, one call in different surroundings, each 32 times through torch's caching allocator (a 20 MiB segment
 after empty_cache): `idle` as the calibration times it (device synchronised just before); `launching` right after
 200 small kernels were queued (the CPU fresh from launching, the GPU busy); `live` with 64 other segments held;
@@ -50,13 +51,15 @@ def in_job(job: sb.Job, setting: str, cycles: int = 2) -> dict:
             torch.cuda.empty_cache()
     after = sb._counters()
     n = sb.CYCLE * cycles
-    calls = {}
+    calls, ops = {}, {}
     for e in prof.key_averages():
         if e.key.startswith("cu"):
             calls[e.key] = {"count": e.count / n, "us": e.cpu_time_total / n,
                             "us_each": e.cpu_time_total / max(e.count, 1)}
+        else:   # every other op's own CPU time per step: where a setting's added issue time goes
+            ops[e.key] = {"count": e.count / n, "self_us": e.self_cpu_time_total / n}
     return {"part": "job", "job": job.name, "setting": setting, "steps": n, "unprofiled": plain,
-            "counters": {k: (after[k] - before[k]) / n for k in sb.COUNTERS}, "calls": calls}
+            "counters": {k: (after[k] - before[k]) / n for k in sb.COUNTERS}, "calls": calls, "ops": ops}
 
 
 def _timed(fn) -> float:
