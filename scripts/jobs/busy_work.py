@@ -1,7 +1,7 @@
 """The calibration timed behind different kinds of queued GPU work (issue 37 item 2). `alloctune calibrate` times each
 driver call on an idle device and behind GPU work queued on purpose, and that work is `torch.cuda._sleep`: a kernel
 that spins without touching memory. Inside speed_blocks.py's jobs torch.profiler timed a cudaMalloc at 78-91 us,
-where the calibration of the same machine priced it at 52-55 (results/h100-speed-2026-12-06c/call-costs). Here
+where the calibration of the same machine priced it at 52-55 (results/h100-speed-rebuilt-2026-12-06c). Here
 the calibration child itself runs with its queued work made of something else, everything else as it is:
 
     python3 scripts/jobs/busy_work.py RES [--work sleep matmul copy]
