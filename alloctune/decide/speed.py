@@ -49,12 +49,12 @@ class MeasuredError:
 
 
 # How far a prediction was from a measurement of what it predicts: each setting as in a process under it from its
-# start, timed inside one process. On two H100 calls (results/h100-speed-rebuilt-2026-12-06 and -06b) three jobs
-# that empty the cache every step or two, their model and optimizer rebuilt under each setting at each switch of
-# blocks, priced by the machine's busy-device calibration fixed before the call: -6.5 (max_split_size_mb:128 on
-# `mid`, whose CPU issues work for most of its step: its extra calls cost 1.75 times their price, for a reason not
-# established) to +4.6 (expandable segments on the GPU-bound `big`), 7 of 9 settings within 2 points in each call,
-# the same two off; on the H200 one job at idle
+# start, timed inside one process. On three H100 calls (results/h100-speed-rebuilt-2026-12-06, -06b, -06c) jobs that
+# empty the cache every step or two, their model and optimizer rebuilt under each setting at each switch of blocks,
+# priced by the machine's busy-device calibration fixed before the call: -6.5 (max_split_size_mb:128 on `mid`, whose
+# CPU issues work for most of its step: inside it torch.profiler timed each cudaMalloc at 78-81 us where the same
+# machine's calibration priced it at 52-55, and in a step with no slack all of that shows) to +4.6 (expandable
+# segments on the GPU-bound `big`), the same two settings off in every call; on the H200 one job at idle
 # prices, each setting in its own process, the cost of empty_cache() per step (-4.9 to +2.6: docs/evidence.md,
 # "Speed from driver work"). Blocks switched to beside memory made under the default (results/h100-speed-model*-
 # 2026-12-06: up to +36.1) are left out: they made other driver calls than the prediction counts, and a sweep
