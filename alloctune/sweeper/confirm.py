@@ -90,10 +90,10 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                                  f"reserved, so that the memory it measures covers the peak")
             share = excess_driver_share(predicted.get(env, {}).get(conf))
             if t.alternate:
-                callbacks.notice(f"{conf_label(conf)}: confirmed against the default inside one process, "
+                callbacks.notice(f"{conf_label(conf)}: to be confirmed against the default inside one process, "
                                  f"in blocks of {block_steps(t.alternate)} steps")
             elif conf and t.workload.get("command") and share is not None and _switchable(plan, env, conf):
-                callbacks.notice(f"{conf_label(conf)}: confirmed by a pair of processes, not inside one: the replay "
+                callbacks.notice(f"{conf_label(conf)}: to be confirmed by a pair of processes, not inside one: the replay "
                                  f"prices driver calls at {share:.1%} of a step, and a setting switched to inside a "
                                  f"running process allocates beside what it made before, so its calls would not be "
                                  f"its own")
@@ -125,13 +125,17 @@ def _confirming(task: TrialTask, alternate: str | None = None, peak: int = 0) ->
 
 
 def _held(task: TrialTask, window: tuple[float, int] | None) -> str | None:
-    """'to step N' (or 'to the job's end') where holding a confirmation to its replayed peak keeps it past the
-    automatic window's earliest end (`TrialTask.held_past_window`), else None."""
+    """'to step N of M' (or 'to the job's end') where holding a confirmation to its replayed peak keeps it past the
+    automatic window's earliest end (`TrialTask.held_past_window`), else None. M, the recording's steps, says how
+    few are left after the peak for the speed."""
     if not task.held_past_window:
         return None
-    warmup = int(task.workload.get("warmup_steps") or 0)
-    ended = window is not None and task.peak_step > warmup + window[1]   # past the recording's last step
-    return "to the job's end (its replay peaked in the teardown)" if ended else f"to step {task.peak_step}"
+    if window is None:
+        return f"to step {task.peak_step}"
+    steps = int(task.workload.get("warmup_steps") or 0) + window[1]
+    if task.peak_step > steps:   # past the recording's last step
+        return "to the job's end (its replay peaked in the teardown)"
+    return f"to step {task.peak_step} of {steps}"
 
 
 def peak_step(records: list[TrialRecord], env: str, conf: str) -> int:

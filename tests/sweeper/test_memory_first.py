@@ -365,7 +365,7 @@ def test_a_winner_whose_driver_calls_are_a_material_part_of_a_step_is_not_confir
     p = measured_choice(outcome).predictions[ES]
     assert (share := driver_share(p)) is not None and share > IN_PROCESS_DRIVER_SHARE and p.answers_alone(0.02)
     assert not any("inside one process, in blocks" in n for n in notices)
-    [why] = [n for n in notices if n.startswith(f"{ES}: confirmed by a pair of processes, not inside one")]
+    [why] = [n for n in notices if n.startswith(f"{ES}: to be confirmed by a pair of processes, not inside one")]
     assert f"prices driver calls at {share:.1%} of a step" in why
 
 
@@ -393,14 +393,14 @@ def test_a_confirmation_held_past_its_automatic_window_says_so(tmp_path):
     notices: list[str] = []
     command_sweep(tmp_path, detection, grid=[ES], steps=70, notice=notices.append)
     said = [n for n in notices if "its confirmation runs" in n]
-    assert said == [f"{label}: its confirmation runs to step 66, where its replay reached peak reserved, so that the "
+    assert said == [f"{label}: its confirmation runs to step 66 of 70, where its replay reached peak reserved, so that the "
                     f"memory it measures covers the peak" for label in ("default", ES)]
 
 
 @pytest.mark.parametrize("peak, early, said", [
     (22, True, None),                                                        # within the window's earliest end
     (23, False, None),                                                       # not a confirmation
-    (23, True, "to step 23"),
+    (23, True, "to step 23 of 70"),
     (71, True, "to the job's end (its replay peaked in the teardown)"),      # past the recording's 68 steady steps
 ])
 def test_how_far_a_held_confirmation_runs_is_said_only_where_it_runs_longer(peak, early, said):
@@ -411,3 +411,4 @@ def test_how_far_a_held_confirmation_runs_is_said_only_where_it_runs_longer(peak
     task = TrialTask(spec.to_dict(), spec.digest(), AllocConf(), 0, sys.executable, "torch-gpu", early_stop=early,
                      peak_step=peak)
     assert _held(task, (0.02, 68)) == said
+    assert _held(task, None) == (None if said is None else f"to step {peak}")   # no recording's window to count
