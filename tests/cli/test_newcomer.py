@@ -38,7 +38,9 @@ def test_export_lists_the_folders_a_workload_could_mean_one_a_line(tmp_path):
 def test_an_interrupt_after_every_file_was_written_says_where_they_are(tmp_path):
     # A real SIGINT, delivered while the sweep prints its tables: every file is written by then. raise_signal sends
     # it to this thread (os.kill may hand it to another of the process's threads, and the main one can finish first).
+    # Python's own handler is set first: a shell's background job starts with SIGINT ignored, which Python keeps.
     code = ("import signal\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import alloctune.report.ranked as ranked\n"
             "ranked.print_choice = lambda *a, **k: signal.raise_signal(signal.SIGINT)\n"
             "from alloctune.cli.main import main\n"
