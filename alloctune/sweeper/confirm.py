@@ -93,10 +93,10 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
                 callbacks.notice(f"{conf_label(conf)}: to be confirmed against the default inside one process, "
                                  f"in blocks of {block_steps(t.alternate)} steps")
             elif conf and t.workload.get("command") and share is not None and _switchable(plan, env, conf):
-                callbacks.notice(f"{conf_label(conf)}: to be confirmed by a pair of processes, not inside one: the replay "
-                                 f"prices driver calls at {share:.1%} of a step, and a setting switched to inside a "
-                                 f"running process allocates beside what it made before, so its calls would not be "
-                                 f"its own")
+                callbacks.notice(f"{conf_label(conf)}: to be confirmed by a pair of processes, not inside one: the "
+                                 f"replay prices driver calls at {share:.1%} of a step, and a setting switched to "
+                                 f"inside a running process allocates beside what it made before, so its calls would "
+                                 f"not be its own")
         rounds = {env: [conf for conf, _ in p.rounds] for env, p in plans.items()}
         finished = folder.store.finished_keys()
         tally.expect(sum(t.key() not in finished for t in pair) + _to_come(rounds, options))

@@ -393,8 +393,8 @@ def test_a_confirmation_held_past_its_automatic_window_says_so(tmp_path):
     notices: list[str] = []
     command_sweep(tmp_path, detection, grid=[ES], steps=70, notice=notices.append)
     said = [n for n in notices if "its confirmation runs" in n]
-    assert said == [f"{label}: its confirmation runs to step 66 of 70, where its replay reached peak reserved, so that the "
-                    f"memory it measures covers the peak" for label in ("default", ES)]
+    assert said == [f"{label}: its confirmation runs to step 66 of 70, where its replay reached peak reserved, so "
+                    f"that the memory it measures covers the peak" for label in ("default", ES)]
 
 
 @pytest.mark.parametrize("peak, early, said", [
