@@ -1,6 +1,9 @@
 """Process checks for the tests that make sure alloctune leaves no process behind."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 
 def running(pid: int) -> bool:
     """Alive and not a zombie (an exited process lingers as a zombie until its parent, or init, reaps it)."""
@@ -29,3 +32,19 @@ def hear_ctrl_c() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def processes_hear_ctrl_c() -> Iterator[None]:
+    """For processes started inside it by a library (Ray's, which cancels a task with SIGINT): where this process has
+    SIGINT ignored (a background job), Python's handler meanwhile, which a started program gets back as the default
+    instead of inheriting the ignoring."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

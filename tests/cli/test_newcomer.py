@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from clirun import ROOT, cli, in_process
+from pids import hear_ctrl_c
 
 from alloctune.results.folder import DEFAULT_RESULTS_ROOT
 
@@ -38,16 +39,14 @@ def test_export_lists_the_folders_a_workload_could_mean_one_a_line(tmp_path):
 def test_an_interrupt_after_every_file_was_written_says_where_they_are(tmp_path):
     # A real SIGINT, delivered while the sweep prints its tables: every file is written by then. raise_signal sends
     # it to this thread (os.kill may hand it to another of the process's threads, and the main one can finish first).
-    # Python's own handler is set first: a shell's background job starts with SIGINT ignored, which Python keeps.
     code = ("import signal\n"
-            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import alloctune.report.ranked as ranked\n"
             "ranked.print_choice = lambda *a, **k: signal.raise_signal(signal.SIGINT)\n"
             "from alloctune.cli.main import main\n"
             f"raise SystemExit(main(['sweep', {str(VARLEN)!r}, '--preset', 'h200', '--conf', "
             f"'expandable_segments:True', '--results', {str(tmp_path)!r}]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), **NO_GPU})
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), **NO_GPU}, preexec_fn=hear_ctrl_c)
     [folder] = tmp_path.iterdir()
     assert proc.returncode == 130 and "Traceback" not in proc.stderr
     assert f"alloctune: interrupted; the sweep had finished; its results are in {folder}/" in \

@@ -22,7 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pids import hear_ctrl_c, running
+from pids import hear_ctrl_c, processes_hear_ctrl_c, running
 from waiting import wait_until
 
 import alloctune
@@ -103,8 +103,9 @@ def peaks(tmp_path_factory) -> str:
 def cluster():
     """One local Ray for the module: two CPUs, and two GPUs it declares (there are none), of a model it names (as
     Ray does for a real GPU node): trials ask for that model."""
-    ray.init(address="local", num_cpus=2, num_gpus=2, resources={"accelerator_type:H200": 1}, include_dashboard=False,
-             log_to_driver=False)
+    with processes_hear_ctrl_c():   # Ray's processes, which a cancelled task is interrupted in
+        ray.init(address="local", num_cpus=2, num_gpus=2, resources={"accelerator_type:H200": 1},
+                 include_dashboard=False, log_to_driver=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
