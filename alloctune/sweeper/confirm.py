@@ -81,9 +81,11 @@ def run_confirmed(folder: ResultsFolder, plan: Plan, options: SweepOptions, plan
         _record_skips(folder, plans)
         tasks = [(env, conf, task(env, AllocConf.parse(conf), 0))
                  for env in envs for conf in dict.fromkeys(["", plans[env].winner or ""])]
-        pair = [_confirming(t, _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf), t),
-                            peak_step(records, env, conf))
-                for env, conf, t in tasks]
+        pair = []
+        for env, conf, t in tasks:
+            peak = peak_step(records, env, conf)
+            alternate = _alternate(env, conf, plan, records, replayed, predicted.get(env, {}).get(conf), t, peak)
+            pair.append(_confirming(t, alternate, peak))
         for (env, conf, _), t in zip(tasks, pair):
             if (held := _held(t, default_window(records, env))) is not None:
                 callbacks.notice(f"{conf_label(conf)}: its confirmation runs {held}, where its replay reached peak "
@@ -132,7 +134,7 @@ def _held(task: TrialTask, window: tuple[float, int] | None) -> str | None:
         return None
     if window is None:
         return f"to step {task.peak_step}"
-    steps = int(task.workload.get("warmup_steps") or 0) + window[1]
+    steps = task.warmup_steps + window[1]
     if task.peak_step > steps:   # past the recording's last step
         return "to the job's end (its replay peaked in the teardown)"
     return f"to step {task.peak_step} of {steps}"
@@ -159,17 +161,17 @@ def _switchable(plan: Plan, env: str, conf: str) -> bool:
 
 
 def _alternate(env: str, conf: str, plan: Plan, records: list[TrialRecord], replayed: list[SettingResult],
-               prediction: SpeedPrediction | None, task: TrialTask) -> str | None:
+               prediction: SpeedPrediction | None, task: TrialTask, peak: int) -> str | None:
     """ALLOCTUNE_HOOK_ALTERNATE for the winner's confirmation where it can run inside one process
-    (decide/confirm.in_process), else None (a pair of processes). Its blocks begin after the step of its replayed
-    peak (`peak_step`) and end within half the trial's time limit, which also holds the job's start-up and
-    warm-up."""
+    (decide/confirm.in_process), else None (a pair of processes). Its blocks begin after `peak`, the step of its
+    replayed peak (`peak_step`), and end within half the trial's time limit, which also holds the job's start-up
+    and warm-up."""
     probe = _probe(plan, env)
     default = next((s for s in replayed if measured_env_id(s.env_id) == env and s.is_default), None)
     window = default_window(records, env)
     if probe is None or default is None or window is None:
         return None
-    waits = max(0, peak_step(records, env, conf) - int(task.workload.get("warmup_steps") or 0))
+    waits = max(0, peak - task.warmup_steps)
     how = in_process(conf, probe.torch_version, default.fits, window[0], window[1], prediction, waits)
     if how is None:
         return None

@@ -39,8 +39,13 @@ TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then about a sec
 def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
     """The driver-call costs of GPU `gpu` as `python`'s torch sees them, measured now. AlloctuneError (one line)
     when that interpreter sees no GPU or a measurement went wrong."""
-    native = _child(python, gpu, "native", AllocConf())
-    expandable = _child(python, gpu, "expandable", AllocConf(expandable_segments=True))
+    return from_answers(_child(python, gpu, "native", AllocConf()),
+                        _child(python, gpu, "expandable", AllocConf(expandable_segments=True)), python)
+
+
+def from_answers(native: Answer, expandable: Answer, python: str) -> Calibration:
+    """The calibration of the two children's answers (`native`, `expandable`, both run under `python`), dated now.
+    AlloctuneError when they saw different GPUs or software, or a kind is missing."""
     if expandable.facts != native.facts:
         raise AlloctuneError(f"the two calibration runs saw different GPUs or software: {native.facts} and "
                              f"{expandable.facts}")
@@ -104,11 +109,17 @@ def _child(python: str, gpu: int, mode: str, conf: AllocConf) -> Answer:
         raise AlloctuneError(f"cannot run Python interpreter {python}: {exc}") from None
     if child.returncode == NO_GPU_EXIT:
         raise AlloctuneError(f"calibrating needs a CUDA GPU, and {python} sees none")
-    where = f"the calibration child ({mode}) under {python}"
-    answers = [line[len(MARK):] for line in out.decode(errors="replace").splitlines() if line.startswith(MARK)]
+    return answer_of(out.decode(errors="replace"), err.decode(errors="replace"), child.returncode,
+                     f"the calibration child ({mode}) under {python}")
+
+
+def answer_of(out: str, err: str, returncode: int, where: str) -> Answer:
+    """A calibration child's `Answer` from its stdout (the last MARK line), stderr and exit code; AlloctuneError
+    (one line, naming `where`) when it failed."""
+    answers = [line[len(MARK):] for line in out.splitlines() if line.startswith(MARK)]
     answer = loads(answers[-1], where, AlloctuneError) if answers else {}
-    if child.returncode != 0 or not isinstance(answer, dict) or "fits" not in answer:
+    if returncode != 0 or not isinstance(answer, dict) or "fits" not in answer:
         said = answer.get("error") if isinstance(answer, dict) else None
-        last = (err.decode(errors="replace").strip().splitlines() or [""])[-1]
-        raise AlloctuneError(f"{where} failed: {said or last or f'exit code {child.returncode}'}")
+        last = (err.strip().splitlines() or [""])[-1]
+        raise AlloctuneError(f"{where} failed: {said or last or f'exit code {returncode}'}")
     return from_json(Answer, answer, where, AlloctuneError)

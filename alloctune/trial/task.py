@@ -53,10 +53,15 @@ class TrialTask:
     alternate: str | None = None
 
     @property
+    def warmup_steps(self) -> int:
+        """The workload's warm-up steps (0 where it names none)."""
+        return int(self.workload.get("warmup_steps") or 0)
+
+    @property
     def held_past_window(self) -> bool:
         """A confirmation that its replayed peak (`peak_step`) keeps running past the automatic window's earliest
         end (`stopping.MIN_STEADY_STEPS` steady steps after the warm-up)."""
-        return self.early_stop and self.peak_step > int(self.workload.get("warmup_steps") or 0) + MIN_STEADY_STEPS
+        return self.early_stop and self.peak_step > self.warmup_steps + MIN_STEADY_STEPS
 
     def key(self) -> tuple:
         """The key its record will have (`TrialRecord.key`): a resumed sweep skips tasks already recorded."""

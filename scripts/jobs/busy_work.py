@@ -1,6 +1,6 @@
 """The calibration timed behind different kinds of queued GPU work (issue 37 item 2). `alloctune calibrate` times each
 driver call on an idle device and behind GPU work queued on purpose, and that work is `torch.cuda._sleep`: a kernel
-that spins without touching memory. Inside speed_blocks.py's jobs torch.profiler timed a cudaMalloc at 78-91 us,
+that spins without touching memory. Inside speed_blocks.py's jobs torch.profiler timed a cudaMalloc at 78-98 us,
 where the calibration of the same machine priced it at 52-55 (results/h100-speed-rebuilt-2026-12-06c). Here
 the calibration child itself runs with its queued work made of something else, everything else as it is:
 
@@ -19,15 +19,15 @@ import argparse
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from alloctune.child.calibration import MARK, Answer  # noqa: E402
-from alloctune.results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, write_calibration  # noqa: E402
-from alloctune.results.typed import from_json, loads  # noqa: E402
+from alloctune.errors import AlloctuneError  # noqa: E402
+from alloctune.results.calibration import write_calibration  # noqa: E402
+from alloctune.trial.calibration import answer_of, from_answers  # noqa: E402
+from alloctune.child.calibration import Answer  # noqa: E402
 
 # The child with its queue of GPU work replaced: queue(ms) launches about ms of the chosen kernel, timed first (two
 # warm-up launches) as the product's spinner times _sleep. Outputs go into tensors made before the measurements.
@@ -71,11 +71,7 @@ def child(mode: str, work: str) -> Answer:
     env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True" if mode == "expandable" else ""
     done = subprocess.run([sys.executable, "-c", CHILD, mode, work], env=env, capture_output=True, text=True,
                           timeout=300)
-    answers = [line[len(MARK):] for line in done.stdout.splitlines() if line.startswith(MARK)]
-    if done.returncode or not answers:
-        said = answers[-1] if answers else done.stderr.strip()[-800:]
-        raise RuntimeError(f"the {mode} child under {work} failed: {said or done.returncode}")
-    return from_json(Answer, loads(answers[-1], f"{mode} {work}", RuntimeError), f"{mode} {work}", RuntimeError)
+    return answer_of(done.stdout, done.stderr, done.returncode, f"the {mode} child under {work}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,15 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for work in args.work:
         try:
-            native, expandable = child("native", work), child("expandable", work)
-        except RuntimeError as exc:   # one kind of work that could not be measured leaves the others
+            record = from_answers(child("native", work), child("expandable", work), sys.executable)
+        except AlloctuneError as exc:   # one kind of work that could not be measured leaves the others
             print(f"busy_work: {exc}", flush=True)
             failed += 1
             continue
-        facts, fits = native.facts, {**native.fits, **expandable.fits}
-        record = Calibration(schema=CALIBRATION_SCHEMA, gpu=facts.gpu, driver=facts.driver, cuda=facts.cuda,
-                             torch=facts.torch, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                             host_cpu=facts.host_cpu, **{kind: fits[kind] for kind in COST_KINDS})
         write_calibration(args.res / f"calibration-{work}.json", record)
         for kind in ("device_alloc", "device_free", "map", "unmap"):
             fit = getattr(record, kind)

@@ -32,7 +32,7 @@ MiB = 1 << 20
 ROUNDS = 32
 
 
-def in_job(job: sb.Job, setting: str, cycles: int = 2) -> dict:
+def in_job(name: str, job: sb.Job, setting: str, cycles: int = 2) -> dict:
     from torch.profiler import ProfilerActivity, profile
     sb.switch_job(job, setting, "fresh")
     for j in range(sb.CYCLE):
@@ -58,7 +58,7 @@ def in_job(job: sb.Job, setting: str, cycles: int = 2) -> dict:
                             "us_each": e.cpu_time_total / max(e.count, 1)}
         else:   # every other op's own CPU time per step: where a setting's added issue time goes
             ops[e.key] = {"count": e.count / n, "self_us": e.self_cpu_time_total / n}
-    return {"part": "job", "job": job.name, "setting": setting, "steps": n, "unprofiled": plain,
+    return {"part": "job", "job": name, "setting": setting, "steps": n, "unprofiled": plain,
             "counters": {k: (after[k] - before[k]) / n for k in sb.COUNTERS}, "calls": calls, "ops": ops}
 
 
@@ -133,9 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     rows += surroundings()
     for name in args.jobs:
         job = sb.Job(name, torch.device("cuda"))
-        job.name = name
         for setting in sb.SETTINGS:
-            rows.append(in_job(job, setting))
+            rows.append(in_job(name, job, setting))
         job.drop()
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
