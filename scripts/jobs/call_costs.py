@@ -11,8 +11,10 @@ op's own CPU time per step, per setting.
 Part 2, one call in different surroundings, each 32 times through torch's caching allocator (a 20 MiB segment
 after empty_cache): `idle` as the calibration times it (device synchronised just before); `launching` right after
 200 small kernels were queued (the CPU fresh from launching, the GPU busy); `live` with 64 other segments held;
-and `after`: how much longer 50 kernel launches take right after a cudaMalloc than after nothing (a call's cost
-to the CPU work after it). One JSON line per measurement, then a summary on stdout.
+`cold` right after the CPU read 256 MiB of host memory (its caches holding none of the driver's state, as after a
+job's Python and autograd work); `after`: how much longer 50 kernel launches take right after a cudaMalloc than
+after nothing (a call's cost to the CPU work after it), and `after-use`: the same launches on the new segment
+itself, against the same launches on a cached block. One JSON line per measurement, then a summary on stdout.
 """
 from __future__ import annotations
 
@@ -76,11 +78,15 @@ def surroundings() -> list[dict]:
         for _ in range(k):
             small.add_(1.0)
 
+    flush = bytearray(256 * MiB)
+
     def one(context: str) -> tuple[float, float]:
         cuda.empty_cache()
         cuda.synchronize()
         if context == "launching":
             launches(200)
+        elif context == "cold":
+            bytes(flush)
         alloc = _timed(lambda: pointers.append(cuda.caching_allocator_alloc(20 * MiB)))
         cuda.caching_allocator_delete(pointers.pop())
         cuda.synchronize()
@@ -90,7 +96,7 @@ def surroundings() -> list[dict]:
     out = []
     pointers: list[int] = []
     held: list[int] = []
-    for context in ("idle", "launching", "live"):
+    for context in ("idle", "launching", "cold", "live"):
         if context == "live":   # 64 segments of distinct sizes (each its own cudaMalloc), kept
             held = [cuda.caching_allocator_alloc((22 + 2 * i) * MiB) for i in range(64)]
         one(context)   # warm-up
@@ -116,6 +122,25 @@ def surroundings() -> list[dict]:
             while pointers:
                 cuda.caching_allocator_delete(pointers.pop())
     out.append({"part": "surroundings", "context": "after",
+                "launches_after_malloc_us": statistics.median(with_call),
+                "launches_alone_us": statistics.median(without), "rounds": ROUNDS})
+    # the same launches on the memory just allocated: a new segment (after empty_cache) against a cached block
+    def launches_on_new(call: bool) -> float:
+        if call:
+            cuda.empty_cache()
+        cuda.synchronize()
+        head = torch.empty(5 * MiB, device="cuda")[:256]   # of 20 MiB of float32, kept alive by the view
+        micros = _timed(lambda: [head.add_(1.0) for _ in range(50)])
+        cuda.synchronize()
+        return micros
+
+    with_call, without = [], []
+    for r in range(ROUNDS + 1):
+        for call in (True, False):
+            micros = launches_on_new(call)
+            if r:
+                (with_call if call else without).append(micros)
+    out.append({"part": "surroundings", "context": "after-use",
                 "launches_after_malloc_us": statistics.median(with_call),
                 "launches_alone_us": statistics.median(without), "rounds": ROUNDS})
     return out
