@@ -79,20 +79,18 @@ def summarise(nbytes: int, times_us: list[float]) -> CostSample:
 
 
 def fit(samples: list[CostSample]) -> CostFit:
-    """Least squares through the medians, microseconds against MiB. Neither term may be negative: a falling line
-    (sizes that cost the same, and noise) is a flat one at their mean; a line that would cross zero above 0 MiB
-    goes through the origin instead."""
+    """The repeated-median line through the medians, microseconds against MiB (Siegel: each size's median slope to
+    the others, their median; the fixed cost is the median of what that slope leaves). One size of four far off
+    the others (a host hiccup through all of its rounds: results/h100-speed-rebuilt-2026-12-06d, where least
+    squares put a cudaMalloc at 135 us for 49) leaves the line of the rest. Neither term may be negative: a
+    falling line (sizes that cost the same, and noise) is a flat one at their median; one that would cross zero
+    above 0 MiB starts at the origin."""
     xs = [s.bytes / MiB for s in samples]
     ys = [s.median_us for s in samples]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread if spread else 0.0
-    if slope <= 0:
-        return CostFit(fixed_us=mean_y, per_mib_us=0.0, samples=samples)
-    fixed = mean_y - slope * mean_x
-    if fixed < 0:
-        return CostFit(fixed_us=0.0, per_mib_us=sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs),
-                       samples=samples)
+    slopes = [statistics.median((ys[j] - y) / (xs[j] - x) for j in range(len(xs)) if xs[j] != x)
+              for x, y in zip(xs, ys) if any(other != x for other in xs)]
+    slope = max(0.0, statistics.median(slopes)) if slopes else 0.0
+    fixed = max(0.0, statistics.median(y - slope * x for x, y in zip(xs, ys)))
     return CostFit(fixed_us=fixed, per_mib_us=slope, samples=samples)
 
 
@@ -270,18 +268,22 @@ def _on_a_busy_device(torch, fits: dict[str, CostFit], native: bool) -> dict[str
         growth, freed = [], []
         for sample in fits[grows].samples:
             request, moves = (MiB if sample.bytes == SMALL_SEGMENT else sample.bytes), sample.bytes
-            def grow() -> None:
+
+            def grow(request: int = request) -> None:
                 held.append(cuda.caching_allocator_alloc(request))
 
-            def cached() -> None:   # a segment (or pages) held in the cache, for empty_cache to release
-                emptied()
+            def cached(grow: Callable[[], None] = grow, moves: int = moves) -> None:
+                emptied()   # a segment (or pages) held in the cache, for empty_cache to release
                 grow()
                 released(moves)
 
-            growth.append(_queued(cuda, queue, emptied, grow, lambda: released(moves), moves))
-            freed.append(_queued(cuda, queue, cached, cuda.empty_cache, None, moves))
-        out[grows] = replace(fits[grows], busy=busy_fit(growth))
-        out[frees] = replace(fits[frees], busy=busy_fit(freed))
+            def release(moves: int = moves) -> None:
+                released(moves)
+
+            growth.append(Queued(moves, emptied, grow, release))
+            freed.append(Queued(moves, cached, cuda.empty_cache, None))
+        out[grows] = replace(fits[grows], busy=busy_fit(_queued(cuda, queue, growth)))
+        out[frees] = replace(fits[frees], busy=busy_fit(_queued(cuda, queue, freed)))
     return out
 
 
@@ -299,25 +301,35 @@ def _spinner(torch) -> Callable[[float], None]:
     return lambda ms: cuda._sleep(int(ms * per_ms))
 
 
-def _queued(cuda, queue: Callable[[float], None], setup: Callable[[], Any], call: Callable[[], Any],
-            after: Callable[[], Any] | None, nbytes: int) -> tuple[int, list[list[float]]]:
-    """`call` timed behind each depth of QUEUED_MS of GPU work, after `setup` on an idle device, QUEUED_ROUNDS
-    times after a warm-up round; `after` undoes it, untimed. (nbytes, its times at each depth)."""
-    times: list[list[float]] = []
-    for ms in QUEUED_MS:
-        at_depth = []
+@dataclass(frozen=True)
+class Queued:
+    """One call to time behind queued work: `setup` on an idle device, then `call` timed; `after` undoes it,
+    untimed. `nbytes`: the size it is a sample of."""
+
+    nbytes: int
+    setup: Callable[[], Any]
+    call: Callable[[], Any]
+    after: Callable[[], Any] | None
+
+
+def _queued(cuda, queue: Callable[[float], None], calls: list[Queued]) -> list[tuple[int, list[list[float]]]]:
+    """Each of `calls` timed behind each depth of QUEUED_MS of GPU work, QUEUED_ROUNDS times after a warm-up round:
+    per call, (nbytes, its times at each depth). The sizes take turns round by round, so that a hiccup of the host
+    lasting a few rounds costs every size a round, not one size all of them."""
+    times: list[list[list[float]]] = [[[] for _ in QUEUED_MS] for _ in calls]
+    for depth, ms in enumerate(QUEUED_MS):
         for round_ in range(QUEUED_ROUNDS + 1):
-            setup()
-            cuda.synchronize()
-            queue(ms)
-            micros, _ = _timed(call)
-            cuda.synchronize()
-            if after is not None:
-                after()
-            if round_:
-                at_depth.append(micros)
-        times.append(at_depth)
-    return nbytes, times
+            for timed, c in zip(times, calls):
+                c.setup()
+                cuda.synchronize()
+                queue(ms)
+                micros, _ = _timed(c.call)
+                cuda.synchronize()
+                if c.after is not None:
+                    c.after()
+                if round_:
+                    timed[depth].append(micros)
+    return [(c.nbytes, timed) for c, timed in zip(calls, times)]
 
 
 def busy_fit(measured: list[tuple[int, list[list[float]]]], queued_ms: tuple[float, float] = QUEUED_MS) -> BusyFit:
