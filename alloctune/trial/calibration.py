@@ -20,15 +20,17 @@ import re
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import spawn_group
-from ..results.calibration import CALIBRATION_SCHEMA, COST_KINDS, Calibration, read_calibration, write_calibration
+from ..results.calibration import (CALIBRATION_SCHEMA, COST_KINDS, Calibration, CostFit, read_calibration,
+                                  write_calibration)
 from ..results.typed import from_json, loads
 from ..settings.conf import AllocConf
-from ..child.calibration import MARK, NO_GPU_EXIT, Answer
+from ..child.calibration import MARK, NO_GPU_EXIT, Answer, fit
 from ..child.provenance import host_cpu
 from .probe import ProbeResult
 from .task import child_environment
@@ -63,7 +65,7 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     measured now and stored there. The store is looked up under this host's CPU: this runs where the calibration
     child would (the sweep's executor). A stored file that cannot be read is measured again, with a warning; one
     from before calls were timed on a busy device, without; one from before the host's CPU was kept is not found
-    under its new name, and is measured again too (seconds)."""
+    under its new name, and is measured again too (seconds). A stored one's lines are today's (`refitted`)."""
     if not target.cuda_available or gpu >= len(target.devices):
         raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
     path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version, host_cpu())
@@ -74,10 +76,25 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
             warnings.warn(f"{exc}; measuring again")
         else:
             if stored.busy_measured:   # else from before the busy device was timed: measured again, seconds
-                return stored
+                return refitted(stored)
     calibration = measure(target.python, gpu)
     store(calibration)
     return calibration
+
+
+def refitted(calibration: Calibration) -> Calibration:
+    """`calibration` with every kind's idle and busy line fitted again to its own samples by today's `fit`: a
+    stored calibration from before the line was the repeated median prices as a new one would."""
+    def again(kind: CostFit) -> CostFit:
+        line, busy = fit(kind.samples), kind.busy
+        if busy is not None:
+            busy_line = fit(busy.samples)
+            busy = replace(busy, fixed_us=busy_line.fixed_us, per_mib_us=busy_line.per_mib_us)
+        return replace(kind, fixed_us=line.fixed_us, per_mib_us=line.per_mib_us, busy=busy)
+
+    c = calibration
+    return replace(c, device_alloc=again(c.device_alloc), device_free=again(c.device_free), map=again(c.map),
+                   unmap=again(c.unmap), sync=again(c.sync))
 
 
 def store(calibration: Calibration) -> Path:

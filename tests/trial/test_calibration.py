@@ -15,7 +15,7 @@ import torch
 from alloctune.errors import AlloctuneError, ResultsError
 from alloctune.results.names import CALIBRATION_FILE
 from alloctune.results.calibration import CostSample, MiB, read_calibration, write_calibration
-from alloctune.trial.calibration import calibration_for, measure, store, store_path
+from alloctune.trial.calibration import calibration_for, measure, refitted, store, store_path
 from alloctune.child.calibration import QUEUED_ROUNDS, SEGMENTS, SYNCS, Queued, _queued, busy_fit, fit, summarise
 from alloctune.child.provenance import host_cpu
 from alloctune.trial.probe import ProbeResult
@@ -179,8 +179,25 @@ def test_a_sweep_gets_the_stored_calibration_of_its_gpu_without_measuring(tmp_pa
     cal = replace(read_calibration(H100_BUSY), host_cpu=HOST)
     assert cal.busy_measured and not read_calibration(H200).busy_measured
     store(cal)
-    # no GPU here: measuring would fail, so what comes back is the stored one
-    assert calibration_for(probed(cal, python="/nonexistent/python")) == cal
+    # no GPU here: measuring would fail, so what comes back is the stored one, its lines today's
+    assert calibration_for(probed(cal, python="/nonexistent/python")) == refitted(cal)
+
+
+def test_a_stored_calibration_is_priced_by_todays_line_through_its_own_samples():
+    """results/h100-speed-rebuilt-2026-12-06d's calibration, fitted by least squares when it was measured: its busy
+    cudaMalloc of 2 MiB ran through a hiccup (341 us), which had priced every busy cudaMalloc at 135 us."""
+    old = read_calibration(ROOT / "results" / "h100-speed-rebuilt-2026-12-06d" / "speed-rebuilt-two" /
+                           "calibration.json")
+    assert old.device_alloc.busy is not None and old.device_alloc.busy.fixed_us == pytest.approx(134.8, abs=0.1)
+    new = refitted(old)
+    busy = new.device_alloc.busy
+    assert busy is not None and busy.fixed_us == pytest.approx(48.6, abs=0.1)
+    assert busy.samples == old.device_alloc.busy.samples and busy.waits == old.device_alloc.busy.waits
+    for kind in ("device_alloc", "device_free", "map", "unmap", "sync"):
+        line, again = getattr(new, kind), fit(getattr(old, kind).samples)
+        assert (line.fixed_us, line.per_mib_us) == (again.fixed_us, again.per_mib_us)
+    assert (new.gpu, new.measured_at, new.host_cpu) == (old.gpu, old.measured_at, old.host_cpu)
+    assert refitted(new) == new
 
 
 @pytest.mark.usefixtures("this_host")
@@ -189,14 +206,18 @@ def test_a_shared_store_gives_each_host_the_calibration_of_its_own_cpu(tmp_path,
     two files, and calibration_for on each host reads its own, whichever was stored last."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     ours = replace(read_calibration(H100_BUSY), host_cpu=HOST)
+    twice = fit([replace(s, median_us=2 * s.median_us, low_us=2 * s.low_us, high_us=2 * s.high_us)
+                 for s in ours.device_alloc.samples])   # every cudaMalloc timed twice as long on the other host
     slower = replace(ours, host_cpu="AMD EPYC 7763 64-Core Processor",
-                     device_alloc=replace(ours.device_alloc, fixed_us=2 * ours.device_alloc.fixed_us))
+                     device_alloc=replace(twice, busy=ours.device_alloc.busy))
     paths = [store(ours), store(slower)]
     assert paths[0] != paths[1] and sorted(p.name for p in tmp_path.glob("alloctune/calibration/*")) == \
         sorted(p.name for p in paths)
-    assert calibration_for(probed(ours, python="/nonexistent/python")) == ours
+    assert calibration_for(probed(ours, python="/nonexistent/python")) == refitted(ours)
     monkeypatch.setattr("alloctune.trial.calibration.host_cpu", lambda: slower.host_cpu)   # on the other host
-    assert calibration_for(probed(ours, python="/nonexistent/python")) == slower
+    theirs = calibration_for(probed(ours, python="/nonexistent/python"))
+    assert theirs == refitted(slower)
+    assert theirs.device_alloc.fixed_us == pytest.approx(2 * refitted(ours).device_alloc.fixed_us)
 
 
 @pytest.mark.usefixtures("this_host")
