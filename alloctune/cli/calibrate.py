@@ -17,7 +17,8 @@ def register(subparsers) -> None:
                     "cudaMalloc and cudaFree of segments from 2 MiB to 1 GiB, mapping and unmapping pages of "
                     "expandable segments, and a device synchronisation, on an idle GPU and again behind queued GPU "
                     "work, as a job makes them (what prices a job's calls). Each is fitted as a fixed cost plus a "
-                    "cost per MiB. The result is kept in the per-user store "
+                    "cost per MiB (the repeated median of the sizes: one size far off the others is left out of "
+                    "the line). The result is kept in the per-user store "
                     "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver, torch and host CPU, "
                     "as the costs move with the host), where sweeps on this GPU and host find it.")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the calibration (JSON) to FILE")
