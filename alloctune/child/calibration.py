@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any, Callable, Iterator
 
 from ..results.calibration import MiB, BusyFit, CostFit, CostSample
@@ -263,25 +264,21 @@ def _on_a_busy_device(torch, fits: dict[str, CostFit], native: bool) -> dict[str
             raise Unmeasured(f"a growth behind queued work reserved {grown} B, not the {moves} B it did on an idle "
                              f"device")
 
+    def grow(request: int) -> None:
+        held.append(cuda.caching_allocator_alloc(request))
+
+    def cached(request: int, moves: int) -> None:   # a segment (or pages) held in the cache, for empty_cache
+        emptied()
+        grow(request)
+        released(moves)
+
     queue, out = _spinner(torch), dict(fits)
     for grows, frees in (("device_alloc", "device_free"),) if native else (("map", "unmap"),):
         growth, freed = [], []
         for sample in fits[grows].samples:
             request, moves = (MiB if sample.bytes == SMALL_SEGMENT else sample.bytes), sample.bytes
-
-            def grow(request: int = request) -> None:
-                held.append(cuda.caching_allocator_alloc(request))
-
-            def cached(grow: Callable[[], None] = grow, moves: int = moves) -> None:
-                emptied()   # a segment (or pages) held in the cache, for empty_cache to release
-                grow()
-                released(moves)
-
-            def release(moves: int = moves) -> None:
-                released(moves)
-
-            growth.append(Queued(moves, emptied, grow, release))
-            freed.append(Queued(moves, cached, cuda.empty_cache, None))
+            growth.append(Queued(moves, emptied, partial(grow, request), partial(released, moves)))
+            freed.append(Queued(moves, partial(cached, request, moves), cuda.empty_cache, None))
         out[grows] = replace(fits[grows], busy=busy_fit(_queued(cuda, queue, growth)))
         out[frees] = replace(fits[frees], busy=busy_fit(_queued(cuda, queue, freed)))
     return out
