@@ -1,6 +1,7 @@
 """`alloctune` entry point: builds the parser from the subcommand modules and turns errors into exit codes."""
 from __future__ import annotations
 
+import _thread
 import argparse
 import codecs
 import importlib
@@ -11,7 +12,7 @@ import sys
 import threading
 import warnings
 from types import FrameType
-from typing import NoReturn
+from typing import Any, Callable, NoReturn
 
 from .. import __version__
 from ..errors import AlloctuneError, UsageError, bounded, printable
@@ -60,8 +61,43 @@ class Terminated(KeyboardInterrupt):
     folders removed on the way out."""
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+class _Signals:
+    """While a command runs (in the main thread: only it may set handlers), SIGTERM raises `Terminated` wherever
+    the command then is. Python swallows an exception raised inside a finalizer or a weakref callback (an import's
+    module lock, an object's `__del__`), so a signal landing there would be lost and the command would run on and
+    exit 0: an interruption swallowed so (`sys.unraisablehook` sees it) is delivered again at once, to land in the
+    code that runs next; one lost where nothing reports it still leaves `terminated` set, for the exit status."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+        self._handler: Any = None
+        self._hook: Callable[[Any], object] | None = None
+
+    def __enter__(self) -> "_Signals":
+        if threading.current_thread() is threading.main_thread():
+            self._handler = signal.signal(signal.SIGTERM, self._terminate)
+            self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._hook is not None:   # the hook first: setting a handler runs one pending, which may raise
+            sys.unraisablehook, self._hook = self._hook, None
+            signal.signal(signal.SIGTERM, self._handler)
+
+    def _terminate(self, signum: int, frame: FrameType | None) -> None:
+        self.terminated = True
+        raise Terminated()
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # Raised from here it would be swallowed again (what a hook raises is only printed): delivered again
+            # a moment later instead, as if the signal came then, into the code the command runs by then.
+            signum = signal.SIGTERM if issubclass(unraisable.exc_type, Terminated) else signal.SIGINT
+            again = threading.Timer(0.01, _thread.interrupt_main, (signum,))
+            again.daemon = True
+            again.start()
+        elif self._hook is not None:
+            self._hook(unraisable)
 
 
 def _warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -170,14 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         _say(f"alloctune: error: {exc}")
         return exc.exit_code
-    in_main_thread = threading.current_thread() is threading.main_thread()  # only it may set handlers
-    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    signals = _Signals()
     try:
-        with warnings.catch_warnings():  # a warning is one line, without the source line Python adds
+        with signals, warnings.catch_warnings():  # a warning is one line, without the source line Python adds
             warnings.showwarning = _warning
             code = int(args.func(args) or 0)
             sys.stdout.flush()   # here, so that a reader who left is handled below, not at interpreter exit
-            return code
+        if signals.terminated:   # its Terminated was lost where nothing reported it, and the work went on to its end
+            _say("alloctune: terminated as it finished; what it printed is whole")
+            return 128 + signal.SIGTERM
+        return code
     except BrokenPipeError:
         return _reader_left()
     except AlloctuneError as exc:
@@ -195,6 +233,3 @@ def main(argv: list[str] | None = None) -> int:
         left = getattr(args, "interrupted", "")
         _say(f"alloctune: {how}; {left}" if left else f"alloctune: {how} before it finished")
         return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)

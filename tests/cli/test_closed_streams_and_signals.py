@@ -119,3 +119,56 @@ def test_no_export_hint_when_nothing_fits(tmp_path):
     assert "Next: alloctune export" not in run.stdout and "best.env" not in run.stdout
     summary = (tmp_path / "run" / "summary.md").read_text()
     assert "nothing fits" in summary and "alloctune export" not in summary
+
+
+def run_script(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_a_sigterm_landing_in_a_finalizer_still_stops_the_command():
+    # The handler runs inside __del__, where Python swallows what it raises (as in an import's module-lock
+    # callback, where a search once lost its SIGTERM): it must be raised again in the code that runs next.
+    run = run_script("""
+import os, signal, time
+from alloctune.cli.main import Terminated, _Signals
+
+class Dropped:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(1000))
+
+with _Signals() as signals:
+    try:
+        Dropped()
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            sum(range(1000))
+        print("ran on")
+    except Terminated:
+        print("stopped", signals.terminated)
+""")
+    assert run.stdout == "stopped True\n" and "Traceback" not in run.stderr, run.stderr
+
+
+def test_a_sigterm_lost_where_nothing_reports_it_still_sets_the_exit_status():
+    # A subcommand (or a library under it) that swallows the interruption: the work ends, and the status says why.
+    run = run_script("""
+import os, signal, sys
+import alloctune.cli.export as export
+from alloctune.cli.main import main
+
+def swallowing(args):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(1000))
+    except KeyboardInterrupt:
+        pass
+    print("the answer")
+    return 0
+
+export.run = swallowing
+sys.exit(main(["export", "anywhere"]))
+""")
+    assert run.returncode == 128 + signal.SIGTERM and run.stdout == "the answer\n", run.stderr
+    assert run.stderr == "alloctune: terminated as it finished; what it printed is whole\n"
