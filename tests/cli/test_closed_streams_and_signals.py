@@ -19,6 +19,7 @@ from waiting import wait_until
 from alloctune.sim.trace import Trace, save_trace
 
 PIPE_READER_LEFT = 128 + signal.SIGPIPE
+STOPPED = ("alloctune: terminated before it finished", "alloctune: terminated as it finished; what it printed is whole")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,8 @@ def test_sigterm_says_what_it_means_for_each_command(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signal.SIGTERM, (name, err)
-        assert err.decode().strip().splitlines()[-1] == "alloctune: terminated before it finished", (name, err)
+        # (or, where the signal landed in code that swallowed it and the work ran to its end, that it finished)
+        assert err.decode().strip().splitlines()[-1] in STOPPED, (name, err)
         assert b"resume" not in err and b"Traceback" not in err
 
 
@@ -171,4 +173,4 @@ export.run = swallowing
 sys.exit(main(["export", "anywhere"]))
 """)
     assert run.returncode == 128 + signal.SIGTERM and run.stdout == "the answer\n", run.stderr
-    assert run.stderr == "alloctune: terminated as it finished; what it printed is whole\n"
+    assert run.stderr == STOPPED[1] + "\n"
