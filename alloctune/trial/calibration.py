@@ -1,9 +1,9 @@
 """Measuring a GPU's driver-call costs (`measure`) and keeping them for reuse (`calibration_for`).
 
-`measure` runs the calibration child (child/calibration.py) twice under the job's interpreter, on one GPU: once
-with the default allocator (cudaMalloc, cudaFree, a synchronisation) and once under expandable_segments:True
-(mapping and unmapping pages), each in a fresh process, as a process has one allocator configuration. A few
-seconds in all, most of them two torch imports.
+`measure` runs the calibration child (child/calibration.py) under the job's interpreter, on one GPU: with the
+default allocator (cudaMalloc, cudaFree, a synchronisation) and under expandable_segments:True (mapping and
+unmapping pages), each in a fresh process, as a process has one allocator configuration; `RUNS` pairs of them in
+turn, pooled size by size (`pooled`). About half a minute in all, most of it torch imports.
 
 The per-user store is a folder of JSON files, one per GPU model, driver, torch and host CPU (what the costs depend
 on: two H100 machines of one driver and torch priced every call about 2 times apart, the cheaper one's host issuing
@@ -23,11 +23,12 @@ import warnings
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import median
 
 from ..errors import AlloctuneError, ResultsError
 from ..processes import spawn_group
-from ..results.calibration import (CALIBRATION_SCHEMA, COST_KINDS, Calibration, CostFit, read_calibration,
-                                  write_calibration)
+from ..results.calibration import (CALIBRATION_SCHEMA, COST_KINDS, BusyFit, Calibration, CostFit, CostSample,
+                                  read_calibration, write_calibration)
 from ..results.typed import from_json, loads
 from ..settings.conf import AllocConf
 from ..child.calibration import MARK, NO_GPU_EXIT, Answer, fit
@@ -35,23 +36,31 @@ from ..child.provenance import host_cpu
 from .probe import ProbeResult
 from .task import child_environment
 
-TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then about a second of measuring
+TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then a few seconds of measuring
+# Children of each mode, their figures pooled: one process's busy-device prices moved up to 4 times between five
+# processes on one H100 within minutes (a busy cudaMalloc 32 to 121 us; the idle ones within 15%:
+# results/h100-calibration-repeat-2026-12-06), so one process is one draw of them.
+RUNS = 3
 
 
-def measure(python: str = sys.executable, gpu: int = 0) -> Calibration:
-    """The driver-call costs of GPU `gpu` as `python`'s torch sees them, measured now. AlloctuneError (one line)
-    when that interpreter sees no GPU or a measurement went wrong."""
-    return from_answers(_child(python, gpu, "native", AllocConf()),
-                        _child(python, gpu, "expandable", AllocConf(expandable_segments=True)), python)
+def measure(python: str = sys.executable, gpu: int = 0, runs: int = RUNS) -> Calibration:
+    """The driver-call costs of GPU `gpu` as `python`'s torch sees them, measured now by `runs` pairs of children
+    in turn. AlloctuneError (one line) when that interpreter sees no GPU or a measurement went wrong."""
+    answers = [answer for _ in range(runs) for answer in (
+        _child(python, gpu, "native", AllocConf()),
+        _child(python, gpu, "expandable", AllocConf(expandable_segments=True)))]
+    return from_answers(answers, python)
 
 
-def from_answers(native: Answer, expandable: Answer, python: str) -> Calibration:
-    """The calibration of the two children's answers (`native`, `expandable`, both run under `python`), dated now.
-    AlloctuneError when they saw different GPUs or software, or a kind is missing."""
-    if expandable.facts != native.facts:
-        raise AlloctuneError(f"the two calibration runs saw different GPUs or software: {native.facts} and "
-                             f"{expandable.facts}")
-    facts, fits = native.facts, {**native.fits, **expandable.fits}
+def from_answers(answers: list[Answer], python: str) -> Calibration:
+    """The calibration of the children's answers (all run under `python`), each kind pooled over the children
+    that measured it (`pooled`), dated now. AlloctuneError when they saw different GPUs or software, or a kind is
+    missing."""
+    facts = answers[0].facts
+    if other := next((a.facts for a in answers if a.facts != facts), None):
+        raise AlloctuneError(f"the calibration runs saw different GPUs or software: {facts} and {other}")
+    fits = {kind: pooled([a.fits[kind] for a in answers if kind in a.fits]) for kind in COST_KINDS
+            if any(kind in a.fits for a in answers)}
     missing = [kind for kind in COST_KINDS if kind not in fits]
     if missing:
         raise AlloctuneError(f"the calibration child under {python} measured no {', '.join(missing)}")
@@ -80,6 +89,29 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     calibration = measure(target.python, gpu)
     store(calibration)
     return calibration
+
+
+def pooled(fits: list[CostFit]) -> CostFit:
+    """One kind as several processes measured it: at each size the median of their medians (and of their
+    quartiles), its repeats all of theirs; the line (`fit`) through those, idle and busy (whose share waited for is
+    their median too). One process's draw far off the others' leaves the pooled figure where the rest are."""
+    def samples(each: list[list[CostSample]]) -> list[CostSample]:
+        sizes: dict[int, list[CostSample]] = {}
+        for run in each:
+            for sample in run:
+                sizes.setdefault(sample.bytes, []).append(sample)
+        return [CostSample(bytes=size, runs=sum(s.runs for s in at), median_us=median(s.median_us for s in at),
+                           low_us=median(s.low_us for s in at), high_us=median(s.high_us for s in at))
+                for size, at in sorted(sizes.items())]
+
+    idle = fit(samples([f.samples for f in fits]))
+    busy = [f.busy for f in fits if f.busy is not None]
+    if len(busy) < len(fits):   # a child from before the busy device was timed: none pooled
+        return idle
+    busy_line = fit(samples([b.samples for b in busy]))
+    return replace(idle, busy=BusyFit(fixed_us=busy_line.fixed_us, per_mib_us=busy_line.per_mib_us,
+                                      samples=busy_line.samples, waits=median(b.waits for b in busy),
+                                      queued_us=busy[0].queued_us))
 
 
 def refitted(calibration: Calibration) -> Calibration:

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for work in args.work:
         try:
-            record = from_answers(child("native", work), child("expandable", work), sys.executable)
+            record = from_answers([child("native", work), child("expandable", work)], sys.executable)
         except AlloctuneError as exc:   # one kind of work that could not be measured leaves the others
             print(f"busy_work: {exc}", flush=True)
             failed += 1

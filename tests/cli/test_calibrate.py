@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from clirun import ROOT, cli
 
-from alloctune.results.calibration import read_calibration
+from alloctune.child.calibration import fit
+from alloctune.results.calibration import CostSample, read_calibration
+from alloctune.trial.calibration import RUNS
 
 H200 = ROOT / "tests" / "fixtures" / "calibration" / "h200-torch2.11.json"
 MODES = {"native": ("device_alloc", "device_free", "sync"), "expandable": ("map", "unmap")}
@@ -50,16 +52,25 @@ def standin(tmp_path) -> Path:
     return script
 
 
+def pooled_h200() -> dict[str, dict]:
+    """Each kind as `calibrate` keeps it from the stand-in's children, which all say the H200's figures: each size's
+    figures theirs, its repeats all of theirs, the line through them; measured before the busy device's."""
+    kinds = {}
+    for kind, measured in json.loads(H200.read_text()).items():
+        if kind in MODES["native"] + MODES["expandable"]:
+            samples = [dict(sample, runs=RUNS * sample["runs"]) for sample in measured["samples"]]
+            line = fit([CostSample(**sample) for sample in samples])
+            kinds[kind] = dict(fixed_us=line.fixed_us, per_mib_us=line.per_mib_us, samples=samples, busy=None)
+    return kinds
+
+
 def test_calibrate_json_prints_writes_and_keeps_the_calibration(tmp_path, standin):
     cache = tmp_path / "cache"
     done = cli("calibrate", "--python", standin, "--json", "-o", tmp_path / "c.json",
                env={"XDG_CACHE_HOME": str(cache)})
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
-    expected = json.loads(H200.read_text())
-    for kind in ("device_alloc", "device_free", "map", "unmap", "sync"):   # measured before the busy device's
-        expected[kind]["busy"] = None
-    expected["host_cpu"] = CPU
+    expected = dict(json.loads(H200.read_text()), **pooled_h200(), host_cpu=CPU)
     assert {k: v for k, v in printed.items() if k != "measured_at"} == \
            {k: v for k, v in expected.items() if k != "measured_at"}
     assert read_calibration(tmp_path / "c.json").to_json() == printed
@@ -72,9 +83,9 @@ def test_calibrate_prints_each_calls_fit_and_where_it_is_kept(tmp_path, standin)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].strip() == f"NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130, host CPU {CPU}"
-    cal = read_calibration(H200)
+    malloc = pooled_h200()["device_alloc"]
     row = next(line for line in lines if line.strip().startswith("cudaMalloc"))
-    assert row.split()[1:4] == [f"{cal.device_alloc.fixed_us:.1f}", "+", f"{cal.device_alloc.per_mib_us:.3f}/MiB"]
+    assert row.split()[1:4] == [f"{malloc['fixed_us']:.1f}", "+", f"{malloc['per_mib_us']:.3f}/MiB"]
     assert row.split()[4] == "-"   # no busy device's fit in a calibration from before it was measured
     assert row.split()[5:] == ["2:", "49,", "20:", "46,", "128:", "64,", "1024:", "89"]   # MiB: median µs
     assert any(line.split()[0] == "synchronize" and "idle: 4.0" in line for line in lines if line.strip())
@@ -95,7 +106,6 @@ def test_calibrate_o_onto_a_device_or_a_fifo_writes_into_it_never_replacing_it(t
         done = cli("calibrate", "--python", standin, "-o", tmp_path / name, env={"XDG_CACHE_HOME": str(tmp_path)})
         assert done.returncode == 0, done.stderr
     reader.join(30)
-    assert heard and json.loads(heard[0])["device_alloc"] == json.loads(H200.read_text())["device_alloc"] | {
-        "busy": None}
+    assert heard and json.loads(heard[0])["device_alloc"] == pooled_h200()["device_alloc"]
     assert (tmp_path / "null").is_symlink() and stat.S_ISCHR(os.stat(os.devnull).st_mode)
     assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)

@@ -14,8 +14,8 @@ import torch
 
 from alloctune.errors import AlloctuneError, ResultsError
 from alloctune.results.names import CALIBRATION_FILE
-from alloctune.results.calibration import CostSample, MiB, read_calibration, write_calibration
-from alloctune.trial.calibration import calibration_for, measure, refitted, store, store_path
+from alloctune.results.calibration import BusyFit, CostSample, MiB, read_calibration, write_calibration
+from alloctune.trial.calibration import RUNS, calibration_for, measure, pooled, refitted, store, store_path
 from alloctune.child.calibration import QUEUED_ROUNDS, SEGMENTS, SYNCS, Queued, _queued, busy_fit, fit, summarise
 from alloctune.child.provenance import host_cpu
 from alloctune.trial.probe import ProbeResult
@@ -84,6 +84,26 @@ def test_the_sizes_take_turns_round_by_round_behind_the_queued_work():
     rounds = QUEUED_ROUNDS + 1
     assert order == (["6", "a", "6", "b"] * rounds + ["14", "a", "14", "b"] * rounds)
     assert [(n, [len(t) for t in times]) for n, times in measured] == [(1, [QUEUED_ROUNDS] * 2)] * 2
+
+
+def test_processes_are_pooled_size_by_size_and_one_far_off_leaves_the_others_figure():
+    """Three processes' busy cudaMalloc as results/h100-calibration-repeat-2026-12-06 drew them (one at about 120
+    us, two at about 70): each size the median of the three, the repeats all of theirs, the line through those."""
+    def run(fixed: float, waits: float) -> BusyFit:
+        samples = [replace(point(mib, fixed + 0.05 * mib), low_us=fixed - 1, high_us=fixed + 2) for mib in (2, 20, 128)]
+        return BusyFit(fixed_us=fixed, per_mib_us=0.05, samples=samples, waits=waits, queued_us=[6000.0, 14000.0])
+
+    def idle(us: float, busy: BusyFit):
+        return replace(fit([point(mib, us) for mib in (2, 20, 128)]), busy=busy)
+
+    together = pooled([idle(42, run(120, 0.1)), idle(43, run(67, 0.0)), idle(45, run(69, 0.02))])
+    assert together.fixed_us == pytest.approx(43) and together.per_mib_us == 0
+    assert [s.runs for s in together.samples] == [24] * 3
+    busy = together.busy
+    assert busy is not None and busy.fixed_us == pytest.approx(69) and busy.per_mib_us == pytest.approx(0.05)
+    assert [(s.low_us, s.high_us) for s in busy.samples] == [(68, 71)] * 3
+    assert busy.waits == 0.02 and busy.queued_us == [6000.0, 14000.0]
+    assert pooled([idle(42, run(120, 0.1)), idle(43, None)]).busy is None   # one child from before busy was timed
 
 
 def test_one_size_is_a_fixed_cost():
@@ -281,7 +301,7 @@ def test_on_a_gpu_every_size_is_measured_as_the_driver_call_it_should_be(tmp_pat
     assert cal.gpu == torch.cuda.get_device_name(0) and cal.torch == torch.__version__
     assert cal.host_cpu == host_cpu()
     assert [s.bytes for s in cal.device_alloc.samples] == [s.bytes for s in cal.device_free.samples]
-    assert cal.device_alloc.samples[0].bytes == 2 * MiB and cal.device_alloc.samples[0].runs == 32
+    assert cal.device_alloc.samples[0].bytes == 2 * MiB and cal.device_alloc.samples[0].runs == 32 * RUNS
     small, large = cal.map.samples[0].bytes, [s.bytes for s in cal.map.samples[1:]]
     assert small == 2 * MiB and all(b % (20 * MiB) == 0 for b in large)   # whole pages of each pool
     assert cal.sync.fixed_us < statistics.median(s.median_us for s in cal.device_alloc.samples)
