@@ -49,10 +49,11 @@ class MeasuredError:
 
 
 # How far a prediction was from a measurement of what it predicts: each setting as in a process under it from its
-# start, timed inside one process. On four H100 calls (results/h100-speed-rebuilt-2026-12-06, -06b, -06c, -06d) jobs
+# start, timed inside one process. On six H100 calls (results/h100-speed-rebuilt-2026-12-06, -06b, -06c, -06d and
+# the two of results/h100-calibration-repeat-2026-12-06, on a machine whose blocks scattered 3-10 times more) jobs
 # that empty the cache every step or two, their model and optimizer rebuilt under each setting at each switch of
 # blocks, priced by the machine's busy-device calibration with each kind's line the repeated median of its sizes
-# (refitted for the calls made before it: -06d's refit/): -7.2 (max_split_size_mb:128 on `mid`, whose CPU issues
+# (refitted for the calls made before it: -06d's refit/): -10.9 (max_split_size_mb:128 on `mid`, whose CPU issues
 # work for most of its step: inside it torch.profiler timed each cudaMalloc at 78-94 us where the machine's
 # calibration priced it at about 50, and a step with no slack shows all of it; a cudaMalloc's cost moves with the
 # state of the CPU's caches, 45 us warm, 338 us cold, which is the job's and not the GPU's) to +9.1 (expandable
@@ -61,7 +62,7 @@ class MeasuredError:
 # made under the default (results/h100-speed-model*-2026-12-06: up to +36.1) are left out: they made other driver
 # calls than the prediction counts, and a sweep never confirms in one process where that matters
 # (decide/confirm.py's IN_PROCESS_DRIVER_SHARE).
-PREDICTION_ERROR = MeasuredError(-0.072, 0.091, "H100 and H200, torch 2.11, four jobs with driver work every step, "
+PREDICTION_ERROR = MeasuredError(-0.109, 0.091, "H100 and H200, torch 2.11, four jobs with driver work every step, "
                                  "3-4 settings each")
 
 
