@@ -2,8 +2,8 @@
 `-m alloctune.child.probe probe`, it answers as a machine with one GPU and judges no settings, so the sweep asks the
 judge, which runs under the real interpreter (`python`) as every other probe call does; asked `-m
 alloctune.child.calibration MODE`, it answers with the driver-call costs of the committed H200 calibration
-(tests/fixtures/calibration/h200-torch2.11.json), as that GPU's child measured them, on this host's CPU (as the
-real child names it). Needs json, os and sys imported before it."""
+(tests/fixtures/calibration/h200-torch2.11.json), as that GPU's child measured them, each mode its kinds, on this
+host's CPU (as the real child names it). Needs json, os and sys imported before it."""
 from pathlib import Path
 
 CALIBRATION = Path(__file__).resolve().parent / "fixtures" / "calibration" / "h200-torch2.11.json"
@@ -24,6 +24,7 @@ if sys.argv[1:3] == ["-m", "alloctune.child.calibration"]:
         h200 = json.load(f)
     print("ALLOCTUNE-CALIBRATION " + json.dumps(dict(
         facts=dict(gpu="fake", driver="1", cuda="12", torch={torch!r}, host_cpu=host_cpu()),
-        fits=dict((kind, h200[kind]) for kind in ("device_alloc", "device_free", "map", "unmap", "sync")))))
+        fits=dict((kind, h200[kind]) for kind in dict(native=("device_alloc", "device_free", "sync"),
+                                                      expandable=("map", "unmap"))[sys.argv[3]]))))
     sys.exit(0)
 """

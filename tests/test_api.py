@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from clirun import ROOT
 
 import alloctune
 from alloctune.results.calibration import read_calibration
+from alloctune.trial.calibration import RUNS
 from alloctune.results.folder import ResultsFolder
 from standin import CALIBRATION, PROBE_AS_ONE_GPU
 
@@ -141,7 +143,9 @@ def test_record_and_calibrate_through_a_stand_in_gpu(tmp_path, gpu_python, monke
     calibrated = alloctune.calibrate(python=gpu_python, output=tmp_path / "gpu.json")
     assert calibrated.stored.parent == tmp_path / "cache" / "alloctune" / "calibration"
     assert read_calibration(calibrated.stored) == read_calibration(tmp_path / "gpu.json") == calibrated.calibration
-    assert calibrated.calibration.sync == read_calibration(CALIBRATION).sync
+    # each of the children said the H200's figures: pooled, the same, with all their repeats
+    [sync] = read_calibration(CALIBRATION).sync.samples
+    assert calibrated.calibration.sync.samples == [replace(sync, runs=RUNS * sync.runs)]
 
 
 def readme_block() -> str:
