@@ -18,7 +18,9 @@ def register(subparsers) -> None:
                     "expandable segments, and a device synchronisation, on an idle GPU and again behind queued GPU "
                     "work, as a job makes them (what prices a job's calls). Each is fitted as a fixed cost plus a "
                     "cost per MiB (the repeated median of the sizes: one size far off the others is left out of "
-                    "the line). The result is kept in the per-user store "
+                    "the line). Three pairs of processes take turns, and each size's figures are the median of "
+                    "theirs: one process's figures on a busy device move from process to process. The result is "
+                    "kept in the per-user store "
                     "($XDG_CACHE_HOME/alloctune/calibration/, one file per GPU model, driver, torch and host CPU, "
                     "as the costs move with the host), where sweeps on this GPU and host find it.")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the calibration (JSON) to FILE")

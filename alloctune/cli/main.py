@@ -65,8 +65,8 @@ class _Signals:
     """While a command runs (in the main thread: only it may set handlers), SIGTERM raises `Terminated` wherever
     the command then is. Python swallows an exception raised inside a finalizer or a weakref callback (an import's
     module lock, an object's `__del__`), so a signal landing there would be lost and the command would run on and
-    exit 0: an interruption swallowed so (`sys.unraisablehook` sees it) is delivered again at once, to land in the
-    code that runs next; one lost where nothing reports it still leaves `terminated` set, for the exit status."""
+    exit 0: an interruption swallowed so (`sys.unraisablehook` sees it) is delivered again a moment later, to land in
+    the code that runs then; one lost where nothing reports it still leaves `terminated` set, for the exit status."""
 
     def __init__(self) -> None:
         self.terminated = False

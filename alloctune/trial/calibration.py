@@ -74,7 +74,7 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     measured now and stored there. The store is looked up under this host's CPU: this runs where the calibration
     child would (the sweep's executor). A stored file that cannot be read is measured again, with a warning; one
     from before calls were timed on a busy device, without; one from before the host's CPU was kept is not found
-    under its new name, and is measured again too (seconds). A stored one's lines are today's (`refitted`)."""
+    under its new name, and is measured again too (half a minute). A stored one's lines are today's (`refitted`)."""
     if not target.cuda_available or gpu >= len(target.devices):
         raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
     path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version, host_cpu())
@@ -84,7 +84,7 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
         except ResultsError as exc:
             warnings.warn(f"{exc}; measuring again")
         else:
-            if stored.busy_measured:   # else from before the busy device was timed: measured again, seconds
+            if stored.busy_measured:   # else from before the busy device was timed: measured again (half a minute)
                 return refitted(stored)
     calibration = measure(target.python, gpu)
     store(calibration)
