@@ -1,7 +1,8 @@
 """A hybrid sweep's trials after the replay, with `--repeats confirm` (the default): the GPU's driver-call costs
-(`calibrate`: the folder's calibration.json, else the per-user store, else measured, in seconds), each replayed
-setting's predicted speed, the plan (decide/confirm.py), one confirmation pair per environment (the default, then
-the winner), and throughput rounds (execute.run_rounds) only for what the plan or the confirmation sends there.
+(`calibrate`: the folder's calibration.json, else the per-user store, else measured, in about half a minute), each
+replayed setting's predicted speed, the plan (decide/confirm.py), one confirmation pair per environment (the
+default, then the winner), and throughput rounds (execute.run_rounds) only for what the plan or the confirmation
+sends there.
 
 A resumed sweep reads the calibration and its trials back: its predictions and its plan are the same, so it runs
 only what it lacks. With no recording trial (`--trace`), the default's first trial runs before the plan, as the
