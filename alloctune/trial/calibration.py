@@ -59,14 +59,13 @@ def from_answers(answers: list[Answer], python: str) -> Calibration:
     facts = answers[0].facts
     if other := next((a.facts for a in answers if a.facts != facts), None):
         raise AlloctuneError(f"the calibration runs saw different GPUs or software: {facts} and {other}")
-    fits = {kind: pooled([a.fits[kind] for a in answers if kind in a.fits]) for kind in COST_KINDS
-            if any(kind in a.fits for a in answers)}
-    missing = [kind for kind in COST_KINDS if kind not in fits]
+    measured = {kind: [a.fits[kind] for a in answers if kind in a.fits] for kind in COST_KINDS}
+    missing = [kind for kind, fits in measured.items() if not fits]
     if missing:
         raise AlloctuneError(f"the calibration child under {python} measured no {', '.join(missing)}")
     return Calibration(schema=CALIBRATION_SCHEMA, gpu=facts.gpu, driver=facts.driver, cuda=facts.cuda,
                        torch=facts.torch, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       host_cpu=facts.host_cpu, **{kind: fits[kind] for kind in COST_KINDS})
+                       host_cpu=facts.host_cpu, **{kind: pooled(fits) for kind, fits in measured.items()})
 
 
 def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
@@ -115,18 +114,12 @@ def pooled(fits: list[CostFit]) -> CostFit:
 
 
 def refitted(calibration: Calibration) -> Calibration:
-    """`calibration` with every kind's idle and busy line fitted again to its own samples by today's `fit`: a
-    stored calibration from before the line was the repeated median prices as a new one would."""
-    def again(kind: CostFit) -> CostFit:
-        line, busy = fit(kind.samples), kind.busy
-        if busy is not None:
-            busy_line = fit(busy.samples)
-            busy = replace(busy, fixed_us=busy_line.fixed_us, per_mib_us=busy_line.per_mib_us)
-        return replace(kind, fixed_us=line.fixed_us, per_mib_us=line.per_mib_us, busy=busy)
-
+    """`calibration` with every kind's idle and busy line fitted again to its own samples by today's `fit` (each
+    kind pooled from itself alone): a stored calibration from before the line was the repeated median prices as a
+    new one would."""
     c = calibration
-    return replace(c, device_alloc=again(c.device_alloc), device_free=again(c.device_free), map=again(c.map),
-                   unmap=again(c.unmap), sync=again(c.sync))
+    return replace(c, device_alloc=pooled([c.device_alloc]), device_free=pooled([c.device_free]),
+                   map=pooled([c.map]), unmap=pooled([c.unmap]), sync=pooled([c.sync]))
 
 
 def store(calibration: Calibration) -> Path:
