@@ -35,7 +35,7 @@ class Calibrated:
 
 
 def calibrate(options: CalibrateOptions | None = None, **fields: Any) -> Calibrated:
-    """Measure the GPU's cost of the allocator's driver calls (about half a minute) and keep it for sweeps on this GPU.
+    """Measure the GPU's cost of the allocator's driver calls (about 40 s) and keep it for sweeps on this GPU.
     `options` (a CalibrateOptions) or its fields as keywords: `calibrate(gpu=1, output="h200.json")`."""
     options = options_of("calibrate", CalibrateOptions, options, fields)
     calibration = measure(options.python, options.gpu)

@@ -12,7 +12,7 @@ FLAGS = {"gpu": "--gpu", "python": "--python", "output": "--output"}
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "calibrate", help="measure the GPU's cost of the allocator's driver calls (about half a minute)",
+        "calibrate", help="measure the GPU's cost of the allocator's driver calls (about 40 s)",
         description="Time, through torch's own allocator, the driver calls the caching allocator makes: "
                     "cudaMalloc and cudaFree of segments from 2 MiB to 1 GiB, mapping and unmapping pages of "
                     "expandable segments, and a device synchronisation, on an idle GPU and again behind queued GPU "

@@ -1,5 +1,5 @@
 """A hybrid sweep's trials after the replay, with `--repeats confirm` (the default): the GPU's driver-call costs
-(`calibrate`: the folder's calibration.json, else the per-user store, else measured, in about half a minute), each
+(`calibrate`: the folder's calibration.json, else the per-user store, else measured, in about 40 s), each
 replayed setting's predicted speed, the plan (decide/confirm.py), one confirmation pair per environment (the
 default, then the winner), and throughput rounds (execute.run_rounds) only for what the plan or the confirmation
 sends there.

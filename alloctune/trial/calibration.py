@@ -3,7 +3,7 @@
 `measure` runs the calibration child (child/calibration.py) under the job's interpreter, on one GPU: with the
 default allocator (cudaMalloc, cudaFree, a synchronisation) and under expandable_segments:True (mapping and
 unmapping pages), each in a fresh process, as a process has one allocator configuration; `RUNS` pairs of them in
-turn, pooled size by size (`pooled`). About half a minute in all, most of it torch imports.
+turn, pooled size by size (`pooled`). About 40 s in all on an H100, most of it torch imports.
 
 The per-user store is a folder of JSON files, one per GPU model, driver, torch and host CPU (what the costs depend
 on: two H100 machines of one driver and torch priced every call about 2 times apart, the cheaper one's host issuing
@@ -39,7 +39,8 @@ from .task import child_environment
 TIMEOUT_S = 120   # one child: a torch import and CUDA's start, then a few seconds of measuring
 # Children of each mode, their figures pooled: one process's busy-device prices moved up to 4 times between five
 # processes on one H100 within minutes (a busy cudaMalloc 32 to 121 us; the idle ones within 15%:
-# results/h100-calibration-repeat-2026-12-06), so one process is one draw of them.
+# results/h100-calibration-repeat-2026-12-06), so one process is one draw of them. Pooling keeps one process far off
+# from setting a price; calibrations minutes apart still differ as much (results/h100-calibration-pooled-2026-12-07).
 RUNS = 3
 
 
@@ -73,7 +74,7 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
     measured now and stored there. The store is looked up under this host's CPU: this runs where the calibration
     child would (the sweep's executor). A stored file that cannot be read is measured again, with a warning; one
     from before calls were timed on a busy device, without; one from before the host's CPU was kept is not found
-    under its new name, and is measured again too (half a minute). A stored one's lines are today's (`refitted`)."""
+    under its new name, and is measured again too (about 40 s). A stored one's lines are today's (`refitted`)."""
     if not target.cuda_available or gpu >= len(target.devices):
         raise AlloctuneError(f"calibrating needs CUDA GPU {gpu}, and {target.python} sees no such GPU")
     path = store_path(target.devices[gpu]["name"], target.driver, target.torch_version, host_cpu())
@@ -83,7 +84,7 @@ def calibration_for(target: ProbeResult, gpu: int = 0) -> Calibration:
         except ResultsError as exc:
             warnings.warn(f"{exc}; measuring again")
         else:
-            if stored.busy_measured:   # else from before the busy device was timed: measured again (half a minute)
+            if stored.busy_measured:   # else from before the busy device was timed: measured again (about 40 s)
                 return refitted(stored)
     calibration = measure(target.python, gpu)
     store(calibration)
