@@ -3,10 +3,13 @@ answered by the prediction alone, and each case where there is nothing to predic
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from clirun import ROOT
 
-from alloctune.decide.speed import PRICE_ERROR, Unpredicted, driver_seconds, predict
+from alloctune.decide.speed import PREDICTION_ERROR, PRICE_ERROR, Unpredicted, driver_seconds, predict
 from dataclasses import replace
 
 from alloctune.results.calibration import CALIBRATION_SCHEMA, BusyFit, Calibration, CostFit, CostSample, MiB
@@ -114,3 +117,15 @@ def test_a_call_is_priced_as_it_costs_on_a_busy_device_where_that_was_measured()
     back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
     assert back == cal and back.map.in_a_job == busy
 
+
+
+def test_the_quoted_prediction_error_is_what_the_committed_speed_tables_give(tmp_path):
+    """PREDICTION_ERROR's range and sides are scripts/jobs/prediction_error.py's over the committed tables it rests
+    on (the H200's one job lies inside the range): a table committed beside them fails here until the constant says
+    what the evidence does."""
+    out = tmp_path / "error.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "jobs" / "prediction_error.py"), "--json", str(out)],
+                   check=True, capture_output=True)
+    got = json.loads(out.read_text())
+    assert (round(got["low"], 3), round(got["high"], 3)) == (PREDICTION_ERROR.low, PREDICTION_ERROR.high)
+    assert tuple((a["allowance"], a["clear"], a["same_side"]) for a in got["allowances"]) == PREDICTION_ERROR.sides

@@ -655,7 +655,8 @@ PLANNED = [
     "not measured: predicted 7.4% slower than the default, beyond the 2% allowance, from its 10.0 driver calls and 0 "
     "syncs per steady step (the default: 0 and 0, over 50 steps); where predictions were measured against the GPU "
     "(H100 and H200, torch 2.11, four jobs with driver work every step, 3-4 settings each), they were off by -24.0 "
-    "to +26.1 points (predicted minus measured); --repeats auto measures it",
+    "to +26.1 points (predicted minus measured), and put 49 of 49 settings on the side of a 2% allowance the "
+    "measurement did, where it could tell; --repeats auto measures it",
     "not measured: the simulator cannot replay it, and the native setting the replay prefers, "
     "expandable_segments:True, already fits the card (no budget was set) at 27.00 GiB peak reserved; name it with "
     "--conf (or use --repeats auto) to measure it",
@@ -675,6 +676,18 @@ def test_the_speed_plan_sentences():
     assert [r.code for r in reasons] == [Code.NOT_NEGLIGIBLE, Code.UNPREDICTED, Code.PREDICTED_TOO_SLOW,
                                          Code.ASYNC_NOT_NEEDED, Code.ASYNC_MEASURED, Code.CONFIRMED, Code.DISAGREES]
     assert [sentence(r) for r in reasons] == PLANNED and [sentence(read_back(r)) for r in reasons] == PLANNED
+
+
+def test_the_error_quoted_for_a_skipped_setting_gives_the_side_only_at_an_allowance_it_was_counted_for():
+    from alloctune.decide.speed import MeasuredError
+    from alloctune.report.predicted import measured_error
+
+    e = MeasuredError(-0.1, 0.2, "one GPU", sides=((0.05, 7, 6),))
+    plain = "where predictions were measured against the GPU (one GPU), they were off by -10.0 to +20.0 points " \
+            "(predicted minus measured)"
+    assert measured_error(0.05, e) == plain + ", and put 6 of 7 settings on the side of a 5% allowance the " \
+                                              "measurement did, where it could tell"
+    assert measured_error(0.03, e) == plain
 
 
 def test_rounds_for_a_setting_that_adds_synchronisations_and_from_a_file_without_the_worst_case_say_why():
