@@ -48,8 +48,9 @@ class MeasuredError:
     high: float
     where: str
     # (allowance, settings measured clear of it, those the prediction put on the same side): a sweep acts on the
-    # side, so how often the side was right is what a user weighs a skipped setting by
+    # side, so how often the side was right is what a user weighs a skipped setting by; `sides_on` says where
     sides: tuple[tuple[float, int, int], ...] = ()
+    sides_on: str = ""
 
     def side(self, allowance: float) -> tuple[int, int] | None:
         """(settings measured clear of `allowance`, of them predicted on the same side), where that was counted."""
@@ -74,7 +75,8 @@ class MeasuredError:
 # over the ten calls' tables (docs/measuring.md gives the command); a side is counted only where the measurement's
 # 95% interval is clear of the allowance.
 PREDICTION_ERROR = MeasuredError(-0.240, 0.261, "H100 and H200, torch 2.11, four jobs with driver work every step, "
-                                 "3-4 settings each", sides=((0.02, 54, 54), (0.05, 59, 59), (0.10, 55, 52)))
+                                 "3-4 settings each", sides=((0.02, 54, 54), (0.05, 59, 59), (0.10, 55, 52)),
+                                 sides_on="the H100")
 
 
 class Unpredicted(str, enum.Enum):

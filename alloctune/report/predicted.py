@@ -78,14 +78,15 @@ def slower_than(slowdown: float) -> str:
 
 def measured_error(allowance: float, e: MeasuredError = PREDICTION_ERROR) -> str:
     """'where predictions were measured (...), they were off by -24.0 to +26.1 points (predicted minus measured),
-    and put 54 of 54 settings on the side of a 2% allowance the measurement did, where it could tell'."""
+    and on the H100 put 54 of 54 settings on the side of a 2% allowance the measurement did, where it could tell'."""
     words = (f"where predictions were measured against the GPU ({e.where}), they were off by {e.low * 100:+.1f} to "
              f"{e.high * 100:+.1f} points (predicted minus measured)")
     side = e.side(allowance)
     if side is None:
         return words
     clear, same = side
-    return (words + f", and put {same} of {clear} settings on the side of a {allowance:.0%} allowance the "
+    on = f"on {e.sides_on} " if e.sides_on else ""
+    return (words + f", and {on}put {same} of {clear} settings on the side of a {allowance:.0%} allowance the "
             f"measurement did, where it could tell")
 
 
