@@ -29,10 +29,15 @@ def rows(paths: list[Path]) -> list[dict]:
             if r["setting"] != "default" and "measured" in r]
 
 
-def sides(table: list[dict], allowance: float) -> tuple[int, int]:
-    """(settings whose measured interval is clear of `allowance`, those the prediction put on the same side)."""
+NEAR = 0.05   # a measurement this close to the allowance is one a wrong side would have been easy for
+
+
+def sides(table: list[dict], allowance: float) -> tuple[int, int, int]:
+    """(settings whose measured interval is clear of `allowance`, those the prediction put on the same side, those
+    of them measured within `NEAR` of it)."""
     clear = [r for r in table if not r["measured"] - r["half_width"] <= allowance <= r["measured"] + r["half_width"]]
-    return len(clear), sum((r["measured"] > allowance) == (r["product"] > allowance) for r in clear)
+    same = [r for r in clear if (r["measured"] > allowance) == (r["product"] > allowance)]
+    return len(clear), len(same), sum(abs(r["measured"] - allowance) < NEAR for r in same)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"settings": len(table), "low": low, "high": high,
                  "within_2_points": sum(abs(o) <= 0.02 for o in off), "allowances": []}
     for allowance in args.allowance or [0.02, 0.05, 0.10]:
-        clear, same = sides(table, allowance)
-        print(f"allowance {allowance:.0%}: {same} of {clear} on the measured side (of {len(table)}; the rest "
-              f"measured too close to tell)")
-        out["allowances"].append({"allowance": allowance, "clear": clear, "same_side": same})
+        clear, same, near = sides(table, allowance)
+        print(f"allowance {allowance:.0%}: {same} of {clear} on the measured side, {near} of them measured within "
+              f"{NEAR * 100:.0f} points of it (of {len(table)}; the rest measured too close to tell)")
+        out["allowances"].append({"allowance": allowance, "clear": clear, "same_side": same, "near": near})
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2) + "\n")
     return 0
