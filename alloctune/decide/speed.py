@@ -12,8 +12,8 @@ priced the same calls 2 times apart, and one machine's calibrations minutes apar
 (results/h100-calibration-pooled-2026-12-07): a calibration is the machine's at the time. What that leaves out, and
 says so: a synchronisation also waits for the work queued before it, which only the job's queue depth knows (a
 cudaFree or an unmap in the middle of a step drains the GPU's queue; the time the CPU then needs to fill it again is
-not in any count). A setting that synchronises more often than the default therefore never answers from its prediction alone
-(`added_syncs`, the synchronisations it adds, says why).
+not in any count). A setting that synchronises more often than the default therefore never answers from its
+prediction alone (`added_syncs`, the synchronisations it adds, says why).
 A cudaFree's own synchronisation is in its price (the busy device's less the queued work it waited for); counting it
 again among the syncs costs the sync's few microseconds once more, and errs on the slow side.
 """
