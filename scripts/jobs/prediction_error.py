@@ -18,7 +18,8 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EVIDENCE = ["results/h100-speed-rebuilt-2026-12-06d/refit/table-*.json", "results/h100-calibration-*/speed-*/table.json"]
+EVIDENCE = ["results/h100-speed-rebuilt-2026-12-06d/refit/table-*.json",
+            "results/h100-calibration-*/speed-*/table.json"]
 
 
 def rows(paths: list[Path]) -> list[dict]:
