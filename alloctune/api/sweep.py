@@ -23,6 +23,7 @@ from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
 from ..results.provenance import Provenance, provenance
 from ..results.records import Backend
+from ..results.vocabulary import setting_name
 from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
 from ..sweeper.plan import make_plan, sweep_info
 from ..sweeper.resume import open_folder
@@ -49,7 +50,8 @@ class SweepOutcome:
         what it stood for and the plan a hybrid sweep would run on the GPU, and the notices said on the way (the
         torch replayed where it is not the trace's, among them)."""
         return dict(decisions(self.folder, self.choices),
-                    skipped=[dict(asdict(skip), reason=skipped_words(skip)) for skip in self.skipped],
+                    skipped=[dict(asdict(skip), conf=setting_name(skip.conf), reason=skipped_words(skip))
+                             for skip in self.skipped],
                     dry_run=self.provenance.to_json(), gpu_plan=self.gpu_plan.to_json() if self.gpu_plan else None,
                     notices=list(self.notices))
 

@@ -4,19 +4,23 @@ sweeper decides and calls this (`api/analyze.decide_folder`, behind `sweep()` an
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ..decide.changed import ChoiceChange
 from ..decide.choice import Choice
 from ..decide.decision import FolderDecision
 from ..decide.record import decision_record
+from ..decide.speed import PREDICTION_ERROR
 from ..decide.standing import standing
 from ..files import write_file
 from ..results.choices import ChoiceRecord
 from ..results.folder import ResultsFolder, SweepInfo
 from ..results.names import BEST_FILE, PLOT_FILE
 from ..results.upgrade import schema1
+from ..results.vocabulary import BASIS, SETTING, SIMULATED_TORCH, Basis, setting_name
 from ..settings.conf import conf_label
+from ..sim.target import simulated_torch
 from ..units import figure
 from .words import worded
 
@@ -50,9 +54,29 @@ def choice_record(choice: Choice) -> ChoiceRecord:
 
 def choice_json(choice: Choice) -> dict[str, Any]:
     """The decision as `--json` prints it (sweep, report): choice.json's record, and beside it the keys schema 1
-    had, with their values (`results/upgrade.schema1`), for the programs that read those."""
+    had, with their values (`results/upgrade.schema1`), for the programs that read those; its settings named and
+    their figures' basis given as every command's --json gives them (`named`)."""
     record = choice_record(choice)
-    return dict(schema1(record), **record.to_json())
+    return dict(schema1(record), **named(record))
+
+
+def named(record: ChoiceRecord) -> dict[str, Any]:
+    """`record` in the vocabulary of every command's --json (results/vocabulary.py): each setting by `setting_name`
+    (choice.json keeps the allocator's own value, "" for the default), each setting's figures with their `basis`
+    (replayed in a simulated decision, with the torch the replays followed; else measured), and each prediction
+    marked predicted, with how far predictions were from measurements where both were made."""
+    data = record.to_json()
+    basis = Basis.REPLAYED if record.simulated else Basis.MEASURED
+    if record.conf is not None:
+        data[SETTING] = setting_name(record.conf)
+    data["settings"] = [dict(s, **{SETTING: setting_name(s[SETTING]), BASIS: basis.value}) for s in data["settings"]]
+    data["runners_up"] = [dict(r, **{SETTING: setting_name(r[SETTING])}) for r in data["runners_up"]]
+    error = asdict(PREDICTION_ERROR)
+    data["predictions"] = {setting_name(conf): dict(p, **{BASIS: Basis.PREDICTED.value, "measured_error": error})
+                           for conf, p in data["predictions"].items()}
+    if record.simulated:
+        data[SIMULATED_TORCH] = simulated_torch(record.env.get("simulated_as") or record.torch_version)
+    return data
 
 
 def change_lines(changes: list[ChoiceChange], env: tuple[list[str], list[str]], swept_by: str) -> list[str]:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from ..decide.regression import Cell, Delta, Mark, Why
 from ..results.folder import SweepInfo
-from ..results.records import ThroughputSource
+from ..results.records import Backend, ThroughputSource
+from ..results.vocabulary import BASIS, SETTING, SIMULATED_TORCH, Basis, setting_name
 from ..settings.conf import conf_label
+from ..sim.target import simulated_torch
 from ..units import format_bytes
 from .words import TIME_SOURCES, skipped_words
 
@@ -63,10 +65,20 @@ class Comparison:
         return Counter(d.mark for row in self.rows for d in row.deltas[1:])
 
     def to_json(self) -> dict:
-        """Everything the tables show, as plain data (`compare --json`): columns, rows with their cells and
-        deltas against the baseline column, and per column whether the best setting changed."""
+        """Everything the tables show, as plain data (`compare --json`): columns (each with the basis of its
+        figures, and for a replay the torch it followed), rows with their cells and deltas against the baseline
+        column, and per column whether the best setting changed; settings named as every command's --json names
+        them (results/vocabulary.py)."""
         data = json.loads(json.dumps(asdict(self), default=str))
         data["best_changed"] = [self.best_changed(i) for i in range(len(self.columns))]
+        for column, c in zip(data["columns"], self.columns):
+            replayed = c.backend == Backend.SIM.value
+            column.update({"best": None if c.best is None else setting_name(c.best),
+                           BASIS: (Basis.REPLAYED if replayed else Basis.MEASURED).value})
+            if replayed:
+                column[SIMULATED_TORCH] = simulated_torch(c.torch_version)
+        for row in data["rows"]:
+            row[SETTING] = setting_name(row[SETTING])
         return data
 
 

@@ -7,8 +7,9 @@ Formats:
           restricted to characters none of them treats specially (no quotes, spaces, `#`, `$`, backslash).
           Not for `. file` in a shell (an unquoted '>' there is a redirection): that is what `shell` is for.
   shell   `export KEY='value'` for `. file` in sh/bash/zsh.
-  json    an object: {"env": {KEY: value, ...}, "conf", "is_default", "env_id", "backend", "simulated",
-          "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
+  json    an object: {"env": {KEY: value, ...}, "conf" (the setting's name, "default" for the default, as every
+          command's --json names it), "is_default", "env_id", "backend", "simulated", "torch_version",
+          "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
           `containers[i]`; the comments after it.
@@ -39,6 +40,7 @@ from ..decide.standing import Refusal, hand_picked
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.vocabulary import setting_name
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..units import format_bytes
@@ -113,7 +115,7 @@ def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str
     data = {
         "env": {name: value},
         "warning": warning,
-        "conf": value,
+        "conf": setting_name(value),   # as every command's --json names it; "env" holds the value to set
         "is_default": value == "",
         "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,
         "budget_bytes": choice.budget_bytes,

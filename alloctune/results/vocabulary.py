@@ -8,7 +8,10 @@ carry, what the default setting is called) and in words (whether a figure was me
 - A replayed figure names the torch whose allocator the simulator followed (`SIMULATED_TORCH`).
 - A ratio beside a word of direction is printed by `times`, which never shows 1.00x for a ratio that is not 1.
 - The keys of a setting's memory figures: `SETTING`, `BASIS`, `FITS`, `PEAK_RESERVED`, `PEAK_ALLOCATED`
-  (`figures`), the same in replay, search, fleet, fit, diagnose and a sweep's choice.
+  (`figures`), the same in replay, search, fleet, fit and diagnose; a sweep's choice gives its settings `SETTING`,
+  `BASIS`, `PEAK_RESERVED` and `PEAK_ALLOCATED`, and a `state` that says more than `FITS` would
+  (report/analysis.named). Files keep their own names (choice.json and fit.json the allocator's "" for the default),
+  read by their typed readers; the names here are what a command prints.
 """
 from __future__ import annotations
 

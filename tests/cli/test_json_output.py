@@ -10,8 +10,10 @@ import pytest
 from clirun import in_process
 
 from alloctune.cli.main import main
+from alloctune.report.analysis import named
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import CHOICE_FILE
+from alloctune.results.vocabulary import setting_name
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")
@@ -27,11 +29,13 @@ def test_report_json_is_what_choice_json_holds_and_schema_1_keys_beside(tmp_path
     assert main(["report", str(folder), "--json"]) == 0
     (decided,) = json.loads(capsys.readouterr().out)
     assert decided["folder"] == str(folder)
-    written = json.loads(json.dumps([c.to_json() for c in ResultsFolder(folder).choices()]))
-    # choice.json's record, every key of it, and every key the committed file of schema 1 had, with its value
+    written = json.loads(json.dumps([named(c) for c in ResultsFolder(folder).choices()]))
+    # choice.json's record, every key of it (its settings named as every command's --json names them), and every
+    # key the committed file of schema 1 had, with its value
     assert [{k: c[k] for k in w} for c, w in zip(decided["choices"], written)] == written
     assert [{k: c[k] for k in kept} for c, kept in zip(decided["choices"], committed["choices"])] == \
-        committed["choices"]
+        [dict(kept, runners_up=[dict(r, conf=setting_name(r["conf"])) for r in kept["runners_up"]])
+         for kept in committed["choices"]]
     assert written[0]["conf"] == "expandable_segments:True" and committed["schema"] == 1
 
 
@@ -44,7 +48,8 @@ def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, caps
     assert len(data["columns"]) == 2 and data["best_changed"] == [False, False]
     rows = {r["conf"]: r for r in data["rows"]}
     both = [r for r in rows.values() if all(r["cells"])]
-    assert {r["conf"] for r in both} == {"", "expandable_segments:True"}
+    assert {r["conf"] for r in both} == {"default", "expandable_segments:True"}
+    assert {c["basis"] for c in data["columns"]} == {"measured"}
     for row in both:   # the second sweep repeated the first: memory identical, throughput within noise
         assert row["deltas"][1]["reserved"] == 0.0
         assert row["deltas"][1]["mark"] == "no significant change"

@@ -177,7 +177,8 @@ def test_export_results_from_a_folder(sample):
 
 def test_conf_exports_another_setting_that_ran_and_fitted(sample):
     data = json.loads(export_results(sample.path, "json", conf="default").text)
-    assert data["conf"] == "" and data["is_default"] and "the sweep chose expandable_segments:True" in data["reasons"][0]
+    assert data["conf"] == "default" and data["env"] == {"PYTORCH_CUDA_ALLOC_CONF": ""} and data["is_default"]
+    assert "the sweep chose expandable_segments:True" in data["reasons"][0]
     with pytest.raises(ResultsError, match=r"'max_split_size_mb:128' did not fit on torch-2.11.0: oom in 3 of 3"):
         export_results(sample.path, conf="max_split_size_mb:128")
     with pytest.raises(ResultsError, match="was skipped for torch-2.11.0: upstream bug #119452"):

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
-from clirun import in_process
+from clirun import ROOT, in_process
 from scaled import write_traces
 
 from alloctune.results.fits import FitFile
 from alloctune.results.names import FIT_FILE
 from alloctune.results.typed import load_json
-from alloctune.results.vocabulary import BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH, times
+from alloctune.results.vocabulary import (BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH,
+                                         setting_name, times)
 from alloctune.sim.target import simulated_torch
 from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
 
@@ -121,3 +123,44 @@ def test_fit_names_settings_and_bases_as_every_command_does(tmp_path):
     stored = FitFile.from_json(load_json(tmp_path / "fit" / FIT_FILE), FIT_FILE)
     assert [s.conf for s in stored.settings] == ["", "expandable_segments:True"]
     assert stored.shared_json(said[SIMULATED_TORCH]) == said
+
+
+def test_a_sweeps_choices_name_settings_and_bases_as_replay_does(tmp_path):
+    """sweep --json, and report --json, which prints the same choices: the default named "default" in the settings
+    and the runners-up, each setting's figures replayed and equal to replay's of the same trace, the torch the
+    replays followed (the job's, which the sweep's notices set beside the trace's); choice.json keeps the
+    allocator's own value ("" for the default), which its typed reader reads."""
+    swept = _json("sweep", ROOT / "workloads" / "transformer-varlen.yaml", "--preset", "h200", "--results", tmp_path)
+    [choice] = swept["choices"]
+    settings = _by_setting(choice["settings"])
+    assert "default" in settings and "" not in settings
+    assert {r[SETTING] for r in choice["runners_up"]} <= set(settings) - {choice[SETTING]}
+    confs = [a for c in settings for a in ("--conf", c)]
+    replayed = _by_setting(_json("replay", ROOT / "workloads" / "traces" / "transformer-varlen-h200.xz",
+                                 *confs)["results"])
+    assert {conf: (row[BASIS], row[PEAK_RESERVED], row[PEAK_ALLOCATED]) for conf, row in settings.items()} == \
+        {conf: ("replayed", replayed[conf][PEAK_RESERVED], replayed[conf][PEAK_ALLOCATED]) for conf in settings}
+    assert choice[SIMULATED_TORCH] == simulated_torch(torch.__version__)
+    folder = Path(swept["folder"])
+    assert "" in {s["conf"] for s in json.loads((folder / "choice.json").read_text())["choices"][0]["settings"]}
+    assert _json("report", folder)[0]["choices"] == swept["choices"]
+
+
+def test_a_choices_predictions_are_named_and_marked_predicted_with_their_measured_error():
+    """A committed hybrid sweep's choice (its replays priced by the GPU's calibration): in --json each prediction
+    is under the setting's name, says it is predicted, and carries how far predictions were from measurements."""
+    from alloctune.decide.speed import PREDICTION_ERROR
+    from alloctune.report.analysis import named
+    from alloctune.results.folder import ResultsFolder
+
+    folder = ROOT / "results" / "h100-in-process-2026-12-06c" / "results" / "cmd-gpt_train-20261206-150733"
+    records = ResultsFolder(folder).choices()
+    assert {r.backend.value for r in records} == {"sim", "cuda"} and all(r.predictions for r in records)
+    for record in records:
+        data = named(record)
+        assert "" in record.predictions and set(data["predictions"]) == {setting_name(c) for c in record.predictions}
+        for p in data["predictions"].values():
+            assert p[BASIS] == "predicted"
+            assert (p["measured_error"]["low"], p["measured_error"]["high"]) == (PREDICTION_ERROR.low,
+                                                                               PREDICTION_ERROR.high)
+        assert {s[BASIS] for s in data["settings"]} == {"replayed" if record.simulated else "measured"}
