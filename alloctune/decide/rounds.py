@@ -12,7 +12,7 @@ favours no one.
 
 Memory first. A seeded job's peak reserved repeats to the byte, and replay predicts the native allocator's exactly,
 so memory needs one trial or none, while throughput needs rounds. A setting leaves contention as soon as its memory
-is known (predicted by replay, or measured once) and
+is known (replayed, or measured once) and
 
 - it needs more than the default (never recommended), or
 - a candidate that is not refused (it fits, is not above the default, not too slow) needs less beyond the tie: it
@@ -81,7 +81,7 @@ class Standing:
     conf: str
     why: Contention
     rounds: int = 0                     # rounds it was measured in
-    memory_known: bool = False          # measured once, or predicted by replay
+    memory_known: bool = False          # measured once, or replayed
     state: SettingState | None = None   # FAILED: how
     half_width: float | None = None     # TOO_SLOW, CLEARED, TOO_WIDE, INCONCLUSIVE: the interval's (None: none yet)
     ratio: float | None = None          # with half_width: its throughput against the default's

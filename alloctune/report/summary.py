@@ -76,8 +76,8 @@ def _choice_section(choice: ChoiceRecord) -> list[str]:
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
         torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there
         lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
-                  f"with torch {torch or '(unrecorded version)'}{when}: memory is predicted by replaying "
-                  f"the trace through the allocator simulator; throughput was not measured.", ""]
+                  f"with torch {torch or '(unrecorded version)'}{when}: memory is replayed, the trace run "
+                  f"through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
     if choice.features:   # what the table of known problems was consulted for
         features = features_phrase(Feature(f) for f in choice.features)
@@ -127,8 +127,8 @@ def _statistics(info: SweepInfo, choices: list[ChoiceRecord], recording: bool = 
 
 def _repeats(info: SweepInfo) -> str:
     if info.confirm:
-        return (f"confirm (speed predicted by replay, the winner confirmed by one paired run; rounds, at most "
-                f"{info.repeats}, only where the prediction cannot answer)")
+        return (f"confirm (speed predicted from each replay's driver calls, the winner confirmed by one paired run; "
+                f"rounds, at most {info.repeats}, only where the prediction cannot answer)")
     if not info.auto_repeats:
         return str(info.repeats)
     budget = f", time budget {info.time_budget_s:g} s" if info.time_budget_s else ""
@@ -148,8 +148,8 @@ def _predicted_vs_measured(settings: list[SettingResult]) -> list[str]:
                      f"{error:+.2%}"))
     if not rows:
         return []
-    return ["## Predicted (replay) against measured (GPU)", "",
-            markdown_table(("setting", "predicted peak reserved", "measured peak reserved", "error"), rows), ""]
+    return ["## Replayed against measured (GPU)", "",
+            markdown_table(("setting", "replayed peak reserved", "measured peak reserved", "error"), rows), ""]
 
 
 def _per_process(settings: list[SettingResult]) -> list[str]:

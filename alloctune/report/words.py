@@ -221,7 +221,7 @@ def _device_spread(f: DeviceSpread, _: Refusals) -> str:
 
 
 def _whose(predicted: bool) -> str:
-    return "predicted by replay" if predicted else "measured"
+    return "replayed" if predicted else "measured"   # the vocabulary's basis (results/vocabulary.py)
 
 
 def _loses_on_memory(f: Unmeasured, _: Refusals) -> str:

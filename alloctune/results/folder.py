@@ -70,8 +70,9 @@ class SweepInfo:
     envs: dict[str, dict[str, Any]] = field(default_factory=dict)  # env_id -> probe facts (python, torch, ...)
     repeats: int = 1                  # fixed repeats, or with auto_repeats the most rounds (--max-repeats)
     auto_repeats: bool = False        # --repeats auto: rounds until each answer is known (rounds.py)
-    # --repeats confirm, a hybrid sweep's default: speed predicted by replay and confirmed by one paired GPU run,
-    # rounds (as auto_repeats, which it also sets) only where the prediction cannot answer (decide/confirm.py)
+    # --repeats confirm, a hybrid sweep's default: speed predicted from each replay's driver calls and confirmed by
+    # one paired GPU run, rounds (as auto_repeats, which it also sets) only where the prediction cannot answer
+    # (decide/confirm.py)
     confirm: bool = False
     time_budget_s: float | None = None
     budget_bytes: Budget | None = None

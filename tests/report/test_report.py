@@ -133,7 +133,7 @@ def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
     settings = summarize_settings(predicted + measured)
     folder = ResultsFolder(tmp_path / "r")
     text = write_summary(folder, info(backend="hybrid", skipped=[]), settings, decided(settings)).read_text()
-    assert "## Predicted (replay) against measured (GPU)" in text
+    assert "## Replayed against measured (GPU)" in text
     assert "| default | 15.30 GiB | 15.00 GiB | +2.00% |" in text
     assert f"| {ES} | 10.00 GiB | 10.00 GiB | +0.00% |" in text
     only_measured = summarize_settings(measured)

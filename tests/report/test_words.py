@@ -603,10 +603,10 @@ PRECISION = [((None, 1, 0.02, True, 10),
 # Why memory first left a setting unmeasured (sweep.json's skipped list says it).
 UNMEASURED = [
     (Reason(Code.LOSES_ON_MEMORY, Unmeasured(MemoryMeasure.RESERVED, 34 * GiB, ES, 27 * GiB, 0.01, True)),
-     "not measured on the GPU: its peak reserved (34.00 GiB, predicted by replay) is more than 1% above "
+     "not measured on the GPU: its peak reserved (34.00 GiB, replayed) is more than 1% above "
      "expandable_segments:True's (27.00 GiB), which was not refused"),
     (Reason(Code.LOSES_ON_MEMORY, Unmeasured(MemoryMeasure.RESERVED, 41 * GiB, "", 40 * GiB, 0.01, True)),
-     "not measured on the GPU: its peak reserved (41.00 GiB, predicted by replay) is above the default's "
+     "not measured on the GPU: its peak reserved (41.00 GiB, replayed) is above the default's "
      "(40.00 GiB), and raising memory is never recommended"),
     (Reason(Code.BACKEND_SKIPPED, BackendSkipped(ES, int(9.37 * GiB), int(9.32 * GiB), 0.01, False)),
      "not measured: expandable_segments:True's peak reserved (9.37 GiB, measured) is within 1% of the program's "
