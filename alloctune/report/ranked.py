@@ -24,7 +24,7 @@ from .tables import add_setting_column, keep_columns, markdown_table, print_numb
 from .words import format_rate
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
-           "throughput median [95% CI]", "vs default", "driver calls/step (predicted)", "predicted slowdown", "flags")
+           "throughput median [95% CI]", "vs default", "driver calls/step (replayed)", "predicted slowdown", "flags")
 
 
 def _spread(spread: float | None) -> str:
@@ -85,7 +85,7 @@ def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
 
 
 def _predicted(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
-    """The driver calls per steady step the replay predicts for `s`, and its predicted slowdown."""
+    """The driver calls per steady step the replay counts for `s`, and its predicted slowdown."""
     p = prediction(choice, s.conf)
     return [calls_cell(p), predicted_cell(p)]
 

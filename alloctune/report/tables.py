@@ -223,7 +223,7 @@ def in_unit(value: int | None, unit: tuple[str, int]) -> str:
 
 
 def driver_headers(whole_run: bool) -> list[str]:
-    """The two columns of the driver work a replay predicts (results.records.DriverWork): its driver calls and its
+    """The two columns of the driver work a replay counts (results.records.DriverWork): its driver calls and its
     waits for the device, per steady step, or over the whole run where the trace marks no steady step."""
     per = "run" if whole_run else "step"
     return [f"driver\ncalls\n/{per}", f"syncs\n/{per}"]
@@ -231,7 +231,7 @@ def driver_headers(whole_run: bool) -> list[str]:
 
 def driver_caption(steps: int | None) -> str:
     """What those columns count, in words: per steady step of `steps`, or (None) over the whole run."""
-    what = "driver calls (cudaMalloc, cudaFree, page maps and unmaps) and syncs (waits for the device) predicted"
+    what = "driver calls (cudaMalloc, cudaFree, page maps and unmaps) and syncs (waits for the device) replayed"
     if steps is None:
         return f"{what} over the whole run: the trace marks no steady step"
     return f"{what} per steady step ({steps} after the warm-up)"
@@ -246,6 +246,6 @@ def driver_count(value: float) -> str:
 
 
 def driver_phrase(work: DriverWork) -> str:
-    """The driver work predicted for one replayed trial, in a line of progress."""
+    """The driver work counted by one replayed trial, in a line of progress that says it was replayed."""
     per = "over the run" if work.whole_run else "a step"
-    return f"predicted {driver_count(work.calls)} driver calls, {driver_count(work.syncs)} syncs {per}"
+    return f"{driver_count(work.calls)} driver calls, {driver_count(work.syncs)} syncs {per}"

@@ -69,11 +69,11 @@ def test_driver_work_per_steady_step_is_shown_and_in_the_json(tmp_path):
                                                       "unmaps", "unmap_bytes", "syncs", "alloc_retries",
                                                       "gc_passes")}, "whole_run": False}
     text = " ".join(run("marked.xz").split())
-    assert "/step" in text and "predicted per steady step (4 after the warm-up)" in text
+    assert "/step" in text and "replayed per steady step (4 after the warm-up)" in text
     # the cache grows every step (each request outgrows the block freed before it): its peak comes in the last
     assert row["steps_before_peak"] == 5 and "peak reserved first reached in step 6 of 6 under every setting" in text
     text = " ".join(run("unmarked.xz").split())
-    assert "/run" in text and "/step" not in text and "predicted over the whole run: the trace marks no steady step" in text
+    assert "/run" in text and "/step" not in text and "replayed over the whole run: the trace marks no steady step" in text
     assert "peak reserved first reached" not in text
 
 
