@@ -66,7 +66,7 @@ def named(record: ChoiceRecord) -> dict[str, Any]:
     (replayed in a simulated decision, with the torch the replays followed; else measured), and each prediction
     marked predicted, with how far predictions were from measurements where both were made."""
     data = record.to_json()
-    basis = Basis.REPLAYED if record.simulated else Basis.MEASURED
+    basis = Basis.of_trials(record.simulated)
     if record.conf is not None:
         data[SETTING] = setting_name(record.conf)
     data["settings"] = [dict(s, **{SETTING: setting_name(s[SETTING]), BASIS: basis.value}) for s in data["settings"]]

@@ -74,7 +74,7 @@ class Comparison:
         for column, c in zip(data["columns"], self.columns):
             replayed = c.backend == Backend.SIM.value
             column.update({"best": None if c.best is None else setting_name(c.best),
-                           BASIS: (Basis.REPLAYED if replayed else Basis.MEASURED).value})
+                           BASIS: Basis.of_trials(replayed).value})
             if replayed:
                 column[SIMULATED_TORCH] = simulated_torch(c.torch_version)
         for row in data["rows"]:

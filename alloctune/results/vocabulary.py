@@ -33,6 +33,11 @@ class Basis(str, Enum):
     REPLAYED = "replayed"     # the allocator simulated on a recorded trace
     PREDICTED = "predicted"   # from a model (a calibration's prices, a fitted curve)
 
+    @classmethod
+    def of_trials(cls, simulated: bool) -> "Basis":
+        """The basis of a trial's, a choice's or a column's figures: replayed where the simulator made them."""
+        return cls.REPLAYED if simulated else cls.MEASURED
+
 
 def setting_name(conf: str | None) -> str:
     """A setting as every JSON and table names it: 'default' for the default."""

@@ -49,16 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.tables = args.tables or sorted(path for pattern in EVIDENCE for path in ROOT.glob(pattern))
     table = rows(args.tables)
-    off = [r["product"] - r["measured"] for r in table]
-    low, high = min(off), max(off)
-    worst = {t: next(r for r, o in zip(table, off) if o == t) for t in (low, high)}
-    print(f"{len(table)} settings in {len(args.tables)} tables: off by {100 * low:+.1f} to {100 * high:+.1f} points "
-          f"(predicted - measured), {sum(abs(o) <= 0.02 for o in off)} within 2 points")
-    for t, r in worst.items():
-        print(f"  {100 * t:+.1f}: {r['job']} {r['setting']}, measured {100 * r['measured']:+.1f}% "
+    def off(r: dict) -> float:
+        return r["product"] - r["measured"]
+    lowest, highest = min(table, key=off), max(table, key=off)
+    within = sum(abs(off(r)) <= 0.02 for r in table)
+    print(f"{len(table)} settings in {len(args.tables)} tables: off by {100 * off(lowest):+.1f} to "
+          f"{100 * off(highest):+.1f} points (predicted - measured), {within} within 2 points")
+    for r in (lowest, highest):
+        print(f"  {100 * off(r):+.1f}: {r['job']} {r['setting']}, measured {100 * r['measured']:+.1f}% "
               f"±{100 * r['half_width']:.1f}%, predicted {100 * r['product']:+.1f}% ({r['table']})")
-    out: dict = {"settings": len(table), "low": low, "high": high,
-                 "within_2_points": sum(abs(o) <= 0.02 for o in off), "allowances": []}
+    out: dict = {"settings": len(table), "low": off(lowest), "high": off(highest), "within_2_points": within,
+                 "allowances": []}
     for allowance in args.allowance or [0.02, 0.05, 0.10]:
         clear, same, near = sides(table, allowance)
         print(f"allowance {allowance:.0%}: {same} of {clear} on the measured side, {near} of them measured within "

@@ -12,7 +12,10 @@ import torch
 from clirun import ROOT, in_process
 from scaled import write_traces
 
+from alloctune.decide.speed import PREDICTION_ERROR
+from alloctune.report.analysis import named
 from alloctune.results.fits import FitFile
+from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import FIT_FILE
 from alloctune.results.typed import load_json
 from alloctune.results.vocabulary import (BASIS, FITS, PEAK_ALLOCATED, PEAK_RESERVED, SETTING, SIMULATED_TORCH,
@@ -149,10 +152,6 @@ def test_a_sweeps_choices_name_settings_and_bases_as_replay_does(tmp_path):
 def test_a_choices_predictions_are_named_and_marked_predicted_with_their_measured_error():
     """A committed hybrid sweep's choice (its replays priced by the GPU's calibration): in --json each prediction
     is under the setting's name, says it is predicted, and carries how far predictions were from measurements."""
-    from alloctune.decide.speed import PREDICTION_ERROR
-    from alloctune.report.analysis import named
-    from alloctune.results.folder import ResultsFolder
-
     folder = ROOT / "results" / "h100-in-process-2026-12-06c" / "results" / "cmd-gpt_train-20261206-150733"
     records = ResultsFolder(folder).choices()
     assert {r.backend.value for r in records} == {"sim", "cuda"} and all(r.predictions for r in records)
