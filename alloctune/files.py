@@ -179,6 +179,25 @@ def read_text(source: str | os.PathLike, limit: int, what: str,
         raise error(f"{describe(source)} is not UTF-8 text (byte {exc.start})") from None
 
 
+def yaml_problem(exc: Exception, text: str) -> str:
+    """A PyYAML error in `text` in one line, where it is and what is wrong: "line 2, column 2: expected ',' or ']',
+    but got ':' (while parsing a flow sequence at line 1, column 4)". PyYAML's own message spans lines, quoting the
+    input with a caret under the place, and names the input "<unicode string>"."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None and isinstance(position := getattr(exc, "position", None), int):   # a character it refuses
+        before = text[:position]
+        row, column = before.count("\n") + 1, position - before.rfind("\n")
+        return (f"line {row}, column {column}: unacceptable character #x{getattr(exc, 'character', 0):04x}: "
+                f"{getattr(exc, 'reason', '')}")
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    line = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    if context := getattr(exc, "context", None):
+        at = getattr(exc, "context_mark", None)
+        line += f" ({context}" + (f" at line {at.line + 1}, column {at.column + 1})" if at else ")")
+    return line
+
+
 def read_head(path: str | os.PathLike, count: int, what: str, error: type[AlloctuneError] = AlloctuneError) -> bytes:
     """The first `count` bytes of the regular file `path` (all of a shorter one; see `open_input`): a FIFO or a
     device is `error`, never waited on or read."""
@@ -206,8 +225,9 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         _write_stream(path, content)
         return
     folder, name = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
         os.fchmod(fd, 0o666 & ~_UMASK)   # as open() would create it (mkstemp makes it private)
         with os.fdopen(fd, "wb") as f:
             _put(f, content)
@@ -215,8 +235,9 @@ def write_file(path: str | os.PathLike, content: str | bytes | Callable[[BinaryI
         put_in_place(tmp, path)
         sync_folder(folder or ".")
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if isinstance(exc, OSError):   # named by the file it was for, not by the temporary one
             raise OSError(exc.errno, exc.strerror, path) from None
         raise

@@ -44,8 +44,9 @@ class FleetOptions:
 
 @dataclass(frozen=True)
 class FleetResult:
-    """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs that do not run
-    first, then the worst loss, then the mean), the settings not simulated with why, where each job's trace came
+    """The jobs by name (`job_names`), the settings ranked by what they cost them (fewest jobs they do not fit
+    first, then fewest fitted only with alloc retries, then the worst loss, then the mean), the settings not
+    simulated with why, where each job's trace came
     from, and the settings skipped by the grid's rules (a garbage collection threshold without a budget), with
     why."""
 
@@ -58,7 +59,8 @@ class FleetResult:
 
     @property
     def best(self) -> SettingLoss | None:
-        """The setting that loses least, where one runs every job and some setting runs some job."""
+        """The setting that loses least, where one fits every job (alloc retries or not) and some setting fits some
+        job."""
         first = self.ranked[0] if self.ranked else None
         return first if first is not None and first.jobs and not first.failed else None
 
@@ -79,7 +81,7 @@ class FleetResult:
 
     @property
     def left_out(self) -> tuple[str, ...]:
-        """The jobs no setting runs on their card: they have no best to lose against (decide/fleet.py)."""
+        """The jobs no setting fits on their card: they have no best to lose against (decide/fleet.py)."""
         ranked = {j.job for j in self.ranked[0].jobs} if self.ranked else set()
         return tuple(job for job in self.jobs if job not in ranked)
 
@@ -110,12 +112,13 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     sources = held(options.traces)
     names = job_names([name_of(source, i) for i, source in enumerate(sources)])
     # One trace at a time, replayed under every setting listed and dropped: only its figures are kept.
-    candidates, figures, origins = expand(entries or DEFAULT_GRID), {}, []
+    candidates, figures, origins, budgeted = expand(entries or DEFAULT_GRID), {}, [], False
     for name, source in zip(names, sources):
         said(f"replaying {name}", None)
         trace = loaded(source, options.device)
         origins.append(provenance(trace.meta))
         limits = DeviceLimits.of(trace, in_bytes(options.device_memory), budget_limit(options.budget), None)
+        budgeted = budgeted or limits.budget_bytes is not None   # given, or what an OOM snapshot allowed
         figures[name] = job_peaks(trace, candidates, device_memory=limits.device_memory,
                                   budget_bytes=limits.budget_bytes, jobs=options.jobs)
         del trace   # the next is read only once this one is let go
@@ -123,7 +126,7 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     # act on is skipped, and said so.
     versions = {job.torch_version for job in figures.values()}
     confs_ranked, skipped = ranked_settings(entries, versions.pop() if len(versions) == 1 else None,
-                                            has_budget=options.budget is not None)
-    peaks, not_simulated = fleet_peaks(figures, confs_ranked)
-    return FleetResult(tuple(names), tuple(rank_fleet(peaks)), not_simulated, tuple(origins), tuple(skipped),
+                                            has_budget=budgeted)
+    peaks, retries, not_simulated = fleet_peaks(figures, confs_ranked)
+    return FleetResult(tuple(names), tuple(rank_fleet(peaks, retries)), not_simulated, tuple(origins), tuple(skipped),
                        tuple(figures[name].torch_version for name in names))

@@ -11,6 +11,7 @@ from typing import Union
 from ..errors import OptionError, OptionText, SizeError, shown
 from ..results.provenance import provenance
 from ..sim.limits import DEFAULT_DEVICE_MEMORY
+from ..sim.rebuilt import allowed_at_oom
 from ..sim.target import Target
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
@@ -20,6 +21,7 @@ from .checks import one_stdin, path, set_field, settings
 TraceInput = Union[str, os.PathLike, Trace]
 
 ASSUMED_MEMORY = "assumed: an H200's"   # `DeviceLimits.memory_from` when neither the caller nor the trace says
+AT_OOM = "what the snapshot says the process could have"   # `DeviceLimits.budget_from`: `rebuilt.allowed_at_oom`
 
 
 def trace_inputs(value: object, field: str = "traces") -> tuple[str | Trace, ...]:
@@ -84,17 +86,20 @@ def budget_limit(value: object) -> tuple[int | None, float | None] | None:
 @dataclass(frozen=True)
 class DeviceLimits:
     """The device a trace is replayed on, resolved: its memory, where that came from (in words; an OptionText when
-    it is the caller's option), the budget in bytes on it (None: none) and the overhead (None: what the trace
-    recorded, else sim/limits.py's default)."""
+    it is the caller's option), the budget in bytes on it (None: none), where a budget the caller did not give came
+    from (in words) and the overhead (None: what the trace recorded, else sim/limits.py's default)."""
 
     device_memory: int
     memory_from: str
     budget_bytes: int | None
     overhead_bytes: int | None
+    budget_from: str | None = None
 
     @classmethod
     def of(cls, trace: Trace, device_memory: int | None, budget: tuple[int | None, float | None] | None,
            overhead_bytes: int | None) -> "DeviceLimits":
+        """A snapshot taken at an OOM, given neither a budget nor a device memory, is replayed under what it says
+        the process could have (as `diagnose` judges it), where it says so: every replaying command agrees."""
         where: str
         if device_memory is not None:
             memory, where = device_memory, OptionText("{device_memory}")
@@ -104,6 +109,8 @@ class DeviceLimits:
             where = "the recording GPU" if measured else "the card the dry run stands for"
         else:
             memory, where = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
+        if budget is None and device_memory is None and (allowed := allowed_at_oom(trace.meta)) is not None:
+            return cls(memory, where, allowed, overhead_bytes, AT_OOM)
         return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
 
     def warnings(self, trace: Trace, target: Target) -> list[str]:
@@ -121,6 +128,9 @@ class DeviceLimits:
             warnings.append(OptionText("the trace does not say how much memory its GPU had: replayed on an H200's "
                                        "{memory}; set {device_memory} for another card",
                                        memory=format_bytes(DEFAULT_DEVICE_MEMORY)))
+        if self.budget_from:
+            warnings.append(OptionText("replayed under a budget of {size}, %s; {budget} sets another"
+                                       % self.budget_from, size=format_bytes(self.budget_bytes or 0)))
         if self.budget_bytes is not None and self.budget_bytes > self.device_memory:
             where = "{device_memory}" if isinstance(self.memory_from, OptionText) else "{where}"
             warnings.append(OptionText("{budget} {size} is more than the device's {card} (%s): the device runs "

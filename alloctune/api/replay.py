@@ -26,7 +26,9 @@ class ReplayOptions:
     confs: Sequence[str | AllocConf] = ()        # settings to replay ('default' for the default; default: the grid)
     grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
     device_memory: int | str | None = None       # default: the recording GPU's, else sim/limits.py's
-    budget: str | int | float | None = None      # a limit as a size ('24GiB') or a fraction of the device (0.5)
+    # a limit as a size ('24GiB') or a fraction of the device (0.5); default, for a snapshot taken at an OOM with no
+    # device_memory given: what it says the process could have (`DeviceLimits.of`), else none
+    budget: str | int | float | None = None
     overhead: int | str | None = None            # outside the allocator (default: what the trace recorded, else 1GiB)
     device: int | None = None                    # which device's trace, when a snapshot has several
     min_memory: bool = False                     # also the smallest device each setting fits on (to 2 MiB)
@@ -114,4 +116,5 @@ def _one(options: ReplayOptions, source: str | Trace, index: int, entries: list,
                                   progress=counted(OptionText("smallest device ({min_memory})")))
                   if options.min_memory else [None] * len(confs))
     return TraceReplay.ranked(name, trace, outcomes, list(capacities), skipped, limits.device_memory,
-                              limits.memory_from, limits.budget_bytes, limits.warnings(trace, target))
+                              limits.memory_from, limits.budget_bytes,
+                              limits.warnings(trace, target))

@@ -11,9 +11,9 @@ from typing import Any
 from ..errors import OptionError, shown
 from ..results.provenance import Provenance, provenance
 from ..sim import search as searching
-from ..settings.validation import Validator, table_judge
+from ..settings.validation import Validator
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from ..sim.target import REFERENCE, Target, simulated_torch
+from ..sim.target import Target
 from ..sim.trace import Trace
 from .checks import count, device_index, given, in_bytes, path, set_field, size, workers
 from .inputs import DeviceLimits, TraceInput, budget_limit, loaded, name_of, trace_inputs
@@ -90,9 +90,7 @@ def search(trace: TraceInput | None = None, options: SearchOptions | None = None
 def _judged_as(trace: Trace, python: str | os.PathLike | None, judge: Validator,
                here: str) -> tuple[Target, Validator]:
     """The torch searched (`sim/target.py`'s rule: the trace's, unless --python names the one that will run the
-    job) and who judges its settings: `judge`, the interpreter's own torch (`here`), where it is the torch
-    searched, else the version table of the torch searched (the trace's torch is seldom installed beside this)."""
+    job) and who judges its settings (`Target.judge`: `judge`, the interpreter's own torch `here`, or the version
+    table)."""
     target = Target(trace.meta.get("torch_version"), here if python is not None else None, "python")
-    if simulated_torch(here) == target.simulated:
-        return target, judge
-    return target, table_judge(target.version or REFERENCE)
+    return target, target.judge(here, judge)

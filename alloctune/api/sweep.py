@@ -104,8 +104,9 @@ def refuse_trace(target: str | os.PathLike) -> None:
 
 
 def _kept(notice: Callable[[str], None], kept: list[str]) -> Callable[[str], None]:
-    """`notice`, each text also kept (as a Python caller reads it: options by their names)."""
+    """`notice`, each text also kept: as a Python caller reads it (options by their names), an `OptionText` still,
+    which a front end renders with its own names (`sweep --json`: the flags)."""
     def told(text: str) -> None:
-        kept.append(str(text))
+        kept.append(text)
         notice(text)
     return told

@@ -68,7 +68,10 @@ def register(subparsers) -> None:
                    "runs' replays; every figure is predicted, nothing is measured")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
-    p.add_argument("--json", action="store_true", help="print fit.json's object")
+    p.add_argument("--json", action="store_true",
+                   help="print the answer as JSON in the names every command's --json shares: a setting 'default' "
+                        "for the default, each answer's basis replayed or predicted (with its curve and margin); "
+                        "fit.json keeps its stored form ('' for the default, the curve's part as basis)")
     p.set_defaults(func=run, flags=FLAGS)
 
 

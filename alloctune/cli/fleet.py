@@ -13,8 +13,9 @@ def register(subparsers) -> None:
         "fleet", help="one setting for many jobs: rank settings by what each job gives up (no GPU needed)",
         description="Replay each job's TRACE under every setting (on its recording GPU's memory, or "
                     "--device-memory), and rank the settings by how much more memory than its own best each leaves "
-                    "each job: fewest jobs that do not run (an OOM or an alloc retry) first, then the worst case, "
-                    "then the mean. The first is the setting that loses least across them all; what each job gives up under it is shown.")
+                    "each job: fewest jobs it does not fit (an OOM) first, then fewest it fits only with alloc "
+                    "retries, then the worst case, then the mean. The first is the setting that loses least across "
+                    "them all; what each job gives up under it is shown.")
     p.add_argument("trace", metavar="TRACE", nargs="+",
                    help="one trace per job (snapshot pickle or compact trace; '-' for stdin, once)")
     p.add_argument("--conf", action="append", metavar="CONF",

@@ -134,7 +134,7 @@ def _stand_in_for_closed_streams() -> None:
 
 # The characters beyond ASCII that alloctune's own words and tables print, as a stream whose encoding lacks them
 # shows them (PYTHONIOENCODING=ascii, LC_ALL=C): one character for one where a table's columns depend on it.
-_STAND_INS = {"·": "-", "×": "x", "÷": "/", "±": "~", "—": "-", "≥": ">=", "−": "-", "✗": "X", "✓": "+"}
+_STAND_INS = {"·": "-", "×": "x", "÷": "/", "±": "~", "—": "-", "≥": ">=", "−": "-", "✗": "X", "✓": "+", "†": "*"}
 _OUTPUT_ERRORS = "alloctune-output"
 
 

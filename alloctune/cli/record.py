@@ -19,8 +19,8 @@ def register(subparsers) -> None:
                     "with the peaks measured in that run and its environment. Or record your own command: "
                     "alloctune record -o trace.pickle -- python train.py ... (each process that uses CUDA "
                     "leaves its own trace: trace.rank0.pickle, trace.rank1.pickle, ... when there are several)")
-    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | -- COMMAND",
-                   help="a workload file, or after '--' your own command")
+    p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND",
+                   help="a workload file ('-' for stdin), or after '--' your own command")
     p.add_argument("-o", "--output", required=True, type=written("the trace files, one per process"),
                    help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
     p.add_argument("--preset", help="workload preset")
@@ -48,8 +48,9 @@ def run(args) -> int:
     from ..api.record import RecordOptions, record
     from ..report.layout import command, say
     from ..units import format_bytes
+    from ..workload.loader import names_workload
 
-    workload = len(args.target) == 1 and args.target[0].endswith((".yaml", ".yml"))
+    workload = names_workload(args.target)
     recording = record(args.target[0] if workload else args.target, args.output, RecordOptions(
         preset=args.preset, conf=args.conf, gpus=args.gpu, python=args.python, timeout_s=args.timeout,
         steps=args.steps or 0, warmup_steps=args.warmup_steps, dry_run=args.dry_run, arch=args.arch))

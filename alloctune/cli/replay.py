@@ -22,15 +22,16 @@ def register(subparsers) -> None:
                    help="a PYTORCH_CUDA_ALLOC_CONF setting to replay ('default' for the default); repeatable")
     p.add_argument("--grid", metavar="FILE",
                    help="YAML list or text file (one setting per line) of settings ('-' for stdin)")
-    add_replay_limits(p, budget=", like sweep --budget")
+    add_replay_limits(p, budget=", like sweep --budget; default for a snapshot taken at an OOM, without "
+                                "--device-memory: what it says the process could have (a memory fraction's limit)")
     p.add_argument("--min-memory", action="store_true",
                    help="also find, per setting, the smallest device memory without OOM and without retries "
                         "(to 2 MiB; the whole device, --budget does not apply)")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON object: the trace, its warnings, results (one object per setting simulated) "
-                        "and skipped (the settings without figures, with why; for several traces: traces, a list "
-                        "of those, and maximum)")
+                        "and skipped (the settings not simulated, with why and what the GPU measured, where the "
+                        "trace holds it; for several traces: traces, a list of those, and maximum)")
     p.set_defaults(func=run, flags=FLAGS)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from rich.text import Text
 
@@ -179,8 +179,9 @@ def run(args) -> int:
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ ({SUMMARY_FILE}, "
                         f"{BEST_FILE}, {PLOT_FILE}, {TRIALS_FILE})")
-    if args.json:
-        print(json.dumps(outcome.to_json(), indent=2))
+    if args.json:   # the notices as the text says them: options by this command's flags
+        flagged_notices = tuple(flagged(notice, FLAGS) for notice in outcome.notices)
+        print(json.dumps(replace(outcome, notices=flagged_notices).to_json(), indent=2))
     else:
         _print(outcome)
     return 0
@@ -314,13 +315,14 @@ def _workload(args):
     from ..api.sweep import refuse_trace
     from ..errors import AlloctuneError
     from ..workload.command import check_command, command_workload
+    from ..workload.loader import names_workload
 
     options = [FLAGS[name] for name in ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd")
                if getattr(args, name)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
     refuse_trace(args.target[0])
-    if len(args.target) == 1 and (args.target[0] == "-" or args.target[0].endswith((".yaml", ".yml"))):
+    if names_workload(args.target):
         if args.target[0] == "-" and args.grid_file == "-":
             raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
         if options:

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 
 from ..errors import DiagnoseError, TraceError
 from ..files import checked_path
+from ..settings.keys import default_mb
 from ..settings.known import Feature, Problem
+from ..sim.blocks import SMALL_SIZE, get_allocation_size
 from ..sim.rebuilt import overhead_at_oom, reconstruct
 from ..sim.trace import snapshot_trace
-from ..units import format_bytes
+from ..units import MiB, format_bytes
 from .message import OomMessage
 from .snapshot import SnapshotView, check_snapshot, picture_lines, view_snapshot
 from .facts import OomFacts, Recommendation
@@ -131,14 +133,16 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     names = [checked_path(source, "diagnose") for source in sources]
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
-    messages, snapshot, where, features = read_sources(names)
+    given = len(names)
+    messages, snapshot, where, features = read_sources(names)   # `names` gains a message read beside the snapshot
     if snapshot is not None:
         check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
+    messages, stale = _of_one_oom(messages, view, names, beside=len(names) > given)
     hint = f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}"
     ooms, main = _judged(messages, view, hint, ", ".join(names))
     message = main.message if main else (messages[-1] if messages else None)
-    warnings = list(main.warnings) if main else list(message.notes) if message else []
+    warnings = stale + (list(main.warnings) if main else list(message.notes) if message else [])
     if main is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
                         "figures): showing its fragmentation picture only")
@@ -158,8 +162,7 @@ def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str,
     """Every OOM judged, each message's, the snapshot's figures completing the one of its OOM (the snapshot's alone
     without a message); and the one the diagnosis details: the snapshot's, else the worst (`verdict.worst`).
     Figures no allocator's state has are refused (`OomFacts.inconsistencies`), naming `sources`."""
-    exact = view.facts() if view else None
-    ours = _of_snapshot(messages, exact)
+    ours = _of_snapshot(messages, view)
     ooms, detailed = [], None
     candidates: list[OomMessage | None] = [*messages] or [None]
     for message in candidates:
@@ -173,13 +176,35 @@ def _judged(messages: list[OomMessage], view: SnapshotView | None, hint: str,
     return ooms, detailed or (worst(ooms) if ooms else None)
 
 
-def _of_snapshot(messages: list[OomMessage], exact: OomFacts | None) -> OomMessage | None:
-    """The message of the snapshot's OOM: the last whose request is the snapshot's, within its rounding (the last
-    message where the snapshot records no OOM)."""
-    if not messages:
-        return None
-    same = [m for m in messages if exact is None or abs(m.requested - exact.requested) <= m.precision]
-    return (same or messages)[-1]
+def _of_one_oom(messages: list[OomMessage], view: SnapshotView | None, names: list[str],
+                beside: bool) -> tuple[list[OomMessage], list[str]]:
+    """The messages to judge with the snapshot, and a warning: messages none of which is the snapshot's OOM are
+    refused (figures of two OOMs make none), unless read `beside` it: dump_on_oom writes the message of an OOM
+    nobody caught only, so one a later OOM's snapshot overwrote is left there; it is dropped (and from `names`)."""
+    if view is None or view.oom is None or not messages or _of_snapshot(messages, view) is not None:
+        return messages, []
+    requested = view.oom["requested"]
+    if not beside:
+        raise DiagnoseError(words.other_oom(", ".join(names), requested, [m.requested for m in messages]))
+    return [], [words.stale_message(names.pop(), requested, messages[-1].requested)]
+
+
+def _of_snapshot(messages: list[OomMessage], view: SnapshotView | None) -> OomMessage | None:
+    """The message of the snapshot's OOM: the last that reports its request (`_reports`), None where none does (the
+    last message where there is no snapshot, or it records no OOM)."""
+    if view is None or view.oom is None:
+        return messages[-1] if messages else None
+    large = (view.recorded_conf().large_segment_size_mb or default_mb("large_segment_size_mb")) * MiB
+    same = [m for m in messages if _reports(m, view.oom["requested"], large)]
+    return same[-1] if same else None
+
+
+def _reports(message: OomMessage, requested: int, large_segment: int) -> bool:
+    """Whether `message` reports the request of `requested` bytes a snapshot's trace holds, within its rounding:
+    torch prints the segment it would have asked CUDA for (`get_allocation_size`: 2 MiB for a small request, the
+    large segment below 10 MiB, else the request rounded up to 2 MiB), the trace the request itself."""
+    segment = get_allocation_size(requested, requested <= SMALL_SIZE, large_segment)
+    return any(abs(message.requested - size) <= message.precision for size in (requested, segment))
 
 
 def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list[str]) -> OomFacts | None:

@@ -21,7 +21,7 @@ from ..results.typed import FieldError, check_plain, from_json
 from ..settings.conf import AllocConf
 from ..settings.readback import conf_from_settings
 from ..settings.versions import known_keys
-from ..sim.rebuilt import is_read
+from ..sim.rebuilt import allowed_at_oom, is_read
 from ..units import MiB, format_bytes, plural
 from .facts import OomFacts
 
@@ -272,7 +272,7 @@ def view_snapshot(snapshot: dict, where: str, device: int | None = None) -> Snap
         oom = {"requested": int(oom_extra["requested_bytes"]), "device_free": oom_extra.get("device_free_bytes"),
                "stream": 0}
     if oom is not None:
-        oom["allowed"] = oom_extra.get("allowed_bytes")
+        oom["allowed"] = allowed_at_oom(extra)
     settings = snapshot.get("allocator_settings") if isinstance(snapshot.get("allocator_settings"), dict) else None
     return SnapshotView(device, sum(v.total for v in views), sum(v.allocated for v in views), pool_views,
                         sorted(views, key=lambda v: -v.free)[:5], oom, extra, settings,

@@ -34,9 +34,13 @@ def summary(cause: Cause, g: Figures) -> str:
     f = g.facts
     if cause is Cause.OTHER_PROCESSES:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
-    if cause is Cause.SHORTAGE:
+    if cause is Cause.SHORTAGE and g.shortfall:
         return (f"A true shortage: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) do not "
                 "fit in this GPU's memory.")
+    if cause is Cause.SHORTAGE:   # the figures leave room (within their rounding, or taken meanwhile): at the limit
+        return (f"A shortage at the limit: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) "
+                f"come within {fb(f.unallocated + f.free - f.requested)} of all this process could have of this GPU, "
+                "with nothing cached to give back.")
     if cause is Cause.BUDGET:
         return (f"The memory budget is the limit: the job needs {fb(f.allocated + f.requested)} now, "
                 f"{fb(f.allowed)} is allowed, and the card had room.")
@@ -103,6 +107,21 @@ def impossible(found: Sequence[Inconsistent], source: str, rank: int | None) -> 
               "snapshot (`alloctune.dump_on_oom(\"oom/\")` writes one at the next OOM)")
 
 
+def other_oom(sources: str, snapshot_requested: int, requested: Sequence[int]) -> str:
+    """Why a snapshot and a message of two different OOMs are refused (`requested`: what each OOM of the message
+    source tried to allocate): one line."""
+    return (f"{sources}: the snapshot's OOM tried to allocate {fb(snapshot_requested)}, the message's "
+            f"{', '.join(fb(r) for r in requested)}: two different OOMs, whose figures cannot be read together. Give "
+            "the message printed at the snapshot's OOM (dump_on_oom writes it beside the snapshot), or either alone")
+
+
+def stale_message(beside: str, snapshot_requested: int, requested: int) -> str:
+    """What diagnose says of the message beside a snapshot that is of another OOM, which it leaves out."""
+    return (f"{beside} is not this snapshot's OOM (it tried to allocate {fb(requested)}, the snapshot's "
+            f"{fb(snapshot_requested)}): left from an earlier OOM, as dump_on_oom writes the message only of an OOM "
+            "nobody caught; the snapshot is diagnosed alone")
+
+
 def _other_processes_reasons(g: Figures) -> list[str]:
     f = g.facts
     listed = ", ".join(f"{pid}: {fb(b)}" for pid, b in f.processes)
@@ -143,7 +162,8 @@ def _shortage_steps(g: Figures) -> list[str]:
     return [f"hold less at once{f': at least {fb(fewer)} fewer bytes live' if fewer > 0 else ''} (smaller batches "
             "or sequences, activation checkpointing, lower precision, sharding or offloading)",
             "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
-            "an allocator setting cannot help: the live tensors themselves do not fit"]
+            "an allocator setting cannot help: the live tensors themselves do not fit" if g.shortfall else
+            "an allocator setting cannot help: nothing was cached to give back or to lay out otherwise"]
 
 
 def _budget_reasons(g: Figures) -> list[str]:

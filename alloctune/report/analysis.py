@@ -55,9 +55,10 @@ def choice_record(choice: Choice) -> ChoiceRecord:
 def choice_json(choice: Choice) -> dict[str, Any]:
     """The decision as `--json` prints it (sweep, report): choice.json's record, and beside it the keys schema 1
     had, with their values (`results/upgrade.schema1`), for the programs that read those; its settings named and
-    their figures' basis given as every command's --json gives them (`named`)."""
+    their figures' basis given as every command's --json gives them (`named`), schema 1's `baseline` too (the
+    default, "" in the file)."""
     record = choice_record(choice)
-    return dict(schema1(record), **named(record))
+    return dict(schema1(record), **named(record), baseline=setting_name(""))
 
 
 def named(record: ChoiceRecord) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def named(record: ChoiceRecord) -> dict[str, Any]:
     data["predictions"] = {setting_name(conf): dict(p, **{BASIS: Basis.PREDICTED.value, "measured_error": error})
                            for conf, p in data["predictions"].items()}
     if record.simulated:
-        data[SIMULATED_TORCH] = simulated_torch(record.env.get("simulated_as") or record.torch_version)
+        data[SIMULATED_TORCH] = simulated_torch(record.simulated_as)
     return data
 
 

@@ -10,6 +10,7 @@ from ..decide import stats
 from ..decide.regression import Mark
 from ..errors import printable
 from ..files import write_file
+from ..results.vocabulary import signed_percent
 from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
 from ..units import figure, format_bytes
@@ -40,7 +41,7 @@ MEANING = {
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else figure(x, "+.1%")
+    return "-" if x is None else signed_percent(x)
 
 
 def _rate(throughput: stats.Summary, unit: str | None) -> str:

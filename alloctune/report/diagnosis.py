@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..sim.target import simulated_with
 from ..units import format_bytes as fb
 from . import layout
 from .tables import numbered
@@ -43,7 +44,8 @@ def diagnosis_lines(d: Diagnosis, width: int) -> list[str]:
         out += ["", "Fragmentation picture (snapshot):"]
         out += [line for p, ind in zip(picture, indents) for line in layout.wrap(p.lstrip(), width, ind, ind + "  ")]
     if d.replay:
-        out += ["", f"Replay of the trace (confidence {d.replay.confidence}):"]
+        followed = next((f", {simulated_with(o.torch_version)}" for o in d.replay.outcomes if o.torch_version), "")
+        out += ["", *wrap(f"Replay of the trace{followed} (confidence {d.replay.confidence}):", "")]
         out += wrap(d.replay.confidence_reason, "  ") + _replay_table(d.replay, width)
     if v:
         out += ["", "Next steps:"]

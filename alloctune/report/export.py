@@ -8,8 +8,9 @@ Formats:
           Not for `. file` in a shell (an unquoted '>' there is a redirection): that is what `shell` is for.
   shell   `export KEY='value'` for `. file` in sh/bash/zsh.
   json    an object: {"env": {KEY: value, ...}, "conf" (the setting's name, "default" for the default, as every
-          command's --json names it), "is_default", "env_id", "backend", "simulated", "torch_version",
-          "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
+          command's --json names it), "is_default", "env_id", "backend", "simulated", "basis" (replayed or
+          measured), for a replayed choice "simulated_torch" (the torch its replays followed, as every command's
+          --json states it), "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
           `containers[i]`; the comments after it.
@@ -40,9 +41,10 @@ from ..decide.standing import Refusal, hand_picked
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo
-from ..results.vocabulary import setting_name
+from ..results.vocabulary import BASIS, SIMULATED_TORCH, Basis, setting_name
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
+from ..sim.target import simulated_torch, simulated_with
 from ..units import format_bytes
 from .words import skipped_words
 
@@ -118,6 +120,8 @@ def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str
         "conf": setting_name(value),   # as every command's --json names it; "env" holds the value to set
         "is_default": value == "",
         "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,
+        BASIS: Basis.of_trials(choice.simulated).value,
+        **({SIMULATED_TORCH: simulated_torch(choice.simulated_as)} if choice.simulated else {}),
         "budget_bytes": choice.budget_bytes,
         "torch_version": choice.torch_version,
         "reasons": list(choice.reasons),
@@ -133,11 +137,11 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
     env_id = choice.env_id
     gpu = choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
-    torch = choice.torch_version
-    where = ", ".join(str(x) for x in (gpu, f"torch {torch}") if x)
+    # a replayed choice: the card, and the torch its replays followed (not a torch that never ran on that card)
+    torch = simulated_with(choice.simulated_as) if choice.simulated else f"torch {choice.torch_version}"
+    where = ", ".join(str(x) for x in (gpu, torch) if x)
     recorded = choice.env.get("trace_torch")
-    how = ("simulated by trace replay" + (f" (trace recorded with torch {recorded})" if recorded and recorded != torch
-                                          else "")
+    how = ("replayed from a trace" + (f" recorded with torch {recorded}" if recorded else "")
            if choice.simulated else f"measured ({choice.backend})")
     budget = choice.budget_bytes
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]

@@ -7,7 +7,7 @@
   shell words with a trailing backslash: pasted into a shell it runs as it is.
 
 Tables follow the same rule (report/tables.py): a column is never narrower than its longest word, and settings too
-long for the table are numbered and printed whole below it.
+long for the table are folded between their keys (never inside a value), else numbered and printed whole below it.
 """
 from __future__ import annotations
 

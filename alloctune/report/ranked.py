@@ -59,16 +59,6 @@ def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     throughput = "-" if t is None else format_rate(t.median, s.unit)
     if t is not None and t.ci_low is not None and t.ci_high is not None:
         throughput += f" [{format_number(t.ci_low)}-{format_number(t.ci_high)}]"
-    if s.is_default:
-        vs = "baseline"
-    elif s.conf == choice.conf and (pair := confirmed_pair(choice)) is not None:
-        vs = pair_cell(pair)
-    elif s.vs_default is not None:
-        c = s.vs_default
-        width = f" ±{figure(c.half_width, '.1%')}" if c.half_width is not None else ""
-        vs = f"{times(c.ratio, 3)}{width} {c.verdict}"
-    else:
-        vs = "-"
     return [
         s.label + (" (best)" if s.conf == choice.conf else ""),
         _state(s),
@@ -78,7 +68,7 @@ def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
         "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
         "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
         throughput,
-        vs,
+        _versus(s, choice, short=False),
         *_predicted(s, choice),
         _flags(s),
     ]
@@ -112,16 +102,20 @@ _VERDICT = {"no significant difference": "n.s.", "not tested (too few repeats)":
 _LEGEND = {"n.s.": "n.s. = no significant difference from the default (paired t-test on per-round ratios; "
                    "±x% = the smallest difference the sweep could detect)",
            "?": "? = throughput not tested (one repeat cannot tell a difference from noise)"}
+AGAINST = "†"   # after a ratio whose medians point the other way (results/figures.Comparison.against)
+AGAINST_LEGEND = (f"{AGAINST} = the medians beside it point the other way: the ratio is the mean of each round's "
+                  f"ratio to the default's run beside it (paired), each median is of all its runs")
 
 
 def markdown_ranked(choice: ChoiceRecord) -> str:
     """The group's table for summary.md, every column in full but those with nothing to say in them (a simulated
-    sweep has no throughput; flags only when some setting has one)."""
+    sweep has no throughput; flags only when some setting has one), and the legend of a ratio marked AGAINST."""
     rows = [_row(s, choice) for s in choice.settings]
     said = [["-" if cell == "baseline" else cell for cell in row] for row in rows]   # a baseline alone says nothing
     keep = keep_columns(COLUMNS, said, always=COLUMNS[:4])
     headers = columns(choice)
-    return markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows))
+    table = markdown_table([headers[j] for j in keep], ([row[j] for j in keep] for row in rows))
+    return table + (f"\n\n{AGAINST_LEGEND}" if _any_against(choice) else "")
 
 
 def _terminal_row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
@@ -135,16 +129,32 @@ def _terminal_row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
             "-" if t is None else format_number(t.median), _versus(s, choice), *_predicted(s, choice)]
 
 
-def _versus(s: SettingFigures, choice: ChoiceRecord) -> str:
-    """The 'vs default' cell: the ratio, its interval and a short verdict (the winner of one confirmation pair:
-    what one pair can detect)."""
+def _versus(s: SettingFigures, choice: ChoiceRecord, short: bool = True) -> str:
+    """The 'vs default' cell of every format: the ratio, marked AGAINST where the medians beside it point the other
+    way, its interval and the verdict (`short` for the terminal: 2 digits, n.s.); the winner of one confirmation
+    pair: what one pair can detect."""
     c = s.vs_default
     if s.is_default:
         return "baseline"
     if s.conf == choice.conf and (pair := confirmed_pair(choice)) is not None:
         return pair_cell(pair)
-    width = "" if c is None or c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
-    return "-" if c is None else f"{times(c.ratio)}{width} {_VERDICT.get(c.verdict, c.verdict)}"
+    if c is None:
+        return "-"
+    width = "" if c.half_width is None else f" ±{figure(c.half_width, '.1%')}"
+    verdict = _VERDICT.get(c.verdict, c.verdict) if short else c.verdict
+    return f"{times(c.ratio, 2 if short else 3)}{AGAINST if _against(s, choice) else ''}{width} {verdict}"
+
+
+def _against(s: SettingFigures, choice: ChoiceRecord) -> bool:
+    """`s`'s ratio to the default and the two medians the table prints point different ways."""
+    default = choice.default
+    mine, base = s.throughput, default.throughput if default is not None else None
+    return (s.vs_default is not None and mine is not None and base is not None
+            and s.vs_default.against(mine.median, base.median))
+
+
+def _any_against(choice: ChoiceRecord) -> bool:
+    return any(AGAINST in _versus(s, choice) for s in choice.settings)
 
 
 def ranked_table(choice: ChoiceRecord, width: int) -> tuple[Table, list[str]]:
@@ -185,6 +195,8 @@ def print_choice(console, choice: ChoiceRecord) -> None:
         notes.append(("no setting needed an alloc retry", "dim"))
     verdicts = {_versus(s, choice) for s in group}
     notes += [(text, "dim") for mark, text in _LEGEND.items() if any(v.endswith(f" {mark}") for v in verdicts)]
+    if _any_against(choice):
+        notes.append((AGAINST_LEGEND, "dim"))
     if (pair := confirmed_pair(choice)) is not None:
         notes.append((pair_legend(pair), "dim"))
     if any(s.conf in choice.predictions for s in group):

@@ -14,7 +14,7 @@ from ..settings.conf import conf_label
 from ..settings.grid import Skip
 from ..results.vocabulary import SIMULATED_TORCH
 from ..sim.replay import Capacity, ReplayOutcome, measured_runs, measured_under
-from ..sim.target import simulated_torch
+from ..sim.target import simulated_torch, simulated_with
 from ..sim.steady import SteadyWindow, steady_window
 from ..sim.trace import Trace
 from ..units import format_bytes
@@ -74,18 +74,26 @@ class TraceReplay:
 
     def to_json(self) -> dict:
         """The trace, its warnings, `results` (one object per setting simulated, with its figures) and `skipped`
-        (the settings without figures: not simulated, or skipped for this torch; each with its reason)."""
+        (the settings without simulated figures: not simulated, or skipped for this torch; each with its reason,
+        and what the GPU measured of it under these conditions, where the trace holds it)."""
         return {"trace": self.path, "dry_run": self.provenance.to_json(), SIMULATED_TORCH: self.simulated_torch,
                 "warnings": self.warnings,
                 "results": [_json_row(o, c, self.measured.get(o.conf)) for o, c in self.rows if o.result is not None],
-                "skipped": ([{"conf": o.conf, "reason": o.reason} for o, _ in self.rows if o.result is None]
+                # a setting not simulated may still have been measured: the table's GPU column shows it, so does this
+                "skipped": ([{"conf": o.conf, "reason": o.reason, **_measured(self.measured.get(o.conf))}
+                             for o, _ in self.rows if o.result is None]
                             + [{"conf": s.conf, "reason": s.reason} for s in self.skipped])}
 
 
-def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict | None) -> dict:
-    row = outcome.to_json()
+def _measured(measured: dict | None) -> dict:
+    """What the GPU measured of a setting under this replay's conditions, as replay's JSON names it."""
     if measured and measured.get("peak_reserved_bytes") is not None:
-        row["measured_peak_reserved_bytes"] = measured["peak_reserved_bytes"]
+        return {"measured_peak_reserved_bytes": measured["peak_reserved_bytes"]}
+    return {}
+
+
+def _json_row(outcome: ReplayOutcome, capacity: Capacity | None, measured: dict | None) -> dict:
+    row = {**outcome.to_json(), **_measured(measured)}
     if capacity is not None:
         row.update(min_memory_bytes=capacity.fits_bytes, min_memory_no_retry_bytes=capacity.no_retry_bytes,
                    min_memory_granularity_bytes=capacity.granularity, min_memory_monotone=capacity.monotone)
@@ -96,7 +104,7 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     """The trace's line, its warnings, the ranked table, and what the table leaves unsaid."""
     r = replayed
     say(console, Text.assemble((r.path, "bold"), f": {len(r.trace):,} events, {r.trace.num_allocs:,} allocations on "
-                                 f"device {r.trace.device}, simulated with torch {r.simulated_torch}'s allocator; "
+                                 f"device {r.trace.device}, {simulated_with(r.simulated_torch)}; "
                                  f"device memory {format_bytes(r.device_memory)} ({r.memory_from})"
                                  + (f", budget {format_bytes(r.budget_bytes)}" if r.budget_bytes else "")
                                  + ("" if r.provenance.measured else f"; {origin(r.provenance)}")))

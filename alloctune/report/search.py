@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from ..results.provenance import Provenance
+from ..results.vocabulary import signed_percent
 from ..settings.conf import conf_label
 from ..sim.search import SearchResult
 from ..sim.target import simulated_torch
@@ -56,8 +57,7 @@ def front_table(result: SearchResult, with_setting: bool, source: Provenance):
     rows = []
     for n, member in enumerate(result.front, 1):
         c = member.candidate
-        vs = (f"{c.peak_reserved / default.peak_reserved - 1:+.1%}" if default and default.fits and c.conf
-              else "-")
+        vs = signed_percent(c.peak_reserved / default.peak_reserved - 1) if default and default.fits and c.conf else "-"
         rows.append([str(n), *([conf_label(c.conf)] if with_setting else []), format_bytes(c.peak_reserved),
                      f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries),
                      *driver_cells(c.outcome.result.driver_work if c.outcome.result else None), str(c.keys), vs])

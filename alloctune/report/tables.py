@@ -1,7 +1,7 @@
 """Tables, built once for every format: terminal tables that fit the width (report/layout.py: a setting name breaks
-only after a comma, between its keys or a list's values, and only where it does not fit whole; where even that does
-not fit, the longest settings are numbered and given whole below; columns with nothing to say are left out) and the
-same rows as Markdown."""
+only between its keys, after the comma that ends one, never inside a key or its value (a list's values stay on one
+line), and only where it does not fit whole; where even that does not fit, the longest settings are numbered and
+given whole below; columns with nothing to say are left out) and the same rows as Markdown."""
 from __future__ import annotations
 
 import re
@@ -160,8 +160,8 @@ def numbered(settings: list[str], fits: Callable[[list[str]], bool],
 
 
 def fold(setting: str, width: int) -> str:
-    """`setting` in lines of at most `width` characters, broken only after a comma (between keys, or between a
-    list's values), each line as full as it goes; a piece longer than `width` stands whole on its line."""
+    """`setting` in lines of at most `width` characters, broken only between its keys (after the comma that ends
+    one), each line as full as it goes; a key longer than `width` stands whole on its line."""
     lines = [""]
     for piece in _pieces(setting):
         if lines[-1] and len(lines[-1]) + len(piece) > width:
@@ -171,8 +171,9 @@ def fold(setting: str, width: int) -> str:
 
 
 def _pieces(setting: str) -> list[str]:
-    """A setting's unbreakable pieces, each with the comma that ends it."""
-    return re.findall(r"[^,]*,|[^,]+", setting) or [setting]
+    """A setting's unbreakable pieces: each key with its value, a list's brackets and the commas between its values
+    included, and the comma that ends it."""
+    return re.findall(r"(?:\[[^\]]*\]?|[^,\[])+,?|,", setting) or [setting]
 
 
 def _numbered(settings: list[str], labels: list[str], fits: Callable[[list[str]], bool],

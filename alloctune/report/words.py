@@ -19,7 +19,7 @@ from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingS
 from ..results.folder import Skipped
 from ..results.names import SWEEP_FILE
 from ..results.records import ThroughputSource
-from ..results.vocabulary import times
+from ..results.vocabulary import signed_percent, times
 from ..units import figure, format_bytes, format_number, plural
 from .provenance import dry_run_words
 from ..settings.conf import conf_label
@@ -44,7 +44,7 @@ def _retries(count: int | None) -> str:
 
 def _pct(a: float, b: float) -> str:
     """a against b as a signed percentage: '-33.3%'."""
-    return figure(a / b - 1, "+.1%") if b else "n/a"
+    return signed_percent(a / b - 1) if b else "n/a"
 
 
 def _spread(value: float | None) -> float:
@@ -94,10 +94,10 @@ def _throughput(code: Code) -> Callable[[Throughput, Refusals], str]:
     def say(f: Throughput, _: Refusals) -> str:
         c = f.vs_default
         medians = f"{format_rate(f.median, f.unit)} against {format_rate(f.default_median, f.default_unit)}"
-        # the ratio is the mean of paired log ratios; medians that point the other way are said to be within it
-        against = (f.median - f.default_median) * (c.ratio - 1) < 0
+        # medians that point the other way from the paired ratio are said to be within its spread
         head = (f"throughput {times(c.ratio, 3)} the default's (" +
-                (f"medians {medians}, the other way within the pairs' spread" if against else f"median {medians}") +
+                (f"medians {medians}, the other way within the pairs' spread" if c.against(f.median, f.default_median)
+                 else f"median {medians}") +
                 "): ")
         if code is Code.THROUGHPUT_UNTESTED:
             return head + ("NOT TESTED, one repeat cannot tell a difference from noise (fresh processes vary by "

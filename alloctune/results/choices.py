@@ -105,6 +105,12 @@ class ChoiceRecord:
     def simulated(self) -> bool:
         return self.backend == Backend.SIM
 
+    @property
+    def simulated_as(self) -> str | None:
+        """The torch whose allocator a replayed choice followed, as its trials say it (None: measured): what its
+        --json (`simulated_torch`) and its export state."""
+        return (self.env.get("simulated_as") or self.torch_version) if self.simulated else None
+
     def figures(self, conf: str | None) -> SettingFigures | None:
         """The figures of the group's setting `conf`, where the file has them."""
         return next((s for s in self.settings if s.conf == conf), None)

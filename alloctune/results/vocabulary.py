@@ -6,7 +6,8 @@ carry, what the default setting is called) and in words (whether a figure was me
   the trace), or predicted (a model: driver work priced by a calibration, a fitted curve), with its resolution or
   measured error where one is known.
 - A replayed figure names the torch whose allocator the simulator followed (`SIMULATED_TORCH`).
-- A ratio beside a word of direction is printed by `times`, which never shows 1.00x for a ratio that is not 1.
+- A ratio beside a word of direction is printed by `times`, which never shows 1.00x for a ratio that is not 1; a
+  relative change by `signed_percent`, which never shows a sign before 0.0%.
 - The keys of a setting's memory figures: `SETTING`, `BASIS`, `FITS`, `PEAK_RESERVED`, `PEAK_ALLOCATED`
   (`figures`), the same in replay, search, fleet, fit and diagnose; a sweep's choice gives its settings `SETTING`,
   `BASIS`, `PEAK_RESERVED` and `PEAK_ALLOCATED`, and a `state` that says more than `FITS` would
@@ -59,3 +60,13 @@ def times(ratio: float, digits: int = 2) -> str:
     # a ratio that still reads 1 at 4 places is as good as 1: said with the usual digits
     places = next((p for p in range(digits, 5) if float(f"{ratio:.{p}f}") != 1), digits)
     return f"{figure(ratio, f'.{places}f')}x"
+
+
+def signed_percent(change: float) -> str:
+    """A relative change as '+2.1%', '-33.3%': with more places (up to 3) where one would round it to 0 though it is
+    not, so that no sign stands before 0.0% (-0.0004 reads '-0.04%'); a change that still reads 0 at 3 places is as
+    good as none: '0.0%'."""
+    if not math.isfinite(change):
+        return figure(change, "+.1%")
+    places = next((p for p in range(1, 4) if float(f"{change * 100:.{p}f}") != 0), None)
+    return "0.0%" if places is None else figure(change, f"+.{places}%")

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import ConfError
-from ..files import read_text
+from ..files import read_text, yaml_problem
 from .conf import AllocConf
 from .keys import KEYS
 from .known import Problem, forbidden_combination
@@ -195,7 +195,7 @@ def load_grid_file(path) -> list:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfError(f"grid file {path} is not valid YAML: {exc}") from None
+            raise ConfError(f"grid file {path} is not valid YAML: {yaml_problem(exc, text)}") from None
         if isinstance(data, dict) and set(data) == {"grid"}:
             data = data["grid"]
         if not isinstance(data, list) or not data:

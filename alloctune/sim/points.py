@@ -3,7 +3,9 @@ value, without a limit for the peaks a curve is fitted to, and under each memory
 several jobs under one grid (a fleet's peaks).
 
 A limit is a card of some memory, or a budget on the recording GPU as a sweep applies it (the allocator may
-reserve `budget_bytes`); a replay under it "runs" when it has no OOM and no alloc retry.
+reserve `budget_bytes`); for fit's largest value, a replay under it "runs" when it has no OOM and no alloc retry
+(decide/fit.py says why). A fleet's job fits a setting as every replay fits (`ReplayOutcome.fits`: no OOM), with
+its alloc retries kept beside.
 """
 from __future__ import annotations
 
@@ -116,10 +118,11 @@ def _runs(result) -> bool:
 @dataclass(frozen=True)
 class JobPeaks:
     """What a fleet keeps of one job's trace once it is replayed: the peak reserved under each simulated setting
-    (None where the job does not run: an OOM or an alloc retry), the settings not simulated with why, and the torch
-    that recorded it."""
+    (None where it does not fit: an OOM) and its alloc retries where it fits, the settings not simulated with why,
+    and the torch that recorded it."""
 
     peaks: dict[AllocConf, int | None]
+    retries: dict[AllocConf, int]
     not_simulated: dict[AllocConf, str]
     torch_version: str | None
 
@@ -130,19 +133,22 @@ def job_peaks(trace: Trace, confs: Sequence[AllocConf], *, device_memory: int | 
     where given: its figures, which are all a fleet holds of it (a trace can take gigabytes; the next job's is
     loaded once this one is dropped)."""
     peaks: dict[AllocConf, int | None] = {}
+    retries: dict[AllocConf, int] = {}
     not_simulated: dict[AllocConf, str] = {}
     for o in replay(trace, confs, device_memory or recording_device([trace]), budget_bytes=budget_bytes, jobs=jobs):
         if o.result is None:
             not_simulated[o.setting] = o.reason or ""
         else:
-            peaks[o.setting] = o.result.peak_reserved_bytes if _runs(o.result) else None
-    return JobPeaks(peaks, not_simulated, trace.meta.get("torch_version"))
+            peaks[o.setting] = o.result.peak_reserved_bytes if o.fits else None
+            retries[o.setting] = o.result.num_alloc_retries if o.fits else 0
+    return JobPeaks(peaks, retries, not_simulated, trace.meta.get("torch_version"))
 
 
-def fleet_peaks(jobs: Mapping[str, JobPeaks],
-                confs: Sequence[AllocConf]) -> tuple[dict[str, dict[AllocConf, int | None]], dict[AllocConf, str]]:
-    """Each job's peak reserved under each of `confs` simulated for every job; and those of `confs` not simulated
-    for some job, with why (left out)."""
+def fleet_peaks(jobs: Mapping[str, JobPeaks], confs: Sequence[AllocConf]) -> tuple[
+        dict[str, dict[AllocConf, int | None]], dict[str, dict[AllocConf, int]], dict[AllocConf, str]]:
+    """Each job's peak reserved (None: it does not fit) and alloc retries under each of `confs` simulated for every
+    job; and those of `confs` not simulated for some job, with why (left out)."""
     not_simulated = {s: why for job in jobs.values() for s, why in job.not_simulated.items() if s in confs}
-    return {name: {s: job.peaks[s] for s in confs if s not in not_simulated} for name, job in jobs.items()}, \
-        not_simulated
+    kept = [s for s in confs if s not in not_simulated]
+    return ({name: {s: job.peaks[s] for s in kept} for name, job in jobs.items()},
+            {name: {s: job.retries[s] for s in kept} for name, job in jobs.items()}, not_simulated)

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TraceError
+from ..results.records import Bytes
+from ..results.typed import problem
 from ..units import MiB, format_bytes
 from .blocks import SMALL_SIZE
 from .entries import ALLOC, FREE, Columns
@@ -185,6 +187,19 @@ def at_oom(columns: Columns, meta: dict, recon: Reconstruction) -> tuple[Columns
     warnings = [w for w in meta.get("warnings", []) if "allocated before the recording started" not in w]
     return recon.columns, {**kept, "streams": recon.streams, "pools": [], "failed_request_bytes": recon.requested,
                            "warnings": [*warnings, rebuilt, failed]}
+
+
+def allowed_at_oom(extra: dict) -> int | None:
+    """What the process could have when the request failed, as its snapshot says: the limit of a memory fraction
+    that alloctune.dump_on_oom's observer kept (`oom.allowed_bytes` of the snapshot's `alloctune` dict, which a
+    trace loaded from it keeps as its meta); None where no fraction was in force or the snapshot does not say.
+    `diagnose` judges the OOM against it and `replay` replays under it, so both give one answer. A figure that is
+    no size is a ValueError."""
+    oom = extra.get("oom")
+    allowed = oom.get("allowed_bytes") if isinstance(oom, dict) else None
+    if allowed is not None and (why := problem(Bytes, allowed)):
+        raise ValueError(f"field 'oom.allowed_bytes': {why}")
+    return allowed
 
 
 def overhead_at_oom(device_total: int | None, reserved: int, device_free: object) -> int | None:

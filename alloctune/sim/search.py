@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..results.order import simpler
-from ..results.vocabulary import SIMULATED_TORCH, setting_name
+from ..results.vocabulary import SIMULATED_TORCH, setting_name, signed_percent
 from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
@@ -220,7 +220,7 @@ def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> 
         parts.append(f"{format_bytes(saved)} ({saved / nearest.peak_reserved:.2%}) below the best with "
                      f"{nearest.keys} key{'s' if nearest.keys != 1 else ''}")
     if default is not None and c.conf and default.fits:
-        parts.append(f"{c.peak_reserved / default.peak_reserved - 1:+.1%} vs the default")
+        parts.append(f"{signed_percent(c.peak_reserved / default.peak_reserved - 1)} vs the default")
     if c.ratio is not None and c.ratio <= CLOSE_RATIO:
         parts.append(f"reserved/allocated {c.ratio:.3f} (<= {CLOSE_RATIO})")
     if c.equivalent:

@@ -2,15 +2,17 @@
 diagnose, a sweep's replays), so that the same trace is simulated as the same torch everywhere.
 
 The torch simulated is the trace's own (the one that recorded it), unless the command is told the torch that will
-run the job: search's --python, replay's `torch_version`, a sweep's probed interpreters (whose torch also decides
-which settings are valid). Where the two differ, `Target.warnings` says both in one line. A trace that does not say
-its torch, with none told, is replayed as `REFERENCE`'s, and said so.
+run the job: search's --python, replay's `torch_version`, a sweep's probed interpreters where they run the job (on a
+GPU, or named with --python; a sweep that only replays, with neither, follows the trace as every other command).
+Where the two differ, `Target.warnings` says both in one line. A trace that does not say its torch, with none told,
+is replayed as `REFERENCE`'s, and said so. Text output states the torch followed as `simulated_with` says it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import OptionText
+from ..settings.validation import Validator, table_judge
 from ..settings.versions import replay_note, simulation_note
 
 REFERENCE = "2.11"   # the simulator's reference version: a trace of unknown torch is replayed as this one
@@ -20,6 +22,11 @@ def simulated_torch(version: str | None) -> str:
     """The torch whose allocator a replay follows, as every command states it: '2.11' from '2.11.0+cu130'; the
     reference version when unknown."""
     return ".".join(str(version or REFERENCE).split("+")[0].split(".")[:2])
+
+
+def simulated_with(version: str | None) -> str:
+    """The torch a replay followed, as every command's text states it: "simulated with torch 2.11's allocator"."""
+    return f"simulated with torch {simulated_torch(version)}'s allocator"
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,12 @@ class Target:
     def simulated(self) -> str:
         """The version followed, as every command's JSON and header state it ('2.11')."""
         return simulated_torch(self.version)
+
+    def judge(self, here: str, judge: Validator) -> Validator:
+        """Who judges the settings of the torch followed: `judge`, an interpreter's own torch (`here`, its version),
+        where it is the torch followed, else the version table of the torch followed (the trace's torch is seldom
+        installed beside this one)."""
+        return judge if simulated_torch(here) == self.simulated else table_judge(self.version or REFERENCE)
 
     def warnings(self) -> list[str]:
         """What the user must know of the torch followed: the recording's and the told torch where they differ, in

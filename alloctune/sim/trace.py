@@ -73,7 +73,7 @@ from .entries import (ALLOC, EMPTY_CACHE, FREE, FREE_REQUESTED, LAST_KIND, ORDER
                       POOL_RELEASE, POOL_STREAM, Columns, from_entries)  # the event kinds here too
 from .limits import INT64, MAX_MEASURED, MAX_WARNINGS, is_int, open_trace
 from .pickles import PICKLE_PROTO, unpickle_snapshot
-from .rebuilt import Reconstruction, at_oom, overhead_at_oom, reconstruct
+from .rebuilt import Reconstruction, allowed_at_oom, at_oom, overhead_at_oom, reconstruct
 
 
 
@@ -339,6 +339,7 @@ def _checked_meta(meta: dict, path: str) -> dict:
     for i, run in enumerate(meta.get("measured") or []):
         from_json(MeasuredRun, run, f"meta 'measured[{i}]'", ValueError)
     provenance(meta, "meta 'dry_run'")   # a dry run's own account of itself (results/provenance.py)
+    allowed_at_oom(meta)   # the limit a replay of a snapshot taken at an OOM runs under
     if not all(isinstance(w, str) for w in meta.get("warnings") or []):
         raise ValueError("meta 'warnings' must be a list of strings")
     if "warnings" in meta:

@@ -28,6 +28,7 @@ from ..results.names import SEARCH_FILE, TRACE_FILE
 from ..results.records import Backend, TrialRecord
 from ..results.typed import load_json
 from ..settings.conf import AllocConf
+from ..sim.target import Target
 from ..sim.trace import Trace, load_trace, save_trace
 from ..trial.job import rank_order, trace_targets
 from ..trial.probe import ProbeResult, SettingsJudge
@@ -117,10 +118,11 @@ def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:
     return replace(task, record_trace=str((folder.path / "trace-recording.pickle").resolve()))
 
 
-def search_plan(folder: ResultsFolder, probes: list[ProbeResult], traces: list[Trace], *, device_memory: int,
-                budget_bytes: int | None, max_settings: int, trace_names: list[str],
+def search_plan(folder: ResultsFolder, probes: list[ProbeResult], targets: dict[str, Target], traces: list[Trace], *,
+                device_memory: int, budget_bytes: int | None, max_settings: int, trace_names: list[str],
                 progress: Callable[[str, int, int, str], None] | None = None) -> dict[str, list[AllocConf]]:
-    """Per interpreter, the default and the Pareto front of a search of its torch's settings space. Of several
+    """Per interpreter, the default and the Pareto front of a search of the settings space of the torch its replays
+    follow (`targets`, by env_id: its own, or the trace's where it does not run the job). Of several
     traces (one per rank), the search runs on the one that peaks highest under the default: judging every candidate
     by its maximum over ranks would cost a replay per rank, and which settings behave alike depends on each trace's
     request sizes; the front is then replayed over every rank like a grid (`SimExecutor`), so that what the GPU
@@ -140,9 +142,10 @@ def search_plan(folder: ResultsFolder, probes: list[ProbeResult], traces: list[T
                 if progress:
                     progress(env_id, n, total, best.conf if best is not None and best.fits else "")
 
-            with SettingsJudge(p.python) as judge:   # one child of the target torch for the whole search
-                result = search(traces[top], validate=judge, trace_name=trace_names[top], device_memory=device_memory,
-                                budget_bytes=budget_bytes, max_settings=max_settings, progress=report)
+            with SettingsJudge(p.python) as judge:   # one child of the interpreter for the whole search
+                result = search(traces[top], validate=targets[p.env_id].judge(p.torch_version, judge),
+                                trace_name=trace_names[top], device_memory=device_memory, budget_bytes=budget_bytes,
+                                max_settings=max_settings, progress=report)
             done[p.env_id] = result.to_json()
             write_file(path, json.dumps(done, indent=2) + "\n")
         front = [AllocConf.parse(m["conf"]) for m in done[p.env_id]["front"]]   # 'default' ('' before) parses

@@ -41,6 +41,9 @@ class Plan:
     skipped: list[Skipped]
     replayed: tuple[list[Trace], dict] | None  # the traces (one: --trace) and their identity (a recording sweep: None)
     recording: bool                      # hybrid without a trace: recorded during the default's first trial
+    # The probed interpreters run the job (on the GPU, a command's own, or named with --python): replays follow
+    # their torch; else the trace's, as in every command (sim/target.py)
+    told: bool
     dry_run: str | None = None           # sweep --dry-run: the card the command's dry run stands for (replayed)
 
 
@@ -70,7 +73,8 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     if backend == Backend.SIM and given is None and dry_run is None:   # the workload's own trace
         callbacks.phase("loading the allocation trace", None)
         replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
-    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording, dry_run)
+    told = backend != Backend.SIM or bool(options.pythons) or spec.command is not None
+    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording, told, dry_run)
 
 
 def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepInfo:

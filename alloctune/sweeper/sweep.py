@@ -16,6 +16,7 @@ from ..decide.finalists import GpuPlan, finalists, gpu_plan
 from ..results.folder import ResultsFolder
 from ..results.records import Backend, TrialRecord, sim_env_id
 from ..settings.conf import AllocConf
+from ..sim.target import Target
 from ..sim.trace import Trace
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
@@ -88,15 +89,17 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
     """Replay the planned settings (with `search`: the Pareto front of a search of each torch's settings space)
     through the simulator; returns the settings replayed, per interpreter."""
     names = folder.info().trace_paths   # where each trace was read from, by rank
-    # Each interpreter's torch decides which settings are valid (the probe) and whose allocator behaviour the
-    # simulator follows where versions differ.
-    sim = SimExecutor(traces, names, {sim_env_id(p.env_id): p.torch_version for p in plan.probes},
-                      callbacks.notice)
+    # Each interpreter's torch decides which settings are valid (the probe); the simulator follows its allocator
+    # where it runs the job, else the trace's torch (Plan.told, sim/target.py).
+    recorded = traces[0].meta.get("torch_version")
+    targets = {p.env_id: Target(recorded, p.torch_version if plan.told else None, "pythons") for p in plan.probes}
+    sim = SimExecutor(traces, names, {sim_env_id(env): target for env, target in targets.items()}, callbacks.notice)
     budget = budget_on(*options.budget_limit, sim.device_memory)   # a fraction is of the recording's card
     planned = plan.planned
     if options.search is not None:   # the front, and the settings named beside the search that it did not find
-        found = search_plan(folder, plan.probes, traces, device_memory=sim.device_memory, budget_bytes=budget,
-                            max_settings=options.search, trace_names=names, progress=callbacks.search_progress)
+        found = search_plan(folder, plan.probes, targets, traces, device_memory=sim.device_memory,
+                            budget_bytes=budget, max_settings=options.search, trace_names=names,
+                            progress=callbacks.search_progress)
         planned = {env: found[env] + [c for c in planned[env] if c not in found[env]] for env in found}
     tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id), budget,
                        backend=Backend.SIM)

@@ -8,18 +8,18 @@ compact format.
 """
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import AlloctuneError, ProbeError, TraceError
+from ..errors import AlloctuneError, TraceError
 from ..files import copy_whole
 from ..processes import temp_folder
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
+from ..workload.command import CommandSpec, check_command, command_python
 from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .job import traced
@@ -84,16 +84,13 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         return [(target, _keep(trace, target, meta)) for trace, target in traces]
 
 
-def refuse_without_gpu(command: list[str]):
-    """The checked command (a `CommandSpec`), refused before it runs (it may take hours) when its interpreter sees
-    no GPU. A command whose interpreter cannot be told (a shell script) or probed (no torch there) passes, and
-    its recording says what it recorded."""
-    from ..workload.command import check_command, command_python
-
+def refuse_without_gpu(command: list[str]) -> CommandSpec:
+    """The checked command, refused before it runs (it may take hours) when its interpreter cannot import torch
+    (ProbeError, as a sweep refuses it) or sees no GPU. A command whose interpreter cannot be told (a shell script)
+    passes, and its recording says what it recorded."""
     spec = check_command(command)
     if (python := command_python(spec)) is not None:
-        with contextlib.suppress(ProbeError):
-            _with_gpu(probe(python))
+        _with_gpu(probe(python))
     return spec
 
 
@@ -117,10 +114,8 @@ def card_name(arch: str) -> str:
     return found.name
 
 
-def check_dry_run(command: list[str], card: str):
+def check_dry_run(command: list[str], card: str) -> CommandSpec:
     """The checked command of a dry run standing for `card`."""
-    from ..workload.command import check_command
-
     dry_run_card(card)
     return check_command(command)
 

@@ -99,19 +99,31 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
 
 def resolve_program(program: str, cwd: str | None = None, env: dict | None = None) -> str:
     """The absolute path of the program to run; WorkloadError when it is not there or not executable."""
+    path = Path(cwd or os.getcwd()) / program
     if os.sep in program:
-        path = Path(cwd or os.getcwd()) / program
         if not path.exists():
             raise WorkloadError(f"command not found: {program}")
         if not path.is_file() or not os.access(path, os.X_OK):
-            raise WorkloadError(f"command is not an executable file: {program}")
+            raise WorkloadError(_not_a_program(program, path))
         # Absolute, links kept: a virtual environment's python is a link whose target lacks the environment.
         return os.path.abspath(path)
     search = {**os.environ, **(env or {})}.get("PATH", os.defpath)
     found = shutil.which(program, path=search)
     if found is None:
-        raise WorkloadError(f"command not found: {program} (not on PATH)")
+        if not path.is_file():
+            raise WorkloadError(f"command not found: {program} (not on PATH)")
+        if os.access(path, os.X_OK):   # as a shell, only PATH is searched for a bare name
+            raise WorkloadError(f"command not found: {program} (not on PATH; ./{program} runs the file here)")
+        raise WorkloadError(_not_a_program(program, path))
     return found
+
+
+def _not_a_program(program: str, path: Path) -> str:
+    """Why `path`, given as a command's program, is none: a file that is not executable (`sweep data.txt`, meant as
+    a workload or to be run by its interpreter) is said to be a file."""
+    if path.is_file():
+        return f"{program} is a file, not a command (it is not executable) or a workload file (.yaml, .yml)"
+    return f"command is not an executable file: {program}"
 
 
 def is_python(program: str) -> bool:

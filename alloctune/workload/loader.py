@@ -44,7 +44,7 @@ import re
 from pathlib import Path
 
 from ..errors import ConfError, WorkloadError
-from ..files import checked_path, not_a_file, read_text
+from ..files import checked_path, not_a_file, read_text, yaml_problem
 from ..settings.conf import AllocConf
 from ..units import MAX_INT, MAX_INT_TEXT
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
@@ -60,6 +60,12 @@ _NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "se
 # changes them should name its own trace.
 _PRESET_RUN_KEYS = ("warmup_steps", "steps", "timeout_s", "trace")
 MAX_NESTING = 32  # levels of lists and mappings in a workload file
+
+
+def names_workload(target: list[str]) -> bool:
+    """Whether a command line's words name a workload file, not a command to run: one word, '-' (standard input)
+    or a name ending in .yaml or .yml in any case (W.YAML too: one missing is then said to be missing)."""
+    return len(target) == 1 and (target[0] == "-" or target[0].lower().endswith((".yaml", ".yml")))
 
 
 class _Checker:
@@ -177,7 +183,7 @@ def _load_yaml(text: str, source: str):
     try:
         return yaml.load(text, Loader=Loader)
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"{source}: not valid YAML: {exc}") from None
+        raise WorkloadError(f"{source}: not valid YAML: {yaml_problem(exc, text)}") from None
 
 
 def load_workload(path: str | os.PathLike, preset: str | None = None) -> WorkloadSpec:

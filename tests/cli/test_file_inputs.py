@@ -47,6 +47,17 @@ def test_a_trace_that_is_no_file_is_said_for_what_it_is(tmp_path):
         in_process("replay", "/dev/urandom"))
 
 
+def test_yaml_that_does_not_parse_is_one_line_saying_where_and_what(tmp_path):
+    """PyYAML's own message spans seven lines, quoting the input with carets: the workload's and the grid's say it
+    in one, with the line and column."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\nb: c\n")
+    problem = "line 2, column 2: expected ',' or ']', but got ':' (while parsing a flow sequence at line 1, column 4)"
+    assert one_line(in_process("sweep", bad)) == f"alloctune: error: {bad}: not valid YAML: {problem}\n"
+    assert one_line(in_process("replay", TRACE, "--grid", bad)) == (f"alloctune: error: grid file {bad} is not "
+                                                                    f"valid YAML: {problem}\n")
+
+
 def test_a_fifo_with_a_writer_is_read_as_a_pipe(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

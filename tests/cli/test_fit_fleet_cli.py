@@ -45,6 +45,22 @@ def test_a_card_between_two_recorded_values_gets_the_value_between_and_the_repla
     assert curve["points"] == 3 and curve["loo_weak"] and curve["max_error"] < 0.01
 
 
+def test_json_prints_the_answer_in_the_shared_names_while_fit_json_keeps_its_own_as_the_help_says(tmp_path):
+    traces = write_traces(tmp_path, [8, 16, 32])
+    printed = _fit(*traces, "--budget", "0.035", "--out", tmp_path / "fit")
+    stored = load_json(tmp_path / "fit" / FIT_FILE)
+    shown, kept = (next(a for a in data["limits"][0]["answers"] if a["conf"] in ("", "default")) for data in
+                   (printed, stored))
+    assert (shown["conf"], shown["basis"], shown["curve"], kept["conf"], kept["basis"]) == \
+        ("default", "predicted", "extrapolated", "", "extrapolated")
+    assert shown["margin"] == kept["margin"] == stored["settings"][0]["reserved"]["loo_error"]
+    words = " ".join(in_process("fit", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert "fit.json's object" not in words
+    assert ("--json print the answer as JSON in the names every command's --json shares: a setting 'default' for "
+            "the default, each answer's basis replayed or predicted (with its curve and margin); fit.json keeps "
+            "its stored form ('' for the default, the curve's part as basis)") in words
+
+
 def test_a_budget_is_a_share_of_the_recording_gpu_and_values_beyond_the_recorded_are_extrapolated(tmp_path):
     traces = write_traces(tmp_path, [8, 16, 32])
     fit = _fit(*traces, "--budget", "0.035")
@@ -110,13 +126,14 @@ def test_fleet_ranks_the_shipped_jobs_and_names_the_setting_that_loses_least():
     assert text.returncode == 0 and "Least loss across the 2 jobs: default" in text.stdout
 
 
-def test_fleet_on_a_smaller_card_counts_a_job_that_does_not_run():
-    # On 24 GiB the CNN needs alloc retries under the default (42 GiB on the H200); expandable segments (20.4 GiB) runs.
+def test_fleet_on_a_smaller_card_counts_a_job_that_needs_alloc_retries():
+    # On 24 GiB the CNN needs alloc retries under the default (42 GiB on the H200): it fits, with them, and ranks
+    # after expandable segments (20.4 GiB), which need none.
     run = in_process("fleet", *TRACES[:2], *GRID, "--device-memory", "24GiB", "--jobs", "1", "--json")
     assert run.returncode == 0, run.stderr
     expandable, default = json.loads(run.stdout)["settings"]
-    assert expandable["conf"] == "expandable_segments:True" and not expandable["failed"]
-    assert default["failed"] == ["cnn-varres-h200"]
+    assert expandable["conf"] == "expandable_segments:True" and not expandable["failed"] and not expandable["retried"]
+    assert default["failed"] == [] and default["retried"] == ["cnn-varres-h200"]
 
 
 def test_fleet_bad_input_is_one_line_and_exit_2():

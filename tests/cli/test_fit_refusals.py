@@ -57,6 +57,13 @@ def test_a_parameter_in_a_variable_alloctune_sets_is_refused_unless_the_command_
     assert "needs a CUDA GPU" in line and not out.exists()
 
 
+def test_a_command_whose_interpreter_cannot_import_torch_is_refused_before_it_is_recorded(tmp_path):
+    venv, out = tmp_path / "venv", tmp_path / "fit"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    line = refused("--param", "batch=1,2", "--out", out, "--", venv / "bin" / "python", "-c", "print({batch})")
+    assert f"{venv / 'bin' / 'python'} cannot import torch (ModuleNotFoundError" in line and not out.exists()
+
+
 def test_a_refused_fit_leaves_no_folder_not_even_the_default_one(tmp_path):
     line = refused("--param", "batch=8,16", "--", "python3", "-c", "print({batch})", cwd=tmp_path)
     assert "needs a CUDA GPU" in line and os.listdir(tmp_path) == []

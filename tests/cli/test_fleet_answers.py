@@ -1,7 +1,9 @@
 """`alloctune fleet` answers only for what it was given: a job's trace given twice under any spelling (./a.xz and
-a.xz, a link to it) is refused; jobs no setting runs on their card are named as left out, and where that is every
+a.xz, a link to it) is refused; jobs no setting fits on their card are named as left out, and where that is every
 job no setting is named best; the settings the grid's rules skip (a garbage collection threshold without a budget)
-are said with why, and --budget ranks them. Each on traces written here, through the command line."""
+are said with why, and --budget ranks them; a setting fits a job as replay says it fits (an alloc retry fits, with
+its retries said), and one that does not fit a job has no percentage for its worst case. Each on traces written
+here, through the command line."""
 from __future__ import annotations
 
 import json
@@ -11,8 +13,8 @@ import pytest
 from clirun import in_process
 from scaled import scaled_trace
 
-from alloctune.sim.trace import save_trace
-from alloctune.units import GiB
+from alloctune.sim.trace import Trace, save_trace
+from alloctune.units import GiB, MiB
 
 GRID = ["--conf", "default", "--conf", "expandable_segments:True", "--jobs", "1"]
 
@@ -46,7 +48,7 @@ def test_jobs_no_setting_runs_are_left_out_by_name_and_none_left_names_no_best(t
     # On 4 GiB a.xz runs (2 GiB of weights, a little more and its context) and b.xz runs out of memory under every setting.
     run = fleet(tmp_path, *jobs, *GRID, "--device-memory", "4GiB")
     assert run.returncode == 0, run.stderr
-    assert "left out: b, which no setting runs on its card" in " ".join(run.stdout.split())
+    assert "left out: b, which no setting fits on its card (an OOM under each)" in " ".join(run.stdout.split())
     assert "Least loss across the 1 job: " in run.stdout and "across the 2 jobs" not in run.stdout
     answer = json.loads(fleet(tmp_path, *jobs, *GRID, "--device-memory", "4GiB", "--json").stdout)
     assert answer["left_out"] == ["b"] and answer["best"] is not None
@@ -57,7 +59,7 @@ def test_jobs_no_setting_runs_are_left_out_by_name_and_none_left_names_no_best(t
             answer = json.loads(run.stdout)
             assert answer["best"] is None and answer["left_out"] == ["a", "b"]
         else:
-            assert "No setting runs any job." in run.stdout and "Least loss" not in run.stdout, run.stdout
+            assert "No setting fits any job." in run.stdout and "Least loss" not in run.stdout, run.stdout
             assert "across the 0 jobs" not in run.stdout
 
 
@@ -78,3 +80,40 @@ def test_settings_a_budget_acts_on_are_skipped_with_why_and_ranked_under_one(tmp
     run = fleet(tmp_path, *jobs, "--budget", "lots")
     assert run.returncode == 2 and run.stderr.startswith("alloctune: error: --budget") \
         and len(run.stderr.splitlines()) == 1, run.stderr
+
+
+def retried_trace() -> Trace:
+    """2 GiB of weights, then six blocks of 200 MiB freed and six of 260 MiB, twice: the 260 MiB blocks cannot reuse
+    the cached 200 MiB ones, so on a card of 4416 MiB the default releases its cache and retries once (and fits),
+    where expandable segments run out of memory; on 5 GiB both fit, the default with its retry."""
+    kinds, addrs, sizes = [0], [0], [2 * GiB]
+    for size in (200 * MiB, 260 * MiB) * 2:
+        block = list(range(len(kinds), len(kinds) + 6))
+        for kind in (0, 1):
+            kinds += [kind] * 6
+            addrs += block
+            sizes += [size] * 6
+    return Trace(kinds, addrs, sizes, [0] * len(kinds),
+                 meta={"torch_version": "2.11.0+cu130", "device_total_bytes": 150109880320,
+                       "overhead_bytes": 800 * MiB})
+
+
+def test_a_setting_that_needs_an_alloc_retry_fits_as_replay_says_and_an_oom_is_no_percentage(tmp_path, jobs):
+    save_trace(retried_trace(), tmp_path / "r.xz")
+    both = ["a.xz", "r.xz"]
+    for memory in ("5GiB", "4416MiB"):
+        replayed = json.loads(in_process("replay", "r.xz", *GRID, "--device-memory", memory, "--json",
+                                         cwd=tmp_path).stdout)
+        said = {r["conf"]: (r["fits"], r["num_alloc_retries"] if r["fits"] else 0) for r in replayed["results"]}
+        answer = json.loads(fleet(tmp_path, *both, *GRID, "--device-memory", memory, "--json").stdout)
+        ranked = {s["conf"]: {j["job"]: (j["fits"], j["num_alloc_retries"]) for j in s["jobs"]}["r"]
+                  for s in answer["settings"]}
+        assert ranked == said and said["default"] == (True, 1), (memory, said)   # the one rule, one word
+    default, expandable = (next(s for s in answer["settings"] if s["conf"] == c)
+                           for c in ("default", "expandable_segments:True"))
+    assert default["failed"] == [] and default["retried"] == ["r"] and answer["best"] == "default"
+    assert expandable["failed"] == ["r"] and answer["left_out"] == []
+    text = " ".join(fleet(tmp_path, *both, *GRID, "--device-memory", "4416MiB").stdout.split())
+    assert "fails" not in text and " (1 retry) " in text
+    assert " expandable_segments:True OOM - 1 0 " in text   # its worst case is the job it does not fit
+    assert "r: nothing: it is its best; it fits, with 1 alloc retry" in text

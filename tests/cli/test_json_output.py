@@ -31,11 +31,11 @@ def test_report_json_is_what_choice_json_holds_and_schema_1_keys_beside(tmp_path
     assert decided["folder"] == str(folder)
     written = json.loads(json.dumps([named(c) for c in ResultsFolder(folder).choices()]))
     # choice.json's record, every key of it (its settings named as every command's --json names them), and every
-    # key the committed file of schema 1 had, with its value
+    # key the committed file of schema 1 had, with its value (its default named "default": "baseline", the runners-up)
     assert [{k: c[k] for k in w} for c, w in zip(decided["choices"], written)] == written
     assert [{k: c[k] for k in kept} for c, kept in zip(decided["choices"], committed["choices"])] == \
-        [dict(kept, runners_up=[dict(r, conf=setting_name(r["conf"])) for r in kept["runners_up"]])
-         for kept in committed["choices"]]
+        [dict(kept, runners_up=[dict(r, conf=setting_name(r["conf"])) for r in kept["runners_up"]],
+              baseline=setting_name(kept["baseline"])) for kept in committed["choices"]]
     assert written[0]["conf"] == "expandable_segments:True" and committed["schema"] == 1
 
 

@@ -49,3 +49,11 @@ def test_text_the_encoding_lacks_keeps_its_bytes(tmp_path):
     shutil.copy(TRACE, trace)
     run = run_under(["replay", trace, "--conf", "expandable_segments:True"], ASCII_ONLY["PYTHONIOENCODING=ascii"])
     assert run.returncode == 0 and b"caf\xc3\xa9-\xff.xz:" in run.stdout, run.stdout
+
+
+def test_a_ratio_marked_against_its_medians_has_a_stand_in(tmp_path):
+    """report's '0.93x†' (the medians beside it point the other way) reads '0.93x*' on an ASCII-only stream."""
+    folder = shutil.copytree(ROOT / "results" / "transformer-varlen-h200-20261129-234646", tmp_path / "f")
+    run = run_under(["report", folder], dict(ASCII_ONLY["PYTHONIOENCODING=ascii"], COLUMNS="120"))
+    out = run.stdout.decode("ascii")
+    assert run.returncode == 0 and "|0.93x* ~46.6% n.s. |" in out and "  * = the medians beside it" in out, out

@@ -77,6 +77,32 @@ def test_driver_work_per_steady_step_is_shown_and_in_the_json(tmp_path):
     assert "peak reserved first reached" not in text
 
 
+def test_a_setting_not_simulated_keeps_its_gpu_measurement_in_the_json(tmp_path):
+    """cudaMallocAsync, measured on the GPU but never simulated: the table's GPU column shows its figure, and the
+    JSON's skipped entry holds it under the name a result's measured figure has; under other conditions, neither."""
+    from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+
+    MiB = 2**20
+    measured = {"conf": "backend:cudaMallocAsync", "peak_reserved_bytes": 96 * MiB}
+    trace = Trace([ALLOC, FREE], [0, 0], [64 * MiB, 64 * MiB], [0, 0],
+                  meta={"device_total_bytes": 80 * 2**30, "measured": [measured]})
+    save_trace(trace, tmp_path / "t.xz")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-m", "alloctune", "replay", str(tmp_path / "t.xz"), "--conf",
+                               "backend:cudaMallocAsync", *args], capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    (row,) = [s for s in json.loads(run("--json"))["skipped"] if s["conf"] == "backend:cudaMallocAsync"]
+    assert row["measured_peak_reserved_bytes"] == 96 * MiB and row["reason"]
+    assert "96.00" in next(line for line in run().splitlines() if "backend:cudaMallocAsync" in line)
+    (row,) = [s for s in json.loads(run("--json", "--budget", "1GiB"))["skipped"]
+              if s["conf"] == "backend:cudaMallocAsync"]
+    assert "measured_peak_reserved_bytes" not in row
+
+
 def test_where_the_peak_came_is_said_once_where_every_setting_agrees_and_grouped_where_not():
     from alloctune.report.replay import peak_steps_line
 

@@ -27,6 +27,19 @@ def test_a_setting_that_does_not_run_a_job_ranks_below_every_one_that_runs_them_
     assert ranked[1].failed == ("b",) and ranked[0].worst == pytest.approx(1.0)
 
 
+def test_a_setting_that_fits_a_job_only_with_retries_fits_it_and_ranks_after_those_without():
+    """A retry is not an OOM: the setting fits the job (its loss counts, it can be the job's best), and it ranks
+    after every setting that fits as many jobs without one, before any that does not fit one."""
+    peaks = {"a": {DEFAULT: 100, EXPANDABLE: 90, SPLIT: None}, "b": {DEFAULT: 100, EXPANDABLE: 100, SPLIT: 50}}
+    ranked = rank_fleet(peaks, {"a": {DEFAULT: 0, EXPANDABLE: 2, SPLIT: 0}, "b": {DEFAULT: 0, EXPANDABLE: 0, SPLIT: 0}})
+    assert [s.setting for s in ranked] == [DEFAULT, EXPANDABLE, SPLIT]
+    default, expandable, split = ranked
+    assert expandable.failed == () and expandable.retried == ("a",) and expandable.jobs[0].retries == 2
+    assert expandable.jobs[0].loss == 0.0 and default.jobs[0].best == "expandable_segments:True"
+    assert split.failed == ("a",) and split.retried == ()
+    assert rank_fleet(peaks) == rank_fleet(peaks, {})   # no retries given: none
+
+
 def test_ties_go_to_fewer_keys_and_one_job_is_its_own_fleet():
     ranked = rank_fleet({"only": {EXPANDABLE: 100, DEFAULT: 100}})
     assert ranked[0].setting == DEFAULT and ranked[0].worst == 0.0

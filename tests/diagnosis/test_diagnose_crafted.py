@@ -118,3 +118,41 @@ def test_a_figure_with_thousands_of_decimals_is_read():
 
     message = parse_message(MESSAGE.read_text().replace("32.00 GiB", "3." + "0" * 5000 + " GiB", 1))
     assert message.requested == 3 * 2**30
+
+
+def test_a_message_of_another_oom_than_the_snapshots_is_refused_and_left_out_where_it_lay_beside_it(tmp_path):
+    """A snapshot (a 1.46 GiB request) and a message of another OOM (4 GiB): given both, refused in one line naming
+    the two requests; the same message found beside the snapshot (left from an earlier OOM, the snapshot
+    overwritten by a later one) is left out, and said so."""
+    other = MESSAGE.read_text()   # tried to allocate 32.00 GiB
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "oom-rank0.pickle").write_bytes(SNAPSHOT.read_bytes())
+    (tmp_path / "other.txt").write_text(other)
+    error = one_line_error(bounded_cli("diagnose", lone / "oom-rank0.pickle", tmp_path / "other.txt"))
+    assert "the snapshot's OOM tried to allocate 1.46 GiB, the message's 32.00 GiB: two different OOMs" in error
+    (lone / "oom-rank0.txt").write_text(other)
+    run = bounded_cli("diagnose", lone / "oom-rank0.pickle", "--json")
+    assert run.returncode == 0, run.stderr
+    said = json.loads(run.stdout)
+    assert said["message"] is None and said["sources"] == [str(lone / "oom-rank0.pickle")]
+    assert said["verdict"]["numbers"]["requested"] == 1572864000 and said["verdict"]["cause"] == "fragmentation"
+    assert any("is not this snapshot's OOM (it tried to allocate 32.00 GiB" in w for w in said["warnings"])
+
+
+def test_a_message_that_names_the_segment_of_the_snapshots_small_request_is_its_own(tmp_path):
+    """torch's message says the segment it asked CUDA for (20 MiB for a request of 1 to 10 MiB), the snapshot's
+    trace the request (5 MiB): one OOM, read together as dump_on_oom left them."""
+    snapshot = pickle.loads(SNAPSHOT.read_bytes())
+    _oom(snapshot).update(size=5 * 2**20)
+    snapshot["alloctune"]["oom"]["requested_bytes"] = 20 * 2**20
+    (tmp_path / "oom-rank0.pickle").write_bytes(pickle.dumps(snapshot))
+    message = (SNAPSHOT.parent / "oom-rank0.txt").read_text().replace("Tried to allocate 1.46 GiB",
+                                                                     "Tried to allocate 20.00 MiB")
+    (tmp_path / "oom-rank0.txt").write_text(message)
+    for given in ((), (tmp_path / "oom-rank0.txt",)):
+        run = bounded_cli("diagnose", tmp_path / "oom-rank0.pickle", *given, "--json")
+        assert run.returncode == 0, run.stderr
+        said = json.loads(run.stdout)
+        assert said["message"]["requested_bytes"] == 20 * 2**20 and said["verdict"]["numbers"]["requested"] == 5 * 2**20
+        assert not any("not this snapshot's OOM" in w for w in said["warnings"])

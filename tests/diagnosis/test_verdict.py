@@ -99,3 +99,18 @@ def test_figures_no_allocator_state_has_fail_their_checks():
     rounded = OomFacts(**sane | dict(device_free=1 * GiB + 10 * MiB, reserved=72 * GiB, this_process=None),
                        precision=5 * MiB)
     assert rounded.inconsistencies() == ()
+
+
+def test_a_shortage_at_the_limit_says_the_request_came_within_the_limit_not_that_it_did_not_fit():
+    """An empty cache and a request the free memory covers by less than the rounding: a shortage at the limit,
+    whose summary and steps say what the figures do (room left, shortfall 0), where a real shortfall says 'do not
+    fit'."""
+    at_limit = judge(OomFacts(32 * MiB, 2 * GiB, 2 * GiB + 2 * MiB, device_free=40 * MiB, device_total=4 * GiB,
+                              this_process=3 * GiB, precision=5 * MiB))
+    assert (at_limit.cause, at_limit.sure, at_limit.numbers["shortfall"]) == (Cause.SHORTAGE, False, 0)
+    said = " ".join([at_limit.summary, *at_limit.next_steps])
+    assert "within 10.00 MiB of all this process could have" in at_limit.summary   # 2 MiB cached + 40 free - 32
+    assert "do not fit" not in said and "themselves do not fit" not in said
+    short = judge(OomFacts(8 * GiB, 130 * GiB, 131 * GiB, device_free=2 * GiB, device_total=134 * GiB,
+                           this_process=132 * GiB))
+    assert "do not fit" in short.summary and "the live tensors themselves do not fit" in short.next_steps[-1]

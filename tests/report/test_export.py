@@ -5,6 +5,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -173,6 +174,23 @@ def test_export_results_from_a_folder(sample):
         assert fact in comment
     # a parent folder holding exactly one results folder works the same
     assert export_results(sample.path.parent, "json").text == export_results(sample.path, "json").text
+    data = json.loads(export_results(sample.path, "json").text)
+    assert data["basis"] == "measured" and "simulated_torch" not in data
+
+
+def test_a_replayed_choice_says_the_torch_its_replays_followed_not_a_build_the_card_never_ran(tmp_path):
+    """A sweep that replayed an H200's trace (torch 2.11) as this machine's CPU torch, which it was told runs the
+    job: the JSON says replayed and 2.13, the header names the card beside the torch replayed, not the CPU build."""
+    env = {"torch": "2.11.0+cu130", "gpu": "NVIDIA H200", "trace_torch": "2.11.0+cu130", "simulated_as": "2.13.0+cpu"}
+    env_id = "sim:torch-2.13.0+cpu"
+    records = [replace(trial(conf, reserved=peak, tput=None, backend="sim", env_id=env_id), env=env)
+               for conf, peak in (("", 15.0), ("expandable_segments:True", 10.0))]
+    replayed = replace(choice("expandable_segments:True", env_id=env_id, backend="sim", torch="2.13.0+cpu"), env=env)
+    folder = make_folder(tmp_path / "w-1", records, [replayed], envs={"torch-2.13.0+cpu": {"torch": "2.13.0+cpu"}})
+    data = json.loads(export_results(folder.path, "json").text)
+    assert (data["basis"], data["simulated_torch"], data["torch_version"]) == ("replayed", "2.13", "2.13.0+cpu")
+    assert "(NVIDIA H200, simulated with torch 2.13's allocator); replayed from a trace recorded with torch " \
+           "2.11.0+cu130;" in data["source"] and "torch 2.13.0+cpu" not in data["source"]
 
 
 def test_conf_exports_another_setting_that_ran_and_fitted(sample):

@@ -91,6 +91,27 @@ def test_summary_written_with_every_section(tmp_path):
     assert "Welch" in text and "alpha = 0.05" in text and "max slowdown (2%" in text and "t-interval" in text
 
 
+def test_a_ratio_whose_medians_point_the_other_way_is_marked_in_the_table_and_in_summary_md(tmp_path):
+    """Paired, the ratio is the mean of each round's ratio (1.03, 0.91, 1.05: 0.997x); the medians are of all runs
+    (101 against 100 tokens/s). Beside them the ratio is marked and the mark explained, in the terminal's table and
+    in summary.md's, which one builder makes; a ratio that agrees with its medians is not marked."""
+    records = (setting("", tputs=(100.0, 104.0, 96.0)) + setting(ES, reserved=10.5, tputs=(103.0, 95.0, 101.0))
+               + setting(MS, reserved=20.0, tputs=(90.0, 92.0, 91.0)))
+    settings = summarize_settings(records)
+    [choice] = decided(settings)
+    text = render(choice)
+    rows = {c: next(line for line in text.splitlines() if line.startswith(f" {c} ")) for c in (ES, MS)}
+    assert " 101 " in rows[ES] and "x† ±" in rows[ES] and " n.s." in rows[ES]
+    assert "†" not in rows[MS] and " 91 " in rows[MS] and "0.91x ±" in rows[MS]
+    assert "† = the medians beside it point the other way" in " ".join(text.split())
+    folder = new_folder(tmp_path / "w-20250101-000000", info())
+    summary = write_summary(folder, info(), settings, [choice]).read_text()
+    [row] = [line for line in summary.splitlines() if line.startswith(f"| {ES} (best) |")]
+    assert "| 101 tokens/s [" in row and "x† ±" in row and " no significant difference |" in row
+    assert "\n† = the medians beside it point the other way: " in summary
+    assert summary.count("†") == 2
+
+
 def test_summary_simulated_and_nothing_fits(tmp_path):
     sim = setting("", backend="sim") + setting(ES, reserved=10.0, backend="sim")
     nothing = [rec("", state=TrialState.OOM, env_id="torch-2.9.1", torch="2.9.1"),

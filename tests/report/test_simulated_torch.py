@@ -1,12 +1,13 @@
 """The same trace is simulated as the same torch in every command (sim/target.py): its own, unless the command is
 told the torch that will run the job. A trace recorded under torch 2.9 (not this machine's), whose '>' in a
 divisions list rounds its 1-2 GiB requests otherwise than 2.10 and later do: replay, search and fleet state 2.9 and
-rank alike; search told this interpreter (--python) and a sim sweep (its probed interpreter) replay this machine's
+rank alike, and so does a sim sweep; search and a sim sweep told this interpreter (--python) replay this machine's
 torch and say both versions in one line."""
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -95,17 +96,41 @@ def test_the_rule_in_one_place():
     assert line == "the trace was recorded under torch 2.9, replayed as torch 2.13: the job's (python)"
 
 
+SWEPT = (ROOT / "workloads" / "transformer-varlen.yaml", "--preset", "tiny", "--backend", "sim",
+         "--conf", LIST, "--conf", "roundup_power2_divisions:4")
+
+
 @pytest.mark.usefixtures("no_visible_gpu")
-def test_a_sim_sweep_replays_its_probed_torch_and_says_both(tmp_path):
-    """transformer-varlen's H200 trace was recorded under torch 2.11: a sim sweep under this interpreter replays
-    this machine's torch, as its probe tells, and says so among its notices (also in --json)."""
-    said: list[str] = []
-    outcome = alloctune.sweep(ROOT / "workloads" / "transformer-varlen.yaml", preset="h200", backend="sim",
-                              grid=["expandable_segments:True"], results_root=tmp_path, notice=said.append)
-    both = f"the trace was recorded under torch 2.11, replayed as torch {HERE}: the job's (pythons)"
-    assert HERE == "2.11" or [n for n in said if both in n] == [n for n in outcome.to_json()["notices"] if both in n]
-    assert HERE == "2.11" or len([n for n in said if both in n]) == 1
-    assert {r.env["simulated_as"] for r in outcome.folder.trials()} == {torch.__version__}
+def test_a_sim_sweep_replays_the_traces_torch_as_replay_does(tmp_path, outputs):
+    """A sweep that only replays runs the job nowhere: its interpreter (this machine's torch) is not told the job's
+    torch, so the 2.9 trace is replayed as 2.9, as replay does, with no line of two versions; its search too."""
+    trace = tmp_path / "job.xz"
+    _trace(trace)
+    swept = _json("sweep", *SWEPT, "--trace", trace, "--results", tmp_path / "grid")
+    [choice] = swept["choices"]
+    assert choice[SIMULATED_TORCH] == outputs["replay"][SIMULATED_TORCH] == "2.9"
+    assert choice["torch_version"] == RECORDED and not any(BOTH in n for n in swept["notices"])
+    peaks = {s[SETTING]: s[PEAK_RESERVED] for s in choice["settings"]}
+    replayed = {r[SETTING]: r[PEAK_RESERVED] for r in outputs["replay"]["results"]}
+    assert peaks == {conf: replayed[conf] for conf in peaks} and peaks[LIST] < peaks["roundup_power2_divisions:4"]
+    searched = _json("sweep", *SWEPT, "--trace", trace, "--search", "20", "--results", tmp_path / "search")
+    [front] = json.loads((Path(searched["folder"]) / "search.json").read_text()).values()
+    assert (front[SIMULATED_TORCH], front["validated_by"]) == ("2.9", "static")   # 2.9's table judges, as search's
+    assert searched["choices"][0][SIMULATED_TORCH] == "2.9"
+
+
+@pytest.mark.usefixtures("no_visible_gpu")
+def test_a_sim_sweep_told_the_jobs_interpreter_replays_its_torch_and_says_both_by_the_flag(tmp_path):
+    """--python names the interpreter that will run the job: its torch is replayed, and the one line that says
+    both versions names the flag in --json as in the text."""
+    trace = tmp_path / "job.xz"
+    _trace(trace)
+    run = in_process("sweep", *SWEPT, "--trace", trace, "--python", sys.executable, "--results", tmp_path, "--json")
+    assert run.returncode == 0, run.stderr
+    swept = json.loads(run.stdout)
+    assert swept["choices"][0][SIMULATED_TORCH] == HERE
+    [line] = [n for n in swept["notices"] if BOTH in n]
+    assert line.endswith("the job's (--python)") and line in " ".join(run.stderr.split())
 
 
 def test_fleet_says_when_its_jobs_traces_come_from_different_torches(tmp_path, outputs):
@@ -119,5 +144,9 @@ def test_fleet_says_when_its_jobs_traces_come_from_different_torches(tmp_path, o
     assert "different torches (torch 2.11: new; torch 2.9: old)" in line
     text = " ".join(in_process("fleet", tmp_path / "old.xz", tmp_path / "new.xz", "--jobs", "1").stdout.split())
     assert "warning: the jobs' traces come from different torches" in text
+    # each job's line states its torch as replay's header does
+    assert "job 1: old, simulated with torch 2.9's allocator" in text
+    assert "job 2: new, simulated with torch 2.11's allocator" in text
+    assert "simulated with torch 2.9's allocator" in " ".join(in_process("replay", tmp_path / "old.xz").stdout.split())
     assert outputs["fleet"]["warnings"] == []
 

@@ -60,17 +60,18 @@ def table_of(labels):
                          setting=0)
 
 
-def test_settings_too_long_for_the_table_are_folded_after_their_commas():
-    settings = ["default", LONGEST]
-    table, below = whole_settings(table_of, settings, 80)
+def test_settings_too_long_for_the_table_are_folded_between_their_keys():
+    keys = f"expandable_segments:True,{LONGEST}"
+    settings = ["default", keys]
+    table, below = whole_settings(table_of, settings, 100)
     assert below == [] and list(table.columns[0].cells) == settings
-    narrow = natural_width(table_of(["default", fold(LONGEST, 1)]))   # each piece of it on its own line
+    narrow = natural_width(table_of(["default", fold(keys, 1)]))   # each key on its own line, its list whole
     table, below = whole_settings(table_of, settings, narrow)   # the long one folded: 'default' stays as it is
     cells = list(table.columns[0].cells)
-    assert below == [] and cells[0] == "default" and "\n" in cells[1] and cells[1].replace("\n", "") == LONGEST
+    assert below == [] and cells[0] == "default" and cells[1] == f"expandable_segments:True,\n{LONGEST}"
     assert natural_width(table) <= narrow
     table, below = whole_settings(table_of, settings, narrow - 1)   # no fold fits: the long one is numbered
-    assert below == [f"  (1) {LONGEST}"] and list(table.columns[0].cells) == ["default", "(1)"]
+    assert below == [f"  (1) {keys}"] and list(table.columns[0].cells) == ["default", "(1)"]
 
 
 def test_a_setting_is_numbered_only_where_no_fold_fits():

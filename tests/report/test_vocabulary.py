@@ -102,6 +102,10 @@ def test_diagnose_names_settings_as_replay_does(tmp_path):
     assert "default" in diagnosed and diagnosed["default"][FITS] is False
     for conf in set(diagnosed) & set(replayed):
         assert {k: diagnosed[conf][k] for k in SHARED} == {k: replayed[conf][k] for k in SHARED}
+    # the text states the torch the replay followed, as replay's header does
+    followed = f"simulated with torch {simulated_torch(torch.__version__)}'s allocator"
+    assert f"Replay of the trace, {followed} (confidence" in " ".join(in_process("diagnose", path).stdout.split())
+    assert followed in " ".join(in_process("replay", path).stdout.split())
 
 
 @pytest.mark.parametrize("ratio, digits, text", [(0.997, 2, "0.997x"), (1.003, 2, "1.003x"), (1.0, 2, "1.00x"),
@@ -143,10 +147,20 @@ def test_a_sweeps_choices_name_settings_and_bases_as_replay_does(tmp_path):
                                  *confs)["results"])
     assert {conf: (row[BASIS], row[PEAK_RESERVED], row[PEAK_ALLOCATED]) for conf, row in settings.items()} == \
         {conf: ("replayed", replayed[conf][PEAK_RESERVED], replayed[conf][PEAK_ALLOCATED]) for conf in settings}
-    assert choice[SIMULATED_TORCH] == simulated_torch(torch.__version__)
+    # the trace's torch, as replay's: a sweep that only replays is not told the job's
+    assert choice[SIMULATED_TORCH] == _json("replay", ROOT / "workloads" / "traces" / "transformer-varlen-h200.xz",
+                                            "--conf", "default")[SIMULATED_TORCH]
+    assert choice["baseline"] == "default"   # schema 1's key for the default, named as everywhere
     folder = Path(swept["folder"])
-    assert "" in {s["conf"] for s in json.loads((folder / "choice.json").read_text())["choices"][0]["settings"]}
+    stored = json.loads((folder / "choice.json").read_text())["choices"][0]
+    assert "" in {s["conf"] for s in stored["settings"]} and "baseline" not in stored
     assert _json("report", folder)[0]["choices"] == swept["choices"]
+    # export carries the same words: replayed, and the torch the replays followed, not this machine's CPU build
+    exported = json.loads(in_process("export", folder, "--format", "json").stdout)
+    assert (exported[BASIS], exported[SIMULATED_TORCH], exported["torch_version"]) == \
+        ("replayed", choice[SIMULATED_TORCH], choice["torch_version"])
+    assert f"(NVIDIA H200, simulated with torch {choice[SIMULATED_TORCH]}'s allocator)" in exported["source"]
+    assert f"torch {torch.__version__}" not in exported["source"]
 
 
 def test_a_choices_predictions_are_named_and_marked_predicted_with_their_measured_error():

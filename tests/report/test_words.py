@@ -205,10 +205,10 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                           "throughput 1.000x the default's (median 100 tokens/s against 100 tokens/s): no "
                           'significant difference (paired t-test over 3 rounds, p = 1; 95% interval 1.000-1.000x, '
                           '±0.0%)',
-                          'roundup_power2_divisions:4 came within 1% of its peak reserved (12.00 GiB, +0.0%); '
+                          'roundup_power2_divisions:4 came within 1% of its peak reserved (12.00 GiB, 0.0%); '
                           'max_split_size_mb:128 wins the tie (equal in every rule; by name)'],
                          [('roundup_power2_divisions:4',
-                           'ties with the winner on peak reserved (12.00 GiB, +0.0%) but loses the tie: the same '
+                           'ties with the winner on peak reserved (12.00 GiB, 0.0%) but loses the tie: the same '
                            "peak; decided by name; throughput 1.000x the default's (no significant difference)"),
                           ('', 'costs 3.00 GiB more peak reserved than the winner (+25.0%)')]),
  'too slow, and one repeat is not tested': (["peak reserved 10.00 GiB against the default's 15.00 GiB (-33.3%, "
@@ -813,3 +813,19 @@ def test_medians_that_point_the_other_way_from_the_paired_ratio_are_said_to():
                                 "the other way within the pairs' spread): no significant difference")
     same_way = sentence(Reason(Code.THROUGHPUT_SAME, Throughput(c, 239000.0, 239521.0, "tokens", "tokens", 0.02, 0.01)))
     assert same_way.startswith("throughput 0.995x the default's (median 239,000 tokens/s against 239,521 tokens/s): ")
+
+
+def test_a_change_that_rounds_to_zero_keeps_its_digits_and_none_is_unsigned():
+    """A tie 0.04% below the winner (results of `sweep workloads/transformer-packed.yaml --preset h200 --backend sim
+    --search 60`: 9.36 GiB) read '-0.0%'; a change is printed with the places it needs, none as '0.0%'."""
+    from alloctune.decide.order import TieRule
+    from alloctune.decide.quoted import TieBreak, Tied, Ties
+    from alloctune.results.vocabulary import signed_percent
+
+    winner = 10_050_000_000
+    tied = Tied("expandable_segments:True,large_segment_size_mb:12", winner - 4_000_000,
+                TieBreak(TieRule.SIMPLER, 1, 2, 0.0))
+    reason = Reason(Code.TIES, Ties("expandable_segments:True", MemoryMeasure.RESERVED, winner, 0.01, (tied,)))
+    assert "(9.36 GiB, -0.04%)" in sentence(reason) and sentence(read_back(reason)) == sentence(reason)
+    assert [signed_percent(x) for x in (-0.0004, 0.0, 4e-7, -0.2856, 0.021, 3e-5)] == \
+        ["-0.04%", "0.0%", "0.0%", "-28.6%", "+2.1%", "+0.003%"]

@@ -70,6 +70,16 @@ def test_export_to_a_file_writes_it_whole(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["alloc.env", "r"]
 
 
+def test_a_folder_that_is_not_there_is_said_of_the_path_given_not_of_the_temporary_file(tmp_path):
+    folder = make_folder(tmp_path / "r", repeats(""), [choice("")])
+    target = tmp_path / "no" / "such" / "alloc.env"
+    run = in_process("export", folder.path, "-o", target)
+    assert run.returncode == 2 and run.stderr == f"alloctune: error: No such file or directory: {target}\n"
+    with pytest.raises(FileNotFoundError) as info:
+        write_file(target, OLD)
+    assert info.value.filename == str(target)
+
+
 def test_text_that_cannot_be_encoded_leaves_the_file_as_it_was(tmp_path):
     target = tmp_path / "summary.md"
     target.write_text(OLD)

@@ -55,7 +55,9 @@ def _trial(argv, conf="expandable_segments:True", timeout=30.0, **kw):
 
 @pytest.mark.parametrize("argv, message", [
     (["no-such-program-here", "x"], "command not found: no-such-program-here (not on PATH)"),
-    (["./not-executable.sh"], "command is not an executable file: ./not-executable.sh"),
+    (["./not-executable.sh"], "./not-executable.sh is a file, not a command (it is not executable) or a workload "
+                              "file (.yaml, .yml)"),
+    (["./"], "command is not an executable file: ./"),
     (["./missing/run.sh"], "command not found: ./missing/run.sh"),
 ])
 def test_a_bad_command_is_one_line_and_exit_2_before_anything_runs(tmp_path, argv, message):
@@ -64,6 +66,24 @@ def test_a_bad_command_is_one_line_and_exit_2_before_anything_runs(tmp_path, arg
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == f"alloctune: error: {message}"
     assert "Traceback" not in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_a_file_that_is_no_program_is_said_to_be_a_file_and_any_yaml_name_is_a_workload(tmp_path):
+    """A word that names a file (meant as a workload, or a script to run) is not 'not on PATH'; a workload file's
+    name ends in .yaml or .yml in any case, so a missing one is said to be missing, not to be no command."""
+    (tmp_path / "data.txt").write_text("steps: 3\n")
+    (tmp_path / "run.sh").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "run.sh").chmod(0o755)
+    no_program = "is a file, not a command (it is not executable) or a workload file (.yaml, .yml)"
+    said = {("sweep", "data.txt"): f"data.txt {no_program}",
+            ("sweep", "--", "./data.txt", "x"): f"./data.txt {no_program}",
+            ("sweep", "--", "run.sh"): "command not found: run.sh (not on PATH; ./run.sh runs the file here)",
+            ("sweep", "typo.YAML"): "typo.YAML: cannot read workload file: No such file or directory",
+            ("record", "-o", "t.pickle", "data.txt"): f"data.txt {no_program}",
+            ("record", "-o", "t.pickle", "typo.Yml"): "typo.Yml: cannot read workload file: No such file or directory"}
+    for args, message in said.items():
+        done = _cli(*args, cwd=tmp_path)
+        assert done.returncode == 2 and done.stderr == f"alloctune: error: {message}\n", (args, done.stderr)
 
 
 def test_a_command_that_never_uses_cuda_has_nothing_to_measure():

@@ -87,6 +87,16 @@ def test_recording_a_python_command_without_a_gpu_is_refused_before_it_runs(tmp_
     assert not (tmp_path / "t.pickle").exists()
 
 
+def test_recording_with_an_interpreter_without_torch_is_refused_before_it_runs(tmp_path):
+    """As a sweep refuses it, in the same words: the command is not run only to record nothing."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python, ran = venv / "bin" / "python", tmp_path / "ran"
+    run = _record_cli("-o", tmp_path / "t.pickle", "--", python, "-c", f"open({str(ran)!r}, 'w').write('yes')")
+    assert run.returncode == 2 and not run.stdout and run.stderr.count("\n") == 1, run
+    assert f"{python} cannot import torch (ModuleNotFoundError" in run.stderr and not ran.exists()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_record_json_lists_the_traces_written(tmp_path):

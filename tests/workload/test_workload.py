@@ -133,7 +133,10 @@ def test_bad_file_names_file_and_key(tmp_path, text, key, expected):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("name: [unclosed\n", "not valid YAML"),
+    ("name: [unclosed\n", "not valid YAML: line 2, column 1: expected ',' or ']', but got '<stream end>' "
+                          "(while parsing a flow sequence at line 1, column 7)"),
+    ("name: t\nkind: \x01\n", "not valid YAML: line 2, column 7: unacceptable character #x0001: special characters "
+                              "are not allowed"),
     ("- a\n- b\n", "expected a mapping of keys"),
     ("", "expected a mapping of keys"),
     ("name: t\nname: u\nkind: cnn\nunit: images\nsteps: 1\n", "key 'name' given twice (line 2)"),

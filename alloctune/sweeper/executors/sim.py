@@ -1,11 +1,11 @@
 """Trials as replays of recorded allocation traces through the simulator: no GPU, no child process.
 
-Each planned trial is one setting under one interpreter's torch (whose version decides where allocator
-behaviour differs); settings the simulator cannot model (cudaMallocAsync, a value it refuses) are skipped with
-the reason. The records carry peaks only: replay has no clock. A command of several processes leaves one trace per
-process (rank): each is replayed, and the trial is the job's: a row per process (`TrialRecord.processes`), the
-figures of the one that peaks highest (`peak_row`: a measured trial takes each peak's highest on its own), retries
-and OOMs summed.
+Each planned trial is one setting under one interpreter's `Target` (the torch whose allocator the replay follows:
+the interpreter's where it runs the job, else the trace's, sim/target.py); settings the simulator cannot model
+(cudaMallocAsync, a value it refuses) are skipped with the reason. The records carry peaks only: replay has no
+clock. A command of several processes leaves one trace per process (rank): each is replayed, and the trial is the
+job's: a row per process (`TrialRecord.processes`), the figures of the one that peaks highest (`peak_row`: a
+measured trial takes each peak's highest on its own), retries and OOMs summed.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from .base import Executor, OnDone, OnSkip
 
 
 class SimExecutor(Executor):
-    def __init__(self, traces, trace_paths: list[str], torch_versions: dict[str, str], notice=lambda _: None):
-        """`torch_versions`: the torch each task's env_id simulates. `traces`: loaded `sim.trace.Trace`s, one per
-        process of the job (by rank), and where each was read from; the first's recording gives the card."""
-        self.traces, self.trace_paths, self.torch_versions, self.notice = traces, trace_paths, torch_versions, notice
+    def __init__(self, traces, trace_paths: list[str], targets: dict[str, Target], notice=lambda _: None):
+        """`targets`: the torch each task's env_id simulates. `traces`: loaded `sim.trace.Trace`s, one per process
+        of the job (by rank), and where each was read from; the first's recording gives the card."""
+        self.traces, self.trace_paths, self.targets, self.notice = traces, trace_paths, targets, notice
         self.device_memory = int(traces[0].meta.get("device_total_bytes") or DEFAULT_DEVICE_MEMORY)
 
     def run(self, tasks: Sequence[TrialTask], on_done: OnDone, on_skip: OnSkip) -> None:
@@ -39,11 +39,12 @@ class SimExecutor(Executor):
             groups.setdefault((task.env_id, task.budget_bytes), []).append(task)
         meta, noted = self.traces[0].meta, set()
         for (env_id, budget), group in groups.items():
-            version = self.torch_versions[env_id]
-            if version not in noted:   # the probed torch is told: it is the one replayed (sim/target.py)
-                for note in Target(meta.get("torch_version"), version, "pythons").warnings():
+            target = self.targets[env_id]
+            for note in target.warnings():   # once each, however many interpreters and budgets
+                if note not in noted:
                     self.notice(note)
-            noted.add(version)
+                    noted.add(note)
+            version = target.version or target.simulated   # the reference version where nobody says one
             # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read
             env = dict(meta.get("env") or {}, trace=self.trace_paths[0] if len(self.trace_paths) == 1
                        else self.trace_paths, trace_torch=meta.get("torch_version"), simulated_as=version,
