@@ -655,7 +655,7 @@ PLANNED = [
     "not measured: predicted 7.4% slower than the default, beyond the 2% allowance, from its 10.0 driver calls and 0 "
     "syncs per steady step (the default: 0 and 0, over 50 steps); where predictions were measured against the GPU "
     "(H100 and H200, torch 2.11, four jobs with driver work every step, 3-4 settings each), they were off by -24.0 "
-    "to +26.1 points (predicted minus measured), and on the H100 put 54 of 54 settings on the side of a 2% allowance "
+    "to +26.1 points (predicted minus measured), and on the H100 put 59 of 59 settings on the side of a 2% allowance "
     "the measurement did, where it could tell; --repeats auto measures it",
     "not measured: the simulator cannot replay it, and the native setting the replay prefers, "
     "expandable_segments:True, already fits the card (no budget was set) at 27.00 GiB peak reserved; name it with "
