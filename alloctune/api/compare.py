@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..decide.regression import DEFAULT_FACTOR, Delta, Mark, cell_of, judge
+from ..decide.regression import DEFAULT_FACTOR, Delta, Mark, budget_of, cell_of, judge
 from ..errors import OptionError, OptionText, ResultsError, shown
 from ..report.compare import Column, Comparison, Row, note, why_missing
 from ..report.compare_output import plot_comparison, write_compare_md
@@ -114,7 +114,8 @@ def compare_folders(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR
                                   + [(info.workload_name, str(c)) for info in infos for c in info.settings]))
     rows = []
     for workload, conf in row_keys:
-        cells = [cell_of(groups[key][(workload, conf)]) if (workload, conf) in groups[key] else None for key in keys]
+        cells = [cell_of(groups[key][(workload, conf)], infos[key[0]].budget_fraction)
+                 if (workload, conf) in groups[key] else None for key in keys]
         missing = ["" if cell else why_missing(infos[key[0]], workload, conf, key[1])
                    for key, cell in zip(keys, cells)]
         row = Row(workload, conf, cells, missing)
@@ -126,7 +127,8 @@ def compare_folders(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR
 
 def _labels(keys: list[tuple], folders: list[ResultsFolder]) -> list[str]:
     """The env_id; the folder's name instead where two columns share an env_id (the same torch swept twice)."""
-    plain = [env + (" (sim)" if backend == Backend.SIM and not env.startswith(SIM_PREFIX) else "") for _, env, backend in keys]
+    plain = [env + (" (sim)" if backend == Backend.SIM and not env.startswith(SIM_PREFIX) else "")
+             for _, env, backend in keys]
     per_folder = Counter(index for index, _, _ in keys)
     labels = []
     for (index, env, _), label in zip(keys, plain):
@@ -150,7 +152,7 @@ def _column(key, label: str, folder: ResultsFolder, info: SweepInfo, rows: dict)
     torch_version = simulated_as or (info.envs.get(env_id) or {}).get("torch") or _first(records, "torch")
     facts = dict(key=key, label=label, folder=folder.path, env_id=env_id, backend=backend,
                  torch_version=torch_version, trace_torch=_first(records, "trace_torch") if simulated_as else None,
-                 budget_bytes=records[0].budget_bytes)
+                 budget_bytes=budget_of(records, info.budget_fraction), budget_fraction=info.budget_fraction)
     if not folder.has_choice():
         return Column(**facts, best=None, best_note="no choice: sweep not finished")
     choices = folder.choices()  # damage in it is an error, not an unfinished sweep

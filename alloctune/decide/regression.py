@@ -14,9 +14,11 @@ as a code (`Why`). report/compare.py groups folders into rows and columns and sa
   change within factor  neither, but throughput differs significantly (by less than `factor`)
   no significant change memory within `factor` and throughput within noise (or too few repeats to tell)
 
-Throughput is compared only where both sides measured it the same way: the same unit and, where both records say
-it, the same source (`Measurement.throughput_source`: a timed pass, step marks, the whole run's wall time, ...);
-else the mark rests on memory alone and says why (`Why.METHOD_DIFFERS`).
+Throughput is compared only where both sides measured it the same way: the same unit and the same source
+(`measured_by`: a timed pass, step marks, the whole run's wall time, ...; a record that does not say counts as a
+method of its own, never as any other); else the mark rests on memory alone and says why (`Why.METHOD_DIFFERS`).
+A mark that rests on memory alone, for that or because a side has no throughput (a replay), says so
+(`Delta.memory_alone`).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from ..results.records import TrialRecord
+from ..results.records import Measurement, ThroughputSource, TrialRecord
+from ..units import budget_on
 from . import stats
 from .device import device_memory, takes_whole_card
 
@@ -63,19 +66,19 @@ class Cell:
     failure: str | None               # the commonest non-OK state when any trial did not end OK, else None
     failed: int                       # how many trials did not end OK
     workload_hash: str
-    budget_bytes: int | None
-    peak_reserved: float | None       # medians over the OK trials
-    ratio: float | None               # peak reserved / peak allocated
+    budget_bytes: int | None          # `budget_of`
+    peak_reserved_bytes: float | None  # medians over the OK trials
+    reserved_ratio: float | None      # peak reserved / peak allocated
     throughput: stats.Summary | None
     samples: tuple[float, ...] = ()   # throughput of each OK trial
     unit: str | None = None
     device_bytes: int | None = None   # the memory of the device it ran on (a replay's: the simulated one's)
-    source: str | None = None         # where its throughput came from (the commonest ThroughputSource value)
+    source: str | None = None         # how its throughput was taken: the commonest `measured_by`
 
     def measured_like(self, other: "Cell") -> bool:
-        """Its throughput and `other`'s were measured the same way (a side that does not say counts as alike)."""
-        return (self.unit == other.unit or None in (self.unit, other.unit)) and (
-            self.source == other.source or None in (self.source, other.source))
+        """Its throughput and `other`'s were measured the same way: the same source (an unknown one alike only to
+        another unknown one: records of the same age) and unit (a side that does not say its unit counts as alike)."""
+        return (self.unit == other.unit or None in (self.unit, other.unit)) and self.source == other.source
 
     @property
     def fits(self) -> bool:
@@ -84,7 +87,7 @@ class Cell:
     @property
     def whole_card(self) -> bool:
         """It fits, but took (nearly) all of the device's memory (device.takes_whole_card)."""
-        return self.fits and takes_whole_card(self.peak_reserved, self.device_bytes)
+        return self.fits and takes_whole_card(self.peak_reserved_bytes, self.device_bytes)
 
 
 @dataclass(frozen=True)
@@ -98,21 +101,48 @@ class Delta:
     why: Why | None = None
     budgets: tuple[int | None, int | None] | None = None   # (baseline, this) where they differ
 
+    @property
+    def memory_alone(self) -> bool:
+        """Both fit and the mark rests on memory alone: throughput was not compared (a side has none, or they
+        measured it differently)."""
+        return self.mark in (Mark.REGRESSION, Mark.IMPROVEMENT, Mark.SAME) and self.throughput is None
 
-def cell_of(records: list[TrialRecord]) -> Cell:
+
+def measured_by(m: Measurement) -> str | None:
+    """How `m`'s throughput was taken (a ThroughputSource value), as its record says or implies; None where it does
+    neither. A workload trial records no source: since 2026-11-30 its throughput is a second, timed pass over the
+    measured steps, the first pass kept as `warm_throughput`; a record without that timed the first pass itself
+    (child/main.py before the steady pass), a command's record from before 2026-12-01 its marks, printed numbers
+    or wall time: None, a method unlike any named."""
+    if m.throughput_source is not None:
+        return m.throughput_source.value
+    return ThroughputSource.TIMED_PASS.value if m.warm_throughput is not None else None
+
+
+def budget_of(records: list[TrialRecord], fraction: float | None = None) -> int | None:
+    """The memory budget `records` ran under, in bytes: their own figure (a size given; a replay's, which holds
+    a fraction of its simulated card in bytes), else the sweep's budget `fraction` (which measured trials keep as
+    a fraction) of the device they ran on; None without a budget, or where the device is unknown."""
+    device = device_memory(records)
+    given = records[0].budget_bytes
+    return given if given is not None or fraction is None or device is None else budget_on(None, fraction, device)
+
+
+def cell_of(records: list[TrialRecord], budget_fraction: float | None = None) -> Cell:
+    """The cell of `records` (one setting in one environment); `budget_fraction`: their sweep's (`budget_of`)."""
     ms = [r.measurement for r in records if r.state.fits and r.measurement is not None]
     bad = Counter(r.state.value for r in records if not (r.state.fits and r.measurement is not None))
     samples = tuple(m.throughput for m in ms if m.throughput is not None)
     ratios = [m.reserved_ratio for m in ms if m.reserved_ratio is not None]
-    sources = Counter(m.throughput_source.value for m in ms if m.throughput is not None and m.throughput_source)
+    sources = Counter(measured_by(m) for m in ms if m.throughput is not None)
     return Cell(
         trials=len(records),
         failure=bad.most_common(1)[0][0] if bad else None,
         failed=sum(bad.values()),
         workload_hash=records[0].workload_hash,
-        budget_bytes=records[0].budget_bytes,
-        peak_reserved=statistics.median(m.peak_reserved_bytes for m in ms) if ms else None,
-        ratio=statistics.median(ratios) if ratios else None,
+        budget_bytes=budget_of(records, budget_fraction),
+        peak_reserved_bytes=statistics.median(m.peak_reserved_bytes for m in ms) if ms else None,
+        reserved_ratio=statistics.median(ratios) if ratios else None,
         throughput=stats.summarize(list(samples)) if samples else None,
         samples=samples,
         unit=next((m.unit for m in ms if m.unit), None),
@@ -133,7 +163,8 @@ def judge(a: Cell | None, b: Cell | None, factor: float = DEFAULT_FACTOR) -> Del
         return Delta(mark, why=Why.FAILED, budgets=budgets)
     if budgets:
         return Delta(Mark.INCOMPARABLE, why=Why.BUDGET_DIFFERS, budgets=budgets)
-    reserved = b.peak_reserved / a.peak_reserved - 1 if a.peak_reserved and b.peak_reserved is not None else None
+    reserved = (b.peak_reserved_bytes / a.peak_reserved_bytes - 1
+                if a.peak_reserved_bytes and b.peak_reserved_bytes is not None else None)
     slower = faster = significant = False
     throughput = p_value = None
     alike = a.measured_like(b)

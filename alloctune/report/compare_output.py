@@ -1,5 +1,6 @@
-"""A comparison (`compare.py`) shown: the terminal table, compare.md and compare.png. The table cells are built once
-(`cell_lines`) for the terminal and for Markdown."""
+"""A comparison (`compare.py`) shown: the terminal table, compare.md and compare.png. The table cells, the legend of
+the marks and the allocator changes between the torches compared are built once (`cell_lines`, `legend`,
+`allocator_changes`) for the terminal and for Markdown."""
 from __future__ import annotations
 
 import functools
@@ -13,8 +14,9 @@ from ..files import write_file
 from ..results.vocabulary import signed_percent
 from ..settings.conf import conf_label
 from ..settings.versions import changes_between, parse_version
+from ..sim.target import simulated_torch
 from ..units import figure, format_bytes
-from .compare import Column, Comparison, Row, budget_label
+from .compare import Column, Comparison, Row
 from .layout import INDENT, say
 from .tables import add_setting_column, markdown_table, measured, print_table
 from .words import format_rate
@@ -29,7 +31,8 @@ STYLE = {
     Mark.WITHIN_FACTOR: ("yellow", "~"), Mark.SAME: ("dim", "="), Mark.NEW_FAILURE: ("bold red", "✗"),
     Mark.FIXED_FAILURE: ("bold green", "✓"), Mark.BOTH_FAIL: ("red", "✗✗"), Mark.INCOMPARABLE: ("magenta", "?"),
 }
-# What each mark says, for compare.md's legend (decide/regression.py has the rules).
+# What each mark says, for the legend (decide/regression.py has the rules); and, where it rests on memory alone
+# (`Delta.memory_alone`: throughput not compared on both sides), what it says then.
 MEANING = {
     Mark.REGRESSION: "more memory, or less throughput, beyond the factor",
     Mark.IMPROVEMENT: "less memory, or more throughput, beyond the factor, and no regression",
@@ -38,6 +41,13 @@ MEANING = {
     Mark.NEW_FAILURE: "fits in the baseline, not here", Mark.FIXED_FAILURE: "fits here, not in the baseline",
     Mark.BOTH_FAIL: "fits in neither", Mark.INCOMPARABLE: "a side missing, or another workload or budget",
 }
+NOT_COMPARED = "throughput not compared: a side has none, or measured it differently"
+MEMORY_ALONE = {
+    Mark.REGRESSION: f"more memory beyond the factor; {NOT_COMPARED}",
+    Mark.IMPROVEMENT: f"less memory beyond the factor; {NOT_COMPARED}",
+    Mark.SAME: f"memory within the factor; {NOT_COMPARED}",
+}
+ON_MEMORY_ALONE = ", on memory alone"
 
 
 def _pct(x: float | None) -> str:
@@ -58,29 +68,35 @@ def cell_lines(row: Row, j: int, note: Callable[[str], str] = str) -> list[str]:
     elif cell.failure is not None:  # not cell.fits
         lines = [f"{cell.failure.upper()} ({cell.failed}/{cell.trials})"]
     else:
-        ratio = "-" if cell.ratio is None else f"×{figure(cell.ratio, '.2f')}"
+        ratio = "-" if cell.reserved_ratio is None else f"×{figure(cell.reserved_ratio, '.2f')}"
         # A replay measures no throughput: its cells show memory only.
-        lines = [f"{format_bytes(cell.peak_reserved)} {ratio}"] + ([_rate(cell.throughput, cell.unit)] if cell.throughput else [])
+        lines = [f"{format_bytes(cell.peak_reserved_bytes)} {ratio}"] + (
+            [_rate(cell.throughput, cell.unit)] if cell.throughput else [])
         if cell.whole_card:
             lines.append("whole card")
     if j and delta.mark is not Mark.INCOMPARABLE and (delta.reserved is not None or delta.throughput is not None):
         lines.append(", ".join([f"mem {_pct(delta.reserved)}"]
                                + ([f"tput {_pct(delta.throughput)}"] if delta.throughput is not None else [])))
     if j:
-        lines.append(f"{STYLE[delta.mark][1]} {delta.mark.value}".strip())
+        lines.append(_mark(delta.mark, delta.memory_alone))
         if row.notes[j] and cell is not None and row.cells[0] is not None:  # else the baseline cell says why
             lines.append(note(row.notes[j]))
     return lines
 
 
+def _mark(mark: Mark, memory_alone: bool = False) -> str:
+    """A mark as a cell and the legend show it: its symbol, its name, and whether it rests on memory alone."""
+    return f"{STYLE[mark][1]} {mark.value}{ON_MEMORY_ALONE if memory_alone else ''}".strip()
+
+
 def _header(column: Column) -> str:
-    lines = [column.label]
-    if column.torch_version:
-        lines.append(f"torch {column.torch_version}" + (" (simulated)" if column.trace_torch else ""))
-    if column.trace_torch:
+    """Its label, what its figures rest on (a replay: the torch it followed, once; the trace's where another),
+    and its budget."""
+    lines = [column.label, column.basis]
+    if column.trace_torch and simulated_torch(column.trace_torch) != simulated_torch(column.torch_version):
         lines.append(f"trace from torch {column.trace_torch}")
-    if column.budget_bytes is not None:
-        lines.append(f"budget {format_bytes(column.budget_bytes)}")
+    if column.budget_bytes is not None or column.budget_fraction is not None:
+        lines.append(f"budget {column.budget}")
     return "\n".join(lines)
 
 
@@ -182,6 +198,8 @@ def _narrowest(table) -> int:
 
 
 def print_comparison(comparison: Comparison, console) -> None:
+    """The table, what its numbers and notes stand for, the legend of the marks it shows, and the allocator
+    changes between the torch versions compared (`legend`, `allocator_changes`: as compare.md says them)."""
     from rich.text import Text
 
     table, above, below = render_table(comparison, console.width)
@@ -190,6 +208,40 @@ def print_comparison(comparison: Comparison, console) -> None:
     print_table(console, table)
     for line in below:
         say(console, Text(INDENT + line), rest=INDENT * 3)
+    sections = [("Marks", legend(comparison, every=False)), *allocator_changes(comparison.columns)]
+    for title, items in sections:
+        say(console, Text(f"{title}:", style="bold"))
+        for item in items:
+            say(console, Text(INDENT + item), rest=INDENT * 3)
+
+
+def legend(comparison: Comparison, every: bool = True) -> list[str]:
+    """Each mark, what it says and how many cells have it (`every`: also those none has); a mark that rests on
+    memory alone in some cells has a line of its own for them, saying so."""
+    counts = comparison.marks()
+    lines = []
+    for mark in Mark:
+        if mark is Mark.BASELINE:
+            continue
+        if every or counts[mark, False]:
+            lines.append(f"{_mark(mark)} ({MEANING[mark]}): {counts[mark, False]}")
+        if counts[mark, True]:
+            lines.append(f"{_mark(mark, True)} ({MEMORY_ALONE[mark]}): {counts[mark, True]}")
+    return lines
+
+
+def allocator_changes(cols: list[Column]) -> list[tuple[str, list[str]]]:
+    """The allocator changes (versions.BEHAVIOUR_CHANGES) between the baseline's torch and each other column's:
+    (title, one line per change)."""
+    sections = []
+    base = cols[0].torch_version
+    for version in dict.fromkeys(c.torch_version for c in cols[1:]):
+        if not (base and version) or parse_version(base) == parse_version(version):
+            continue
+        changes = [f"{ver}: {text}" for ver, text in changes_between(base, version)]
+        sections.append((f"Allocator changes between torch {base} and {version}",
+                         changes or ["none that alloctune knows of"]))
+    return sections
 
 
 def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
@@ -197,7 +249,7 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
     path = Path(path)
     cols = comparison.columns
     environments = [[c.label, str(c.folder), c.env_id, c.backend, c.torch_version or "-", c.trace_torch or "-",
-                     budget_label(c.budget_bytes), _best_text(comparison, j)] for j, c in enumerate(cols)]
+                     c.budget, _best_text(comparison, j)] for j, c in enumerate(cols)]
     settings = [[row.workload, f"`{row.label}`", *("<br>".join(cell_lines(row, j)) for j in range(len(cols)))]
                 for row in comparison.rows]
     out = ["# alloctune compare\n",
@@ -216,29 +268,15 @@ def write_compare_md(comparison: Comparison, path: str | Path) -> Path:
                    if c.best is not None else f"- **{_md(c.label)}**: {c.best_note}")
         if j and comparison.best_changed(j):
             out[-1] += f" — changed from `{conf_label(cols[0].best)}`"
-    out += _changes_md(cols)
-    counts = comparison.marks()
-    out += ["", "## Marks\n"] + [f"- {STYLE[m][1]} {m.value} ({MEANING[m]}): {counts.get(m, 0)}"
-                                 for m in Mark if m is not Mark.BASELINE]
+    for title, items in allocator_changes(cols):
+        out += ["", f"## {title}\n"] + [f"- {_md(item)}" for item in items]
+    out += ["", "## Marks\n"] + [f"- {line}" for line in legend(comparison)]
     write_file(path, printable("\n".join(out) + "\n"))   # a GPU's name or a path may hold controls
     return path
 
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
-
-
-def _changes_md(cols: list[Column]) -> list[str]:
-    """The allocator changes (versions.BEHAVIOUR_CHANGES) between the baseline's torch and each other column's."""
-    out = []
-    base = cols[0].torch_version
-    for version in dict.fromkeys(c.torch_version for c in cols[1:]):
-        if not (base and version) or parse_version(base) == parse_version(version):
-            continue
-        changes = changes_between(base, version)
-        out += ["", f"## Allocator changes between torch {base} and {version}\n"]
-        out += [f"- {ver}: {_md(text)}" for ver, text in changes] or ["- none that alloctune knows of"]
-    return out
 
 
 _PLOT_COLOURS = {Mark.REGRESSION: "red", Mark.NEW_FAILURE: "red", Mark.BOTH_FAIL: "darkred",
@@ -271,14 +309,14 @@ def comparison_figure(comparison: Comparison):
 
     rows, cols = comparison.rows, comparison.columns
     width = 0.8 / len(cols)
-    top = max((c.peak_reserved for r in rows for c in r.cells if c and c.peak_reserved), default=GiB) / GiB
+    top = max((c.peak_reserved_bytes for r in rows for c in r.cells if c and c.peak_reserved_bytes), default=GiB) / GiB
     fig = Figure(figsize=(min(30, max(8, 0.5 * len(rows) * len(cols) + 4)), 5.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     for j, column in enumerate(cols):
         xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))]
-        heights = [(c.peak_reserved or 0) / GiB if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
-        bars = ax.bar(xs, heights, width, label=column.label)
+        heights = [(c.peak_reserved_bytes or 0) / GiB if c and c.fits else 0 for c in (r.cells[j] for r in rows)]
+        bars = ax.bar(xs, heights, width, label=f"{column.label}\n{column.basis}")
         for x, row, bar in zip(xs, rows, bars):
             cell, mark = row.cells[j], row.deltas[j].mark
             symbol = f" {STYLE[mark][1]}" if j else ""

@@ -13,7 +13,7 @@ from alloctune.cli.main import main
 from alloctune.report.analysis import named
 from alloctune.results.folder import ResultsFolder
 from alloctune.results.names import CHOICE_FILE
-from alloctune.results.vocabulary import setting_name
+from alloctune.results.vocabulary import PEAK_RESERVED, setting_name
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PACKED = ("transformer-packed-h200-20261129-234801", "transformer-packed-h200-20261129-235232")
@@ -53,6 +53,20 @@ def test_compare_json_has_every_row_and_the_marks_the_table_shows(tmp_path, caps
     for row in both:   # the second sweep repeated the first: memory identical, throughput within noise
         assert row["deltas"][1]["reserved"] == 0.0
         assert row["deltas"][1]["mark"] == "no significant change"
+
+
+def test_compare_json_names_a_cells_figures_as_every_command_does(capsys):
+    """A cell's peak reserved and reserved/allocated under the keys every command's --json gives them, and each delta
+    saying whether its mark rests on memory alone (two replays: no throughput on either side). compare writes no file
+    that anything reads back (its JSON is output only), so the old keys need no reader."""
+    assert main(["compare", str(RESULTS / "torch-2.1-vs-2.13-sim" / "transformer-varlen-h200"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cells = [c for row in data["rows"] for c in row["cells"] if c and c["failure"] is None]
+    assert cells and all({PEAK_RESERVED, "reserved_ratio"} <= set(c) and not {"peak_reserved", "ratio"} & set(c)
+                         for c in cells)
+    judged = [row["deltas"][1] for row in data["rows"] if row["deltas"][1]["mark"] != "incomparable"]
+    assert judged and all(d["memory_alone"] is True for d in judged)
+    assert [c["budget_fraction"] for c in data["columns"]] == [1.0, 1.0]
 
 
 @pytest.mark.slow

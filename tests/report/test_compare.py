@@ -7,7 +7,7 @@ from alloctune.cli.main import main
 from alloctune.errors import OptionError, ResultsError
 from alloctune.decide.regression import Mark, Why
 from alloctune.api.compare import compare, compare_folders
-from alloctune.report.compare_output import plot_comparison, print_comparison, write_compare_md
+from alloctune.report.compare_output import cell_lines, plot_comparison, print_comparison, write_compare_md
 from alloctune.results.folder import find_results
 from alloctune.results.records import TrialState
 from alloctune.units import GiB
@@ -87,7 +87,7 @@ def test_deltas_and_notes(folders):
     assert rows["max_split_size_mb:128"].notes[1] == "oom in 3 of 3 trials"
     assert rows["max_split_size_mb:64"].notes[1] == "was crashed in 1 of 3 trials"
     cell = rows["expandable_segments:True"].cells[1]
-    assert cell.peak_reserved == int(13.2 * GiB) and cell.ratio == pytest.approx(1.32)
+    assert cell.peak_reserved_bytes == int(13.2 * GiB) and cell.reserved_ratio == pytest.approx(1.32)
     assert cell.throughput.median == 100.0 and cell.unit == "tokens"
 
 
@@ -187,7 +187,7 @@ def test_cli(folders, tmp_path, capsys):
 def test_a_mark_judges_and_does_not_point(folders):
     """A throughput rise and a memory drop are both improvements and show one symbol; a memory rise and a
     throughput drop both regressions: no mark is an arrow that says 'down' of a throughput that rose."""
-    from alloctune.report.compare_output import MEANING, STYLE, cell_lines
+    from alloctune.report.compare_output import MEANING, STYLE
 
     rows = by_conf(compare_folders(list(folders)))
     faster, leaner = cell_lines(rows["max_split_size_mb:512"], 1), cell_lines(rows["roundup_power2_divisions:4"], 1)
@@ -223,10 +223,105 @@ def test_throughput_measured_differently_is_not_compared(tmp_path, theirs, unit)
         delta = rows[conf].deltas[1]
         assert (delta.mark, delta.why, delta.throughput, delta.p_value) == (mark, Why.METHOD_DIFFERS, None, None)
     note = rows[""].notes[1]
-    assert note.startswith("throughput measured differently, not compared (memory alone decides the mark): ")
+    assert note.startswith("throughput measured differently, not compared: ")
+    assert cell_lines(rows[""], 1)[-2:] == ["= no significant change, on memory alone", note]
     assert "torch-2.10.0: alloctune.step() marks in the program" in note and "in steps/s" in note
     assert f"in {unit}/s" in note and ("whole run's wall time" in note) == (theirs == "wall_time")
     # measured alike, the same figures are a throughput improvement
     same = make_folder(tmp_path / "c", method(repeats("", tputs=(350.0, 351.0, 349.0), **NEW), "step_marks"))
     delta = compare_folders([a, same]).rows[0].deltas[1]
     assert delta.mark is Mark.IMPROVEMENT and delta.why is None and delta.throughput == pytest.approx(2.5, abs=0.01)
+
+
+def _replayed(records, trace_torch="2.11.0+cu130", simulated_as="2.11.0+cu130"):
+    """`records` as a sim sweep run by another interpreter keeps them: no throughput, its env_id that interpreter's,
+    the torch whose allocator it followed and the trace's in its env."""
+    from dataclasses import replace
+
+    return [replace(r, env_id="sim:torch-2.13.0+cpu", backend="sim",
+                    measurement=replace(r.measurement, throughput=None, unit=None),
+                    env=dict(r.env, simulated_as=simulated_as, trace_torch=trace_torch)) for r in records]
+
+
+def test_a_mark_without_throughput_on_both_sides_says_memory_alone_everywhere(tmp_path, capsys):
+    """Measured against a replay of its own trace: a replay has no throughput, so its marks rest on memory alone, and
+    the cells, the legend (terminal and compare.md) and the plot's legend say so and say which column is which."""
+    from alloctune.report.compare_output import comparison_figure, legend
+
+    a = make_folder(tmp_path / "gpu", repeats("", **NEW) + repeats("expandable_segments:True", **NEW))
+    b = make_folder(tmp_path / "sim", _replayed([trial("", **NEW), trial("expandable_segments:True", reserved=18.0,
+                                                                          **NEW)]))
+    comparison = compare_folders([a, b])
+    rows = by_conf(comparison)
+    assert [d.memory_alone for d in rows[""].deltas] == [False, True] and rows[""].deltas[1].mark is Mark.SAME
+    assert cell_lines(rows[""], 1)[-1] == "= no significant change, on memory alone"
+    assert cell_lines(rows["expandable_segments:True"], 1)[-1] == "− regression, on memory alone"
+    lines = legend(comparison)
+    assert "= no significant change (memory within the factor, throughput within noise): 0" in lines
+    assert ("= no significant change, on memory alone (memory within the factor; throughput not compared: a side "
+            "has none, or measured it differently): 1") in lines
+    md = write_compare_md(comparison, tmp_path / "compare.md").read_text()
+    assert all(f"- {line}" in md for line in lines)
+    assert main(["compare", str(a.path), str(b.path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    shown = legend(comparison, every=False)   # the marks it shows: a regression and a 'same', on memory alone
+    assert len(shown) == 2 and "Marks: " + " ".join(" ".join(shown).split()) in out
+    assert "throughput within noise" not in out
+    fig = comparison_figure(comparison)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == [
+        "torch-2.11.0\nmeasured with torch 2.11.0+cu130", "sim:torch-2.13.0+cpu\nsimulated with torch 2.11's allocator"]
+
+
+def test_a_replay_column_names_the_torch_it_followed_once(tmp_path, capsys, monkeypatch):
+    """A sim sweep run under torch 2.13 that followed the trace's torch 2.11: its header says 'simulated with torch
+    2.11's allocator', as every command says it, and the trace's torch only where it is another."""
+    monkeypatch.setenv("COLUMNS", "200")   # each header line on one line of the table
+    a = make_folder(tmp_path / "gpu", repeats("", **NEW))
+    same = make_folder(tmp_path / "same", _replayed([trial("", **NEW)]))
+    other = make_folder(tmp_path / "other", _replayed([trial("", **NEW)], simulated_as="2.1.2+cu121"))
+    for folder, trace_line in ((same, False), (other, True)):
+        assert main(["compare", str(a.path), str(folder.path)]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        followed = "2.11" if folder is same else "2.1"
+        assert out.count(f"simulated with torch {followed}'s allocator") == 1 and "(simulated)" not in out
+        assert ("trace from torch 2.11.0+cu130" in out) is trace_line and "measured with torch 2.11.0+cu130" in out
+
+
+def test_throughput_of_a_first_pass_and_of_a_steady_pass_is_not_compared(tmp_path):
+    """A workload trial records no throughput source: one from before the steady pass (no `warm_throughput`) timed
+    the first pass over its measured steps, a later one a second pass, some 3.5 times faster on the H200. Same
+    workload, torch and GPU: not '+250% improvement', and said why; two later sweeps still compare."""
+    from dataclasses import replace
+
+    def steady(records):
+        return [replace(r, measurement=replace(r.measurement, warm_throughput=r.measurement.throughput / 3.5))
+                for r in records]
+
+    old = make_folder(tmp_path / "old", repeats("", **NEW))
+    new = make_folder(tmp_path / "new", steady(repeats("", tputs=(350.0, 351.0, 349.0), **NEW)))
+    row = compare_folders([old, new]).rows[0]
+    delta = row.deltas[1]
+    assert (delta.mark, delta.why, delta.throughput, delta.memory_alone) == (Mark.SAME, Why.METHOD_DIFFERS, None,
+                                                                              True)
+    assert "old: its source not recorded (an older record; a workload's then timed the first pass" in row.notes[1]
+    assert "new: the workload's measured steps, run a second time in the same process and timed" in row.notes[1]
+    again = make_folder(tmp_path / "again", steady(repeats("", **NEW)))
+    assert compare_folders([again, new]).rows[0].deltas[1].mark is Mark.IMPROVEMENT
+
+
+def test_a_budget_given_as_a_fraction_is_said_so_and_judged(tmp_path):
+    """Measured trials keep a --budget fraction as a fraction (their budget_bytes None): the column says it as the
+    sweep was given, in bytes of the card it ran on, and it is no budget-less sweep."""
+    from dataclasses import replace
+
+    from alloctune.results.folder import ResultsFolder
+
+    on_card = [replace(r, env=dict(r.env, gpu_memory=80 * GiB)) for r in repeats("", **NEW)]
+    whole = make_folder(tmp_path / "whole", on_card)
+    half = make_folder(tmp_path / "half", on_card)
+    ResultsFolder(half.path).write_info(replace(half.info(), budget_fraction=0.5))
+    comparison = compare_folders([whole, half])
+    assert [c.budget for c in comparison.columns] == ["none", "0.5 of the device (40.00 GiB)"]
+    row = comparison.rows[0]
+    assert row.deltas[1].mark is Mark.INCOMPARABLE
+    assert row.notes[1].startswith("budget differs (none vs 0.5 of the device (40.00 GiB))")
