@@ -183,7 +183,7 @@ def run(args) -> int:
         flagged_notices = tuple(flagged(notice, FLAGS) for notice in outcome.notices)
         print(json.dumps(replace(outcome, notices=flagged_notices).to_json(), indent=2))
     else:
-        _print(outcome)
+        _print(outcome, args)
     return 0
 
 
@@ -229,12 +229,13 @@ def _callbacks(shown: Phases, args):
                           phase=shown.phase, estimate=estimate)
 
 
-def _print(outcome) -> None:
+def _print(outcome, args) -> None:
     """The finished sweep on standard output: what was skipped, each choice's table and reasons, the GPU time, where
     the results are and what to run next."""
     from rich.text import Text
 
-    from ..report.layout import command, say
+    from ..report.layout import INDENT, command, say
+    from ..sweeper.plan import command_line
     from ..decide.choice import something_to_export
     from ..report.analysis import choice_record
     from ..report.ranked import print_choice
@@ -258,11 +259,23 @@ def _print(outcome) -> None:
     closing = []
     if something_to_export(outcome.choices):
         closing.append(("Next:", ["alloctune", "export", str(folder), "--format", "env", "-o", "alloc.env"]))
+    # This run's own command, whose options the tables above used: sweep.json keeps that of the run that made the
+    # folder, which may have printed --json or decided with another --max-slowdown.
     if outcome.backend == Backend.SIM:
-        closing.append(("Confirm on a GPU:", _on_gpu(outcome.folder.info().command)))
+        closing.append(("Confirm on a GPU:", _on_gpu(command_line())))
     for label, words in closing:
         for line in command(label, words, out.width):
             out.print(Text(line), soft_wrap=True)
+    if outcome.backend == Backend.SIM and (piped := _from_stdin(args)):
+        say(out, Text(f"{INDENT}(needs {piped} on standard input again, as this sweep had it)"))
+
+
+def _from_stdin(args) -> str | None:
+    """What this sweep read from standard input, which the same command on the GPU reads again (no file names it):
+    the workload (`sweep -`) or the settings (`--grid -`)."""
+    if args.target[:1] == ["-"]:
+        return "the workload"
+    return "the settings list" if args.grid_file == "-" else None
 
 
 def _gpu_lines(outcome) -> list[str]:
@@ -337,18 +350,21 @@ def _workload(args):
 
 def _on_gpu(command: str) -> list[str]:
     """The same sweep command, measured on the GPU: every option kept, the backend and trace swapped, and --out
-    dropped (that folder holds the simulated sweep, which a measured one may not resume). A search needs a trace:
+    dropped (that folder holds the simulated sweep, which a measured one may not resume); so is --fresh (the GPU sweep
+    has its own folder anyway, and with it running the command again after an interrupt, as the sweep then says to,
+    would start over instead of resuming the GPU trials). A search needs a trace:
     on the GPU, hybrid records one; so does a dry run's command, which --dry-run and --arch leave. The command
     after '--' stays as it was."""
     words = shlex.split(command)
     end = words.index("--") if "--" in words else len(words)
+    valued, alone = ("--backend", "--trace", "--out", "--arch"), ("--dry-run", "--fresh")
     out, skip = [], False
     for word in words[:end]:
         if skip:
             skip = False
-        elif word in ("--backend", "--trace", "--out", "--arch"):
+        elif word in valued:
             skip = True
-        elif word != "--dry-run" and not word.startswith(("--backend=", "--trace=", "--out=", "--arch=")):
+        elif word not in alone and not word.startswith(tuple(f"{flag}=" for flag in valued)):
             out.append(word)
     hybrid = any(word in ("--search", "--dry-run") or word.startswith("--search=") for word in words[:end])
     return out + ["--backend", str(Backend.HYBRID if hybrid else Backend.CUDA)] + words[end:]

@@ -256,10 +256,11 @@ def memory_measure(members: list[SettingResult]) -> MemoryMeasure:
 
 
 def pareto_front(settings: Iterable[F]) -> list[F]:
-    """Fitting settings with a throughput that no other beats on both memory (lower) and throughput (higher),
-    by increasing peak reserved. Not a preference (`order.py`): a front has no tie margin and weighs throughput."""
-    points = [(s.peak_reserved_bytes, s.throughput.median, s) for s in settings
-              if s.fits and s.throughput is not None and s.peak_reserved_bytes is not None]
+    """Fitting settings with a throughput that no other beats on both memory (lower, as the reports show it:
+    `memory_figure`) and throughput (higher), by increasing memory. Not a preference (`order.py`): a front has no tie
+    margin and weighs throughput."""
+    points = [(s.memory_figure, s.throughput.median, s) for s in settings
+              if s.fits and s.throughput is not None and s.memory_figure is not None]
     front, best_tput = [], float("-inf")
     for _, tput, s in sorted(points, key=lambda p: (p[0], -p[1])):
         if tput > best_tput:

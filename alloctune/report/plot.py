@@ -1,4 +1,5 @@
-"""The Pareto plot: peak reserved against throughput per setting, one panel per (environment, backend, budget): each
+"""The Pareto plot: memory (as the ranked table shows it: `SettingFigures.memory_figure`, peak device memory where
+a group's backends differ) against throughput per setting, one panel per (environment, backend, budget): each
 decision's record, its settings' figures as it ranks them.
 
 Drawn on a bare `Figure` (Agg canvas), never through pyplot, so it changes no global backend state and needs no
@@ -49,9 +50,19 @@ def _gib(value: int | None) -> float:
     return (value or 0) / GiB
 
 
+def _x(s: SettingFigures) -> float:
+    """A setting's place on the memory axis: its memory as the ranked table shows it, in GiB."""
+    return _gib(s.memory_figure)
+
+
+def _axis(choice: ChoiceRecord) -> str:
+    """The memory axis' label: the figure the table's memory column and the decision compare."""
+    return f"{choice.memory_measure} (GiB)"
+
+
 def _value(s: SettingFigures) -> str:
-    """A point's or bar's figure, and what it means: its peak reserved; 'whole card' where it took (nearly) all."""
-    return f"{_gib(s.peak_reserved_bytes):.2f} GiB" + (" · whole card" if s.whole_card else "")
+    """A point's or bar's figure, and what it means: its memory; 'whole card' where it took (nearly) all."""
+    return f"{_x(s):.2f} GiB" + (" · whole card" if s.whole_card else "")
 
 
 WHOLE_CARD = {"color": "tab:red", "label": "took (nearly) the whole card"}
@@ -80,17 +91,17 @@ def _scatter(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
             err = [[max(t.median - t.ci_low, 0)], [max(t.ci_high - t.median, 0)]]
         marker, color = ("*", "tab:green") if s.conf == choice.conf else (("s", "tab:gray") if s.is_default
                                                                       else ("o", "tab:blue"))
-        ax.errorbar(_gib(s.peak_reserved_bytes), t.median, yerr=err, fmt=marker, color=color,
+        ax.errorbar(_x(s), t.median, yerr=err, fmt=marker, color=color,
                     markersize=12 if s.conf == choice.conf else 6, capsize=3)
         if s.whole_card:   # a ring in the card's colour, named once in the legend
-            ax.plot(_gib(s.peak_reserved_bytes), t.median, "o", markersize=13, markerfacecolor="none",
+            ax.plot(_x(s), t.median, "o", markersize=13, markerfacecolor="none",
                     markeredgecolor=WHOLE_CARD["color"], markeredgewidth=1.5,
                     label=None if ringed else WHOLE_CARD["label"])
             ringed = True
         important = s.conf == choice.conf or s.is_default
         # Right of the marker, centred on it: the error bar is vertical, so the label never crosses it.
         label = ax.annotate(
-            f"{_role(s, choice)} · {_value(s)}", (_gib(s.peak_reserved_bytes), t.median),
+            f"{_role(s, choice)} · {_value(s)}", (_x(s), t.median),
             textcoords="offset points", xytext=(12, 0), ha="left", va="center", fontsize=8 if important else 6,
             fontweight="bold" if important else "normal",
             bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
@@ -100,7 +111,7 @@ def _scatter(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     front = pareto_front([s for s, _ in points])
     if front:
         median = {id(s): t.median for s, t in points}
-        ax.step([_gib(s.peak_reserved_bytes) for s in front], [median[id(s)] for s in front],
+        ax.step([_x(s) for s in front], [median[id(s)] for s in front],
                 where="post", color="tab:orange", linestyle="--", marker="o", markersize=15, markerfacecolor="none",
                 label="Pareto front (less memory, more throughput)")
     top = _limit_lines(ax, fitting, choice, ax.axvline)
@@ -110,10 +121,11 @@ def _scatter(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
         # One repeat: no interval to show, and an axis cut near the data would make small differences look large.
         ax.set_ylim(bottom=0, top=max(t.median for _, t in points) * 1.1)
     _legend(ax)
-    _unoverlap(ax, labels, [(_gib(s.peak_reserved_bytes), t.median) for s, t in points])
+    _unoverlap(ax, labels, [(_x(s), t.median) for s, t in points])
     unit = next((s.unit for s, _ in points if s.unit), "units")
-    ax.set_xlabel("peak reserved (GiB)")
-    ax.set_ylabel(f"throughput ({'' if scale == 1 else f'{scale:g} '}{unit}/s), " + ("median and 95% CI" if with_ci else "one repeat"))
+    ax.set_xlabel(_axis(choice))
+    ax.set_ylabel(f"throughput ({'' if scale == 1 else f'{scale:g} '}{unit}/s), "
+                  + ("median and 95% CI" if with_ci else "one repeat"))
 
 
 def _legend(ax, extra: list | None = None) -> None:
@@ -173,7 +185,7 @@ def limit_lines(ax, limits: list[tuple[int, str, dict]], top: float, line) -> fl
 def _limit_lines(ax, fitting: list[SettingFigures], choice: ChoiceRecord, line) -> float:
     """The memory the tensors needed (no setting reserves less), the budget every trial ran under and the device's
     memory (a replay's: the simulated card's), as lines (`limit_lines`); returns the axis' extent in GiB."""
-    top = max((_gib(s.peak_reserved_bytes) for s in fitting), default=0.0) or 1.0
+    top = max((_x(s) for s in fitting), default=0.0) or 1.0
     floor = min((s.peak_allocated_bytes for s in fitting if s.peak_allocated_bytes), default=0)
     if floor:
         line(floor / GiB, color="black", linestyle=":", linewidth=1,
@@ -186,10 +198,11 @@ def _limit_lines(ax, fitting: list[SettingFigures], choice: ChoiceRecord, line) 
 
 def _bars(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     # Retries are why a smaller simulated setting can lose: show them beside the name.
-    labels = [_role(s, choice) + (f" ({plural(s.num_alloc_retries, 'retry', 'retries')})" if s.num_alloc_retries else "")
+    labels = [_role(s, choice)
+              + (f" ({plural(s.num_alloc_retries, 'retry', 'retries')})" if s.num_alloc_retries else "")
               for s in fitting]
     colors = ["tab:green" if s.conf == choice.conf else "tab:gray" if s.is_default else "tab:blue" for s in fitting]
-    bars = ax.barh(range(len(fitting)), [_gib(s.peak_reserved_bytes) for s in fitting], color=colors)
+    bars = ax.barh(range(len(fitting)), [_x(s) for s in fitting], color=colors)
     for s, bar in zip(fitting, bars):
         if s.whole_card:
             bar.set_hatch("//")
@@ -202,12 +215,12 @@ def _bars(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     ax.set_xlim(0, top * 1.3)   # room for the value labels
     _legend(ax, [Patch(facecolor="white", edgecolor=WHOLE_CARD["color"], hatch="//", label=WHOLE_CARD["label"])]
             if any(s.whole_card for s in fitting) else None)
-    ax.set_xlabel("peak reserved (GiB)" + (", simulated" if choice.simulated else ""))
+    ax.set_xlabel(_axis(choice) + (", simulated" if choice.simulated else ""))
 
 
 @plain_text()
 def plot_pareto(choices: list[ChoiceRecord], path: str | os.PathLike) -> Path:
-    """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of peak reserved."""
+    """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of memory."""
     path = Path(path)
     panels = max(len(choices), 1)
     fig = Figure(figsize=(9.5 * panels, 5.5), layout="constrained")   # the layout makes room for outside legends

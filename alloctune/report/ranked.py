@@ -62,7 +62,7 @@ def _row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     return [
         s.label + (" (best)" if s.conf == choice.conf else ""),
         _state(s),
-        format_bytes(s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes),
+        format_bytes(s.memory_figure),
         format_bytes(s.peak_allocated_bytes),
         "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
         "-" if s.fragmentation is None else f"{s.fragmentation:.1%}",
@@ -88,7 +88,7 @@ def title(choice: ChoiceRecord) -> str:
 
 def _device(choice: ChoiceRecord) -> bool:
     """The choice compared device memory: its group's settings use different backends."""
-    return choice.winner is not None and choice.winner.memory_measure is MemoryMeasure.DEVICE
+    return choice.memory_measure is MemoryMeasure.DEVICE
 
 
 def columns(choice: ChoiceRecord) -> tuple[str, ...]:
@@ -122,9 +122,8 @@ def _terminal_row(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
     """The row in at most 100 columns: the chosen setting's state says 'best'; throughput without its interval,
     the comparison with a short verdict; flags go under the table (summary.md has every column in full)."""
     t = s.throughput
-    memory = s.memory if s.memory_measure is MemoryMeasure.DEVICE else s.peak_reserved_bytes
     return [s.label, "best" if s.conf == choice.conf else _state(s),
-            format_bytes(memory), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
+            format_bytes(s.memory_figure), "-" if s.reserved_ratio is None else f"{s.reserved_ratio:.2f}",
             "-" if s.num_alloc_retries is None else str(s.num_alloc_retries),
             "-" if t is None else format_number(t.median), _versus(s, choice), *_predicted(s, choice)]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..settings.conf import AllocConf, conf_label
 from ..units import plural
-from .figures import SettingFigures
+from .figures import MemoryMeasure, SettingFigures
 from .records import Backend, Budget, Conf, Count, Ratio, parsed
 
 # choice.json's. 2: the figures of each setting of the group as one record (`settings`), where 1 kept the winner's
@@ -124,6 +124,12 @@ class ChoiceRecord:
     def default(self) -> SettingFigures | None:
         """The default's figures, the baseline every setting is compared with (None: not run in the group)."""
         return self.figures("")
+
+    @property
+    def memory_measure(self) -> MemoryMeasure:
+        """What its group's memory was compared on, as every report names it (the ranked table's memory column, the
+        plot's memory axis): its settings' measure (decide/summary.py), peak reserved where nothing fits."""
+        return MemoryMeasure.RESERVED if self.winner is None else self.winner.memory_measure
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -179,6 +179,12 @@ class SettingFigures:
         return self.state is SettingState.FITS
 
     @property
+    def memory_figure(self) -> Bytes | None:
+        """Its memory as every report shows it (the ranked tables, the plot's memory axis and Pareto front): the
+        driver-level peak where its group compares device memory (`memory_measure`), else its peak reserved."""
+        return self.memory if self.memory_measure is MemoryMeasure.DEVICE else self.peak_reserved_bytes
+
+    @property
     def peak(self) -> int:
         """`memory` as the tables show it: a setting that does not fit has none (0)."""
         return self.memory or 0

@@ -3,7 +3,7 @@ option but the simulated folder; without a GPU, a preset that ships a trace is s
 from __future__ import annotations
 
 import pytest
-from clirun import in_process, suggested
+from clirun import ROOT, in_process, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
@@ -19,6 +19,34 @@ def test_confirm_on_a_gpu_keeps_every_option_but_the_simulated_folder(tmp_path):
     words = suggested(proc.stdout, "Confirm on a GPU:")
     assert words == ["alloctune", "sweep", VARLEN, "--preset", "h200", "--conf", "expandable_segments:True",
                      "--repeats", "5", "--results", str(tmp_path / "r"), "--backend", "cuda"]
+
+
+@pytest.mark.slow
+def test_confirm_on_a_gpu_is_this_runs_command_without_fresh(tmp_path):
+    """A folder made by `--fresh --json` and resumed as text: the command sweep.json keeps is the first run's; the
+    hint is this run's, and --fresh, which would start the GPU sweep over each time it is run again, is left out."""
+    first = in_process("sweep", VARLEN, "--preset", "h200", "--budget", "40GiB", "--out", tmp_path / "sim", "--fresh",
+                       "--json")
+    assert first.returncode == 0, first.stderr
+    proc = in_process("sweep", VARLEN, "--preset", "h200", "--budget", "40GiB", "--out", tmp_path / "sim", "--fresh")
+    assert proc.returncode == 0, proc.stderr
+    assert suggested(proc.stdout, "Confirm on a GPU:") == ["alloctune", "sweep", VARLEN, "--preset", "h200",
+                                                           "--budget", "40GiB", "--backend", "cuda"]
+
+
+@pytest.mark.slow
+def test_confirm_on_a_gpu_of_a_sweep_that_read_standard_input_says_it_needs_it_again(tmp_path):
+    workload = (ROOT / VARLEN).read_text()   # its trace path is relative: read from workloads/, as its file is
+    proc = in_process("sweep", "-", "--preset", "h200", "--results", tmp_path, cwd=ROOT / "workloads", stdin=workload)
+    assert proc.returncode == 0, proc.stderr
+    assert suggested(proc.stdout, "Confirm on a GPU:") == ["alloctune", "sweep", "-", "--preset", "h200", "--results",
+                                                           str(tmp_path), "--backend", "cuda"]
+    assert proc.stdout.rstrip().endswith("(needs the workload on standard input again, as this sweep had it)")
+    grid = in_process("sweep", VARLEN, "--preset", "h200", "--grid", "-", "--results", tmp_path / "g",
+                      stdin="expandable_segments:True\n")
+    assert grid.returncode == 0, grid.stderr
+    assert "--grid -" in " ".join(suggested(grid.stdout, "Confirm on a GPU:"))
+    assert grid.stdout.rstrip().endswith("(needs the settings list on standard input again, as this sweep had it)")
 
 
 @pytest.mark.slow

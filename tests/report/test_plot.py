@@ -19,6 +19,7 @@ from alloctune.report.analysis import choice_record
 from alloctune.report.compare_output import comparison_figure
 from alloctune.report.plot import WHOLE_CARD, _bars, _scatter, plot_pareto
 from alloctune.results.folder import ResultsFolder, find_results
+from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.units import GiB
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -58,8 +59,10 @@ def test_the_device_line_the_whole_card_marks_and_a_figure_on_every_label():
     rings = [line for line in ax.get_lines() if line.get_markeredgecolor() == WHOLE_CARD["color"]]
     assert len(rings) == 2 and [r.get_label() for r in rings].count(WHOLE_CARD["label"]) == 1   # named once
     texts = [t.get_text() for t in ax.texts]
-    assert "max_split_size_mb:128 · 139.04 GiB · whole card" in texts
-    assert "chosen: expandable_segments:True · 26.87 GiB" in texts
+    # cudaMallocAsync is in the grid: every setting at its peak device memory, as the table compares them
+    assert ax.get_xlabel() == "peak device memory (GiB)"
+    assert "max_split_size_mb:128 · 139.78 GiB · whole card" in texts
+    assert "chosen: expandable_segments:True · 27.64 GiB" in texts
     assert sum("whole card" in t for t in texts) == 2 and all(" GiB" in t for t in texts)
     assert legend_outside(ax)
 
@@ -122,3 +125,22 @@ def test_labels_cross_no_error_bar_and_no_other_label():
 def test_one_repeat_starts_the_y_axis_at_zero():
     assert draw(ONE_REPEAT)[0].get_ylim()[0] == 0
     assert draw(THREE_REPEATS)[0].get_ylim()[0] > 0   # with intervals the axis follows the data
+
+
+def test_with_cudamallocasync_in_the_group_the_axis_is_the_device_memory_the_table_compares():
+    """cudaMallocAsync's reserved figure is its driver pool's and not comparable: the group compares the peak device
+    memory, and the plot places, labels and fronts every setting by it, as the table does. By reserved (30 GiB
+    against expandable segments' 30.5), cudaMallocAsync would sit leftmost and alone on the front."""
+    rows = {"": (40, 41, 100), "expandable_segments:True": (30.5, 31, 100),
+            "backend:cudaMallocAsync": (30, 31.5, 110)}
+    records = [TrialRecord("w", "h1", conf, repeat, "torch-2.11.0", "cuda", TrialState.OK, Measurement(
+        peak_reserved_bytes=int(reserved * GiB), peak_allocated_bytes=29 * GiB,
+        device_peak_used_bytes=int(device * GiB), throughput=tput + repeat, unit="tokens"))
+        for repeat in range(2) for conf, (reserved, device, tput) in rows.items()]
+    ax, _ = draw(None, trials=records)
+    assert ax.get_xlabel() == "peak device memory (GiB)"
+    texts = [t.get_text() for t in ax.texts]
+    assert "backend:cudaMallocAsync · 31.50 GiB" in texts and "default · 41.00 GiB" in texts
+    assert sorted(t.xy[0] for t in ax.texts) == [31, 31.5, 41]
+    [front] = [line for line in ax.get_lines() if line.get_label().startswith("Pareto front")]
+    assert list(front.get_xdata()) == [31, 31.5]
