@@ -27,7 +27,7 @@ from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
                      size, workers)
-from .inputs import TraceInput, budget_limit, name_of, trace_inputs
+from .inputs import TraceInput, budget_limit, name_of, once_each, trace_inputs
 from .options import options_of
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -110,6 +110,7 @@ class FitOptions:
             raise OptionError("traces", "a fit needs traces at two values at least ({traces}), got {got}",
                               got=len(traces))
         ordered = {value: trace_inputs(traces[value], "traces")[0] for value in sorted(traces)}
+        once_each(tuple(ordered.values()), "value", "and one recording at two values would fit a flat line")
         if self.values and list(self.values) != list(ordered):
             raise OptionError("values", "{values} gives the values {given} but {traces} the values {keys}: give "
                               "the parameter's name alone with {traces}", given=list(self.values), keys=list(ordered))
@@ -257,7 +258,7 @@ def fit(param: str | None = None, options: FitOptions | None = None, *, progress
     with claimed(folder, options.param, list(options.command) if options.command else None):
         answer, simulated = _answered(options, entries, folder, say)
         answer.write(folder)
-        plot_fit(answer, folder / PLOT_FILE)
+        plot_fit(answer, folder / PLOT_FILE, simulated)
     return FitResult(answer, folder, simulated)
 
 

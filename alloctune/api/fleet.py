@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..decide.fleet import SettingLoss
-from ..errors import OptionError
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..settings.grid import Skip
 from .checks import Progress, device_index, given, in_bytes, quiet, set_field, size, workers
-from .inputs import DeviceLimits, TraceInput, budget_limit, check_traces_and_grid, given_twice, held, loaded, name_of
+from .inputs import (DeviceLimits, TraceInput, budget_limit, check_traces_and_grid, held, loaded, name_of,
+                     once_each)
 from .options import options_of
 
 
@@ -32,9 +32,7 @@ class FleetOptions:
 
     def __post_init__(self) -> None:
         check_traces_and_grid(self)
-        if twice := given_twice(held(self.traces)):
-            raise OptionError("traces", "each job's trace once: {first} and {second} are one trace, and a job given "
-                              "twice would count twice", first=twice[0], second=twice[1])
+        once_each(held(self.traces), "job", "and a job given twice would count twice")
         if self.device_memory is not None:
             set_field(self, "device_memory", size(self.device_memory, "device_memory"))
         workers(self.jobs)

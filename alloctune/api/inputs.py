@@ -66,6 +66,14 @@ def given_twice(sources: tuple[str | Trace, ...]) -> tuple[str, str] | None:
     return None
 
 
+def once_each(sources: tuple[str | Trace, ...], each: str, why: str) -> None:
+    """Refused in one line (on the option `traces`) where two of `sources` are one trace (`given_twice`): each
+    `each` (a job, a value) takes its own trace, and `why` says what one given twice would do."""
+    if twice := given_twice(sources):
+        raise OptionError("traces", "each %s's trace once: {first} and {second} are one trace, %s" % (each, why),
+                          first=twice[0], second=twice[1])
+
+
 def loaded(source: TraceInput, device: int | None = None) -> Trace:
     return source if isinstance(source, Trace) else load_trace(source, device=device)
 

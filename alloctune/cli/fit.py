@@ -9,8 +9,15 @@ from ..decide.fit import EXACT_RECORDINGS
 from ..errors import AlloctuneError
 from ..sim.limits import DEFAULT_CARDS_GIB
 from ..units import MAX_INT
-from ..workload.spec import DEFAULT_WARMUP_STEPS
+from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_device, add_dry_run, console, positive_int, seconds, whole_int
+
+
+JSON_HELP = ("print the answer as JSON in the names every command's --json shares: a setting 'default' for the "
+             "default, each point's peaks replayed without a memory limit as unlimited_peak_reserved_bytes and "
+             "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin); "
+             "fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes, the curve's part as "
+             "basis)")
 
 
 def register(subparsers) -> None:
@@ -58,7 +65,9 @@ def register(subparsers) -> None:
                    help="folder for fit.json, plot.png and the recordings (default for a command: "
                         "alloctune-results/fit-cmd-<script>-<param>-<time>; a folder with recordings keeps them)")
     p.add_argument("--gpu", type=int, default=0, help="GPU index to record and confirm on (default: 0)")
-    p.add_argument("--timeout", type=seconds, help="time limit of each run, in seconds")
+    p.add_argument("--timeout", type=seconds,
+                   help="time limit of each run, in seconds (default: none for a recording, "
+                        f"{DEFAULT_TIMEOUT_S:g} for a run that confirms an answer or copies at once)")
     p.add_argument("--steps", type=positive_int, default=0, metavar="N",
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
     p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
@@ -68,10 +77,7 @@ def register(subparsers) -> None:
                    "runs' replays; every figure is predicted, nothing is measured")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
-    p.add_argument("--json", action="store_true",
-                   help="print the answer as JSON in the names every command's --json shares: a setting 'default' "
-                        "for the default, each answer's basis replayed or predicted (with its curve and margin); "
-                        "fit.json keeps its stored form ('' for the default, the curve's part as basis)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=run, flags=FLAGS)
 
 

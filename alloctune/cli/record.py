@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..workload.spec import DEFAULT_WARMUP_STEPS
+from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_dry_run, console, gpu_list, positive_int, seconds, written
 
 # RecordOptions' fields as this command's flags: a library message that names one shows the flag.
@@ -22,14 +22,18 @@ def register(subparsers) -> None:
     p.add_argument("target", nargs="*", metavar="WORKLOAD.yaml | - | -- COMMAND",
                    help="a workload file ('-' for stdin), or after '--' your own command")
     p.add_argument("-o", "--output", required=True, type=written("the trace files, one per process"),
-                   help="trace file to write: .pickle (PyTorch snapshot) or the compact format (see replay --help)")
+                   help="trace file to write: NAME.pickle (or .pkl) for PyTorch's snapshot, which "
+                        "pytorch.org/memory_viz opens; any other name for alloctune's compact xz trace, which replay, "
+                        "search, fit and fleet read as they read a snapshot")
     p.add_argument("--preset", help="workload preset")
     p.add_argument("--conf", default="", help="allocator setting to record under (the alloc sequence does not "
                                              "depend on it for most workloads)")
     p.add_argument("--gpu", type=gpu_list, default=[0],
                    help="GPU index; for a command of several ranks, the GPUs it sees, e.g. 0,1")
     p.add_argument("--python", help="interpreter to run the workload with (default: this one)")
-    p.add_argument("--timeout", type=seconds, help="time limit in seconds")
+    p.add_argument("--timeout", type=seconds,
+                   help=f"time limit in seconds (default: a workload file's own, else {DEFAULT_TIMEOUT_S:g}; your "
+                        "own command: none)")
     p.add_argument("--steps", type=positive_int, metavar="N",
                    help="your own command: end it after N steps past --warmup-steps (optimizer steps, or "
                         "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")

@@ -125,8 +125,8 @@ def _relative(predicted: float, recorded: float) -> float:
 
 @dataclass(frozen=True)
 class Point:
-    """A recorded value under one limit: its replayed peak reserved and whether its replay under the limit ran
-    without an OOM and without an alloc retry."""
+    """A recorded value under one limit: the least room it runs in (replayed) and whether its replay under the limit
+    ran without an OOM and without an alloc retry."""
 
     value: int
     need_bytes: int
@@ -141,8 +141,10 @@ class Largest:
 
     value: int | None
     basis: Basis | None
-    need_bytes: int | None       # peak reserved at `value`: replayed, or from the curve
-    headroom_bytes: int | None   # what the limit leaves at `value`
+    # what `value` needs: the least room it runs in, replayed (`Point`), or the curve's peak without a limit (which
+    # the least room equals unless max_split_size_mb or a memory fraction lets a limit hold less)
+    need_bytes: int | None
+    headroom_bytes: int | None   # what the limit leaves over that need
     next_value: int
     capped: bool
     next_replayed: bool = False
@@ -205,7 +207,7 @@ def _answer(best: tuple[int, Basis, int] | None, capacity: int, next_value: int,
 
 def _at(value: int, points: list[Point], recorded: list[int], curve: Fit, capacity: int,
         margin: float) -> tuple[Basis, int] | None:
-    """(what it rests on, peak reserved) at `value` when it fits, else None."""
+    """(what it rests on, what it needs: `Largest.need_bytes`) at `value` when it fits, else None."""
     i = bisect.bisect_left(recorded, value)
     if i < len(recorded) and recorded[i] == value:
         return (Basis.REPLAYED, points[i].need_bytes) if points[i].fits else None
@@ -226,9 +228,13 @@ def to_record(answers: Iterable[Largest], recorded: Collection[int], skip: Colle
     return sorted(need, key=lambda v: (-need[v], v))
 
 
-def copies(need_bytes: int, overhead_bytes: int, memory_bytes: int) -> int:
-    """How many processes of a job fit at once in `memory_bytes`, each its peak reserved and its CUDA context."""
-    return max(0, memory_bytes // (need_bytes + overhead_bytes))
+def copies(peak_bytes: int, overhead_bytes: int, memory_bytes: int) -> int:
+    """How many processes of a job that runs alone fit at once in `memory_bytes`, each counted at its peak reserved
+    without a limit (`peak_bytes`) and its CUDA context, so that no copy's cudaMalloc fails whatever the others keep
+    cached: one process cannot take another's cache, so a copy that runs alone in less (its least room, releasing
+    cached blocks on a retry) may still fail beside them. At least the one that runs alone; --confirm-copies runs
+    the count on the GPU."""
+    return max(1, memory_bytes // (peak_bytes + overhead_bytes))
 
 
 @dataclass(frozen=True)

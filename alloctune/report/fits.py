@@ -20,6 +20,16 @@ from .provenance import dry_run_words, titled
 from .tables import figures_table, in_unit, print_numbered, size_unit, whole_settings
 
 
+# The peaks the curves are fitted to, as every output names them: a limit can hold less (max_split_size_mb releases
+# cached oversize blocks as the room runs out), so they may differ from what replay prints for a card.
+UNLIMITED = "without a memory limit"
+# What the answers' headroom and copies at once rest on (decide/fit.Largest.need_bytes, decide/fit.copies).
+NEEDS = ("Headroom: what the limit leaves over what the largest value needs: the least room it runs in without an OOM "
+         "or an alloc retry (replay --min-memory's rule, less the context) where replayed, the curve's peak where the "
+         "curve decides. Copies at once: how many fit together in the limit's memory (a card's; a budget and one "
+         "context), each in its least room with its context.")
+
+
 def curve_words(curve: CurveRecord, param: str) -> str:
     """'line', 'parabola' or 'constant', in `param`."""
     return {0: "constant", 1: f"line in {param}", 2: f"parabola in {param}"}[len(curve.coefficients) - 1]
@@ -81,6 +91,8 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
             _confirmed_table(console, fit, limit, numbers)
         if limit.copies_confirmed:
             copies_table(console, fit, limit, numbers)
+    if any(limit.answers for limit in fit.limits):
+        say(console, NEEDS)
     for line in exact_lines(fit):
         say(console, line)
     for line in margin_lines(fit):
@@ -102,7 +114,8 @@ def _curves_table(console, fit: FitFile, numbers: dict[str, int]) -> None:
     headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
                "leave-\none-out"]
     _print(console, numbers, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
-           title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed at each {made} {fit.param}, and its curve"),
+           title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and "
+                                f"its curve"),
            caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
                                 for s in fit.settings if s.reason) or None)
 
@@ -209,39 +222,87 @@ def _after_gpu(fit: FitFile, limit: LimitFit, answer: Answer) -> str | None:
     return f"{conf_label(answer.conf)}: the GPU disagreed; {ran}{fails}."
 
 
-def plot_fit(fit: FitFile, path: str | os.PathLike) -> Path:
-    """Peak reserved against the value per setting: the replayed points, the curve (dashed where extrapolated), what
-    the GPU measured where it confirmed (a plus where the value ran, a cross where it did not), and each limit's room
-    for the allocator as a line."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines, plain_text
+def plot_fit(fit: FitFile, path: str | os.PathLike, simulated_torch: str | None = None) -> Path:
+    """`fit_figure` written to `path` as a PNG."""
+    from .plot import plain_text
 
     with plain_text():   # a setting's or the value's name is a label
-        fig = Figure(figsize=(9.5, 5.5), layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
-        top = 0.0
-        for s in (s for s in fit.settings if s.reserved is not None):
-            top = max(top, _draw_setting(ax, s, fit))
-        if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
-            for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
-                ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
-        limits = [(lim.capacity_bytes, f"budget {lim.budget}" if lim.budget is not None else
-                   f"{format_bytes(lim.device_bytes, 0)} card", BUDGET_STYLE if lim.budget is not None else
-                   DEVICE_STYLE) for lim in fit.limits]
-        extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
-        ax.set_ylim(0, extent * 1.05)
-        ax.set_xlabel(fit.param)
-        ax.set_ylabel("peak reserved (GiB), replayed; limits: the allocator's room")
-        if (dry := origin(fit)) is not None:
-            ax.set_title(f"Predicted from {dry}: nothing measured", fontsize=9)
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig = fit_figure(fit, simulated_torch)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_file(path, lambda f: fig.savefig(f, format="png", dpi=110, bbox_inches="tight"))
     return path
+
+
+def fit_figure(fit: FitFile, simulated_torch: str | None = None):
+    """Peak reserved against the value per setting: the points replayed without a memory limit (with torch
+    `simulated_torch`'s allocator, where given), the curve through them (dashed where extrapolated), what the GPU
+    measured where it confirmed (a plus where the value ran, a cross where it did not), and each limit's room for
+    the allocator as a line of its own style; the title says what is replayed and predicted, and from which traces.
+    Drawn within `plot.plain_text`, as `plot_fit` writes it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plot import BUDGET_STYLE, DEVICE_STYLE, limit_lines
+
+    fig = Figure(figsize=(9.5, 5.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    top = 0.0
+    for s in (s for s in fit.settings if s.reserved is not None):
+        top = max(top, _draw_setting(ax, s, fit))
+    for style, words in (("-", "curve between recorded values (predicted)"),
+                         ("--", f"curve extrapolated, up to {EXTRAPOLATION:g}x the largest recorded (predicted)")):
+        ax.plot([], [], style, color="0.3", linewidth=1, label=words)
+    if any(c.said is not None for lim in fit.limits for c in lim.confirmed):
+        for marker, words in (("P", "on the GPU: ran"), ("X", "on the GPU: did not run")):
+            ax.plot([], [], marker, color="0.3", linestyle="none", label=words)
+    cards = [lim for lim in fit.limits if lim.budget is None]
+    budgets = [lim for lim in fit.limits if lim.budget is not None]
+    limits = [(lim.capacity_bytes, f"{format_bytes(lim.device_bytes, 0)} card's room", _nth(DEVICE_STYLE, i))
+              for i, lim in enumerate(cards)]
+    limits += [(lim.capacity_bytes, f"budget {lim.budget}'s room", _nth(BUDGET_STYLE, i))
+               for i, lim in enumerate(budgets)]
+    extent = limit_lines(ax, limits, top or 1.0, ax.axhline)
+    ax.set_ylim(0, extent * 1.05)
+    ax.set_xlabel(fit.param)
+    ax.set_ylabel(f"peak reserved (GiB), {UNLIMITED}; limits: the allocator's room")
+    ax.set_title(plot_title(fit, simulated_torch), fontsize=8, loc="left")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# Limits of one kind (cards, or budgets) told apart by the line's pattern, then its shade; never dashed, which is an
+# extrapolated curve's.
+_PATTERNS = ("-", ":", (0, (6, 2, 1, 2)), (0, (3, 1, 1, 1, 1, 1)))
+_SHADES = {"dimgray": ("dimgray", "black", "darkgray"), "tab:red": ("tab:red", "darkred", "lightcoral")}
+
+
+def _nth(base: dict, i: int) -> dict:
+    """The style of the `i`-th limit drawn in `base`'s colour: its first in `base`'s own pattern."""
+    patterns = (base["linestyle"], *(p for p in _PATTERNS if p != base["linestyle"]))
+    shades = _SHADES.get(base["color"], (base["color"],))
+    return dict(base, linestyle=patterns[i % len(patterns)], color=shades[i // len(patterns) % len(shades)])
+
+
+def plot_title(fit: FitFile, simulated_torch: str | None) -> str:
+    """What the plot shows: which peaks were replayed (and with which torch's allocator), what the curves are, and
+    the traces: the command recorded, the dry runs or the files given."""
+    import textwrap
+
+    torch = f" with torch {simulated_torch}'s allocator" if simulated_torch else ""
+    made = "recorded" if fit.dry_run is None else "traced"
+    what = fit_title(fit, f"Peak reserved in {fit.param}: dots replayed {UNLIMITED}{torch} at each {made} "
+                          f"{fit.param}; lines: each setting's curve through them (predicted).")
+    dry = origin(fit)
+    if dry is not None:
+        source = f"Traced by {dry}: nothing measured."
+    elif fit.command is not None:
+        source = f"Recorded: {' '.join(fit.command)}"
+    else:
+        source = "Traces: " + ", ".join(f"{fit.param} {v}: {os.path.basename(name)}"
+                                        for v, name in zip(fit.values, fit.traces))
+    return "\n".join(textwrap.fill(textwrap.shorten(line, 300, placeholder=" ..."), 130) for line in (what, source))
 
 
 def _draw_setting(ax, s: SettingFit, fit: FitFile) -> float:

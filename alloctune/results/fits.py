@@ -24,7 +24,11 @@ from .records import Budget, Bytes, Conf, Count, TrialState, parsed
 from .typed import checked_text, from_json, load_json
 from .vocabulary import BASIS, SETTING, SIMULATED_TORCH, Basis, setting_name
 
-FIT_SCHEMA = 1
+# 2: an answer's need_bytes is the least room its value runs in (replay --min-memory's search, less a context), and
+# its headroom the limit's room less that; schema 1 kept the peak reserved under the limit there, which a setting
+# that keeps what it caches (max_split_size_mb) fills. Read through `_upgrade_1`, as results/upgrade.py does for
+# choice.json.
+FIT_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,19 @@ class CurveRecord:
 
 @dataclass(frozen=True)
 class PointRecord:
-    """A setting's replayed peaks at one recorded value, without a limit."""
+    """A setting at one recorded value: its peaks replayed without a memory limit (what the curves are fitted to;
+    --json names them `UNLIMITED_PEAKS`), and the least room it runs in without an OOM and without an alloc retry
+    (sim/points.Replayed; None: a fit.json from before it was kept, or none found)."""
 
     value: int
     peak_reserved_bytes: Bytes
     peak_allocated_bytes: Bytes
+    least_room_bytes: Bytes | None = None
+
+
+# fit --json's names of a point's peaks: replayed without a memory limit, they are not what replay prints for a card
+UNLIMITED_PEAKS = {"peak_reserved_bytes": "unlimited_peak_reserved_bytes",
+                   "peak_allocated_bytes": "unlimited_peak_allocated_bytes"}
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,10 @@ class SettingFit:
 @dataclass(frozen=True)
 class Answer:
     """One setting under one limit: the largest value that runs (None: none does), what it rests on
-    (decide/fit.Basis), the peak reserved there and the headroom it leaves, the value to confirm that the next one
-    does not run, and per recorded value whether its replay ran and how many copies fit at once. `exact`: the value
-    and the next one were both recorded, and their replays decide (decide/fit.Largest.exact); else the curve
-    decided with `margin` (relative) on top."""
+    (decide/fit.Basis), what it needs there (decide/fit.Largest.need_bytes) and the headroom the limit leaves it, the
+    value to confirm that the next one does not run, and per recorded value whether its replay ran and how many
+    copies fit at once (decide/fit.copies). `exact`: the value and the next one were both recorded, and their
+    replays decide (decide/fit.Largest.exact); else the curve decided with `margin` (relative) on top."""
 
     conf: Conf
     largest: int | None
@@ -131,8 +143,8 @@ class CopyRun:
 @dataclass(frozen=True)
 class CopiesConfirmation:
     """Copies of the job at one recorded value started together on the GPU under a budget: how many were predicted
-    to fit at once (`Answer.copies`: the budget and one context shared among them, each copy its peak reserved and
-    its context), the GPU memory left free for them (the rest held by another process), and each copy's run.
+    to fit at once (`Answer.copies`: the budget and one context shared among them, each copy its least room and its
+    context), the GPU memory left free for them (the rest held by another process), and each copy's run.
     `runs` empty: none were run, `error` says why."""
 
     conf: Conf
@@ -226,6 +238,8 @@ class FitFile:
 
     @classmethod
     def from_json(cls, data: object, where: str = FIT_FILE) -> "FitFile":
+        if isinstance(data, dict) and data.get("schema") == 1:
+            data = _upgrade_1(data)
         fit = from_json(cls, data, where)
         if fit.schema != FIT_SCHEMA:
             raise ResultsError(f"{where}: schema {fit.schema} is not one this alloctune reads ({FIT_SCHEMA})")
@@ -233,12 +247,14 @@ class FitFile:
 
     def shared_json(self, simulated_torch: str) -> dict[str, Any]:
         """As `fit --json` prints it: the stored form under the names every command shares (results/vocabulary.py):
-        a setting named 'default', never ''; each answer's `basis` replayed where replays decide its figures, else
-        predicted, with the curve's part ('interpolated', 'extrapolated') under `curve`; the GPU's runs measured;
-        the torch the replays followed. fit.json keeps its stored names (schema 1)."""
+        a setting named 'default', never ''; each point's peaks named for what they are (`UNLIMITED_PEAKS`); each
+        answer's `basis` replayed where replays decide its figures, else predicted, with the curve's part
+        ('interpolated', 'extrapolated') under `curve`; the GPU's runs measured; the torch the replays followed.
+        fit.json keeps its stored names."""
         data = self.to_json()
         for setting in data["settings"]:
             setting[SETTING] = setting_name(setting[SETTING])
+            setting["points"] = [{UNLIMITED_PEAKS.get(k, k): v for k, v in p.items()} for p in setting["points"]]
         for limit, stored in zip(self.limits, data["limits"]):
             for answer, row in zip(limit.answers, stored["answers"]):
                 curve = None if answer.basis in (None, Basis.REPLAYED.value) else answer.basis
@@ -320,3 +336,16 @@ def _remove(folder: Path, created: Path) -> None:
             path.rmdir()
             if path == created:
                 break
+
+
+def _upgrade_1(data: dict) -> dict:
+    """A schema 1 fit.json as schema 2 reads it: what an answer needed and its headroom are not known in schema 2's
+    sense (schema 1 kept the peak under the limit), so none; everything else means what it meant."""
+    def answer(a: object) -> object:
+        return dict(a, need_bytes=None, headroom_bytes=None) if isinstance(a, dict) else a
+
+    limits = [dict(limit, answers=[answer(a) for a in limit.get("answers", [])])
+              if isinstance(limit, dict) and isinstance(limit.get("answers"), list) else limit
+              for limit in data.get("limits", [])] if isinstance(data.get("limits"), list) else data.get("limits")
+    return dict(data, schema=2, limits=limits)
+

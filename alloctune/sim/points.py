@@ -4,8 +4,10 @@ several jobs under one grid (a fleet's peaks).
 
 A limit is a card of some memory, or a budget on the recording GPU as a sweep applies it (the allocator may
 reserve `budget_bytes`); for fit's largest value, a replay under it "runs" when it has no OOM and no alloc retry
-(decide/fit.py says why). A fleet's job fits a setting as every replay fits (`ReplayOutcome.fits`: no OOM), with
-its alloc retries kept beside.
+(decide/fit.py says why). What a value needs is the least room it runs in so (`Replayed.least_room_bytes`,
+`replay --min-memory`'s rule), not its peak reserved under a limit: under max_split_size_mb that can fill whatever
+room the limit leaves, as cached oversize blocks are released only once the room runs out. A fleet's job fits a
+setting as every replay fits (`ReplayOutcome.fits`: no OOM), with its alloc retries kept beside.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from ..settings.conf import AllocConf
 from .limits import DEFAULT_DEVICE_MEMORY, DEFAULT_OVERHEAD
-from .replay import replay, replay_many
+from .replay import min_memory_many, replay, replay_many
 from .trace import Trace
 
 UNLIMITED = 1 << 60   # a device no replay fills: the peaks a setting reaches when nothing stops it
@@ -35,18 +37,15 @@ class Limit:
 
 @dataclass(frozen=True)
 class Replayed:
-    """One setting at one recorded value: its peaks without a limit, and whether it runs under each limit, with its
-    peak reserved there (a limit changes it: max_split_size_mb or GC release cached blocks to stay within it)."""
+    """One setting at one recorded value: its peaks without a limit, whether it runs under each limit, and the least
+    room it runs in without an OOM and without an alloc retry (`replay --min-memory`'s device memory less the context,
+    found to its granularity, without a memory fraction; None: none up to its search's end)."""
 
     value: int
     peak_reserved_bytes: int
     peak_allocated_bytes: int
     runs: tuple[bool, ...]   # per limit, in the order given
-    limited_reserved_bytes: tuple[int, ...] = ()   # per limit: the peak reserved of that replay
-
-    def need_under(self, limit: int) -> int:
-        """Its peak reserved under the limit of index `limit` (without one: the unlimited peak)."""
-        return self.limited_reserved_bytes[limit] if self.limited_reserved_bytes else self.peak_reserved_bytes
+    least_room_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -81,21 +80,24 @@ def recording_device(traces: Sequence[HasMeta]) -> int:
 def replay_value(trace: Trace, confs: Sequence[AllocConf], limits: Sequence[Limit], *, value: int,
                  overhead_bytes: int, jobs: int | None = None) -> list[Replayed | str]:
     """Every setting of `confs` replayed on `trace`, recorded at `value`, without a limit and under each of
-    `limits`: per setting, its `Replayed`, or why it is not simulated. One trace at a time: a pool's workers hold
-    every trace they are given, and one value's trace is what a large job's replays can afford on every core."""
+    `limits`, and its least room found (`min_memory_many`): per setting, its `Replayed`, or why it is not simulated.
+    One trace at a time: a pool's workers hold every trace they are given, and one value's trace is what a large
+    job's replays can afford on every core."""
     conditions: list[tuple[int, int | None]] = [(UNLIMITED, None)]
     conditions += [(limit.device_bytes, limit.budget_bytes) for limit in limits]
     free, *limited = replay_many([(trace, device, budget) for device, budget in conditions], confs,
                                  overhead_bytes=overhead_bytes, jobs=jobs)
+    least = min_memory_many(trace, confs, overhead_bytes=overhead_bytes, jobs=jobs)
     out: list[Replayed | str] = []
     for i in range(len(confs)):
         result = free[i].result
         if not free[i].simulated or result is None:
             out.append(free[i].reason or "not simulated")
             continue
-        under = [outcomes[i].result for outcomes in limited]
-        out.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes, tuple(map(_runs, under)),
-                            tuple(r.peak_reserved_bytes if r is not None else 0 for r in under)))
+        room = least[i].no_retry_bytes
+        out.append(Replayed(value, result.peak_reserved_bytes, result.peak_allocated_bytes,
+                            tuple(_runs(outcomes[i].result) for outcomes in limited),
+                            None if room is None else room - overhead_bytes))
     return out
 
 

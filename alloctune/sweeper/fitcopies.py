@@ -1,6 +1,6 @@
 """Copies at once, confirmed on the GPU (`fit --confirm-copies VALUE`): under each budget and for each setting
 confirmed, as many copies of the command at VALUE as the fit predicts fit at once (`Answer.copies`: the budget and one
-context shared among them, each copy its peak reserved and its context) are started together, each a trial in a
+context shared among them, each copy its least room and its context) are started together, each a trial in a
 fresh process under the setting (as `fitrun.confirm` runs one), while a ballast process holds the GPU's memory but
 what the prediction shares among them (trial/ballast.py), as a card of that size would. They fit when every copy
 finishes without an OOM and without an alloc retry. At most MAX_COPIES run at once; a prediction of more, or of none,

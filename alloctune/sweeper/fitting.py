@@ -62,8 +62,8 @@ class FitRequest:
 
 
 class Replays:
-    """The traces a fit rests on, added a value at a time, each replayed under every setting without a limit and
-    under each of the request's limits as it is added (and then dropped)."""
+    """The traces a fit rests on, added a value at a time, each replayed under every setting without a limit, under
+    each of the request's limits and for its least room as it is added (and then dropped)."""
 
     def __init__(self, request: FitRequest, jobs: int | None = None, device: int | None = None):
         self.request = request
@@ -97,8 +97,8 @@ def estimates(replays: Replays) -> list[Largest]:
         if s.reason is None:
             curve = _curves(s)[0]
             assert curve is not None
-            out += [largest(_points(s, i), curve, limit.capacity(request.overhead_bytes), request.step, margin=0.0)
-                    for i, (limit, _) in enumerate(request.limits())]
+            rooms = [limit.capacity(request.overhead_bytes) for limit, _ in request.limits()]
+            out += [largest(_points(s, i, room), curve, room, request.step, margin=0.0) for i, room in enumerate(rooms)]
     return out
 
 
@@ -151,21 +151,32 @@ def _curve_record(curve: Fit | None) -> CurveRecord | None:
 
 
 def _setting_fit(s: SettingPoints, reserved: Fit | None, allocated: Fit | None) -> SettingFit:
-    points = [PointRecord(p.value, p.peak_reserved_bytes, p.peak_allocated_bytes) for p in s.points]
+    points = [PointRecord(p.value, p.peak_reserved_bytes, p.peak_allocated_bytes, p.least_room_bytes)
+              for p in s.points]
     return SettingFit(str(s.setting), points, _curve_record(reserved), _curve_record(allocated), s.reason)
 
 
-def _points(s: SettingPoints, limit: int) -> list[Point]:
-    return [Point(p.value, p.need_under(limit), p.runs[limit]) for p in s.points]
+def _points(s: SettingPoints, limit: int, capacity: int) -> list[Point]:
+    """Each recorded value under the limit of index `limit` (`capacity` bytes of room): whether its replay there runs,
+    and the least room it runs in; a replay that ran in the limit's room ran in no more than it, whatever the least
+    room's search found (to its granularity, or past a size where more memory did worse)."""
+    points = []
+    for p in s.points:
+        # None found (no room up to the search's end) and no run under the limit: the peak without one is all known
+        rooms = [r for r in (p.least_room_bytes, capacity if p.runs[limit] else None) if r is not None]
+        points.append(Point(p.value, min(rooms, default=p.peak_reserved_bytes), p.runs[limit]))
+    return points
 
 
 def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step: int, overhead: int) -> Answer:
     """One setting under the limit of index `limit`. Copies at once share what the limit gives one process: its
-    room for the allocator and its context (a card's memory; a budget and one context)."""
+    room for the allocator and its context (a card's memory; a budget and one context), each counted at its peak
+    without a limit (`decide/fit.copies`)."""
     assert curve is not None
-    points = _points(s, limit)
+    points = _points(s, limit, capacity)
     best: Largest = largest(points, curve, capacity, step)
     return Answer(str(s.setting), best.value, None if best.basis is None else best.basis.value, best.need_bytes,
                   best.headroom_bytes, best.next_value, best.capped, [p.fits for p in points],
-                  [copies(p.need_bytes, overhead, capacity + overhead) if p.fits else 0 for p in points],
+                  [copies(r.peak_reserved_bytes, overhead, capacity + overhead) if p.fits else 0
+                   for p, r in zip(points, s.points)],
                   best.exact, None if best.exact else curve.margin)

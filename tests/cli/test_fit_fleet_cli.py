@@ -57,8 +57,10 @@ def test_json_prints_the_answer_in_the_shared_names_while_fit_json_keeps_its_own
     words = " ".join(in_process("fit", "--help", env={"COLUMNS": "200"}).stdout.split())
     assert "fit.json's object" not in words
     assert ("--json print the answer as JSON in the names every command's --json shares: a setting 'default' for "
-            "the default, each answer's basis replayed or predicted (with its curve and margin); fit.json keeps "
-            "its stored form ('' for the default, the curve's part as basis)") in words
+            "the default, each point's peaks replayed without a memory limit as unlimited_peak_reserved_bytes and "
+            "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin); "
+            "fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes, the curve's part as "
+            "basis)") in words
 
 
 def test_a_budget_is_a_share_of_the_recording_gpu_and_values_beyond_the_recorded_are_extrapolated(tmp_path):

@@ -1,7 +1,8 @@
 """`alloctune fit` refusing what cannot work, each as a class of inputs, before any recording or replay, in one line,
 leaving no folder behind and nothing of another's changed: a parameter given in a variable alloctune sets itself, a
 folder that is not this fit's (another command's fit, a sweep's results, files of the user's), a card no job runs
-on or that holds less than the context, values too many to answer, and two fits on one folder at once."""
+on or that holds less than the context, one trace given at two values, values too many to answer, and two fits on
+one folder at once."""
 from __future__ import annotations
 
 import os
@@ -128,6 +129,20 @@ def test_a_card_no_job_runs_on_is_refused_before_any_replay_and_leaves_no_folder
     out = tmp_path / "fit"
     assert says in refused("--param", "batch", *paths, *args, "--out", out)
     assert not out.exists()
+
+
+def test_one_trace_given_at_two_values_is_refused_as_fleet_refuses_one_job_given_twice(tmp_path):
+    """A curve through one recording at two values is flat: it answered '4+ extrapolated, margin +0.0%'."""
+    path = write_traces(tmp_path, [8])[1].partition("=")[2]
+    (tmp_path / "link.xz").symlink_to(path)
+    out = tmp_path / "fit"
+    for other in (path, tmp_path / "link.xz", f"{tmp_path}/./job-8.xz"):
+        line = refused("--param", "batch", f"--trace=1={path}", f"--trace=2={other}", "--out", out)
+        assert f"each value's trace once: {path} and {other} are one trace, and one recording at two " \
+               f"values would fit a flat line" in line
+    assert not out.exists()
+    fleet = in_process("fleet", path, tmp_path / "link.xz")
+    assert fleet.returncode == 2 and "each job's trace once: " in fleet.stderr and "are one trace" in fleet.stderr
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "-4", "0x10", "1_000"])

@@ -200,21 +200,24 @@ def two_gpus(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("args", [["replay", "{}"], ["search", "{}", "--max-settings", "5"], ["fleet", "{}"],
-                                  ["fit", "--param", "b", "--trace", "1={}", "--trace", "2={}"],
+                                  ["fit", "--param", "b", "--trace", "1={}", "--trace", "2={copy}"],
                                   ["sweep", ROOT / "workloads" / "detection.yaml", "--preset", "h200", "--backend",
                                    "sim", "--trace", "{}"]])
 def test_a_snapshot_of_two_gpus_names_an_option_the_command_has(tmp_path, args):
     """Every command that loads a trace says how to choose a device in its own words: the flag it has (every one
     but sweep has --device), else what to do instead; nothing is written."""
     path = two_gpus(tmp_path)
-    given = [str(a).replace("{}", str(path)) for a in args]
+    copy = tmp_path / "copy.pickle"   # fit takes a trace at each value, each a file of its own
+    if any("{copy}" in str(a) for a in args):
+        copy.write_bytes(path.read_bytes())
+    given = [str(a).replace("{copy}", str(copy)).replace("{}", str(path)) for a in args]
     line = _one_line_error(in_process(*given, "--results" if args[0] == "sweep" else "--jobs", tmp_path / "r"
                                       if args[0] == "sweep" else "1", cwd=tmp_path))
     assert "devices [0, 1]" in line, line
     flags = re.findall(r"(?<![\w-])--[a-z-]+", re.sub(r"`[^`]*`", "", line))   # its own: not another command's
     usage = in_process(args[0], "--help").stdout
     assert all(flag in usage for flag in flags) and ("choose one with --device N" in line) == (args[0] != "sweep")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["two.pickle"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({"two.pickle", *([copy.name] if copy.exists() else [])})
     if args[0] != "sweep":
         fewer = ["--max-settings", "5"] if args[0] == "search" else ["--conf", "expandable_segments:True"]
         run = in_process(*given, "--device", "1", *fewer, "--json", cwd=tmp_path)

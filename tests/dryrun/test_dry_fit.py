@@ -63,7 +63,7 @@ def test_a_fits_dry_run_traces_every_answer_and_says_so(fitted):
     assert "dry run (no GPU)" in progress and "recording" not in progress
     gpu = cli("replay", FIXTURES / "gpt.xz", "--json", *[a for conf in SETTINGS for a in ("--conf", conf)])
     on_gpu = {r["conf"]: r["peak_reserved_bytes"] for r in json.loads(gpu.stdout)["results"]}
-    at_4 = {s["conf"]: next(p["peak_reserved_bytes"] for p in s["points"] if p["value"] == 4)
+    at_4 = {s["conf"]: next(p["unlimited_peak_reserved_bytes"] for p in s["points"] if p["value"] == 4)
             for s in said["settings"]}
     assert at_4 == on_gpu   # the dry run's point at batch 4 is the GPU's recording replayed
 
@@ -105,7 +105,7 @@ def test_the_largest_batch_by_dry_run_is_the_gpus(tmp_path):
 
 @pytest.mark.parametrize("flags, says", [
     (["--arch", "h100", "--", sys.executable, "-c", "pass"], "--arch names the GPU a dry run stands for"),
-    (["--dry-run", "--trace", f"4={FIXTURES / 'gpt.xz'}", "--trace", f"8={FIXTURES / 'gpt.xz'}"],
+    (["--dry-run", "--trace", f"4={FIXTURES / 'gpt.xz'}", "--trace", f"8={FIXTURES / 'gpt-varlen.xz'}"],
      "--dry-run traces your command at each value"),
     (["--dry-run", "--budget", "1GiB", "--confirm", "default", "--", sys.executable, "-c", "pass"],
      "--confirm runs answers on the GPU and --dry-run uses none"),
