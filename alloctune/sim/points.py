@@ -87,7 +87,7 @@ def replay_value(trace: Trace, confs: Sequence[AllocConf], limits: Sequence[Limi
     conditions += [(limit.device_bytes, limit.budget_bytes) for limit in limits]
     free, *limited = replay_many([(trace, device, budget) for device, budget in conditions], confs,
                                  overhead_bytes=overhead_bytes, jobs=jobs)
-    least = min_memory_many(trace, confs, overhead_bytes=overhead_bytes, jobs=jobs)
+    least = min_memory_many(trace, confs, overhead_bytes=overhead_bytes, jobs=jobs, no_retry_only=True)
     out: list[Replayed | str] = []
     for i in range(len(confs)):
         result = free[i].result

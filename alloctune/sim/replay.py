@@ -112,7 +112,7 @@ class Capacity:
     """Smallest device memory (bytes, overhead included) without OOM, and without release-and-retry either."""
 
     conf: str
-    fits_bytes: int | None          # None: not simulated, or no fit up to 1 PiB; `reason` says which
+    fits_bytes: int | None          # None: not simulated, no fit up to 1 PiB (`reason` says which), or not searched
     no_retry_bytes: int | None
     granularity: int = GRANULARITY
     monotone: bool = True           # False: some larger size failed where bisection expected success
@@ -166,10 +166,11 @@ def min_memory(trace: Trace, conf: AllocConf | str, *, overhead_bytes: int | Non
 
 def min_memory_many(trace: Trace, confs: Sequence[AllocConf | str], *, overhead_bytes: int | None = None,
                     granularity: int = GRANULARITY, jobs: int | None = None, torch_version: str | None = None,
-                    progress: Progress | None = None) -> list[Capacity]:
-    """`min_memory` for each setting, spread over cores like `replay` (and, like it, as `torch_version`)."""
+                    progress: Progress | None = None, no_retry_only: bool = False) -> list[Capacity]:
+    """`min_memory` for each setting, spread over cores like `replay` (and, like it, as `torch_version`);
+    `no_retry_only`: the smallest size without a retry alone, `fits_bytes` not searched (None), as fit needs it."""
     version = simulated_torch(torch_version) if torch_version else _torch_version(trace)
-    args = _Args(0, None, _overhead(trace, overhead_bytes), version, granularity)
+    args = _Args(0, None, _overhead(trace, overhead_bytes), version, granularity, no_retry_only=no_retry_only)
     return _map(_capacity_one, [(0, _parse(c), args) for c in confs], [trace], jobs, progress)
 
 
@@ -199,6 +200,7 @@ class _Args:
     granularity: int = GRANULARITY
     window: SteadyWindow | None = None   # the steady steps replay counts the driver work over
     step_ends: tuple[int, ...] = ()      # the trace's, where the replay notes the step of its peak reserved
+    no_retry_only: bool = False          # a capacity's smallest size without a retry alone (`min_memory_many`)
 
 
 def _parse(conf: AllocConf | str) -> AllocConf:
@@ -287,6 +289,8 @@ def _capacity_one(ops: Any, conf: AllocConf, args: _Args) -> Capacity:
         no_retry, retry_monotone = hi, True
     else:
         no_retry, retry_monotone = _smallest(without_retry, lo, hi, step)
+    if args.no_retry_only:
+        return Capacity(conf.label, None, no_retry, step, retry_monotone)
     # A size without retries has no OOM either: the smallest that fits is at most that.
     smallest_fit, fits_monotone = _smallest(fits, lo, no_retry or hi, step)
     reason = None if smallest_fit else f"does not fit in {format_bytes(_SEARCH_LIMIT)}"
