@@ -17,10 +17,12 @@ from dataclasses import replace
 
 import pytest
 import torch
-from clirun import ROOT
+from clirun import ROOT, in_process
+from scaled import scaled_trace
 
 import alloctune
 from alloctune.results.calibration import read_calibration
+from alloctune.sim.trace import save_trace
 from alloctune.trial.calibration import RUNS
 from alloctune.results.folder import ResultsFolder
 from standin import CALIBRATION, PROBE_AS_ONE_GPU
@@ -108,6 +110,55 @@ def test_a_sweep_that_falls_back_to_replay_says_so_as_a_warning_unless_told_wher
     again = alloctune.sweep(WORKLOAD, preset="h200", grid=["expandable_segments:True"], results_root=tmp_path / "b",
                             notice=told.append)
     assert told == list(again.notices) == list(outcome.notices)
+
+
+def test_a_result_names_the_default_default_where_a_user_reads_it(tmp_path):
+    """The house rule in the API's results: search's front and its candidates, and fleet's ranked settings, name
+    the default "default" in `conf`, as replay's outcomes and every JSON do (a typed field keeps the AllocConf:
+    `setting`); on traces built here, where the default loses nothing."""
+    for value in (8, 16):
+        save_trace(scaled_trace(value), tmp_path / f"{value}.xz")
+    found = alloctune.search(tmp_path / "8.xz", max_settings=12, jobs=1)
+    [member] = [m for m in found.front if m.reason.startswith("the default")]
+    assert member.candidate.conf == found.search.default.conf == "default" and member.candidate.setting.is_default
+    assert "default" in [m["conf"] for m in found.to_json()["front"]]
+    assert "default" in [o.conf for o in alloctune.replay(tmp_path / "8.xz", jobs=1).outcomes]
+    fleet = alloctune.fleet([tmp_path / "8.xz", tmp_path / "16.xz"], ["max_split_size_mb:128"], jobs=1)
+    assert fleet.best is not None and fleet.best.setting.is_default
+    assert fleet.best.conf == fleet.to_json()["best"] == "default"
+
+
+def test_grid_is_a_file_in_replay_fleet_and_fit_and_the_settings_in_sweep_and_each_refuses_the_other(tmp_path):
+    """Replay, fleet and fit take their settings as `confs` and a file of more as `grid` (--grid FILE); sweep's
+    `grid` is the settings themselves (--conf). Settings given where a file is taken, or a file where settings are,
+    are refused in one line before anything runs, pointing at the option that takes them; in the API and the CLI."""
+    traces = {}
+    for value in (8, 16):
+        save_trace(scaled_trace(value), traces.setdefault(value, tmp_path / f"{value}.xz"))
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("- expandable_segments:True\n")
+    replayed = alloctune.replay(traces[8], grid=grid, jobs=1).outcomes
+    assert {o.conf for o in replayed} == {"default", "expandable_segments:True"}
+    calls = {"replay": lambda g: alloctune.replay(traces[8], grid=g),
+             "fleet": lambda g: alloctune.fleet(list(traces.values()), grid=g),
+             "fit": lambda g: alloctune.fit("batch", traces=traces, grid=g)}
+    for name, call in calls.items():
+        for settings in (["expandable_segments:True"], ("default",), "expandable_segments:True"):
+            with pytest.raises(alloctune.AlloctuneError) as refused:
+                call(settings)
+            said = str(refused.value)
+            assert said.startswith("grid is a file listing settings") and said.endswith(
+                "the settings themselves go in confs") and "\n" not in said, (name, settings, said)
+    for given in (grid, str(grid), [str(grid)], ["expandable_segments:True", grid]):
+        with pytest.raises(alloctune.AlloctuneError, match="^grid takes the settings themselves, .* not a file "):
+            alloctune.sweep(WORKLOAD, grid=given, results_root=tmp_path / "results", notice=lambda text: None)
+    assert not (tmp_path / "results").exists()
+    for args, says in ((["replay", traces[8], "--grid", "expandable_segments:True"], "--grid is a file listing"),
+                       (["fleet", traces[8], traces[16], "--grid", "default"], "settings themselves go in --conf"),
+                       (["sweep", WORKLOAD, "--conf", grid], "--conf takes the settings themselves")):
+        run = in_process(*args, cwd=tmp_path)
+        assert run.returncode == 2 and run.stdout == "" and len(run.stderr.splitlines()) == 1, run
+        assert says in run.stderr, run.stderr
 
 
 # A stand-in GPU interpreter (tests/standin.py): the probe answers as one GPU, the calibration child with the

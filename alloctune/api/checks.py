@@ -1,12 +1,12 @@
 """The checks that fields of several use cases' options share (sizes, counts, worker processes, settings, paths,
-standard input read once), each refusal an `OptionError` naming its field (the CLI shows its flag); and what a use
-case tells its caller as it goes (`Progress`)."""
+a grid file or the settings themselves, standard input read once), each refusal an `OptionError` naming its field
+(the CLI shows its flag); and what a use case tells its caller as it goes (`Progress`)."""
 from __future__ import annotations
 
 import os
 from typing import Any, Callable, Sequence
 
-from ..errors import OptionError, SizeError, shown
+from ..errors import ConfError, OptionError, SizeError, shown
 from ..settings.conf import AllocConf
 from ..units import MAX_INT, MAX_INT_TEXT, parse_size
 
@@ -64,6 +64,36 @@ def path(value: object, field: str) -> str:
         raise OptionError(field, "{%s}: expected a path (a non-empty str or os.PathLike), got {got}" % field,
                           got=shown(value))
     return text
+
+
+def grid_file(value: object) -> str:
+    """The `grid` of replay, fleet and fit: a file listing settings ('-': standard input). Settings given there
+    instead (a list, or one setting that names no file) are refused in one line that points at `confs`, which takes
+    them: sweep's `grid` is that list (`grid_settings`)."""
+    if isinstance(value, (list, tuple, AllocConf)) or (isinstance(value, str) and value and _a_setting(value)
+                                                        and not os.path.exists(value)):
+        raise OptionError("grid", "{grid} is a file listing settings (a YAML list, or one a line), got {got}: the "
+                          "settings themselves go in {confs}", got=shown(value))
+    return path(value, "grid")
+
+
+def grid_settings(entries: Sequence[object] | None) -> None:
+    """Sweep's `grid`: the settings themselves (what replay, fleet and fit take as `confs`); a file given there is
+    refused in one line (`grid_file` is the file's option)."""
+    for entry in entries or ():
+        if isinstance(entry, os.PathLike) or (isinstance(entry, str) and not _a_setting(entry)
+                                              and os.path.isfile(entry)):
+            raise OptionError("grid", "{grid} takes the settings themselves, such as 'expandable_segments:True', "
+                              "not a file ({got} is one): give the file's settings (the command line reads them "
+                              "with --grid FILE)", got=shown(entry))
+
+
+def _a_setting(text: str) -> bool:
+    try:
+        AllocConf.parse(text)
+    except ConfError:
+        return False
+    return True
 
 
 def one_stdin(paths: Sequence[object], field: str, among: str) -> None:

@@ -25,8 +25,8 @@ from ..settings.conf import AllocConf
 from ..sim.target import REFERENCE, Target
 from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
-from .checks import (Progress, count, device_index, given, in_bytes, one_stdin, path, quiet, set_field, settings,
-                     size, workers)
+from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
+                     settings, size, workers)
 from .inputs import TraceInput, budget_limit, name_of, once_each, trace_inputs
 from .options import options_of
 
@@ -44,7 +44,7 @@ class FitOptions:
     traces: Mapping[int, TraceInput] | None = None   # instead of a command: value -> the trace recorded at it
     command: Sequence[str] | None = None             # with {param} where the value goes (else in the variable param)
     confs: Sequence[str | AllocConf] = ()            # settings to answer for (default: the default grid)
-    grid: str | os.PathLike | None = None            # a file listing more settings ('-' for stdin)
+    grid: str | os.PathLike | None = None            # a file listing more settings ('-' for stdin; a list: confs)
     cards: Sequence[int | str] | None = None         # card memories (default, without budgets: sim/limits.py's)
     budgets: Sequence[str | int | float] = ()        # budgets on the recording GPU, as a sweep applies them
     step: int | None = None                          # spacing of the values answered (default: their gcd)
@@ -69,7 +69,7 @@ class FitOptions:
         set_field(self, "confs", settings(self.confs))
         set_field(self, "confirm", settings(self.confirm, "confirm"))
         if self.grid is not None:
-            set_field(self, "grid", path(self.grid, "grid"))
+            set_field(self, "grid", grid_file(self.grid))
         one_stdin([*(self.traces or {}).values(), self.grid], "traces", "the traces and {grid}")
         self._check_limits()
         if self.confirm and not (self.command and self.budgets):

@@ -24,7 +24,7 @@ class FleetOptions:
 
     traces: Sequence[TraceInput] = ()            # one trace per job
     confs: Sequence[str | AllocConf] = ()        # settings to rank ('default' for the default; default: the grid)
-    grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
+    grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin; a list: confs)
     device_memory: int | str | None = None       # every job on a card of this memory (default: each one's own GPU)
     jobs: int | None = None                      # replay worker processes (default: every usable core)
     device: int | None = None                    # which device's trace, where a snapshot has several
@@ -54,6 +54,9 @@ class FleetResult:
     origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
     skipped: tuple[Skip, ...] = ()
     torch_versions: tuple[str | None, ...] = ()   # each job's trace's torch (None: it does not say)
+    # what a job's replay rests on that the user must know, the job named: a budget no option gave (an OOM
+    # snapshot's, `DeviceLimits.budget_warning`)
+    job_warnings: tuple[str, ...] = ()
 
     @property
     def best(self) -> SettingLoss | None:
@@ -64,18 +67,19 @@ class FleetResult:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """A line where the jobs' traces come from different torches: each job's replay follows its own torch's
-        allocator (sim/target.py), so one setting may be read differently from job to job."""
+        """The jobs' own warnings (`job_warnings`), and a line where the jobs' traces come from different torches:
+        each job's replay follows its own torch's allocator (sim/target.py), so one setting may be read differently
+        from job to job."""
         from ..sim.target import simulated_torch
 
         by_torch: dict[str, list[str]] = {}
         for job, torch in zip(self.jobs, self.torch_versions):
             by_torch.setdefault(simulated_torch(torch), []).append(job)
         if len(by_torch) < 2:
-            return ()
+            return self.job_warnings
         each = "; ".join(f"torch {t}: {', '.join(jobs)}" for t, jobs in sorted(by_torch.items()))
-        return (f"the jobs' traces come from different torches ({each}): each job is replayed with its own "
-                f"torch's allocator, which may read a setting differently",)
+        return (*self.job_warnings, f"the jobs' traces come from different torches ({each}): each job is replayed "
+                                    f"with its own torch's allocator, which may read a setting differently")
 
     @property
     def left_out(self) -> tuple[str, ...]:
@@ -98,8 +102,9 @@ def job_names(paths: list[str]) -> list[str]:
 def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | AllocConf] | None = None,
           options: FleetOptions | None = None, *, progress: Progress | None = None, **fields: Any) -> FleetResult:
     """Rank settings across jobs by what each gives up (see the module docstring). `traces`: a list of paths or
-    Traces, one per job; `options` (FleetOptions) or its fields as keywords:
-    `fleet(["a.xz", "b.xz"], device_memory="24GiB")`. `progress` hears of each job as its trace loads."""
+    Traces, one per job; `confs`: the settings; `options` (FleetOptions) or its fields as keywords:
+    `fleet(["a.xz", "b.xz"], device_memory="24GiB")`; `grid` is a file listing more settings, as in replay and fit.
+    `progress` hears of each job as its trace loads."""
     from ..decide.fleet import rank_fleet
     from ..settings.grid import DEFAULT_GRID, expand, load_grid_file, ranked_settings
     from ..sim.points import fleet_peaks, job_peaks
@@ -110,13 +115,15 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     sources = held(options.traces)
     names = job_names([name_of(source, i) for i, source in enumerate(sources)])
     # One trace at a time, replayed under every setting listed and dropped: only its figures are kept.
-    candidates, figures, origins, budgeted = expand(entries or DEFAULT_GRID), {}, [], False
+    candidates, figures, origins, budgeted, warned = expand(entries or DEFAULT_GRID), {}, [], False, []
     for name, source in zip(names, sources):
         said(f"replaying {name}", None)
         trace = loaded(source, options.device)
         origins.append(provenance(trace.meta))
         limits = DeviceLimits.of(trace, in_bytes(options.device_memory), budget_limit(options.budget), None)
         budgeted = budgeted or limits.budget_bytes is not None   # given, or what an OOM snapshot allowed
+        if said_budget := limits.budget_warning(name):
+            warned.append(said_budget)
         figures[name] = job_peaks(trace, candidates, device_memory=limits.device_memory,
                                   budget_bytes=limits.budget_bytes, jobs=options.jobs)
         del trace   # the next is read only once this one is let go
@@ -127,4 +134,4 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
                                             has_budget=budgeted)
     peaks, retries, not_simulated = fleet_peaks(figures, confs_ranked)
     return FleetResult(tuple(names), tuple(rank_fleet(peaks, retries)), not_simulated, tuple(origins), tuple(skipped),
-                       tuple(figures[name].torch_version for name in names))
+                       tuple(figures[name].torch_version for name in names), tuple(warned))

@@ -15,7 +15,7 @@ from ..sim.rebuilt import allowed_at_oom
 from ..sim.target import Target
 from ..sim.trace import Trace, load_trace
 from ..units import budget_on, format_bytes, parse_budget
-from .checks import one_stdin, path, set_field, settings
+from .checks import grid_file, one_stdin, path, set_field, settings
 
 # A trace as the use cases take it: its path ('-' for standard input) or the Trace `alloctune.load_trace` returns.
 TraceInput = Union[str, os.PathLike, Trace]
@@ -121,6 +121,14 @@ class DeviceLimits:
             return cls(memory, where, allowed, overhead_bytes, AT_OOM)
         return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
 
+    def budget_warning(self, job: str | None = None) -> OptionText | None:
+        """Where a budget the caller did not give came from (`budget_from`), as a warning (None: the caller's, or
+        none); `job` names the job it is said of, where several are replayed (fleet)."""
+        if not self.budget_from:
+            return None
+        return OptionText("{job}replayed under a budget of {size}, %s; {budget} sets another" % self.budget_from,
+                          job=f"{job}: " if job else "", size=format_bytes(self.budget_bytes or 0))
+
     def warnings(self, trace: Trace, target: Target) -> list[str]:
         """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
         blocks allocated before the recording started, ...), what a dry run could not size, the torch whose
@@ -136,9 +144,8 @@ class DeviceLimits:
             warnings.append(OptionText("the trace does not say how much memory its GPU had: replayed on an H200's "
                                        "{memory}; set {device_memory} for another card",
                                        memory=format_bytes(DEFAULT_DEVICE_MEMORY)))
-        if self.budget_from:
-            warnings.append(OptionText("replayed under a budget of {size}, %s; {budget} sets another"
-                                       % self.budget_from, size=format_bytes(self.budget_bytes or 0)))
+        if budget := self.budget_warning():
+            warnings.append(budget)
         if self.budget_bytes is not None and self.budget_bytes > self.device_memory:
             where = "{device_memory}" if isinstance(self.memory_from, OptionText) else "{where}"
             warnings.append(OptionText("{budget} {size} is more than the device's {card} (%s): the device runs "
@@ -150,9 +157,10 @@ class DeviceLimits:
 
 def check_traces_and_grid(options) -> None:
     """A replaying use case's `traces`, `confs` and `grid` fields checked in place (replay's and fleet's options):
-    the traces as inputs, the settings parsed, the grid a path, at most one of them standard input."""
+    the traces as inputs, the settings parsed, the grid a file's path (`grid_file`), at most one of them standard
+    input."""
     set_field(options, "traces", trace_inputs(options.traces))
     set_field(options, "confs", settings(options.confs))
     if options.grid is not None:
-        set_field(options, "grid", path(options.grid, "grid"))
+        set_field(options, "grid", grid_file(options.grid))
     one_stdin([*held(options.traces), options.grid], "traces", "the traces and {grid}")

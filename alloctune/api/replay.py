@@ -24,7 +24,7 @@ class ReplayOptions:
 
     traces: TraceInput | Sequence[TraceInput] = ()   # one trace, or one per rank: each replayed, then the maximum
     confs: Sequence[str | AllocConf] = ()        # settings to replay ('default' for the default; default: the grid)
-    grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin)
+    grid: str | os.PathLike | None = None        # a file listing more settings ('-' for stdin; a list: confs)
     device_memory: int | str | None = None       # default: the recording GPU's, else sim/limits.py's
     # a limit as a size ('24GiB') or a fraction of the device (0.5); default, for a snapshot taken at an OOM with no
     # device_memory given: what it says the process could have (`DeviceLimits.of`), else none
@@ -77,8 +77,9 @@ def replay(traces: TraceInput | Sequence[TraceInput] | None = None,
            progress: Progress | None = None, **fields: Any) -> ReplayResult:
     """Simulate each trace under the settings named (with the default; none named: the default grid), under the
     sweep's rules (a setting the trace's torch rejects, a misspelt key, stops the call), and rank them by peak
-    reserved. `traces`: a path, a Trace, or a list of them (one per rank); `options` (ReplayOptions) or its fields
-    as keywords: `replay("a.xz", ["expandable_segments:True"], device_memory="24GiB")`."""
+    reserved. `traces`: a path, a Trace, or a list of them (one per rank); `confs`: the settings; `options`
+    (ReplayOptions) or its fields as keywords: `replay("a.xz", ["expandable_segments:True"], device_memory="24GiB")`.
+    `grid` is a file listing more settings, as in fleet and fit (sweep's `grid` is the list of settings itself)."""
     from ..settings.grid import load_grid_file   # loads yaml: not at every command's start-up
 
     options = options_of("replay", ReplayOptions, options, given(fields, traces=traces, confs=confs))

@@ -31,6 +31,7 @@ from ..sweeper.sweep import dry_run_plan, run_plan
 from ..workload.loader import load_workload
 from ..workload.spec import WorkloadSpec
 from .analyze import decide_folder, decisions
+from .checks import grid_settings
 from .options import build, split
 
 
@@ -64,12 +65,16 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     win over both: `sweep("w.yaml", preset="h200", repeats=5, notice=print)`. A bad option, or a name that is
     neither, is an OptionError naming the field.
 
+    `grid`: the settings themselves, `["expandable_segments:True"]` (replay, fleet and fit take them as `confs`,
+    and their `grid` is a file listing more); a file given here is refused in one line.
+
     `search`: instead of the grid, search up to that many settings of each torch's space by replay (backend sim
     or hybrid) and sweep the Pareto front. A hybrid sweep without `trace` records it during the default's first
     trial (for a workload, not a command, that trial counts as the default's repeat 0); it then measures the
     default's other repeats and the `finalists` best simulated settings."""
     chosen = split("sweep", fields, options=SweepOptions, callbacks=SweepCallbacks)
     options = build(SweepOptions, options, chosen["options"], "sweep")
+    grid_settings(options.grid)
     told = {name: hook for name, hook in chosen["callbacks"].items() if hook is not None}   # None: the default
     callbacks = build(SweepCallbacks, callbacks, told, "sweep")
     notices: list[str] = []

@@ -61,7 +61,6 @@ def _child_probe(torch) -> dict:
         "devices": devices,
         "driver": driver_version() if cuda_available else None,
         "host": socket.gethostname(),
-        "env_id": f"torch-{torch.__version__}",
     }
 
 

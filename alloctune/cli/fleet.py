@@ -3,9 +3,10 @@ each job from its own best, and the one that loses least."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
-from .args import add_device, console, positive_int
+from .args import add_device, console, flagged, positive_int
 
 
 def register(subparsers) -> None:
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
                            device=args.device, budget=args.budget)
     with Bars(console(stderr=True)) as bars:
         result = fleet(options=options, progress=bars)
+    result = dataclasses.replace(result, job_warnings=tuple(flagged(w, FLAGS) for w in result.job_warnings))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

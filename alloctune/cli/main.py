@@ -26,7 +26,12 @@ SUBCOMMANDS = ("sweep", "record", "calibrate", "replay", "search", "export", "co
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, its usage errors alloctune's own (`UsageError`: one line, exit 2, as main() says every
     mistake) instead of the usage and `alloctune fit: error: ...`; subcommands' parsers are of the same class.
-    --help and --version print as argparse prints them."""
+    --help and --version print as argparse prints them. Options are taken spelled in full only: an abbreviation
+    would pass into what a sweep keeps and suggests (its command line, cli/sweep._on_gpu), which reads options by
+    their names, and an option added later would make it ambiguous."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
         raise _usage(message, self.prog)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..settings.conf import conf_label
 from ..settings.keys import names
 from ..sim.limits import DEFAULT_MAX_SETTINGS
 from .args import add_replay_limits, console, flagged, positive_int
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     log = Logged(err)
 
     def progress(done: int, total: int, best) -> None:
-        text = f"best {format_bytes(best.peak_reserved)}: {conf_label(best.conf)}" if best and best.fits else ""
+        text = f"best {format_bytes(best.peak_reserved)}: {best.conf}" if best and best.fits else ""
         if not err.is_terminal:
             log.count(done, total, text)
             return

@@ -354,7 +354,8 @@ def _on_gpu(command: str) -> list[str]:
     has its own folder anyway, and with it running the command again after an interrupt, as the sweep then says to,
     would start over instead of resuming the GPU trials). A search needs a trace:
     on the GPU, hybrid records one; so does a dry run's command, which --dry-run and --arch leave. The command
-    after '--' stays as it was."""
+    after '--' stays as it was, its own options too. Options are known by their names: the parser takes no
+    abbreviation (cli/main._Parser), and no value of one option starts with '--' but as --option=value."""
     words = shlex.split(command)
     end = words.index("--") if "--" in words else len(words)
     valued, alone = ("--backend", "--trace", "--out", "--arch"), ("--dry-run", "--fresh")

@@ -42,6 +42,11 @@ class SettingLoss:
     jobs: tuple[JobLoss, ...]
 
     @property
+    def conf(self) -> str:
+        """The setting as tables and JSON show it ('default' for the default), as `JobLoss.best` names one."""
+        return self.setting.label
+
+    @property
     def failed(self) -> tuple[str, ...]:
         """The jobs it does not fit."""
         return tuple(j.job for j in self.jobs if j.loss is None)

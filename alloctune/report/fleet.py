@@ -76,14 +76,14 @@ def fleet_json(fleet: Fleet) -> dict:
     (`dry_run`: null for a recording made on a GPU) and the torch its replay followed. A setting's `failed`: the
     jobs it does not fit; `retried`: those it fits only with alloc retries; `worst` and `mean`: over the jobs it
     fits."""
-    settings = [{SETTING: setting_name(str(s.setting)), "label": s.setting.label, "worst": s.worst, "mean": s.mean,
+    settings = [{SETTING: s.conf, "label": s.setting.label, "worst": s.worst, "mean": s.mean,
                  "failed": list(s.failed),
                  "retried": list(s.retried),
                  "jobs": [{"job": j.job, BASIS: Basis.REPLAYED.value, FITS: j.peak_bytes is not None,
                            PEAK_RESERVED: j.peak_bytes, "num_alloc_retries": j.retries, "loss": j.loss,
                            "best": setting_name(j.best), "best_bytes": j.best_bytes} for j in s.jobs]}
                 for s in fleet.ranked]
-    return {"best": setting_name(str(fleet.best.setting)) if fleet.best else None, "settings": settings,
+    return {"best": fleet.best.conf if fleet.best else None, "settings": settings,
             "left_out": list(fleet.left_out),
             "not_simulated": [{SETTING: setting_name(str(s)), "reason": why} for s, why in fleet.not_simulated.items()],
             "skipped": [skip.to_json() for skip in fleet.skipped], "warnings": list(fleet.warnings),

@@ -8,7 +8,6 @@ from rich.text import Text
 
 from ..results.provenance import Provenance
 from ..results.vocabulary import signed_percent
-from ..settings.conf import conf_label
 from ..sim.search import SearchResult
 from ..sim.target import simulated_torch
 from ..units import format_bytes
@@ -39,7 +38,7 @@ def print_front(console: Console, result: SearchResult, warnings: list[str], sou
     print_table(console, table if whole else front_table(result, with_setting=False, source=source))
     for n, member in enumerate(result.front, 1):
         if not whole:   # a setting longer than the line runs past it rather than break
-            console.print(Text(f"  {n}. {conf_label(member.candidate.conf)}"), soft_wrap=True)
+            console.print(Text(f"  {n}. {member.candidate.conf}"), soft_wrap=True)
         say(console, Text(f"  {n}. {member.reason}" if whole else f"     {member.reason}"), rest="     ")
     if not result.front:
         say(console, "No setting replayed without running out of memory.", style="red")
@@ -57,8 +56,9 @@ def front_table(result: SearchResult, with_setting: bool, source: Provenance):
     rows = []
     for n, member in enumerate(result.front, 1):
         c = member.candidate
-        vs = signed_percent(c.peak_reserved / default.peak_reserved - 1) if default and default.fits and c.conf else "-"
-        rows.append([str(n), *([conf_label(c.conf)] if with_setting else []), format_bytes(c.peak_reserved),
+        vs = (signed_percent(c.peak_reserved / default.peak_reserved - 1)
+              if default and default.fits and not c.setting.is_default else "-")
+        rows.append([str(n), *([c.conf] if with_setting else []), format_bytes(c.peak_reserved),
                      f"{c.ratio:.3f}" if c.ratio else "-", str(c.retries),
                      *driver_cells(c.outcome.result.driver_work if c.outcome.result else None), str(c.keys), vs])
     headers = ["#", *(["setting"] if with_setting else []), "peak\nreserved", "res/\nalloc", "retries",

@@ -5,7 +5,7 @@ JSON with `to_json()` and read back with `from_json()`. The trials file carries 
 reader refuses a version it does not know (`trials.py`).
 
 The identities every layer shares live here too, once: the backend (`Backend`), a trial's key (`trial_key`), the
-group one decision is made for (`decision_group`) and the environment id of a replay (`sim_env_id`). The decision's
+group one decision is made for (`decision_group`) and environment ids (`torch_env_id`, `sim_env_id`). The decision's
 parameters and their defaults are decide/'s (`decide/parameters.py`); files record the values used.
 """
 from __future__ import annotations
@@ -95,13 +95,17 @@ class Backend(str, enum.Enum):
 SIM_PREFIX = "sim:"   # replayed results are kept apart from the measured ones of the same interpreter
 
 
+def torch_env_id(version: str) -> str:   # an interpreter's id, as its probe names it, or a replayed torch's
+    return f"torch-{version}"   # 'torch-2.11.0+cu130'
+
+
 def sim_env_id(env_id: str) -> str:
-    """The environment id of replays simulated as `env_id`'s torch."""
+    """The environment id of replays simulated as `env_id`'s torch (sweeper/plan.Plan.replay_env_id)."""
     return SIM_PREFIX + env_id
 
 
 def measured_env_id(env_id: str) -> str:
-    """The interpreter's own environment id, for a replay's or a measurement's."""
+    """The environment id a replay's is kept apart from (the interpreter's, or the torch's), or a measurement's."""
     return env_id.removeprefix(SIM_PREFIX)
 
 
@@ -345,10 +349,7 @@ class TrialRecord:
                          self.extra)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["state"] = self.state.value
-        data["backend"] = self.backend.value
-        return data
+        return {**asdict(self), "state": self.state.value, "backend": self.backend.value}
 
     @classmethod
     def from_json(cls, data: object, where: str = "trial record") -> "TrialRecord":

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..results.order import simpler
-from ..results.vocabulary import SIMULATED_TORCH, setting_name, signed_percent
+from ..results.vocabulary import SIMULATED_TORCH, signed_percent
 from ..settings.conf import AllocConf
 from ..settings.grid import apply_rules
 from ..settings.validation import Validator
@@ -44,11 +44,24 @@ CLOSE_RATIO = 1.05  # reserved / allocated at or below this is as good as the al
 class Candidate:
     """One replayed setting. `equivalent`: settings not replayed because they behave identically on this trace."""
 
-    conf: str
     outcome: ReplayOutcome
     keys: int
     round: int                               # 0 = scan, then the refinement round that proposed it
     equivalent: tuple[str, ...] = ()
+
+    @property
+    def setting(self) -> AllocConf:
+        return self.outcome.setting
+
+    @property
+    def conf(self) -> str:
+        """The setting as tables and JSON show it ('default' for the default)."""
+        return self.outcome.conf
+
+    @property
+    def canonical(self) -> str:
+        """The canonical setting ('' for the default): what the search's bookkeeping files it under."""
+        return str(self.setting)
 
     @property
     def fits(self) -> bool:
@@ -84,7 +97,7 @@ class Candidate:
 
     def to_json(self) -> dict:
         out = self.outcome.to_json()
-        out.update(conf=setting_name(self.conf), keys=self.keys, round=self.round, equivalent=list(self.equivalent), reserved_ratio=self.ratio)
+        out.update(keys=self.keys, round=self.round, equivalent=list(self.equivalent), reserved_ratio=self.ratio)
         return out
 
 
@@ -114,11 +127,11 @@ class SearchResult:
 
     @property
     def default(self) -> Candidate | None:
-        return next((c for c in self.candidates if c.conf == ""), None)
+        return next((c for c in self.candidates if c.setting.is_default), None)
 
     def best(self, n: int) -> list[Candidate]:
         """The `n` lowest-peak fitting settings of the front (the default excluded), best first."""
-        return [m.candidate for m in self.front if m.candidate.conf][:n]
+        return [m.candidate for m in self.front if not m.candidate.setting.is_default][:n]
 
     def to_json(self) -> dict:
         return {
@@ -156,7 +169,7 @@ def search(trace: Trace, *, validate: Validator, trace_name: str = "", device_me
         outcomes = replay(trace, confs_to_replay, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                           jobs=jobs, torch_version=space.torch_version)
         for conf, outcome in zip(todo, outcomes):
-            state.add(Candidate(str(conf), outcome, conf.complexity, round_no))
+            state.add(Candidate(outcome, conf.complexity, round_no))
         if progress:
             progress(len(state.replayed), state.max_settings, state.best())
 
@@ -169,7 +182,7 @@ def search(trace: Trace, *, validate: Validator, trace_name: str = "", device_me
         round_no += 1
         neighbours: list[AllocConf] = []
         for seed in seeds:
-            state.expanded.add(seed.conf)
+            state.expanded.add(seed.canonical)
             neighbours += space.neighbours(seed.outcome.setting)
         run_batch(neighbours, round_no)
 
@@ -194,7 +207,7 @@ def pareto_front(candidates: list[Candidate]) -> list[FrontMember]:
     front = [c for key, c in points.items()
              if not any(_dominates(other, key) for other in points if other != key)]
     front.sort(key=Candidate.rank)
-    default = next((c for c in candidates if c.conf == ""), None)
+    default = next((c for c in candidates if c.setting.is_default), None)
     return [FrontMember(c, _reason(c, front, default)) for c in front]
 
 
@@ -204,7 +217,7 @@ def _dominates(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
 
 def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> str:
     parts = []
-    if c.conf == "":
+    if c.setting.is_default:
         parts.append("the default: no key to set")
     elif c is front[0]:
         parts.append("lowest peak reserved of all settings replayed")
@@ -219,7 +232,7 @@ def _reason(c: Candidate, front: list[Candidate], default: Candidate | None) -> 
         saved = nearest.peak_reserved - c.peak_reserved
         parts.append(f"{format_bytes(saved)} ({saved / nearest.peak_reserved:.2%}) below the best with "
                      f"{nearest.keys} key{'s' if nearest.keys != 1 else ''}")
-    if default is not None and c.conf and default.fits:
+    if default is not None and not c.setting.is_default and default.fits:
         parts.append(f"{signed_percent(c.peak_reserved / default.peak_reserved - 1)} vs the default")
     if c.ratio is not None and c.ratio <= CLOSE_RATIO:
         parts.append(f"reserved/allocated {c.ratio:.3f} (<= {CLOSE_RATIO})")
@@ -278,7 +291,7 @@ class _State:
         return todo
 
     def add(self, candidate: Candidate) -> None:
-        self.replayed[candidate.conf] = candidate
+        self.replayed[candidate.canonical] = candidate
 
     def ranked(self) -> list[Candidate]:
         return sorted(self.replayed.values(), key=Candidate.rank)
@@ -290,8 +303,8 @@ class _State:
     def next_seeds(self, per_round: int = 2) -> list[Candidate]:
         """The best fitting settings not yet expanded, among the best BEAM."""
         top = [c for c in self.ranked() if c.outcome.simulated and c.fits][:BEAM]
-        return [c for c in top if c.conf not in self.expanded][:per_round]
+        return [c for c in top if c.canonical not in self.expanded][:per_round]
 
     def finished(self) -> list[Candidate]:
-        return [replace(c, equivalent=tuple(self.equivalents.get(c.conf, ()))) for c in self.replayed.values()]
+        return [replace(c, equivalent=tuple(self.equivalents.get(c.canonical, ()))) for c in self.replayed.values()]
 

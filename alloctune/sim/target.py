@@ -45,6 +45,12 @@ class Target:
         return self.told or self.recorded
 
     @property
+    def followed(self) -> str:
+        """The full version followed, the reference version where nobody says one: what a replay's record keeps
+        (`simulated_as`) and what a sweep's replays are named by (sweeper/plan.Plan.replay_env_id)."""
+        return self.version or self.simulated
+
+    @property
     def simulated(self) -> str:
         """The version followed, as every command's JSON and header state it ('2.11')."""
         return simulated_torch(self.version)

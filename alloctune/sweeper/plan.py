@@ -17,13 +17,14 @@ from ..errors import AlloctuneError, OptionError, OptionText, TraceError
 from ..files import sha256_of
 from ..results.folder import Skipped, SweepInfo
 from ..results.names import TRACE_FILE
-from ..results.records import Backend, sim_env_id
+from ..results.records import Backend, sim_env_id, torch_env_id
 from ..settings.conf import AllocConf
 from ..settings.grid import DEFAULT_GRID, apply_rules, expand, refuse_rejected
 from ..settings.validation import SettingsCheck
 from ..sim.limits import MAX_SNAPSHOT_BYTES
+from ..sim.target import Target
 from ..sim.trace import SeveralDevices, Trace, load_trace
-from ..trial.probe import ProbeResult, check_settings, probe_and_judge
+from ..trial.probe import ProbeResult, check_settings_detail, probe_and_judge
 from ..trial.recording import dry_run_card
 from ..units import plural
 from ..workload.spec import WorkloadSpec
@@ -46,6 +47,19 @@ class Plan:
     told: bool
     dry_run: str | None = None           # sweep --dry-run: the card the command's dry run stands for (replayed)
 
+    def target(self, p: ProbeResult, traces: list[Trace]) -> Target:
+        """The torch `p`'s replays of `traces` follow (`told`: its own, else the trace's)."""
+        return Target(traces[0].meta.get("torch_version"), p.torch_version if self.told else None, "pythons")
+
+    def replay_env_id(self, p: ProbeResult) -> str:
+        """The environment id of `p`'s replays, which names the torch they simulate: `p`'s own id where they follow
+        its torch (two interpreters of one torch stay apart), else the trace's torch's (a sweep that only replays,
+        with one interpreter and its trace read here: `replayed`)."""
+        if self.told:
+            return sim_env_id(p.env_id)
+        assert self.replayed is not None
+        return sim_env_id(torch_env_id(self.target(p, self.replayed[0]).followed))
+
 
 def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
     # A search replaces the grid, its candidates judged by each torch as the search goes; settings the user named
@@ -67,14 +81,15 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
         backend = Backend.HYBRID
     recording = backend == Backend.HYBRID and not options.trace   # records its own trace in the default's first trial
     _check_machines(options, backend, probes, recording)
-    callbacks.phase(f"parsing {len(confs)} settings with each interpreter's torch", None)
-    planned, skipped = _settings(confs, probes, checks, runner, options, spec, backend, callbacks.notice)
     replayed = given if backend != Backend.CUDA else None   # a measured-only sweep replays nothing
     if backend == Backend.SIM and given is None and dry_run is None:   # the workload's own trace
         callbacks.phase("loading the allocation trace", None)
         replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
     told = backend != Backend.SIM or bool(options.pythons) or spec.command is not None
-    return Plan(runner, probes, backend, confs, planned, skipped, replayed, recording, told, dry_run)
+    plan = Plan(runner, probes, backend, confs, {}, [], replayed, recording, told, dry_run)
+    callbacks.phase(f"checking {len(confs)} settings as the torch they run or replay under", None)
+    plan.planned, plan.skipped = _settings(plan, checks, options, spec, callbacks.notice)
+    return plan
 
 
 def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepInfo:
@@ -158,27 +173,36 @@ def _check_machines(options: SweepOptions, backend: Backend, probes: list[ProbeR
                           visible=visible)
 
 
-def _settings(confs: list[AllocConf], probes: list[ProbeResult], checks: list[SettingsCheck | None],
-              runner: Executor, options: SweepOptions, spec: WorkloadSpec, backend: Backend,
+def _settings(plan: Plan, checks: list[SettingsCheck | None], options: SweepOptions, spec: WorkloadSpec,
               notice: Callable[[str], None]) -> tuple[dict[str, list[AllocConf]], list[Skipped]]:
-    """Per interpreter, the settings its torch accepts (it parses them itself, also for replay: its version's
-    rules; `checks`: its verdicts from the probe, else asked here), and those skipped, with why. A setting the user
-    named that the torch rejects stops the sweep."""
+    """Per interpreter, the settings the torch it runs or replays accepts (`_judged`; `checks`: its verdicts from
+    the probe), and those skipped, with why. A setting the user named that the torch rejects stops the sweep."""
     named = bool(options.grid or spec.grid)   # settings the user chose, not the default grid
     planned, skipped = {}, []
-    for p, check in zip(probes, checks):
-        accepted = check.verdicts if check is not None else runner.call(check_settings, p.python, confs)
-        valid, skips = apply_rules(confs, p.torch_version, has_budget=options.budget is not None,
-                                   accepted=accepted)
+    for p, check in zip(plan.probes, checks):
+        verdict = _judged(plan, p, check)
+        valid, skips = apply_rules(plan.confs, verdict.torch_version, has_budget=options.budget is not None,
+                                   accepted=verdict.verdicts)
         if named:
-            refuse_rejected(skips, p.torch_version)
+            refuse_rejected(skips, verdict.torch_version)
             for s in skips:   # valid but pointless: still skipped, but the user asked for it, so say so now
                 notice(f"you named {s.conf!r}, but it will not run: {s.reason}")
         planned[p.env_id] = valid
-        skipped += [Skipped(s.conf, s.reason, sim_env_id(p.env_id) if backend == Backend.SIM else p.env_id,
+        skipped += [Skipped(s.conf, s.reason, plan.replay_env_id(p) if plan.backend == Backend.SIM else p.env_id,
                             s.problem.id if s.problem else None, s.problem.source if s.problem else None)
                     for s in skips]
     return planned, skipped
+
+
+def _judged(plan: Plan, p: ProbeResult, check: SettingsCheck | None) -> SettingsCheck:
+    """`p`'s verdicts on the grid: its own torch's (`check`, from the probe, else asked here), or, where its replays
+    follow the trace's torch (a sweep that only replays), that torch's, as `search` and `sweep --search` judge."""
+    def interpreter(confs) -> SettingsCheck:
+        return check if check is not None else plan.runner.call(check_settings_detail, p.python, list(confs))
+    if plan.told:
+        return interpreter(plan.confs)
+    assert plan.replayed is not None
+    return plan.target(p, plan.replayed[0]).judge(p.torch_version, interpreter)(plan.confs)
 
 
 def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,

@@ -14,9 +14,8 @@ from dataclasses import replace
 from ..decide.estimate import Asked, first_estimate
 from ..decide.finalists import GpuPlan, finalists, gpu_plan
 from ..results.folder import ResultsFolder
-from ..results.records import Backend, TrialRecord, sim_env_id
+from ..results.records import Backend, TrialRecord
 from ..settings.conf import AllocConf
-from ..sim.target import Target
 from ..sim.trace import Trace
 from ..trial.probe import ProbeResult
 from ..trial.task import TrialTask
@@ -91,9 +90,9 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
     names = folder.info().trace_paths   # where each trace was read from, by rank
     # Each interpreter's torch decides which settings are valid (the probe); the simulator follows its allocator
     # where it runs the job, else the trace's torch (Plan.told, sim/target.py).
-    recorded = traces[0].meta.get("torch_version")
-    targets = {p.env_id: Target(recorded, p.torch_version if plan.told else None, "pythons") for p in plan.probes}
-    sim = SimExecutor(traces, names, {sim_env_id(env): target for env, target in targets.items()}, callbacks.notice)
+    targets = {p.env_id: plan.target(p, traces) for p in plan.probes}
+    sim = SimExecutor(traces, names, {plan.replay_env_id(p): targets[p.env_id] for p in plan.probes},
+                      callbacks.notice)
     budget = budget_on(*options.budget_limit, sim.device_memory)   # a fraction is of the recording's card
     planned = plan.planned
     if options.search is not None:   # the front, and the settings named beside the search that it did not find
@@ -101,7 +100,7 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
                             budget_bytes=budget, max_settings=options.search, trace_names=names,
                             progress=callbacks.search_progress)
         planned = {env: found[env] + [c for c in planned[env] if c not in found[env]] for env in found}
-    tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, sim_env_id(p.env_id), budget,
+    tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, plan.replay_env_id(p), budget,
                        backend=Backend.SIM)
              for p in plan.probes for conf in planned[p.env_id]]
     execute(folder, sim, tasks, callbacks.progress, phase=callbacks.phase, what="replaying settings")

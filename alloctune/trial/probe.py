@@ -25,6 +25,7 @@ from typing import IO, NoReturn, Sequence
 from ..child.probe import MARK, NO_TORCH_EXIT
 from ..errors import ProbeError
 from ..processes import GroupProcess, kill_group, spawn_group
+from ..results.records import torch_env_id
 from ..settings.conf import AllocConf
 from ..settings.validation import SettingsCheck
 from ..settings.versions import check_conf, check_keys
@@ -44,7 +45,7 @@ class ProbeResult:
     devices: list[dict]       # [{index, name, total_memory}]
     driver: str | None        # NVIDIA driver version; None when unknown
     host: str
-    env_id: str               # 'torch-2.11.0+cu130' (the caller makes it unique across interpreters)
+    env_id: str               # results.records.torch_env_id (the caller makes it unique across interpreters)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -86,7 +87,7 @@ def probe_and_judge(python: str, confs: Sequence[AllocConf],
         raise _failed(python, proc.returncode, lines, proc.stderr, proc.stdout)
     try:
         answer = json.loads(lines[-1])
-        facts = ProbeResult.from_json(answer)
+        facts = ProbeResult.from_json({"env_id": torch_env_id(str(answer.get("torch_version"))), **answer})
     except TypeError as exc:
         raise ProbeError(f"probing {python}: unexpected answer from the child ({exc})") from None
     judged = answer.get("settings")

@@ -3,15 +3,18 @@ a.xz, a link to it) is refused; jobs no setting fits on their card are named as 
 job no setting is named best; the settings the grid's rules skip (a garbage collection threshold without a budget)
 are said with why, and --budget ranks them; a setting fits a job as replay says it fits (an alloc retry fits, with
 its retries said), and one that does not fit a job has no percentage for its worst case. Each on traces written
-here, through the command line."""
+here, through the command line; a job whose snapshot was taken at an OOM is replayed under what it says the
+process could have, and that is said by job, as replay says it."""
 from __future__ import annotations
 
 import json
 import os
+import pickle
 
 import pytest
-from clirun import in_process
+from clirun import ROOT, in_process
 from scaled import scaled_trace
+from snapshots import read_snapshot
 
 from alloctune.sim.trace import Trace, save_trace
 from alloctune.units import GiB, MiB
@@ -117,3 +120,26 @@ def test_a_setting_that_needs_an_alloc_retry_fits_as_replay_says_and_an_oom_is_n
     assert "fails" not in text and " (1 retry) " in text
     assert " expandable_segments:True OOM - 1 0 " in text   # its worst case is the job it does not fit
     assert "r: nothing: it is its best; it fits, with 1 alloc retry" in text
+
+
+def test_a_job_replayed_under_what_its_oom_snapshot_allowed_is_named_in_a_warning_as_replay_warns(tmp_path, jobs):
+    """Neither --budget nor --device-memory: the OOM snapshot's job runs under the memory the process was allowed
+    (changed here to 3.5 GiB), and a warning line (text, and JSON "warnings") names that job in replay's words; the
+    other job, and any run given either option, has no such line."""
+    snapshot = read_snapshot(ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag" / "oom-rank0.pickle")
+    snapshot["alloctune"]["oom"]["allowed_bytes"] = 3584 * MiB
+    (tmp_path / "oom-rank0.pickle").write_bytes(pickle.dumps(snapshot))
+    both = ["oom-rank0.pickle", jobs[0]]
+    said = ("replayed under a budget of 3.50 GiB, what the snapshot says the process could have; --budget sets "
+            "another")
+    replayed = in_process("replay", both[0], *GRID, cwd=tmp_path)
+    assert said in " ".join(replayed.stdout.split()), replayed.stdout
+    run = fleet(tmp_path, *both, *GRID)
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in " ".join(run.stdout.split()).split("warning: ")[1:] if "snapshot says" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"oom-rank0: {said}"), run.stdout
+    answer = json.loads(fleet(tmp_path, *both, *GRID, "--json").stdout)
+    assert answer["warnings"] == [f"oom-rank0: {said}"]
+    for option in (("--budget", "8GiB"), ("--device-memory", "140GiB")):
+        run = fleet(tmp_path, *both, *GRID, *option)
+        assert run.returncode == 0 and "snapshot says" not in run.stdout, run.stderr

@@ -2,8 +2,10 @@
 option but the simulated folder; without a GPU, a preset that ships a trace is suggested before recording one."""
 from __future__ import annotations
 
+import sys
+
 import pytest
-from clirun import ROOT, in_process, suggested
+from clirun import ROOT, cli, in_process, suggested
 
 VARLEN = "workloads/transformer-varlen.yaml"
 
@@ -32,6 +34,30 @@ def test_confirm_on_a_gpu_is_this_runs_command_without_fresh(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert suggested(proc.stdout, "Confirm on a GPU:") == ["alloctune", "sweep", VARLEN, "--preset", "h200",
                                                            "--budget", "40GiB", "--backend", "cuda"]
+
+
+def test_an_abbreviated_option_is_refused_not_carried_into_confirm_on_a_gpu(tmp_path):
+    """argparse took `--fre` for --fresh, `--ou` for --out and `--back` for --backend, and the GPU command, which
+    drops those by name, kept them: a GPU sweep that started over at each run, or wrote into the simulated folder.
+    The parser takes options spelled in full only; --fresh=... is refused too."""
+    for given in (["--fre"], ["--ou", str(tmp_path / "sim")], ["--back", "sim"], ["--fresh=yes"]):
+        proc = in_process("sweep", VARLEN, "--preset", "h200", *given, "--results", tmp_path / "r")
+        [line] = proc.stderr.splitlines()
+        assert proc.returncode == 2 and given[0].split("=")[0] in line and "(see alloctune sweep --help)" in line
+    assert not (tmp_path / "r").exists() and not (tmp_path / "sim").exists()
+
+
+@pytest.mark.slow
+def test_confirm_on_a_gpu_keeps_the_options_of_the_command_after_the_separator(tmp_path):
+    """A dry run's command takes options of its own, --fresh and --out among them: only alloctune's are dropped."""
+    job = tmp_path / "job.py"
+    job.write_text("import torch\nx = torch.empty(2**24, device='cuda')\n")
+    mine = ["--", sys.executable, str(job), "--fresh", "--out", "x", "--backend", "sim", "--dry-run"]
+    proc = cli("sweep", "--dry-run", "--fresh", "--out=" + str(tmp_path / "sim"), "--conf", "expandable_segments:True",
+               *mine)   # a dry run's program writes to real streams
+    assert proc.returncode == 0, proc.stderr
+    assert suggested(proc.stdout, "Confirm on a GPU:") == ["alloctune", "sweep", "--conf", "expandable_segments:True",
+                                                           "--backend", "hybrid", *mine]
 
 
 @pytest.mark.slow

@@ -40,6 +40,12 @@ def test_an_unknown_command_and_options_before_it_name_alloctune_help(tmp_path):
     assert "unrecognized arguments: --bogus" in one_line(cli("--bogus", cwd=tmp_path), "alloctune")
 
 
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_no_subcommand_takes_an_abbreviated_option(name, tmp_path):
+    """`--hel` is not --help (argparse's abbreviations: cli/main._Parser takes options spelled in full only)."""
+    one_line(in_process(name, "--hel", cwd=tmp_path), f"alloctune {name}")
+
+
 def test_help_is_argparse_s_own(tmp_path):
     run = cli("fit", "--help", cwd=tmp_path)
     assert run.returncode == 0 and run.stdout.startswith("usage: alloctune fit ") and run.stderr == ""

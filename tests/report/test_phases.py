@@ -22,8 +22,9 @@ def test_a_simulated_sweep_names_each_phase_and_counts_from_the_start(tmp_path):
                     results_root=tmp_path, phase=lambda name, count: phases.append((name, count)),
                     progress=lambda record, done, total: counts.append((done, total)))
     names = [name for name, _ in phases]
-    assert names == ["probing 1 Python interpreter", "parsing 3 settings with each interpreter's torch",
-                     "loading the allocation trace", "replaying settings", "choosing and writing the reports"]
+    assert names == ["probing 1 Python interpreter", "loading the allocation trace",
+                     "checking 3 settings as the torch they run or replay under", "replaying settings",
+                     "choosing and writing the reports"]
     assert dict(phases)["replaying settings"] == (0, 3)       # the bar starts with its total
     assert counts == [(1, 3), (2, 3), (3, 3)]
 

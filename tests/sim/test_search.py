@@ -63,7 +63,7 @@ def test_search_finds_the_close_setting_and_keeps_a_valid_pareto_front(varlen_se
     best = front[0]
     assert best.ratio <= CLOSE_RATIO and best.peak_reserved <= 26.88 * 2**30
     assert any(c.conf == "expandable_segments:True" for c in front)
-    assert front[-1].conf == "" and "the default" in result.front[-1].reason
+    assert front[-1].conf == "default" and "the default" in result.front[-1].reason
     for a in front:   # nothing replayed beats a front member on all three counts
         assert not any(b.fits and b.peak_reserved <= a.peak_reserved and b.retries <= a.retries
                        and b.keys <= a.keys and (b.peak_reserved, b.retries, b.keys) !=

@@ -184,3 +184,74 @@ def test_nonsense_budgets_and_missing_traces_stop_before_a_folder_exists(tmp_pat
     with pytest.raises(AlloctuneError, match="no recorded allocation trace"):
         alloctune.sweep(VARLEN, results_root=tmp_path)  # the 24gib preset ships no trace
     assert not any(tmp_path.iterdir())
+
+
+def _trace_of(path: Path, torch_version: str) -> Path:
+    """A trace recorded (its meta says) under `torch_version`: requests of 1-2 GiB, each freed before the next."""
+    from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
+
+    kinds, ids, sizes = [], [], []
+    for i, size in enumerate([1100, 300, 1300, 700] * 3):
+        kinds += [ALLOC, FREE]
+        ids += [i, i]
+        sizes += [size * 2**20] * 2
+    save_trace(Trace(kinds, ids, sizes, [0] * len(kinds), 0, {"torch_version": torch_version,
+                                                              "device_total_bytes": 16 * 2**30}), path)
+    return path
+
+
+def test_a_replayed_sweeps_environment_names_the_torch_it_simulated(tmp_path):
+    """A sweep that only replays follows the trace's torch (2.9 here, not this interpreter's): its trials, skips,
+    choice, summary and text are named after it, as --json's simulated_torch says; told the job's interpreter
+    (--python), it replays that torch and keeps that interpreter's id. compare keeps the two apart, and apart from
+    a measured folder of the trace's torch, each column named after the torch its figures rest on."""
+    import torch
+    from folders import make_folder, repeats
+
+    trace = _trace_of(tmp_path / "job.xz", "2.9.1+cu128")
+    swept = ("sweep", VARLEN, "--preset", "tiny", "--backend", "sim", "--trace", trace, "--conf", "default",
+             "--conf", "roundup_power2_divisions:4", "--conf", "garbage_collection_threshold:0.6",
+             "--conf", "backend:cudaMallocAsync")
+    ids = {}
+    for name, told in (("trace", ()), ("told", ("--python", sys.executable))):
+        proc = in_process(*swept, *told, "--out", tmp_path / name)
+        assert proc.returncode == 0, proc.stderr
+        folder = ResultsFolder(tmp_path / name)
+        [ids[name]] = {r.env_id for r in folder.trials()}
+        assert {s.env_id for s in folder.info().skipped} == {ids[name]}   # a rule's skip and a replay's alike
+        assert json.loads((folder.path / "choice.json").read_text())["choices"][0]["env_id"] == ids[name]
+        assert f"### {ids[name]}\n" in (folder.path / "summary.md").read_text()
+        assert f" · {ids[name]} · simulated" in proc.stdout
+    assert ids == {"trace": "sim:torch-2.9.1+cu128", "told": f"sim:torch-{torch.__version__}"}
+    info = json.loads((tmp_path / "trace" / "sweep.json").read_text())
+    measured = make_folder(tmp_path / "gpu", repeats("", env_id="torch-2.9.1+cu128", torch="2.9.1+cu128",
+                                                     workload=info["workload_name"], whash=info["workload_hash"]),
+                           workload=info["workload_name"], whash=info["workload_hash"])
+    compared = in_process("compare", measured.path, tmp_path / "trace", tmp_path / "told", "--json")
+    assert compared.returncode == 0, compared.stderr
+    columns = [(c["label"], c["backend"], c.get("simulated_torch")) for c in json.loads(compared.stdout)["columns"]]
+    here = ".".join(torch.__version__.split(".")[:2])
+    assert columns == [("torch-2.9.1+cu128", "cuda", None), ("sim:torch-2.9.1+cu128", "sim", "2.9"),
+                       (f"sim:torch-{torch.__version__}", "sim", here)]
+
+
+def test_a_replayed_sweep_judges_its_settings_as_the_torch_it_replays(tmp_path):
+    """A sweep that only replays a 2.11 trace skips a setting for 2.11's known problem, not for this interpreter's
+    torch's (2.12 on made the pair a growth bug; 2.9-2.11 ignore the key): the skip, its reason and its id follow
+    the torch its replays simulate, as search judges; told the job's interpreter (--python), that torch judges."""
+    import torch
+    from alloctune.settings.conf import AllocConf
+    from alloctune.settings.known import forbidden_combination
+
+    pair = "expandable_segments:True,max_split_size_mb:128"
+    trace = _trace_of(tmp_path / "job.xz", "2.11.0+cu130")
+    for name, told, version in (("trace", (), "2.11.0+cu130"),
+                                ("told", ("--python", sys.executable), torch.__version__)):
+        proc = in_process("sweep", VARLEN, "--preset", "tiny", "--backend", "sim", "--trace", trace, "--conf",
+                          "default", "--conf", pair, *told, "--out", tmp_path / name)
+        assert proc.returncode == 0, proc.stderr
+        [skip] = ResultsFolder(tmp_path / name).info().skipped
+        problem = forbidden_combination(AllocConf.parse(pair), version)
+        assert problem is not None
+        assert (skip.conf, skip.problem, skip.reason) == (pair, problem.id, problem.reason)
+    assert ResultsFolder(tmp_path / "trace").info().skipped[0].problem == "expandable-ignores-max-split"

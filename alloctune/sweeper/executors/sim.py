@@ -44,7 +44,7 @@ class SimExecutor(Executor):
                 if note not in noted:
                     self.notice(note)
                     noted.add(note)
-            version = target.version or target.simulated   # the reference version where nobody says one
+            version = target.followed
             # gpu_memory: the simulated card's, which the reports' whole-card rule and device lines read
             env = dict(meta.get("env") or {}, trace=self.trace_paths[0] if len(self.trace_paths) == 1
                        else self.trace_paths, trace_torch=meta.get("torch_version"), simulated_as=version,
