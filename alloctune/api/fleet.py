@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..decide.fleet import SettingLoss
+from ..errors import OptionText
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..settings.grid import Skip
@@ -54,8 +55,8 @@ class FleetResult:
     origins: tuple[Provenance, ...]   # each job's trace: measured on a GPU, or a dry run for a card
     skipped: tuple[Skip, ...] = ()
     torch_versions: tuple[str | None, ...] = ()   # each job's trace's torch (None: it does not say)
-    # what a job's replay rests on that the user must know, the job named: a budget no option gave (an OOM
-    # snapshot's, `DeviceLimits.budget_warning`)
+    # what each job's replay rests on that the user must know, as replay warns it (`DeviceLimits.warnings`), said of
+    # its job (`_said_of_jobs`)
     job_warnings: tuple[str, ...] = ()
 
     @property
@@ -99,6 +100,21 @@ def job_names(paths: list[str]) -> list[str]:
     return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
 
 
+def _said_of_jobs(warned: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """Each job's warnings (by job, in order) said of it, its name first ("a: ..."); a line that every one of
+    several jobs gives, once, said of "every job". An OptionText stays one (the CLI names its options as flags),
+    the name in it never read as a placeholder."""
+    def said(job: str, warning: str) -> str:
+        if isinstance(warning, OptionText):
+            return OptionText(f"{job}: ".replace("{", "{{").replace("}", "}}") + warning.template, **warning.values)
+        return f"{job}: {warning}"
+
+    lists = list(warned.values())
+    common = [w for w in lists[0] if all(w in others for others in lists[1:])] if len(lists) > 1 else []
+    return (*(said("every job", w) for w in common),
+            *(said(job, w) for job, warnings in warned.items() for w in warnings if w not in common))
+
+
 def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | AllocConf] | None = None,
           options: FleetOptions | None = None, *, progress: Progress | None = None, **fields: Any) -> FleetResult:
     """Rank settings across jobs by what each gives up (see the module docstring). `traces`: a list of paths or
@@ -108,6 +124,7 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     from ..decide.fleet import rank_fleet
     from ..settings.grid import DEFAULT_GRID, expand, load_grid_file, ranked_settings
     from ..sim.points import fleet_peaks, job_peaks
+    from ..sim.target import Target
 
     options = options_of("fleet", FleetOptions, options, given(fields, traces=traces, confs=confs))
     said = progress or quiet
@@ -115,15 +132,15 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
     sources = held(options.traces)
     names = job_names([name_of(source, i) for i, source in enumerate(sources)])
     # One trace at a time, replayed under every setting listed and dropped: only its figures are kept.
-    candidates, figures, origins, budgeted, warned = expand(entries or DEFAULT_GRID), {}, [], False, []
+    candidates, figures, origins, budgeted, warned = expand(entries or DEFAULT_GRID), {}, [], False, {}
     for name, source in zip(names, sources):
         said(f"replaying {name}", None)
         trace = loaded(source, options.device)
         origins.append(provenance(trace.meta))
         limits = DeviceLimits.of(trace, in_bytes(options.device_memory), budget_limit(options.budget), None)
         budgeted = budgeted or limits.budget_bytes is not None   # given, or what an OOM snapshot allowed
-        if said_budget := limits.budget_warning(name):
-            warned.append(said_budget)
+        # as replay warns of this trace: the job's replay follows its trace's torch (sim/points.job_peaks)
+        warned[name] = limits.warnings(trace, Target(trace.meta.get("torch_version")))
         figures[name] = job_peaks(trace, candidates, device_memory=limits.device_memory,
                                   budget_bytes=limits.budget_bytes, jobs=options.jobs)
         del trace   # the next is read only once this one is let go
@@ -134,4 +151,4 @@ def fleet(traces: Sequence[TraceInput] | None = None, confs: Sequence[str | Allo
                                             has_budget=budgeted)
     peaks, retries, not_simulated = fleet_peaks(figures, confs_ranked)
     return FleetResult(tuple(names), tuple(rank_fleet(peaks, retries)), not_simulated, tuple(origins), tuple(skipped),
-                       tuple(figures[name].torch_version for name in names), tuple(warned))
+                       tuple(figures[name].torch_version for name in names), _said_of_jobs(warned))

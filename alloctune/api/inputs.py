@@ -121,19 +121,12 @@ class DeviceLimits:
             return cls(memory, where, allowed, overhead_bytes, AT_OOM)
         return cls(memory, where, budget_on(*budget, memory) if budget else None, overhead_bytes)
 
-    def budget_warning(self, job: str | None = None) -> OptionText | None:
-        """Where a budget the caller did not give came from (`budget_from`), as a warning (None: the caller's, or
-        none); `job` names the job it is said of, where several are replayed (fleet)."""
-        if not self.budget_from:
-            return None
-        return OptionText("{job}replayed under a budget of {size}, %s; {budget} sets another" % self.budget_from,
-                          job=f"{job}: " if job else "", size=format_bytes(self.budget_bytes or 0))
-
     def warnings(self, trace: Trace, target: Target) -> list[str]:
         """What a replay or search of `trace` rests on that the user must know: the trace's own warnings (frees of
         blocks allocated before the recording started, ...), what a dry run could not size, the torch whose
-        allocator was simulated (`Target.warnings`), an assumed device memory, and a budget the device cannot hold.
-        The text output prints them as `warning:` lines and JSON lists them under "warnings"."""
+        allocator was simulated (`Target.warnings`), an assumed device memory, a budget the caller did not give (an
+        OOM snapshot's, `budget_from`) and a budget the device cannot hold. The text output prints them as `warning:`
+        lines and JSON lists them under "warnings" (fleet's each said of its job)."""
         from ..report.provenance import workspace_warning
 
         warnings: list[str] = list(trace.warnings)
@@ -144,8 +137,9 @@ class DeviceLimits:
             warnings.append(OptionText("the trace does not say how much memory its GPU had: replayed on an H200's "
                                        "{memory}; set {device_memory} for another card",
                                        memory=format_bytes(DEFAULT_DEVICE_MEMORY)))
-        if budget := self.budget_warning():
-            warnings.append(budget)
+        if self.budget_from:   # a budget the caller did not give
+            warnings.append(OptionText("replayed under a budget of {size}, %s; {budget} sets another"
+                                       % self.budget_from, size=format_bytes(self.budget_bytes or 0)))
         if self.budget_bytes is not None and self.budget_bytes > self.device_memory:
             where = "{device_memory}" if isinstance(self.memory_from, OptionText) else "{where}"
             warnings.append(OptionText("{budget} {size} is more than the device's {card} (%s): the device runs "

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true",
                    help="print a JSON object: best (the setting that loses least, or null), settings in order, "
                         "each with its worst and mean loss and each job's peak and loss, left_out (the jobs no "
-                        "setting runs), not_simulated and skipped")
+                        "setting runs), not_simulated, skipped, warnings (what each job's replay rests on, as "
+                        "replay warns it, the job named) and jobs")
     p.set_defaults(func=run, flags=FLAGS)
 
 

@@ -14,7 +14,7 @@ from ..results.vocabulary import BASIS, FITS, PEAK_RESERVED, SETTING, SIMULATED_
 from ..sim.target import simulated_torch, simulated_with
 from ..units import plural
 from .layout import say
-from .provenance import origin, title, workspace_warning
+from .provenance import origin, title
 from .tables import figures_table, print_numbered, whole_settings
 
 
@@ -72,8 +72,9 @@ class Fleet(Protocol):
 def fleet_json(fleet: Fleet) -> dict:
     """The ranking as --json prints it: the setting that loses least (null: none fits every job, or no setting
     fits any), the settings in order with each job's peak (replayed) and loss under each, the jobs no setting fits
-    (left out), the settings not simulated and those skipped, each with why, and each job's trace's origin
-    (`dry_run`: null for a recording made on a GPU) and the torch its replay followed. A setting's `failed`: the
+    (left out), the settings not simulated and those skipped, each with why, the warnings (each job's as replay
+    gives them, said of the job; one where the jobs' torches differ), and each job's trace's origin (`dry_run`:
+    null for a recording made on a GPU) and the torch its replay followed. A setting's `failed`: the
     jobs it does not fit; `retried`: those it fits only with alloc retries; `worst` and `mean`: over the jobs it
     fits."""
     settings = [{SETTING: s.conf, "label": s.setting.label, "worst": s.worst, "mean": s.mean,
@@ -121,10 +122,8 @@ def print_fleet(console, fleet: Fleet) -> None:
 
 def _job(console, line: str, source: Provenance, torch: str | None) -> None:
     """A job's line: its trace's name, the torch its replays followed (as replay's header states it), and where the
-    trace comes from when it is not a GPU's recording."""
+    trace comes from when it is not a GPU's recording (what a dry run could not size is among the warnings)."""
     say(console, f"{line}, {simulated_with(torch)}" + ("" if source.measured else f", {origin(source)}"))
-    if unsized := workspace_warning(source):
-        say(console, f"  warning: {unsized}")
 
 
 def _not_ranked(console, not_simulated: Mapping[AllocConf, str], skipped: Sequence[Skip]) -> None:

@@ -4,7 +4,8 @@ job no setting is named best; the settings the grid's rules skip (a garbage coll
 are said with why, and --budget ranks them; a setting fits a job as replay says it fits (an alloc retry fits, with
 its retries said), and one that does not fit a job has no percentage for its worst case. Each on traces written
 here, through the command line; a job whose snapshot was taken at an OOM is replayed under what it says the
-process could have, and that is said by job, as replay says it."""
+process could have, and that is said by job, as replay says it; so is every other line replay warns of a job's trace
+(an assumed card or torch, the trace's own), one that every job gives said once."""
 from __future__ import annotations
 
 import json
@@ -139,7 +140,45 @@ def test_a_job_replayed_under_what_its_oom_snapshot_allowed_is_named_in_a_warnin
     warned = [line for line in " ".join(run.stdout.split()).split("warning: ")[1:] if "snapshot says" in line]
     assert len(warned) == 1 and warned[0].startswith(f"oom-rank0: {said}"), run.stdout
     answer = json.loads(fleet(tmp_path, *both, *GRID, "--json").stdout)
-    assert answer["warnings"] == [f"oom-rank0: {said}"]
+    own = json.loads(in_process("replay", both[0], *GRID, "--json", cwd=tmp_path).stdout)["warnings"]
+    assert said in own and answer["warnings"] == [f"oom-rank0: {w}" for w in own]   # the other job: none
     for option in (("--budget", "8GiB"), ("--device-memory", "140GiB")):
         run = fleet(tmp_path, *both, *GRID, *option)
         assert run.returncode == 0 and "snapshot says" not in run.stdout, run.stderr
+
+
+def test_each_job_is_warned_of_what_replay_warns_of_its_trace_and_a_line_every_job_gives_is_said_once(tmp_path, jobs):
+    """A trace whose meta says neither its card's memory nor its torch, with a warning of its own (frees of blocks
+    from before the recording): fleet says, of that job, each line replay prints of its trace, in text and in JSON;
+    a job whose trace says all that (a.xz) has none. A line every job gives (an assumed card) is said once, of
+    every job, and --device-memory takes it away as it does in replay."""
+    own = "3 frees of blocks allocated before the recording started were dropped"
+    for name, drop in (("bare", ("device_total_bytes", "torch_version")), ("nocard", ("device_total_bytes",))):
+        trace = scaled_trace(8)
+        trace.meta = {**{k: v for k, v in trace.meta.items() if k not in drop}, "warnings": [own] * (name == "bare")}
+        save_trace(trace, tmp_path / f"{name}.xz")
+
+    def replayed(job: str, *args: str) -> list[str]:
+        run = in_process("replay", f"{job}.xz", *GRID, *args, "--json", cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout)["warnings"]
+
+    def said(*args: str) -> list[str]:
+        """fleet's warnings in JSON, checked to be the text's `warning:` lines, in order."""
+        answer, text = (fleet(tmp_path, *args, *GRID, *json_flag) for json_flag in (["--json"], []))
+        assert answer.returncode == text.returncode == 0, (answer.stderr, text.stderr)
+        warnings = json.loads(answer.stdout)["warnings"]
+        printed = " ".join(text.stdout.split()).split("warning: ")[1:]   # the text wraps them at 100 columns
+        flat = [" ".join(w.split()) for w in warnings]
+        assert len(printed) == len(flat) and all(map(str.startswith, printed, flat)), (printed, flat)
+        return warnings
+
+    bare, card = replayed("bare"), "the trace does not say how much memory its GPU had"
+    assert replayed("a") == [] and own in bare and any(card in w for w in bare) and len(bare) == 3, bare
+    assert said("a.xz", "bare.xz") == [f"bare: {w}" for w in bare]
+    assert said(*jobs) == []
+    [common] = [w for w in bare if card in w]
+    assert replayed("nocard") == [common]
+    assert said("bare.xz", "nocard.xz") == [f"every job: {common}", *(f"bare: {w}" for w in bare if w != common)]
+    memory = ("--device-memory", "140GiB")
+    assert said("bare.xz", "nocard.xz", *memory) == [f"bare: {w}" for w in replayed("bare", *memory)]
