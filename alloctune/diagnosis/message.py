@@ -14,7 +14,10 @@ with two decimals, so each figure is exact to half a unit of its last digit.
   `Including non-PyTorch memory, this process has M memory in use. `), `L allowed; ` under a memory fraction,
   `Of the allocated memory A is allocated by PyTorch, [with P allocated in private pools (e.g., CUDA Graphs), ]
   and U is reserved by PyTorch but unallocated.` 2.1 spells "capacty" and hints max_split_size_mb; later
-  versions spell "capacity" and hint `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+  versions spell "capacity" and hint `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`. P is the free memory
+  of CUDA graphs' private pools, which torch counts in A and leaves out of U (`allocated_bytes +
+  allocated_in_private_pools`, `reserved_bytes - allocated_bytes - allocated_in_private_pools`): the live tensors
+  are A - P, the cache's unused memory U + P.
 
 `backend:cudaMallocAsync` prints its own table ("Allocation on device g would exceed allowed memory"); it is read
 too. Whitespace is normalised and terminal colour codes are removed first, so a message wrapped over lines of a
@@ -54,7 +57,8 @@ _ASYNC = {name: re.compile(pattern + r" ?: ?" + _SIZE) for name, pattern in (
 class OomMessage:
     """The figures of one OOM message, in bytes; None where this format does not print them.
 
-    `reserved` is the allocator's whole cache (allocated + reserved but unallocated). `precision` is the
+    `allocated` is the live tensors (less the graph pools' free memory a 2.1+ message counts in its figure),
+    `reserved` the allocator's whole cache (allocated + reserved but unallocated). `precision` is the
     largest rounding error of any figure read (half a unit of the last printed digit of the largest unit).
     """
 
@@ -135,14 +139,44 @@ def _readings(text: str) -> list[str]:
     return _joined([_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")])
 
 
+# Words of every OOM message and library error read here (`_START`, `_DRIVER`), one of which outlives any one
+# break (a wrap, a launcher's prefix, a colour code) of a message's first sentence or figures; in the cases they
+# are printed in (ignoring case makes the search of a long log ten times slower)
+_NEAR = re.compile(r"CUDA\s+out|of\s+memory|OF\s+MEMORY|Tried\s+to|to\s+allocate|by\s+PyTorch|Allocation\s+on"
+                   r"|would\s+exceed|_STATUS_|ALLOC_FAILED|ALLOCATION_FAILED|Cuda\s+failure")
+# Characters kept on either side of each: far more than a message wrapped over many lines, its traceback and the
+# lines other ranks put between
+_AROUND = 1 << 18
+
+
+def excerpt(text: str) -> str:
+    """The whole lines of `text` within _AROUND characters of _NEAR's words, the parts apart on lines of their own:
+    all that reading a log needs; the rest of a training log (tens of megabytes) would only be joined and searched."""
+    spans: list[list[int]] = []
+    for m in _NEAR.finditer(text):
+        if spans and m.start() - _AROUND <= spans[-1][1]:
+            spans[-1][1] = m.end() + _AROUND
+        else:
+            spans.append([max(m.start() - _AROUND, 0), m.end() + _AROUND])
+    parts = []
+    for lo, hi in spans:
+        end = text.find("\n", hi)
+        parts.append(text[text.rfind("\n", 0, lo) + 1:end if end >= 0 else len(text)])
+    return "\n".join(parts)
+
+
 def looks_like_message(text: str) -> bool:
     return any(_START.search(reading) for reading in _readings(text))
 
 
 # Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
-# THC allocator, which printed no figures): there are none to read
-_DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?out of memory|CUBLAS_STATUS_ALLOC_FAILED",
-                     re.IGNORECASE)
+# THC allocator, which printed no figures): there are none to read. The CUDA libraries' own status names (cuDNN 9
+# says DEVICE_ALLOCATION_FAILED; NOT_ENOUGH_MEMORY is what users' OOM checks look for), and NCCL's warning
+# `Cuda failure 2 'out of memory'` (older NCCL: without the code).
+_DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?out of memory"
+                     r"|CU(?:BLAS|SOLVER|SPARSE)_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
+                     r"|CUDNN_STATUS_(?:ALLOC_FAILED|NOT_ENOUGH_MEMORY|INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)"
+                     r"|Cuda failure (?:\d+ )?'out of memory'", re.IGNORECASE)
 
 
 def driver_error(text: str) -> str | None:
@@ -267,10 +301,11 @@ def _parse_new(msg: str, new: re.Match, requested: int, size: _Sizes) -> OomMess
     gpu, spelling, *rest = new.groups()
     total, free = size(rest[0], rest[1]), size(rest[2], rest[3])
     alloc = _ALLOCATED.search(msg)
-    allocated = size(*alloc.group(1, 2)) if alloc else None
+    printed = size(*alloc.group(1, 2)) if alloc else None   # the live tensors and the graph pools' free memory
     private = size(*alloc.group(3, 4)) if alloc else None
-    unallocated = size(*alloc.group(5, 6)) if alloc else None
-    reserved = allocated + unallocated if allocated is not None and unallocated is not None else None
+    unallocated = size(*alloc.group(5, 6)) if alloc else None   # outside the graph pools
+    reserved = printed + unallocated if printed is not None and unallocated is not None else None
+    allocated = printed - (private or 0) if printed is not None else None
     allowed_m = _ALLOWED.search(msg)
     allowed = size(*allowed_m.groups()) if allowed_m else None
     self_m = _SELF.search(msg)
@@ -289,8 +324,8 @@ def _parse_new(msg: str, new: re.Match, requested: int, size: _Sizes) -> OomMess
     if total is not None and any(b > total for _, b in processes):
         notes.append("ignored processes NVML reported with more memory than the card has")
         processes = tuple(p for p in processes if p[1] <= total)
-    return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed, this_process,
-                      processes, private, hint, size.precision, msg, tuple(notes))
+    return OomMessage(fmt, requested, _whole(gpu, "a GPU number"), total, free, allocated, reserved, allowed,
+                      this_process, processes, private, hint, size.precision, msg, tuple(notes))
 
 
 def _parse_old(msg: str, old: re.Match, requested: int, size: _Sizes) -> OomMessage:

@@ -13,7 +13,7 @@ from ..files import open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature
 from ..units import format_bytes
-from .message import OomMessage, driver_error, looks_like_message, parse_messages
+from .message import OomMessage, driver_error, excerpt, looks_like_message, parse_messages
 
 
 def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None]:
@@ -69,14 +69,14 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
                                 "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
         text = _log_text(head, f, name)
-    if not looks_like_message(text) and (error := driver_error(text)):
+    if looks_like_message(text):
+        return parse_messages(text), None if name == "-" else name, None
+    if error := driver_error(text):
         raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
-                            "or a library (cuBLAS, cuDNN), or from torch before 0.4, not from the caching "
+                            "or a library (cuBLAS, cuDNN, NCCL), or from torch before 0.4, not from the caching "
                             "allocator's 'CUDA out of memory. Tried to allocate ...'")
-    if not looks_like_message(text):
-        raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
-                            "to allocate ...'), nor a snapshot pickle, nor a results folder")
-    return parse_messages(text), None if name == "-" else name, None
+    raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
+                        "to allocate ...'), nor a snapshot pickle, nor a results folder")
 
 
 # How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
@@ -95,7 +95,8 @@ def _read_text(path: str) -> str:
 
 
 def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
-    """The last LOG_TAIL_BYTES of a log whose first bytes `head` were read already, as text (see `_text`)."""
+    """The last LOG_TAIL_BYTES of a log whose first bytes `head` were read already, as text (see `_text`), the parts
+    near what an OOM says (`excerpt`)."""
     kept = bytearray(head + f.read(1 << 16))
     bom = bytes(kept[:2]) if kept.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else b""
     if not bom and b"\0" in kept:   # no text but UTF-16 holds NUL bytes: said now, not after reading it all
@@ -114,7 +115,7 @@ def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
         cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
         del kept[:cut]
         dropped += cut
-    return _text(bom + bytes(kept) if dropped else bytes(kept))
+    return excerpt(_text(bom + bytes(kept) if dropped else bytes(kept)))
 
 
 def _text(data: bytes) -> str:

@@ -159,8 +159,11 @@ def _shortage_reasons(g: Figures) -> list[str]:
 def _shortage_steps(g: Figures) -> list[str]:
     f = g.facts
     fewer = max(g.shortfall or 0, f.requested - f.free)
-    return [f"hold less at once{f': at least {fb(fewer)} fewer bytes live' if fewer > 0 else ''} (smaller batches "
-            "or sequences, activation checkpointing, lower precision, sharding or offloading)",
+    # more than the shortfall where the unused cache cannot be counted on to hold the request: said so
+    why = (f", the request less the free memory: the {fb(f.unallocated)} unused cache may lie in pieces too small "
+           "for it" if fewer > (g.shortfall or 0) and f.unallocated > f.tolerance else "")
+    return [f"hold less at once{f': at least {fb(fewer)} fewer bytes live{why}' if fewer > 0 else ''} (smaller "
+            "batches or sequences, activation checkpointing, lower precision, sharding or offloading)",
             "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
             "an allocator setting cannot help: the live tensors themselves do not fit" if g.shortfall else
             "an allocator setting cannot help: nothing was cached to give back or to lay out otherwise"]
@@ -273,13 +276,23 @@ def oom_heading(rank: int | None, f: OomFacts) -> str:
     return f"OOM on {oom_where(rank, f.gpu)}: tried to allocate {fb(f.requested)}"
 
 
+# How many OOMs of a source that holds several are listed one a line: a job that caught OOMs and ran on (fairseq
+# recovers from each) leaves hundreds; the rest are counted by cause, and `--json`'s ooms holds every one
+SHOWN_OOMS = 8
+
+
 def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]]) -> list[str]:
     """The OOMs of a source that holds several (rank, figures, cause, whether the verdict below details it each):
-    the heading, then one line each."""
+    the heading, then one line each, up to SHOWN_OOMS (the detailed one always), then how many more of each cause."""
+    listed = [i for i, o in enumerate(ooms) if i < SHOWN_OOMS - 1 or o[3]][:SHOWN_OOMS]
+    shown = [ooms[i] for i in listed]
+    rest = [o[2] for i, o in enumerate(ooms) if i not in listed]
+    more = ", ".join(f"{rest.count(c)} {c}" for c in dict.fromkeys(rest))
     return ([f"{len(ooms)} OOMs read; the worst is detailed below (a cause no allocator setting fixes first, then "
              "the one that needs the most memory):"]
             + [f"{oom_where(r, g.gpu)}: tried to allocate {fb(g.requested)} with {fb(g.allocated)} live: {cause}"
-               + (" (detailed below)" if detailed else "") for r, g, cause, detailed in ooms])
+               + (" (detailed below)" if detailed else "") for r, g, cause, detailed in shown]
+            + ([f"and {len(rest)} more ({more}): `--json`'s ooms lists every one"] if rest else []))
 
 
 def known_problems_line(conf: str, torch_version: str | None, versions: Versions | None, shown: Sequence[Problem],

@@ -50,18 +50,34 @@ def test_every_layout_is_read_and_judged(name, layout, cause, sure):
     assert d.verdict.next_steps and d.verdict.reasons
 
 
+def _pools_message(printed: str, pools: str, unallocated: str) -> str:
+    """torch 2.2+'s words for a 3 GiB request with 1 GiB free, P free in CUDA graph pools."""
+    return ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of "
+            "79.18 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 78.08 GiB memory in "
+            f"use. Of the allocated memory {printed} is allocated by PyTorch, with {pools} allocated in private pools "
+            f"(e.g., CUDA Graphs), and {unallocated} is reserved by PyTorch but unallocated.")
+
+
 def test_a_message_where_graph_pools_hold_the_memory(tmp_path):
-    """Crafted in torch 2.2+'s words: 6 GiB unused, 5 GiB of it in CUDA graph pools, 1 GiB free: the 3 GiB request
-    fits only with the graphs' memory."""
-    text = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of "
-            "79.18 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 77.50 GiB memory in "
-            "use. Of the allocated memory 70.00 GiB is allocated by PyTorch, with 5.00 GiB allocated in private pools "
-            "(e.g., CUDA Graphs), and 6.00 GiB is reserved by PyTorch but unallocated.")
+    """torch counts the pools' free memory in 'allocated by PyTorch' and leaves it out of 'reserved but
+    unallocated' (CUDACachingAllocator.cpp: allocated_bytes + allocated_in_private_pools): of 76 GiB, 71 GiB are
+    live; 1 GiB unused outside the 5 GiB of pools, 1 GiB free: the 3 GiB request fits only with the graphs' memory.
+    Read as if the pools were part of the 1 GiB, the figures were refused as impossible."""
     path = tmp_path / "oom.txt"
-    path.write_text(text)
+    path.write_text(_pools_message("76.00 GiB", "5.00 GiB", "1.00 GiB"))
     d = diagnose(path)
     assert (d.verdict.cause, d.verdict.sure, d.facts.graph_pools_free) == ("graph-pools", True, 5 * GiB)
+    assert (d.facts.allocated, d.facts.reserved, d.facts.unallocated) == (71 * GiB, 77 * GiB, 6 * GiB)
     assert "CUDA graph pools hold the memory" in d.verdict.summary
+
+
+def test_graph_pools_free_memory_is_not_taken_from_the_unused_cache_outside_them(tmp_path):
+    """6 GiB unused outside the pools and 1 GiB free cover the 3 GiB request without the pools: fragmentation."""
+    path = tmp_path / "oom.txt"
+    path.write_text(_pools_message("70.00 GiB", "5.00 GiB", "6.00 GiB"))
+    d = diagnose(path)
+    assert d.verdict.cause == "fragmentation" and d.facts.allocated == 65 * GiB
+    assert d.facts.unallocated == 11 * GiB and d.verdict.numbers["graph_pools_free"] == 5 * GiB
 
 
 def test_figures_of_the_2_1_layout():
@@ -169,6 +185,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         err = result.stderr.decode()
         assert result.returncode == 2, (path, err)
         assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, (path, err)
+
+
+@pytest.mark.parametrize("log, named", [
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED\n", "CUDNN_STATUS_ALLOC_FAILED"),
+    ("RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"
+     "\n", "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_MEMORY\n", "CUDNN_STATUS_NOT_ENOUGH_MEMORY"),
+    ("RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED\n", "CUFFT_ALLOC_FAILED"),
+    ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error\n"
+     "[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank1]: Last error:\n"
+     "[rank1]: Cuda failure 2 'out of memory'\n", "Cuda failure 2 'out of memory'"),
+])
+def test_a_librarys_out_of_memory_is_named_as_one_without_figures(tmp_path, log, named):
+    """cuDNN, cuFFT and NCCL fail for want of memory outside the caching allocator, in words of their own."""
+    path = tmp_path / "job.log"
+    path.write_text("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n" + log)
+    result = run_cli(path)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"holds '{named}', which prints no figures" in err
 
 
 def test_a_message_without_the_allocated_figures_is_refused():

@@ -114,3 +114,16 @@ def test_a_shortage_at_the_limit_says_the_request_came_within_the_limit_not_that
     short = judge(OomFacts(8 * GiB, 130 * GiB, 131 * GiB, device_free=2 * GiB, device_total=134 * GiB,
                            this_process=132 * GiB))
     assert "do not fit" in short.summary and "the live tensors themselves do not fit" in short.next_steps[-1]
+
+
+def test_a_shortage_that_asks_for_more_than_its_shortfall_says_why():
+    """8 GiB asked with 1 GiB unused and 2 GiB free: 5 GiB short, but the step asks for 6 GiB fewer (the request
+    less the free memory), which must not read as a contradiction of the shortfall."""
+    short = judge(OomFacts(8 * GiB, 130 * GiB, 131 * GiB, device_free=2 * GiB, device_total=134 * GiB,
+                           this_process=132 * GiB))
+    assert "fall 5.00 GiB short of the request" in short.reasons[1]
+    assert short.next_steps[0].startswith("hold less at once: at least 6.00 GiB fewer bytes live, the request less "
+                                          "the free memory: the 1.00 GiB unused cache may lie in pieces too small")
+    exact = judge(OomFacts(8 * GiB, 130 * GiB, 130 * GiB, device_free=2 * GiB, device_total=134 * GiB,
+                           this_process=131 * GiB))   # nothing cached: the two figures are one
+    assert "at least 6.00 GiB fewer bytes live (smaller" in exact.next_steps[0]
