@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..decide.regression import DEFAULT_FACTOR, Delta, Mark, budget_of, cell_of, judge
-from ..errors import OptionError, OptionText, ResultsError, shown
+from ..decide.summary import counted
+from ..errors import AlloctuneError, OptionError, OptionText, ResultsError, shown
 from ..report.compare import Column, Comparison, Row, note, why_missing
 from ..report.compare_output import plot_comparison, write_compare_md
 from ..results.folder import ResultsFolder, SweepInfo, find_results
@@ -58,7 +60,14 @@ def compare(folders: Sequence[str | os.PathLike | ResultsFolder] | str | os.Path
     of them) across their environments, the first one the baseline; compare.md and compare.png written into
     `output` where given. `options` (a CompareOptions) or its fields as keywords: `compare([a, b], factor=0.05)`."""
     options = options_of("compare", CompareOptions, options, fields)
-    given = [folders] if isinstance(folders, (str, os.PathLike, ResultsFolder)) else list(folders)
+    given = [folders] if isinstance(folders, (str, os.PathLike, ResultsFolder)) else (
+        list(folders) if isinstance(folders, Iterable) and not isinstance(folders, bytes) else [])
+    if not given:
+        raise AlloctuneError(f"compare: expected results folders (paths or ResultsFolders; the first is the "
+                             f"baseline), got {shown(folders)}")
+    if options.output is not None and os.path.exists(options.output) and not os.path.isdir(options.output):
+        raise OptionError("output", "{output}: {got} is a file; give a folder for compare.md and compare.png",
+                          got=shown(options.output))
     found = [folder for path in given for folder in find_results(path)]
     if not options.force:
         one_workload(found)
@@ -101,11 +110,12 @@ def compare_folders(folders: list[ResultsFolder], factor: float = DEFAULT_FACTOR
     infos = [f.info() for f in folders]
     groups: dict[tuple, dict[tuple, list[TrialRecord]]] = {}
     for index, folder in enumerate(folders):
-        for record in folder.trials():
+        for record in counted(folder.trials()):   # the trials its sweep's own figures rest on, as its report's
             groups.setdefault(column_key(index, record), {}).setdefault(row_key(record), []).append(record)
     if len(groups) < 2:
-        raise ResultsError(f"nothing to compare: {', '.join(str(f.path) for f in folders)} hold "
-                           f"{plural(len(groups), 'environment')} with trials; compare needs at least two")
+        raise ResultsError(f"nothing to compare: {', '.join(str(f.path) for f in folders)} "
+                           f"{'holds' if len(folders) == 1 else 'hold'} {plural(len(groups), 'environment')} with "
+                           f"trials; compare needs at least two")
     keys = list(groups)
     labels = _labels(keys, folders)
     columns = [_column(key, label, folders[key[0]], infos[key[0]], groups[key]) for key, label in zip(keys, labels)]

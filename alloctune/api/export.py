@@ -61,9 +61,12 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
         raise ResultsError(OptionText("{path}: the sweep is incomplete ({how}); run it again to resume, or pass "
                                       "{allow_incomplete=True} to export this choice anyway", path=found.path,
                                       how=how_far(choice.trials_recorded, choice.trials_planned)))
+    chosen = choice.conf
     if options.conf is not None:
         choice = with_conf(found, info, choice, options.conf)
-    return Exported(found, choice, options.format, render(choice, options.format, provenance(found, info, choice)))
+    text = render(choice, options.format, provenance(found, info, choice),
+                  instead_of=None if options.conf is None else chosen)
+    return Exported(found, choice, options.format, text)
 
 
 export = export_results

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import AlloctuneError, OptionError
+from ..errors import AlloctuneError, OptionError, shown
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
 from ..trial.recording import dry_run_card, record_command, record_workload
 from ..workload.spec import DEFAULT_WARMUP_STEPS
+from .checks import path
 from .options import options_of
 
 
@@ -31,6 +32,9 @@ class RecordOptions:
     arch: str | None = None             # with dry_run: the card it stands for (default: trial/recording's)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.conf, str):
+            raise OptionError("conf", "{conf}: expected a str such as 'expandable_segments:True', got {got}",
+                              got=shown(self.conf))
         AllocConf.parse(self.conf)   # a ConfError naming what is wrong in it
         if not isinstance(self.dry_run, bool):
             raise OptionError("dry_run", "{dry_run}: expected True or False, got {got}", got=self.dry_run)
@@ -84,6 +88,9 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     `record("w.yaml", "t.xz", preset="h200")`."""
     options = options_of("record", RecordOptions, options, fields)
     conf = AllocConf.parse(options.conf)
+    # Checked before the run, not after it: a trace that cannot be written is a recording lost.
+    if os.path.isdir(output := path(output, "output")):
+        raise OptionError("output", "{output}: {got} is a folder; give the trace file's name in it", got=shown(output))
     if isinstance(target, (str, os.PathLike)):
         if options.dry_run:
             raise OptionError("dry_run", "{dry_run} applies to '-- COMMAND' (your own program)")

@@ -6,9 +6,10 @@ import json
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_dry_run, console, gpu_list, positive_int, seconds, written
 
-# RecordOptions' fields as this command's flags: a library message that names one shows the flag.
-FLAGS = {"preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python", "timeout_s": "--timeout",
-         "steps": "--steps", "warmup_steps": "--warmup-steps", "dry_run": "--dry-run", "arch": "--arch"}
+# RecordOptions' fields and record()'s output as this command's flags: a library message that names one shows the flag.
+FLAGS = {"output": "--output", "preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python",
+         "timeout_s": "--timeout", "steps": "--steps", "warmup_steps": "--warmup-steps", "dry_run": "--dry-run",
+         "arch": "--arch"}
 
 
 def register(subparsers) -> None:

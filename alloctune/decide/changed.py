@@ -10,6 +10,7 @@ from typing import Any
 
 from ..results.choices import ChoiceRecord
 from ..results.records import decision_group
+from ..results.vocabulary import setting_name
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,12 @@ class ChoiceChange:
         return {name: (a, b) for name, (a, b) in kept.items() if a is not None and a != b}
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """As `report --json` prints it: the settings named as every command's --json names them ("default");
+        null where nothing fitted."""
+        data = asdict(self)
+        for side in ("before", "after"):
+            data[side] = None if data[side] is None else setting_name(data[side])
+        return data
 
 
 def choice_changes(before: list[ChoiceRecord], after: list[ChoiceRecord]) -> list[ChoiceChange]:

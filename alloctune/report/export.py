@@ -7,10 +7,11 @@ Formats:
           restricted to characters none of them treats specially (no quotes, spaces, `#`, `$`, backslash).
           Not for `. file` in a shell (an unquoted '>' there is a redirection): that is what `shell` is for.
   shell   `export KEY='value'` for `. file` in sh/bash/zsh.
-  json    an object: {"env": {KEY: value, ...}, "conf" (the setting's name, "default" for the default, as every
-          command's --json names it), "is_default", "env_id", "backend", "simulated", "basis" (replayed or
-          measured), for a replayed choice "simulated_torch" (the torch its replays followed, as every command's
-          --json states it), "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
+  json    an object: {"env": {KEY: value, ...}, "warning" (the comment on the variable, or null), "conf" (the
+          setting's name, "default" for the default, as every command's --json names it), "is_default", "env_id",
+          "backend", "simulated", "basis" (replayed or measured), for a replayed choice "simulated_torch" (the torch
+          its replays followed, as every command's --json states it), "torch_version", "budget_bytes", "reasons",
+          "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
           `containers[i]`; the comments after it.
@@ -51,17 +52,22 @@ from .words import skipped_words
 FORMATS = ("env", "shell", "json", "docker", "k8s")
 DEFAULT_FORMAT = "env"
 
-DEFAULT_NOTE = ("the default allocator settings were best: the empty value makes PyTorch use its defaults "
-                "and overrides any inherited setting")
+_EMPTY_VALUE = "the empty value makes PyTorch use its defaults and overrides any inherited setting"
+DEFAULT_NOTE = f"the default allocator settings were best: {_EMPTY_VALUE}"
 
 
-def render(choice: ChoiceRecord, fmt: str, provenance: str) -> str:
-    """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment."""
+def render(choice: ChoiceRecord, fmt: str, provenance: str, instead_of: str | None = None) -> str:
+    """The choice (a choice.json entry) as text in format `fmt`; `provenance` becomes the leading comment.
+    `instead_of`: the setting the sweep chose, where `choice`'s was set by hand in its place (`with_conf`), as a
+    comment says (never that the default was best, when the sweep chose another)."""
     check_format(fmt)
     value = _value(choice)
     variable = export_variable(choice.torch_version)
     name, warning = variable.name, variable.warning
-    comments = [_one_line(provenance)] + ([DEFAULT_NOTE] if value == "" else []) + ([warning] if warning else [])
+    comments = [_one_line(provenance)] + ([] if instead_of is None else [set_by_hand(instead_of)])
+    if value == "":
+        comments.append(DEFAULT_NOTE if instead_of is None else f"the default allocator settings: {_EMPTY_VALUE}")
+    comments += [warning] if warning else []
     if fmt == "json":
         return _json(choice, name, value, comments[0], warning)
     return _WRITERS[fmt](name, value, comments)
@@ -172,4 +178,9 @@ def with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf
                                       "{trials} trials", path=folder.path, label=label, env=env_id,
                                       state=pick.failed[0].state.value, failed=len(pick.failed), trials=pick.trials))
     assert pick.choice is not None
-    return replace(pick.choice, reasons=(f"set by hand; the sweep chose {conf_label(choice.conf)}",))
+    return replace(pick.choice, reasons=(set_by_hand(choice.conf),))
+
+
+def set_by_hand(chosen: str | None) -> str:
+    """What a setting exported in place of the sweep's choice `chosen` says of itself."""
+    return f"set by hand; the sweep chose {conf_label(chosen)}"

@@ -131,8 +131,9 @@ def whole_settings(make: Callable[[list[str]], Table], settings: list[str], widt
                    numbers: dict[str, int] | None = None) -> tuple[Table, list[str]]:
     """`make(labels)` with each setting as its label where the table still fits `width` (`numbered`'s rule), and
     the lines that give each numbered setting whole, to print below the table. Tables of one output that share
-    `numbers` give a setting the same number in each."""
-    labels, below = numbered(settings, lambda labels: natural_width(make(labels)) <= width, numbers)
+    `numbers` give a setting the same number in each. A table fits where print_table prints it within `width`:
+    its wrapping columns (prose) broken between words, never a figure or a setting (`_unbreakable`)."""
+    labels, below = numbered(settings, lambda labels: _unbreakable(make(labels)) <= width, numbers)
     return make(labels), below
 
 

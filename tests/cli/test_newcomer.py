@@ -138,7 +138,7 @@ def test_small_wording():
     diagnosed = in_process("diagnose", ROOT / "tests/fixtures/oom/public/v2_1-shortage.txt").stdout
     assert "GPU g" not in diagnosed and "message: torch 2.1 ('GPU 0 has a total capacty of ...', spelt so)" in diagnosed
     one = cli("compare", RESULTS / "transformer-varlen-h200-20261129-234646")
-    assert one.returncode == 2 and "hold 1 environment with trials" in one.stderr
+    assert one.returncode == 2 and "holds 1 environment with trials" in one.stderr
 
 
 def test_search_shows_progress_where_its_output_is_not_a_terminal(tmp_path):

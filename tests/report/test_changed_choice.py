@@ -33,7 +33,9 @@ def test_another_max_slowdown_is_said_with_the_change(tmp_path):
     analyze(folder)
     decided, err = _report(folder, "--max-slowdown", "0.5")
     (change,) = decided["changed"]
-    assert (change["before"], change["after"], change["max_slowdown"]) == ("", ES, [0.02, 0.5])
+    # the default named as every command's --json names it (the choices beside it too), never ""
+    assert (change["before"], change["after"], change["max_slowdown"]) == ("default", ES, [0.02, 0.5])
+    assert [c["conf"] for c in decided["choices"]] == [ES]
     assert err.splitlines()[0] == ("report: the choice for torch-2.11.0 (cuda) changed from default to "
                                    f"{ES}, decided again from max slowdown 0.5 instead of 0.02")
     assert decided["best_env_changed"]["after"] == [f"PYTORCH_CUDA_ALLOC_CONF={ES}"]
@@ -49,7 +51,7 @@ def test_a_choice_another_alloctune_wrote_is_said_replaced(tmp_path):
     data["choices"][0]["conf"] = ""
     path.write_text(json.dumps(data))
     decided, err = _report(folder, "--max-slowdown", "0.5")
-    assert [(c["before"], c["after"]) for c in decided["changed"]] == [("", ES)]
+    assert [(c["before"], c["after"]) for c in decided["changed"]] == [("default", ES)]
     assert err.splitlines() == [f"report: the choice for torch-2.11.0 (cuda) changed from default to {ES}, decided "
                                 "again from the same trials and parameters by this alloctune's rules (the folder was "
                                 "swept by an unnamed version)"]
@@ -84,6 +86,6 @@ def test_a_choice_json_of_schema_1_is_what_the_report_compares_against(tmp_path)
     data["choices"][0]["conf"] = ES   # what an older alloctune's rules chose from these trials
     path.write_text(json.dumps(data))
     decided, err = _report(folder)
-    assert [(c["before"], c["after"], c["trials"]) for c in decided["changed"]] == [(ES, "", [6, 6])]
+    assert [(c["before"], c["after"], c["trials"]) for c in decided["changed"]] == [(ES, "default", [6, 6])]
     assert err.startswith(f"report: the choice for torch-2.11.0 (cuda) changed from {ES} to default, decided again "
                           "from the same trials and parameters by this alloctune's rules")

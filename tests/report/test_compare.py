@@ -4,7 +4,7 @@ from folders import choice, make_folder, repeats, trial
 from rich.console import Console
 
 from alloctune.cli.main import main
-from alloctune.errors import OptionError, ResultsError
+from alloctune.errors import AlloctuneError, OptionError, ResultsError
 from alloctune.decide.regression import Mark, Why
 from alloctune.api.compare import compare, compare_folders
 from alloctune.report.compare_output import cell_lines, plot_comparison, print_comparison, write_compare_md
@@ -137,8 +137,13 @@ def test_too_few_repeats_cannot_show_a_throughput_change(tmp_path):
 
 
 def test_refusals(tmp_path, folders):
-    with pytest.raises(ResultsError, match="compare needs at least two"):
+    with pytest.raises(ResultsError, match=r"^nothing to compare: \S+a holds 1 environment with trials; compare "
+                                           r"needs at least two$"):
         compare_folders([folders[0]])
+    for nothing in ([], None, 3):   # never a TypeError from deep inside, nor 'nothing to compare: hold 0 ...'
+        with pytest.raises(AlloctuneError, match=r"^compare: expected results folders \(paths or ResultsFolders; "
+                                                 r"the first is the baseline\), got "):
+            compare(nothing)
     with pytest.raises(OptionError, match=r"^factor must be a fraction in \(0, 1\) such as 0.05, got 1.5$"):
         compare(list(folders), factor=1.5, output=None)
     broken = tmp_path / "broken"
@@ -182,6 +187,12 @@ def test_cli(folders, tmp_path, capsys):
     assert "--factor" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "missing")]) == 2
     assert "no results folder" in capsys.readouterr().err
+    # -o naming a file: one line that says -o takes a folder, before any work, and the file stays as it was
+    (tmp_path / "notes.md").write_text("mine")
+    assert main(["compare", str(folders[0].path), str(folders[1].path), "-o", str(tmp_path / "notes.md")]) == 2
+    assert capsys.readouterr().err == (f"alloctune: error: --output: {str(tmp_path / 'notes.md')!r} is a file; give a "
+                                       f"folder for compare.md and compare.png\n")
+    assert (tmp_path / "notes.md").read_text() == "mine"
 
 
 def test_a_mark_judges_and_does_not_point(folders):
@@ -325,3 +336,17 @@ def test_a_budget_given_as_a_fraction_is_said_so_and_judged(tmp_path):
     row = comparison.rows[0]
     assert row.deltas[1].mark is Mark.INCOMPARABLE
     assert row.notes[1].startswith("budget differs (none vs 0.5 of the device (40.00 GiB))")
+
+
+def test_a_trial_the_sweep_leaves_out_of_its_figures_is_left_out_of_the_comparison(tmp_path):
+    """A command's recording trial (`extra`: the whole run recorded, its throughput a recorded run's) stands beside
+    the planned repeats and no figure of the sweep counts it; compare counts the same trials as the sweep's report,
+    so the same folder's median says the same in both."""
+    from dataclasses import replace
+
+    recorded = replace(trial("", tput=50.0), recording=True, extra=True)
+    a = make_folder(tmp_path / "a", [recorded] + repeats("", tputs=(100.0, 102.0)))
+    b = make_folder(tmp_path / "b", repeats("", tputs=(100.0, 102.0)))
+    [row] = compare_folders([a, b]).rows
+    assert [(c.trials, c.samples) for c in row.cells] == [(2, (100.0, 102.0)), (2, (100.0, 102.0))]
+    assert row.deltas[1].throughput == 0.0

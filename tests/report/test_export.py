@@ -207,6 +207,19 @@ def test_conf_exports_another_setting_that_ran_and_fitted(sample):
         export_results(sample.path, conf="max_split_size_mb")
 
 
+def test_a_setting_set_by_hand_says_so_in_every_format_and_never_that_the_default_was_best(sample):
+    """`--conf default` where the sweep chose expandable segments: each file says the setting was set by hand and
+    what the sweep chose, and that the empty value gives the defaults, not that they were best."""
+    for fmt in FORMATS:
+        text = export_results(sample.path, fmt, conf="default").text
+        assert "set by hand; the sweep chose expandable_segments:True" in text, fmt
+        assert DEFAULT_NOTE not in text and "were best" not in text, fmt
+    assert "the default allocator settings: the empty value makes" in export_results(sample.path, conf="").text
+    picked = export_results(sample.path, "docker", conf="expandable_segments:True").text
+    assert "# set by hand; the sweep chose expandable_segments:True\n" in picked
+    assert "set by hand" not in export_results(sample.path, "docker").text
+
+
 def test_refuses_a_sweep_that_did_not_finish(tmp_path):
     folder = make_folder(tmp_path / "w-1", repeats(""))
     with pytest.raises(ResultsError, match="has not finished a choice"):

@@ -1,10 +1,13 @@
 import struct
+from dataclasses import replace
 
 from rich.console import Console
 from decide.test_select import ES, MS, RP, rec, setting
 from folders import new_folder
 
 from alloctune.decide.choice import choose
+from alloctune.decide.reasons import Code, Reason
+from alloctune.decide.speed import Confirmation, DriverSeconds, SpeedPrediction
 from alloctune.decide.summary import summarize_settings
 from alloctune.report.analysis import choice_record
 from alloctune.report.plot import plot_pareto
@@ -12,7 +15,7 @@ from alloctune.report.ranked import print_choice
 from alloctune.report.summary import write_summary
 from alloctune.results.names import SUMMARY_FILE
 from alloctune.results.folder import ResultsFolder, Skipped, SweepInfo
-from alloctune.results.records import TrialState
+from alloctune.results.records import DriverWork, TrialState
 from alloctune.units import GiB
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -159,3 +162,20 @@ def test_hybrid_summary_sets_predicted_beside_measured(tmp_path):
     assert f"| {ES} | 10.00 GiB | 10.00 GiB | +0.00% |" in text
     only_measured = summarize_settings(measured)
     assert "Predicted" not in write_summary(folder, info(skipped=[]), only_measured, decided(only_measured)).read_text()
+
+
+def test_an_in_process_winner_s_table_fits_80_columns():
+    """The 'vs default' cell of a winner measured in blocks inside one process is a phrase ('1.00x ±0.3%, 8 blocks
+    in one process'), too wide at 80 columns beside the figures even with the setting numbered: it wraps between
+    words, so the table fits; each figure stays whole on its line."""
+    settings = summarize_settings(setting("", reserved=19.46) + setting(ES, reserved=18.63))
+    [choice] = decided(settings)
+    pair = Reason(Code.CONFIRMED, Confirmation(1.0, 1.0, 0.0, 0.0, 0.003, 0.003, blocks=8)).record()
+    none, no_time = DriverWork(steps=100), DriverSeconds(0.0, 0.0, 0.0, 0.0, 0.0)
+    predicted = SpeedPrediction(none, none, 0.1, no_time, no_time, 0.1, 0.0).to_json()   # two columns more
+    choice = replace(choice, reasons_data=(*choice.reasons_data, pair), predictions={"": predicted, ES: predicted})
+    console = Console(record=True, width=80)
+    print_choice(console, choice)
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 80, text
+    assert "1.00x ±0.3%," in text and "blocks in one" in text and f"(1) {ES}" in text
