@@ -97,7 +97,9 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
         say(console, line)
     for line in margin_lines(fit):
         say(console, line)
-    weak = any(s.reserved is not None and s.reserved.loo_weak for s in fit.settings)
+    # two values have no leave-one-out at all (margin_lines says so): nothing to call weak
+    weak = any(s.reserved is not None and s.reserved.loo_weak and s.reserved.loo_error is not None
+               for s in fit.settings)
     if weak and any(not a.exact for limit in fit.limits for a in limit.answers):
         say(console, f"With {len(fit.values)} recorded values a leave-one-out predicts each from "
                      f"{len(fit.values) - 1} others: it tests the curve little; record more values to test it more.")
@@ -113,7 +115,8 @@ def _curves_table(console, fit: FitFile, numbers: dict[str, int]) -> None:
     rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
     headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
                "leave-\none-out"]
-    _print(console, numbers, headers, rows, column={len(fit.values) + 1: {"no_wrap": True}},
+    # the curve's words wrap ('parabola' over 'in batch'): with five values the table then fits 80 columns
+    _print(console, numbers, headers, rows, column={len(fit.values) + 1: {}},
            title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and "
                                 f"its curve"),
            caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"

@@ -25,6 +25,7 @@ from ..files import write_file
 from ..results.choices import ChoiceRecord
 from ..results.figures import SettingFigures, Summary
 from ..units import GiB, plural
+from .provenance import figures_kind
 
 
 def plain_text():
@@ -231,7 +232,7 @@ def plot_pareto(choices: list[ChoiceRecord], path: str | os.PathLike) -> Path:
         fitting = [s for s in group if s.fits]
         failed = [s for s in group if not s.fits]
         budget = f", budget {choice.budget_bytes / GiB:.1f} GiB" if choice.budget_bytes else ""
-        ax.set_title(f"{choice.workload} · {choice.env_id} · {choice.backend}{budget}", fontsize=9)
+        ax.set_title(f"{choice.workload} · {choice.env_id} · {figures_kind(choice)}{budget}", fontsize=9)
         if not fitting:
             ax.text(0.5, 0.5, "nothing fits", ha="center", va="center", transform=ax.transAxes)
         elif choice.simulated or all(s.throughput is None for s in fitting):

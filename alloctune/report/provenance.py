@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..results.choices import ChoiceRecord
 from ..results.provenance import Provenance, provenance
+from ..results.vocabulary import Basis
 from ..units import format_bytes, plural
 
 MEASURED = "measured on a GPU"
@@ -40,6 +42,12 @@ def replayed_kind(env: dict) -> str:
     """How a replayed group's table is titled: 'simulated' from a recording, 'dry run' from a dry run's trace (its
     trials' environment says which)."""
     return "simulated" if provenance(env).measured else "dry run"
+
+
+def figures_kind(choice: ChoiceRecord) -> str:
+    """How a group's table and plot are titled by where their figures come from: 'measured' on a GPU, else
+    `replayed_kind`."""
+    return replayed_kind(choice.env) if choice.simulated else Basis.MEASURED.value
 
 
 def title(p: Provenance | Iterable[Provenance], text: str) -> str:

@@ -17,7 +17,7 @@ from ..results.names import BEST_FILE
 from ..results.vocabulary import times
 from ..units import figure, format_bytes, format_number, plural
 from .layout import INDENT, say
-from .provenance import replayed_kind
+from .provenance import figures_kind
 from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
                         predicted_cell, prediction)
 from .tables import add_setting_column, keep_columns, markdown_table, natural_width, print_numbered, whole_settings
@@ -82,8 +82,7 @@ def _predicted(s: SettingFigures, choice: ChoiceRecord) -> list[str]:
 
 def title(choice: ChoiceRecord) -> str:
     budget = f" · budget {format_bytes(choice.budget_bytes)}" if choice.budget_bytes else ""
-    kind = replayed_kind(choice.env) if choice.simulated else choice.backend
-    return f"{choice.workload or 'workload'} · {choice.env_id} · {kind}{budget}"
+    return f"{choice.workload or 'workload'} · {choice.env_id} · {figures_kind(choice)}{budget}"
 
 
 def _device(choice: ChoiceRecord) -> bool:

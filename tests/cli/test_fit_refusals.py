@@ -145,6 +145,16 @@ def test_one_trace_given_at_two_values_is_refused_as_fleet_refuses_one_job_given
     assert fleet.returncode == 2 and "each job's trace once: " in fleet.stderr and "are one trace" in fleet.stderr
 
 
+def test_a_budget_larger_than_the_recording_gpu_is_refused_as_it_would_limit_nothing(tmp_path):
+    """It was answered as 'Under budget 200GiB (200.00 GiB) of the recording GPU: 139.06 GiB for the allocator, the
+    rest holds the context': the card's room, under the budget's name."""
+    out = tmp_path / "fit"
+    line = refused("--param", "batch", *write_traces(tmp_path, [8, 16]), "--budget", "0.5", "--budget", "200GiB",
+                   "--out", out)
+    assert line == "alloctune: error: --budget '200GiB' (200.00 GiB) is more than the recording GPU's 139.80 GiB: " \
+                   "it limits nothing; give --cards for a larger card"
+    assert not out.exists()
+
 @pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "-4", "0x10", "1_000"])
 def test_a_value_that_is_no_whole_number_is_one_line(tmp_path, value):
     traces = write_traces(tmp_path, [8, 16])

@@ -16,7 +16,7 @@ ASCII_ONLY = {"PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
               "LC_ALL=C PYTHONUTF8=0": {"LC_ALL": "C", "PYTHONUTF8": "0"}}
 # A stand-in each command's output holds where UTF-8 output holds the glyph ('·' between a table's title parts,
 # '×' before compare's reserved/allocated ratio).
-STAND_IN = {"report": " - torch-2.11.0 - cuda", "compare": "x1.50"}
+STAND_IN = {"report": " - torch-2.11.0 - measured", "compare": "x1.50"}
 
 
 @pytest.fixture(scope="module")

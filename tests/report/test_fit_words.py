@@ -65,3 +65,25 @@ def test_copies_run_together_say_how_many_ran_and_whether_the_gpu_agreed():
     assert "default 2 2 1 of 2 ran (2 alloc retries) 5.00/6.00 NO" in text
     assert "default 4 1 not run - -" in text
     assert "default: not run: the GPU has 3.00 GiB free, less than the 12.72 GiB to leave" in text
+
+
+def test_two_values_are_not_said_to_have_a_weak_leave_one_out_they_have_none():
+    """It said 'With 2 recorded values a leave-one-out predicts each from 1 others' beside 'too few values for a
+    leave-one-out: nothing tested it'."""
+    text = said(gpt2(2, 4, budgets=["12GiB"]))
+    assert "nothing tested it" in text and "predicts each from" not in text
+    three = said(gpt2(2, 4, 6, budgets=["12GiB"]))
+    assert "With 3 recorded values a leave-one-out predicts each from 2 others" in three
+
+
+def test_the_curves_of_five_values_fit_80_columns():
+    """The curve's words ('parabola in batch') never wrapped: the table took 125 columns, settings numbered or not."""
+    confs = ["default", "expandable_segments:True", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"]
+    traces = {b: FIXTURES / f"gpt2-h100-batch-{b}.xz" for b in (2, 4, 6, 8, 12)}
+    fit = alloctune.fit("batch", traces=traces, confs=confs, cards=["24GiB"], jobs=1).fit
+    assert any(len(s.reserved.coefficients) == 3 for s in fit.settings if s.reserved)   # a parabola among them
+    console = Console(record=True, width=80)
+    print_fit(console, fit)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    assert any(line.endswith(") roundup_power2_divisions:[256:1,512:2,1024:4,>:8]") for line in lines)   # whole

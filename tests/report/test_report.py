@@ -67,6 +67,7 @@ def test_ranked_table_renders_ranked_rows():
     assert order == [ES, "default", MS, RP]
     assert f"{ES} " in lines[0] and " best " in lines[0]
     assert "baseline" in text and "oom 1/2" in text and "10.50 GiB" in text and "1.05" in text
+    assert " · measured" in text.splitlines()[0] and "cuda" not in text.splitlines()[0]   # what, not the backend
     assert "1.00x ±" in text and " n.s." in text and "n.s. = no significant difference" in text
 
 
