@@ -228,7 +228,7 @@ def _document(c: _Checker, text: str) -> dict:
     doc = _load_yaml(text, c.source)
     if not isinstance(doc, dict):
         raise WorkloadError(f"{c.source}: expected a mapping of keys (name, kind or entry, steps, unit, ...), "
-                            f"got {type(doc).__name__}")
+                            f"got {'nothing (an empty document)' if doc is None else type(doc).__name__}")
     unknown = [k for k in doc if k not in _TOP_KEYS]
     if unknown:
         raise c.fail(str(unknown[0]), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")

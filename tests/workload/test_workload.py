@@ -138,7 +138,7 @@ def test_bad_file_names_file_and_key(tmp_path, text, key, expected):
     ("name: t\nkind: \x01\n", "not valid YAML: line 2, column 7: unacceptable character #x0001: special characters "
                               "are not allowed"),
     ("- a\n- b\n", "expected a mapping of keys"),
-    ("", "expected a mapping of keys"),
+    ("", "expected a mapping of keys (name, kind or entry, steps, unit, ...), got nothing (an empty document)"),
     ("name: t\nname: u\nkind: cnn\nunit: images\nsteps: 1\n", "key 'name' given twice (line 2)"),
     ("name: t\nkind: cnn\nunit: images\nsteps: 1\nparams: {width: 8, width: 9}\n", "key 'width' given twice"),
 ])
