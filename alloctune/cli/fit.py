@@ -102,7 +102,10 @@ def parse_traces(entries: list[str]) -> dict[int | str, str]:
     out: dict[int | str, str] = {}
     for entry in entries:
         value, _, path = entry.partition("=")
-        if not path or _whole(value) in out:
+        if _whole(value) in out:
+            raise AlloctuneError(f"--trace {entry!r}: the value {value} is given twice ({out[_whole(value)]!r} "
+                                 "first): one trace per value")
+        if not path:
             raise AlloctuneError(f"--trace {entry!r}: expected VALUE=FILE with a distinct whole VALUE above 0")
         out[_whole(value)] = path
     return out
