@@ -93,7 +93,7 @@ class FitOptions:
             values: list = list(self.values) if isinstance(self.values, (list, tuple)) else [self.values]
             if len(values) < 2 or not all(_whole(v) and v >= 1 for v in values) or len(set(values)) != len(values):
                 raise OptionError("values", "{values} {got}: expected at least two distinct whole numbers above 0, "
-                                  "e.g. {param}=8,16,32", got=shown(",".join(map(str, values))), param=self.param)
+                                  "e.g. {param}=8,16,32", got=shown(self.values), param=self.param)
             set_field(self, "values", tuple(sorted(values)))
         if self.traces is not None:
             self._check_traces()

