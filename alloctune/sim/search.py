@@ -45,13 +45,16 @@ class Candidate:
     """One replayed setting. `equivalent`: settings not replayed because they behave identically on this trace."""
 
     outcome: ReplayOutcome
-    keys: int
     round: int                               # 0 = scan, then the refinement round that proposed it
     equivalent: tuple[str, ...] = ()
 
     @property
     def setting(self) -> AllocConf:
         return self.outcome.setting
+
+    @property
+    def keys(self) -> int:
+        return self.setting.complexity
 
     @property
     def conf(self) -> str:
@@ -169,7 +172,7 @@ def search(trace: Trace, *, validate: Validator, trace_name: str = "", device_me
         outcomes = replay(trace, confs_to_replay, device_memory, budget_bytes=budget_bytes, overhead_bytes=overhead_bytes,
                           jobs=jobs, torch_version=space.torch_version)
         for conf, outcome in zip(todo, outcomes):
-            state.add(Candidate(outcome, conf.complexity, round_no))
+            state.add(Candidate(outcome, round_no))
         if progress:
             progress(len(state.replayed), state.max_settings, state.best())
 
