@@ -27,7 +27,7 @@ from ..units import GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
-from .inputs import TraceInput, budget_limit, name_of, once_each, trace_inputs
+from .inputs import TraceInput, budget_limit, card_words, name_of, once_each, trace_inputs
 from .options import options_of
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -388,10 +388,9 @@ def _request(options: FitOptions, facts: dict, entries: list, target: Target):
     measured = given_overhead is None and any(f.meta.get("overhead_bytes") is not None for f in said)
     budgets = [(str(text), budget_on(*(budget_limit(text) or (None, None)), device) or 0) for text in options.budgets]
     if over := [(text, size) for text, size in budgets if size > device]:   # the card runs out first
-        gpu = "recording GPU" if dry_run_of(said) is None else "card the dry run stands for"
-        raise OptionError("budgets", "{budgets} {given} ({size}) is more than the {gpu}'s {card}: it limits nothing; "
+        raise OptionError("budgets", "{budgets} {given} ({size}) is more than {gpu}'s {card}: it limits nothing; "
                           "give {cards} for a larger card", given=shown(over[0][0]), size=format_bytes(over[0][1]),
-                          gpu=gpu, card=format_bytes(device))
+                          gpu=card_words(dry_run_of(said) is None), card=format_bytes(device))
     cards = [in_bytes(c) or 0 for c in options.cards] if options.cards is not None else \
         [] if options.budgets else [g * GiB for g in DEFAULT_CARDS_GIB]
     check_cards(cards, overhead, "as the recordings measured it" if measured else "assumed: the recordings do not say")

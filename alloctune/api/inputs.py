@@ -24,6 +24,11 @@ ASSUMED_MEMORY = "assumed: an H200's"   # `DeviceLimits.memory_from` when neithe
 AT_OOM = "what the snapshot says the process could have"   # `DeviceLimits.budget_from`: `rebuilt.allowed_at_oom`
 
 
+def card_words(measured: bool) -> str:
+    """The card a trace's memory is of, in words: the GPU it was recorded on, or the card its dry run stands for."""
+    return "the recording GPU" if measured else "the card the dry run stands for"
+
+
 def trace_inputs(value: object, field: str = "traces") -> tuple[str | Trace, ...]:
     """One trace or a sequence of them, each a Trace or a checked path (as text)."""
     items = [value] if isinstance(value, (str, os.PathLike, Trace)) else value
@@ -114,7 +119,7 @@ class DeviceLimits:
         elif trace.meta.get("device_total_bytes"):
             measured = provenance(trace.meta).measured
             memory = int(trace.meta["device_total_bytes"])
-            where = "the recording GPU" if measured else "the card the dry run stands for"
+            where = card_words(measured)
         else:
             memory, where = DEFAULT_DEVICE_MEMORY, ASSUMED_MEMORY
         if budget is None and device_memory is None and (allowed := allowed_at_oom(trace.meta)) is not None:
