@@ -78,7 +78,8 @@ def detection(out: Path) -> int:
     if fit(out, "detection", ["--budget", "0.9", "--extra-recordings", "0", "--json"], DETECTION,
            "detection0") != 0:
         return 1
-    [default] = [s for s in json.loads((out / "detection0.txt").read_text())["settings"] if s["conf"] == ""]
+    [default] = [s for s in json.loads((out / "detection0.txt").read_text())["settings"]
+                  if s["conf"] == "default"]   # fit --json names the default "default" (fit.json keeps "")
     budget = str(int(np.polyval(default["reserved"]["coefficients"], 9)))
     (out / "detection-budget.txt").write_text(budget + "\n")
     return fit(out, "detection", ["--budget", budget, *CONFIRM], DETECTION)
