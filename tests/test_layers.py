@@ -43,7 +43,8 @@ ALLOWED: dict[str, set[str]] = {
     "trial": {"errors", "units", "files", "settings", "results", "workload", "processes", "runtime", "child", "sim",
               "dryrun"},
     "report": {"errors", "units", "files", "settings", "results", "decide", "sim", "workload", "diagnosis"},
-    "diagnosis": {"errors", "units", "files", "settings", "results", "sim"},
+    # runtime: its OOM rule's words (runtime/oom.py), which diagnose reads logs by
+    "diagnosis": {"errors", "units", "files", "settings", "results", "sim", "runtime"},
     # not runtime: what the parent reads of the hook's files is trial's (trial/job.py)
     "sweeper": {"errors", "units", "files", "settings", "results", "workload", "processes", "sim", "decide", "trial",
                 "report"},

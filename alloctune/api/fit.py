@@ -1,14 +1,11 @@
 """fit: the largest value of a parameter of a job (batch size, sequence length) each setting allows on each card or
-budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py) or
-traced by a dry run without one (`dry_run`), or traces recorded already; replayed, fitted and answered
-(sweeper/fitting.py); with a command and a GPU or a dry run, the values that settle each answer recorded (or traced)
-and replayed too, so that answers come from replays, not the curve
-(sweeper/fitexact.py); the answers under each budget confirmed on the GPU where asked, one value at a time or copies
-at once (sweeper/fitcopies.py); fit.json and plot.png written to the fit's folder, held for this fit alone
-(results/fits.claimed). `alloctune fit` and `alloctune.fit()`.
-
-Every option, the folder and the cards are checked before the first recording or replay: a refused fit costs no GPU
-run and leaves no folder behind."""
+budget, from recordings at a few values: the command recorded at each value on the GPU (sweeper/fitrun.py) or traced by
+a dry run without one (`dry_run`), or traces recorded already; replayed, fitted and answered (sweeper/fitting.py); with
+a command and a GPU or a dry run, the values that settle each answer recorded (or traced) and replayed too, so that
+answers come from replays, not the curve (sweeper/fitexact.py); the answers under each budget confirmed on the GPU where
+asked, one value at a time or copies at once (sweeper/fitcopies.py); fit.json and plot.png written to the fit's folder,
+held for this fit alone (results/fits.claimed). `alloctune fit` and `alloctune.fit()`. Every option, the folder and the
+cards are checked before the first recording or replay: a refused fit costs no GPU run and leaves no folder behind."""
 from __future__ import annotations
 
 import math
@@ -16,14 +13,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..decide.fit import EXACT_RECORDINGS, MAX_VALUES, step_of, values_answered
 from ..errors import OptionError, SizeError, shown
 from ..results.fits import FitFile
 from ..settings.conf import AllocConf
 from ..sim.target import REFERENCE, Target
-from ..units import GiB, format_bytes, parse_size
+from ..units import MAX_INT, MAX_INT_TEXT, GiB, format_bytes, parse_size
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
@@ -91,9 +88,9 @@ class FitOptions:
             self._check_variable()
         if self.values or self.command is not None:
             values: list = list(self.values) if isinstance(self.values, (list, tuple)) else [self.values]
-            if len(values) < 2 or not all(_whole(v) and v >= 1 for v in values) or len(set(values)) != len(values):
-                raise OptionError("values", "{values} {got}: expected at least two distinct whole numbers above 0, "
-                                  "e.g. {param}=8,16,32", got=shown(self.values), param=self.param)
+            if (why := _wrong(values)) or len(values) < 2:   # the CLI shows --param as typed for {got}
+                raise OptionError("values", "{values} {got}: {why}expected at least two distinct whole numbers above "
+                                  "0, e.g. {param}=8,16,32", got=shown(self.values), param=self.param, why=why)
             set_field(self, "values", tuple(sorted(values)))
         if self.traces is not None:
             self._check_traces()
@@ -103,9 +100,8 @@ class FitOptions:
         if not isinstance(traces, Mapping):
             raise OptionError("traces", "{traces}: expected the traces by value (value -> trace), got {got}",
                               got=shown(traces))
-        if wrong := [v for v in traces if not (_whole(v) and v >= 1)]:
-            raise OptionError("traces", "{traces}: each trace's value must be a whole number above 0, got {got}",
-                              got=shown(wrong[0]))
+        if why := _wrong(traces):
+            raise OptionError("traces", "{traces}: {why}each trace's value must be a whole number above 0", why=why)
         if len(traces) < 2:
             raise OptionError("traces", "a fit needs traces at two values at least ({traces}), got {got}",
                               got=len(traces))
@@ -170,10 +166,9 @@ class FitOptions:
             if not self.confirm:
                 raise OptionError("confirm_copies", "{confirm_copies} runs the copies of the settings {confirm} "
                                   "names: give {confirm}")
-            if not (_whole(self.confirm_copies) and self.confirm_copies in values):
+            if _wrong([self.confirm_copies]) or self.confirm_copies not in values:
                 raise OptionError("confirm_copies", "{confirm_copies} {got}: copies at once are predicted at the "
                                   "values recorded, {values}", got=shown(self.confirm_copies), values=values)
-
 
     def _check_dry_run(self) -> None:
         """A dry run traces a command, for a card the table knows, and runs nothing on a GPU."""
@@ -197,8 +192,17 @@ class FitOptions:
         return dry_run_card(self.arch) if self.dry_run else None
 
 
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _wrong(values: Iterable[object]) -> str:
+    """Why one of `values` is no value of the parameter (a whole number from 1 to 2**63 - 1, once), as '...; '."""
+    seen: set[int] = set()
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            return f"{shown(v)} is not a whole number; "
+        if not 1 <= v <= MAX_INT or v in seen:
+            why = "given twice" if v in seen else "not above 0" if v < 1 else f"above {MAX_INT_TEXT}"
+            return f"{shown(v)} is {why}; "
+        seen.add(v)
+    return ""
 
 
 def _card(value: object) -> int:
@@ -207,8 +211,7 @@ def _card(value: object) -> int:
     except SizeError:
         card = 0
     if card <= 0:
-        raise OptionError("cards", "{cards} {got}: expected card memories above 0, e.g. 24GiB,80GiB",
-                          got=shown(value))
+        raise OptionError("cards", "{cards} {got}: expected card memories above 0, e.g. 24GiB,80GiB", got=shown(value))
     if card < MIN_CARD:
         raise OptionError("cards", "{cards} {got}: {size} is less than any card that runs a job ({least}); a size "
                           "without a unit is bytes: e.g. 24GiB", got=shown(value), size=format_bytes(card),
@@ -262,8 +265,7 @@ def fit(param: str | None = None, options: FitOptions | None = None, *, progress
     return FitResult(answer, folder, simulated)
 
 
-def _answered(options: FitOptions, entries: list, folder: Path | None,
-              progress: Progress) -> tuple[FitFile, str]:
+def _answered(options: FitOptions, entries: list, folder: Path | None, progress: Progress) -> tuple[FitFile, str]:
     """Recorded (or read), replayed, made exact where a command can be recorded, answered and confirmed; and the
     torch the replays followed."""
     from ..sweeper.fitcopies import confirm_copies
@@ -279,7 +281,8 @@ def _answered(options: FitOptions, entries: list, folder: Path | None,
 
         refuse_without_gpu(list(command))   # before the first recording: confirming needs the GPU anyway
     sources, facts = _recorded(options, folder, say)
-    target = _target(facts)
+    # the torch the replays follow (sim/target.py: each trace's own; a fit's traces come from one torch)
+    target = Target(next((f.meta.get("torch_version") for _, f in sorted(facts.items())), None))
     replays = Replays(_request(options, facts, entries, target), jobs=options.jobs, device=options.device)
     for value, (name, source) in sorted(sources.items()):
         replays.add(value, name, source)
@@ -292,11 +295,6 @@ def _answered(options: FitOptions, entries: list, folder: Path | None,
         if options.confirm_copies is not None:
             answer = confirm_copies(answer, command, confs, options.confirm_copies, **runs)   # type: ignore[arg-type]
     return answer, target.simulated
-
-
-def _target(facts: dict) -> Target:
-    """The torch the replays follow (sim/target.py: each trace's own; a fit's traces come from one torch)."""
-    return Target(next((f.meta.get("torch_version") for _, f in sorted(facts.items())), None))
 
 
 def _before(folder: Path | None) -> FitFile | None:

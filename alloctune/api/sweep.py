@@ -2,10 +2,10 @@
 
 The options checked (sweeper/options.py), what will run settled (sweeper/plan.py: interpreters probed, backend
 resolved, settings each torch accepts, the trace), the results folder opened or resumed and locked
-(sweeper/resume.py), the plan's trials run (sweeper/sweep.run_plan), then the folder decided and its reports
-written (analyze.decide_folder). Every notice the sweep gives is kept in its outcome; where the caller takes none
-as it goes, each is also a Python warning (sweeper/options.SweepNotice): a sweep that replays because no GPU is
-visible says so.
+(sweeper/resume.py: a resumed folder's replays go on under the ids they have), the plan's trials run
+(sweeper/sweep.run_plan), then the folder decided and its reports written (analyze.decide_folder). Every notice
+the sweep gives is kept in its outcome; where the caller takes none as it goes, each is also a Python warning
+(sweeper/options.SweepNotice): a sweep that replays because no GPU is visible says so.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ..results.records import Backend
 from ..results.vocabulary import setting_name
 from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
 from ..sweeper.plan import make_plan, sweep_info
-from ..sweeper.resume import open_folder
+from ..sweeper.resume import keep_replay_ids, open_folder
 from ..sweeper.sweep import dry_run_plan, run_plan
 from ..workload.loader import load_workload
 from ..workload.spec import WorkloadSpec
@@ -85,6 +85,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
         folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
+        keep_replay_ids(folder, plan)
         folder.write_info(replace(folder.info(), finished=False))   # until its end: a resumed one too
         run_plan(folder, spec, options, plan, callbacks)
         folder.write_info(replace(folder.info(), finished=True))

@@ -3,12 +3,13 @@ allows on each card or budget, from recordings at a few values."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import re
 
 from ..decide.fit import EXACT_RECORDINGS
-from ..errors import AlloctuneError
+from ..errors import AlloctuneError, OptionError, OptionText, shown
 from ..sim.limits import DEFAULT_CARDS_GIB
-from ..units import MAX_INT
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_device, add_dry_run, console, positive_int, seconds, whole_int
 
@@ -82,8 +83,8 @@ def register(subparsers) -> None:
 
 
 FLAGS = {"param": "--param", "values": "--param", "traces": "--trace", "command": "your command after '--'",
-         "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "step": "--step",
-         "overhead": "--overhead", "confirm": "--confirm", "confirm_copies": "--confirm-copies",
+         "confs": "--conf", "grid": "--grid", "cards": "--cards", "budgets": "--budget", "budget": "--budget",
+         "step": "--step", "overhead": "--overhead", "confirm": "--confirm", "confirm_copies": "--confirm-copies",
          "extra_recordings": "--extra-recordings", "out": "--out", "gpu": "--gpu", "timeout_s": "--timeout",
          "steps": "--steps", "warmup_steps": "--warmup-steps", "jobs": "--jobs", "device": "--device",
          "dry_run": "--dry-run", "arch": "--arch"}
@@ -112,8 +113,21 @@ def parse_traces(entries: list[str]) -> dict[int | str, str]:
 
 
 def _whole(text: str) -> int | str:
-    """A whole number written in ASCII digits, of 64 bits at most, as an int; anything else as it is."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_INT)) else text
+    """A whole number written in ASCII digits, a minus sign before them or not, as an int (FitOptions refuses one
+    that is no value); anything else, or more digits than Python reads, as it is."""
+    if re.fullmatch(r"-?[0-9]+", text):
+        with contextlib.suppress(ValueError):
+            return int(text)
+    return text
+
+
+def _as_typed(exc: OptionError, param: str) -> OptionError:
+    """A refusal of --param's name or values that shows them ({got}) as the user typed them, not as the Python values
+    they became (the API shows what its caller gave)."""
+    said = exc.args[0]
+    if exc.field not in ("param", "values") or not isinstance(said, OptionText) or "got" not in said.values:
+        return exc
+    return OptionError(exc.field, said.template, **{**said.values, "got": shown(param)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,12 +137,15 @@ def run(args: argparse.Namespace) -> int:
 
     param, values = parse_param(args.param)
     traces = parse_traces(args.trace) if args.trace else None   # a value that is no number: refused by FitOptions
-    options = FitOptions(param, tuple(values), traces,  # type: ignore[arg-type]
-                         tuple(args.command) or None, tuple(args.conf or ()), args.grid,
-                         args.cards.split(",") if args.cards else None, tuple(args.budget or ()), args.step,
-                         args.overhead, tuple(args.confirm or ()), args.confirm_copies, args.extra_recordings,
-                         args.out, args.gpu, args.timeout, args.steps, args.warmup_steps, args.jobs, args.device,
-                         dry_run=args.dry_run, arch=args.arch)
+    try:
+        options = FitOptions(param, tuple(values), traces,  # type: ignore[arg-type]
+                             tuple(args.command) or None, tuple(args.conf or ()), args.grid,
+                             None if args.cards is None else args.cards.split(","), tuple(args.budget or ()),
+                             args.step, args.overhead, tuple(args.confirm or ()), args.confirm_copies,
+                             args.extra_recordings, args.out, args.gpu, args.timeout, args.steps, args.warmup_steps,
+                             args.jobs, args.device, dry_run=args.dry_run, arch=args.arch)
+    except OptionError as exc:
+        raise _as_typed(exc, args.param) from None
     from rich.text import Text
 
     err = console(stderr=True)   # a line per run on the GPU: each takes a while

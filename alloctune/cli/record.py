@@ -80,11 +80,22 @@ def run(args) -> int:
 
 
 def dry_run_lines(path, trace, provenance) -> list[str]:
-    """What `record --dry-run` says of one trace: what it stands for, what it made up, what it could not size."""
-    from ..report.provenance import origin, workspace_warning
+    """What `record --dry-run` says of one trace: what it stands for (the torch named as replay names it), what it
+    made up, what it could not size."""
+    from ..report.provenance import workspace_warning
+    from ..sim.target import simulated_torch
 
-    d = provenance.dry_run
-    kinds = f" ({', '.join(f'{kind}: {n}' for kind, n in sorted(d.invented.items()))})" if d.invented else ""
-    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {origin(provenance)}{kinds}, the requests "
-            f"its caching allocator would see. Nothing was measured: replay the trace to see what each setting "
-            f"would reserve.", *filter(None, [workspace_warning(provenance)])]
+    torch = simulated_torch(trace.meta.get("torch_version"))
+    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {dry_run_origin(provenance)}, the requests "
+            f"torch {torch}'s caching allocator would see. Nothing was measured: replay the trace to see what each "
+            f"setting would reserve.", *filter(None, [workspace_warning(provenance)])]
+
+
+def dry_run_origin(provenance) -> str:
+    """What a dry run's trace is, with the values it made up by kind ('... 2 values made up) (item: 2)'): what
+    `record --dry-run` and `sweep --dry-run` say of it."""
+    from ..report.provenance import origin
+
+    invented = provenance.dry_run.invented
+    kinds = f" ({', '.join(f'{kind}: {n}' for kind, n in sorted(invented.items()))})" if invented else ""
+    return origin(provenance) + kinds

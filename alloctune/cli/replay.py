@@ -11,9 +11,9 @@ from .args import add_replay_limits, console, flagged, positive_int
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "replay", help="replay a recorded allocation trace under many settings (no GPU needed)",
-        description="Simulate PyTorch's caching allocator on TRACE (a torch.cuda.memory._dump_snapshot pickle, or "
-                    "alloctune's compact trace) under each setting and rank them by peak reserved memory. "
-                    "Pickles are read without running any code they hold.")
+        description="Replay TRACE (a torch.cuda.memory._dump_snapshot pickle, or alloctune's compact trace) through "
+                    "a simulation of PyTorch's caching allocator under each setting and rank them by peak reserved "
+                    "memory. Pickles are read without running any code they hold.")
     p.add_argument("trace", metavar="TRACE", nargs="+",
                    help="snapshot pickle or compact alloctune trace ('-' for stdin); several (one per rank, as "
                         "`record -- CMD` writes for a multi-process command): each is replayed, then the maximum "
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                         "(to 2 MiB; the whole device, --budget does not apply)")
     p.add_argument("--jobs", type=positive_int, metavar="N", help="worker processes (default: all usable cores)")
     p.add_argument("--json", action="store_true",
-                   help="print a JSON object: the trace, its warnings, results (one object per setting simulated) "
+                   help="print a JSON object: the trace, its warnings, results (one object per setting replayed) "
                         "and skipped (the settings not simulated, with why and what the GPU measured, where the "
                         "trace holds it; for several traces: traces, a list of those, and maximum)")
     p.set_defaults(func=run, flags=FLAGS)

@@ -113,7 +113,7 @@ def _command(command) -> None:
                          help="run each trial in its own empty working folder (for commands that write files)")
     add_dry_run(command, "without a GPU: trace the command once with fake tensors standing for CUDA tensors (as "
                          "'record --dry-run'), replay every setting on that trace, and show the plan a hybrid sweep "
-                         "would run on the GPU; every figure is predicted, nothing is measured")
+                         "would run on the GPU; every figure is replayed from that trace, nothing is measured")
     command.add_argument("--check-growth", type=positive_int, metavar="K",
                          help="a longer check, for what a short trial cannot show: sample reserved and allocated "
                               "memory at steps K and 2K of each trial (the job must run 2K steps) and refuse a "
@@ -152,7 +152,7 @@ def _how(p) -> None:
                         "target torch by replaying up to N settings (default %(const)s), and sweep its Pareto front "
                         "and any --conf settings (see 'alloctune search')")
     p.add_argument("--finalists", type=positive_int, default=HYBRID_FINALISTS, metavar="N",
-                   help="--backend hybrid: how many of the best simulated settings to measure on the GPU beside "
+                   help="--backend hybrid: how many of the best replayed settings to measure on the GPU beside "
                         "the default (default: %(default)s)")
 
 
@@ -295,14 +295,15 @@ def _gpu_lines(outcome) -> list[str]:
 
 
 def _plan_lines(outcome) -> list[str]:
-    """A dry run's sweep: every figure above is predicted, and what a hybrid sweep would run on the GPU instead."""
-    from ..report.provenance import origin
+    """A dry run's sweep: every figure above is replayed from its trace, and what a hybrid sweep would run on the GPU
+    instead."""
+    from .record import dry_run_origin
 
     plan = outcome.gpu_plan
     if plan is None:
         return []
     best = sorted({conf_label(c) for confs in plan.measured.values() for c in confs})
-    return [f"Nothing was measured: every figure is replayed from {origin(outcome.provenance)}.",
+    return [f"Nothing was measured: every figure is replayed from {dry_run_origin(outcome.provenance)}.",
             f"On a GPU, a hybrid sweep of this command (below) would run about {plan.trials} GPU trials: one records "
             f"the trace, every setting is replayed as here, then the GPU measures the default"
             + (f" and {', '.join(best)}" if best else "") + "."]

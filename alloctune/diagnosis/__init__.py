@@ -134,7 +134,8 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     if names.count("-") > 1:
         raise DiagnoseError("'-' (stdin) can be given once")
     given = len(names)
-    messages, snapshot, where, features = read_sources(names)   # `names` gains a message read beside the snapshot
+    # `names` gains a message read beside the snapshot; `read` notes OOMs without figures beside those diagnosed
+    messages, snapshot, where, features, read = read_sources(names)
     if snapshot is not None:
         check_snapshot(snapshot, where)
     view = view_snapshot(snapshot, where, device) if snapshot is not None else None
@@ -142,7 +143,7 @@ def diagnose(*sources: str | os.PathLike, device: int | None = None, confs: list
     hint = f"alloctune replay {shlex.quote(where) if where else 'SNAPSHOT'}"
     ooms, main = _judged(messages, view, hint, ", ".join(names))
     message = main.message if main else (messages[-1] if messages else None)
-    warnings = stale + (list(main.warnings) if main else list(message.notes) if message else [])
+    warnings = read + stale + (list(main.warnings) if main else list(message.notes) if message else [])
     if main is None:
         warnings.append("the snapshot records no OOM (no 'oom' trace entry, and no alloctune.dump_on_oom "
                         "figures): showing its fragmentation picture only")

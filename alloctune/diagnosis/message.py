@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import DiagnoseError, shown
+from ..runtime.oom import LIKELY_MARKS, OUTSIDE_MARKS, likely_oom, outside_allocator
 from ..settings.known import Versions
 from ..settings.versions import parse_version
 
@@ -139,11 +140,12 @@ def _readings(text: str) -> list[str]:
     return _joined([_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")])
 
 
-# Words of every OOM message and library error read here (`_START`, `_DRIVER`), one of which outlives any one
-# break (a wrap, a launcher's prefix, a colour code) of a message's first sentence or figures; in the cases they
-# are printed in (ignoring case makes the search of a long log ten times slower)
+# Words of every OOM message and error read here (`_START`, and runtime/oom.py's marks of the others), one of which
+# outlives any one break (a wrap, a launcher's prefix, a colour code) of a message's first sentence or figures; in
+# the cases they are printed in (ignoring case makes the search of a long log ten times slower)
 _NEAR = re.compile(r"CUDA\s+out|of\s+memory|OF\s+MEMORY|Tried\s+to|to\s+allocate|by\s+PyTorch|Allocation\s+on"
-                   r"|would\s+exceed|_STATUS_|ALLOC_FAILED|ALLOCATION_FAILED|Cuda\s+failure")
+                   r"|would\s+exceed|_STATUS_|ALLOC_FAILED|ALLOCATION_FAILED|Cuda\s+failure|"
+                   + "|".join(r"\s+".join(map(re.escape, mark.split())) for mark in OUTSIDE_MARKS + LIKELY_MARKS))
 # Characters kept on either side of each: far more than a message wrapped over many lines, its traceback and the
 # lines other ranks put between
 _AROUND = 1 << 18
@@ -169,20 +171,16 @@ def looks_like_message(text: str) -> bool:
     return any(_START.search(reading) for reading in _readings(text))
 
 
-# Out of memory reported by CUDA itself or by a library, outside the caching allocator (or, in torch 0.x, by the
-# THC allocator, which printed no figures): there are none to read. The CUDA libraries' own status names (cuDNN 9
-# says DEVICE_ALLOCATION_FAILED; NOT_ENOUGH_MEMORY is what users' OOM checks look for), and NCCL's warning
-# `Cuda failure 2 'out of memory'` (older NCCL: without the code).
-_DRIVER = re.compile(r"CUDA error: ?out of memory|cuda runtime error \(2\) ?: ?out of memory"
-                     r"|CU(?:BLAS|SOLVER|SPARSE)_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED"
-                     r"|CUDNN_STATUS_(?:ALLOC_FAILED|NOT_ENOUGH_MEMORY|INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)"
-                     r"|Cuda failure (?:\d+ )?'out of memory'", re.IGNORECASE)
+def outside_error(text: str) -> str | None:
+    """The out-of-memory error from outside the caching allocator that `text` holds, however a log broke its lines
+    (runtime/oom.py's words: CUDA's, NCCL's, a library's); None if it holds none. It carries no figures."""
+    return next((m for m in map(outside_allocator, _readings(text)) if m), None)
 
 
-def driver_error(text: str) -> str | None:
-    """The CUDA or cuBLAS out-of-memory error in `text`, when there is one (it carries no figures)."""
-    found = next((m for m in map(_DRIVER.search, _readings(text)) if m), None)
-    return found.group(0) if found else None
+def likely_error(text: str) -> str | None:
+    """The error in `text` that is most often, not always, out of memory (runtime/oom.py: cuDNN found no
+    convolution algorithm to run); None if it holds none. It carries no figures."""
+    return next((m for m in map(likely_oom, _readings(text)) if m), None)
 
 
 def parse_message(text: str) -> OomMessage:

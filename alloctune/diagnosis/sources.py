@@ -1,5 +1,8 @@
 """What diagnose reads: each source given (a message, a log of any size read from its end, a memory snapshot
-pickle, a results folder's last OOM trial) and the message dump_on_oom saved beside its snapshot."""
+pickle, a results folder's last OOM trial) and the message dump_on_oom saved beside its snapshot. An out-of-memory
+error that prints no figures (from outside the caching allocator, or cuDNN's likely one: `message.outside_error`,
+`message.likely_error`) is named: alone, it is refused in words saying which it is; beside an allocator's message
+or a snapshot, it is noted."""
 from __future__ import annotations
 
 import codecs
@@ -13,18 +16,20 @@ from ..files import open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature
 from ..units import format_bytes
-from .message import OomMessage, driver_error, excerpt, looks_like_message, parse_messages
+from .message import OomMessage, excerpt, likely_error, looks_like_message, outside_error, parse_messages
 
 
-def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None]:
+def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None,
+                                            list[str]]:
     """The messages (every OOM of one message source, or of what dump_on_oom saved beside its snapshot), the
-    snapshot and its name, what the job did where a trial's record says; `names` gains the file read beside the
-    snapshot."""
+    snapshot and its name, what the job did where a trial's record says, and notes of OOMs without figures read
+    beside them; `names` gains the file whose message is read beside the snapshot."""
     messages: list[OomMessage] | None = None
     snapshot: dict | None = None
-    where, beside, features = "", None, None
+    where, beside, features, notes = "", None, None, []
     for name in list(names):
-        value, path, features = _read(name)
+        value, path, features, note = _read(name)
+        notes += [note] if note else []
         if isinstance(value, dict):
             if snapshot is not None:
                 raise DiagnoseError(f"{name}: one snapshot at a time (got a second one)")
@@ -35,21 +40,25 @@ def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, 
         else:
             messages = value
     if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
-        messages = parse_messages(_read_text(beside))
-        names.append(beside)
-    return messages or [], snapshot, where, features
+        text, _ = _read_text(beside)
+        if looks_like_message(text):
+            messages = parse_messages(text)
+            names.append(beside)
+        elif other := _without_figures(text):   # an uncaught OOM of a library's, saved after the allocator's
+            notes.append(f"{beside!r}, beside the snapshot, holds {other[0]}: the snapshot's figures are diagnosed")
+    return messages or [], snapshot, where, features, notes
 
 
-def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Feature] | None]:
-    """(the snapshot dict or the messages, the file's path, what the job did where a trial's record says) for a
-    source; a folder is a results folder."""
+def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Feature] | None, str | None]:
+    """(the snapshot dict or the messages, the file's path, what the job did where a trial's record says, a note of
+    an OOM without figures beside the messages) for a source; a folder is a results folder."""
     from ..sim.limits import MAX_SNAPSHOT_BYTES
     from ..sim.compact import XZ_MAGIC
     from ..sim.pickles import PICKLE_PROTO, unpickle_snapshot
 
     if name != "-" and os.path.isdir(name):
         messages, features = _results_message(name)
-        return messages, None, features
+        return messages, None, features, None
     try:
         # a log of any size is read from its end (_log_text); a snapshot is read whole, within the limit
         f = open_input(name, MAX_SNAPSHOT_BYTES, "a memory snapshot or a log", DiagnoseError, whole=False)
@@ -64,19 +73,34 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
             if f.seekable() and os.fstat(f.fileno()).st_size > MAX_SNAPSHOT_BYTES:
                 raise DiagnoseError(f"{name!r} is larger than the {format_bytes(MAX_SNAPSHOT_BYTES)} alloctune "
                                     f"reads as a memory snapshot")
-            return unpickle_snapshot(head, f, name), None if name == "-" else name, None
+            return unpickle_snapshot(head, f, name), None if name == "-" else name, None, None
         if head == XZ_MAGIC:
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
                                 "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
-        text = _log_text(head, f, name)
+        text, dropped = _log_text(head, f, name)
     if looks_like_message(text):
-        return parse_messages(text), None if name == "-" else name, None
-    if error := driver_error(text):
-        raise DiagnoseError(f"{name!r} holds '{error}', which prints no figures to diagnose: it comes from CUDA "
-                            "or a library (cuBLAS, cuDNN, NCCL), or from torch before 0.4, not from the caching "
-                            "allocator's 'CUDA out of memory. Tried to allocate ...'")
-    raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
+        other = _without_figures(text)
+        note = f"{name!r} also holds {other[0]}: the caching allocator's message is diagnosed" if other else None
+        return parse_messages(text), None if name == "-" else name, None, note
+    if other := _without_figures(text):
+        raise DiagnoseError(f"{name!r} holds {''.join(other)}")
+    # a log read from its end: an OOM before the part read is not seen
+    part = f" in its last {format_bytes(LOG_TAIL_BYTES)}, all that is read of a long log" if dropped else ""
+    raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message{part} (expected 'CUDA out of memory. Tried "
                         "to allocate ...'), nor a snapshot pickle, nor a results folder")
+
+
+def _without_figures(text: str) -> tuple[str, str] | None:
+    """An out-of-memory error in `text` that prints no figures: one from outside the caching allocator, else cuDNN's
+    likely one; in words, and where figures can be had ("" where nowhere). None if it holds neither."""
+    if error := outside_error(text):
+        return (f"'{error}', an out-of-memory error from CUDA or a library (cuBLAS, cuDNN, NCCL...), or from torch "
+                "before 0.4, outside the caching allocator, which prints no figures to diagnose", "")
+    if error := likely_error(text):   # PyTorch skips each algorithm whose workspace it cannot allocate
+        return (f"'{error}': likely out of memory: cuDNN found no algorithm whose workspace fits (a convolution this "
+                "cuDNN does not support ends the same way), and it prints no figures to diagnose",
+                "; alloctune.dump_on_oom saves a snapshot, which has them, when a workspace allocation fails")
+    return None
 
 
 # How much of a log's end is read: the message read is the last one, and an OOM message with its traceback
@@ -84,7 +108,7 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
 LOG_TAIL_BYTES = 64 * 2**20
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str) -> tuple[str, int]:
     from ..sim.limits import MAX_SNAPSHOT_BYTES
 
     try:
@@ -94,9 +118,9 @@ def _read_text(path: str) -> str:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
 
 
-def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
+def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> tuple[str, int]:
     """The last LOG_TAIL_BYTES of a log whose first bytes `head` were read already, as text (see `_text`), the parts
-    near what an OOM says (`excerpt`)."""
+    near what an OOM says (`excerpt`); and how many bytes before them were not read."""
     kept = bytearray(head + f.read(1 << 16))
     bom = bytes(kept[:2]) if kept.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else b""
     if not bom and b"\0" in kept:   # no text but UTF-16 holds NUL bytes: said now, not after reading it all
@@ -115,7 +139,7 @@ def _log_text(head: bytes, f: io.BufferedIOBase, name: str) -> str:
         cut = (len(kept) - LOG_TAIL_BYTES) // 2 * 2
         del kept[:cut]
         dropped += cut
-    return excerpt(_text(bom + bytes(kept) if dropped else bytes(kept)))
+    return excerpt(_text(bom + bytes(kept) if dropped else bytes(kept))), dropped
 
 
 def _text(data: bytes) -> str:
@@ -154,7 +178,8 @@ def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] 
                             f"peaks and where it ran out with `alloctune replay {traces} --conf "
                             f"{shlex.quote(conf_label(last.conf))}{budget}`, or measure it on a GPU")
     if not last.error or not looks_like_message(last.error):
-        raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept no message "
-                            "this reader knows")
+        other = _without_figures(last.error or "")
+        raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept "
+                            + ("".join(other) if other else "no message this reader knows"))
     features = frozenset(Feature(v) for v in last.features if v in set(Feature)) if last.features is not None else None
     return parse_messages(last.error), features   # a command of several ranks: each may have failed

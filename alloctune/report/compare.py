@@ -47,7 +47,7 @@ class Column:
 
     @property
     def basis(self) -> str:
-        """What its figures rest on, as every command says it: "measured with torch 2.11.0+cu130", "simulated with
+        """What its figures rest on, as every command says it: "measured with torch 2.11.0+cu130", "replayed with
         torch 2.11's allocator"."""
         if self.replayed:
             return simulated_with(self.torch_version)

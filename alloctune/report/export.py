@@ -143,14 +143,17 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
     env_id = choice.env_id
     gpu = choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
-    # a replayed choice: the card, and the torch its replays followed (not a torch that never ran on that card)
-    torch = simulated_with(choice.simulated_as) if choice.simulated else f"torch {choice.torch_version}"
+    # a replayed choice: the card, then the torch its replays followed (not a torch that never ran on that card)
+    # beside the one that recorded the trace
+    torch = None if choice.simulated else f"torch {choice.torch_version}"
     where = ", ".join(str(x) for x in (gpu, torch) if x)
     recorded = choice.env.get("trace_torch")
-    how = ("replayed from a trace" + (f" recorded with torch {recorded}" if recorded else "")
+    how = (simulated_with(choice.simulated_as) + " from a trace" + (f" recorded with torch {recorded}" if recorded
+                                                                    else "")
            if choice.simulated else f"measured ({choice.backend})")
     budget = choice.budget_bytes
-    parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id} ({where})", how]
+    parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id}" + (f" ({where})" if where else ""),
+             how]
     if budget:
         parts.append(f"budget {format_bytes(budget)}")
     if not choice.complete:

@@ -27,7 +27,7 @@ UNLIMITED = "without a memory limit"
 NEEDS = ("Headroom: what the limit leaves over what the largest value needs: the least room it runs in without an OOM "
          "or an alloc retry (replay --min-memory's rule, less the context) where replayed, the curve's peak where the "
          "curve decides. Copies at once: how many fit together in the limit's memory (a card's; a budget and one "
-         "context), each in its least room with its context.")
+         "context), each at its peak without a limit and its context: one process cannot take another's cache.")
 
 
 def curve_words(curve: CurveRecord, param: str) -> str:
@@ -61,13 +61,16 @@ def limit_title(limit: LimitFit, fit: FitFile) -> str:
     return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
 
 
-def _print(console, numbers: dict[str, int], headers: list[str], rows: list[list[str]], **table) -> None:
+def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
     """A table whose first column is the setting: folded, or numbered and the settings given whole below, where
-    they do not fit the width; a setting numbered keeps its number in every table of the fit (`numbers`)."""
+    they do not fit the width. Each table numbers its own settings, (1), (2), ... down its rows, and gives them whole
+    right below it: the tables of one fit number different settings (a card's answers can need more room than the
+    curves), and one numbering shared by them read (2), (3), (1) down a later table."""
     def make(labels: list[str]):
         return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
 
-    print_numbered(console, *whole_settings(make, [row[0] for row in rows], console.width, numbers))
+    drawn, below = whole_settings(make, [row[0] for row in rows], console.width)
+    print_numbered(console, drawn, list(dict.fromkeys(below)))   # a setting confirmed at two values: one line
 
 
 def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None:
@@ -83,14 +86,13 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
                  f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).{followed}")
     for warning in fit.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
-    numbers: dict[str, int] = {}   # a setting numbered in one table has its number in the others
-    _curves_table(console, fit, numbers)
+    _curves_table(console, fit)
     for limit in fit.limits:
-        _limit_table(console, fit, limit, numbers)
+        _limit_table(console, fit, limit)
         if limit.confirmed:
-            _confirmed_table(console, fit, limit, numbers)
+            _confirmed_table(console, fit, limit)
         if limit.copies_confirmed:
-            copies_table(console, fit, limit, numbers)
+            copies_table(console, fit, limit)
     if any(limit.answers for limit in fit.limits):
         say(console, NEEDS)
     for line in exact_lines(fit):
@@ -109,14 +111,14 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
                  f"largest recorded; '+': more may fit); {confirm}.")
 
 
-def _curves_table(console, fit: FitFile, numbers: dict[str, int]) -> None:
+def _curves_table(console, fit: FitFile) -> None:
     made = "recorded" if fit.dry_run is None else "traced"
     unit = size_unit(p.peak_reserved_bytes for s in fit.settings for p in s.points)
     rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
     headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
                "leave-\none-out"]
     # the curve's words wrap ('parabola' over 'in batch'): with five values the table then fits 80 columns
-    _print(console, numbers, headers, rows, column={len(fit.values) + 1: {}},
+    _print(console, headers, rows, column={len(fit.values) + 1: {}},
            title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and "
                                 f"its curve"),
            caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
@@ -139,14 +141,14 @@ def _largest(a: Answer) -> str:
     return "none" if a.largest is None else f"{a.largest}{'+' if a.capped else ''}"
 
 
-def _limit_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
+def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
     unit = size_unit([limit.capacity_bytes])
     rows = [[conf_label(a.conf), _largest(a), _basis(a), "-" if a.margin is None else f"+{_percent(a.margin)}",
              in_unit(a.headroom_bytes, unit), str(a.next_value), "/".join(map(str, a.copies))] for a in limit.answers]
     headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
                f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
     exact = sum(a.exact for a in limit.answers)
-    _print(console, numbers, headers, rows, column={2: {"no_wrap": True}},
+    _print(console, headers, rows, column={2: {"no_wrap": True}},
            title=fit_title(fit, limit_title(limit, fit)),
            caption=f"replays: exact, the value and the next one {'traced' if fit.dry_run else 'recorded'} and "
                    f"replayed ({exact} of {len(limit.answers)})" if exact else None)
@@ -157,7 +159,7 @@ def _basis(a: Answer) -> str:
     return "replays" if a.exact else a.basis or "curve"
 
 
-def _confirmed_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
+def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:
     rows = [[conf_label(c.conf), str(c.value), "(search)" if c.searched else
              "runs" if c.predicted_runs else "does not run", _on_gpu(c),
              "-" if c.searched or c.agreed is None else "yes" if c.agreed else "NO"] for c in limit.confirmed]
@@ -166,7 +168,7 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, 
     searched = len(limit.confirmed) - len(checks)
     notes = ([f"{len(checks) - len(said)} said nothing of memory"] if len(said) < len(checks) else []) + \
         ([f"{plural(searched, 'run')} more searched"] if searched else [])
-    _print(console, numbers, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
+    _print(console, ["setting", fit.param, "predicted", "on the GPU", "agreed"], rows,
            column={2: {"no_wrap": True}, 3: {"no_wrap": True}},
            title=f"Confirmed on the GPU under budget {limit.budget}: {sum(bool(c.agreed) for c in said)} of "
                  f"{len(said)} agreed" + "".join(f"; {n}" for n in notes))
@@ -176,7 +178,7 @@ def _confirmed_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, 
             say(console, line)
 
 
-def copies_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]) -> None:
+def copies_table(console, fit: FitFile, limit: LimitFit) -> None:
     """Copies at once run together on the GPU under one budget: per setting, how many were predicted to fit, how
     many ran, each one's peak reserved, and whether the GPU agreed."""
     unit = size_unit([r.peak_reserved_bytes or 0 for c in limit.copies_confirmed for r in c.runs] or [GiB])
@@ -186,7 +188,7 @@ def copies_table(console, fit: FitFile, limit: LimitFit, numbers: dict[str, int]
     free = {c.free_bytes for c in limit.copies_confirmed if c.free_bytes is not None}
     room = f", {format_bytes(max(free))} left free for them" if free else ""
     headers = ["setting", fit.param, "predicted\nto fit", "ran together", f"peak reserved\neach {unit[0]}", "agreed"]
-    _print(console, numbers, headers, rows, column={3: {"no_wrap": True}},
+    _print(console, headers, rows, column={3: {"no_wrap": True}},
            title=f"Copies at once on the GPU under budget {limit.budget}{room} (the budget and one context)")
     for c in limit.copies_confirmed:
         if c.error is not None:

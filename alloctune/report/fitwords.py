@@ -24,10 +24,10 @@ def exact_lines(fit: FitFile) -> list[str]:
     if record.not_run is not None:
         return [f"Answers at values not recorded are the curve's ({_NOT_RUN[record.not_run]})."]
     verb = "recorded" if fit.dry_run is None else "traced"
-    made = (f"{verb} {plural(len(record.values), 'more value')} ({', '.join(map(str, record.values))}) of at most "
-            f"{record.most}" if record.values else f"{verb} no more value (at most {record.most})")
+    made = (f"{verb} {plural(len(record.values), 'more value')} ({', '.join(map(str, sorted(record.values)))}) of "
+            f"at most {record.most}" if record.values else f"{verb} no more value (at most {record.most})")
     lines = [f"To answer from replays, {made}: {len(answers) - inexact} of {len(answers)} answers are exact."]
-    for failed in record.failed:
+    for failed in sorted(record.failed, key=lambda f: f.value):   # by value, as every list of values is said
         lines.append(f"  {fit.param}={failed.value}: not recorded: {failed.why}")
     if record.beyond:
         gpu = "the recording GPU" if fit.dry_run is None else f"the {fit.dry_run.card}"

@@ -24,6 +24,7 @@ from ..decide.summary import pareto_front
 from ..files import write_file
 from ..results.choices import ChoiceRecord
 from ..results.figures import SettingFigures, Summary
+from ..results.vocabulary import Basis
 from ..units import GiB, plural
 from .provenance import figures_kind
 
@@ -216,12 +217,12 @@ def _bars(ax, fitting: list[SettingFigures], choice: ChoiceRecord) -> None:
     ax.set_xlim(0, top * 1.3)   # room for the value labels
     _legend(ax, [Patch(facecolor="white", edgecolor=WHOLE_CARD["color"], hatch="//", label=WHOLE_CARD["label"])]
             if any(s.whole_card for s in fitting) else None)
-    ax.set_xlabel(_axis(choice) + (", simulated" if choice.simulated else ""))
+    ax.set_xlabel(_axis(choice) + (f", {Basis.REPLAYED.value}" if choice.simulated else ""))
 
 
 @plain_text()
 def plot_pareto(choices: list[ChoiceRecord], path: str | os.PathLike) -> Path:
-    """Write the PNG and return its path. Groups without throughput (simulated) get a bar chart of memory."""
+    """Write the PNG and return its path. Groups without throughput (replayed) get a bar chart of memory."""
     path = Path(path)
     panels = max(len(choices), 1)
     fig = Figure(figsize=(9.5 * panels, 5.5), layout="constrained")   # the layout makes room for outside legends

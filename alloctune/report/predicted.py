@@ -78,7 +78,7 @@ def slower_than(slowdown: float) -> str:
 
 def measured_error(allowance: float, e: MeasuredError = PREDICTION_ERROR) -> str:
     """'where predictions were measured (...), they were off by -24.0 to +26.1 points (predicted minus measured),
-    and on the H100 put 59 of 59 settings on the side of a 2% allowance the measurement did, where it could tell'."""
+    and on the H100 put 64 of 64 settings on the side of a 2% allowance the measurement did, where it could tell'."""
     words = (f"where predictions were measured against the GPU ({e.where}), they were off by {e.low * 100:+.1f} to "
              f"{e.high * 100:+.1f} points (predicted minus measured)")
     side = e.side(allowance)

@@ -12,7 +12,6 @@ from ..results.vocabulary import Basis
 from ..units import format_bytes, plural
 
 MEASURED = "measured on a GPU"
-PREDICTED = "predicted from a dry run (no GPU): nothing was measured"
 
 
 def origin(p: Provenance) -> str:
@@ -39,9 +38,9 @@ def origins(ps: Iterable[Provenance]) -> str:
 
 
 def replayed_kind(env: dict) -> str:
-    """How a replayed group's table is titled: 'simulated' from a recording, 'dry run' from a dry run's trace (its
-    trials' environment says which)."""
-    return "simulated" if provenance(env).measured else "dry run"
+    """How a replayed group's table is titled: 'replayed' (the vocabulary's basis) from a recording, 'dry run' from
+    a dry run's trace (its trials' environment says which)."""
+    return Basis.REPLAYED.value if provenance(env).measured else "dry run"
 
 
 def figures_kind(choice: ChoiceRecord) -> str:

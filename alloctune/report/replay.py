@@ -123,7 +123,7 @@ def print_trace(console: Console, replayed: TraceReplay) -> None:
     simulated = [o.result for o, _ in r.rows if o.result is not None]
     fitting = sum(1 for x in simulated if not x.num_ooms)
     which = "settings that fit" if fitting == len(simulated) else f"{fitting} of {len(simulated)} settings fit"
-    title = (provenance_title(r.provenance, f"Simulated (replay): {which}, ranked by peak reserved")
+    title = (provenance_title(r.provenance, f"Replayed: {which}, ranked by peak reserved")
              + ("; OOM = does not fit under this budget" if r.budget_bytes else "; OOM = does not fit on this device"))
 
     def table_of(labels: list[str]):

@@ -69,14 +69,14 @@ def _choice_section(choice: ChoiceRecord) -> list[str]:
         lines += [f"**{note}**", ""]
     lines += [_recommendation(choice), ""]
     if choice.simulated and not (source := provenance(choice.env)).measured:
-        lines += [f"Predicted from {origin(source)}: memory is predicted by replaying the trace it made through "
-                  f"the allocator simulator; nothing was measured on a GPU.", ""]
+        lines += [f"Replayed from {origin(source)}: memory only, the trace it made run through the allocator "
+                  f"simulator; nothing was measured on a GPU.", ""]
     elif choice.simulated:
         env = choice.env
         when = f" on {env['recorded_at']}" if env.get("recorded_at") else ""
         torch = env.get("torch") or env.get("trace_torch")   # older command traces say their torch only there
-        lines += [f"Simulated from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
-                  f"with torch {torch or '(unrecorded version)'}{when}: memory is replayed, the trace run "
+        lines += [f"Replayed from a trace recorded on {env.get('gpu') or 'an unrecorded GPU'} "
+                  f"with torch {torch or '(unrecorded version)'}{when}: memory only, the trace run "
                   f"through the allocator simulator; throughput was not measured.", ""]
     lines += ["Why:", ""] + [f"- {r}" for r in choice.reasons] + [""]
     if choice.features:   # what the table of known problems was consulted for

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import OptionText
+from ..results.vocabulary import Basis
 from ..settings.validation import Validator, table_judge
 from ..settings.versions import replay_note, simulation_note
 
@@ -25,8 +26,9 @@ def simulated_torch(version: str | None) -> str:
 
 
 def simulated_with(version: str | None) -> str:
-    """The torch a replay followed, as every command's text states it: "simulated with torch 2.11's allocator"."""
-    return f"simulated with torch {simulated_torch(version)}'s allocator"
+    """The torch a replay followed, as every command's text states it, in the vocabulary's word for its figures:
+    "replayed with torch 2.11's allocator"."""
+    return f"{Basis.REPLAYED.value} with torch {simulated_torch(version)}'s allocator"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -47,18 +47,26 @@ class Plan:
     told: bool
     dry_run: str | None = None           # sweep --dry-run: the card the command's dry run stands for (replayed)
 
-    def target(self, p: ProbeResult, traces: list[Trace]) -> Target:
-        """The torch `p`'s replays of `traces` follow (`told`: its own, else the trace's)."""
-        return Target(traces[0].meta.get("torch_version"), p.torch_version if self.told else None, "pythons")
+    kept: dict[str, str] = field(default_factory=dict)   # interpreter -> the id a resumed folder's replays keep
+
+    def target(self, p: ProbeResult, traces: list[Trace] | None) -> Target:
+        """The torch `p`'s replays of `traces` follow (`told`: its own, else the trace's). A dry run stands for the
+        torch that traced it on the card, so it follows that torch's release: its local build tag ('+cpu') names a
+        build that ran on no card. Before a dry run has traced (`traces` None), what it will follow."""
+        told = (p.torch_version.split("+")[0] if self.dry_run else p.torch_version) if self.told else None
+        return Target(traces[0].meta.get("torch_version") if traces else None, told, "pythons")
 
     def replay_env_id(self, p: ProbeResult) -> str:
-        """The environment id of `p`'s replays, which names the torch they simulate: `p`'s own id where they follow
-        its torch (two interpreters of one torch stay apart), else the trace's torch's (a sweep that only replays,
-        with one interpreter and its trace read here: `replayed`)."""
-        if self.told:
-            return sim_env_id(p.env_id)
-        assert self.replayed is not None
-        return sim_env_id(torch_env_id(self.target(p, self.replayed[0]).followed))
+        """The environment id of `p`'s replays, which names the torch they simulate (`target`): `p`'s own id with
+        that torch's version in place of its own, so the same where they follow its torch, the trace's in a sweep
+        that only replays (one interpreter, its trace read here: `replayed`), the release in a dry run; `p`'s mark
+        where two interpreters share a torch (`_probe_all`) keeps them apart. A resumed folder's replays keep the
+        id they have (`kept`)."""
+        if p.env_id in self.kept:
+            return self.kept[p.env_id]
+        assert self.told or self.replayed is not None
+        followed = self.target(p, self.replayed[0] if self.replayed else None).followed
+        return sim_env_id(torch_env_id(followed) + p.env_id.removeprefix(torch_env_id(p.torch_version)))
 
 
 def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:

@@ -1,5 +1,6 @@
 """Which results folder a sweep writes: the one it is told (`out`), else the newest folder of the same sweep
-(resumed, unless `fresh`), else a new timestamped one; locked before it is read or written."""
+(resumed, unless `fresh`), else a new timestamped one; locked before it is read or written. A resumed folder's
+replays go on under the id they were written with (`keep_replay_ids`)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +11,10 @@ from typing import Callable
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
 from ..results.folder import ResultsFolder, SweepInfo, sweep_text
 from ..results.names import LOCK_FILE, SWEEP_FILE
+from ..results.records import Backend, sim_env_id
+from ..sim.target import simulated_torch
 from .options import SweepOptions
+from .plan import Plan
 
 
 def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], None],
@@ -56,6 +60,27 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
         raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
     folder.write_info(info)
     return folder
+
+
+def keep_replay_ids(folder: ResultsFolder, plan: Plan) -> None:
+    """An interpreter's replays that an older alloctune named `sim:` + its id (a sweep that only replays, before it
+    was named after the trace's torch; a dry run, before its release) go on under that id in the plan (`kept`),
+    one group as before, not a second beside it; where they followed another torch than this sweep follows, going
+    on would mix two torches in one group: refused in one line, before anything is written."""
+    replays = [r for r in folder.trials() if r.backend == Backend.SIM]
+    for p in plan.probes:
+        older, planned = sim_env_id(p.env_id), plan.replay_env_id(p)
+        theirs = {simulated_torch(r.env.get("simulated_as")) for r in replays if r.env_id == older}
+        if older == planned or not theirs or any(r.env_id == planned for r in replays):
+            continue
+        follows = plan.target(p, plan.replayed[0] if plan.replayed else None).simulated
+        if theirs != {follows}:
+            raise AlloctuneError(OptionText(
+                "{path} holds replays named {older} that followed torch {theirs}'s allocator, and this sweep replays "
+                "the trace as torch {follows}'s: going on would mix two torches in one group; give {pythons} "
+                "{python} to go on as torch {theirs}, or start anew with {fresh=True}", path=folder.path,
+                older=older, theirs=", ".join(sorted(theirs)), follows=follows, python=p.python))
+        plan.kept[p.env_id] = older
 
 
 def _not_ours(path: Path) -> list[str]:

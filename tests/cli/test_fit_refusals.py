@@ -16,6 +16,8 @@ from clirun import in_process
 from scaled import write_traces
 from waiting import wait_until
 
+import alloctune
+from alloctune.errors import OptionError
 from alloctune.results.names import FIT_FILE, PLOT_FILE, SWEEP_FILE
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.trace import save_trace
@@ -161,6 +163,40 @@ def test_a_value_that_is_no_whole_number_is_one_line(tmp_path, value):
     line = refused("--param", "batch", f"--trace={value}={traces[1].partition('=')[2]}", traces[2], traces[3])
     assert "each trace's value must be a whole number above 0" in line or "expected VALUE=FILE" in line
     assert len(line) < 300
+
+
+@pytest.mark.parametrize("typed, why", [
+    ("batch=x,16", "'x' is not a whole number; "),
+    ("batch=8,,16", "'' is not a whole number; "),
+    ("batch=-1,4", "-1 is not above 0; "),
+    ("batch=8,8", "8 is given twice; "),
+    ("batch=99999999999999999999,8", "99999999999999999999 is above 2**63 - 1; "),
+    ("batch=8", ""),
+    ("batch", ""),
+])
+def test_param_values_are_refused_as_typed_naming_the_value_that_is_wrong(typed, why):
+    """It said "--param ('x', 16): expected ...": the Python values the command line became, not what was typed."""
+    line = refused("--param", typed, "--", "python3", "-c", "pass")
+    assert line == f"alloctune: error: --param {typed!r}: {why}expected at least two distinct whole numbers above " \
+                   "0, e.g. batch=8,16,32"
+
+
+def test_a_param_without_a_name_is_refused_as_typed_and_the_api_shows_what_its_caller_gave():
+    assert refused("--param", "=8,16", "--", "python3", "-c", "pass") == \
+        "alloctune: error: --param '=8,16': expected a name such as batch"
+    with pytest.raises(OptionError) as caught:
+        alloctune.fit("batch", command=["python3", "-c", "pass"], values=["x", 16])
+    assert str(caught.value) == "values ['x', 16]: 'x' is not a whole number; expected at least two distinct whole " \
+                                "numbers above 0, e.g. batch=8,16,32"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cards", ""], "--cards '': expected card memories above 0"),   # it answered for the default cards
+    (["--budget", "lots"], "--budget: expected a size such as '24GiB'"),   # it named the option 'budget'
+])
+def test_an_empty_card_list_and_a_budget_that_is_no_size_are_refused_naming_their_flag(tmp_path, args, says):
+    line = refused("--param", "batch", *write_traces(tmp_path, [8, 16]), *args, "--jobs", "1")
+    assert says in line
 
 
 def test_values_too_far_apart_for_their_step_are_refused_at_once_within_bounded_memory(tmp_path):

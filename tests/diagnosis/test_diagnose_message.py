@@ -191,20 +191,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     ("RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED\n", "CUDNN_STATUS_ALLOC_FAILED"),
     ("RuntimeError: cuDNN Frontend error: [cudnn_frontend] Error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"
      "\n", "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED"),
-    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_MEMORY\n", "CUDNN_STATUS_NOT_ENOUGH_MEMORY"),
+    ("torch._C._LinAlgError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate(&handle)`"
+     ". \n", "CUSOLVER_STATUS_ALLOC_FAILED"),
     ("RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED\n", "CUFFT_ALLOC_FAILED"),
+    ("torch.OutOfMemoryError: Not enough memory for workspace!\n", "Not enough memory for workspace!"),
     ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error\n"
      "[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.\n[rank1]: Last error:\n"
      "[rank1]: Cuda failure 2 'out of memory'\n", "Cuda failure 2 'out of memory'"),
 ])
 def test_a_librarys_out_of_memory_is_named_as_one_without_figures(tmp_path, log, named):
-    """cuDNN, cuFFT and NCCL fail for want of memory outside the caching allocator, in words of their own."""
+    """cuDNN, cuSOLVER, cuFFT and NCCL fail for want of memory outside the caching allocator, in words of their
+    own."""
     path = tmp_path / "job.log"
     path.write_text("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n" + log)
     result = run_cli(path)
     err = result.stderr.decode()
     assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert f"holds '{named}', which prints no figures" in err
+    assert f"holds '{named}', an out-of-memory error" in err and "which prints no figures" in err
 
 
 def test_a_message_without_the_allocated_figures_is_refused():

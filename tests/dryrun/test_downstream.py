@@ -53,7 +53,7 @@ def test_a_sweeps_dry_run_replays_every_setting_to_the_gpus_peaks_and_says_so(sw
     assert plan["trials"] >= 2 and all(set(confs) <= set(SETTINGS) for confs in plan["measured"].values())
     assert ResultsFolder(folder).info().trace == {"path": "trace.xz", "recorded_in": "a dry run", "dry_run": "h100"}
     summary = (folder / "summary.md").read_text()
-    assert f"Predicted from a dry run for {H100}" in summary and "nothing was measured" in summary
+    assert f"Replayed from a dry run for {H100}" in summary and "nothing was measured" in summary
     assert "recorded on" not in summary   # the fake card is not a recording GPU
     choice = json.loads((folder / "choice.json").read_text())
     assert choice["choices"][0]["reasons_data"][0]["code"] == "dry_run"
@@ -68,7 +68,7 @@ def test_the_sweeps_text_shows_the_plan_on_a_gpu_and_resumes_without_tracing_aga
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dry run of the command" not in done.stderr   # resumed: the kept trace is replayed again
     out = done.stdout
-    assert f"predicted from a dry run for {H100}" in out and "Nothing was measured" in out
+    assert f"replayed from a dry run for {H100}" in out and "Nothing was measured" in out
     assert "On a GPU, a hybrid sweep of this command" in out
     on_gpu = out[out.index("Confirm on a GPU:"):]
     assert "--backend hybrid -- " in on_gpu and "--dry-run" not in on_gpu

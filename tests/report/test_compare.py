@@ -281,11 +281,11 @@ def test_a_mark_without_throughput_on_both_sides_says_memory_alone_everywhere(tm
     assert "throughput within noise" not in out
     fig = comparison_figure(comparison)
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2] == [
-        "torch-2.11.0\nmeasured with torch 2.11.0+cu130", "sim:torch-2.13.0+cpu\nsimulated with torch 2.11's allocator"]
+        "torch-2.11.0\nmeasured with torch 2.11.0+cu130", "sim:torch-2.13.0+cpu\nreplayed with torch 2.11's allocator"]
 
 
 def test_a_replay_column_names_the_torch_it_followed_once(tmp_path, capsys, monkeypatch):
-    """A sim sweep run under torch 2.13 that followed the trace's torch 2.11: its header says 'simulated with torch
+    """A sim sweep run under torch 2.13 that followed the trace's torch 2.11: its header says 'replayed with torch
     2.11's allocator', as every command says it, and the trace's torch only where it is another."""
     monkeypatch.setenv("COLUMNS", "200")   # each header line on one line of the table
     a = make_folder(tmp_path / "gpu", repeats("", **NEW))
@@ -295,7 +295,7 @@ def test_a_replay_column_names_the_torch_it_followed_once(tmp_path, capsys, monk
         assert main(["compare", str(a.path), str(folder.path)]) == 0
         out = " ".join(capsys.readouterr().out.split())
         followed = "2.11" if folder is same else "2.1"
-        assert out.count(f"simulated with torch {followed}'s allocator") == 1 and "(simulated)" not in out
+        assert out.count(f"replayed with torch {followed}'s allocator") == 1 and "simulated" not in out
         assert ("trace from torch 2.11.0+cu130" in out) is trace_line and "measured with torch 2.11.0+cu130" in out
 
 

@@ -242,7 +242,7 @@ def test_compare_cli_on_replays_and_export_of_a_replay(replays, tmp_path, capsys
     assert "- ✗ new failure (fits in the baseline, not here): 2" in md and "| sim |" in md
     data = json.loads(export_results(folder, "json").text)
     assert data["simulated"] is True and data["conf"] == "expandable_segments:True"
-    assert "replayed from a trace" in data["source"] and data["basis"] == "replayed"
+    assert "replayed with torch 2.11's allocator from a trace" in data["source"] and data["basis"] == "replayed"
 
 
 # ---- two real torch versions -----------------------------------------------------------------------------------

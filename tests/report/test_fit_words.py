@@ -51,6 +51,15 @@ def test_exact_answers_say_what_was_recorded_and_why_the_others_are_not():
     assert "Where the curve decides" in text and "default: +4.7%" in text   # only for the answer still the curve's
 
 
+def test_the_values_recorded_and_those_that_failed_are_said_in_order_of_value():
+    """They were said as recorded, as the search for each answer went: "recorded 2 more values (8, 6)"."""
+    fit = gpt2(2, 4, 6, 8, budgets=["12GiB"])
+    failed = [Unrecorded(12, "python3 exited with status 1: [OOM]"), Unrecorded(10, "timed out")]
+    text = said(replace(fit, exact=ExactRecord(4, [8, 6], failed)))
+    assert "recorded 2 more values (6, 8) of at most 4" in text
+    assert text.index("batch=10: not recorded: timed out") < text.index("batch=12: not recorded")
+
+
 def test_copies_run_together_say_how_many_ran_and_whether_the_gpu_agreed():
     fit = gpt2(2, 4, 6, budgets=["12GiB"])
     [limit] = fit.limits
@@ -87,3 +96,14 @@ def test_the_curves_of_five_values_fit_80_columns():
     lines = console.export_text().splitlines()
     assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
     assert any(line.endswith(") roundup_power2_divisions:[256:1,512:2,1024:4,>:8]") for line in lines)   # whole
+
+
+def test_copies_at_once_are_said_to_count_each_copy_as_the_rule_counts_it():
+    """decide/fit.copies counts each copy at its peak without a limit (one process cannot take another's cache),
+    not at its least room: the words under the table name that peak (they said 'least room')."""
+    fit = gpt2(2, 4, 6, budgets=["20GiB"])
+    [answer] = fit.limits[0].answers
+    peak = fit.settings[0].points[0].peak_reserved_bytes
+    assert answer.copies[0] == (20 * GiB + fit.overhead_bytes) // (peak + fit.overhead_bytes)
+    words = said(fit)
+    assert "each at its peak without a limit and its context" in words and "each in its least room" not in words

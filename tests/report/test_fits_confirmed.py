@@ -4,6 +4,7 @@ they can make."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -61,3 +62,31 @@ def test_the_plot_shows_what_the_gpu_measured_where_it_confirmed(tmp_path):
     bare = replace(fit, limits=[replace(lim, confirmed=[]) for lim in fit.limits])
     with_gpu, without = plot_fit(fit, tmp_path / "gpu.png"), plot_fit(bare, tmp_path / "bare.png")
     assert with_gpu.read_bytes() != without.read_bytes() and with_gpu.stat().st_size > 10_000
+
+
+def numbering(text: str) -> list[tuple[list[int], list[int]]]:
+    """Per table that numbers settings, the numbers down its rows and those of the lines below it that give each
+    setting whole."""
+    tables: list[tuple[list[int], list[int]]] = []
+    for line in text.splitlines():
+        if m := re.match(r" \((\d+)\) ", line):      # a row: its setting's number in the first column
+            if not tables or tables[-1][1]:
+                tables.append(([], []))
+            tables[-1][0].append(int(m[1]))
+        elif m := re.match(r"  \((\d+)\) \S", line):   # below the table: the setting whole
+            tables[-1][1].append(int(m[1]))
+    return tables
+
+
+def test_each_table_numbers_its_settings_in_order_and_gives_each_once_below_it():
+    """The curves numbered three settings and each budget's answers five, in one numbering: the budget's rows read
+    (4), (1), (2), (5), (3), and a setting confirmed at two values was given whole twice below its table."""
+    fit = FitFile.from_json(json.loads(CONFIRMED.read_text()), str(CONFIRMED))
+    for width, counts in ((80, [3, 5, 5]), (60, [8, 1, 1])):
+        console = Console(record=True, width=width)
+        print_fit(console, fit)
+        tables = numbering(console.export_text())
+        assert [len(below) for _, below in tables] == counts, width
+        for rows, below in tables:
+            assert below == list(range(1, len(below) + 1)) == sorted(set(rows)), (width, rows, below)
+            assert rows == sorted(rows)

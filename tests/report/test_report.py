@@ -1,6 +1,7 @@
 import struct
 from dataclasses import replace
 
+from matplotlib.figure import Figure
 from rich.console import Console
 from decide.test_select import ES, MS, RP, rec, setting
 from folders import new_folder
@@ -124,12 +125,42 @@ def test_summary_simulated_and_nothing_fits(tmp_path):
     choices = decided(settings)
     folder = ResultsFolder(tmp_path / "r")
     text = write_summary(folder, info(backend="sim", budget_bytes=None, skipped=[]), settings, choices).read_text()
-    assert "Simulated from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in text
+    assert "Replayed from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in text
     assert "**Nothing fits**" in text and "Segmentation fault" in text
     assert "### torch-2.9.1" in text and "### torch-2.11.0" in text
     assert "Skipped settings" not in text and "memory budget: none" in text
 
 
+
+
+def test_a_replayed_group_says_replayed_in_its_titles_its_plot_and_its_reasons(tmp_path, monkeypatch):
+    """A sweep that only replays titles its group (summary.md, the text's table, the plot's panel and axis)
+    'replayed', the basis every --json gives its figures, and a dry run's 'dry run', its figures replayed from the
+    dry run's trace: no title, axis or reason calls a replayed figure 'simulated' or 'predicted'."""
+    drawn = []
+
+    class Kept(Figure):   # the plot's figure, kept to read its title and axis
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            drawn.append(self)
+
+    monkeypatch.setattr("alloctune.report.plot.Figure", Kept)
+    dry = {"dry_run": {"arch": "h100", "card": "NVIDIA H100 80GB HBM3", "table": "sm90"}}
+    for kind, env, said in (("replayed", {}, "Replayed from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130"),
+                            ("dry run", dry, "Replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90)")):
+        records = [replace(r, env={**r.env, **env}) for r in setting("", backend="sim", env_id="sim:torch-2.11.0")
+                   + setting(ES, reserved=10.0, backend="sim", env_id="sim:torch-2.11.0")]
+        settings = summarize_settings(records)
+        choices = decided(settings)
+        title = f"w · sim:torch-2.11.0 · {kind}"
+        summary = write_summary(ResultsFolder(tmp_path / kind), info(backend="sim", budget_bytes=None, skipped=[]),
+                                settings, choices).read_text()
+        assert f"## {title}\n" in summary and said in summary and "\n- replayed from a " in summary
+        assert title in render(choices[0])
+        plot_pareto(choices, tmp_path / f"{kind}.png")
+        [ax] = drawn.pop().axes
+        assert ax.get_title() == title and ax.get_xlabel().endswith(", replayed")
+        assert not {"simulated", "predicted"} & set(summary.lower().replace(",", " ").split())
 
 
 def test_plot_measured_simulated_and_several_envs(tmp_path):

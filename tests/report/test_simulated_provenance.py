@@ -23,7 +23,7 @@ def summary_of(tmp_path, env) -> str:
 
 def test_the_simulated_section_names_the_recording_gpu_and_torch(tmp_path):
     hook = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "trace_torch": "2.11.0+cu130"}   # what the hook writes now
-    assert "Simulated from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in summary_of(tmp_path, hook)
+    assert "Replayed from a trace recorded on NVIDIA H200 with torch 2.11.0+cu130" in summary_of(tmp_path, hook)
     older = {"trace": "trace.xz", "trace_torch": "2.11.0+cu130", "simulated_as": "2.11.0+cu130"}
     text = summary_of(tmp_path, older)
     assert "with torch 2.11.0+cu130" in text and "(unrecorded version)" not in text

@@ -145,8 +145,8 @@ def test_fleet_says_when_its_jobs_traces_come_from_different_torches(tmp_path, o
     text = " ".join(in_process("fleet", tmp_path / "old.xz", tmp_path / "new.xz", "--jobs", "1").stdout.split())
     assert "warning: the jobs' traces come from different torches" in text
     # each job's line states its torch as replay's header does
-    assert "job 1: old, simulated with torch 2.9's allocator" in text
-    assert "job 2: new, simulated with torch 2.11's allocator" in text
-    assert "simulated with torch 2.9's allocator" in " ".join(in_process("replay", tmp_path / "old.xz").stdout.split())
+    assert "job 1: old, replayed with torch 2.9's allocator" in text
+    assert "job 2: new, replayed with torch 2.11's allocator" in text
+    assert "replayed with torch 2.9's allocator" in " ".join(in_process("replay", tmp_path / "old.xz").stdout.split())
     assert outputs["fleet"]["warnings"] == []
 

@@ -103,7 +103,7 @@ def test_diagnose_names_settings_as_replay_does(tmp_path):
     for conf in set(diagnosed) & set(replayed):
         assert {k: diagnosed[conf][k] for k in SHARED} == {k: replayed[conf][k] for k in SHARED}
     # the text states the torch the replay followed, as replay's header does
-    followed = f"simulated with torch {simulated_torch(torch.__version__)}'s allocator"
+    followed = f"replayed with torch {simulated_torch(torch.__version__)}'s allocator"
     assert f"Replay of the trace, {followed} (confidence" in " ".join(in_process("diagnose", path).stdout.split())
     assert followed in " ".join(in_process("replay", path).stdout.split())
 
@@ -159,7 +159,8 @@ def test_a_sweeps_choices_name_settings_and_bases_as_replay_does(tmp_path):
     exported = json.loads(in_process("export", folder, "--format", "json").stdout)
     assert (exported[BASIS], exported[SIMULATED_TORCH], exported["torch_version"]) == \
         ("replayed", choice[SIMULATED_TORCH], choice["torch_version"])
-    assert f"(NVIDIA H200, simulated with torch {choice[SIMULATED_TORCH]}'s allocator)" in exported["source"]
+    assert f"(NVIDIA H200); replayed with torch {choice[SIMULATED_TORCH]}'s allocator from a trace" in \
+        exported["source"]
     assert f"torch {torch.__version__}" not in exported["source"]
 
 

@@ -296,8 +296,8 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                    ('expandable_segments:True',
                     'does not fit: out of memory under the 1.00 GiB budget in 1 of 1 repeat'),
                    ('max_split_size_mb:128', 'timed out in 1 of 1 repeat (killed after 60 s)')]),
- 'simulated, more retries refused': (['simulated: decided by replaying a recorded allocation trace, on memory '
-                                      'alone (no throughput measured)',
+ 'simulated, more retries refused': (['replayed from a recorded allocation trace: decided on memory alone (no '
+                                      'throughput measured)',
                                       "peak reserved 11.00 GiB against the default's 15.00 GiB (-26.7%, saves 4.00 "
                                       'GiB); reserved/allocated 1.10 against 1.50',
                                       'needs no alloc retries, like the default'],
@@ -310,7 +310,7 @@ EXPECTED = {'saves memory, runners-up cost more or raise it': (["peak reserved 1
                                        'frees the cache and synchronises the device, a slowdown the replay cannot '
                                        'time'),
                                       ('', 'costs 4.00 GiB more peak reserved than the winner (+36.4%)')]),
- 'simulated, fewer retries': (['simulated: decided by replaying a recorded allocation trace, on memory alone (no '
+ 'simulated, fewer retries': (['replayed from a recorded allocation trace: decided on memory alone (no '
                                'throughput measured)',
                                "peak reserved 9.00 GiB against the default's 15.00 GiB (-40.0%, saves 6.00 GiB); "
                                'reserved/allocated 0.90 against 1.50',
@@ -655,7 +655,7 @@ PLANNED = [
     "not measured: predicted 7.4% slower than the default, beyond the 2% allowance, from its 10.0 driver calls and 0 "
     "syncs per steady step (the default: 0 and 0, over 50 steps); where predictions were measured against the GPU "
     "(H100 and H200, torch 2.11, four jobs with driver work every step, 3-4 settings each), they were off by -24.0 "
-    "to +26.1 points (predicted minus measured), and on the H100 put 59 of 59 settings on the side of a 2% allowance "
+    "to +26.1 points (predicted minus measured), and on the H100 put 64 of 64 settings on the side of a 2% allowance "
     "the measurement did, where it could tell; --repeats auto measures it",
     "not measured: the simulator cannot replay it, and the native setting the replay prefers, "
     "expandable_segments:True, already fits the card (no budget was set) at 27.00 GiB peak reserved; name it with "
@@ -718,11 +718,11 @@ def test_every_sentence_as_the_reports_print_it(name):
 # was measured.
 DRY_RUN = [
     (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 2)),
-     "predicted from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; 2 values made up): decided by replaying "
-     "the trace a dry run made without a GPU, on memory alone; nothing was measured"),
+     "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; 2 values made up): decided on memory alone, "
+     "from the trace a dry run made without a GPU; nothing was measured"),
     (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 0)),
-     "predicted from a dry run for NVIDIA H100 80GB HBM3 (table row sm90): decided by replaying the trace a dry run "
-     "made without a GPU, on memory alone; nothing was measured"),
+     "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90): decided on memory alone, from the trace a "
+     "dry run made without a GPU; nothing was measured"),
 ]
 
 

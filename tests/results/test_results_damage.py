@@ -95,7 +95,8 @@ def test_the_choice_record_says_what_decided_apart_from_its_caveats(tmp_path):
                trial("expandable_segments:True", reserved=10.0, tput=None, backend="sim")]
     [decided] = choose(summarize_settings(records))
     record = choice_record(decided)
-    assert record.reasons[0].startswith("simulated:") and record.decision == record.reasons[1]
+    assert record.reasons[0].startswith("replayed from a recorded allocation trace:")
+    assert record.decision == record.reasons[1]
     folder = ResultsFolder(tmp_path)
     folder.path.mkdir(exist_ok=True)
     folder.write_choice([record])

@@ -1,15 +1,17 @@
-"""The one OOM rule (alloctune/runtime/oom.py) over every OOM message the fixtures hold, torch's own exception
-class, and errors that are not OOMs; and the rule as each user of it applies it: `dump_on_oom`'s excepthook, and a
-command trial whose process dies of an uncaught OOM (the start-up hook's excepthook, then the trial's verdict)."""
+"""The one OOM rule (alloctune/runtime/oom.py) over every OOM message the fixtures hold, the libraries' own (as
+torch's checks print them), torch's own exception class, cuDNN's likely OOM, and errors that are not OOMs; and the
+rule as each user of it applies it: `dump_on_oom`'s excepthook, a command trial whose process dies of an uncaught
+OOM (the start-up hook's excepthook, then the trial's verdict), and diagnose, which reads logs by the same words."""
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from alloctune.diagnosis.message import likely_error, outside_error
 from alloctune.results.records import TrialState
 from alloctune.runtime import oomdump
-from alloctune.runtime.oom import is_oom, is_oom_text, oom_line
+from alloctune.runtime.oom import LIKELY_MARKS, OUTSIDE_MARKS, is_oom, is_oom_text, oom_line
 from alloctune.settings.conf import AllocConf
 from alloctune.trial.command import run_command_trial
 from alloctune.trial.task import TrialTask
@@ -17,6 +19,15 @@ from alloctune.workload.command import check_command, command_workload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "oom"
 MESSAGES = sorted(FIXTURES.glob("public/*.txt")) + sorted(FIXTURES.glob("h200/*/oom-rank*.txt"))
+# As torch's checks print a library's failed allocation (aten/src/ATen/cuda/Exceptions.h, native/cuda/CuFFTUtils.h)
+LIBRARIES = ["RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+             "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",   # cuDNN 9
+             "RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
+             "RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate(handle)`. ",
+             "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+             "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error "
+             "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclUnhandledCudaError: Call to CUDA "
+             "function failed.\nLast error:\nCuda failure 2 'out of memory'"]
 NOT_OOM = ["RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)",
            "ValueError: memory_format must be a torch.memory_format", "CUDA error: device-side assert triggered",
            "KeyboardInterrupt", ""]
@@ -33,6 +44,32 @@ def test_every_fixture_message_is_an_oom_as_text_as_an_exception_and_as_a_line_o
     assert is_oom(RuntimeError(text))
     line = oom_line("starting\n" + text + "\n")
     assert line is not None and is_oom_text(line) and line == line.strip()
+
+
+@pytest.mark.parametrize("text", LIBRARIES)
+def test_a_librarys_failed_allocation_is_an_oom_and_diagnose_names_it_by_the_same_words(text):
+    assert is_oom_text(text) and is_oom(RuntimeError(text)) and oom_line("step 3\n" + text) is not None
+    assert outside_error(text) in OUTSIDE_MARKS
+
+
+def test_every_mark_is_the_trials_and_diagnoses_alike():
+    for mark in OUTSIDE_MARKS:
+        assert is_oom_text(f"RuntimeError: {mark}") and outside_error(f"RuntimeError: {mark}\n") == mark, mark
+    for mark in LIKELY_MARKS:
+        assert not is_oom_text(mark) and likely_error(f"RuntimeError: {mark}\n") == mark, mark
+
+
+@pytest.mark.parametrize("num_ooms, counts", [(1, True), (0, False), (None, False)])
+def test_cudnns_convolution_without_an_algorithm_is_an_oom_where_the_allocator_ran_out(monkeypatch, num_ooms,
+                                                                                       counts):
+    """A workspace the caching allocator could not give counts in torch's num_ooms (caught, the next algorithm
+    tried); without one, a convolution cuDNN cannot run is not called out of memory. None: CUDA never started."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: num_ooms is not None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device: {"num_ooms": num_ooms if device == 1 else 0})
+    for mark in LIKELY_MARKS:
+        assert is_oom(RuntimeError(mark)) is counts, mark
+    assert not is_oom(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
 
 
 @pytest.mark.parametrize("text", NOT_OOM)
@@ -72,7 +109,10 @@ def test_dump_on_oom_saves_the_message_of_an_uncaught_oom_and_only_of_one(tmp_pa
      "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
     ("RuntimeError('CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)')",
      "RuntimeError: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)"),
+    ("RuntimeError('cuDNN error: CUDNN_STATUS_ALLOC_FAILED')", "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
     ("RuntimeError('shapes cannot be multiplied')", None),
+    # the allocator never ran out here (no CUDA): cuDNN had no algorithm for another reason
+    ("RuntimeError('Unable to find a valid cuDNN algorithm to run convolution')", None),
 ])
 def test_a_command_that_dies_of_an_uncaught_oom_is_an_oom_trial(raised, message):
     """The hook's excepthook applies the rule in the command's own process (which marked a step, so it reports);

@@ -221,7 +221,7 @@ def test_a_replayed_sweeps_environment_names_the_torch_it_simulated(tmp_path):
         assert {s.env_id for s in folder.info().skipped} == {ids[name]}   # a rule's skip and a replay's alike
         assert json.loads((folder.path / "choice.json").read_text())["choices"][0]["env_id"] == ids[name]
         assert f"### {ids[name]}\n" in (folder.path / "summary.md").read_text()
-        assert f" · {ids[name]} · simulated" in proc.stdout
+        assert f" · {ids[name]} · replayed" in proc.stdout
     assert ids == {"trace": "sim:torch-2.9.1+cu128", "told": f"sim:torch-{torch.__version__}"}
     info = json.loads((tmp_path / "trace" / "sweep.json").read_text())
     measured = make_folder(tmp_path / "gpu", repeats("", env_id="torch-2.9.1+cu128", torch="2.9.1+cu128",

@@ -137,7 +137,7 @@ def test_hybrid_sweep_of_a_command_records_every_rank_and_measures_its_finalist(
     assert all(sorted(p["rank"] for p in t.processes) == [0, 1] for t in trials if t.backend == "sim")
     gpu_name = torch.cuda.get_device_properties(0).name
     assert trace.meta["env"] == {"gpu": gpu_name, "torch": torch.__version__}   # the simulated section names them
-    assert f"Simulated from a trace recorded on {gpu_name} with torch {torch.__version__}" in \
+    assert f"Replayed from a trace recorded on {gpu_name} with torch {torch.__version__}" in \
         (outcome.folder.path / "summary.md").read_text()
     gpu = [t for t in trials if t.backend == "cuda" and not t.recording]
     predicted = {t.conf: t.measurement.peak_reserved_bytes for t in trials if t.backend == "sim"}
