@@ -4,8 +4,8 @@ and the answers taken again, a recording at a time, until every answer's value f
 not (decide/fit.Largest.exact), or `most` recordings were tried. A replay of a recording equals the GPU's peak to the
 byte, so where the curve missed, the next answer walks from the replays a step at a time.
 
-A value the recording GPU is not expected to hold (the curve of the least room the recording setting runs in
-above its memory less the context) is not tried; a recording that fails (the command crashed or ran out of memory at that value) is kept as
+A value the recording GPU cannot hold (the curve of what its tensors need at once above its memory less the
+context) is not tried; a recording that fails (the command crashed or ran out of memory at that value) is kept as
 why, counts against `most`, and is not tried again. The recording itself is the caller's `Recorder` (on the GPU:
 fitrun.record_value), so that a dry run can stand in for it.
 """

@@ -103,16 +103,15 @@ def estimates(replays: Replays) -> list[Largest]:
 
 
 def recording_curve(replays: Replays) -> Fit | None:
-    """The least room the setting a recording runs under (the default) needs at each value, as a curve, where it was
-    replayed; else of the setting that needs least, which a recording under the default needs at least. Not its
-    unlimited peak: given less room the allocator frees its cache and goes on, so the recording runs (on an H100 the
-    unlimited curve put Mask R-CNN's batch 12 beyond the card, which ran it, and 14, in a 53 GiB budget)."""
+    """What the tensors of a recording need at once at each value, as a curve (the peak allocated of the setting it
+    runs under, the default, where it was replayed; else of the setting that needs least): with less room no setting
+    runs it. Not its peak reserved: given less room the allocator frees its cache and goes on, so the recording runs
+    (on an H100 that curve put Mask R-CNN's batch 12 beyond the card, which ran it, and 14, in a 53 GiB budget). A
+    value between the two may still fail to record; that failure is kept and costs one recording."""
     curves = {}
     for s in replays.points():
-        if s.reason is None:
-            needs = [p.peak_reserved_bytes if p.least_room_bytes is None else p.least_room_bytes for p in s.points]
-            if (curve := fit([p.value for p in s.points], needs)) is not None:
-                curves[s.setting] = curve
+        if s.reason is None and (curve := _curves(s)[1]) is not None:
+            curves[s.setting] = curve
     if AllocConf() in curves:
         return curves[AllocConf()]
     return min(curves.values(), key=lambda c: c.at(max(replays.values)), default=None)
