@@ -38,6 +38,14 @@ def python_name(name: str, value: str | None) -> str:
     return name if value is None else f"{name}={value}"
 
 
+def options_apply(fields: list[str]) -> str:
+    """The start of a template that refuses the options given (`fields`, at least one) where they do not apply:
+    '{preset} applies', '{preset} and {trace} apply', '{a}, {b} and {c} apply'."""
+    named = ["{%s}" % field for field in fields]
+    return (", ".join(named[:-1]) + " and " if len(named) > 1 else "") + named[-1] + (
+        " apply" if len(named) > 1 else " applies")
+
+
 def _fill(template: str, values: dict[str, Any], naming: Naming) -> str:
     out = []
     for literal, name, spec, conversion in Formatter().parse(template):
@@ -59,6 +67,13 @@ class AlloctuneError(Exception):
     """Base class: the message is shown to the user as is, and the CLI exits with `exit_code`."""
 
     exit_code = 2
+
+
+class CommandFailed(AlloctuneError):
+    """The user's own command failed (a non-zero exit, killed at its time limit) where alloctune needed its run whole
+    (a recording, a dry run): no mistake in what alloctune was given, so not exit 2."""
+
+    exit_code = 1
 
 
 class OptionError(AlloctuneError):

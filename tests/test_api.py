@@ -265,7 +265,7 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("record(output=None)", lambda: alloctune.record(WORKLOAD, None), "output: expected a path"),
         ("record(output=folder)", lambda: alloctune.record(["python3", "x.py"], ROOT), "is a folder; give the trace"),
         ("record(preset=, cmd)", lambda: alloctune.record(["python", "x.py"], "t.xz", preset="h200"),
-         "preset and python apply to a workload file"),
+         "preset applies to a workload file"),
         ("calibrate(gpu=-1)", lambda: alloctune.calibrate(gpu=-1), "gpu must be a GPU index >= 0, got -1"),
         ("calibrate(python=5)", lambda: alloctune.calibrate(python=5), "python must be an interpreter's path"),
         ("load_trace(5)", lambda: alloctune.load_trace(5), "a trace: expected a path"),
@@ -321,7 +321,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("diagnose()", lambda: alloctune.diagnose(), "diagnose needs"),
         ("diagnose(device=-1)", lambda: alloctune.diagnose(SNAPSHOT, device=-1), "device: expected"),
         ("diagnose(all_problems=1)", lambda: alloctune.diagnose(SNAPSHOT, all_problems=1), "all_problems: expected"),
-        ("sweep(5)", lambda: alloctune.sweep(5), "a workload file: expected a path"),
+        ("sweep(5)", lambda: alloctune.sweep(5), "sweep(): expected a workload file's path, a WorkloadSpec or your "
+                                                 "command's words"),
         ("sweep(repeats='x')", lambda: alloctune.sweep(WORKLOAD, repeats="x"), "repeats must be"),
         ("sweep(results_root='')", lambda: alloctune.sweep(WORKLOAD, results_root=""), "results_root must be a "
                                                                                       "non-empty path"),

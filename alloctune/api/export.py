@@ -41,6 +41,8 @@ class Exported:
     choice: ChoiceRecord   # the choice exported: with `conf`, that setting in the chosen one's place
     format: str
     text: str              # the choice in `format`, its provenance the leading comment
+    # of a folder of results folders: those left out, holding no trials (results/folder.py's `NO_TRIALS`)
+    skipped: tuple[ResultsFolder, ...] = ()
 
 
 def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None = None,
@@ -51,10 +53,12 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
     `options` (an ExportOptions) or its fields as keywords: `workload` selects a folder by workload name, `env_id`
     a choice by environment; `conf` exports that setting instead of the chosen one, provided it ran and fitted in
     that environment. A choice taken from an interrupted sweep (`alloctune report` before it finished) is refused
-    unless `allow_incomplete`."""
+    unless `allow_incomplete`. Of a folder of results folders, those that hold no trials (a sweep refused or stopped
+    before its first trial) are left out, as `Exported.skipped` says."""
     options = options_of("export_results", ExportOptions, options,
                          fields if format is None else dict(fields, format=format))
-    found, info = _select_folder(folder.path if isinstance(folder, ResultsFolder) else folder, options.workload)
+    (found, info), skipped = _select_folder(folder.path if isinstance(folder, ResultsFolder) else folder,
+                                            options.workload)
     choice = _select_choice(found, options.env_id)
     _check_setting(found, choice)
     if not choice.complete and not options.allow_incomplete:
@@ -66,14 +70,18 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
         choice = with_conf(found, info, choice, options.conf)
     text = render(choice, options.format, provenance(found, info, choice),
                   instead_of=None if options.conf is None else chosen)
-    return Exported(found, choice, options.format, text)
+    return Exported(found, choice, options.format, text, skipped)
 
 
 export = export_results
 
 
-def _select_folder(path: str | os.PathLike, workload: str | None) -> tuple[ResultsFolder, SweepInfo]:
-    found = [(f, f.info()) for f in find_results(path)]
+def _select_folder(path: str | os.PathLike, workload: str | None
+                   ) -> tuple[tuple[ResultsFolder, SweepInfo], tuple[ResultsFolder, ...]]:
+    """The results folder at `path`, or the one below it (of `workload`), and those below it that hold no trials,
+    left out (`find_results`)."""
+    empty: list[ResultsFolder] = []
+    found = [(f, f.info()) for f in find_results(path, empty)]
     if workload is not None:
         names = sorted({i.workload_name for _, i in found})
         found = [(f, i) for f, i in found if i.workload_name == workload]
@@ -90,7 +98,7 @@ def _select_folder(path: str | os.PathLike, workload: str | None) -> tuple[Resul
         raise ResultsError(OptionText("{path} holds {count} results folders; choose one with {workload} or give "
                                       "the folder itself, one of:{options}", path=path, count=len(found),
                                       options=options))
-    return found[0]
+    return found[0], tuple(empty)
 
 
 def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:

@@ -13,22 +13,23 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..decide.fit import EXACT_RECORDINGS, MAX_VALUES, step_of, values_answered
-from ..errors import OptionError, SizeError, shown
+from ..errors import OptionError, shown
 from ..results.fits import FitFile
 from ..settings.conf import AllocConf
 from ..sim.target import REFERENCE, Target
-from ..units import MAX_INT, MAX_INT_TEXT, GiB, format_bytes, parse_size
+from ..units import GiB, format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
+from .fitchecks import card, check_cards, check_marks, wrong
 from .inputs import TraceInput, budget_limit, card_words, name_of, once_each, trace_inputs
 from .options import options_of
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-MIN_CARD = GiB   # no card with less memory runs a job: a CUDA context alone takes half of it or more
+GIVEN = "as given by {overhead}"   # where a card too small for the context was told it, as the caller named it
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class FitOptions:
             self._check_variable()
         if self.values or self.command is not None:
             values: list = list(self.values) if isinstance(self.values, (list, tuple)) else [self.values]
-            if (why := _wrong(values)) or len(values) < 2:   # the CLI shows --param as typed for {got}
+            if (why := wrong(values)) or len(values) < 2:   # the CLI shows --param as typed for {got}
                 raise OptionError("values", "{values} {got}: {why}expected at least two distinct whole numbers above "
                                   "0, e.g. {param}=8,16,32", got=shown(self.values), param=self.param, why=why)
             set_field(self, "values", tuple(sorted(values)))
@@ -100,7 +101,7 @@ class FitOptions:
         if not isinstance(traces, Mapping):
             raise OptionError("traces", "{traces}: expected the traces by value (value -> trace), got {got}",
                               got=shown(traces))
-        if why := _wrong(traces):
+        if why := wrong(traces):
             raise OptionError("traces", "{traces}: {why}each trace's value must be a whole number above 0", why=why)
         if len(traces) < 2:
             raise OptionError("traces", "a fit needs traces at two values at least ({traces}), got {got}",
@@ -113,10 +114,12 @@ class FitOptions:
         set_field(self, "traces", ordered)
 
     def _check_variable(self) -> None:
-        """A value given in the environment must reach the command: not in a variable alloctune sets itself."""
+        """A value given in the environment must reach the command: not in a variable alloctune sets itself; nor
+        in a misspelt mark (`check_marks`)."""
         from ..sweeper.fitrun import at_value
         from ..trial.task import set_by_alloctune
 
+        check_marks(self.command or (), self.param)
         if at_value(self.command or (), self.param, 1)[1] and set_by_alloctune(self.param):
             raise OptionError("param", "{param} {name}: alloctune sets {name} in your command's environment itself, "
                               "so the command would never see the value; put {mark} in the command where the value "
@@ -127,8 +130,8 @@ class FitOptions:
             set_field(self, "overhead", size(self.overhead, "overhead", least=0))
         if self.cards is not None:
             cards = [self.cards] if isinstance(self.cards, (str, int)) else self.cards
-            set_field(self, "cards", tuple(_card(c) for c in cards))
-            check_cards([in_bytes(c) or 0 for c in self.cards], in_bytes(self.overhead), "as given by {overhead}")
+            set_field(self, "cards", tuple(card(c) for c in cards))
+            check_cards([in_bytes(c) or 0 for c in self.cards], in_bytes(self.overhead), GIVEN)
         budgets = [self.budgets] if isinstance(self.budgets, (str, int, float)) else self.budgets
         for budget in budgets:
             budget_limit(budget)
@@ -166,7 +169,7 @@ class FitOptions:
             if not self.confirm:
                 raise OptionError("confirm_copies", "{confirm_copies} runs the copies of the settings {confirm} "
                                   "names: give {confirm}")
-            if _wrong([self.confirm_copies]) or self.confirm_copies not in values:
+            if wrong([self.confirm_copies]) or self.confirm_copies not in values:
                 raise OptionError("confirm_copies", "{confirm_copies} {got}: copies at once are predicted at the "
                                   "values recorded, {values}", got=shown(self.confirm_copies), values=values)
 
@@ -190,40 +193,6 @@ class FitOptions:
         from ..trial.recording import dry_run_card
 
         return dry_run_card(self.arch) if self.dry_run else None
-
-
-def _wrong(values: Iterable[object]) -> str:
-    """Why one of `values` is no value of the parameter (a whole number from 1 to 2**63 - 1, once), as '...; '."""
-    seen: set[int] = set()
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int):
-            return f"{shown(v)} is not a whole number; "
-        if not 1 <= v <= MAX_INT or v in seen:
-            why = "given twice" if v in seen else "not above 0" if v < 1 else f"above {MAX_INT_TEXT}"
-            return f"{shown(v)} is {why}; "
-        seen.add(v)
-    return ""
-
-
-def _card(value: object) -> int:
-    try:
-        card = parse_size(value)   # type: ignore[arg-type]   # refused below unless a size
-    except SizeError:
-        card = 0
-    if card <= 0:
-        raise OptionError("cards", "{cards} {got}: expected card memories above 0, e.g. 24GiB,80GiB", got=shown(value))
-    if card < MIN_CARD:
-        raise OptionError("cards", "{cards} {got}: {size} is less than any card that runs a job ({least}); a size "
-                          "without a unit is bytes: e.g. 24GiB", got=shown(value), size=format_bytes(card),
-                          least=format_bytes(MIN_CARD))
-    return card
-
-
-def check_cards(cards: Sequence[int], overhead: int | None, how: str) -> None:
-    """Each card holds more than the CUDA context of one process (`overhead`; None: not known yet), `how` known."""
-    if overhead is not None and (small := [c for c in cards if c <= overhead]):
-        raise OptionError("cards", "{cards} %s: a card must hold more than the CUDA context each process holds "
-                          "(%s, %s)" % (format_bytes(small[0]), format_bytes(overhead), how))
 
 
 @dataclass(frozen=True)
@@ -279,7 +248,8 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
     if command is not None and options.confirm:
         from ..trial.recording import refuse_without_gpu
 
-        refuse_without_gpu(list(command))   # before the first recording: confirming needs the GPU anyway
+        # before the first recording: confirming needs the GPU, which a dry run cannot stand for
+        refuse_without_gpu(list(command), dry_run_instead=False)
     sources, facts = _recorded(options, folder, say)
     # the torch the replays follow (sim/target.py: each trace's own; a fit's traces come from one torch)
     target = Target(next((f.meta.get("torch_version") for _, f in sorted(facts.items())), None))
@@ -371,26 +341,32 @@ def _request(options: FitOptions, facts: dict, entries: list, target: Target):
     from ..settings.grid import ranked_settings
     from ..sim.limits import DEFAULT_CARDS_GIB
     from ..sim.points import overhead_of, recording_device
-    from ..sweeper.fitting import FitRequest, dry_run_of
+    from ..report.fitwords import OVERHEAD_WORDS
+    from ..results.fits import OverheadFrom
+    from ..sweeper.fitting import FitRequest, command_warning, dry_run_of
     from ..units import budget_on
 
     said = [facts[v] for v in sorted(facts)]
     try:
-        dry_run_of(said)
+        dry = dry_run_of(said)
     except ValueError as exc:   # a curve through dry runs and GPU recordings together would join two kinds
         raise OptionError("traces", "{traces}: {why}", why=str(exc)) from None
-    confs, _ = ranked_settings(entries, target.version, has_budget=bool(options.budgets))
+    confs, skipped = ranked_settings(entries, target.version, has_budget=bool(options.budgets))
     device = recording_device(said)
     given_overhead = in_bytes(options.overhead)
     overhead = given_overhead if given_overhead is not None else overhead_of(said)
-    measured = given_overhead is None and any(f.meta.get("overhead_bytes") is not None for f in said)
+    source = (OverheadFrom.GIVEN if given_overhead is not None else
+              OverheadFrom.ASSUMED if all(f.meta.get("overhead_bytes") is None for f in said) else
+              OverheadFrom.MEASURED if dry is None else OverheadFrom.TABLE)
     budgets = [(str(text), budget_on(*(budget_limit(text) or (None, None)), device) or 0) for text in options.budgets]
     if over := [(text, size) for text, size in budgets if size > device]:   # the card runs out first
         raise OptionError("budgets", "{budgets} {given} ({size}) is more than {gpu}'s {card}: it limits nothing; "
                           "give {cards} for a larger card", given=shown(over[0][0]), size=format_bytes(over[0][1]),
-                          gpu=card_words(dry_run_of(said) is None), card=format_bytes(device))
+                          gpu=card_words(dry is None), card=format_bytes(device))
     cards = [in_bytes(c) or 0 for c in options.cards] if options.cards is not None else \
         [] if options.budgets else [g * GiB for g in DEFAULT_CARDS_GIB]
-    check_cards(cards, overhead, "as the recordings measured it" if measured else "assumed: the recordings do not say")
-    return FitRequest(options.param, confs, cards, budgets, options.step or step_of(sorted(facts)), overhead, measured,
-                      device, list(options.command) if options.command else None)
+    check_cards(cards, overhead, GIVEN if source is OverheadFrom.GIVEN else OVERHEAD_WORDS[source])
+    # a setting named and skipped is said, as replay says it; the default grid's skips are the grid's own
+    warnings = [skip.said for skip in skipped if entries] + [w for w in [command_warning(facts, options.param)] if w]
+    return FitRequest(options.param, confs, cards, budgets, options.step or step_of(sorted(facts)), overhead, source,
+                      device, list(options.command) if options.command else None, warnings)

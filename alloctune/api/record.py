@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import AlloctuneError, OptionError, shown
+from ..errors import AlloctuneError, OptionError, options_apply, shown
 from ..results.provenance import Provenance, provenance
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace
@@ -68,6 +68,7 @@ class RecordedTrace:
 @dataclass(frozen=True)
 class Recording:
     traces: tuple[RecordedTrace, ...]   # one per process that used CUDA, by rank
+    notices: tuple[str, ...] = ()       # what the run showed that the traces do not say (it ended before --steps)
 
     @property
     def paths(self) -> list[Path]:
@@ -101,11 +102,11 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
         return Recording((RecordedTrace(Path(output), trace),))
     if not target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
-    if options.preset or options.python:
-        raise OptionError("preset" if options.preset else "python",
-                          "{preset} and {python} apply to a workload file, not to '-- COMMAND'")
+    if given := [name for name in ("preset", "python") if getattr(options, name)]:
+        raise OptionError(given[0], options_apply(given) + " to a workload file, not to '-- COMMAND'")
     gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
+    notices: list[str] = []
     traces = record_command(list(target), output, gpus=gpus, conf=conf, timeout_s=options.timeout_s,
                             warmup_steps=options.warmup_steps, steps=options.steps,
-                            dry_run=dry_run_card(options.arch) if options.dry_run else None)
-    return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces))
+                            dry_run=dry_run_card(options.arch) if options.dry_run else None, notice=notices.append)
+    return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces), tuple(notices))

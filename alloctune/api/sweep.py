@@ -13,12 +13,12 @@ import contextlib
 import os
 import shlex
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..decide.choice import Choice
 from ..decide.finalists import GpuPlan
 from ..decide.summary import SettingResult
-from ..errors import OptionText, WorkloadError
+from ..errors import AlloctuneError, OptionError, OptionText, WorkloadError, shown
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
 from ..results.provenance import Provenance, provenance
@@ -28,6 +28,7 @@ from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the 
 from ..sweeper.plan import make_plan, sweep_info
 from ..sweeper.resume import keep_replay_ids, open_folder
 from ..sweeper.sweep import dry_run_plan, run_plan
+from ..workload.command import check_command, command_workload
 from ..workload.loader import load_workload
 from ..workload.spec import WorkloadSpec
 from .analyze import decide_folder, decisions
@@ -57,9 +58,13 @@ class SweepOutcome:
                     notices=list(self.notices))
 
 
-def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | None = None, *,
-          callbacks: SweepCallbacks | None = None, **fields: Any) -> SweepOutcome:
+def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = None,
+          options: SweepOptions | None = None, *, callbacks: SweepCallbacks | None = None,
+          command: Sequence[str] | None = None, **fields: Any) -> SweepOutcome:
     """Sweep a grid of allocator settings over a workload and choose the best. See `alloctune sweep --help`.
+
+    `workload`: a workload file's path or a WorkloadSpec, or your own command's words, `["python3", "train.py"]`
+    (as `record()` takes them; or as `command=`), swept as `alloctune sweep -- python3 train.py` sweeps it.
 
     `options` (a SweepOptions) and `callbacks` (a SweepCallbacks), or their fields as keyword arguments, which
     win over both: `sweep("w.yaml", preset="h200", repeats=5, notice=print)`. A bad option, or a name that is
@@ -79,9 +84,11 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     callbacks = build(SweepCallbacks, callbacks, told, "sweep")
     notices: list[str] = []
     callbacks = replace(callbacks, notice=_kept(callbacks.notice, notices))
-    if not isinstance(workload, WorkloadSpec):
-        refuse_trace(workload)
-    spec = workload if isinstance(workload, WorkloadSpec) else load_workload(workload, options.preset)
+    if command is not None:   # the words of a command to sweep
+        if workload is not None:
+            raise OptionError("command", "sweep(): give a workload, or a command's words as {command}, not both")
+        workload = command
+    spec = _workload(workload, options)
     plan = make_plan(spec, options, callbacks)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
         folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
@@ -95,6 +102,23 @@ def sweep(workload: str | os.PathLike | WorkloadSpec, options: SweepOptions | No
     source = provenance(next((r.env for r in folder.trials() if "dry_run" in r.env), {}))
     return SweepOutcome(folder, decision.settings, decision.choices, folder.info().skipped, plan.backend,
                         tuple(notices), source, planned)
+
+
+def _workload(given: object, options: SweepOptions) -> WorkloadSpec:
+    """What `sweep()` was given to sweep, as a WorkloadSpec: a workload file read (with its `preset`), or a command's
+    words checked (the program exists and is executable) as the command line checks `-- COMMAND`."""
+    if isinstance(given, WorkloadSpec):
+        return given
+    if isinstance(given, (str, os.PathLike)):
+        refuse_trace(given)
+        return load_workload(given, options.preset)
+    if not isinstance(given, (list, tuple)):
+        raise AlloctuneError(f"sweep(): expected a workload file's path, a WorkloadSpec or your command's words, "
+                             f"e.g. ['python3', 'train.py'], got {shown(given)}")
+    if options.preset is not None or options.trace is not None:
+        raise OptionError("preset" if options.preset is not None else "trace",
+                          "{preset} and {trace} apply to a workload file, not to a command")
+    return command_workload(check_command(given), timeout_s=options.timeout_s)
 
 
 def refuse_trace(target: str | os.PathLike) -> None:

@@ -16,9 +16,9 @@ from .args import add_device, add_dry_run, console, positive_int, seconds, whole
 
 JSON_HELP = ("print the answer as JSON in the names every command's --json shares: a setting 'default' for the "
              "default, each point's peaks replayed without a memory limit as unlimited_peak_reserved_bytes and "
-             "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin); "
-             "fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes, the curve's part as "
-             "basis)")
+             "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin; "
+             "margin null with margin_why where nothing tested the curve), where the context came from as "
+             "overhead_from; fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes)")
 
 
 def register(subparsers) -> None:
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
     add_dry_run(p, "without a GPU: trace the command at each value with fake tensors standing for CUDA tensors (as "
                    "'record --dry-run'), each answer's value and the next too, so that answers come from the dry "
-                   "runs' replays; every figure is predicted, nothing is measured")
+                   "runs' replays, else from the curve; nothing is measured")
     add_device(p)
     p.add_argument("--jobs", type=positive_int, metavar="N", help="replay worker processes (default: all cores)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)

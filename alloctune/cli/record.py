@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
-from .args import add_dry_run, console, gpu_list, positive_int, seconds, written
+from .args import add_dry_run, console, flagged, gpu_list, positive_int, seconds, written
 
 # RecordOptions' fields and record()'s output as this command's flags: a library message that names one shows the flag.
 FLAGS = {"output": "--output", "preset": "--preset", "conf": "--conf", "gpus": "--gpu", "python": "--python",
@@ -56,9 +56,15 @@ def run(args) -> int:
     from ..workload.loader import names_workload
 
     workload = names_workload(args.target)
+    # a trace is written once the run ends: an interrupted one leaves none, and a long job has a window to offer
+    args.interrupted = "no trace was kept" + ("" if workload or args.steps else
+                                              "; --steps N ends your command after N steps past the warm-up")
     recording = record(args.target[0] if workload else args.target, args.output, RecordOptions(
         preset=args.preset, conf=args.conf, gpus=args.gpu, python=args.python, timeout_s=args.timeout,
         steps=args.steps or 0, warmup_steps=args.warmup_steps, dry_run=args.dry_run, arch=args.arch))
+    args.interrupted = f"the traces were written: {', '.join(map(str, recording.paths))}"
+    for notice in recording.notices:   # on standard error, as sweep's: standard output may be --json
+        say(console(stderr=True), Text.assemble(("notice:", "yellow"), " ", flagged(notice, FLAGS)))
     if args.json:
         print(json.dumps(recording.to_json(), indent=2))
         return 0
@@ -82,20 +88,10 @@ def run(args) -> int:
 def dry_run_lines(path, trace, provenance) -> list[str]:
     """What `record --dry-run` says of one trace: what it stands for (the torch named as replay names it), what it
     made up, what it could not size."""
-    from ..report.provenance import workspace_warning
+    from ..report.provenance import origin, workspace_warning
     from ..sim.target import simulated_torch
 
     torch = simulated_torch(trace.meta.get("torch_version"))
-    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {dry_run_origin(provenance)}, the requests "
+    return [f"Traced {len(trace.kinds):,} allocation events to {path}: {origin(provenance)}, the requests "
             f"torch {torch}'s caching allocator would see. Nothing was measured: replay the trace to see what each "
             f"setting would reserve.", *filter(None, [workspace_warning(provenance)])]
-
-
-def dry_run_origin(provenance) -> str:
-    """What a dry run's trace is, with the values it made up by kind ('... 2 values made up) (item: 2)'): what
-    `record --dry-run` and `sweep --dry-run` say of it."""
-    from ..report.provenance import origin
-
-    invented = provenance.dry_run.invented
-    kinds = f" ({', '.join(f'{kind}: {n}' for kind, n in sorted(invented.items()))})" if invented else ""
-    return origin(provenance) + kinds

@@ -33,18 +33,23 @@ def run(args) -> int:
     from ..api.analyze import AnalyzeOptions, analyze
     from ..report.analysis import change_lines, choice_record
     from ..report.ranked import print_choice
-    from ..results.folder import find_results
+    from ..results.folder import NO_TRIALS, ResultsFolder, find_results
     from .args import console as wide_console
 
     console = wide_console()
     options = AnalyzeOptions(max_slowdown=args.max_slowdown)
     decided = []
-    for folder in find_results(args.results):
+    empty: list[ResultsFolder] = []
+    found = find_results(args.results, empty)
+    for folder in empty:   # passed by, in a line each: the folders beside it are reported, and the status is theirs
+        print(printable(f"{folder.path} holds no trials ({NO_TRIALS}): not reported"), file=sys.stderr)
+    for folder in found:
         try:
             analysis = analyze(folder, options)
         except FolderBusy as busy:   # a sweep still running there writes these reports itself as it ends
             raise FolderBusy(f"{busy}: a sweep writes its reports itself as it ends; then `alloctune report "
-                             f"{shlex.quote(str(folder.path))}` decides again (with --max-slowdown for another allowance)") from None
+                             f"{shlex.quote(str(folder.path))}` decides again (with --max-slowdown for another "
+                             f"allowance)") from None
         # What the report changed, on standard error (the folder's own version named where a choice changed).
         swept_by = folder.info().alloctune_version if analysis.changes else ""
         for line in change_lines(analysis.changes, analysis.best_env, swept_by):

@@ -17,8 +17,9 @@ from ..results.names import BEST_FILE, PLOT_FILE, SUMMARY_FILE, TRIALS_FILE
 from ..results.records import Backend, TrialRecord
 from ..settings.conf import conf_label
 from ..sim.limits import DEFAULT_MAX_SETTINGS
-from ..sweeper.options import AUTO_REPEATS, CONFIRM_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks, SweepOptions
-from ..units import format_bytes, format_number
+from ..sweeper.options import (AUTO_REPEATS, CONFIRM_REPEATS, HYBRID_FINALISTS, Estimate, ExecutorKind, SweepCallbacks,
+                               SweepOptions)
+from ..units import format_bytes, format_number, plural
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_dry_run, console, flagged, fraction, gpu_list, positive_int, seconds, written
 
@@ -129,7 +130,7 @@ def _how(p) -> None:
     p.add_argument("--timeout", type=seconds, metavar="TIMEOUT", dest="timeout_s",
                    help=f"per-trial time limit in seconds (default: the workload's, or {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--python", action="append", dest="pythons", metavar="PATH",
-                   help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torch versions)")
+                   help="interpreter to run trials with (repeatable: the same grid under each, e.g. two torches)")
     p.add_argument("--backend", choices=[b.value for b in Backend], default=Backend.AUTO.value,
                    help="cuda: measure on the GPU; sim: replay the recorded trace; hybrid: record the trace (in a "
                         "command's extra first trial, or a workload's first default trial), replay every setting, "
@@ -268,6 +269,8 @@ def _print(outcome, args) -> None:
             out.print(Text(line), soft_wrap=True)
     if outcome.backend == Backend.SIM and (piped := _from_stdin(args)):
         say(out, Text(f"{INDENT}(needs {piped} on standard input again, as this sweep had it)"))
+    if outcome.backend == Backend.SIM and outcome.provenance.dry_run is not None:   # a command, run here
+        say(out, Text(f"{INDENT}(in the same environment: variables your command reads are not in the line above)"))
 
 
 def _from_stdin(args) -> str | None:
@@ -297,16 +300,16 @@ def _gpu_lines(outcome) -> list[str]:
 def _plan_lines(outcome) -> list[str]:
     """A dry run's sweep: every figure above is replayed from its trace, and what a hybrid sweep would run on the GPU
     instead."""
-    from .record import dry_run_origin
+    from ..report.provenance import origin
 
     plan = outcome.gpu_plan
     if plan is None:
         return []
-    best = sorted({conf_label(c) for confs in plan.measured.values() for c in confs})
-    return [f"Nothing was measured: every figure is replayed from {dry_run_origin(outcome.provenance)}.",
-            f"On a GPU, a hybrid sweep of this command (below) would run about {plan.trials} GPU trials: one records "
-            f"the trace, every setting is replayed as here, then the GPU measures the default"
-            + (f" and {', '.join(best)}" if best else "") + "."]
+    beside = sorted({c for confs in plan.measured.values() for c in confs if c})   # the default ('') said first
+    return [f"Nothing was measured: every figure is replayed from {origin(outcome.provenance)}.",
+            f"On a GPU, a hybrid sweep of this command (below) would run about {plural(plan.trials, 'GPU trial')}: "
+            f"one records the trace, every setting is replayed as here, then the GPU measures the default"
+            + (f" and {', '.join(beside)}" if beside else "") + "."]
 
 
 def _repeats(text: str) -> int | str:
@@ -327,23 +330,22 @@ def _repeats_limit(text: str) -> int:
 def _workload(args):
     """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
     from ..api.sweep import refuse_trace
-    from ..errors import AlloctuneError
+    from ..errors import AlloctuneError, OptionText, options_apply
     from ..workload.command import check_command, command_workload
     from ..workload.loader import names_workload
 
-    options = [FLAGS[name] for name in ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd")
-               if getattr(args, name)]
+    extra = [n for n in ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd") if getattr(args, n)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
     refuse_trace(args.target[0])
     if names_workload(args.target):
         if args.target[0] == "-" and args.grid_file == "-":
             raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
-        if options:
-            raise AlloctuneError(f"{', '.join(options)} apply to '-- COMMAND'; a workload file says these itself")
+        if extra:   # named by their flags (FLAGS), as every message of this command
+            raise AlloctuneError(OptionText(options_apply(extra) + " to '-- COMMAND'; a workload file gives its own"))
         return args.target[0]
-    if args.preset or args.trace:
-        raise AlloctuneError("--preset and --trace apply to a workload file, not to '-- COMMAND'")
+    if given := [name for name in ("preset", "trace") if getattr(args, name)]:
+        raise AlloctuneError(OptionText(options_apply(given) + " to a workload file, not to '-- COMMAND'"))
     spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd, step_on=args.step_on)
     return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps, steps=args.steps,
                             timeout_s=args.timeout_s)

@@ -309,7 +309,7 @@ def _replayed(env: dict) -> Reason:
     """A replay's caveat: of a recorded trace, or of a dry run's (its trials' environment says: results/provenance)."""
     dry = provenance(env, "a replayed trial's env 'dry_run'", ResultsError).dry_run
     return Reason(Code.SIMULATED) if dry is None else Reason(Code.DRY_RUN, DryRunCard(dry.card, dry.table,
-                                                                                     dry.made_up))
+                                                                                     dry.made_up, dict(dry.invented)))
 
 
 def choose(settings: Iterable[SettingResult], tie: float = DEFAULT_TIE, horizon: int | None = None) -> list[Choice]:

@@ -1,13 +1,14 @@
 """A hybrid sweep's finalists (fixed or `auto` repeats): which of the settings it replayed go on to the GPU. Pure."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..results.records import Backend, TrialRecord, measured_env_id
+from ..results.vocabulary import setting_name
 from ..settings.conf import AllocConf
 from .estimate import Asked, first_estimate
-from .order import by_preference
+from .order import by_preference, preferred
 from .parameters import DEFAULT_TIE
 from .summary import summarize_settings
 
@@ -31,24 +32,36 @@ def finalists(records: list[TrialRecord], planned: Mapping[str, list[AllocConf]]
 @dataclass(frozen=True)
 class GpuPlan:
     """What a hybrid sweep would run on the GPU after the replays a sweep made without one (`sweep --dry-run`): per
-    environment (its measured id), the settings it would measure beside the default, and about how many GPU trials
-    in all."""
+    environment (its measured id), the settings it would measure, the default ('') first, and about how many GPU
+    trials in all."""
 
     measured: dict[str, list[str]]
     trials: int
 
     def to_json(self) -> dict:
-        return {"measured": self.measured, "trials": self.trials}
+        return {"measured": {env: [setting_name(c) for c in confs] for env, confs in self.measured.items()},
+                "trials": self.trials}
 
 
 def gpu_plan(records: list[TrialRecord], max_slowdown: float, asked: Asked) -> GpuPlan:
     """The plan a hybrid sweep asked as `asked` would run on the GPU, from the replays in `records`: the default and
-    its finalists (with --repeats confirm, the one it would confirm: the best replayed), counted as `first_estimate`
-    counts them."""
+    its finalists (with --repeats confirm, the one it would confirm: the one the replays prefer, none where that is
+    the default), counted as `first_estimate` counts them, now that the replays have told which run."""
     planned: dict[str, list[AllocConf]] = {}
     for r in records:
         if r.backend == Backend.SIM and r.setting not in planned.setdefault(measured_env_id(r.env_id), []):
             planned[measured_env_id(r.env_id)].append(r.setting)
     chosen = finalists(records, planned, max_slowdown, 1 if asked.confirm else asked.finalists)
-    return GpuPlan({env: [str(c) for c in confs if not c.is_default] for env, confs in chosen.items()},
-                   first_estimate(planned.values(), asked))
+    if asked.confirm and _default_preferred(records, max_slowdown):
+        # confirm measures the preferred setting beside the default (confirm.plan_speed's winner): none where that
+        # is the default, which wins every tie (a setting that replays as the default does shows the GPU nothing)
+        chosen = {env: [c for c in confs if c.is_default or c.is_async] for env, confs in chosen.items()}
+    return GpuPlan({env: [str(c) for c in sorted(confs, key=lambda c: not c.is_default)] for env, confs in
+                    chosen.items()}, first_estimate(chosen.values(), replace(asked, searched=False)))
+
+
+def _default_preferred(records: list[TrialRecord], max_slowdown: float) -> bool:
+    """The replays prefer the default to every native setting (within the tie it wins: it has fewest keys)."""
+    simulated = summarize_settings([r for r in records if r.backend == Backend.SIM], max_slowdown)
+    first = preferred(s for s in simulated if not s.switches_backend)
+    return first is None or first.is_default

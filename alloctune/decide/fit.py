@@ -9,7 +9,8 @@ tests little (`Fit.loo_weak`).
 
 The largest value (`largest`): memory is taken to grow with the parameter, so a recorded value is decided by its
 own replay under the limit, a value between two recorded ones fits when the one above it fits (else the curve
-decides), and a value beyond the recorded ones by the curve, up to EXTRAPOLATION times the largest recorded value.
+decides), and a value beyond the recorded ones by the curve, up to EXTRAPOLATION times the largest recorded value;
+a curve that falls past the largest recorded value (`falls`) contradicts that, and predicts nothing beyond it.
 Where the curve decides, its value must fit with the curve's own error on top (`Fit.margin`): on the H200 a
 transformers Trainer job's default peaks at batch 8, 16 and 32 lay off a line by up to 10%, its leave-one-out
 missed by 36%, and batch 24, which the bare line gave 5.2 GiB of headroom under 42.9 GiB, retried an allocation
@@ -45,6 +46,9 @@ STRONG_LOO_POINTS = 5     # a leave-one-out of fewer points predicts each from 1
 EXTRAPOLATION = 2.0       # values are predicted up to this times the largest recorded one, and no further
 SEARCH_RUNS = 3           # GPU runs past the two that check an answer, to find the largest value where they disagree
 MAX_VALUES = 10_000       # the most values an answer walks through (multiples of the step up to the extrapolation)
+# A curve lower past the largest recorded value by more than this (relative) falls; less is the allocator's rounding
+# (a 2 MiB block of a 100 MiB job is 2%) carried on by a line to twice the value.
+FALL = 0.05
 EXACT_RECORDINGS = 8      # by default, the most recordings made past the values given, to make answers exact
 
 
@@ -164,17 +168,26 @@ def _top(recorded: Sequence[int], step: int) -> int:
     return int(EXTRAPOLATION * max(recorded)) // step * step
 
 
+def falls(curve: Fit, recorded: Sequence[int]) -> bool:
+    """Whether `curve` falls past the largest recorded value: somewhere up to EXTRAPOLATION times it, lower than
+    there by more than FALL. Memory is taken to grow with the value, so such a curve extrapolates nothing: traces of
+    different jobs, or a parameter that splits the work (more chunks, less memory), make one."""
+    last = max(recorded)
+    beyond = np.linspace(last, EXTRAPOLATION * last, 65)
+    return bool(np.min(np.polyval(np.asarray(curve.coefficients), beyond)) < curve.at(last) * (1 - FALL))
+
+
 def values_answered(recorded: Sequence[int], step: int) -> int:
     """How many values an answer may walk through: the multiples of `step` up to the extrapolation, and the
     recorded values (at most MAX_VALUES are answered: a caller refuses more before any work)."""
     return _top(recorded, step) // step + len(recorded)
 
 
-def _candidates(recorded: Sequence[int], step: int) -> Iterator[int]:
-    """The multiples of `step` up to the extrapolation and the recorded values, in order, each once; lazily, so
-    that a walk that stops early never holds them all."""
+def _candidates(recorded: Sequence[int], step: int, top: int) -> Iterator[int]:
+    """The multiples of `step` up to `top` and the recorded values, in order, each once; lazily, so that a walk
+    that stops early never holds them all."""
     last = None
-    for value in heapq.merge(range(step, _top(recorded, step) + 1, step), recorded):
+    for value in heapq.merge(range(step, top + 1, step), recorded):
         if value != last:
             yield value
         last = value
@@ -183,12 +196,12 @@ def _candidates(recorded: Sequence[int], step: int) -> Iterator[int]:
 def largest(points: Sequence[Point], curve: Fit, capacity: int, step: int, margin: float | None = None) -> Largest:
     """The largest multiple of `step` (or recorded value) that fits in `capacity` bytes of peak reserved, as the
     module says; where the curve decides, a value must fit with `margin` (relative; by default the curve's own,
-    `Fit.margin`) on top."""
+    `Fit.margin`) on top. A curve that `falls` answers no more than the largest recorded value ('+' where it fits)."""
     points = sorted(points, key=lambda p: p.value)
     recorded = [p.value for p in points]
     allowed = curve.margin if margin is None else margin
     best: tuple[int, Basis, int] | None = None
-    for value in _candidates(recorded, step):
+    for value in _candidates(recorded, step, max(recorded) if falls(curve, recorded) else _top(recorded, step)):
         verdict = _at(value, points, recorded, curve, capacity, allowed)
         if verdict is None:
             return _answer(best, capacity, value, False, value in recorded)

@@ -3,7 +3,7 @@ reason's words need, as data. Settings are named by their canonical conf ('' = t
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..results.figures import Comparison, Contamination, MemoryMeasure, SettingState
 from ..settings.known import Feature, Severity
@@ -37,11 +37,13 @@ class NoFigures:
 
 @dataclass(frozen=True)
 class DryRunCard:
-    """The card a dry run stood for, the row of its table, and the values it made up (results/provenance.py)."""
+    """The card a dry run stood for, the row of its table, and the values it made up, in all and by kind
+    (results/provenance.py's `DryRun`; no kinds in a choice.json written before they were kept)."""
 
     card: str
     table: str
     made_up: int
+    invented: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

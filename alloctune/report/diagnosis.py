@@ -44,8 +44,10 @@ def diagnosis_lines(d: Diagnosis, width: int) -> list[str]:
         out += ["", "Fragmentation picture (snapshot):"]
         out += [line for p, ind in zip(picture, indents) for line in layout.wrap(p.lstrip(), width, ind, ind + "  ")]
     if d.replay:
-        followed = next((f", {simulated_with(o.torch_version)}" for o in d.replay.outcomes if o.torch_version), "")
-        out += ["", *wrap(f"Replay of the trace{followed} (confidence {d.replay.confidence}):", "")]
+        # 'The trace replayed with torch 2.11's allocator': the phrase every replay states its torch in
+        followed = next((f"The trace {simulated_with(o.torch_version)}" for o in d.replay.outcomes if o.torch_version),
+                        "Replay of the trace")
+        out += ["", *wrap(f"{followed} (confidence {d.replay.confidence}):", "")]
         out += wrap(d.replay.confidence_reason, "  ") + _replay_table(d.replay, width)
     if v:
         out += ["", "Next steps:"]

@@ -10,8 +10,9 @@ Formats:
   json    an object: {"env": {KEY: value, ...}, "warning" (the comment on the variable, or null), "conf" (the
           setting's name, "default" for the default, as every command's --json names it), "is_default", "env_id",
           "backend", "simulated", "basis" (replayed or measured), for a replayed choice "simulated_torch" (the torch
-          its replays followed, as every command's --json states it), "torch_version", "budget_bytes", "reasons",
-          "source"}; `jq .env` gives the variables.
+          its replays followed, as every command's --json states it), "dry_run" (what every command's --json says
+          of a dry run: the card it stood for, its table row, the values it made up; null where the figures rest on
+          a GPU's), "torch_version", "budget_bytes", "reasons", "source"}; `jq .env` gives the variables.
   docker  Dockerfile `ENV KEY="value"` lines.
   k8s     a container's `env:` list (YAML) on its first line, ready to paste at a container's indentation under
           `containers[i]`; the comments after it.
@@ -42,11 +43,13 @@ from ..decide.standing import Refusal, hand_picked
 from ..errors import AlloctuneError, OptionText, ResultsError, printable, shown
 from ..results.choices import ChoiceRecord, how_far
 from ..results.folder import ResultsFolder, SweepInfo
+from ..results.provenance import Provenance, provenance as trace_provenance
 from ..results.vocabulary import BASIS, SIMULATED_TORCH, Basis, setting_name
 from ..settings.conf import AllocConf, conf_label
 from ..settings.known import export_variable
 from ..sim.target import simulated_torch, simulated_with
 from ..units import format_bytes
+from .provenance import origin
 from .words import skipped_words
 
 FORMATS = ("env", "shell", "json", "docker", "k8s")
@@ -128,6 +131,7 @@ def _json(choice: ChoiceRecord, name: str, value: str, source: str, warning: str
         "env_id": choice.env_id, "backend": choice.backend, "simulated": choice.simulated,
         BASIS: Basis.of_trials(choice.simulated).value,
         **({SIMULATED_TORCH: simulated_torch(choice.simulated_as)} if choice.simulated else {}),
+        "dry_run": None if (dry := _dry_run(choice)) is None else dry.to_json(),   # as every --json says a dry run
         "budget_bytes": choice.budget_bytes,
         "torch_version": choice.torch_version,
         "reasons": list(choice.reasons),
@@ -142,15 +146,21 @@ _WRITERS = {"env": _env, "shell": _shell, "docker": _docker, "k8s": _k8s}
 def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> str:
     """One line: where the numbers came from (workload, environment and GPU, torch, how, budget, date, folder)."""
     env_id = choice.env_id
-    gpu = choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
+    dry = _dry_run(choice)
+    # a dry run's origin names its card: no GPU ran the job
+    gpu = None if dry else choice.env.get("gpu") or (info.envs.get(env_id) or {}).get("gpu")
     # a replayed choice: the card, then the torch its replays followed (not a torch that never ran on that card)
     # beside the one that recorded the trace
     torch = None if choice.simulated else f"torch {choice.torch_version}"
     where = ", ".join(str(x) for x in (gpu, torch) if x)
-    recorded = choice.env.get("trace_torch")
-    how = (simulated_with(choice.simulated_as) + " from a trace" + (f" recorded with torch {recorded}" if recorded
-                                                                    else "")
-           if choice.simulated else f"measured ({choice.backend})")
+    if not choice.simulated:
+        how = f"measured ({choice.backend})"
+    elif dry is not None:
+        how = f"{simulated_with(choice.simulated_as)} from {origin(dry)}; nothing was measured"
+    else:
+        recorded = choice.env.get("trace_torch")
+        how = f"{simulated_with(choice.simulated_as)} from a trace" + (f" recorded with torch {recorded}" if recorded
+                                                                       else "")
     budget = choice.budget_bytes
     parts = [f"alloctune {__version__}: workload {info.workload_name!r} on {env_id}" + (f" ({where})" if where else ""),
              how]
@@ -160,6 +170,15 @@ def provenance(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord) -> 
         parts.append(f"INCOMPLETE sweep ({how_far(choice.trials_recorded, choice.trials_planned)})")
     parts += [f"swept {info.created_at or 'at an unknown date'}", f"results {folder.path}"]
     return "; ".join(parts)
+
+
+def _dry_run(choice: ChoiceRecord) -> Provenance | None:
+    """The dry run whose trace a replayed choice comes from (its trials' environment says: results/provenance.py);
+    None for a choice measured, or replayed from a recording."""
+    if not choice.simulated:
+        return None
+    source = trace_provenance(choice.env, "choice.json's env 'dry_run'", ResultsError)
+    return None if source.measured else source
 
 
 def with_conf(folder: ResultsFolder, info: SweepInfo, choice: ChoiceRecord, conf: str) -> ChoiceRecord:

@@ -1,23 +1,32 @@
 """`alloctune fit`'s output: the curve per setting, the answer per setting under each limit (the largest value,
 what it rests on, the headroom, the value above it to confirm, copies at once) and what the GPU said where it
 confirmed them; and the plot of peak reserved against the value with the limits as lines. A fit of dry runs' traces
-says so in its first line, its tables' titles and its plot (report/provenance.py's words)."""
+says so in its first line, its tables' titles and its plot (report/provenance.py's words). A table with a column (or
+a cell's part) per value shows as many values as fit the width, evenly spread, the first and the last among them,
+and says which it left out: --json and fit.json hold every one."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
 
 from ..decide.fit import EXTRAPOLATION, known
 from ..files import write_file
 from ..results.fits import Answer, CopiesConfirmation, Confirmation, CurveRecord, FitFile, LimitFit, SettingFit
+from ..results.vocabulary import Basis
 from ..settings.conf import conf_label
 from ..units import GiB, format_bytes, plural
-from .fitwords import exact_lines, margin_lines
+from .fitwords import OVERHEAD_WORDS, exact_lines, margin_lines
 from .layout import say
 from .provenance import dry_run_words, titled
-from .tables import figures_table, in_unit, print_numbered, size_unit, whole_settings
+from .tables import figures_table, in_unit, most_that_fit, print_numbered, size_unit, whole_settings
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+Rows = tuple[list[str], list[list[str]], dict]   # a table's headers, rows (the setting first) and figures_table options
 
 
 # The peaks the curves are fitted to, as every output names them: a limit can hold less (max_split_size_mb releases
@@ -40,9 +49,10 @@ def _percent(value: float | None) -> str:
 
 
 def origin(fit: FitFile) -> str | None:
-    """'a dry run for CARD (table row ...)' where the fit's traces are a dry run's; None: recordings on a GPU."""
+    """'a dry run for CARD (table row ...; made up N values ...)' where the fit's traces are a dry run's; None:
+    recordings on a GPU."""
     d = fit.dry_run
-    return None if d is None else dry_run_words(d.card, d.table, d.invented)
+    return None if d is None else dry_run_words(d.card, d.table, d.invented, d.invented_by_kind)
 
 
 def fit_title(fit: FitFile, text: str) -> str:
@@ -61,29 +71,55 @@ def limit_title(limit: LimitFit, fit: FitFile) -> str:
     return f"{where}: {format_bytes(limit.capacity_bytes)} for the allocator, the rest holds the context"
 
 
+def _table(headers: list[str], rows: list[list[str]], table: dict) -> Callable[[list[str]], Table]:
+    """The table of `rows` with each row's setting (its first cell) as the label given."""
+    def make(labels: list[str]):
+        return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
+
+    return make
+
+
 def _print(console, headers: list[str], rows: list[list[str]], **table) -> None:
     """A table whose first column is the setting: folded, or numbered and the settings given whole below, where
     they do not fit the width. Each table numbers its own settings, (1), (2), ... down its rows, and gives them whole
     right below it: the tables of one fit number different settings (a card's answers can need more room than the
-    curves), and one numbering shared by them read (2), (3), (1) down a later table."""
-    def make(labels: list[str]):
-        return figures_table(headers, [[label, *row[1:]] for label, row in zip(labels, rows)], setting=0, **table)
+    curves)."""
+    print_numbered(console, *whole_settings(_table(headers, rows, table), [row[0] for row in rows], console.width))
 
-    drawn, below = whole_settings(make, [row[0] for row in rows], console.width)
-    print_numbered(console, drawn, list(dict.fromkeys(below)))   # a setting confirmed at two values: one line
+
+def _print_values(console, fit: FitFile, rows_at: Callable[[list[int]], Rows]) -> None:
+    """A table with a column (or a cell's part) per value, `rows_at` the indexes of those shown: with every value
+    where the table fits the width (its settings whole, folded or numbered, as every table's), else with as many as
+    fit (the first and the last always); those left out said in its caption."""
+    makes, settings = [], []
+    for n in range(len(fit.values), 1, -1):
+        shown = _spread(len(fit.values), n)
+        headers, rows, table = rows_at(shown)
+        left = [str(v) for i, v in enumerate(fit.values) if i not in shown]
+        if left:
+            note = f"{fit.param} {', '.join(left)} left out to fit the width: --json gives every value"
+            table = dict(table, caption="; ".join(filter(None, [table.get("caption"), note])))
+        makes.append(_table(headers, rows, table))
+        settings = [row[0] for row in rows]
+    _, drawn, below = most_that_fit(makes, settings, console.width)
+    print_numbered(console, drawn, below)
+
+
+def _spread(count: int, n: int) -> list[int]:
+    """`n` of `count` indexes, evenly spread, the first and the last among them."""
+    return sorted({round(i * (count - 1) / (n - 1)) for i in range(n)}) if n < count else list(range(count))
 
 
 def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None:
     """fit.json's answer as text; `simulated_torch`: the torch whose allocator the replays followed (sim/target.py),
     stated as replay, search and fleet state it."""
     dry = origin(fit)
-    context = ("assumed: the recordings do not say" if not fit.overhead_measured else
-               "as the recordings measured it" if dry is None else "the card's, from the dry run's table")
-    values = f"{plural(len(fit.values), 'value' if dry else 'recorded value')} ({', '.join(map(str, fit.values))})"
-    traced = "" if dry is None else f" traced by {dry}: nothing was measured"
+    values = f"{fit.param} {', '.join(map(str, fit.values))}"
+    made = f"recorded at {values}" if dry is None else f"traced at {values} by {dry}: nothing was measured"
     followed = f" Replayed with torch {simulated_torch}'s allocator." if simulated_torch else ""
-    say(console, f"Peak memory in {fit.param}, from {values}{traced}; each process holds a CUDA context of "
-                 f"{format_bytes(fit.overhead_bytes)} outside the allocator ({context}).{followed}")
+    say(console, f"Peak memory in {fit.param}, {made}; each process holds a "
+                 f"CUDA context of {format_bytes(fit.overhead_bytes)} outside the allocator "
+                 f"({OVERHEAD_WORDS[fit.overhead_from]}).{followed}")
     for warning in fit.warnings:
         say(console, Text.assemble(("warning:", "yellow"), " ", warning))
     _curves_table(console, fit)
@@ -105,8 +141,9 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
     if weak and any(not a.exact for limit in fit.limits for a in limit.answers):
         say(console, f"With {len(fit.values)} recorded values a leave-one-out predicts each from "
                      f"{len(fit.values) - 1} others: it tests the curve little; record more values to test it more.")
+    # a dry run's answers are replayed (from its traces) or predicted, each as its table says: none is measured
     confirm = ("confirm an answer on the GPU with --confirm" if dry is None else
-               "every answer is predicted: confirm one on a GPU with a fit's --confirm, without --dry-run")
+               "the dry runs measured nothing: confirm an answer on a GPU with a fit's --confirm, without --dry-run")
     say(console, f"Values above {fit.values[-1]} are extrapolated from the curve (up to {EXTRAPOLATION:g} times the "
                  f"largest recorded; '+': more may fit); {confirm}.")
 
@@ -114,15 +151,19 @@ def print_fit(console, fit: FitFile, simulated_torch: str | None = None) -> None
 def _curves_table(console, fit: FitFile) -> None:
     made = "recorded" if fit.dry_run is None else "traced"
     unit = size_unit(p.peak_reserved_bytes for s in fit.settings for p in s.points)
-    rows = [[conf_label(s.conf), *_peaks(s, fit, unit), *_curve_cells(s, fit.param)] for s in fit.settings]
-    headers = ["setting", *(f"{fit.param}\n{v}" for v in fit.values), "fit", "error\nat points",
-               "leave-\none-out"]
-    # the curve's words wrap ('parabola' over 'in batch'): with five values the table then fits 80 columns
-    _print(console, headers, rows, column={len(fit.values) + 1: {}},
-           title=fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and "
-                                f"its curve"),
-           caption="; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}"
-                                for s in fit.settings if s.reason) or None)
+    caption = "; ".join(f"{conf_label(s.conf)}: not simulated, {s.reason}" for s in fit.settings if s.reason) or None
+    title = fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and its "
+                           f"curve")
+
+    def rows_at(shown: list[int]) -> Rows:
+        rows = [[conf_label(s.conf), *[_peaks(s, fit, unit)[i] for i in shown], *_curve_cells(s, fit.param)]
+                for s in fit.settings]
+        headers = ["setting", *(f"{fit.param}\n{fit.values[i]}" for i in shown), "fit", "error\nat points",
+                   "leave-\none-out"]
+        # the curve's words wrap ('parabola' over 'in batch'): with five values the table then fits 80 columns
+        return headers, rows, dict(column={len(shown) + 1: {}}, title=title, caption=caption)
+
+    _print_values(console, fit, rows_at)
 
 
 def _peaks(s: SettingFit, fit: FitFile, unit) -> list[str]:
@@ -143,20 +184,30 @@ def _largest(a: Answer) -> str:
 
 def _limit_table(console, fit: FitFile, limit: LimitFit) -> None:
     unit = size_unit([limit.capacity_bytes])
-    rows = [[conf_label(a.conf), _largest(a), _basis(a), "-" if a.margin is None else f"+{_percent(a.margin)}",
-             in_unit(a.headroom_bytes, unit), str(a.next_value), "/".join(map(str, a.copies))] for a in limit.answers]
-    headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}", "next\n(con-\nfirm)",
-               f"copies\nat once\nat {'/'.join(map(str, fit.values))}"]
     exact = sum(a.exact for a in limit.answers)
-    _print(console, headers, rows, column={2: {"no_wrap": True}},
-           title=fit_title(fit, limit_title(limit, fit)),
-           caption=f"replays: exact, the value and the next one {'traced' if fit.dry_run else 'recorded'} and "
-                   f"replayed ({exact} of {len(limit.answers)})" if exact else None)
+    table = dict(column={2: {"no_wrap": True}}, title=fit_title(fit, limit_title(limit, fit)),
+                 caption=f"replays: exact, the value and the next one {'traced' if fit.dry_run else 'recorded'} and "
+                         f"replayed ({exact} of {len(limit.answers)})" if exact else None)
+
+    def rows_at(shown: list[int]) -> Rows:
+        rows = [[conf_label(a.conf), _largest(a), _basis(a), _margin(a), in_unit(a.headroom_bytes, unit),
+                 str(a.next_value), "/".join(str(a.copies[i]) for i in shown)] for a in limit.answers]
+        headers = ["setting", f"largest\n{fit.param}", "from", "margin", f"head-\nroom\n{unit[0]}",
+                   "next\n(con-\nfirm)", f"copies\nat once\nat {'/'.join(str(fit.values[i]) for i in shown)}"]
+        return headers, rows, table
+
+    _print_values(console, fit, rows_at)
 
 
 def _basis(a: Answer) -> str:
-    """What the answer rests on: 'replays' where it is exact (its value and the next both recorded and replayed)."""
-    return "replays" if a.exact else a.basis or "curve"
+    """What the answer rests on: 'replays' where it is exact (its value and the next both recorded and replayed),
+    else its value's replay, or the curve's part (interpolated, extrapolated)."""
+    return "replays" if a.exact else a.curve or ("replayed" if a.basis == Basis.REPLAYED else "curve")
+
+
+def _margin(a: Answer) -> str:
+    """The curve's margin on the answer: '-' where replays decided it, 'none' where nothing tested the curve."""
+    return "none" if a.margin_why else "-" if a.margin is None else f"+{_percent(a.margin)}"
 
 
 def _confirmed_table(console, fit: FitFile, limit: LimitFit) -> None:

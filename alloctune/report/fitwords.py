@@ -1,11 +1,19 @@
-"""`alloctune fit`'s words on what its answers rest on: the recordings made to answer from replays (how many, of at
-most how many, and why not where none was made or one failed), and where a curve still decides, its margin and where
-that came from (its leave-one-out error, and the value it missed most)."""
+"""`alloctune fit`'s words on what its answers rest on: where the context each process holds came from, the
+recordings made to answer from replays (how many, of at most how many, and why not where none was made or one
+failed), and where a curve still decides, its margin and where that came from (its leave-one-out error, and the value
+it missed most), or why it has none."""
 from __future__ import annotations
 
-from ..results.fits import FitFile, NotExact, SettingFit
+from ..results.fits import UNTESTED, FitFile, NotExact, OverheadFrom, SettingFit
 from ..settings.conf import conf_label
 from ..units import plural
+
+OVERHEAD_WORDS = {
+    OverheadFrom.MEASURED: "as the recordings measured it",
+    OverheadFrom.TABLE: "the card's, from the dry run's table",
+    OverheadFrom.GIVEN: "as given",
+    OverheadFrom.ASSUMED: "assumed: the recordings do not say",
+}
 
 _NOT_RUN = {
     NotExact.TRACES: "fitted to traces recorded before: no command to record at the answers",
@@ -53,8 +61,7 @@ def _margin(s: SettingFit, fit: FitFile) -> str:
     values = ", ".join(map(str, [p.value for p in s.points]))
     shape = {0: "constant", 1: "line", 2: "parabola"}[len(curve.coefficients) - 1]
     if curve.loo_error is None:
-        return (f"  {conf_label(s.conf)}: +{100 * curve.margin:.1f}%, its {shape}'s largest error at {fit.param} "
-                f"{values} (too few values for a leave-one-out: nothing tested it)")
+        return f"  {conf_label(s.conf)}: none, its {shape} meets {fit.param} {values} ({UNTESTED})"
     worst = f"; {fit.param} {curve.loo_worst} missed most" if curve.loo_worst is not None else ""
     return (f"  {conf_label(s.conf)}: +{100 * curve.margin:.1f}%, the leave-one-out error of its {shape} through "
             f"{fit.param} {values} (each predicted from the others{worst})")

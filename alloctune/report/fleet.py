@@ -130,7 +130,7 @@ def _not_ranked(console, not_simulated: Mapping[AllocConf, str], skipped: Sequen
     for setting, why in not_simulated.items():
         say(console, f"not simulated {setting.label}: {why}")
     for skip in skipped:
-        say(console, f"skipped {skip.setting.label}: {skip.reason}")
+        say(console, skip.said)
 
 
 def _verdict(console, fleet: Fleet, ranked_jobs: int) -> None:

@@ -4,7 +4,7 @@ table title, fleet's jobs, fit's (its traces, tables and plot) and sweep's repor
 `Provenance.to_json` (a fit's: fit.json's `dry_run`)."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..results.choices import ChoiceRecord
 from ..results.provenance import Provenance, provenance
@@ -15,15 +15,19 @@ MEASURED = "measured on a GPU"
 
 
 def origin(p: Provenance) -> str:
-    """What a trace is, in a few words: 'measured on a GPU', or 'a dry run for CARD (table row ...; N values
-    made up)'."""
+    """What a trace is, in a few words: 'measured on a GPU', or 'a dry run for CARD (table row ...; made up N
+    values the script read from the GPU: KIND n, ...)'."""
     d = p.dry_run
-    return MEASURED if d is None else dry_run_words(d.card, d.table, d.made_up)
+    return MEASURED if d is None else dry_run_words(d.card, d.table, d.made_up, d.invented)
 
 
-def dry_run_words(card: str, table: str, made_up: int) -> str:
-    """'a dry run for CARD (table row ...; N values made up)': a dry run's trace, or a choice replayed from one."""
-    values = f"; {plural(made_up, 'value')} made up" if made_up else ""
+def dry_run_words(card: str, table: str, made_up: int, by_kind: Mapping[str, int] | None = None) -> str:
+    """'a dry run for CARD (table row ...; made up 4 values the script read from the GPU: item 3, shape 1)': a dry
+    run's trace, a fit's traces or a choice replayed from one, in words no value of a fit's parameter can be taken
+    for; without `by_kind` (a choice.json written before its reason kept them) the count alone."""
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted((by_kind or {}).items()))
+    values = f"; made up {plural(made_up, 'value')} the script read from the GPU{f': {kinds}' if kinds else ''}" \
+        if made_up else ""
     return f"a dry run for {card} (table row {table}{values})"
 
 

@@ -176,7 +176,7 @@ def _print_notes(console: Console, r: TraceReplay, quiet: list[str]) -> None:
         if outcome.result is None:
             say(console, Text(f"not simulated (n/a) {outcome.conf}: {outcome.reason}", style="dim"))
     for skip in r.skipped:
-        say(console, Text(f"skipped {skip.conf}: {skip.reason}", style="dim"))
+        say(console, Text(skip.said, style="dim"))
     if quiet and any(o.result is not None for o, _ in r.rows):
         quiet = [{"retry": "an alloc retry", "OOMs": "an OOM"}[name] for name in quiet]
         say(console, Text(f"no setting had {' or '.join(quiet)}", style="dim"))

@@ -127,23 +127,45 @@ def print_numbered(console, table, below: Sequence[str]) -> None:
         console.print(Text(line), soft_wrap=True)
 
 
-def whole_settings(make: Callable[[list[str]], Table], settings: list[str], width: int,
-                   numbers: dict[str, int] | None = None) -> tuple[Table, list[str]]:
+def whole_settings(make: Callable[[list[str]], Table], settings: list[str],
+                   width: int) -> tuple[Table, list[str]]:
     """`make(labels)` with each setting as its label where the table still fits `width` (`numbered`'s rule), and
-    the lines that give each numbered setting whole, to print below the table. Tables of one output that share
-    `numbers` give a setting the same number in each. A table fits where print_table prints it within `width`:
-    its wrapping columns (prose) broken between words, never a figure or a setting (`_unbreakable`)."""
-    labels, below = numbered(settings, lambda labels: _unbreakable(make(labels)) <= width, numbers)
+    the lines that give each numbered setting whole, to print below the table. A table fits where print_table
+    prints it within `width`: its wrapping columns (prose) broken between words, never a figure or a setting
+    (`_unbreakable`)."""
+    labels, below = numbered(settings, _within(make, width))
     return make(labels), below
 
 
-def numbered(settings: list[str], fits: Callable[[list[str]], bool],
-             numbers: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
+def most_that_fit(makes: Sequence[Callable[[list[str]], Table]], settings: list[str],
+                  width: int) -> tuple[int, Table, list[str]]:
+    """Of tables that differ in how many optional columns they hold (`makes`, most first), the first that fits
+    `width` with its settings as `whole_settings` gives them (whole, folded, or the fewest numbered), else the last:
+    its index, the table and the lines below it. Fewer columns never make a table wider, so it is searched for by
+    halves."""
+    def fitting(i: int) -> bool:
+        fits = _within(makes[i], width)
+        return fits(numbered(settings, fits)[0])
+
+    low, high = 0, len(makes) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if fitting(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low, *whole_settings(makes[low], settings, width)
+
+
+def _within(make: Callable[[list[str]], Table], width: int) -> Callable[[list[str]], bool]:
+    return lambda labels: _unbreakable(make(labels)) <= width
+
+
+def numbered(settings: list[str], fits: Callable[[list[str]], bool]) -> tuple[list[str], list[str]]:
     """The one rule of every table that names settings: each setting is its own label where the table still
     `fits`; else the settings are folded (`fold`) to the widest column that fits; only where even the narrowest
-    fold does not fit are the longest numbered, as few as it takes ((1), (2), ... in the table's order, or each
-    setting's number in `numbers`, kept for the next table of the same output). Returns the labels and the lines
-    that give each numbered setting whole."""
+    fold does not fit are the longest numbered, as few as it takes ((1), (2), ... in the table's order). Returns
+    the labels and the lines that give each numbered setting whole."""
     if fits(settings):
         return settings, []
     narrowest = max(len(piece) for setting in settings for piece in _pieces(setting))
@@ -157,7 +179,7 @@ def numbered(settings: list[str], fits: Callable[[list[str]], bool],
     folded = [fold(s, low) for s in settings]
     if fits(folded):
         return folded, []
-    return _numbered(settings, folded, fits, {} if numbers is None else numbers)
+    return _numbered(settings, folded, fits)
 
 
 def fold(setting: str, width: int) -> str:
@@ -177,32 +199,32 @@ def _pieces(setting: str) -> list[str]:
     return re.findall(r"(?:\[[^\]]*\]?|[^,\[])+,?|,", setting) or [setting]
 
 
-def _numbered(settings: list[str], labels: list[str], fits: Callable[[list[str]], bool],
-              numbers: dict[str, int]) -> tuple[list[str], list[str]]:
-    """`labels` with the fewest settings numbered that make the table fit, the longest first; each keeps its
-    number in `numbers`, a new one takes the next. Where numbering every one would not make it fit, none is: the
-    table is as narrow as its figures let it be (print_table), and the settings stand in it."""
-    longest_first = sorted(range(len(settings)), key=lambda i: -len(settings[i]))
+def _numbered(settings: list[str], labels: list[str],
+              fits: Callable[[list[str]], bool]) -> tuple[list[str], list[str]]:
+    """`labels` with the fewest settings numbered that make the table fit, the longest first; a setting in two
+    rows (confirmed at two values) is one number and one line below. Where numbering every one would not make it
+    fit, none is: the table is as narrow as its figures let it be (print_table), and the settings stand in it."""
+    longest_first = sorted(dict.fromkeys(settings), key=lambda s: -len(s))
 
-    def labelled(count: int, kept: dict[str, int]) -> tuple[list[str], list[str]]:
-        chosen, numbered_labels, below = set(longest_first[:count]), [], []
-        for i, setting in enumerate(settings):
-            if i in chosen:
-                number = kept.setdefault(setting, len(kept) + 1)
-                below.append(f"  ({number}) {setting}")
-            numbered_labels.append(f"({kept[setting]})" if i in chosen else labels[i])
-        return numbered_labels, below
+    def labelled(count: int) -> tuple[list[str], list[str]]:
+        chosen, below = set(longest_first[:count]), []
+        numbers: dict[str, int] = {}
+        for setting in settings:
+            if setting in chosen and setting not in numbers:
+                numbers[setting] = len(numbers) + 1
+                below.append(f"  ({numbers[setting]}) {setting}")
+        return [f"({numbers[s]})" if s in chosen else label for s, label in zip(settings, labels)], below
 
-    if not fits(labelled(len(settings), dict(numbers))[0]):
+    if not fits(labelled(len(longest_first))[0]):
         return labels, []
-    low, high = 0, len(settings)   # the fewest numbered that fit: numbering more never widens the table
+    low, high = 0, len(longest_first)   # the fewest numbered that fit: numbering more never widens the table
     while low < high:
         middle = (low + high) // 2
-        if fits(labelled(middle, dict(numbers))[0]):
+        if fits(labelled(middle)[0]):
             high = middle
         else:
             low = middle + 1
-    return labelled(low, numbers)
+    return labelled(low)
 
 
 def keep_columns(headers: Sequence[str], rows: Sequence[Sequence[Cell]],

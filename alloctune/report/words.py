@@ -302,8 +302,8 @@ def _fixed(text: str) -> Callable[[Any, Refusals], str]:
 _SAY: dict[Code, Callable[[Any, Refusals], str]] = {
     Code.SIMULATED: _fixed("replayed from a recorded allocation trace: decided on memory alone (no throughput "
                            "measured)"),
-    Code.DRY_RUN: lambda f, _: (f"replayed from {dry_run_words(f.card, f.table, f.made_up)}: decided on memory "
-                                f"alone, from the trace a dry run made without a GPU; nothing was measured"),
+    Code.DRY_RUN: lambda f, _: (f"replayed from {dry_run_words(f.card, f.table, f.made_up, f.invented)}: decided "
+                                f"on memory alone, from the trace a dry run made without a GPU; nothing was measured"),
     Code.NOTHING_FITS: _nothing_fits,
     Code.NO_DEFAULT: _no_default,
     Code.DEFAULT_FAILED: _default_failed, Code.KEEP_DEFAULT: _keep_default,

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ResultsError, shown
 from ..files import write_file
@@ -26,9 +26,14 @@ from .vocabulary import BASIS, SETTING, SIMULATED_TORCH, Basis, setting_name
 
 # 2: an answer's need_bytes is the least room its value runs in (replay --min-memory's search, less a context), and
 # its headroom the limit's room less that; schema 1 kept the peak reserved under the limit there, which a setting
-# that keeps what it caches (max_split_size_mb) fills. Read through `_upgrade_1`, as results/upgrade.py does for
-# choice.json.
-FIT_SCHEMA = 2
+# that keeps what it caches (max_split_size_mb) fills. 3: names as --json and the Python API give them: an answer's
+# basis replayed or predicted (the curve's part under `curve`; schema 2 kept it in `basis`), no margin where nothing
+# tested the curve (`margin_why`; schema 2 kept its error at two values, 0 give or take a rounding), and where the
+# context came from (`overhead_from`; schema 2's `overhead_measured` said measured of a dry run's table). Older ones
+# read through `_upgrade_1` and `_upgrade_2`, as results/upgrade.py does for choice.json.
+FIT_SCHEMA = 3
+# Why an answer the curve decided carries no margin: with two values a line meets both, and nothing tests it.
+UNTESTED = "too few values for a leave-one-out: nothing tested the curve"
 
 
 @dataclass(frozen=True)
@@ -80,15 +85,17 @@ class SettingFit:
 
 @dataclass(frozen=True)
 class Answer:
-    """One setting under one limit: the largest value that runs (None: none does), what it rests on
-    (decide/fit.Basis), what it needs there (decide/fit.Largest.need_bytes) and the headroom the limit leaves it, the
+    """One setting under one limit: the largest value that runs (None: none does), what its figures rest on
+    (`answer_basis`: replayed, or predicted with the curve's part, decide/fit.Basis's interpolated or extrapolated,
+    in `curve`), what it needs there (decide/fit.Largest.need_bytes) and the headroom the limit leaves it, the
     value to confirm that the next one does not run, and per recorded value whether its replay ran and how many
     copies fit at once (decide/fit.copies). `exact`: the value and the next one were both recorded, and their
-    replays decide (decide/fit.Largest.exact); else the curve decided with `margin` (relative) on top."""
+    replays decide (decide/fit.Largest.exact); else the curve decided with `margin` (relative) on top, or none
+    where nothing tested the curve (`margin_why`)."""
 
     conf: Conf
     largest: int | None
-    basis: str | None
+    basis: Basis
     need_bytes: Bytes | None
     headroom_bytes: int | None
     next_value: int
@@ -97,10 +104,21 @@ class Answer:
     copies: list[Count]
     exact: bool = False
     margin: float | None = None
+    curve: str | None = None
+    margin_why: str | None = None
 
     @property
     def setting(self) -> AllocConf:
         return parsed(self.conf)
+
+
+def answer_basis(decided: str | None, exact: bool) -> tuple[Basis, str | None]:
+    """What an answer's figures rest on, and the curve's part where a curve decided, from decide/fit.Basis's value
+    (None where no value fits): replayed where the replay of its value decides (with none, of the next value, where
+    exact), else predicted."""
+    if decided is None:
+        return (Basis.REPLAYED if exact else Basis.PREDICTED), None
+    return (Basis.REPLAYED, None) if decided == Basis.REPLAYED.value else (Basis.PREDICTED, decided)
 
 
 @dataclass(frozen=True)
@@ -185,6 +203,15 @@ class LimitFit:
     copies_confirmed: list[CopiesConfirmation] = field(default_factory=list)
 
 
+class OverheadFrom(str, enum.Enum):
+    """Where a fit's CUDA context per process came from."""
+
+    MEASURED = "measured"   # the recordings measured it
+    TABLE = "table"         # the dry runs' traces hold the card's, from their table: nothing measured
+    GIVEN = "given"         # --overhead
+    ASSUMED = "assumed"     # the recordings do not say: the simulator's default
+
+
 class NotExact(str, enum.Enum):
     """Why no recording was made to make answers exact."""
 
@@ -223,7 +250,7 @@ class FitFile:
     step: int
     traces: list[str]                 # one per value, in order
     overhead_bytes: Bytes             # the CUDA context each process holds outside the allocator
-    overhead_measured: bool           # ... as the recordings measured it (else the simulator's default)
+    overhead_from: OverheadFrom       # ... and where that came from
     recording_device_bytes: Bytes
     settings: list[SettingFit]
     limits: list[LimitFit]
@@ -238,28 +265,28 @@ class FitFile:
 
     @classmethod
     def from_json(cls, data: object, where: str = FIT_FILE) -> "FitFile":
-        if isinstance(data, dict) and data.get("schema") == 1:
-            data = _upgrade_1(data)
-        fit = from_json(cls, data, where)
-        if fit.schema != FIT_SCHEMA:
-            raise ResultsError(f"{where}: schema {fit.schema} is not one this alloctune reads ({FIT_SCHEMA})")
-        return fit
+        if isinstance(data, dict):
+            if data.get("schema") == 1:
+                data = _upgrade_1(data)
+            if data.get("schema") == 2:
+                data = _upgrade_2(data)
+            if data.get("schema", FIT_SCHEMA) != FIT_SCHEMA:   # before its fields, which another schema names apart
+                raise ResultsError(f"{where}: schema {shown(data['schema'])} is not one this alloctune reads "
+                                   f"({FIT_SCHEMA})")
+        return from_json(cls, data, where)
 
     def shared_json(self, simulated_torch: str) -> dict[str, Any]:
         """As `fit --json` prints it: the stored form under the names every command shares (results/vocabulary.py):
-        a setting named 'default', never ''; each point's peaks named for what they are (`UNLIMITED_PEAKS`); each
-        answer's `basis` replayed where replays decide its figures, else predicted, with the curve's part
-        ('interpolated', 'extrapolated') under `curve`; the GPU's runs measured; the torch the replays followed.
-        fit.json keeps its stored names."""
+        a setting named 'default', never ''; each point's peaks named for what they are (`UNLIMITED_PEAKS`); the
+        GPU's runs measured; the torch the replays followed. fit.json keeps its stored names."""
         data = self.to_json()
         for setting in data["settings"]:
             setting[SETTING] = setting_name(setting[SETTING])
             setting["points"] = [{UNLIMITED_PEAKS.get(k, k): v for k, v in p.items()} for p in setting["points"]]
-        for limit, stored in zip(self.limits, data["limits"]):
-            for answer, row in zip(limit.answers, stored["answers"]):
-                curve = None if answer.basis in (None, Basis.REPLAYED.value) else answer.basis
-                row.update({SETTING: setting_name(answer.conf), BASIS: _basis(answer).value, "curve": curve})
-            for row in stored["confirmed"] + stored["copies_confirmed"]:
+        for limit in data["limits"]:
+            for row in limit["answers"]:
+                row[SETTING] = setting_name(row[SETTING])
+            for row in limit["confirmed"] + limit["copies_confirmed"]:
                 row.update({SETTING: setting_name(row[SETTING]), BASIS: Basis.MEASURED.value})
         return dict(data, **{SIMULATED_TORCH: simulated_torch})
 
@@ -268,13 +295,6 @@ class FitFile:
         path = Path(folder) / FIT_FILE
         write_file(path, checked_text(self.to_json(), FitFile.from_json, str(path), indent=2) + "\n")
         return path
-
-
-def _basis(answer: Answer) -> Basis:
-    """What an answer's figures rest on: the replay of its value (with none, of the next value), else a curve."""
-    if answer.largest is None:
-        return Basis.REPLAYED if answer.exact else Basis.PREDICTED
-    return Basis.REPLAYED if answer.basis == Basis.REPLAYED.value else Basis.PREDICTED
 
 
 # What a fit writes in its folder besides fit.json and plot.png: its recordings (names.fit_trace), and where one's
@@ -341,11 +361,35 @@ def _remove(folder: Path, created: Path) -> None:
 def _upgrade_1(data: dict) -> dict:
     """A schema 1 fit.json as schema 2 reads it: what an answer needed and its headroom are not known in schema 2's
     sense (schema 1 kept the peak under the limit), so none; everything else means what it meant."""
-    def answer(a: object) -> object:
-        return dict(a, need_bytes=None, headroom_bytes=None) if isinstance(a, dict) else a
+    return dict(data, schema=2, limits=_answers(data, lambda a: dict(a, need_bytes=None, headroom_bytes=None)))
 
-    limits = [dict(limit, answers=[answer(a) for a in limit.get("answers", [])])
-              if isinstance(limit, dict) and isinstance(limit.get("answers"), list) else limit
-              for limit in data.get("limits", [])] if isinstance(data.get("limits"), list) else data.get("limits")
-    return dict(data, schema=2, limits=limits)
 
+def _upgrade_2(data: dict) -> dict:
+    """A schema 2 fit.json as schema 3 reads it: each answer's basis in the shared vocabulary and the curve's part
+    apart (`answer_basis`); no margin where the setting's curve had no leave-one-out (`UNTESTED`); the context
+    measured where it was, the dry run's table's where the traces are a dry run's, else assumed."""
+    settings = data["settings"] if isinstance(data.get("settings"), list) else []
+    untested = {s.get("conf") for s in settings if isinstance(s, dict) and isinstance(s.get("reserved"), dict)
+                and s["reserved"].get("loo_error") is None}
+
+    def answer(a: dict) -> dict:
+        if not (a.get("basis") is None or isinstance(a.get("basis"), str)):
+            return a   # damage: the typed reader says where
+        basis, curve = answer_basis(a.get("basis"), a.get("exact") is True)
+        bare = a.get("exact") is not True and a.get("conf") in untested
+        return dict(a, basis=basis.value, curve=curve, **({"margin": None, "margin_why": UNTESTED} if bare else {}))
+
+    measured = data.get("overhead_measured")
+    source = (OverheadFrom.ASSUMED if measured is not True else
+              OverheadFrom.TABLE if data.get("dry_run") is not None else OverheadFrom.MEASURED)
+    return dict(data, schema=3, limits=_answers(data, answer), overhead_from=source.value)
+
+
+def _answers(data: dict, change: Callable[[dict], dict]) -> object:
+    """`data`'s limits with `change` made to each answer; what is not of a fit.json's shape left for the typed
+    reader to refuse."""
+    limits = data.get("limits")
+    if not isinstance(limits, list):
+        return limits
+    return [dict(limit, answers=[change(a) if isinstance(a, dict) else a for a in limit["answers"]])
+            if isinstance(limit, dict) and isinstance(limit.get("answers"), list) else limit for limit in limits]

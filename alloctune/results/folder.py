@@ -37,6 +37,8 @@ SWEEP_SCHEMA = 1
 # What a decision writes, together or not at all (`ResultsFolder.together`): the only files a batch may change.
 DECIDED = (CHOICE_FILE, SUMMARY_FILE, PLOT_FILE, BEST_FILE)
 MAX_ENV_BYTES = 64 * 2**10   # best.env: a comment and a line, some hundred bytes
+# What a results folder without trials is, as a reader that passes it by says (`find_results`).
+NO_TRIALS = "a sweep that stopped before its first trial ended"
 _LOCK_OPEN = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
@@ -56,6 +58,17 @@ class Skipped:
 
     def __post_init__(self) -> None:   # canonical once, as read: a setting that does not parse is kept as written
         object.__setattr__(self, "conf", canonical(self.conf))
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """A file the sweep's command names (its script), as it was when the sweep began: the same sweep asked again after
+    it changed starts anew (sweeper/resume.py)."""
+
+    path: str                   # absolute
+    size: int
+    mtime_ns: int
+    sha256: str | None = None   # None: too large to read at every start, known by its size and time alone
 
 
 @dataclass
@@ -89,6 +102,9 @@ class SweepInfo:
     # interrupted sweep says so even where no trial count was planned (--repeats auto, hybrid, search). None: a
     # folder from before this was kept, taken as finished, as it was then.
     finished: bool | None = None
+    # The files its command names (`FileStamp`); None: a folder from before they were kept, whose files' changes
+    # cannot be told.
+    files: list[FileStamp] | None = None
     command: str = ""
     created_at: str = ""
     alloctune_version: str = ""
@@ -128,7 +144,8 @@ class SweepInfo:
     @classmethod
     def from_json(cls, data: object, where: str = SWEEP_FILE) -> "SweepInfo":
         info = from_json(cls, data, where)
-        if info.max_slowdown is not None and not 0 <= info.max_slowdown < 1:  # as --max-slowdown accepts; outside it the statistics break
+        # as --max-slowdown accepts; outside it the statistics break
+        if info.max_slowdown is not None and not 0 <= info.max_slowdown < 1:
             raise ResultsError(f"{where}: field 'max_slowdown': expected a fraction in [0, 1), "
                                f"got {info.max_slowdown!r}")
         _trace_paths(info.trace or {}, where)
@@ -241,6 +258,12 @@ class ResultsFolder:
     def trials(self) -> list[TrialRecord]:
         return self.store.load()
 
+    def has_trials(self) -> bool:
+        """Whether the trials file holds anything (read as `trials` reads it only when asked): a folder without is a
+        sweep that stopped before its first trial ended."""
+        path = self.store.path
+        return path.is_file() and path.stat().st_size > 0
+
     def recorded_trials(self) -> list[TrialRecord]:
         """The trials a decision rests on: a ResultsError where there are none (trials.jsonl missing or empty), as a
         decision from no trial would replace the one the folder holds with nothing."""
@@ -324,9 +347,11 @@ def _read_choices(data: object, where: str) -> ChoiceFile:
     return from_json(ChoiceFile, upgraded(data, where), where)
 
 
-def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]:
+def find_results(path: str | os.PathLike | ResultsFolder,
+                 empty: list[ResultsFolder] | None = None) -> list[ResultsFolder]:
     """A results folder itself (a ResultsFolder, as `sweep()` returns in its outcome, or its path), or every results
-    folder directly below `path` (sorted by name)."""
+    folder directly below `path` that holds trials (sorted by name). Those below that hold none (`NO_TRIALS`) are
+    left out, and added to `empty` where given for the caller to name; a folder of only such is a ResultsError."""
     if isinstance(path, ResultsFolder):   # itself: the lock it may hold is the object's
         return [path]
     if checked_path(path, "a results folder") == "-":
@@ -334,10 +359,16 @@ def find_results(path: str | os.PathLike | ResultsFolder) -> list[ResultsFolder]
     path = Path(path)
     if (path / SWEEP_FILE).exists():
         return [ResultsFolder(path)]
-    found = sorted(p for p in path.iterdir() if (p / SWEEP_FILE).exists()) if path.is_dir() else []
+    found = [ResultsFolder(p) for p in sorted(path.iterdir()) if (p / SWEEP_FILE).exists()] if path.is_dir() else []
     if not found:
         raise ResultsError(f"{path}: no results folder here (expected {SWEEP_FILE})")
-    return [ResultsFolder(p) for p in found]
+    held = [f for f in found if f.has_trials()]
+    if not held:
+        raise ResultsError(f"{path}: no results folder here holds trials ({', '.join(f.path.name for f in found)}: "
+                           f"each {NO_TRIALS})")
+    if empty is not None:
+        empty.extend(f for f in found if f not in held)
+    return held
 
 
 def results_folder(path: str | os.PathLike | ResultsFolder) -> ResultsFolder:

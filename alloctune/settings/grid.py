@@ -43,6 +43,11 @@ class Skip:
         """The setting, canonical."""
         return str(self.setting)
 
+    @property
+    def said(self) -> str:
+        """The skip in words, as every command says it (replay, fleet, fit)."""
+        return f"skipped {self.setting.label}: {self.reason}"
+
     def to_json(self) -> dict:
         return {"conf": self.conf, "reason": self.reason}
 

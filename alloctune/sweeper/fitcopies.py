@@ -33,7 +33,7 @@ def confirm_copies(fit: FitFile, command: Sequence[str], confs: Sequence[AllocCo
                    say: Say = lambda line: None, before: FitFile | None = None) -> FitFile:
     """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`;
     what `before` (the same fit's fit.json) ran of the same copies is kept, not run again."""
-    refuse_without_gpu(at_value(command, fit.param, value)[0])
+    refuse_without_gpu(at_value(command, fit.param, value)[0], dry_run_instead=False)
 
     def together(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[CopiesConfirmation]:
         k = answer.copies[fit.values.index(value)]

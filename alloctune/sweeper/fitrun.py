@@ -129,7 +129,7 @@ def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *,
     where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next).
     What `before` (the same fit's fit.json, from an earlier run) confirmed of the same answer is kept, not run
     again, as recordings are."""
-    refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0])
+    refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0], dry_run_instead=False)
 
     def confirmed(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[Confirmation]:
         if kept := _kept(earlier, answer):

@@ -7,15 +7,19 @@ Traces are held one at a time: each is loaded to be replayed and dropped after, 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, Union
 
-from ..decide.fit import Fit, Largest, Point, copies, fit, largest
-from ..results.fits import Answer, CurveRecord, ExactRecord, FitFile, LimitFit, PointRecord, SettingFit
+from ..decide.fit import Fit, Largest, Point, copies, falls, fit, largest
+from ..errors import shown
+from ..results.fits import (UNTESTED, Answer, CurveRecord, ExactRecord, FitFile, LimitFit, OverheadFrom, PointRecord,
+                            SettingFit, answer_basis)
 from ..results.provenance import DryRunSaid, jointly, provenance
 from ..settings.conf import AllocConf
 from ..sim.points import Limit, Replayed, SettingPoints, points_of, replay_value
 from ..sim.trace import Trace, load_trace
+from ..units import format_bytes
 
 TraceSource = Union[str, Trace]   # a trace's path, or the trace itself
 
@@ -23,14 +27,14 @@ TraceSource = Union[str, Trace]   # a trace's path, or the trace itself
 @dataclass(frozen=True)
 class TraceFacts:
     """What a fit keeps of a trace once its events are dropped: its metadata (the recording GPU's memory, the
-    context measured, the torch it ran, whether it is a dry run's) and its warnings."""
+    context measured, the torch it ran, whether it is a dry run's, the command line it ran) and its warnings."""
 
     meta: Mapping[str, Any]
     warnings: tuple[str, ...]
 
     @classmethod
     def of(cls, trace: Trace) -> "TraceFacts":
-        keys = ("overhead_bytes", "device_total_bytes", "torch_version", "dry_run")
+        keys = ("overhead_bytes", "device_total_bytes", "torch_version", "dry_run", "command")
         return cls({k: trace.meta[k] for k in keys if k in trace.meta}, tuple(trace.warnings))
 
 
@@ -42,8 +46,9 @@ def load_source(source: TraceSource, device: int | None = None) -> Trace:
 @dataclass(frozen=True)
 class FitRequest:
     """What to answer: the parameter's name, the settings, the cards (bytes) and budgets (as given, and in bytes
-    on the recording GPU), the candidates' spacing, the per-process overhead (bytes, and whether the recordings
-    measured it) and the recording GPU's memory; the command, where one was recorded."""
+    on the recording GPU), the candidates' spacing, the per-process overhead (bytes, and where it came from) and the
+    recording GPU's memory; the command, where one was recorded; and what the fit warns of before any replay (the
+    settings the grid's rules skipped, traces of different commands)."""
 
     param: str
     confs: Sequence[AllocConf]
@@ -51,9 +56,10 @@ class FitRequest:
     budgets: Sequence[tuple[str, int]]
     step: int
     overhead_bytes: int
-    overhead_measured: bool
+    overhead_from: OverheadFrom
     device_bytes: int
     command: list[str] | None = None
+    warnings: Sequence[str] = ()
 
     def limits(self) -> list[tuple[Limit, str | None]]:
         """The limits answered, each with its budget as given (None for a card): the cards, then the budgets."""
@@ -129,11 +135,49 @@ def fit_file(replays: Replays, exact: ExactRecord | None = None) -> FitFile:
         answers = [_answer(s, curves[id(s)][0], i, capacity, request.step, request.overhead_bytes)
                    for s in replayed if s.reason is None]
         limit_fits.append(LimitFit(limit.device_bytes, capacity, answers, text, limit.budget_bytes))
-    warnings = list(dict.fromkeys(w for v in values for w in replays.facts[v].warnings))
+    warnings = list(dict.fromkeys([*request.warnings, *(w for v in values for w in replays.facts[v].warnings),
+                                   *_falling(replayed, curves, request.param)]))
     return FitFile(request.param, values, request.step, [replays.names[v] for v in values], request.overhead_bytes,
-                   request.overhead_measured, request.device_bytes,
+                   request.overhead_from, request.device_bytes,
                    [_setting_fit(s, *curves[id(s)]) for s in replayed], limit_fits, request.command, warnings, exact,
                    dry_run_of([replays.facts[v] for v in values]))
+
+
+def _falling(replayed: list[SettingPoints], curves: dict, param: str) -> list[str]:
+    """The settings whose curve of peak reserved falls past the largest value (decide/fit.falls), in a line."""
+    fell = [s for s in replayed if s.reason is None and falls(curves[id(s)][0], [p.value for p in s.points])]
+    if not fell:
+        return []
+    first, last = fell[0].points[0], fell[0].points[-1]
+    more = f" and {len(fell) - 1} more" if len(fell) > 1 else ""
+    return [f"the curve of {fell[0].setting.label}{more} falls past {param} {last.value} (peak reserved "
+            f"{format_bytes(first.peak_reserved_bytes)} at {first.value}, {format_bytes(last.peak_reserved_bytes)} "
+            f"at {last.value}): memory is taken to grow with {param}, so no answer goes past {last.value}; are the "
+            f"traces one job's?"]
+
+
+def command_warning(facts: Mapping[int, TraceFacts], param: str) -> str | None:
+    """Where the traces say they ran command lines that differ other than in the value, a line that says which;
+    None where they agree or do not say."""
+    said = [(v, c) for v, f in sorted(facts.items()) if isinstance(c := f.meta.get("command"), list)]
+    other = next((c for c in said[1:] if not _alike(said[0], c)), None)
+    if other is None:
+        return None
+    ran = "; ".join(f"{param} {v}: {shown(' '.join(map(str, c)), 60)}" for v, c in (said[0], other))
+    return f"the traces ran different commands ({ran}): a fit joins one job's traces at several values of {param}"
+
+
+def _alike(a: tuple[int, list], b: tuple[int, list]) -> bool:
+    """Two command lines, each with the value it ran at, alike but for the value."""
+    return len(a[1]) == len(b[1]) and all(x == y or ((m := _marked(x, a[0])) is not None and m == _marked(y, b[0]))
+                                          for x, y in zip(a[1], b[1]))
+
+
+def _marked(word: object, value: int) -> str | None:
+    """A word that holds the value as a number of its own ('8', '--batch=8', 'run-8.log') with a mark for it; None
+    for a word that does not."""
+    marked, n = re.subn(rf"(?<![0-9]){value}(?![0-9])", "{}", str(word))
+    return marked if n else None
 
 
 def dry_run_of(facts: Sequence[TraceFacts]) -> DryRunSaid | None:
@@ -181,8 +225,10 @@ def _answer(s: SettingPoints, curve: Fit | None, limit: int, capacity: int, step
     assert curve is not None
     points = _points(s, limit, capacity)
     best: Largest = largest(points, curve, capacity, step)
-    return Answer(str(s.setting), best.value, None if best.basis is None else best.basis.value, best.need_bytes,
-                  best.headroom_bytes, best.next_value, best.capped, [p.fits for p in points],
+    basis, part = answer_basis(None if best.basis is None else best.basis.value, best.exact)
+    untested = not best.exact and curve.loo_error is None   # two values: a line meets both, nothing tested it
+    return Answer(str(s.setting), best.value, basis, best.need_bytes, best.headroom_bytes, best.next_value,
+                  best.capped, [p.fits for p in points],
                   [copies(r.peak_reserved_bytes, overhead, capacity + overhead) if p.fits else 0
                    for p, r in zip(points, s.points)],
-                  best.exact, None if best.exact else curve.margin)
+                  best.exact, None if best.exact or untested else curve.margin, part, UNTESTED if untested else None)

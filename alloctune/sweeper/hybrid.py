@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from ..errors import AlloctuneError, OptionText, TraceError
+from ..errors import CommandFailed, OptionText, TraceError
 from ..files import write_file
 from ..results.folder import ResultsFolder
 from ..results.names import SEARCH_FILE, TRACE_FILE
@@ -100,16 +100,17 @@ def _by_rank(trace: Trace) -> tuple:
     return rank_order(trace.meta.get("rank"), trace.meta.get("pid"))
 
 
-def _not_recorded(record: TrialRecord | None, task: TrialTask) -> AlloctuneError:
+def _not_recorded(record: TrialRecord | None, task: TrialTask) -> CommandFailed:
+    """The recording trial ended without a trace: the job failed (exit 1, as record says it), not its input."""
     state = record.state.value if record else "not run"
     error = (record.error or "").strip().splitlines()[-1:] if record else []
     what = "the trial" if task.extra else "the default's first trial"   # a command's is an extra one
     other = ("measure every setting on the GPU with {backend} {cuda}" if task.extra
              else "pass a trace recorded elsewhere with {trace}")
-    return AlloctuneError(OptionText(what + ", which records the allocation trace for the hybrid sweep, ended "
-                                     "{state}{error}; nothing to replay (start again with {fresh=True}, or "
-                                     + other + ")", state=state, error=": " + error[0] if error else "",
-                                     cuda=Backend.CUDA))
+    return CommandFailed(OptionText(what + ", which records the allocation trace for the hybrid sweep, ended "
+                                    "{state}{error}; nothing to replay (start again with {fresh=True}, or "
+                                    + other + ")", state=state, error=": " + error[0] if error else "",
+                                    cuda=Backend.CUDA))
 
 
 def recording_task(task: TrialTask, folder: ResultsFolder) -> TrialTask:

@@ -63,7 +63,7 @@ class SweepOptions:
     results_root: str | os.PathLike = DEFAULT_RESULTS_ROOT
     out: str | os.PathLike | None = None    # this exact results folder, resumed when it holds the same sweep
     fresh: bool = False                     # a new results folder even where one holds the same sweep
-    command: str | None = None              # how the sweep was started, for sweep.json (default: this process's)
+    started_as: str | None = None           # how the sweep was started, for sweep.json (default: this process's)
     check_growth: int | None = None         # a command's growth check: memory sampled at steps K and 2K
     dry_run: bool = False                   # a command traced without a GPU (dryrun/) instead of recorded, replayed
     arch: str | None = None                 # with dry_run: the card it stands for (default: trial/recording's)
@@ -115,10 +115,11 @@ class SweepOptions:
         if self.dry_run:   # no GPU trial: the dry run stands for the recording one, and every setting is replayed
             return list(self.pythons or [target_python(command)]), Backend.SIM
         if self.backend == Backend.SIM:
+            from ..trial.recording import DRY_RUN_INSTEAD   # here: the parser imports this module at start-up
+
             raise OptionError("backend", "{backend} {got}: a command is measured on the GPU ({backend} {cuda} or "
-                              "{hybrid}); to judge it by replay alone, record it first (alloctune record -o "
-                              "t.pickle -- ...) and replay that", got=self.backend, cuda=Backend.CUDA,
-                              hybrid=Backend.HYBRID)
+                              "{hybrid}); to judge it by replay alone, " + DRY_RUN_INSTEAD, got=self.backend,
+                              cuda=Backend.CUDA, hybrid=Backend.HYBRID)
         if self.pythons and not is_python(command.argv[0]):
             raise OptionError("pythons", "{pythons} applies to a command that starts with a Python interpreter, "
                               "and {program} is not one", program=os.path.basename(command.argv[0]))

@@ -25,7 +25,7 @@ from ..sim.limits import MAX_SNAPSHOT_BYTES
 from ..sim.target import Target
 from ..sim.trace import SeveralDevices, Trace, load_trace
 from ..trial.probe import ProbeResult, check_settings_detail, probe_and_judge
-from ..trial.recording import dry_run_card
+from ..trial.recording import DRY_RUN_INSTEAD, dry_run_card
 from ..units import plural
 from ..workload.spec import WorkloadSpec
 from .executors import Executor, LocalExecutor
@@ -66,7 +66,10 @@ class Plan:
             return self.kept[p.env_id]
         assert self.told or self.replayed is not None
         followed = self.target(p, self.replayed[0] if self.replayed else None).followed
-        return sim_env_id(torch_env_id(followed) + p.env_id.removeprefix(torch_env_id(p.torch_version)))
+        if followed == p.torch_version:   # its own torch: its own id, whatever form the probe gave it
+            return sim_env_id(p.env_id)
+        own = torch_env_id(p.torch_version)
+        return sim_env_id(torch_env_id(followed) + (p.env_id[len(own):] if p.env_id.startswith(own) else ""))
 
 
 def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
@@ -83,7 +86,8 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
     probes, checks = _probe_all(pythons, runner, confs)
     if spec.command is not None and not dry_run and (blind := [p.python for p in probes if not p.device_count]):
-        raise AlloctuneError(f"a command is measured on a GPU, and none is visible to {', '.join(blind)}")
+        raise AlloctuneError(OptionText("a command is measured on a GPU, and none is visible to {blind}; without "
+                                        "one, " + DRY_RUN_INSTEAD, blind=", ".join(blind)))
     backend = _resolve_backend(backend, probes, callbacks.notice)
     if options.search is not None and backend == Backend.CUDA:   # auto on a GPU: search, then measure the best
         backend = Backend.HYBRID
@@ -116,7 +120,7 @@ def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepIn
         budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown,
         check_growth=options.check_growth, trace=trace,
         search=options.search, finalists=options.finalists if plan.backend == Backend.HYBRID else None,
-        command=options.command or command_line(),
+        command=options.started_as or command_line(),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
 
 
@@ -159,7 +163,7 @@ def _resolve_backend(backend: Backend, probes: list[ProbeResult], notice: Callab
         if has_gpu:
             return Backend.CUDA
         notice(OptionText("No CUDA GPU is visible: judging the grid by replaying a recorded allocation trace through "
-                          "the simulator. Results are simulated (peak memory only, no throughput); confirm on a GPU "
+                          "the simulator. Figures are replayed (peak memory only, no throughput); confirm on a GPU "
                           "with {backend} {cuda}.", cuda=Backend.CUDA))
         return Backend.SIM
     if backend in (Backend.CUDA, Backend.HYBRID) and not has_gpu:
@@ -266,7 +270,7 @@ def _no_trace_hint(spec: WorkloadSpec) -> OptionText:
     """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
     from ..workload.loader import presets_with_trace
 
-    where = shlex.quote(os.path.relpath(spec.source) if spec.source else spec.name)
+    where = shlex.quote(_shown_path(spec.source) if spec.source else spec.name)
     preset = f" --preset {spec.preset}" if spec.preset else ""
     what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
     shipped = presets_with_trace(spec.source) if spec.source else []
@@ -278,6 +282,13 @@ def _no_trace_hint(spec: WorkloadSpec) -> OptionText:
     return OptionText("{what} has no recorded allocation trace to replay: record one on a GPU machine with "
                       "'alloctune record {where}{preset} -o trace.xz', then pass it with {trace=trace.xz}",
                       what=what, where=where, preset=preset)
+
+
+def _shown_path(path: str) -> str:
+    """A file's path for a command to copy: relative where the file lies under the current folder, else absolute
+    (as the user most likely gave it: '../../work/x.yaml' for /work/x.yaml is no one's spelling)."""
+    relative = os.path.relpath(path)
+    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def command_line() -> str:

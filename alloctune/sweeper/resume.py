@@ -1,27 +1,41 @@
 """Which results folder a sweep writes: the one it is told (`out`), else the newest folder of the same sweep
-(resumed, unless `fresh`), else a new timestamped one; locked before it is read or written. A resumed folder's
-replays go on under the id they were written with (`keep_replay_ids`)."""
+(resumed, unless `fresh`), else a new timestamped one; locked before it is read or written. The same sweep is the
+same workload asked the same (`_identity`) whose command's files (`command_files`: its script) are as they were. A
+new folder the sweep leaves without a trial goes again (`_made`). A resumed folder's replays go on under the id they
+were written with (`keep_replay_ids`)."""
 from __future__ import annotations
 
 import contextlib
+import os
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
-from ..results.folder import ResultsFolder, SweepInfo, sweep_text
-from ..results.names import LOCK_FILE, SWEEP_FILE
+from ..files import sha256_of
+from ..results.folder import FileStamp, ResultsFolder, SweepInfo, sweep_text
+from ..results.names import LOCK_FILE, SWEEP_FILE, TRIALS_FILE
 from ..results.records import Backend, sim_env_id
 from ..sim.target import simulated_torch
+from ..workload.command import CommandSpec, is_python
 from .options import SweepOptions
 from .plan import Plan
+
+# A file a command names is read whole at each start up to this size (a script is far below it); a larger one (data)
+# is known by its size and modification time.
+MAX_HASHED_BYTES = 64 * 2**20
 
 
 def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], None],
                 held: contextlib.ExitStack) -> ResultsFolder:
     """The folder for the sweep `info` describes, its lock held in `held`: a folder another sweep is writing is
     refused. An `out` that holds files but no sweep is the user's own folder: refused before anything is written
-    there. So is a sweep whose sweep.json would not read back, before any folder exists."""
+    there; so is one that holds this sweep of a command whose files changed since. So is a sweep whose sweep.json
+    would not read back, before any folder exists. A folder of this sweep whose command's files changed since is
+    passed by: the sweep starts anew, and says which file changed."""
+    files = command_files(info.workload)
+    info = replace(info, files=files)
     sweep_text(info)
     if options.out is not None:
         folder = ResultsFolder(options.out)
@@ -30,36 +44,96 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
             raise AlloctuneError(OptionText(
                 "{out} {path} holds {listed} and no sweep (no {name}): a sweep writes into a results folder "
                 "of its own, so give a new or empty folder", path=folder.path, listed=listed, name=SWEEP_FILE))
+        if not (folder.path / SWEEP_FILE).exists():
+            return _made(folder, info, held)
         _locked(folder, held)
-        if (folder.path / SWEEP_FILE).exists():
-            if _identity(folder.info()) != _identity(info):
-                raise AlloctuneError(OptionText(
-                    "{path} holds a different sweep (workload, grid, repeats, budget, backend, interpreters or "
-                    "growth check differ); choose another {out}", path=folder.path))
-            notice(f"Resuming the sweep in {folder.path}")
-            return folder
-        folder.write_info(info)
+        kept = folder.info()
+        if _identity(kept) != _identity(info):
+            raise AlloctuneError(OptionText(
+                "{path} holds a different sweep (workload, grid, repeats, budget, backend, interpreters or "
+                "growth check differ); choose another {out}", path=folder.path))
+        if changed := _changed(kept.files, files):
+            raise AlloctuneError(OptionText(
+                "{path} holds the sweep of {file} as it was before it changed; choose another {out}, or leave it "
+                "out to start a new folder", path=folder.path, file=changed))
+        notice(_resuming("Resuming the sweep in {path}", folder.path, kept, files))
         return folder
     root = Path(options.results_root)
-    if not options.fresh and root.is_dir():
-        for path in sorted(root.glob(f"{info.workload_label}-*"), reverse=True):
-            try:
-                same = _identity(ResultsFolder(path).info()) == _identity(info)
-            except AlloctuneError:
-                continue
-            if same:
-                folder = _locked(ResultsFolder(path), held)
-                notice(OptionText("Resuming the sweep in {path} (use {fresh=True} to start a new one)", path=path))
-                return folder
+    passed: tuple[str, Path] | None = None   # the newest folder of this sweep whose command's file changed since
+    for path in sorted(root.glob(f"{info.workload_label}-*"), reverse=True) if not options.fresh else ():
+        try:
+            kept = ResultsFolder(path).info()
+        except AlloctuneError:
+            continue
+        if _identity(kept) != _identity(info):
+            continue
+        if changed := _changed(kept.files, files):
+            passed = passed or (changed, path)
+            continue
+        folder = _locked(ResultsFolder(path), held)
+        notice(_resuming("Resuming the sweep in {path} (use {fresh=True} to start a new one)", path, kept, files))
+        return folder
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     folder = ResultsFolder(root / f"{info.workload_label}-{stamp}")
     if folder.path.resolve().parent != root.resolve():  # a name is never a path (the loader checks; so do we)
         raise AlloctuneError(f"workload and preset names must not contain path separators: {info.workload_label!r}")
-    _locked(folder, held)
-    if (folder.path / SWEEP_FILE).exists():  # another sweep of this second finished already
-        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
-    folder.write_info(info)
+    folder = _made(folder, info, held)
+    if passed:
+        notice(f"{passed[0]} has changed since the sweep in {passed[1]}: starting a new sweep in {folder.path}")
     return folder
+
+
+def command_files(workload: dict[str, Any]) -> list[FileStamp]:
+    """The files a command workload names, as they are now: each of its words that is a regular file, and the
+    value of an --option=FILE, relative to its working folder; a `-m` module found as a file under that folder
+    (pkg/mod.py, pkg/mod/__main__.py; an installed one is not followed); the program too, unless it is Python (a
+    change of which the interpreters' probe shows). Nothing for another workload: its definition, an entry
+    module's content among it, is its `workload_hash`."""
+    if workload.get("command") is None:
+        return []
+    command = CommandSpec.from_dict(workload["command"])
+    where = Path(command.cwd or os.getcwd())
+    words = list(command.argv[1:] if is_python(command.argv[0]) else command.argv)
+    named: list[Path] = []
+    for before, word in zip(["", *words], words):
+        if before == "-m":
+            module = where / word.replace(".", os.sep)
+            named += [module.parent / f"{module.name}.py", module / "__main__.py"]
+        else:
+            named.append(where / (word.partition("=")[2] if word.startswith("-") else word))
+    return [_stamp(path) for path in dict.fromkeys(os.path.abspath(p) for p in named if p.is_file())]
+
+
+def _stamp(path: str) -> FileStamp:
+    status = os.stat(path)
+    digest = None
+    if status.st_size <= MAX_HASHED_BYTES:
+        with contextlib.suppress(OSError, AlloctuneError):   # unreadable: known by its size and time
+            digest = sha256_of(path, MAX_HASHED_BYTES, "a file the command names")
+    return FileStamp(path, status.st_size, status.st_mtime_ns, digest)
+
+
+def _changed(kept: list[FileStamp] | None, now: list[FileStamp]) -> str | None:
+    """The first file of `now` that is not as `kept` has it (by content where both read it, else by size and time),
+    or that `kept` had and `now` has not; None where they are the same, or `kept` is of a folder from before."""
+    if kept is None:
+        return None
+    before = {s.path: s for s in kept}
+    for stamp in now:
+        was = before.pop(stamp.path, None)
+        if was is None or ((was.sha256 != stamp.sha256) if was.sha256 and stamp.sha256 else
+                           (was.size, was.mtime_ns) != (stamp.size, stamp.mtime_ns)):
+            return stamp.path
+    return next(iter(before), None)
+
+
+def _resuming(said: str, path: Path, kept: SweepInfo, files: list[FileStamp]) -> OptionText:
+    """The notice `said` (a template of {path}) of a resumed sweep; for a folder from before its command's files
+    were kept, that whether they changed since cannot be told."""
+    if kept.files is None and files:
+        said += ("; its folder is from an older alloctune, which kept no record of the command's files: whether "
+                 "{files} changed since cannot be told")
+    return OptionText(said, path=path, files=", ".join(s.path for s in files))
 
 
 def keep_replay_ids(folder: ResultsFolder, plan: Plan) -> None:
@@ -88,6 +162,36 @@ def _not_ours(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE) if path.is_dir() else []
 
 
+def _made(folder: ResultsFolder, info: SweepInfo, held: contextlib.ExitStack) -> ResultsFolder:
+    """`folder` made for this sweep, `info` written in it, its lock held in `held`. Where the sweep then stops
+    before its first trial ends (refused, failed, interrupted), what it made goes again: a folder holding what was
+    asked alone would be taken for results (`report` of the folder above) and holds nothing to lose. Anything else
+    in it (a trace recorded) keeps it, and `report` passes it by."""
+    made, up = [], folder.path   # the folders this makes, deepest first: the lock makes them
+    while not os.path.lexists(up):
+        made.append(up)
+        up = up.parent
+
+    def unmade(stopped: type[BaseException] | None, *_: object) -> None:   # once the lock (its file) is let go
+        with contextlib.suppress(OSError):
+            for path in made if stopped else ():
+                path.rmdir()
+
+    def unwritten(stopped: type[BaseException] | None, *_: object) -> None:   # while the lock is held
+        left = {p.name for p in folder.path.iterdir()} - {LOCK_FILE}
+        if stopped and not folder.has_trials() and left <= {SWEEP_FILE, TRIALS_FILE}:
+            for name in left:
+                (folder.path / name).unlink()
+
+    held.push(unmade)
+    _locked(folder, held)
+    if (folder.path / SWEEP_FILE).exists():  # another sweep of this second finished already
+        raise AlloctuneError(f"{folder.path} was created by another sweep a moment ago; run again")
+    folder.write_info(info)
+    held.push(unwritten)
+    return folder
+
+
 def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
     """`folder`, its writer lock held until `held` closes, and a decision a killed report left half written
     finished (`settle`)."""
@@ -101,7 +205,7 @@ def _locked(folder: ResultsFolder, held: contextlib.ExitStack) -> ResultsFolder:
 
 
 def _identity(info: SweepInfo) -> tuple:
-    """What makes two sweeps the same sweep (so the second resumes the first)."""
-    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.confirm, info.budget_bytes, info.budget_fraction,
-            info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search, info.finalists,
-            info.check_growth)
+    """What makes two sweeps of the same files the same sweep (so the second resumes the first)."""
+    return (info.workload_hash, info.grid, info.repeats, info.auto_repeats, info.confirm, info.budget_bytes,
+            info.budget_fraction, info.backend, sorted(info.envs), (info.trace or {}).get("sha256"), info.search,
+            info.finalists, info.check_growth)

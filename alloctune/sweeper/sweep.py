@@ -32,8 +32,9 @@ from .plan import Plan
 def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
              callbacks: SweepCallbacks) -> None:
     """The plan's trials, each appended to the trials file as it finishes: the default's first trial recording
-    the trace (hybrid without one; with --dry-run, the command's dry run instead), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the
-    finalists). The estimate of the GPU trials is told before the first and kept current after each."""
+    the trace (hybrid without one; with --dry-run, the command's dry run instead), the replays (sim, hybrid), then
+    the measured trials (cuda; hybrid: the finalists). The estimate of the GPU trials is told before the first and
+    kept current after each."""
     traces, planned = plan.replayed[0] if plan.replayed else None, plan.planned
     tally = Tally(callbacks.estimate, len(options.gpus or (0,)), folder.trials())
 
@@ -96,9 +97,13 @@ def _replay(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, pl
     budget = budget_on(*options.budget_limit, sim.device_memory)   # a fraction is of the recording's card
     planned = plan.planned
     if options.search is not None:   # the front, and the settings named beside the search that it did not find
+        replay_id = {p.env_id: plan.replay_env_id(p) for p in plan.probes}   # as its replays' tables name the torch
+
+        def progress(env_id: str, done: int, total: int, best: str) -> None:
+            callbacks.search_progress(replay_id[env_id], done, total, best)
+
         found = search_plan(folder, plan.probes, targets, traces, device_memory=sim.device_memory,
-                            budget_bytes=budget, max_settings=options.search, trace_names=names,
-                            progress=callbacks.search_progress)
+                            budget_bytes=budget, max_settings=options.search, trace_names=names, progress=progress)
         planned = {env: found[env] + [c for c in planned[env] if c not in found[env]] for env in found}
     tasks = [TrialTask(spec.to_dict(), spec.digest(), conf, 0, p.python, plan.replay_env_id(p), budget,
                        backend=Backend.SIM)

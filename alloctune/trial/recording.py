@@ -12,11 +12,12 @@ import glob
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
-from ..errors import AlloctuneError, TraceError
+from ..errors import AlloctuneError, CommandFailed, OptionText, TraceError
 from ..files import copy_whole
 from ..processes import temp_folder
+from ..runtime.peaks import ProcessReport
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace, save_trace
 from ..workload.command import CommandSpec, check_command, command_python
@@ -26,6 +27,11 @@ from .job import traced
 from .launch import run_trial
 from .probe import ProbeResult, probe
 from .task import TrialTask, child_environment
+
+# What works without a GPU where a command's recording or measuring needs one: record, fit and sweep all take it
+# (a message's `{dry_run}` names it as the caller's front end does: --dry-run, dry_run=True).
+DRY_RUN_INSTEAD = ("run this again with {dry_run=True}, which traces the command with fake tensors standing for "
+                   "CUDA's (nothing is measured)")
 
 
 def record_workload(workload: str | os.PathLike, output: str | os.PathLike, *, preset: str | None = None,
@@ -48,14 +54,16 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
                    conf: AllocConf = AllocConf(), timeout_s: float | None = None,
                    warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
                    env: dict[str, str] | None = None, dry_run: str | None = None,
-                   meta: dict | None = None, cwd: str | None = None) -> list[tuple[Path, Trace]]:
+                   meta: dict | None = None, cwd: str | None = None,
+                   notice: Callable[[str], None] = lambda _: None) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
     environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden).
     `meta`: keys added to each trace's metadata (a fit's stamp). `cwd`: the folder it runs in (default: this
-    process's)."""
+    process's). `notice`: told when the command ended before its window. A command that fails raises
+    CommandFailed: its trace is not kept."""
     from .command import hook_environment, run_command
 
     spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command)
@@ -69,11 +77,14 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         if dry_run and (refused := refusals(os.path.join(tmp, "procs"))):
             raise AlloctuneError(f"the dry run cannot trace {command[0]}: {refused}")
         if run.timed_out:
-            raise AlloctuneError(f"{command[0]} did not finish within {timeout_s:g} s: a trace of a killed run is "
-                                 f"not kept")
+            raise CommandFailed(OptionText("{program} did not finish within {limit:g} s: a trace of a killed run is "
+                                           "not kept" + ("" if steps else "; {steps} N ends it after N steps past "
+                                                         "the warm-up"), program=command[0], limit=timeout_s))
         if run.returncode != 0:
-            raise AlloctuneError(f"{command[0]} exited with status {run.returncode}: a trace of a failed run is "
-                                 f"not kept")
+            raise CommandFailed(f"{command[0]} exited with status {run.returncode}: a trace of a failed run is "
+                                f"not kept")
+        if steps and not any(p.window_ended for p in run.processes):
+            notice(_before_window(command[0], run.processes, warmup_steps, steps))
         if run.damage:
             raise AlloctuneError(f"cannot read what the start-up hook wrote: {run.damage}")
         procs = os.path.join(tmp, "procs")
@@ -84,13 +95,22 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
         return [(target, _keep(trace, target, meta)) for trace, target in traces]
 
 
-def refuse_without_gpu(command: list[str]) -> CommandSpec:
+def _before_window(program: str, processes: Sequence[ProcessReport], warmup_steps: int, steps: int) -> OptionText:
+    """The command ended on its own before the end of the --steps window its recording was to cover."""
+    ran = max((c.count for p in processes for c in p.counted), default=0)
+    return OptionText("{program} ended after {ran} steps, before the end of its {steps} window ({warmup} warm-up "
+                      "steps + {window}): the trace covers its whole run", program=program, ran=ran,
+                      warmup=warmup_steps, window=steps)
+
+
+def refuse_without_gpu(command: list[str], dry_run_instead: bool = True) -> CommandSpec:
     """The checked command, refused before it runs (it may take hours) when its interpreter cannot import torch
-    (ProbeError, as a sweep refuses it) or sees no GPU. A command whose interpreter cannot be told (a shell script)
-    passes, and its recording says what it recorded."""
+    (ProbeError, as a sweep refuses it) or sees no GPU: saying that a dry run needs none, where the caller takes one
+    (`dry_run_instead`; record's and fit's recordings, not a fit's --confirm). A command whose interpreter cannot be
+    told (a shell script) passes, and its recording says what it recorded."""
     spec = check_command(command)
     if (python := command_python(spec)) is not None:
-        _with_gpu(probe(python))
+        _with_gpu(probe(python), DRY_RUN_INSTEAD if dry_run_instead else "")
     return spec
 
 
@@ -128,9 +148,11 @@ def refusals(folder: str) -> str | None:
     return Path(found[0]).read_text().strip() if found else None
 
 
-def _with_gpu(target: ProbeResult) -> ProbeResult:
+def _with_gpu(target: ProbeResult, instead: str = "") -> ProbeResult:
+    """`target`, refused where it sees no GPU; `instead`: what works without one."""
     if not (target.cuda_available and target.device_count):
-        raise AlloctuneError(f"recording needs a CUDA GPU, and {target.python} sees none")
+        raise AlloctuneError(OptionText("recording needs a CUDA GPU, and {python} sees none"
+                                        + (f"; without one, {instead}" if instead else ""), python=target.python))
     return target
 
 

@@ -104,7 +104,8 @@ def summary(out: Path) -> str:
                                 f"{' (search)' if c['searched'] else ''}" for c in mine)
                 agreed = "/".join("-" if c["searched"] else "yes" if c["runs"] == c["predicted_runs"] else "NO"
                                   for c in mine)
-                how = "replays" if a.get("exact") else f"{a['basis']} +{100 * (a.get('margin') or 0):.1f}%"
+                how = "replays" if a.get("exact") else \
+                    f"{a.get('curve') or a['basis']} +{100 * (a.get('margin') or 0):.1f}%"   # fit.json schema 3
                 rows.append(f"| {job} | {limit['budget']} | {a['conf'] or 'default'} | {a['largest']} ({how}) | "
                             f"{made} | {gpu} | {agreed} |")
             for c in limit.get("copies_confirmed", []):

@@ -12,7 +12,7 @@ import torch
 from clirun import ROOT, cli, in_process
 from scaled import CONTEXT, H200_BYTES, scaled_trace, write_traces
 
-from alloctune.results.fits import FitFile
+from alloctune.results.fits import FitFile, OverheadFrom
 from alloctune.results.names import FIT_FILE, PLOT_FILE
 from alloctune.results.typed import load_json
 from alloctune.sim.replay import replay
@@ -51,16 +51,17 @@ def test_json_prints_the_answer_in_the_shared_names_while_fit_json_keeps_its_own
     stored = load_json(tmp_path / "fit" / FIT_FILE)
     shown, kept = (next(a for a in data["limits"][0]["answers"] if a["conf"] in ("", "default")) for data in
                    (printed, stored))
-    assert (shown["conf"], shown["basis"], shown["curve"], kept["conf"], kept["basis"]) == \
-        ("default", "predicted", "extrapolated", "", "extrapolated")
+    assert (shown["conf"], shown["basis"], shown["curve"], kept["conf"], kept["basis"], kept["curve"]) == \
+        ("default", "predicted", "extrapolated", "", "predicted", "extrapolated")
     assert shown["margin"] == kept["margin"] == stored["settings"][0]["reserved"]["loo_error"]
+    assert printed["overhead_from"] == stored["overhead_from"] == "measured"
     words = " ".join(in_process("fit", "--help", env={"COLUMNS": "200"}).stdout.split())
     assert "fit.json's object" not in words
     assert ("--json print the answer as JSON in the names every command's --json shares: a setting 'default' for "
             "the default, each point's peaks replayed without a memory limit as unlimited_peak_reserved_bytes and "
-            "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin); "
-            "fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes, the curve's part as "
-            "basis)") in words
+            "unlimited_peak_allocated_bytes, each answer's basis replayed or predicted (with its curve and margin; "
+            "margin null with margin_why where nothing tested the curve), where the context came from as "
+            "overhead_from; fit.json keeps its stored form ('' for the default, the peaks as peak_*_bytes)") in words
 
 
 def test_a_budget_is_a_share_of_the_recording_gpu_and_values_beyond_the_recorded_are_extrapolated(tmp_path):
@@ -83,7 +84,8 @@ def test_the_square_of_a_sequence_length_is_fitted_by_a_parabola_and_the_folder_
     assert run.returncode == 0, run.stderr
     assert "parabola in seq" in run.stdout and "On a 24 GiB card" in run.stdout
     fit = FitFile.from_json(load_json(out / FIT_FILE), str(out / FIT_FILE))
-    assert fit.values == [128, 256, 384, 512] and fit.step == 128 and fit.overhead_measured
+    assert fit.values == [128, 256, 384, 512] and fit.step == 128
+    assert fit.overhead_from is OverheadFrom.MEASURED
     assert fit.settings[0].reserved is not None and len(fit.settings[0].reserved.coefficients) == 3
     assert (out / PLOT_FILE).stat().st_size > 10_000
     small, large = fit.limits

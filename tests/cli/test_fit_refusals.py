@@ -118,6 +118,8 @@ def test_recordings_another_command_left_in_the_folder_are_refused(tmp_path):
     (["--cards", "24GiB", "--overhead", "24GiB"], "a card must hold more than the CUDA context each process holds "
                                                   "(24.00 GiB, as given by --overhead)"),
     (["--cards", "1200MiB"], "(2.00 GiB, as the recordings measured it)"),
+    # the default cards, the smallest 16 GiB: it said 'assumed: the recordings do not say' of a context given
+    (["--overhead", "20GiB"], "(20.00 GiB, as given by --overhead)"),
 ])
 def test_a_card_no_job_runs_on_is_refused_before_any_replay_and_leaves_no_folder(tmp_path, args, says):
     from scaled import scaled_trace
@@ -131,6 +133,24 @@ def test_a_card_no_job_runs_on_is_refused_before_any_replay_and_leaves_no_folder
     out = tmp_path / "fit"
     assert says in refused("--param", "batch", *paths, *args, "--out", out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("mark", ["{btch}", "--batch-size={bs}", "out-{batchs}.log"])
+def test_a_misspelt_mark_is_refused_before_anything_runs_and_the_parameters_suggested(tmp_path, mark):
+    """'--batch-size {btch}' was passed as it is: the script failed and fit said 'python3 exited with status 2'."""
+    out = tmp_path / "fit"
+    line = refused("--param", "batch=8,16", "--dry-run", "--out", out, "--", "python3", "mlp.py", mark)
+    wrong = mark[mark.index("{"):mark.index("}") + 1]
+    assert line == f"alloctune: error: your command after '--' says {wrong}, which is not the parameter: fit puts " \
+                   "each value of batch where the command says {batch}; did you mean {batch}?"
+    assert not out.exists()
+
+
+def test_braces_that_are_the_commands_own_are_left_to_it(tmp_path):
+    """python -c code and JSON hold braces: only a mark that stands as a word's value, or is named like the
+    parameter, is taken for a misspelt one (these are refused later, for the GPU the command lacks)."""
+    for command in (["python3", "-c", "x = 1; print(f'{x} {batch}')"], ["python3", "t.py", '{"lr": 1}', "{batch}"]):
+        assert "needs a CUDA GPU" in refused("--param", "batch=8,16", "--out", tmp_path / "f", "--", *command)
 
 
 def test_one_trace_given_at_two_values_is_refused_as_fleet_refuses_one_job_given_twice(tmp_path):

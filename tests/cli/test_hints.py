@@ -82,3 +82,60 @@ def test_without_a_trace_the_preset_that_ships_one_is_suggested(tmp_path):
     assert f"preset 'h200' ships one: alloctune sweep {VARLEN} --preset h200" in proc.stderr
     assert f"alloctune record {VARLEN} --preset 24gib -o trace.xz" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow   # each probes the interpreter's torch
+@pytest.mark.parametrize("args", [
+    ["sweep", "--", sys.executable, "job.py"],
+    ["sweep", "--backend", "sim", "--", sys.executable, "job.py"],   # it once said to record, which needs a GPU too
+    ["record", "-o", "t.xz", "--", sys.executable, "job.py"],
+    ["fit", "--param", "batch=8,16", "--", sys.executable, "job.py", "--batch", "{batch}"],
+])
+def test_without_a_gpu_each_command_of_a_program_says_that_its_dry_run_needs_none(tmp_path, args):
+    proc = in_process(*args, cwd=tmp_path)
+    [line] = proc.stderr.splitlines()
+    assert proc.returncode == 2 and "run this again with --dry-run, which traces the command" in line, line
+    assert "alloctune record" not in line and not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_without_a_gpu_fits_confirmation_does_not_suggest_the_dry_run_it_refuses_beside_confirm(tmp_path):
+    proc = in_process("fit", "--param", "batch=8,16", "--budget", "10GiB", "--confirm", "default", "--", sys.executable,
+                      "job.py", "--batch", "{batch}", cwd=tmp_path)
+    [line] = proc.stderr.splitlines()
+    assert proc.returncode == 2 and "needs a CUDA GPU" in line and "--dry-run" not in line, line
+
+
+@pytest.mark.slow
+def test_without_a_gpu_the_python_api_names_its_dry_run_option():
+    import alloctune
+    from alloctune.errors import AlloctuneError
+
+    with pytest.raises(AlloctuneError, match="; without one, run this again with dry_run=True, which traces"):
+        alloctune.record([sys.executable, "job.py"], "t.xz")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["sweep", "--trace", "t.xz", "--", sys.executable, "job.py"], "--trace applies to a workload file"),
+    (["sweep", "--preset", "h200", "--trace", "t.xz", "--", sys.executable, "job.py"],
+     "--preset and --trace apply to a workload file"),
+    (["record", "-o", "t.xz", "--python", sys.executable, "--", sys.executable, "job.py"],
+     "--python applies to a workload file"),
+    (["sweep", "--unit", "samples", VARLEN], "--unit applies to '-- COMMAND'; a workload file gives its own"),
+])
+def test_an_option_that_does_not_apply_is_refused_by_the_flags_given_only(tmp_path, args, said):
+    proc = in_process(*args)
+    [line] = proc.stderr.splitlines()
+    assert proc.returncode == 2 and f"error: {said}" in line, line
+
+
+@pytest.mark.slow
+def test_a_workload_outside_this_folder_is_suggested_by_its_absolute_path(tmp_path):
+    """A path that leaves the current folder is not turned into a relative one ('../../work/w.yaml')."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "here").mkdir()
+    workload = tmp_path / "files" / "w.yaml"
+    workload.write_text("name: w\nkind: transformer\nsteps: 4\n")
+    proc = in_process("sweep", workload, "--results", tmp_path / "r", cwd=tmp_path / "here")
+    assert proc.returncode == 2 and f"alloctune record {workload} -o trace.xz" in proc.stderr, proc.stderr
+    assert ".." not in proc.stderr

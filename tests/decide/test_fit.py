@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from alloctune.decide.fit import (EXTRAPOLATION, MAX_VALUES, Basis, Point, copies, fit, largest, search_next, step_of,
-                                  to_record, values_answered)
+from alloctune.decide.fit import (EXTRAPOLATION, MAX_VALUES, Basis, Point, copies, falls, fit, largest, search_next,
+                                  step_of, to_record, values_answered)
 
 GiB = 2**30
 
@@ -104,6 +104,22 @@ def test_nothing_fits_and_everything_fits_up_to_the_extrapolation_limit():
     every = largest([Point(v, 10 * GiB + v * GiB, True) for v in values], _line(values), 10**6 * GiB, step=8)
     assert every.value == int(EXTRAPOLATION * 16) and every.capped and every.basis is Basis.EXTRAPOLATED
     assert every.next_value == every.value + 8
+
+
+def test_a_curve_that_falls_past_the_recorded_values_extrapolates_nothing():
+    """Two traces of different jobs fell from 576 to 108 MiB as the batch doubled, and the falling line answered
+    '32+ extrapolated' on any card."""
+    points = [Point(8, 576 * 2**20, True), Point(16, 108 * 2**20, True)]
+    down = fit([8, 16], [576 * 2**20, 108 * 2**20])
+    assert falls(down, [8, 16])
+    answer = largest(points, down, 24 * GiB, 8)
+    assert (answer.value, answer.basis, answer.capped, answer.next_value) == (16, Basis.REPLAYED, True, 24)
+    flat = fit([8, 16, 32], [106 * 2**20, 106 * 2**20, 104 * 2**20])   # a dip within FALL (5%) is no fall
+    assert not falls(flat, [8, 16, 32])
+    assert largest([Point(v, 106 * 2**20, True) for v in (8, 16, 32)], flat, 24 * GiB, 8).value == 64
+    # a parabola that turns down past the last value predicts less memory there than it needs: nothing beyond
+    bent = fit([1, 2, 3, 4], [GiB, 2 * GiB, 2.8 * GiB, 3.2 * GiB])
+    assert bent.degree == 2 and falls(bent, [1, 2, 3, 4])
 
 
 def test_step_and_copies():

@@ -176,3 +176,18 @@ def test_a_replays_ranking_is_the_preferences_without_a_margin():
     group = summarize_settings([TrialRecord("w", "h", str(o.setting), 0, "sim:torch-2.11.0", "sim", TrialState.OK,
                                             o.measurement()) for o in outcomes])
     assert [s.conf for s in ranked(group)] == [str(o.setting) for o in sorted(outcomes, key=ReplayOutcome.sort_key)]
+
+
+def test_a_dry_runs_gpu_plan_with_confirm_measures_beside_the_default_only_what_the_replays_prefer():
+    """sweep --dry-run's plan: with --repeats confirm, the setting the replays prefer beside the default; none where
+    every setting replays as the default does (a tie the default wins), which the words and the JSON both say."""
+    from alloctune.decide.estimate import Asked
+    from alloctune.decide.finalists import gpu_plan
+
+    asked = Asked(hybrid=True, recording=True, command=True, auto=True, confirm=True, rounds=10, finalists=3,
+                  searched=False, named=False, max_slowdown=0.02)
+    alike = gpu_plan([replay("", 10), replay(MS, 10), replay(RP, 10)], 0.02, asked)
+    assert alike.measured == {"torch-2.11.0": [""]} and alike.trials == 2   # the recording, the default's run
+    assert alike.to_json() == {"measured": {"torch-2.11.0": ["default"]}, "trials": 2}
+    saves = gpu_plan([replay(MS, 10), replay("", 10), replay(ES, 8)], 0.02, asked)
+    assert saves.to_json() == {"measured": {"torch-2.11.0": ["default", ES]}, "trials": 3}

@@ -84,7 +84,7 @@ def test_a_simulated_sweeps_oom_trials_point_to_the_replay_that_shows_them(tmp_p
     out = tmp_path / "run"
     swept = in_process("sweep", PACKED, "--preset", "h200", "--backend", "sim", "--budget", "8GiB", "--conf",
                 "expandable_segments:True", "--out", out)
-    assert swept.returncode == 0 and "simulated OOM" in swept.stdout, swept.stderr
+    assert swept.returncode == 0 and "OOM in the replay at trace event" in swept.stdout, swept.stderr
     error = one_line_error(bounded_cli("diagnose", out))
     assert "its OOM trials were replayed, not run" in error and "kept no message" not in error
     [command] = re.findall(r"`(alloctune replay [^`]*)`", error)

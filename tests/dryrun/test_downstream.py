@@ -50,7 +50,8 @@ def test_a_sweeps_dry_run_replays_every_setting_to_the_gpus_peaks_and_says_so(sw
     assert {r.conf or "default": r.measurement.peak_reserved_bytes for r in trials} == gpu
     assert said["dry_run"]["card"] == H100 and said["dry_run"]["table"] == "torch 2.11 sm90"
     plan = said["gpu_plan"]
-    assert plan["trials"] >= 2 and all(set(confs) <= set(SETTINGS) for confs in plan["measured"].values())
+    [measured] = plan["measured"].values()   # the default first, by its name, as the text says it
+    assert plan["trials"] >= 2 and measured[0] == "default" and set(measured[1:]) <= set(SETTINGS)
     assert ResultsFolder(folder).info().trace == {"path": "trace.xz", "recorded_in": "a dry run", "dry_run": "h100"}
     summary = (folder / "summary.md").read_text()
     assert f"Replayed from a dry run for {H100}" in summary and "nothing was measured" in summary
@@ -61,7 +62,7 @@ def test_a_sweeps_dry_run_replays_every_setting_to_the_gpus_peaks_and_says_so(sw
 
 @pytest.mark.slow
 def test_the_sweeps_text_shows_the_plan_on_a_gpu_and_resumes_without_tracing_again(swept):
-    folder, _, _ = swept
+    folder, said, _ = swept
     command = load_trace(FIXTURES / "gpt.xz").meta["command"]
     done = cli("sweep", "--dry-run", *[a for conf in SETTINGS for a in ("--conf", conf)], "--out", folder,
                "--", sys.executable, *command, env={"COLUMNS": "200"})
@@ -70,6 +71,11 @@ def test_the_sweeps_text_shows_the_plan_on_a_gpu_and_resumes_without_tracing_aga
     out = done.stdout
     assert f"replayed from a dry run for {H100}" in out and "Nothing was measured" in out
     assert "On a GPU, a hybrid sweep of this command" in out
+    # what the GPU measures, in the words as in the JSON (--json of the same sweep)
+    [(_, measured)] = said["gpu_plan"]["measured"].items()
+    beside = f" and {', '.join(sorted(measured[1:]))}" if measured[1:] else ""
+    assert f"then the GPU measures the default{beside}." in out
+    assert "(in the same environment: variables your command reads" in out   # the line does not carry them
     on_gpu = out[out.index("Confirm on a GPU:"):]
     assert "--backend hybrid -- " in on_gpu and "--dry-run" not in on_gpu
 

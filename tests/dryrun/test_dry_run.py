@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clirun import ROOT, cli
+from waiting import wait_until
 
 from alloctune.dryrun import cards
 from alloctune.sim.trace import ALLOC, FREE, load_trace
@@ -134,6 +136,53 @@ def test_what_is_not_traced_is_refused_in_one_line(tmp_path):
     assert done.returncode != 0 and not (tmp_path / "t.xz").exists()
     last = done.stderr.strip().splitlines()[-1]
     assert "torch.compile is not traced by a dry run" in last and "Traceback" not in done.stderr
+
+
+# An optimizer's steps, as many as its first argument says; it writes `started` once the first one is done.
+STEPS = """import sys, time, torch
+model = torch.nn.Linear(64, 64).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(int(sys.argv[1])):
+    model(torch.ones(8, 64, device="cuda")).sum().backward()
+    opt.step()
+    if step == 0:
+        open("started", "w").close()
+    time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
+sys.exit(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+"""
+
+
+def test_a_command_that_fails_keeps_no_trace_and_exits_1_not_as_bad_input(tmp_path):
+    """Exit 2 is what alloctune was given wrong; a job that fails is said in one line naming its status."""
+    (tmp_path / "job.py").write_text(STEPS)
+    done = cli("record", "--dry-run", "-o", tmp_path / "t.xz", "--", sys.executable, "job.py", "2", "0", "3",
+               cwd=tmp_path, timeout=600)
+    assert done.returncode == 1 and not (tmp_path / "t.xz").exists(), done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].endswith("exited with status 3: a trace of a failed run is not kept")
+
+
+def test_a_command_that_ends_before_its_window_is_traced_whole_with_a_notice(tmp_path):
+    (tmp_path / "job.py").write_text(STEPS)
+    done = cli("record", "--dry-run", "--steps", "10", "-o", tmp_path / "t.xz", "--", sys.executable, "job.py", "3",
+               cwd=tmp_path, timeout=600)
+    assert done.returncode == 0 and (tmp_path / "t.xz").exists(), done.stderr[-3000:]
+    said = " ".join(done.stderr.split())   # wrapped
+    assert (f"notice: {sys.executable} ended after 3 steps, before the end of its --steps window (2 warm-up steps + "
+            f"10): the trace covers its whole run") in said, done.stderr
+
+
+def test_an_interrupted_dry_run_keeps_no_trace_and_offers_a_window(tmp_path):
+    """A long job interrupted: nothing to keep, and --steps N, which would have ended it, is said."""
+    (tmp_path / "job.py").write_text(STEPS)
+    proc = subprocess.Popen([sys.executable, "-m", "alloctune", "record", "--dry-run", "-o", str(tmp_path / "t.xz"),
+                             "--", sys.executable, "job.py", "100000", "0.05"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    wait_until(lambda: proc.poll() is not None or (tmp_path / "started").exists(), 300, "the job's first step")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT and not (tmp_path / "t.xz").exists(), err[-3000:]
+    assert err.strip().splitlines()[-1] == ("alloctune: interrupted; no trace was kept; --steps N ends your command "
+                                            "after N steps past the warm-up")
 
 
 def test_an_unknown_card_is_refused_before_anything_runs(tmp_path):

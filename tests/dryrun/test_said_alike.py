@@ -39,7 +39,7 @@ def test_record_replay_and_sweep_say_one_dry_run_alike(tmp_path):
     release = torch.__version__.split("+")[0]
     # what the dry run is, and what it made up, in record's words and the sweep's alike
     origin = recorded[recorded.index(": a dry run for ") + 2:recorded.index(", the requests torch")]
-    assert origin.endswith("4 values made up) (item: 3, shape: 1)"), recorded
+    assert origin.endswith("(table row torch 2.11 sm90; made up 4 values the script read from the GPU: item 3, shape 1)"), recorded   # one pair
     assert f"Nothing was measured: every figure is replayed from {origin}." in swept
     # one torch: record names it as replay does, the sweep's replays are named and simulated as its release
     assert f"the requests torch {simulated_torch(release)}'s caching allocator would see" in recorded

@@ -9,12 +9,13 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from folders import choice, make_folder, repeats, trial
+from folders import choice, make_folder, new_folder, repeats, trial
 
 from alloctune.cli.main import main
 from alloctune.errors import AlloctuneError, ConfError, ResultsError
 from alloctune.api.export import export_results
 from alloctune.report.export import DEFAULT_NOTE, FORMATS, render
+from alloctune.results.folder import NO_TRIALS
 from alloctune.results.records import TrialState
 
 dotenv_values = pytest.importorskip("dotenv").dotenv_values   # CI has it (test extra); a bare GPU box may not
@@ -193,6 +194,40 @@ def test_a_replayed_choice_says_the_torch_its_replays_followed_not_a_build_the_c
            in data["source"] and "torch 2.13.0+cpu" not in data["source"]
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+DRY_RUN = {"arch": "h100", "card": H100, "table": "torch 2.11 sm90", "invented": {"shape": 1, "item": 3}}
+FROM_A_DRY_RUN = (f"replayed with torch 2.13's allocator from a dry run for {H100} (table row torch 2.11 sm90; made "
+                  f"up 4 values the script read from the GPU: item 3, shape 1); nothing was measured;")
+
+
+def test_a_dry_runs_choice_says_so_in_every_format_and_in_best_env(tmp_path, capsys):
+    """`sweep --dry-run`'s trials (a CPU torch's dry run for an H100), decided by `report` as the sweep decides: its
+    best.env and every format say the figures come from a dry run for the card, nothing measured, not from a trace
+    recorded on a GPU; the JSON adds the dry run as every --json gives it, its basis still replayed."""
+    env = {"torch": "2.13.0+cpu", "gpu": H100, "trace_torch": "2.13.0+cpu", "simulated_as": "2.13.0",
+           "dry_run": DRY_RUN}
+    env_id = "sim:torch-2.13.0"
+    records = [replace(trial(conf, reserved=peak, tput=None, backend="sim", env_id=env_id), env=env)
+               for conf, peak in (("", 15.0), ("expandable_segments:True", 10.0))]
+    folder = make_folder(tmp_path / "cmd-1", records, envs={"torch-2.13.0+cpu": {"torch": "2.13.0+cpu"}})
+    assert main(["report", str(folder.path)]) == 0
+    capsys.readouterr()
+    best_env = (folder.path / "best.env").read_text()
+    assert FROM_A_DRY_RUN in best_env and "recorded with" not in best_env
+    for fmt in FORMATS:
+        text = export_results(folder.path, fmt).text
+        assert FROM_A_DRY_RUN in text and "recorded with" not in text, fmt
+    data = json.loads(export_results(folder.path, "json").text)
+    assert data["basis"] == "replayed" and data["simulated_torch"] == "2.13"
+    assert data["dry_run"]["card"] == H100 and data["dry_run"]["invented_by_kind"] == {"item": 3, "shape": 1}
+    assert "made up 4 values the script read from the GPU: item 3, shape 1" in data["reasons"][0]
+    assert "the GPU: item 3, shape 1)" in (folder.path / "summary.md").read_text()
+
+
+def test_a_choice_not_from_a_dry_run_has_a_null_dry_run(sample):
+    assert json.loads(export_results(sample.path, "json").text)["dry_run"] is None
+
+
 def test_conf_exports_another_setting_that_ran_and_fitted(sample):
     data = json.loads(export_results(sample.path, "json", conf="default").text)
     assert data["conf"] == "default" and data["env"] == {"PYTORCH_CUDA_ALLOC_CONF": ""} and data["is_default"]
@@ -251,6 +286,21 @@ def test_selects_by_workload_and_refuses_ambiguity(tmp_path):
     make_folder(tmp_path / "b-2", repeats(""), [choice("")], workload="beta")   # the same workload swept twice
     with pytest.raises(ResultsError, match="give the folder itself"):
         export_results(tmp_path, workload="beta")
+
+
+def test_a_folder_of_results_passes_by_those_holding_only_sweep_json_in_a_line_each(sample, capsys):
+    """Beside a finished sweep, one refused or stopped before its first trial (sweep.json alone, as a sweep's first
+    step leaves it): export leaves it out and says so in one line, as `report` does; given itself, it is refused as
+    before."""
+    parent = sample.path.parent
+    unstarted = new_folder(parent / "w-2", sample.info())
+    assert main(["export", str(parent)]) == 0
+    out, err = capsys.readouterr()
+    assert out == export_results(sample.path).text
+    assert err == f"{unstarted.path} holds no trials ({NO_TRIALS}): not exported\n"
+    assert [f.path for f in export_results(parent).skipped] == [unstarted.path]
+    with pytest.raises(ResultsError, match="has not finished a choice"):
+        export_results(unstarted.path)
 
 
 def test_selects_by_environment_and_prefers_measured(tmp_path):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from clirun import in_process
+
 import alloctune
 from alloctune.report.fits import print_fit
 from alloctune.results.fits import CopiesConfirmation, CopyRun, ExactRecord, FitFile, Unrecorded
@@ -35,7 +37,8 @@ def test_curve_answers_say_so_and_give_each_margin_with_the_values_it_came_from(
            "others; batch 2 missed most)" in text
     assert "default 8 extrapolated +15.0%" in text
     two = said(gpt2(2, 4, budgets=["12GiB"]))
-    assert "its line's largest error at batch 2, 4 (too few values for a leave-one-out: nothing tested it)" in two
+    assert "default: none, its line meets batch 2, 4 (too few values for a leave-one-out: nothing tested the " \
+           "curve)" in two
 
 
 def test_exact_answers_say_what_was_recorded_and_why_the_others_are_not():
@@ -80,7 +83,7 @@ def test_two_values_are_not_said_to_have_a_weak_leave_one_out_they_have_none():
     """It said 'With 2 recorded values a leave-one-out predicts each from 1 others' beside 'too few values for a
     leave-one-out: nothing tested it'."""
     text = said(gpt2(2, 4, budgets=["12GiB"]))
-    assert "nothing tested it" in text and "predicts each from" not in text
+    assert "nothing tested the curve" in text and "predicts each from" not in text
     three = said(gpt2(2, 4, 6, budgets=["12GiB"]))
     assert "With 3 recorded values a leave-one-out predicts each from 2 others" in three
 
@@ -107,3 +110,23 @@ def test_copies_at_once_are_said_to_count_each_copy_as_the_rule_counts_it():
     assert answer.copies[0] == (20 * GiB + fit.overhead_bytes) // (peak + fit.overhead_bytes)
     words = said(fit)
     assert "each at its peak without a limit and its context" in words and "each in its least room" not in words
+
+
+def test_a_dry_runs_words_match_each_answers_basis_and_its_made_up_values_are_not_the_parameters():
+    """A dry run's fit said 'every answer is predicted' beside answers its replays decided, and 'from 11 values
+    (8, ..., 8192) ... (11 values made up)' of the batches and of what the script read from the GPU alike."""
+    from alloctune.results.provenance import DryRunSaid
+
+    fit = gpt2(2, 4, 6, 8, budgets=["12GiB"])
+    dry = replace(fit, dry_run=DryRunSaid("NVIDIA H100 80GB HBM3", "sm90", "torch 2.11 sm90", 4, {"item": 4}, 0,
+                                          None))
+    [answer] = dry.limits[0].answers
+    assert answer.basis == "replayed"
+    text = said(dry)
+    assert "Peak memory in batch, traced at batch 2, 4, 6, 8 by a dry run for NVIDIA H100 80GB HBM3 (table row " \
+           "torch 2.11 sm90; made up 4 values the script read from the GPU: item 4): nothing was measured;" in text
+    assert "values made up" not in text and "every answer is predicted" not in text
+    assert "the dry runs measured nothing: confirm an answer on a GPU" in text
+    words = " ".join(in_process("fit", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert "answers come from the dry runs' replays, else from the curve; nothing is measured" in words
+    assert "every figure is predicted" not in words

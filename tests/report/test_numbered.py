@@ -1,7 +1,7 @@
 """The one rule of every table that names settings (report/tables.numbered), on tables built here of known widths:
 a setting is whole where the table fits; else folded between its keys, as wide as fits, never inside a key's value;
 numbered only where even the narrowest fold does not fit and numbering makes it fit, never where it would not; and
-the tables of one output that share their numbers give a setting one number in each."""
+a setting in two rows of one table (a fit's answer confirmed at two values) is one number, given whole once."""
 from __future__ import annotations
 
 from alloctune.report.tables import fold, numbered
@@ -40,10 +40,8 @@ def test_numbered_only_where_no_fold_fits_and_never_where_numbering_does_not_hel
     assert numbered(SETTINGS, within(20)) == ([fold(s, 49) for s in SETTINGS], [])   # even "(1)" is too wide
 
 
-def test_tables_that_share_numbers_give_a_setting_one_number_in_each():
-    numbers: dict[str, int] = {}
-    other = "roundup_power2_divisions:[1:1,16:16,256:16,512:16],expandable_segments:True"
-    first, _ = numbered([other, "default"], within(55), numbers)
-    second, below = numbered(["default", LONG, other], within(55), numbers)
-    assert first == ["(1)", "default"] and second == ["default", "(2)", "(1)"]
-    assert below == [f"  (2) {LONG}", f"  (1) {other}"]
+def test_a_setting_in_two_rows_is_one_number_and_one_line_below():
+    """fit's confirmed table has a row per value run: the setting's second row was given whole a second time below
+    the table (fit took the duplicate line out itself)."""
+    labels, below = numbered(["default", LONG, LONG, "max_split_size_mb:128"], within(75))
+    assert labels == ["default", "(1)", "(1)", "max_split_size_mb:128"] and below == [f"  (1) {LONG}"]

@@ -14,6 +14,7 @@ import torch
 from clirun import ROOT, in_process
 
 import alloctune
+from alloctune.results.folder import ResultsFolder
 from alloctune.results.vocabulary import FITS, PEAK_RESERVED, SETTING, SIMULATED_TORCH
 from alloctune.sim.target import Target, simulated_torch
 from alloctune.sim.trace import ALLOC, FREE, Trace, save_trace
@@ -117,6 +118,19 @@ def test_a_sim_sweep_replays_the_traces_torch_as_replay_does(tmp_path, outputs):
     [front] = json.loads((Path(searched["folder"]) / "search.json").read_text()).values()
     assert (front[SIMULATED_TORCH], front["validated_by"]) == ("2.9", "static")   # 2.9's table judges, as search's
     assert searched["choices"][0][SIMULATED_TORCH] == "2.9"
+
+
+@pytest.mark.usefixtures("no_visible_gpu")
+def test_a_sim_sweeps_search_progress_names_the_torch_its_tables_name(tmp_path):
+    """The search's progress line named the interpreter's own environment (this machine's torch) while every
+    replay and table of the sweep named the trace's."""
+    trace = tmp_path / "job.xz"
+    _trace(trace)
+    run = in_process("sweep", *SWEPT, "--trace", trace, "--search", "4", "--out", tmp_path / "s")
+    assert run.returncode == 0, run.stderr
+    [env_id] = {t.env_id for t in ResultsFolder(tmp_path / "s").trials()}
+    assert env_id.startswith(f"sim:torch-{RECORDED.split('+')[0]}") and f" · {env_id} · " in run.stdout
+    assert f"search {env_id} " in run.stderr and "search torch-" not in run.stderr, run.stderr
 
 
 @pytest.mark.usefixtures("no_visible_gpu")

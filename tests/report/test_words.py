@@ -714,12 +714,16 @@ def test_every_sentence_as_the_reports_print_it(name):
     assert [(u.conf, u.why) for u in record.runners_up] == runners_up
 
 
-# A choice replayed from a dry run's trace says what the trace stood for (results/provenance.py) and that nothing
-# was measured.
+# A choice replayed from a dry run's trace says what the trace stood for (results/provenance.py), the values it made
+# up by kind, as `record --dry-run` says them, and that nothing was measured.
 DRY_RUN = [
+    (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 4, {"shape": 1, "item": 3})),
+     "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; made up 4 values the script read from the "
+     "GPU: item 3, shape 1): decided on memory alone, from the trace a dry run made without a GPU; nothing was "
+     "measured"),
     (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 2)),
-     "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; 2 values made up): decided on memory alone, "
-     "from the trace a dry run made without a GPU; nothing was measured"),
+     "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90; made up 2 values the script read from the "
+     "GPU): decided on memory alone, from the trace a dry run made without a GPU; nothing was measured"),
     (Reason(Code.DRY_RUN, DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 0)),
      "replayed from a dry run for NVIDIA H100 80GB HBM3 (table row sm90): decided on memory alone, from the trace a "
      "dry run made without a GPU; nothing was measured"),
@@ -729,6 +733,14 @@ DRY_RUN = [
 @pytest.mark.parametrize("reason, text", DRY_RUN)
 def test_a_dry_runs_choice_says_what_its_trace_stood_for(reason, text):
     assert sentence(reason) == text and sentence(read_back(reason)) == text
+
+
+def test_a_dry_run_reason_written_before_its_kinds_were_kept_says_the_count_as_before():
+    """choice.json of an older sweep: the dry run's reason without `invented` reads back, its count alone."""
+    figures = {"card": "NVIDIA H100 80GB HBM3", "table": "sm90", "made_up": 2}
+    older = Reason.from_record(ReasonRecord("dry_run", figures))
+    assert older.figures == DryRunCard("NVIDIA H100 80GB HBM3", "sm90", 2)
+    assert "(table row sm90; made up 2 values the script read from the GPU): decided" in sentence(older)
 
 
 def test_the_scenarios_reach_every_reason_code():

@@ -35,7 +35,7 @@ def test_a_confirmation_searches_where_the_gpu_disagrees(monkeypatch, fits_up_to
         return Confirmation(str(conf), value, predicted, "ok", value <= fits_up_to, searched=searched)
 
     monkeypatch.setattr(fitrun, "_run", on_gpu)
-    monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv: None)
+    monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv, **_: None)
     fit_file, a = _fit(answer)
     confirmed = fitrun.confirm(fit_file, ["job"], [a.setting]).limits[0].confirmed
     assert ran == runs
@@ -47,7 +47,7 @@ def test_a_run_that_says_nothing_of_memory_stops_the_search_and_agrees_with_noth
         return Confirmation(str(conf), value, predicted, "crashed", False, error="ModuleNotFoundError")
 
     monkeypatch.setattr(fitrun, "_run", crashed)
-    monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv: None)
+    monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv, **_: None)
     fit_file, a = _fit((24, 32))
     confirmed = fitrun.confirm(fit_file, ["job"], [a.setting]).limits[0].confirmed
     assert [(c.value, c.said, c.agreed) for c in confirmed] == [(24, None, None), (32, None, None)]

@@ -103,7 +103,7 @@ def test_the_answer_and_the_next_value_are_recorded_and_the_replays_answer(tmp_p
     curve = fit(tmp_path, python, "--budget", "12GiB", "--extra-recordings", "0")
     [default, expandable] = curve.limits[0].answers
     assert (default.largest, default.basis, default.next_value, default.exact) == (4, "replayed", 6, False)
-    assert not expandable.exact and expandable.margin is not None
+    assert not expandable.exact and expandable.margin is None and expandable.margin_why is not None   # 2 values
     assert curve.exact is not None and curve.exact.not_run == "none"
     exact = fit(tmp_path, python, "--budget", "12GiB")
     assert [(r[0], r[1]) for r in ran(log)] == [("record", 2), ("record", 4), ("record", 6), ("record", 8)]
@@ -129,7 +129,8 @@ def test_a_value_that_cannot_be_recorded_is_said_and_its_answers_stay_the_curves
     assert "exited with status 1" in out.exact.failed[0].why
     assert [r[1] for r in ran(log)] == [2, 4, 8, 12] and out.exact.values == [8, 12]   # 10 left no line
     default = out.limits[0].answers[0]
-    assert (default.largest, default.basis, default.exact, default.next_value) == (10, "interpolated", False, 12)
+    assert (default.largest, default.basis, default.curve, default.exact, default.next_value) == \
+        (10, "predicted", "interpolated", False, 12)
     assert default.margin is not None and default.runs == [True, True, True, False]
     text = cli("fit", "--param", "batch=2,4", "--conf", "default", "--budget", "20GiB", "--jobs", "1",
                       "--out", tmp_path / "fit", "--extra-recordings", "4", "--", python, tmp_path / "job.py",

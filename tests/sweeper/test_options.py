@@ -76,11 +76,11 @@ def test_options_are_held_as_given_types_and_tuples():
 def test_every_option_but_the_recorded_command_line_is_a_flag_whose_dest_is_the_field():
     sweep_parser = next(a for a in build_parser()._actions if a.dest == "command").choices["sweep"]
     dests = {s: a.dest for a in sweep_parser._actions for s in a.option_strings}
-    assert {f.name for f in fields(SweepOptions)} - set(FLAGS) == {"command"}
+    assert {f.name for f in fields(SweepOptions)} - set(FLAGS) == {"started_as"}
     assert all(dests[flag] == field for field, flag in FLAGS.items()), {f: dests.get(g) for f, g in FLAGS.items()}
     # the CLI's defaults and choices are the library's
     defaults = sweep_parser.parse_args([])
-    names = {f.name for f in fields(SweepOptions)} - {"command"}
+    names = {f.name for f in fields(SweepOptions)} - {"started_as"}
     assert SweepOptions(**{name: getattr(defaults, name) for name in names}) == SweepOptions()
     choices = {a.dest: a.choices for a in sweep_parser._actions if a.choices}
     assert list(choices["backend"]) == [b.value for b in Backend]

@@ -249,8 +249,7 @@ def test_ctrl_c_cancels_the_ray_tasks_in_flight(cluster, standin, tmp_path):
     trial_folder = Path((state / "child.dir").read_text())   # the cancelled task removed it
     wait_until(lambda: not trial_folder.exists(), 20, "the cancelled trial's folder is removed")
     assert trial_folder.name.startswith("alloctune-trial-")
-    [folder] = (tmp_path / "results").iterdir()
-    assert not (folder / "trials.jsonl").exists() or not (folder / "trials.jsonl").read_text().strip()
+    assert not (tmp_path / "results").exists()   # no trial finished: the sweep took back the folder it made
 
 
 def test_a_trial_on_another_gpu_model_does_not_count(standin, tmp_path):

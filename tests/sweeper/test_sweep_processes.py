@@ -74,14 +74,15 @@ def gone(pids: list[int], tmp: Path, timeout: float = 10) -> bool:
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_sweep_like_ctrl_c(setup):
+def test_sigterm_stops_the_sweep_like_ctrl_c(setup, tmp_path):
     command, env, pids, tmp = setup
     sweep, family = start(command, env, pids)
     sweep.send_signal(signal.SIGTERM)
     _, stderr = sweep.communicate(timeout=30)
     assert sweep.returncode == 143
-    # stopped during its first trial: nothing of this run is saved, and it says so
+    # stopped during its first trial: nothing of this run is saved, and it says so; nor is a folder of it left
     assert b"terminated; no trial had finished; running the same command again starts the sweep" in stderr
+    assert not (tmp_path / "results").exists()
     assert b"Traceback" not in stderr
     assert gone(family, tmp)
 

@@ -322,7 +322,7 @@ def _cli(*args, cwd):
      "throughput from the output"),
     (["sweep", "--warmup-steps", "-1", "--", sys.executable, "-c", "pass"],
      "--warmup-steps must be a whole number of steps from 0 to 2**63 - 1, got -1"),
-    (["sweep", "--steps", "5", "w.yaml"], "--steps apply to '-- COMMAND'; a workload file says these itself"),
+    (["sweep", "--steps", "5", "w.yaml"], "--steps applies to '-- COMMAND'; a workload file gives its own"),
     (["record", "-o", "t.pickle", "--steps", "5", "w.yaml"],
      "--steps applies to '-- COMMAND'; a workload file says its steps itself"),
     (["record", "-o", "t.pickle", "--steps", "5", "--warmup-steps", "-2", "--", sys.executable, "-c", "pass"],

@@ -74,7 +74,8 @@ def _record(task: TrialTask, outcomes: list[ReplayOutcome], traces: list, env: d
     oom = next((i for i, x in enumerate(measured) if x.num_ooms), None)
     where = "" if oom is None or len(rows) == 1 else f" of {process_name(rows[oom])}"
     first = outcomes[oom].result if oom is not None else None
-    error = f"simulated OOM at trace event {first.first_oom_index}{where}" if first else None
+    # stored with the trial: folders written before say "simulated OOM", which is shown as it is
+    error = f"OOM in the replay at trace event {first.first_oom_index}{where}" if first else None
     return TrialRecord(
         workload=task.workload["name"], workload_hash=task.workload_hash, conf=str(task.conf), repeat=task.repeat,
         env_id=task.env_id, backend=Backend.SIM, state=TrialState.OOM if m.num_ooms else TrialState.OK, measurement=m,
