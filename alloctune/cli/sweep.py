@@ -39,8 +39,8 @@ FLAGS = {
 }
 
 
-# What an interrupted sweep leaves: nothing of this run before its first trial ends, then its trials file.
-STARTING = "no trial had finished; running the same command again starts the sweep (or resumes an earlier run's)"
+# What an interrupted sweep leaves: nothing before a trial is saved (a resumed folder's, or this run's first)
+STARTING = "no trial had finished; running the same command again starts the sweep"
 RESUME = "finished trials are saved, run the same command again to resume"
 
 
@@ -200,9 +200,8 @@ def _options(args):
 
 
 def _callbacks(shown: Phases, args):
-    """What the sweep tells as it goes, on standard error: each trial (with Ray: on which node), the search's
-    progress, the estimate of the GPU trials (said once untimed, once timed), notices naming flags, phases; and,
-    once a trial is saved, what an interrupt leaves (`args.interrupted`)."""
+    """What the sweep tells as it goes, on standard error: each trial (with Ray: its node), the search's progress,
+    the GPU trials' estimate, notices naming flags, phases; and, once a trial is saved, what an interrupt leaves."""
     where = args.executor == ExecutorKind.RAY
 
     def progress(record: TrialRecord, done: int, total: int) -> None:
@@ -217,6 +216,7 @@ def _callbacks(shown: Phases, args):
     said: set[bool] = set()   # printed once untimed, once with a time (after the first trial)
 
     def estimate(e: Estimate) -> None:
+        args.interrupted = RESUME if e.done else args.interrupted   # trials saved: a resumed folder's, or this run's
         timed = e.seconds_left is not None
         if timed not in said:
             said.update({False, timed})

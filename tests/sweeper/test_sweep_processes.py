@@ -99,6 +99,15 @@ def test_sigterm_after_a_finished_trial_says_it_is_saved(setup, tmp_path):
     [folder] = (tmp_path / "results").iterdir()
     assert [line for line in (folder / "trials.jsonl").read_text().splitlines() if line.strip()] != []
     assert gone(family, tmp)
+    # resumed, and stopped again before a trial of its own finished: the folder's trials are still saved, and said so
+    for f in pids.iterdir():
+        f.unlink()
+    again, family = start(command, env, pids)
+    again.send_signal(signal.SIGTERM)
+    _, stderr = again.communicate(timeout=30)
+    assert b"Resuming the sweep" in stderr and b"finished trials are saved, run the same command again" in stderr, \
+        stderr
+    assert folder.exists() and gone(family, tmp)
 
 
 @pytest.mark.slow
