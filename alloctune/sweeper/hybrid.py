@@ -64,10 +64,12 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
     return traces
 
 
-def dry_run_default(folder: ResultsFolder, spec: WorkloadSpec, card: str, python: str) -> list[Trace]:
+def dry_run_default(folder: ResultsFolder, spec: WorkloadSpec, card: str, python: str,
+                    notice: Callable[[str], None] = lambda _: None) -> list[Trace]:
     """`sweep --dry-run -- CMD`: in place of the recording trial, the command traced without a GPU for `card`
     (trial/recording.py; under `python`, the sweep's interpreter, where the command starts with one), one trace per
-    process that used CUDA, kept in the folder as a recording's are; the folder's own on resume."""
+    process that used CUDA, kept in the folder as a recording's are; the folder's own on resume. `notice`: told
+    when the command ended before its --steps window, as record tells it."""
     if (kept := _kept(folder)) is not None:
         return kept
     assert spec.command is not None   # SweepOptions' rule: a dry run sweeps a command
@@ -75,7 +77,7 @@ def dry_run_default(folder: ResultsFolder, spec: WorkloadSpec, card: str, python
     argv = [python, *command.argv[1:]] if is_python(command.argv[0]) else list(command.argv)
     written = record_command(argv, folder.path / TRACE_FILE, timeout_s=spec.timeout_s,
                              warmup_steps=spec.warmup_steps, steps=spec.steps, env=dict(command.env),
-                             dry_run=card, cwd=command.cwd)
+                             dry_run=card, cwd=command.cwd, notice=notice)
     _name_traces(folder, [path.name for path, _ in written])
     return [trace for _, trace in written]
 

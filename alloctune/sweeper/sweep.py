@@ -50,7 +50,7 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
         traces = record_default(folder, task, lambda tasks: execute(folder, plan.runner, tasks, progress))
     elif plan.dry_run:
         callbacks.phase(f"dry run of the command (no GPU, for {plan.dry_run})", None)
-        traces = dry_run_default(folder, spec, plan.dry_run, plan.probes[0].python)
+        traces = dry_run_default(folder, spec, plan.dry_run, plan.probes[0].python, callbacks.notice)
     if traces:
         planned = _replay(folder, spec, options, plan, traces, callbacks)
     if plan.backend == Backend.HYBRID and options.confirm:

@@ -171,6 +171,16 @@ def test_a_command_that_ends_before_its_window_is_traced_whole_with_a_notice(tmp
             f"10): the trace covers its whole run") in said, done.stderr
 
 
+def test_a_dry_run_sweep_of_a_command_that_ends_before_its_window_says_so_as_record_does(tmp_path):
+    (tmp_path / "job.py").write_text(STEPS)
+    done = cli("sweep", "--dry-run", "--steps", "10", "--conf", "expandable_segments:True", "--out", tmp_path / "r",
+               "--", sys.executable, "job.py", "3", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = " ".join(done.stderr.split())   # wrapped
+    assert "notice: " in said and "ended after 3 steps, before the end of its --steps window (2 warm-up steps + 10): " \
+        "the trace covers its whole run" in said, done.stderr
+
+
 def test_an_interrupted_dry_run_keeps_no_trace_and_offers_a_window(tmp_path):
     """A long job interrupted: nothing to keep, and --steps N, which would have ended it, is said."""
     (tmp_path / "job.py").write_text(STEPS)
