@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from clirun import ROOT, cli
+from pids import hear_ctrl_c
 from waiting import wait_until
 
 from alloctune.dryrun import cards
@@ -186,7 +187,8 @@ def test_an_interrupted_dry_run_keeps_no_trace_and_offers_a_window(tmp_path):
     (tmp_path / "job.py").write_text(STEPS)
     proc = subprocess.Popen([sys.executable, "-m", "alloctune", "record", "--dry-run", "-o", str(tmp_path / "t.xz"),
                              "--", sys.executable, "job.py", "100000", "0.05"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=hear_ctrl_c)
     wait_until(lambda: proc.poll() is not None or (tmp_path / "started").exists(), 300, "the job's first step")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
