@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from ..decide.choice import Choice
 from ..decide.finalists import GpuPlan
 from ..decide.summary import SettingResult
-from ..errors import AlloctuneError, OptionError, OptionText, WorkloadError, shown
+from ..errors import AlloctuneError, OptionError, OptionText, WorkloadError, options_apply, shown
 from ..report.words import skipped_words
 from ..results.folder import ResultsFolder, Skipped
 from ..results.provenance import Provenance, provenance
@@ -115,9 +115,8 @@ def _workload(given: object, options: SweepOptions) -> WorkloadSpec:
     if not isinstance(given, (list, tuple)):
         raise AlloctuneError(f"sweep(): expected a workload file's path, a WorkloadSpec or your command's words, "
                              f"e.g. ['python3', 'train.py'], got {shown(given)}")
-    if options.preset is not None or options.trace is not None:
-        raise OptionError("preset" if options.preset is not None else "trace",
-                          "{preset} and {trace} apply to a workload file, not to a command")
+    if misplaced := [name for name in ("preset", "trace") if getattr(options, name) is not None]:
+        raise OptionError(misplaced[0], options_apply(misplaced) + " to a workload file, not to a command")
     return command_workload(check_command(given), timeout_s=options.timeout_s)
 
 

@@ -157,7 +157,9 @@ def test_report_of_a_folder_of_results_passes_one_without_trials_by_in_a_line(tm
     (lambda: alloctune.sweep([]), "a command is a non-empty list of non-empty strings, got []"),
     (lambda: alloctune.sweep("w.yaml", command=["python3", "x.py"]),
      "sweep(): give a workload, or a command's words as command, not both"),
-    (lambda: alloctune.sweep(["python3", "x.py"], preset="h200"),
+    (lambda: alloctune.sweep(["python3", "x.py"], preset="h200"),   # only what was given is named
+     "preset applies to a workload file, not to a command"),
+    (lambda: alloctune.sweep(["python3", "x.py"], preset="h200", trace="t.xz"),
      "preset and trace apply to a workload file, not to a command"),
 ])
 def test_a_wrong_command_is_refused_in_one_line(call, message, tmp_path, monkeypatch):
