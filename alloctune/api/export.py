@@ -57,8 +57,9 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
     before its first trial) are left out, as `Exported.skipped` says."""
     options = options_of("export_results", ExportOptions, options,
                          fields if format is None else dict(fields, format=format))
-    (found, info), skipped = _select_folder(folder.path if isinstance(folder, ResultsFolder) else folder,
-                                            options.workload)
+    skipped: list[ResultsFolder] = []
+    found, info = _select_folder(folder.path if isinstance(folder, ResultsFolder) else folder, options.workload,
+                                 skipped)
     choice = _select_choice(found, options.env_id)
     _check_setting(found, choice)
     if not choice.complete and not options.allow_incomplete:
@@ -70,17 +71,16 @@ def export_results(folder: str | os.PathLike | ResultsFolder, format: str | None
         choice = with_conf(found, info, choice, options.conf)
     text = render(choice, options.format, provenance(found, info, choice),
                   instead_of=None if options.conf is None else chosen)
-    return Exported(found, choice, options.format, text, skipped)
+    return Exported(found, choice, options.format, text, tuple(skipped))
 
 
 export = export_results
 
 
-def _select_folder(path: str | os.PathLike, workload: str | None
-                   ) -> tuple[tuple[ResultsFolder, SweepInfo], tuple[ResultsFolder, ...]]:
-    """The results folder at `path`, or the one below it (of `workload`), and those below it that hold no trials,
-    left out (`find_results`)."""
-    empty: list[ResultsFolder] = []
+def _select_folder(path: str | os.PathLike, workload: str | None, empty: list[ResultsFolder]
+                   ) -> tuple[ResultsFolder, SweepInfo]:
+    """The results folder at `path`, or the one below it (of `workload`); those below it that hold no trials are
+    left out, into `empty` (`find_results`)."""
     found = [(f, f.info()) for f in find_results(path, empty)]
     if workload is not None:
         names = sorted({i.workload_name for _, i in found})
@@ -98,7 +98,7 @@ def _select_folder(path: str | os.PathLike, workload: str | None
         raise ResultsError(OptionText("{path} holds {count} results folders; choose one with {workload} or give "
                                       "the folder itself, one of:{options}", path=path, count=len(found),
                                       options=options))
-    return found[0], tuple(empty)
+    return found[0]
 
 
 def _select_choice(folder: ResultsFolder, env_id: str | None) -> ChoiceRecord:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -24,11 +23,10 @@ from ..units import GiB, format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
-from .fitchecks import card, check_cards, check_marks, wrong
+from .fitchecks import NAME, card, check_cards, check_marks, wrong
 from .inputs import TraceInput, budget_limit, card_words, name_of, once_each, trace_inputs
 from .options import options_of
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GIVEN = "as given by {overhead}"   # where a card too small for the context was told it, as the caller named it
 
 
@@ -61,7 +59,7 @@ class FitOptions:
     arch: str | None = None                          # with dry_run: the card it stands for (trial/recording's)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.param, str) or not _NAME.fullmatch(self.param):
+        if not isinstance(self.param, str) or not NAME.fullmatch(self.param):
             raise OptionError("param", "{param} {got}: expected a name such as batch", got=shown(self.param))
         self._check_source()
         set_field(self, "confs", settings(self.confs))
@@ -355,9 +353,8 @@ def _request(options: FitOptions, facts: dict, entries: list, target: Target):
     device = recording_device(said)
     given_overhead = in_bytes(options.overhead)
     overhead = given_overhead if given_overhead is not None else overhead_of(said)
-    source = (OverheadFrom.GIVEN if given_overhead is not None else
-              OverheadFrom.ASSUMED if all(f.meta.get("overhead_bytes") is None for f in said) else
-              OverheadFrom.MEASURED if dry is None else OverheadFrom.TABLE)
+    source = OverheadFrom.of(given_overhead is not None, any(f.meta.get("overhead_bytes") is not None for f in said),
+                             dry is not None)
     budgets = [(str(text), budget_on(*(budget_limit(text) or (None, None)), device) or 0) for text in options.budgets]
     if over := [(text, size) for text, size in budgets if size > device]:   # the card runs out first
         raise OptionError("budgets", "{budgets} {given} ({size}) is more than {gpu}'s {card}: it limits nothing; "
@@ -367,6 +364,8 @@ def _request(options: FitOptions, facts: dict, entries: list, target: Target):
         [] if options.budgets else [g * GiB for g in DEFAULT_CARDS_GIB]
     check_cards(cards, overhead, GIVEN if source is OverheadFrom.GIVEN else OVERHEAD_WORDS[source])
     # a setting named and skipped is said, as replay says it; the default grid's skips are the grid's own
-    warnings = [skip.said for skip in skipped if entries] + [w for w in [command_warning(facts, options.param)] if w]
+    warnings = [skip.said for skip in skipped] if entries else []
+    if mixed := command_warning(facts, options.param):
+        warnings.append(mixed)
     return FitRequest(options.param, confs, cards, budgets, options.step or step_of(sorted(facts)), overhead, source,
                       device, list(options.command) if options.command else None, warnings)

@@ -11,7 +11,8 @@ from ..errors import OptionError, SizeError, shown
 from ..units import MAX_INT, MAX_INT_TEXT, GiB, format_bytes, parse_size
 
 MIN_CARD = GiB   # no card with less memory runs a job: a CUDA context alone takes half of it or more
-_MARK = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a parameter's name, and what a {mark} holds
+_MARK = re.compile(r"\{(" + NAME.pattern + r")\}")
 
 
 def wrong(values: Iterable[object]) -> str:

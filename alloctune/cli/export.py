@@ -7,7 +7,7 @@ from ..errors import printable
 from ..files import write_file
 from ..api.export import ExportOptions, export_results
 from ..report.export import FORMATS
-from ..results.folder import NO_TRIALS
+from ..results.folder import passed_by
 from .args import written
 
 # ExportOptions' fields as this command's flags: a library message that names one shows the flag.
@@ -38,7 +38,7 @@ def run(args) -> int:
     exported = export_results(args.results, options=ExportOptions(
         **{name: getattr(args, name) for name in FLAGS}))
     for folder in exported.skipped:   # passed by, as `report` passes them by
-        print(printable(f"{folder.path} holds no trials ({NO_TRIALS}): not exported"), file=sys.stderr)
+        print(printable(passed_by(folder, "not exported")), file=sys.stderr)
     if args.output and args.output != "-":
         write_file(args.output, exported.text)   # an existing FILE stays whole if the write fails
         print(printable(f"wrote {args.output}"), file=sys.stderr)

@@ -33,7 +33,7 @@ def run(args) -> int:
     from ..api.analyze import AnalyzeOptions, analyze
     from ..report.analysis import change_lines, choice_record
     from ..report.ranked import print_choice
-    from ..results.folder import NO_TRIALS, ResultsFolder, find_results
+    from ..results.folder import ResultsFolder, find_results, passed_by
     from .args import console as wide_console
 
     console = wide_console()
@@ -42,7 +42,7 @@ def run(args) -> int:
     empty: list[ResultsFolder] = []
     found = find_results(args.results, empty)
     for folder in empty:   # passed by, in a line each: the folders beside it are reported, and the status is theirs
-        print(printable(f"{folder.path} holds no trials ({NO_TRIALS}): not reported"), file=sys.stderr)
+        print(printable(passed_by(folder, "not reported")), file=sys.stderr)
     for folder in found:
         try:
             analysis = analyze(folder, options)

@@ -40,7 +40,7 @@ def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, 
         else:
             messages = value
     if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
-        text, _ = _read_text(beside)
+        text = _read_text(beside)
         if looks_like_message(text):
             messages = parse_messages(text)
             names.append(beside)
@@ -108,12 +108,12 @@ def _without_figures(text: str) -> tuple[str, str] | None:
 LOG_TAIL_BYTES = 64 * 2**20
 
 
-def _read_text(path: str) -> tuple[str, int]:
+def _read_text(path: str) -> str:
     from ..sim.limits import MAX_SNAPSHOT_BYTES
 
     try:
         with open_input(path, MAX_SNAPSHOT_BYTES, "a log", DiagnoseError, whole=False) as f:
-            return _log_text(b"", f, path)
+            return _log_text(b"", f, path)[0]
     except OSError as exc:
         raise DiagnoseError(f"cannot read {path!r}: {exc.strerror or exc}") from None
 

@@ -101,7 +101,7 @@ def _print_values(console, fit: FitFile, rows_at: Callable[[list[int]], Rows]) -
             table = dict(table, caption="; ".join(filter(None, [table.get("caption"), note])))
         makes.append(_table(headers, rows, table))
         settings = [row[0] for row in rows]
-    _, drawn, below = most_that_fit(makes, settings, console.width)
+    drawn, below = most_that_fit(makes, settings, console.width)
     print_numbered(console, drawn, below)
 
 
@@ -155,9 +155,11 @@ def _curves_table(console, fit: FitFile) -> None:
     title = fit_title(fit, f"Peak reserved ({unit[0]}), replayed {UNLIMITED} at each {made} {fit.param}, and its "
                            f"curve")
 
+    peaks = [_peaks(s, fit, unit) for s in fit.settings]
+
     def rows_at(shown: list[int]) -> Rows:
-        rows = [[conf_label(s.conf), *[_peaks(s, fit, unit)[i] for i in shown], *_curve_cells(s, fit.param)]
-                for s in fit.settings]
+        rows = [[conf_label(s.conf), *[cells[i] for i in shown], *_curve_cells(s, fit.param)]
+                for s, cells in zip(fit.settings, peaks)]
         headers = ["setting", *(f"{fit.param}\n{fit.values[i]}" for i in shown), "fit", "error\nat points",
                    "leave-\none-out"]
         # the curve's words wrap ('parabola' over 'in batch'): with five values the table then fits 80 columns

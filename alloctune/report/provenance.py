@@ -41,16 +41,12 @@ def origins(ps: Iterable[Provenance]) -> str:
     return f"{plural(dry, 'dry run')} and {plural(len(ps) - dry, 'recording')} made on a GPU"
 
 
-def replayed_kind(env: dict) -> str:
-    """How a replayed group's table is titled: 'replayed' (the vocabulary's basis) from a recording, 'dry run' from
-    a dry run's trace (its trials' environment says which)."""
-    return Basis.REPLAYED.value if provenance(env).measured else "dry run"
-
-
 def figures_kind(choice: ChoiceRecord) -> str:
-    """How a group's table and plot are titled by where their figures come from: 'measured' on a GPU, else
-    `replayed_kind`."""
-    return replayed_kind(choice.env) if choice.simulated else Basis.MEASURED.value
+    """How a group's table and plot are titled by where their figures come from: 'measured' on a GPU, 'replayed'
+    from a recording, 'dry run' from a dry run's trace (its trials' environment says which)."""
+    if not choice.simulated:
+        return Basis.MEASURED.value
+    return Basis.REPLAYED.value if provenance(choice.env).measured else "dry run"
 
 
 def title(p: Provenance | Iterable[Provenance], text: str) -> str:

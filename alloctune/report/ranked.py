@@ -20,7 +20,7 @@ from .layout import INDENT, say
 from .provenance import figures_kind
 from .predicted import (PREDICTED_HEADER, PREDICTED_LEGEND, calls_cell, confirmed_pair, pair_cell, pair_legend,
                         predicted_cell, prediction)
-from .tables import add_setting_column, keep_columns, markdown_table, natural_width, print_numbered, whole_settings
+from .tables import add_setting_column, keep_columns, markdown_table, most_that_fit, print_numbered
 from .words import format_rate
 
 COLUMNS = ("setting", "state", "peak reserved", "peak allocated", "reserved/allocated", "fragmentation", "retries",
@@ -158,7 +158,7 @@ def _any_against(choice: ChoiceRecord) -> bool:
 def ranked_table(choice: ChoiceRecord, width: int) -> tuple[Table, list[str]]:
     """The settings of `choice`'s group, fitting ones by peak reserved, then failures, in `width` columns: no cell
     breaks (but 'vs default' between words, where nothing else fits), empty columns are left out, and settings too
-    long for the table are numbered in it and given whole in the lines returned beside it (tables.whole_settings)."""
+    long for the table are numbered in it and given whole in the lines returned beside it (tables.most_that_fit)."""
     group = choice.settings
     unit = next((s.unit for s in group if s.unit), None) or "units"
     memory = "peak\ndevice" if _device(choice) else "peak\nreserved"
@@ -181,13 +181,9 @@ def ranked_table(choice: ChoiceRecord, width: int) -> tuple[Table, list[str]]:
             table.add_row(label, *(row[j] for j in keep[1:]), style=style)
         return table
 
-    settings = [row[0] for row in rows]
-    made = whole_settings(table_of, settings, width)
-    if natural_width(made[0]) <= width:
-        return made
     # Too wide even with its settings numbered (an in-process winner's cell is a phrase: '1.00x ±0.3%, 8 blocks in
     # one process'): the 'vs default' column wraps between words.
-    return whole_settings(lambda labels: table_of(labels, wrap=True), settings, width)
+    return most_that_fit([table_of, lambda labels: table_of(labels, wrap=True)], [row[0] for row in rows], width)
 
 
 def print_choice(console, choice: ChoiceRecord) -> None:

@@ -138,10 +138,10 @@ def whole_settings(make: Callable[[list[str]], Table], settings: list[str],
 
 
 def most_that_fit(makes: Sequence[Callable[[list[str]], Table]], settings: list[str],
-                  width: int) -> tuple[int, Table, list[str]]:
+                  width: int) -> tuple[Table, list[str]]:
     """Of tables that differ in how many optional columns they hold (`makes`, most first), the first that fits
     `width` with its settings as `whole_settings` gives them (whole, folded, or the fewest numbered), else the last:
-    its index, the table and the lines below it. Fewer columns never make a table wider, so it is searched for by
+    the table and the lines below it. Fewer columns never make a table wider, so it is searched for by
     halves."""
     def fitting(i: int) -> bool:
         fits = _within(makes[i], width)
@@ -154,7 +154,7 @@ def most_that_fit(makes: Sequence[Callable[[list[str]], Table]], settings: list[
             high = middle
         else:
             low = middle + 1
-    return low, *whole_settings(makes[low], settings, width)
+    return whole_settings(makes[low], settings, width)
 
 
 def _within(make: Callable[[list[str]], Table], width: int) -> Callable[[list[str]], bool]:

@@ -211,6 +211,11 @@ class OverheadFrom(str, enum.Enum):
     GIVEN = "given"         # --overhead
     ASSUMED = "assumed"     # the recordings do not say: the simulator's default
 
+    @classmethod
+    def of(cls, given: bool, measured: bool, dry_run: bool) -> "OverheadFrom":
+        """Given with --overhead, else assumed where no trace holds one, else the dry runs' table or measured."""
+        return cls.GIVEN if given else cls.ASSUMED if not measured else cls.TABLE if dry_run else cls.MEASURED
+
 
 class NotExact(str, enum.Enum):
     """Why no recording was made to make answers exact."""
@@ -380,8 +385,7 @@ def _upgrade_2(data: dict) -> dict:
         return dict(a, basis=basis.value, curve=curve, **({"margin": None, "margin_why": UNTESTED} if bare else {}))
 
     measured = data.get("overhead_measured")
-    source = (OverheadFrom.ASSUMED if measured is not True else
-              OverheadFrom.TABLE if data.get("dry_run") is not None else OverheadFrom.MEASURED)
+    source = OverheadFrom.of(False, measured is True, data.get("dry_run") is not None)
     return dict(data, schema=3, limits=_answers(data, answer), overhead_from=source.value)
 
 

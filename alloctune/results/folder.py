@@ -39,6 +39,12 @@ DECIDED = (CHOICE_FILE, SUMMARY_FILE, PLOT_FILE, BEST_FILE)
 MAX_ENV_BYTES = 64 * 2**10   # best.env: a comment and a line, some hundred bytes
 # What a results folder without trials is, as a reader that passes it by says (`find_results`).
 NO_TRIALS = "a sweep that stopped before its first trial ended"
+
+
+def passed_by(folder: "ResultsFolder", left: str) -> str:
+    """The line for a folder without trials that a command over a folder of results folders left out ('not
+    reported', 'not exported')."""
+    return f"{folder.path} holds no trials ({NO_TRIALS}): {left}"
 _LOCK_OPEN = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
 
 

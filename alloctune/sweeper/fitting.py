@@ -114,10 +114,7 @@ def recording_curve(replays: Replays) -> Fit | None:
     runs it. Not its peak reserved: given less room the allocator frees its cache and goes on, so the recording runs
     (on an H100 that curve put Mask R-CNN's batch 12 beyond the card, which ran it, and 14, in a 53 GiB budget). A
     value between the two may still fail to record; that failure is kept and costs one recording."""
-    curves = {}
-    for s in replays.points():
-        if s.reason is None and (curve := _curves(s)[1]) is not None:
-            curves[s.setting] = curve
+    curves = {s.setting: curve for s in replays.points() if (curve := _curves(s)[1]) is not None}
     if AllocConf() in curves:
         return curves[AllocConf()]
     return min(curves.values(), key=lambda c: c.at(max(replays.values)), default=None)

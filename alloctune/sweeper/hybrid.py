@@ -65,7 +65,7 @@ def record_default(folder: ResultsFolder, task: TrialTask, run: Callable[[list[T
 
 
 def dry_run_default(folder: ResultsFolder, spec: WorkloadSpec, card: str, python: str,
-                    notice: Callable[[str], None] = lambda _: None) -> list[Trace]:
+                    notice: Callable[[str], None]) -> list[Trace]:
     """`sweep --dry-run -- CMD`: in place of the recording trial, the command traced without a GPU for `card`
     (trial/recording.py; under `python`, the sweep's interpreter, where the command starts with one), one trace per
     process that used CUDA, kept in the folder as a recording's are; the folder's own on resume. `notice`: told

@@ -49,6 +49,11 @@ class Plan:
 
     kept: dict[str, str] = field(default_factory=dict)   # interpreter -> the id a resumed folder's replays keep
 
+    @property
+    def traces(self) -> list[Trace] | None:
+        """The traces read before the sweep runs (`replayed`); None where it records or dry-runs its own."""
+        return self.replayed[0] if self.replayed else None
+
     def target(self, p: ProbeResult, traces: list[Trace] | None) -> Target:
         """The torch `p`'s replays of `traces` follow (`told`: its own, else the trace's). A dry run stands for the
         torch that traced it on the card, so it follows that torch's release: its local build tag ('+cpu') names a
@@ -65,7 +70,7 @@ class Plan:
         if p.env_id in self.kept:
             return self.kept[p.env_id]
         assert self.told or self.replayed is not None
-        followed = self.target(p, self.replayed[0] if self.replayed else None).followed
+        followed = self.target(p, self.traces).followed
         if followed == p.torch_version:   # its own torch: its own id, whatever form the probe gave it
             return sim_env_id(p.env_id)
         own = torch_env_id(p.torch_version)

@@ -39,12 +39,12 @@ def open_folder(info: SweepInfo, options: SweepOptions, notice: Callable[[str], 
     sweep_text(info)
     if options.out is not None:
         folder = ResultsFolder(options.out)
-        if not (folder.path / SWEEP_FILE).exists() and (theirs := _not_ours(folder.path)):
-            listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
-            raise AlloctuneError(OptionText(
-                "{out} {path} holds {listed} and no sweep (no {name}): a sweep writes into a results folder "
-                "of its own, so give a new or empty folder", path=folder.path, listed=listed, name=SWEEP_FILE))
         if not (folder.path / SWEEP_FILE).exists():
+            if theirs := _not_ours(folder.path):
+                listed = ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+                raise AlloctuneError(OptionText(
+                    "{out} {path} holds {listed} and no sweep (no {name}): a sweep writes into a results folder "
+                    "of its own, so give a new or empty folder", path=folder.path, listed=listed, name=SWEEP_FILE))
             return _made(folder, info, held)
         _locked(folder, held)
         kept = folder.info()
@@ -147,7 +147,7 @@ def keep_replay_ids(folder: ResultsFolder, plan: Plan) -> None:
         theirs = {simulated_torch(r.env.get("simulated_as")) for r in replays if r.env_id == older}
         if older == planned or not theirs or any(r.env_id == planned for r in replays):
             continue
-        follows = plan.target(p, plan.replayed[0] if plan.replayed else None).simulated
+        follows = plan.target(p, plan.traces).simulated
         if theirs != {follows}:
             raise AlloctuneError(OptionText(
                 "{path} holds replays named {older} that followed torch {theirs}'s allocator, and this sweep replays "

@@ -35,7 +35,7 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
     the trace (hybrid without one; with --dry-run, the command's dry run instead), the replays (sim, hybrid), then
     the measured trials (cuda; hybrid: the finalists). The estimate of the GPU trials is told before the first and
     kept current after each."""
-    traces, planned = plan.replayed[0] if plan.replayed else None, plan.planned
+    traces, planned = plan.traces, plan.planned
     tally = Tally(callbacks.estimate, len(options.gpus or (0,)), folder.trials())
 
     def progress(record: TrialRecord, done: int, total: int) -> None:

@@ -79,8 +79,9 @@ def numbering(text: str) -> list[tuple[list[int], list[int]]]:
 
 
 def test_each_table_numbers_its_settings_in_order_and_gives_each_once_below_it():
-    """The curves numbered three settings and each budget's answers five, in one numbering: the budget's rows read
-    (4), (1), (2), (5), (3), and a setting confirmed at two values was given whole twice below its table."""
+    """Each table numbers its own settings. Before, the curves numbered three settings and each budget's answers
+    five in one numbering, so the budget's rows read (4), (1), (2), (5), (3), and a setting confirmed at two values
+    was given whole twice below its table."""
     fit = FitFile.from_json(json.loads(CONFIRMED.read_text()), str(CONFIRMED))
     for width, counts in ((80, [3, 5, 5]), (60, [8, 1, 1])):
         console = Console(record=True, width=width)

@@ -4,6 +4,7 @@ frees its cache and the recording runs (on an H100 the peak reserved put Mask R-
 which then ran it within a 53 GiB budget)."""
 from __future__ import annotations
 
+from alloctune.results.fits import OverheadFrom
 from alloctune.settings.conf import AllocConf
 from alloctune.sim.points import Replayed
 from alloctune.sweeper.fitexact import _todo
@@ -15,7 +16,8 @@ GiB = 2**30
 def replays(points: list[tuple[int, int, int]]) -> Replays:
     """The default replayed at each (value, unlimited peak reserved GiB, peak allocated GiB), on an 80 GiB card with
     a 1 GiB context, answering for a 40 GiB budget."""
-    out = Replays(FitRequest("batch", [AllocConf()], [], [("40GiB", 40 * GiB)], 2, GiB, True, 80 * GiB))
+    out = Replays(FitRequest("batch", [AllocConf()], [], [("40GiB", 40 * GiB)], 2, GiB, OverheadFrom.MEASURED,
+                              80 * GiB))
     for value, reserved, allocated in points:
         out._by_value[value] = [Replayed(value, reserved * GiB, allocated * GiB, (True,), reserved * GiB)]
         out.names[value] = f"trace.batch-{value}"
