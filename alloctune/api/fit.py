@@ -238,27 +238,28 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
     from ..sweeper.fitcopies import confirm_copies
     from ..sweeper.fitrun import confirm
     from ..sweeper.fitting import Replays, fit_file
+    from ..trial.probe import Probes
 
     def say(line: str) -> None:
         progress(line, None)
 
-    command = options.command
+    command, probes = options.command, Probes()   # the command's interpreter probed once, for every run below
     if command is not None and options.confirm:
         from ..trial.recording import refuse_without_gpu
 
         # before the first recording: confirming needs the GPU, which a dry run cannot stand for
-        refuse_without_gpu(list(command), dry_run_instead=False)
-    sources, facts = _recorded(options, folder, say)
+        refuse_without_gpu(list(command), dry_run_instead=False, probes=probes)
+    sources, facts = _recorded(options, folder, say, probes)
     # the torch the replays follow (sim/target.py: each trace's own; a fit's traces come from one torch)
     target = Target(next((f.meta.get("torch_version") for _, f in sorted(facts.items())), None))
     replays = Replays(_request(options, facts, entries, target), jobs=options.jobs, device=options.device)
     for value, (name, source) in sorted(sources.items()):
         replays.add(value, name, source)
-    answer = fit_file(replays, _settle(options, replays, folder, say))
+    answer = fit_file(replays, _settle(options, replays, folder, say, probes))
     if command is not None and options.confirm:
         confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
         runs = dict(gpu=options.gpu, timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
-                    steps=options.steps, say=say, before=_before(folder))
+                    steps=options.steps, say=say, before=_before(folder), probes=probes)
         answer = confirm(answer, command, confs, **runs)   # type: ignore[arg-type]
         if options.confirm_copies is not None:
             answer = confirm_copies(answer, command, confs, options.confirm_copies, **runs)   # type: ignore[arg-type]
@@ -274,7 +275,7 @@ def _before(folder: Path | None) -> FitFile | None:
     return FitFile.from_json(load_json(path), str(path)) if path is not None and path.exists() else None
 
 
-def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict]:
+def _recorded(options: FitOptions, folder: Path | None, say, probes) -> tuple[dict, dict]:
     """Each value's trace, as (name, path or Trace), and what it says of itself (`TraceFacts`): the command's
     recordings, made or kept in `folder`, or the traces given, each read once for its facts and dropped (standard
     input, which reads once, is held)."""
@@ -285,7 +286,7 @@ def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict
         assert folder is not None   # a command's recordings are always kept
         recorded = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
                                  timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
-                                 steps=options.steps, say=say, dry_run=options.card)
+                                 steps=options.steps, say=say, dry_run=options.card, probes=probes)
         return {v: (name, name) for v, (name, _) in recorded.items()}, {v: f for v, (_, f) in recorded.items()}
     sources, facts = {}, {}
     for i, (value, source) in enumerate((options.traces or {}).items()):
@@ -295,7 +296,7 @@ def _recorded(options: FitOptions, folder: Path | None, say) -> tuple[dict, dict
     return sources, facts
 
 
-def _settle(options: FitOptions, replays, folder: Path | None, say):
+def _settle(options: FitOptions, replays, folder: Path | None, say, probes):
     """The recordings that make answers exact (sweeper/fitexact.py), where a command can be recorded: on the GPU or
     by a dry run, into the fit's folder, at most `extra_recordings`."""
     from ..results.fits import ExactRecord, NotExact
@@ -308,13 +309,13 @@ def _settle(options: FitOptions, replays, folder: Path | None, say):
     if most == 0:
         return ExactRecord(most, not_run=NotExact.NONE)
     card = options.card
-    if card is None and not gpu_seen(command, options.param, options.values[0]):
+    if card is None and not gpu_seen(command, options.param, options.values[0], probes):
         return ExactRecord(most, not_run=NotExact.NO_GPU)
     assert folder is not None
 
     def record(value: int):
         return record_value(command, options.param, value, folder, gpu=options.gpu, timeout_s=options.timeout_s,
-                            warmup_steps=options.warmup_steps, steps=options.steps, dry_run=card)
+                            warmup_steps=options.warmup_steps, steps=options.steps, dry_run=card, probes=probes)
 
     return settle(replays, record, most, say, "recording" if card is None else DRY_RUNNING)
 

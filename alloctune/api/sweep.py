@@ -35,6 +35,10 @@ from .analyze import decide_folder, decisions
 from .checks import grid_settings
 from .options import build, split
 
+# The SweepOptions of a command alone, refused beside a workload file (it gives its own); warmup_steps is not
+# among them: its default cannot tell whether it was given.
+_COMMAND_ONLY = ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd")
+
 
 @dataclass(frozen=True)
 class SweepOutcome:
@@ -70,6 +74,10 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
     win over both: `sweep("w.yaml", preset="h200", repeats=5, notice=print)`. A bad option, or a name that is
     neither, is an OptionError naming the field.
 
+    A command's options, how `sweep -- COMMAND` runs and measures it (`metric_regex`, `unit`, `warmup_steps`,
+    `steps`, `step_on`, `name`, `cwd`, `isolate_cwd`), are SweepOptions fields too; a workload file gives its own
+    (each but `warmup_steps` is refused beside one).
+
     `grid`: the settings themselves, `["expandable_segments:True"]` (replay, fleet and fit take them as `confs`,
     and their `grid` is a file listing more); a file given here is refused in one line.
 
@@ -89,12 +97,14 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
             raise OptionError("command", "sweep(): give a workload, or a command's words as {command}, not both")
         workload = command
     spec = _workload(workload, options)
-    plan = make_plan(spec, options, callbacks)
+    typed = os.fspath(workload) if isinstance(workload, (str, os.PathLike)) else None   # as shown in hints
+    plan = make_plan(spec, options, callbacks, typed)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
         folder = open_folder(sweep_info(spec, options, plan), options, callbacks.notice, held)
-        keep_replay_ids(folder, plan)
+        earlier = folder.trials()   # a resumed sweep's, read once
+        keep_replay_ids(earlier, folder.path, plan)
         folder.write_info(replace(folder.info(), finished=False))   # until its end: a resumed one too
-        run_plan(folder, spec, options, plan, callbacks)
+        run_plan(folder, spec, options, plan, callbacks, earlier)
         folder.write_info(replace(folder.info(), finished=True))
         callbacks.phase("choosing and writing the reports", None)
         decision = decide_folder(folder, options.max_slowdown)
@@ -106,21 +116,32 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
 
 def _workload(given: object, options: SweepOptions) -> WorkloadSpec:
     """What `sweep()` was given to sweep, as a WorkloadSpec: a workload file read (with its `preset`), or a command's
-    words checked (the program exists and is executable) as the command line checks `-- COMMAND`."""
-    if isinstance(given, WorkloadSpec):
-        return given
-    if isinstance(given, (str, os.PathLike)):
-        refuse_trace(given)
-        return load_workload(given, options.preset)
-    if not isinstance(given, (list, tuple)):
+    words checked (the program exists and is executable) and run as its options say."""
+    if not isinstance(given, (str, os.PathLike, WorkloadSpec, list, tuple)):
         raise AlloctuneError(f"sweep(): expected a workload file's path, a WorkloadSpec or your command's words, "
                              f"e.g. ['python3', 'train.py'], got {shown(given)}")
+    if isinstance(given, (list, tuple)):
+        return _command(given, options)
+    if isinstance(given, (str, os.PathLike)):
+        _refuse_trace(given)
+    if extra := [name for name in _COMMAND_ONLY if getattr(options, name)]:
+        raise OptionError(extra[0], options_apply(extra) + " to '-- COMMAND'; a workload file gives its own")
+    return given if isinstance(given, WorkloadSpec) else load_workload(given, options.preset)
+
+
+def _command(words: Sequence[str], options: SweepOptions) -> WorkloadSpec:
+    """The workload of a command's words, as `sweep -- COMMAND` runs them."""
+    if words and isinstance(words[0], str):
+        _refuse_trace(words[0])
     if misplaced := [name for name in ("preset", "trace") if getattr(options, name) is not None]:
-        raise OptionError(misplaced[0], options_apply(misplaced) + " to a workload file, not to a command")
-    return command_workload(check_command(given), timeout_s=options.timeout_s)
+        raise OptionError(misplaced[0], options_apply(misplaced) + " to a workload file, not to '-- COMMAND'")
+    command = check_command(words, options.cwd, None, options.metric_regex, options.isolate_cwd,
+                            step_on=options.step_on)
+    return command_workload(command, name=options.name, unit=options.unit, warmup_steps=options.warmup_steps,
+                            steps=options.steps, timeout_s=options.timeout_s)
 
 
-def refuse_trace(target: str | os.PathLike) -> None:
+def _refuse_trace(target: str | os.PathLike) -> None:
     """A trace given where a sweep takes a workload file or a command (`alloctune sweep trace.xz`): said as such,
     with the commands that take it, instead of failing as a workload that is not YAML or a program that cannot
     run."""

@@ -23,9 +23,9 @@ from ..units import format_bytes, format_number, plural
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .args import add_dry_run, console, flagged, fraction, gpu_list, positive_int, seconds, written
 
-# The options this command passes on, as its flags: SweepOptions fields, then those of a command
-# (workload/command.py). Each flag's dest is its field's name, so the options are built from this table; and a
-# library message that names a field shows its flag here.
+# The options this command passes on, as its flags: SweepOptions fields, a command's last (workload/command.py).
+# Each flag's dest is its field's name, so the options are built from this table; and a library message that names
+# a field shows its flag here.
 FLAGS = {
     "preset": "--preset", "grid": "--conf", "repeats": "--repeats", "max_repeats": "--max-repeats",
     "time_budget_s": "--time-budget", "gpus": "--gpus", "gpus_per_trial": "--gpus-per-trial", "budget": "--budget",
@@ -174,9 +174,9 @@ def _output(p) -> None:
 def run(args) -> int:
     from ..api.sweep import sweep
 
-    workload, options = _workload(args), _options(args)
+    target, options = _target(args), _options(args)
     with Phases(console(stderr=True)) as shown:
-        outcome = sweep(workload, options, callbacks=_callbacks(shown, args))
+        outcome = sweep(target, options, callbacks=_callbacks(shown, args))
     # From here on every file is written: an interrupt stops the printing alone, and says where the results are.
     args.interrupted = (f"the sweep had finished; its results are in {outcome.folder.path}/ ({SUMMARY_FILE}, "
                         f"{BEST_FILE}, {PLOT_FILE}, {TRIALS_FILE})")
@@ -327,28 +327,18 @@ def _repeats_limit(text: str) -> int:
     raise argparse.ArgumentTypeError(f"expected auto or a whole number of repeats >= 1, got {text!r}")
 
 
-def _workload(args):
-    """The workload file's path, or a command's WorkloadSpec (checked: the program exists and is executable)."""
-    from ..api.sweep import refuse_trace
-    from ..errors import AlloctuneError, OptionText, options_apply
-    from ..workload.command import check_command, command_workload
+def _target(args):
+    """What to sweep as the API takes it: the workload file's path, or the command's words."""
+    from ..errors import AlloctuneError
     from ..workload.loader import names_workload
 
-    extra = [n for n in ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd") if getattr(args, n)]
     if not args.target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to sweep your own program")
-    refuse_trace(args.target[0])
-    if names_workload(args.target):
-        if args.target[0] == "-" and args.grid_file == "-":
-            raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
-        if extra:   # named by their flags (FLAGS), as every message of this command
-            raise AlloctuneError(OptionText(options_apply(extra) + " to '-- COMMAND'; a workload file gives its own"))
-        return args.target[0]
-    if given := [name for name in ("preset", "trace") if getattr(args, name)]:
-        raise AlloctuneError(OptionText(options_apply(given) + " to a workload file, not to '-- COMMAND'"))
-    spec = check_command(args.target, args.cwd, None, args.metric_regex, args.isolate_cwd, step_on=args.step_on)
-    return command_workload(spec, name=args.name, unit=args.unit, warmup_steps=args.warmup_steps, steps=args.steps,
-                            timeout_s=args.timeout_s)
+    if not names_workload(args.target):
+        return args.target
+    if args.target[0] == "-" and args.grid_file == "-":   # checked before --grid - reads it
+        raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
+    return args.target[0]
 
 
 def _on_gpu(command: str) -> list[str]:

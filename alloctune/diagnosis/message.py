@@ -135,8 +135,9 @@ def _joined(lines: list[str]) -> list[str]:
     return [_flat(" ".join(lines)), _flat("".join(lines))]
 
 
-def _readings(text: str) -> list[str]:
-    """The text as one line, each line's launcher prefix removed (`_joined`)."""
+def readings(text: str) -> list[str]:
+    """The text as one line, each line's launcher prefix removed (`_joined`): what `looks_like_message`,
+    `outside_error` and `likely_error` search, made once per text and given to each."""
     return _joined([_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")])
 
 
@@ -167,20 +168,21 @@ def excerpt(text: str) -> str:
     return "\n".join(parts)
 
 
-def looks_like_message(text: str) -> bool:
-    return any(_START.search(reading) for reading in _readings(text))
+def looks_like_message(read: list[str]) -> bool:
+    """Whether a text's `readings` hold the start of an OOM message."""
+    return any(_START.search(reading) for reading in read)
 
 
-def outside_error(text: str) -> str | None:
-    """The out-of-memory error from outside the caching allocator that `text` holds, however a log broke its lines
-    (runtime/oom.py's words: CUDA's, NCCL's, a library's); None if it holds none. It carries no figures."""
-    return next((m for m in map(outside_allocator, _readings(text)) if m), None)
+def outside_error(read: list[str]) -> str | None:
+    """The out-of-memory error from outside the caching allocator that a text's `readings` hold, however a log broke
+    its lines (runtime/oom.py's words: CUDA's, NCCL's, a library's); None if they hold none. It carries no figures."""
+    return next((m for m in map(outside_allocator, read) if m), None)
 
 
-def likely_error(text: str) -> str | None:
-    """The error in `text` that is most often, not always, out of memory (runtime/oom.py: cuDNN found no
-    convolution algorithm to run); None if it holds none. It carries no figures."""
-    return next((m for m in map(likely_oom, _readings(text)) if m), None)
+def likely_error(read: list[str]) -> str | None:
+    """The error in a text's `readings` that is most often, not always, out of memory (runtime/oom.py: cuDNN found no
+    convolution algorithm to run); None if they hold none. It carries no figures."""
+    return next((m for m in map(likely_oom, read) if m), None)
 
 
 def parse_message(text: str) -> OomMessage:
@@ -208,7 +210,7 @@ def parse_messages(text: str) -> list[OomMessage]:
     if failed is None:
         raise DiagnoseError("no CUDA out-of-memory message found (expected 'CUDA out of memory. Tried to "
                             "allocate ...' as torch prints it)")
-    if looks_like_message(text):   # a message is there, but not whole: say how to mend it
+    if looks_like_message(readings(text)):   # a message is there, but not whole: say how to mend it
         raise DiagnoseError(f"{failed}; if the log broke the message over lines (wrapped, or a prefix on each "
                             "line), join them into the one line torch printed and give that")
     raise failed

@@ -16,7 +16,7 @@ from ..files import open_input
 from ..settings.conf import conf_label
 from ..settings.known import Feature
 from ..units import format_bytes
-from .message import OomMessage, excerpt, likely_error, looks_like_message, outside_error, parse_messages
+from .message import OomMessage, excerpt, likely_error, looks_like_message, outside_error, parse_messages, readings
 
 
 def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, frozenset[Feature] | None,
@@ -41,10 +41,11 @@ def read_sources(names: list[str]) -> tuple[list[OomMessage], dict | None, str, 
             messages = value
     if messages is None and beside and os.path.isfile(beside):  # what dump_on_oom saved beside its snapshot
         text = _read_text(beside)
-        if looks_like_message(text):
+        read = readings(text)
+        if looks_like_message(read):
             messages = parse_messages(text)
             names.append(beside)
-        elif other := _without_figures(text):   # an uncaught OOM of a library's, saved after the allocator's
+        elif other := _without_figures(read):   # an uncaught OOM of a library's, saved after the allocator's
             notes.append(f"{beside!r}, beside the snapshot, holds {other[0]}: the snapshot's figures are diagnosed")
     return messages or [], snapshot, where, features, notes
 
@@ -78,11 +79,12 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
             raise DiagnoseError(f"{name!r} is a compact alloctune trace: it keeps the requests but not the state at "
                                 "an OOM; give the snapshot pickle (alloctune.dump_on_oom) or the OOM message")
         text, dropped = _log_text(head, f, name)
-    if looks_like_message(text):
-        other = _without_figures(text)
+    read = readings(text)
+    if looks_like_message(read):
+        other = _without_figures(read)
         note = f"{name!r} also holds {other[0]}: the caching allocator's message is diagnosed" if other else None
         return parse_messages(text), None if name == "-" else name, None, note
-    if other := _without_figures(text):
+    if other := _without_figures(read):
         raise DiagnoseError(f"{name!r} holds {''.join(other)}")
     # a log read from its end: an OOM before the part read is not seen
     part = f" in its last {format_bytes(LOG_TAIL_BYTES)}, all that is read of a long log" if dropped else ""
@@ -90,13 +92,13 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
                         "to allocate ...'), nor a snapshot pickle, nor a results folder")
 
 
-def _without_figures(text: str) -> tuple[str, str] | None:
-    """An out-of-memory error in `text` that prints no figures: one from outside the caching allocator, else cuDNN's
-    likely one; in words, and where figures can be had ("" where nowhere). None if it holds neither."""
-    if error := outside_error(text):
+def _without_figures(read: list[str]) -> tuple[str, str] | None:
+    """An out-of-memory error in a text's `readings` that prints no figures: one from outside the caching allocator,
+    else cuDNN's likely one; in words, and where figures can be had ("" where nowhere). None if they hold neither."""
+    if error := outside_error(read):
         return (f"'{error}', an out-of-memory error from CUDA or a library (cuBLAS, cuDNN, NCCL...), or from torch "
                 "before 0.4, outside the caching allocator, which prints no figures to diagnose", "")
-    if error := likely_error(text):   # PyTorch skips each algorithm whose workspace it cannot allocate
+    if error := likely_error(read):   # PyTorch skips each algorithm whose workspace it cannot allocate
         return (f"'{error}': likely out of memory: cuDNN found no algorithm whose workspace fits (a convolution this "
                 "cuDNN does not support ends the same way), and it prints no figures to diagnose",
                 "; alloctune.dump_on_oom saves a snapshot, which has them, when a workspace allocation fails")
@@ -177,9 +179,10 @@ def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] 
                             f"{shown(last.error, 200)}), and a replay's OOM leaves no message to diagnose; see the "
                             f"peaks and where it ran out with `alloctune replay {traces} --conf "
                             f"{shlex.quote(conf_label(last.conf))}{budget}`, or measure it on a GPU")
-    if not last.error or not looks_like_message(last.error):
-        other = _without_figures(last.error or "")
+    error = last.error or ""
+    if not looks_like_message(read := readings(error)):
+        other = _without_figures(read)
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept "
                             + ("".join(other) if other else "no message this reader knows"))
     features = frozenset(Feature(v) for v in last.features if v in set(Feature)) if last.features is not None else None
-    return parse_messages(last.error), features   # a command of several ranks: each may have failed
+    return parse_messages(error), features   # a command of several ranks: each may have failed

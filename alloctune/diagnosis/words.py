@@ -284,7 +284,9 @@ SHOWN_OOMS = 8
 def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]]) -> list[str]:
     """The OOMs of a source that holds several (rank, figures, cause, whether the verdict below details it each):
     the heading, then one line each, up to SHOWN_OOMS (the detailed one always), then how many more of each cause."""
-    listed = [i for i, o in enumerate(ooms) if i < SHOWN_OOMS - 1 or o[3]][:SHOWN_OOMS]
+    listed = [i for i, o in enumerate(ooms) if i < SHOWN_OOMS or o[3]]
+    if len(listed) > SHOWN_OOMS:   # the detailed one comes after the first SHOWN_OOMS: in the last one's place
+        listed = listed[:SHOWN_OOMS - 1] + listed[-1:]
     shown = [ooms[i] for i in listed]
     rest = [o[2] for i, o in enumerate(ooms) if i not in listed]
     more = ", ".join(f"{rest.count(c)} {c}" for c in dict.fromkeys(rest))

@@ -21,7 +21,7 @@ from ..trial.launch import run_trial
 from ..trial.recording import refuse_without_gpu
 from ..units import format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .fitrun import at_value, each_budget, trial_task
+from .fitrun import Probe, at_value, each_budget, trial_task
 
 MAX_COPIES = 16   # processes started together at most: a prediction of more is a job too small to need the answer
 
@@ -30,10 +30,10 @@ Say = Callable[[str], None]
 
 def confirm_copies(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], value: int, *, gpu: int = 0,
                    timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   say: Say = lambda line: None, before: FitFile | None = None) -> FitFile:
+                   say: Say = lambda line: None, before: FitFile | None = None, probes: Probe) -> FitFile:
     """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`;
     what `before` (the same fit's fit.json) ran of the same copies is kept, not run again."""
-    refuse_without_gpu(at_value(command, fit.param, value)[0], dry_run_instead=False)
+    refuse_without_gpu(at_value(command, fit.param, value)[0], dry_run_instead=False, probes=probes)
 
     def together(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[CopiesConfirmation]:
         k = answer.copies[fit.values.index(value)]

@@ -26,6 +26,7 @@ from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
 from ..trial.launch import run_trial
+from ..trial.probe import ProbeResult
 from ..trial.recording import card_name, record_command, refuse_without_gpu
 from ..trial.task import TrialTask
 from ..units import parse_budget
@@ -34,6 +35,7 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .fitting import TraceFacts
 
 Say = Callable[[str], None]   # a line of progress for the user
+Probe = Callable[[str], ProbeResult]   # how the command's interpreter is probed: a fit's `probe.Probes`, once a fit
 T = TypeVar("T")
 DRY_RUNNING = "dry run (no GPU)"   # what a fit's progress says of a value a dry run traces
 
@@ -53,14 +55,15 @@ def stamp(command: Sequence[str], param: str, value: int) -> dict:
 
 def record_values(command: Sequence[str], param: str, values: Sequence[int], folder: Path, *, gpu: int = 0,
                   timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                  say: Say = lambda line: None, dry_run: str | None = None) -> dict[int, tuple[str, TraceFacts]]:
+                  say: Say = lambda line: None, dry_run: str | None = None,
+                  probes: Probe) -> dict[int, tuple[str, TraceFacts]]:
     """One recording per value, kept in `folder` (a recording kept there already is used again, unless it says it
     is another command's or another kind, and so are those an earlier fit made there at other values): value ->
     (its path, its facts), each trace dropped once its facts are read. Refused before the first run when the
     command's interpreter sees no GPU (a folder holding every recording needs none), unless a dry run (`dry_run`,
     the card it stands for) traces each value without one."""
     if dry_run is None and not all((folder / fit_trace(param, value)).exists() for value in values):
-        refuse_without_gpu(at_value(command, param, values[0])[0])
+        refuse_without_gpu(at_value(command, param, values[0])[0], probes=probes)
     made = [v for name in (os.listdir(folder) if folder.is_dir() else []) if (v := fit_trace_value(name, param))]
     out = {}
     for value in sorted({*values, *made}):
@@ -71,7 +74,7 @@ def record_values(command: Sequence[str], param: str, values: Sequence[int], fol
             continue
         say(f"{param}={value}: {DRY_RUNNING if dry_run else 'recording'}")
         name, trace = record_value(command, param, value, folder, gpu=gpu, timeout_s=timeout_s,
-                                   warmup_steps=warmup_steps, steps=steps, dry_run=dry_run)
+                                   warmup_steps=warmup_steps, steps=steps, dry_run=dry_run, probes=probes)
         out[value] = (name, TraceFacts.of(trace))
     return out
 
@@ -96,14 +99,14 @@ def kept(path: Path, command: Sequence[str], param: str, value: int, dry_run: st
 
 def record_value(command: Sequence[str], param: str, value: int, folder: Path, *, gpu: int = 0,
                  timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS,
-                 steps: int = 0, dry_run: str | None = None) -> tuple[str, Trace]:
+                 steps: int = 0, dry_run: str | None = None, probes: Probe) -> tuple[str, Trace]:
     """The command recorded once at `value` under the default setting (or traced by a dry run for the card
     `dry_run` names: trial/recording.record_command's), kept in `folder` (names.fit_trace) and stamped with what it
     ran (`stamp`): its path and trace. Every recording a fit makes is made here."""
     path = folder / fit_trace(param, value)
     argv, env = at_value(command, param, value)
     traces = record_command(argv, path, gpus=gpu, timeout_s=timeout_s, warmup_steps=warmup_steps, steps=steps,
-                            env=env, dry_run=dry_run, meta={"fit": stamp(command, param, value)})
+                            env=env, dry_run=dry_run, meta={"fit": stamp(command, param, value)}, probes=probes)
     if len(traces) != 1:
         for written, _ in traces:
             written.unlink()
@@ -113,10 +116,10 @@ def record_value(command: Sequence[str], param: str, value: int, folder: Path, *
     return str(path), traces[0][1]
 
 
-def gpu_seen(command: Sequence[str], param: str, value: int) -> bool:
+def gpu_seen(command: Sequence[str], param: str, value: int, probes: Probe) -> bool:
     """Whether the command's interpreter sees a GPU (as `refuse_without_gpu` judges it) at `value`."""
     try:
-        refuse_without_gpu(at_value(command, param, value)[0])
+        refuse_without_gpu(at_value(command, param, value)[0], probes=probes)
     except AlloctuneError:
         return False
     return True
@@ -124,12 +127,12 @@ def gpu_seen(command: Sequence[str], param: str, value: int) -> bool:
 
 def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *, gpu: int = 0,
             timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-            say: Say = lambda line: None, before: FitFile | None = None) -> FitFile:
+            say: Say = lambda line: None, before: FitFile | None = None, probes: Probe) -> FitFile:
     """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one, and
     where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next).
     What `before` (the same fit's fit.json, from an earlier run) confirmed of the same answer is kept, not run
     again, as recordings are."""
-    refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0], dry_run_instead=False)
+    refuse_without_gpu(at_value(command, fit.param, fit.values[0])[0], dry_run_instead=False, probes=probes)
 
     def confirmed(limit: LimitFit, earlier: LimitFit | None, answer: Answer) -> list[Confirmation]:
         if kept := _kept(earlier, answer):

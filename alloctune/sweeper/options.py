@@ -18,7 +18,7 @@ from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
-from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
+from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, WorkloadSpec
 
 AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
 # `repeats`, the default: a hybrid sweep predicts each setting's speed by replay and confirms the winner in one pair,
@@ -39,8 +39,9 @@ class ExecutorKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """Everything a sweep is asked, checked as a whole when made. Only what needs the workload (`targets`) or the
-    probed interpreters (plan.py) is checked later. Sequences are held as tuples; names as their enums."""
+    """Everything a sweep is asked, checked as a whole when made. Only what needs the workload (`targets`; a
+    command's options, as its workload is made: api/sweep.py) or the probed interpreters (plan.py) is checked later.
+    Sequences are held as tuples; names as their enums."""
 
     preset: str | None = None               # the workload's preset (default: the file's default_preset)
     grid: Sequence | None = None            # grid entries to sweep instead of the workload's grid or the default
@@ -67,6 +68,15 @@ class SweepOptions:
     check_growth: int | None = None         # a command's growth check: memory sampled at steps K and 2K
     dry_run: bool = False                   # a command traced without a GPU (dryrun/) instead of recorded, replayed
     arch: str | None = None                 # with dry_run: the card it stands for (default: trial/recording's)
+    # How a command is run and measured (workload/command.py checks them; a workload file gives its own)
+    metric_regex: str | None = None         # the throughput read from its output: the number in group 1 or 'value'
+    unit: str | None = None                 # what the throughput counts, or what one step is worth: '32 samples'
+    warmup_steps: int = DEFAULT_WARMUP_STEPS   # steps left out of the throughput
+    steps: int = 0                          # end each trial after this many steps past the warm-up (0: its own end)
+    step_on: str | None = None              # steps counted as calls of 'forward', or returns of 'module:qualname'
+    name: str | None = None                 # the results folder's stem (default: cmd-<script name>)
+    cwd: str | None = None                  # the folder it runs in (default: the current one)
+    isolate_cwd: bool = False               # each trial in an empty folder of its own
 
     def __post_init__(self) -> None:
         for name, kind in (("backend", Backend), ("executor", ExecutorKind)):
@@ -78,6 +88,7 @@ class SweepOptions:
         self._check_limits()
         self._check_where()
         self._check_paths()
+        self._check_command()
         if self.budget is not None:
             parse_budget(self.budget)   # a SizeError saying what a budget is
 
@@ -159,6 +170,15 @@ class SweepOptions:
             text = os.fspath(value) if isinstance(value, os.PathLike) else value
             if value is not None and (not isinstance(text, str) or not text or "\0" in text):
                 raise OptionError(name, "{%s} must be a non-empty path, got {got}" % name, got=shown(value))
+
+    def _check_command(self) -> None:
+        """A command's options of the types workload/command.py reads (it checks their values)."""
+        for name in ("metric_regex", "unit"):
+            if not isinstance(getattr(self, name), (str, type(None))):
+                raise OptionError(name, "{%s}: expected a str, got {got}" % name, got=shown(getattr(self, name)))
+        if not isinstance(self.isolate_cwd, bool):
+            raise OptionError("isolate_cwd", "{isolate_cwd}: expected True or False, got {got}",
+                              got=shown(self.isolate_cwd))
 
     def _check_where(self) -> None:
         """Which backend and executor go with which other options."""

@@ -3,7 +3,6 @@ backend resolved, the settings each torch accepts and the trace to replay; and t
 sweep in its folder."""
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import sys
@@ -77,7 +76,8 @@ class Plan:
         return sim_env_id(torch_env_id(followed) + (p.env_id[len(own):] if p.env_id.startswith(own) else ""))
 
 
-def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks) -> Plan:
+def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbacks, typed: str | None) -> Plan:
+    """`typed`: the workload file's path as the user gave it, for the commands a hint suggests (None: none given)."""
     # A search replaces the grid, its candidates judged by each torch as the search goes; settings the user named
     # join what it finds.
     confs = expand(list(options.grid or ([] if options.search is not None else spec.grid or DEFAULT_GRID)))
@@ -86,7 +86,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     given = None
     if options.trace and backend != Backend.CUDA:   # read first: a bad one is refused before any interpreter starts
         callbacks.phase("loading the allocation trace", None)
-        given = _load_replay_trace(spec, options.trace, callbacks.notice)
+        given = _load_replay_trace(spec, options.trace, callbacks.notice, typed)
     runner = make_executor(options, callbacks.notice)
     callbacks.phase(f"probing {plural(len(pythons), 'Python interpreter')}", None)
     probes, checks = _probe_all(pythons, runner, confs)
@@ -101,7 +101,7 @@ def make_plan(spec: WorkloadSpec, options: SweepOptions, callbacks: SweepCallbac
     replayed = given if backend != Backend.CUDA else None   # a measured-only sweep replays nothing
     if backend == Backend.SIM and given is None and dry_run is None:   # the workload's own trace
         callbacks.phase("loading the allocation trace", None)
-        replayed = _load_replay_trace(spec, options.trace, callbacks.notice)
+        replayed = _load_replay_trace(spec, options.trace, callbacks.notice, typed)
     told = backend != Backend.SIM or bool(options.pythons) or spec.command is not None
     plan = Plan(runner, probes, backend, confs, {}, [], replayed, recording, told, dry_run)
     callbacks.phase(f"checking {len(confs)} settings as the torch they run or replay under", None)
@@ -222,13 +222,13 @@ def _judged(plan: Plan, p: ProbeResult, check: SettingsCheck | None) -> Settings
     return plan.target(p, plan.replayed[0]).judge(p.torch_version, interpreter)(plan.confs)
 
 
-def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None,
-                       notice: Callable[[str], None]) -> tuple[list[Trace], dict[str, Any]]:
+def _load_replay_trace(spec: WorkloadSpec, trace_path: str | None, notice: Callable[[str], None],
+                       typed: str | None) -> tuple[list[Trace], dict[str, Any]]:
     """The trace to replay (the `trace` option, else the workload's), checked before any results folder exists;
     with its identity for sweep.json, so that a sweep of another trace never resumes this one."""
     path = trace_path or spec.trace
     if not path:
-        raise AlloctuneError(_no_trace_hint(spec))
+        raise AlloctuneError(_no_trace_hint(spec, typed))
     try:
         trace = load_trace(path)
     except SeveralDevices as exc:   # a sweep has no option that chooses one: its trace is one GPU's
@@ -271,11 +271,12 @@ def _other_definition(spec: WorkloadSpec, path: str, recorded: str, notice) -> N
                                     path=path, said=said, ours=ours))
 
 
-def _no_trace_hint(spec: WorkloadSpec) -> OptionText:
-    """What to do when there is no trace to replay: sweep a preset that ships one, else record one."""
+def _no_trace_hint(spec: WorkloadSpec, typed: str | None) -> OptionText:
+    """What to do when there is no trace to replay: sweep a preset that ships one, else record one; the file named
+    as the user gave it (`typed`), else by its absolute path (a WorkloadSpec given), standard input's by its name."""
     from ..workload.loader import presets_with_trace
 
-    where = shlex.quote(_shown_path(spec.source) if spec.source else spec.name)
+    where = shlex.quote((typed or spec.source) if spec.source else spec.name)
     preset = f" --preset {spec.preset}" if spec.preset else ""
     what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
     shipped = presets_with_trace(spec.source) if spec.source else []
@@ -287,13 +288,6 @@ def _no_trace_hint(spec: WorkloadSpec) -> OptionText:
     return OptionText("{what} has no recorded allocation trace to replay: record one on a GPU machine with "
                       "'alloctune record {where}{preset} -o trace.xz', then pass it with {trace=trace.xz}",
                       what=what, where=where, preset=preset)
-
-
-def _shown_path(path: str) -> str:
-    """A file's path for a command to copy: relative where the file lies under the current folder, else absolute
-    (as the user most likely gave it: '../../work/x.yaml' for /work/x.yaml is no one's spelling)."""
-    relative = os.path.relpath(path)
-    return path if relative == os.pardir or relative.startswith(os.pardir + os.sep) else relative
 
 
 def command_line() -> str:

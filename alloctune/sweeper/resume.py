@@ -16,7 +16,7 @@ from ..errors import AlloctuneError, FolderBusy, OptionText, ResultsError
 from ..files import sha256_of
 from ..results.folder import FileStamp, ResultsFolder, SweepInfo, sweep_text
 from ..results.names import LOCK_FILE, SWEEP_FILE, TRIALS_FILE
-from ..results.records import Backend, sim_env_id
+from ..results.records import Backend, TrialRecord, sim_env_id
 from ..sim.target import simulated_torch
 from ..workload.command import CommandSpec, is_python
 from .options import SweepOptions
@@ -136,12 +136,12 @@ def _resuming(said: str, path: Path, kept: SweepInfo, files: list[FileStamp]) ->
     return OptionText(said, path=path, files=", ".join(s.path for s in files))
 
 
-def keep_replay_ids(folder: ResultsFolder, plan: Plan) -> None:
+def keep_replay_ids(earlier: list[TrialRecord], path: Path, plan: Plan) -> None:
     """An interpreter's replays that an older alloctune named `sim:` + its id (a sweep that only replays, before it
     was named after the trace's torch; a dry run, before its release) go on under that id in the plan (`kept`),
     one group as before, not a second beside it; where they followed another torch than this sweep follows, going
     on would mix two torches in one group: refused in one line, before anything is written."""
-    replays = [r for r in folder.trials() if r.backend == Backend.SIM]
+    replays = [r for r in earlier if r.backend == Backend.SIM]
     for p in plan.probes:
         older, planned = sim_env_id(p.env_id), plan.replay_env_id(p)
         theirs = {simulated_torch(r.env.get("simulated_as")) for r in replays if r.env_id == older}
@@ -152,7 +152,7 @@ def keep_replay_ids(folder: ResultsFolder, plan: Plan) -> None:
             raise AlloctuneError(OptionText(
                 "{path} holds replays named {older} that followed torch {theirs}'s allocator, and this sweep replays "
                 "the trace as torch {follows}'s: going on would mix two torches in one group; give {pythons} "
-                "{python} to go on as torch {theirs}, or start anew with {fresh=True}", path=folder.path,
+                "{python} to go on as torch {theirs}, or start anew with {fresh=True}", path=path,
                 older=older, theirs=", ".join(sorted(theirs)), follows=follows, python=p.python))
         plan.kept[p.env_id] = older
 

@@ -27,7 +27,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -93,12 +92,15 @@ def hook_environment(env: dict, conf: str = "", budget_bytes: int | None = None,
     return env
 
 
+STDERR_FD = 2
+
+
 def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | None, workdir: str,
                 capture: bool = True) -> Run:
-    """Run `argv` in a fresh process group, output to files in `workdir` (or, without `capture`, to our standard
-    error, both streams: our standard output carries alloctune's own results, `record --json` and `fit --json`,
-    which the job's prints would corrupt), hook files in `workdir`/procs. At the time limit the group gets SIGTERM (the hook writes the peaks), then
-    SIGKILL; stray processes of the group are killed when the command ends."""
+    """Run `argv` in a fresh process group, output to files in `workdir` (or, without `capture`, to file descriptor
+    2, both streams: our standard output carries alloctune's own results, `record --json` and `fit --json`, which
+    the job's prints would corrupt; the descriptor, since a notebook's sys.stderr has none), hook files in
+    `workdir`/procs. At the time limit the group gets SIGTERM (the hook writes the peaks), then SIGKILL; stray processes of the group are killed when the command ends."""
     procs = os.path.join(workdir, "procs")
     os.makedirs(procs, exist_ok=True)
     out_path, err_path = os.path.join(workdir, "stdout"), os.path.join(workdir, "stderr")
@@ -106,7 +108,7 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         # A guarded group (processes.py): it dies with alloctune even on SIGKILL, and Ctrl-C stops it.
-        with spawn_group(argv, env=env, cwd=cwd, stdout=out if capture else sys.stderr,
+        with spawn_group(argv, env=env, cwd=cwd, stdout=out if capture else STDERR_FD,
                          stderr=err if capture else None) as proc:
             timed_out = _wait(proc, timeout_s)
             kill_group(proc)   # whatever is left of the group (hung ranks, children)

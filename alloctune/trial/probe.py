@@ -3,11 +3,11 @@ accepts.
 
 `probe()` runs `PYTHON -m alloctune.child.probe probe` with our package on PYTHONPATH and reads one JSON line from
 its stdout; `probe_and_judge()` sends that child the sweep's settings too, so a sweep's start imports torch once
-(about a second less). A `SettingsJudge` keeps one `PYTHON -m alloctune.child.probe serve` child for as long as it
-is open: the child imports torch once and answers every batch of settings sent to it, one JSON line each way (a
-search sends a batch per refinement round; starting an interpreter and importing torch costs more than all of its
-parses). What the child does is `child/probe.py`'s, a light module (tests/test_layers.py): this module is the
-parent's side only.
+(about a second less); `Probes` probes each interpreter once for one run (a fit's). A `SettingsJudge` keeps one
+`PYTHON -m alloctune.child.probe serve` child for as long as it is open: the child imports torch once and answers
+every batch of settings sent to it, one JSON line each way (a search sends a batch per refinement round; starting an
+interpreter and importing torch costs more than all of its parses). What the child does is `child/probe.py`'s, a
+light module (tests/test_layers.py): this module is the parent's side only.
 """
 from __future__ import annotations
 
@@ -60,6 +60,26 @@ class ProbeResult:
 def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:
     """Facts about `python`'s torch and GPUs, from a child process. ProbeError (naming `python`) if it fails."""
     return probe_and_judge(python, [], timeout)[0]
+
+
+class Probes:
+    """`probe`, each interpreter once: for one run (a fit's), which asks of its command's interpreter before each
+    recording and confirmation, while the answer cannot change within it (the same interpreter, the same
+    environment) and each probe imports torch again, seconds each. A failure (ProbeError) is kept and raised again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, ProbeResult | ProbeError] = {}
+
+    def __call__(self, python: str) -> ProbeResult:
+        if python not in self._seen:
+            try:
+                self._seen[python] = probe(python)
+            except ProbeError as exc:
+                self._seen[python] = exc
+        seen = self._seen[python]
+        if isinstance(seen, ProbeError):
+            raise seen
+        return seen
 
 
 def probe_and_judge(python: str, confs: Sequence[AllocConf],

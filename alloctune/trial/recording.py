@@ -55,18 +55,19 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
                    warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
                    env: dict[str, str] | None = None, dry_run: str | None = None,
                    meta: dict | None = None, cwd: str | None = None,
-                   notice: Callable[[str], None] = lambda _: None) -> list[tuple[Path, Trace]]:
+                   notice: Callable[[str], None] = lambda _: None,
+                   probes: Callable[[str], ProbeResult] = probe) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
     recording covers the window a sweep measures (0: the whole run). `env`: variables added to the command's
     environment. `dry_run`: the card a dry run stands for (alloctune/dryrun: no GPU is used, any GPU is hidden).
     `meta`: keys added to each trace's metadata (a fit's stamp). `cwd`: the folder it runs in (default: this
-    process's). `notice`: told when the command ended before its window. A command that fails raises
-    CommandFailed: its trace is not kept."""
+    process's). `notice`: told when the command ended before its window. `probes`: how its interpreter is probed
+    (`refuse_without_gpu`'s). A command that fails raises CommandFailed: its trace is not kept."""
     from .command import hook_environment, run_command
 
-    spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command)
+    spec = check_dry_run(command, dry_run) if dry_run else refuse_without_gpu(command, probes=probes)
     with temp_folder("alloctune-record-") as tmp:   # gone even if this process is killed at any moment
         base = {**os.environ, **(env or {})}
         env = hook_environment(child_environment(conf, None if dry_run else gpus, base), str(conf), record=True,
@@ -103,14 +104,16 @@ def _before_window(program: str, processes: Sequence[ProcessReport], warmup_step
                       warmup=warmup_steps, window=steps)
 
 
-def refuse_without_gpu(command: list[str], dry_run_instead: bool = True) -> CommandSpec:
+def refuse_without_gpu(command: list[str], dry_run_instead: bool = True,
+                       probes: Callable[[str], ProbeResult] = probe) -> CommandSpec:
     """The checked command, refused before it runs (it may take hours) when its interpreter cannot import torch
     (ProbeError, as a sweep refuses it) or sees no GPU: saying that a dry run needs none, where the caller takes one
     (`dry_run_instead`; record's and fit's recordings, not a fit's --confirm). A command whose interpreter cannot be
-    told (a shell script) passes, and its recording says what it recorded."""
+    told (a shell script) passes, and its recording says what it recorded. `probes`: how the interpreter is probed
+    (a fit's `probe.Probes`, once for all its runs)."""
     spec = check_command(command)
     if (python := command_python(spec)) is not None:
-        _with_gpu(probe(python), DRY_RUN_INSTEAD if dry_run_instead else "")
+        _with_gpu(probes(python), DRY_RUN_INSTEAD if dry_run_instead else "")
     return spec
 
 

@@ -7,6 +7,8 @@ import sys
 import pytest
 from clirun import ROOT, cli, in_process, suggested
 
+from alloctune.sim.trace import ALLOC, Trace, save_trace
+
 VARLEN = "workloads/transformer-varlen.yaml"
 
 pytestmark = pytest.mark.usefixtures("no_visible_gpu")   # exercises the no-GPU fallback, on any machine
@@ -139,3 +141,18 @@ def test_a_workload_outside_this_folder_is_suggested_by_its_absolute_path(tmp_pa
     proc = in_process("sweep", workload, "--results", tmp_path / "r", cwd=tmp_path / "here")
     assert proc.returncode == 2 and f"alloctune record {workload} -o trace.xz" in proc.stderr, proc.stderr
     assert ".." not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_workload_given_by_a_relative_path_outside_this_folder_is_suggested_by_that_path(tmp_path):
+    """'../files/w.yaml' stays as typed in the commands suggested, not made absolute; the sweep still finds the file
+    and its presets (one ships a trace)."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "here").mkdir()
+    (tmp_path / "files" / "w.yaml").write_text("name: w\nkind: transformer\nsteps: 4\ndefault_preset: small\n"
+                                               "presets: {small: {}, big: {trace: t.xz}}\n")
+    save_trace(Trace([ALLOC], [0], [2**20], [0], 0, {}), tmp_path / "files" / "t.xz")
+    proc = in_process("sweep", "../files/w.yaml", "--results", tmp_path / "r", cwd=tmp_path / "here")
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "preset 'big' ships one: alloctune sweep ../files/w.yaml --preset big (or record " \
+        "this one on a GPU machine: alloctune record ../files/w.yaml --preset small -o trace.xz" in said, said

@@ -191,3 +191,19 @@ def test_a_dry_runs_gpu_plan_with_confirm_measures_beside_the_default_only_what_
     assert alike.to_json() == {"measured": {"torch-2.11.0": ["default"]}, "trials": 2}
     saves = gpu_plan([replay(MS, 10), replay("", 10), replay(ES, 8)], 0.02, asked)
     assert saves.to_json() == {"measured": {"torch-2.11.0": ["default", ES]}, "trials": 3}
+
+
+def test_a_gpu_plan_counts_as_its_caller_asks_from_one_summary_of_the_replays(monkeypatch):
+    """gpu_plan is pure: it counts as `asked` says (asked with a search still to come, the search's leader is a GPU
+    trial more; the dry run asks as after its replays: test_sweep.py) and summarises the replays once."""
+    from dataclasses import replace
+    from alloctune.decide import finalists as module
+    from alloctune.decide.estimate import Asked
+
+    calls = []
+    monkeypatch.setattr(module, "summarize_settings", lambda *a: calls.append(a) or summarize_settings(*a))
+    asked = Asked(hybrid=True, recording=True, command=True, auto=False, confirm=True, rounds=3, finalists=3,
+                  searched=False, named=False, max_slowdown=0.02)
+    records = [replay("", 10), replay(MS, 10), replay(RP, 10)]   # the default preferred: none beside it
+    assert [module.gpu_plan(records, 0.02, a).trials for a in (asked, replace(asked, searched=True))] == [2, 3]
+    assert len(calls) == 2

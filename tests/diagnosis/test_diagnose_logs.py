@@ -145,13 +145,15 @@ def test_a_long_log_is_read_only_near_its_ooms(tmp_path):
                                                                             (1, Cause.SHORTAGE)]
 
 
-def test_a_log_of_many_caught_ooms_lists_a_few_and_counts_the_rest(tmp_path):
+@pytest.mark.parametrize("largest", ["last", "first"])
+def test_a_log_of_many_caught_ooms_lists_a_few_and_counts_the_rest(tmp_path, largest):
     """A job that recovers from each OOM (fairseq) leaves one message a step: the text lists eight, the one detailed
-    among them, and counts the rest by cause; --json holds every one."""
+    (the largest request) among them wherever it comes, and counts the rest by cause; --json holds every one."""
     log = tmp_path / "fairseq.log"
-    log.write_text("".join(message(requested=f"{500 + i}.00 MiB", free="1.00 GiB", allocated="74.00 GiB",
+    sizes = range(500, 520) if largest == "last" else range(519, 499, -1)
+    log.write_text("".join(message(requested=f"{size}.00 MiB", free="1.00 GiB", allocated="74.00 GiB",
                                    unallocated="2.00 GiB") + "| WARNING: attempting to recover from OOM\n"
-                           for i in range(20)))
+                           for size in sizes))
     text = " ".join(run_cli(log).stdout.split())
     assert "20 OOMs read" in text and text.count(" with 74.00 GiB live: ") == 8
     assert "GPU 0: tried to allocate 519.00 MiB with 74.00 GiB live: fragmentation (detailed below)" in text

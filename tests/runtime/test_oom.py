@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from alloctune.diagnosis.message import likely_error, outside_error
+from alloctune.diagnosis.message import likely_error, outside_error, readings
 from alloctune.results.records import TrialState
 from alloctune.runtime import oomdump
 from alloctune.runtime.oom import LIKELY_MARKS, OUTSIDE_MARKS, is_oom, is_oom_text, oom_line
@@ -49,14 +49,14 @@ def test_every_fixture_message_is_an_oom_as_text_as_an_exception_and_as_a_line_o
 @pytest.mark.parametrize("text", LIBRARIES)
 def test_a_librarys_failed_allocation_is_an_oom_and_diagnose_names_it_by_the_same_words(text):
     assert is_oom_text(text) and is_oom(RuntimeError(text)) and oom_line("step 3\n" + text) is not None
-    assert outside_error(text) in OUTSIDE_MARKS
+    assert outside_error(readings(text)) in OUTSIDE_MARKS
 
 
 def test_every_mark_is_the_trials_and_diagnoses_alike():
     for mark in OUTSIDE_MARKS:
-        assert is_oom_text(f"RuntimeError: {mark}") and outside_error(f"RuntimeError: {mark}\n") == mark, mark
+        assert is_oom_text(f"RuntimeError: {mark}") and outside_error(readings(f"RuntimeError: {mark}\n")) == mark, mark
     for mark in LIKELY_MARKS:
-        assert not is_oom_text(mark) and likely_error(f"RuntimeError: {mark}\n") == mark, mark
+        assert not is_oom_text(mark) and likely_error(readings(f"RuntimeError: {mark}\n")) == mark, mark
 
 
 @pytest.mark.parametrize("num_ooms, counts", [(1, True), (0, False), (None, False)])

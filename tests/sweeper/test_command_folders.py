@@ -158,9 +158,16 @@ def test_report_of_a_folder_of_results_passes_one_without_trials_by_in_a_line(tm
     (lambda: alloctune.sweep("w.yaml", command=["python3", "x.py"]),
      "sweep(): give a workload, or a command's words as command, not both"),
     (lambda: alloctune.sweep(["python3", "x.py"], preset="h200"),   # only what was given is named
-     "preset applies to a workload file, not to a command"),
+     "preset applies to a workload file, not to '-- COMMAND'"),
     (lambda: alloctune.sweep(["python3", "x.py"], preset="h200", trace="t.xz"),
-     "preset and trace apply to a workload file, not to a command"),
+     "preset and trace apply to a workload file, not to '-- COMMAND'"),
+    (lambda: alloctune.sweep("w.yaml", unit="samples", steps=5),
+     "unit and steps apply to '-- COMMAND'; a workload file gives its own"),
+    (lambda: alloctune.sweep(["python3", "x.py"], unit="32 samples", metric_regex="([0-9]+) tok/s"),
+     "unit 32 samples: a count per step applies to the steps alloctune counts; metric_regex reads the throughput "
+     "from the output"),
+    (lambda: alloctune.sweep(["python3", "x.py"], metric_regex=5), "metric_regex: expected a str, got 5"),
+    (lambda: alloctune.sweep(["python3", "x.py"], isolate_cwd="yes"), "isolate_cwd: expected True or False, got 'yes'"),
 ])
 def test_a_wrong_command_is_refused_in_one_line(call, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -168,3 +175,30 @@ def test_a_wrong_command_is_refused_in_one_line(call, message, tmp_path, monkeyp
         call()
     assert str(refused.value) == message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_and_sweep_make_one_workload_of_a_command_and_its_options(tmp_path, monkeypatch):
+    """`sweep -- COMMAND` with each option of a command, and `alloctune.sweep()` given the same as keywords: one
+    WorkloadSpec (the API makes both), stopped where the sweep would plan its trials."""
+    made = []
+
+    def plan(spec, *_):
+        made.append(spec)
+        raise AlloctuneError("planned")
+
+    monkeypatch.setattr("alloctune.api.sweep.make_plan", plan)
+    (tmp_path / "job.py").write_text("pass\n")
+    given = dict(metric_regex="([0-9.]+) tok/s", unit="tokens", warmup_steps=3, steps=7, step_on="forward", name="mine",
+                 cwd=str(tmp_path), isolate_cwd=True, timeout_s=60.0)
+    flags = ["--metric-regex", given["metric_regex"], "--unit", "tokens", "--warmup-steps", "3", "--steps", "7",
+             "--step-on", "forward", "--name", "mine", "--cwd", str(tmp_path), "--isolate-cwd", "--timeout", "60"]
+    done = in_process("sweep", *flags, "--", sys.executable, "job.py", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr == "alloctune: error: planned\n", done.stderr
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AlloctuneError, match="planned"):
+        alloctune.sweep([sys.executable, "job.py"], **given)
+    line, api = made
+    assert line == api
+    assert (api.name, api.unit, api.warmup_steps, api.steps, api.timeout_s) == ("mine", "tokens", 3, 7, 60.0)
+    assert api.command == dict(api.command, argv=[sys.executable, str(tmp_path / "job.py")], cwd=str(tmp_path),
+                               metric_regex=given["metric_regex"], isolate_cwd=True, step_on="forward")

@@ -10,6 +10,7 @@ import pytest
 from alloctune.errors import AlloctuneError
 from alloctune.results.fits import Answer, Confirmation, FitFile, LimitFit
 from alloctune.sweeper import fitrun
+from alloctune.trial.probe import probe
 
 GiB = 2**30
 
@@ -37,7 +38,7 @@ def test_a_confirmation_searches_where_the_gpu_disagrees(monkeypatch, fits_up_to
     monkeypatch.setattr(fitrun, "_run", on_gpu)
     monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv, **_: None)
     fit_file, a = _fit(answer)
-    confirmed = fitrun.confirm(fit_file, ["job"], [a.setting]).limits[0].confirmed
+    confirmed = fitrun.confirm(fit_file, ["job"], [a.setting], probes=probe).limits[0].confirmed
     assert ran == runs
     assert [c.searched for c in confirmed] == [False, False] + [True] * (len(runs) - 2)
 
@@ -49,11 +50,11 @@ def test_a_run_that_says_nothing_of_memory_stops_the_search_and_agrees_with_noth
     monkeypatch.setattr(fitrun, "_run", crashed)
     monkeypatch.setattr(fitrun, "refuse_without_gpu", lambda argv, **_: None)
     fit_file, a = _fit((24, 32))
-    confirmed = fitrun.confirm(fit_file, ["job"], [a.setting]).limits[0].confirmed
+    confirmed = fitrun.confirm(fit_file, ["job"], [a.setting], probes=probe).limits[0].confirmed
     assert [(c.value, c.said, c.agreed) for c in confirmed] == [(24, None, None), (32, None, None)]
 
 
 def test_confirming_without_a_gpu_is_refused_before_any_run():
     fit_file, a = _fit((24, 32))
     with pytest.raises(AlloctuneError, match="needs a CUDA GPU"):
-        fitrun.confirm(fit_file, [sys.executable, "-c", "pass"], [a.setting])
+        fitrun.confirm(fit_file, [sys.executable, "-c", "pass"], [a.setting], probes=probe)

@@ -32,9 +32,13 @@ GiB = 2**30
 
 # The stand-in Python: the probe answers as one GPU; a recording of `job.py --batch B` leaves the fixture recorded at
 # B (none: the command fails, as one out of memory would); a trial reports the peaks that recording measured, after
-# sleeping a little so that trials started together overlap; every run is logged with its start and end.
+# sleeping a little so that trials started together overlap; every run is logged with its start and end, every probe
+# in a log of its own.
 PYTHON = """
 import importlib.metadata, json, os, shutil, sys, time
+if sys.argv[1:4] == ["-m", "alloctune.child.probe", "probe"]:
+    with open({log!r} + ".probes", "a") as f:
+        f.write("probe\\n")
 """ + PROBE_AS_ONE_GPU + """
 if sys.argv[1:3] == ["-m", "alloctune.child.ballast"]:
     with open({log!r}, "a") as f:
@@ -158,6 +162,17 @@ def test_copies_at_once_start_together_in_the_memory_the_prediction_shares(tmp_p
     again = fit(tmp_path, python, "--budget", "12GiB", "--confirm", "default", "--confirm-copies", "2",
                 "--extra-recordings", "0")
     assert len(ran(log)) == len(lines) and again.limits == out.limits
+
+
+def test_one_fit_probes_the_commands_interpreter_once(tmp_path, standin):
+    """Each recording, the exact ones, the confirmations and the copies at once ask whether the command's interpreter
+    sees a GPU; the answer cannot change within a fit and each probe imports torch again: one probe answers them all
+    (a probe before each made nine)."""
+    python, log = standin
+    out = fit(tmp_path, python, "--budget", "12GiB", "--confirm", "default", "--confirm-copies", "2")
+    [limit] = out.limits
+    assert out.exact is not None and out.exact.values == [6, 8] and limit.confirmed and limit.copies_confirmed
+    assert Path(f"{log}.probes").read_text().splitlines() == ["probe"]
 
 
 def test_copies_of_a_value_not_recorded_are_refused_before_anything_runs(tmp_path, standin):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import alloctune.sweeper.sweep as sweeping
 from alloctune.results.folder import ResultsFolder
 from alloctune.sweeper.plan import Plan
 from alloctune.trial.probe import ProbeResult
@@ -87,3 +88,27 @@ def test_a_dry_runs_replays_are_named_after_the_release_of_each_interpreters_tor
     assert {plan.target(p, None).followed for p in probes} == {"2.13.0"}
     plan.dry_run = None   # the same interpreters running the job on a GPU: their own ids
     assert [plan.replay_env_id(p) for p in probes] == ["sim:torch-2.13.0+cpu", "sim:torch-2.13.0+cpu@/b/python"]
+
+
+def test_a_resumed_sweep_reads_its_trials_once_before_it_goes_on(tmp_path, monkeypatch):
+    """The trials a resumed folder holds are read once at its start, for both what goes on under which id and the
+    estimate's tally (each read the whole file)."""
+    folder, args = older_folder(tmp_path, "2.9.1+cu128")
+    reads: list[int] = []
+    original = ResultsFolder.trials
+
+    def counted(self):
+        reads.append(1)
+        return original(self)
+
+    monkeypatch.setattr(ResultsFolder, "trials", counted)
+    started: list[int] = []
+    tally = sweeping.Tally
+
+    def at_start(*given):   # the estimate's tally, made as the trials start
+        started.append(len(reads))
+        return tally(*given)
+
+    monkeypatch.setattr(sweeping, "Tally", at_start)
+    assert in_process(*args).returncode == 0
+    assert started == [1]

@@ -14,7 +14,7 @@ import pytest
 import alloctune
 from alloctune.errors import WorkloadError
 from alloctune.results.folder import ResultsFolder
-from clirun import in_process
+from clirun import cli, in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
@@ -138,6 +138,20 @@ def test_hybrid_sends_the_default_and_the_best_simulated_settings_to_the_gpu():
     assert HYBRID_FINALISTS == 3
     assert [str(c) for c in chosen] == ["", "expandable_segments:True", "roundup_power2_divisions:4",
                                         "roundup_power2_divisions:8", "backend:cudaMallocAsync"]
+
+
+@pytest.mark.slow
+def test_a_dry_runs_gpu_plan_counts_no_search_still_to_come(tmp_path):
+    """`sweep --dry-run --search`: its search has run by the time the plan is told, and what it found was
+    replayed; where the replays prefer the default (a tiny job), the GPU would run the recording and the default,
+    and no trial for a search's leader."""
+    (tmp_path / "job.py").write_text("import torch\nw = torch.nn.Linear(64, 64).cuda()\n"
+                                     "w(torch.randn(8, 64, device='cuda')).sum().backward()\n")
+    done = cli("sweep", "--dry-run", "--search", "8", "--out", tmp_path / "s", "--json", "--", sys.executable,
+               "job.py", cwd=tmp_path)   # a dry run traces in a process of its own (not in_process's streams)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)["gpu_plan"]
+    assert list(plan["measured"].values()) == [["default"]] and plan["trials"] == 2
 
 
 @pytest.mark.slow
