@@ -132,7 +132,7 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
     if name == "-":
         if regular:
             raise error(f"'-' (standard input) cannot be {what}: give its path")
-        fd, close = sys.stdin.fileno(), False
+        fd, close = _stdin_descriptor(what, error), False
     else:
         # Without O_NONBLOCK a FIFO's open waits for a writer, for ever if none comes: opened at once, it reads as
         # empty without one, and as a pipe (blocking) with one.
@@ -151,6 +151,16 @@ def open_input(source: str | os.PathLike, limit: int, what: str,
             os.close(fd)
         raise
     return io.BufferedReader(_Capped(fd, limit, too_large, close, name, error), _PIECE)
+
+
+def _stdin_descriptor(what: str, error: type[AlloctuneError]) -> int:
+    """Standard input's file descriptor, read from below sys.stdin; `error` in one line where it has none: a
+    notebook's or an IDE console's sys.stdin (fileno() raises), or None (the process started without one)."""
+    try:
+        return sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):   # io.UnsupportedOperation is both of the last two
+        raise error(f"'-' is standard input, which has no file descriptor here (a notebook's sys.stdin has none): "
+                    f"give the path of {what}") from None
 
 
 def read_tail(path: str | os.PathLike, limit: int) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -231,6 +232,35 @@ def test_dump_on_oom_and_step_in_a_script_without_cuda(tmp_path):
     assert run.returncode == 0 and run.stdout == "None\n" and run.stderr.count("\n") == 1, run.stderr
 
 
+def test_a_sweep_from_python_records_the_call_that_runs_it_again(tmp_path):
+    """sweep.json's command, summary.md's "Command:", of a sweep started from Python is the call itself with the
+    options given, however given (it was sys.argv: '-c' here, a kernel launcher's in a notebook); run again it
+    resumes the folder. The command line's sweep, another command, resumes it too, the call kept; a fresh one
+    keeps its own line."""
+    def from_python(call: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", f"import alloctune\n{call}\n"], cwd=tmp_path, text=True,
+                              capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    def commands() -> dict[str, str]:
+        return {path.name: ResultsFolder(path).info().command for path in sorted((tmp_path / "res").iterdir())}
+
+    run = from_python(f"import pathlib\nalloctune.sweep({str(WORKLOAD)!r}, alloctune.SweepOptions(repeats=3), "
+                      "preset='h200', backend='sim', grid=('expandable_segments:True',), "
+                      "results_root=pathlib.Path('res'))")
+    assert run.returncode == 0, run.stderr[-2000:]
+    call = (f"alloctune.sweep({str(WORKLOAD)!r}, preset='h200', grid=['expandable_segments:True'], repeats=3, "
+            "backend='sim', results_root='res')")
+    (folder, recorded), = commands().items()
+    assert recorded == call and f"- Command: `{call}`" in (tmp_path / "res" / folder / "summary.md").read_text()
+    again = from_python(call)
+    assert again.returncode == 0 and f"Resuming the sweep in res/{folder}" in again.stderr, again.stderr[-2000:]
+    line = ["sweep", WORKLOAD, "--preset", "h200", "--conf", "expandable_segments:True", "--repeats", "3",
+            "--backend", "sim", "--results", "res"]
+    assert "Resuming the sweep" in in_process(*line, cwd=tmp_path).stderr and commands() == {folder: call}
+    assert in_process(*line, "--fresh", cwd=tmp_path).returncode == 0
+    assert sorted(commands().values()) == sorted([call, shlex.join(["alloctune", *map(str, line), "--fresh"])])
+
+
 def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
     """(what, a call with a wrong argument, what its message says)."""
     trace = alloctune.load_trace(TRACE)
@@ -257,6 +287,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("compare(None)", lambda: alloctune.compare(None), "compare: expected results folders"),
         ("record([])", lambda: alloctune.record([], "t.xz"), "give a workload file, or '-- COMMAND ...'"),
         ("record(steps=)", lambda: alloctune.record(WORKLOAD, "t.xz", steps=5), "steps applies to '-- COMMAND'"),
+        ("record(warmup_steps=)", lambda: alloctune.record(WORKLOAD, "t.xz", warmup_steps=2),
+         "warmup_steps applies to '-- COMMAND'; a workload file says its steps itself"),
         ("record(gpus=-1)", lambda: alloctune.record(WORKLOAD, "t.xz", gpus=[-1]), "gpus must be distinct GPU"),
         ("record(conf=)", lambda: alloctune.record(WORKLOAD, "t.xz", conf="max_split_size_mb"), "max_split_size_mb"),
         ("record(timeout_s=0)", lambda: alloctune.record(WORKLOAD, "t.xz", timeout_s=0), "timeout_s must be"),
@@ -312,6 +344,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("fit(command='x')", lambda: alloctune.fit("batch", command="python3 x.py", values=[8, 16]),
          "command: expected the command as a list"),
         ("fit(timeout_s=0)", lambda: alloctune.fit("batch", traces=FITS, timeout_s=0), "timeout_s must be"),
+        ("fit(traces, gpu=)", lambda: alloctune.fit("batch", traces=FITS, gpu=1, warmup_steps=2),
+         "gpu and warmup_steps apply to a command's runs; traces given with traces were recorded already"),
         ("fleet(twice)", lambda: alloctune.fleet([TRACE, TRACE]), "each job's trace once"),
         ("fleet(device_memory=0)", lambda: alloctune.fleet([TRACE], device_memory=0), "device_memory must be above"),
         ("fleet(confs=[5])", lambda: alloctune.fleet([TRACE], [5]), "a setting is a str"),

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..decide.fit import EXACT_RECORDINGS, MAX_VALUES, step_of, values_answered
-from ..errors import OptionError, shown
+from ..errors import OptionError, options_apply, shown
 from ..results.fits import FitFile
 from ..settings.conf import AllocConf
 from ..sim.target import REFERENCE, Target
 from ..units import GiB, format_bytes
-from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S
+from ..workload.spec import MAX_TIMEOUT_S, warmup_steps_or_default
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
 from .fitchecks import NAME, card, check_cards, check_marks, wrong
@@ -28,6 +28,9 @@ from .inputs import TraceInput, budget_limit, card_words, name_of, once_each, tr
 from .options import options_of
 
 GIVEN = "as given by {overhead}"   # where a card too small for the context was told it, as the caller named it
+# The FitOptions of a command's runs alone, refused beside traces where given, i.e. other than their defaults (None
+# for warmup_steps, whose 2 is given); confirm, confirm_copies and dry_run are refused there by their own checks.
+_RUN_ONLY = ("extra_recordings", "gpu", "timeout_s", "warmup_steps", "steps")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class FitOptions:
     gpu: int = 0                                     # the GPU to record and confirm on
     timeout_s: float | None = None                   # time limit of each run
     steps: int = 0                                   # end each run after this many steps past the warm-up
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    warmup_steps: int | None = None                  # steps before that window (default: DEFAULT_WARMUP_STEPS)
     jobs: int | None = None                          # replay worker processes (default: every usable core)
     device: int | None = None                        # with traces: which device's, where a snapshot has several
     dry_run: bool = False                            # a command traced without a GPU at each value (dryrun/)
@@ -140,7 +143,8 @@ class FitOptions:
             count(self.step, "step")
         count(self.gpu, "gpu", least=0)
         count(self.steps, "steps", least=0)
-        count(self.warmup_steps, "warmup_steps", least=0)
+        if self.warmup_steps is not None:
+            count(self.warmup_steps, "warmup_steps", least=0)
         workers(self.jobs)
         device_index(self.device)
         if self.device is not None and self.traces is None:
@@ -154,6 +158,10 @@ class FitOptions:
                                   and 0 < t <= MAX_TIMEOUT_S):
             raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
                               "got {got}", most=MAX_TIMEOUT_S, got=shown(t))
+        if self.traces is not None and (given := [name for name in _RUN_ONLY
+                                                  if getattr(self, name) != getattr(FitOptions, name)]):
+            raise OptionError(given[0], options_apply(given) + " to a command's runs; traces given with {traces} "
+                              "were recorded already")
 
     def _check_values(self) -> None:
         """The values answered bounded (decide/fit.MAX_VALUES), and copies confirmed at a value recorded."""
@@ -184,6 +192,11 @@ class FitOptions:
             raise OptionError("confirm", "{confirm} runs answers on the GPU and {dry_run} uses none: confirm the "
                               "dry run's answers with a fit on the GPU")
         _ = self.card   # an unknown card: refused before anything runs
+
+    @property
+    def warmup(self) -> int:
+        """The steps before each run's --steps window: `warmup_steps`, else the default."""
+        return warmup_steps_or_default(self.warmup_steps)
 
     @property
     def card(self) -> str | None:
@@ -258,7 +271,7 @@ def _answered(options: FitOptions, entries: list, folder: Path | None, progress:
     answer = fit_file(replays, _settle(options, replays, folder, say, probes))
     if command is not None and options.confirm:
         confs = [AllocConf.parse(c) if isinstance(c, str) else c for c in options.confirm]
-        runs = dict(gpu=options.gpu, timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
+        runs = dict(gpu=options.gpu, timeout_s=options.timeout_s, warmup_steps=options.warmup,
                     steps=options.steps, say=say, before=_before(folder), probes=probes)
         answer = confirm(answer, command, confs, **runs)   # type: ignore[arg-type]
         if options.confirm_copies is not None:
@@ -285,7 +298,7 @@ def _recorded(options: FitOptions, folder: Path | None, say, probes) -> tuple[di
     if options.command is not None:
         assert folder is not None   # a command's recordings are always kept
         recorded = record_values(options.command, options.param, options.values, folder, gpu=options.gpu,
-                                 timeout_s=options.timeout_s, warmup_steps=options.warmup_steps,
+                                 timeout_s=options.timeout_s, warmup_steps=options.warmup,
                                  steps=options.steps, say=say, dry_run=options.card, probes=probes)
         return {v: (name, name) for v, (name, _) in recorded.items()}, {v: f for v, (_, f) in recorded.items()}
     sources, facts = {}, {}
@@ -315,7 +328,7 @@ def _settle(options: FitOptions, replays, folder: Path | None, say, probes):
 
     def record(value: int):
         return record_value(command, options.param, value, folder, gpu=options.gpu, timeout_s=options.timeout_s,
-                            warmup_steps=options.warmup_steps, steps=options.steps, dry_run=card, probes=probes)
+                            warmup_steps=options.warmup, steps=options.steps, dry_run=card, probes=probes)
 
     return settle(replays, record, most, say, "recording" if card is None else DRY_RUNNING)
 

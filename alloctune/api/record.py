@@ -14,7 +14,7 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
 from ..trial.recording import dry_run_card, record_command, record_workload
-from ..workload.spec import DEFAULT_WARMUP_STEPS
+from ..workload.spec import warmup_steps_or_default
 from .checks import path
 from .options import options_of
 
@@ -27,7 +27,7 @@ class RecordOptions:
     python: str | None = None           # a workload file's interpreter (default: this one)
     timeout_s: float | None = None      # time limit in seconds
     steps: int = 0                      # a command: end it after this many steps past `warmup_steps` (0: its run)
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    warmup_steps: int | None = None     # a command: steps before that window (default: DEFAULT_WARMUP_STEPS)
     dry_run: bool = False               # a command: run it without a GPU, fake tensors standing for CUDA's (dryrun/)
     arch: str | None = None             # with dry_run: the card it stands for (default: trial/recording's)
 
@@ -45,6 +45,8 @@ class RecordOptions:
         check_timeout(self.timeout_s)
         for name in ("steps", "warmup_steps"):
             value = getattr(self, name)
+            if value is None and name == "warmup_steps":   # not given
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise OptionError(name, "{%s} must be a whole number of steps >= 0, got {got}" % name, got=value)
 
@@ -95,8 +97,10 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     if isinstance(target, (str, os.PathLike)):
         if options.dry_run:
             raise OptionError("dry_run", "{dry_run} applies to '-- COMMAND' (your own program)")
-        if options.steps:
-            raise OptionError("steps", "{steps} applies to '-- COMMAND'; a workload file says its steps itself")
+        if given := [name for name in ("warmup_steps", "steps")   # given: other than the default
+                     if getattr(options, name) != getattr(RecordOptions, name)]:
+            raise OptionError(given[0], options_apply(given) + " to '-- COMMAND'; a workload file says its steps "
+                              "itself")
         trace = record_workload(target, output, preset=options.preset, conf=conf, gpu=options.gpus[0],
                                 python=options.python, timeout_s=options.timeout_s)
         return Recording((RecordedTrace(Path(output), trace),))
@@ -107,6 +111,6 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
     notices: list[str] = []
     traces = record_command(list(target), output, gpus=gpus, conf=conf, timeout_s=options.timeout_s,
-                            warmup_steps=options.warmup_steps, steps=options.steps,
+                            warmup_steps=warmup_steps_or_default(options.warmup_steps), steps=options.steps,
                             dry_run=dry_run_card(options.arch) if options.dry_run else None, notice=notices.append)
     return Recording(tuple(RecordedTrace(path, trace) for path, trace in traces), tuple(notices))

@@ -10,9 +10,10 @@ the sweep gives is kept in its outcome; where the caller takes none as it goes, 
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import shlex
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable, Sequence
 
 from ..decide.choice import Choice
@@ -30,14 +31,14 @@ from ..sweeper.resume import keep_replay_ids, open_folder
 from ..sweeper.sweep import dry_run_plan, run_plan
 from ..workload.command import check_command, command_workload
 from ..workload.loader import load_workload
-from ..workload.spec import WorkloadSpec
+from ..workload.spec import WorkloadSpec, warmup_steps_or_default
 from .analyze import decide_folder, decisions
 from .checks import grid_settings
 from .options import build, split
 
-# The SweepOptions of a command alone, refused beside a workload file (it gives its own); warmup_steps is not
-# among them: its default cannot tell whether it was given.
-_COMMAND_ONLY = ("metric_regex", "unit", "steps", "step_on", "name", "cwd", "isolate_cwd")
+# The SweepOptions of a command alone, refused beside a workload file (it gives its own) where given, i.e. other
+# than their defaults (None for warmup_steps, whose 0 is given).
+_COMMAND_ONLY = ("metric_regex", "unit", "warmup_steps", "steps", "step_on", "name", "cwd", "isolate_cwd")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
 
     A command's options, how `sweep -- COMMAND` runs and measures it (`metric_regex`, `unit`, `warmup_steps`,
     `steps`, `step_on`, `name`, `cwd`, `isolate_cwd`), are SweepOptions fields too; a workload file gives its own
-    (each but `warmup_steps` is refused beside one).
+    (each is refused beside one).
 
     `grid`: the settings themselves, `["expandable_segments:True"]` (replay, fleet and fit take them as `confs`,
     and their `grid` is a file listing more); a file given here is refused in one line.
@@ -97,6 +98,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
             raise OptionError("command", "sweep(): give a workload, or a command's words as {command}, not both")
         workload = command
     spec = _workload(workload, options)
+    if options.started_as is None:   # from Python: sweep.json's command is the call (the command line gives its argv)
+        options = replace(options, started_as=_python_call(workload, options))
     typed = os.fspath(workload) if isinstance(workload, (str, os.PathLike)) else None   # as shown in hints
     plan = make_plan(spec, options, callbacks, typed)
     with contextlib.ExitStack() as held:  # the folder's lock, for the whole sweep
@@ -124,7 +127,7 @@ def _workload(given: object, options: SweepOptions) -> WorkloadSpec:
         return _command(given, options)
     if isinstance(given, (str, os.PathLike)):
         _refuse_trace(given)
-    if extra := [name for name in _COMMAND_ONLY if getattr(options, name)]:
+    if extra := [name for name in _COMMAND_ONLY if getattr(options, name) != getattr(SweepOptions, name)]:
         raise OptionError(extra[0], options_apply(extra) + " to '-- COMMAND'; a workload file gives its own")
     return given if isinstance(given, WorkloadSpec) else load_workload(given, options.preset)
 
@@ -137,8 +140,31 @@ def _command(words: Sequence[str], options: SweepOptions) -> WorkloadSpec:
         raise OptionError(misplaced[0], options_apply(misplaced) + " to a workload file, not to '-- COMMAND'")
     command = check_command(words, options.cwd, None, options.metric_regex, options.isolate_cwd,
                             step_on=options.step_on)
-    return command_workload(command, name=options.name, unit=options.unit, warmup_steps=options.warmup_steps,
+    return command_workload(command, name=options.name, unit=options.unit,
+                            warmup_steps=warmup_steps_or_default(options.warmup_steps),
                             steps=options.steps, timeout_s=options.timeout_s)
+
+
+def _python_call(workload: object, options: SweepOptions) -> str:
+    """The call that runs this sweep again: its workload as given and each option that is not its default, e.g.
+    `alloctune.sweep('w.yaml', preset='h200', backend='sim')`; a WorkloadSpec, which has no literal, named as
+    sweep.json keeps it. Not an `alloctune sweep` line: every option then needs its flag spelled back, and a
+    WorkloadSpec has none."""
+    given = ("WorkloadSpec.from_dict(<sweep.json's workload>)" if isinstance(workload, WorkloadSpec)
+             else _literal(workload))
+    chosen = [f"{f.name}={_literal(getattr(options, f.name))}" for f in fields(SweepOptions)
+              if f.name != "started_as" and getattr(options, f.name) != f.default]
+    return f"alloctune.sweep({', '.join([given, *chosen])})"
+
+
+def _literal(value: object) -> str:
+    """`value` as Python source that `sweep()` takes back: a name by its value ('sim'), a path as a str, a
+    sequence as a list."""
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(map(_literal, value))}]"
+    if isinstance(value, enum.Enum):
+        value = value.value
+    return repr(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
 
 def _refuse_trace(target: str | os.PathLike) -> None:

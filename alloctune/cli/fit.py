@@ -71,7 +71,7 @@ def register(subparsers) -> None:
                         f"{DEFAULT_TIMEOUT_S:g} for a run that confirms an answer or copies at once)")
     p.add_argument("--steps", type=positive_int, default=0, metavar="N",
                    help="end each run after N steps past --warmup-steps, as sweep --steps does")
-    p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
+    p.add_argument("--warmup-steps", type=int, metavar="N",
                    help=f"steps before the --steps window (default: {DEFAULT_WARMUP_STEPS})")
     add_dry_run(p, "without a GPU: trace the command at each value with fake tensors standing for CUDA tensors (as "
                    "'record --dry-run'), each answer's value and the next too, so that answers come from the dry "

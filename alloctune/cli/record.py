@@ -38,7 +38,7 @@ def register(subparsers) -> None:
     p.add_argument("--steps", type=positive_int, metavar="N",
                    help="your own command: end it after N steps past --warmup-steps (optimizer steps, or "
                         "alloctune.step() marks), as 'sweep --steps N' does, so the trace covers that window")
-    p.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
+    p.add_argument("--warmup-steps", type=int, metavar="N",
                    help=f"with --steps: steps before the window (default: {DEFAULT_WARMUP_STEPS})")
     add_dry_run(p, "your own command: run it without a GPU, with fake tensors standing for CUDA tensors, and write "
                    "the allocations the caching allocator would see (docs/dry-run.md); any GPU is hidden")

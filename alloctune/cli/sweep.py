@@ -98,7 +98,7 @@ def _command(command) -> None:
                               "time)")
     command.add_argument("--unit", help="what the throughput counts, optionally with what one counted step is worth: "
                                         "samples, or '32 samples' (default: runs, units or steps)")
-    command.add_argument("--warmup-steps", type=int, default=DEFAULT_WARMUP_STEPS, metavar="N",
+    command.add_argument("--warmup-steps", type=int, metavar="N",
                          help="steps (marks, --step-on calls or optimizer steps) left out of the throughput as "
                               f"warm-up (default: {DEFAULT_WARMUP_STEPS})")
     command.add_argument("--steps", type=positive_int, default=0, metavar="N",
@@ -191,12 +191,14 @@ def run(args) -> int:
 def _options(args):
     """The sweep's options from the flags (each flag's dest is its field's name), with --grid's settings."""
     from ..settings.grid import load_grid_file
+    from ..sweeper.plan import command_line
 
     grid = list(args.grid or [])
     if args.grid_file:
         grid += load_grid_file(args.grid_file)
     return SweepOptions(**{field.name: getattr(args, field.name) for field in fields(SweepOptions)
-                           if field.name in FLAGS and field.name != "grid"}, grid=grid or None)
+                           if field.name in FLAGS and field.name != "grid"}, grid=grid or None,
+                        started_as=command_line())
 
 
 def _callbacks(shown: Phases, args):

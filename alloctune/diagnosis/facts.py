@@ -101,6 +101,13 @@ class OomFacts:
         return self.reserved - self.allocated
 
     @property
+    def non_pytorch(self) -> int | None:
+        """What this process held beyond PyTorch's cache (NVML's figure for it, the message's "Including non-PyTorch
+        memory", less what PyTorch reserved): the CUDA context, and what libraries in the process allocate
+        themselves; None where the source does not say."""
+        return max(self.this_process - self.reserved, 0) if self.this_process is not None else None
+
+    @property
     def free(self) -> int:
         """Free on the card, none where the source does not say: what the request could still have had."""
         return self.device_free if self.device_free is not None else 0

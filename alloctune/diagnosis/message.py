@@ -224,15 +224,18 @@ def _figures(m: OomMessage) -> int:
 
 def _once(messages: list[OomMessage]) -> list[OomMessage]:
     """Each message once: a repeat of the same figures on the same rank dropped, and a copy without a rank of one
-    a rank printed."""
-    def key(m: OomMessage) -> dict:
-        return replace(m, rank=None, text="", notes=()).to_json()
+    a rank printed. In one pass, by hashable keys: a log of a job that caught its OOMs holds tens of thousands."""
+    def key(m: OomMessage) -> OomMessage:
+        return replace(m, rank=None, text="", notes=())
 
-    ranked = [key(m) for m in messages if m.rank is not None]
+    ranked = {key(m) for m in messages if m.rank is not None}
+    seen: set[tuple[OomMessage, int | None]] = set()
     out: list[OomMessage] = []
     for m in messages:
-        if any(key(o) == key(m) and o.rank == m.rank for o in out) or (m.rank is None and key(m) in ranked):
+        k = key(m)
+        if (k, m.rank) in seen or (m.rank is None and k in ranked):
             continue
+        seen.add((k, m.rank))
         out.append(m)
     return out
 

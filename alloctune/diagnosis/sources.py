@@ -2,7 +2,8 @@
 pickle, a results folder's last OOM trial) and the message dump_on_oom saved beside its snapshot. An out-of-memory
 error that prints no figures (from outside the caching allocator, or cuDNN's likely one: `message.outside_error`,
 `message.likely_error`) is named: alone, it is refused in words saying which it is; beside an allocator's message
-or a snapshot, it is noted."""
+or a snapshot, it is noted. A text that reports running out of memory only in other words (runtime/oom.py's rule:
+a library that caught torch's error and raised its own) is refused quoting them."""
 from __future__ import annotations
 
 import codecs
@@ -13,6 +14,7 @@ import shlex
 
 from ..errors import DiagnoseError, shown
 from ..files import open_input
+from ..runtime.oom import oom_line
 from ..settings.conf import conf_label
 from ..settings.known import Feature
 from ..units import format_bytes
@@ -88,6 +90,12 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
         raise DiagnoseError(f"{name!r} holds {''.join(other)}")
     # a log read from its end: an OOM before the part read is not seen
     part = f" in its last {format_bytes(LOG_TAIL_BYTES)}, all that is read of a long log" if dropped else ""
+    if said := oom_line(text):   # an OOM in other words: a library that caught torch's and raised its own (vLLM)
+        said = said if len(said) <= 160 else said[:157] + "..."
+        raise DiagnoseError(f"{name!r} reports running out of memory ({said!r}) but holds no message of torch's "
+                            f"CUDA caching allocator{part}, the one with figures (expected 'CUDA out of memory. Tried "
+                            "to allocate ...'): where a library caught torch's error and raised its own (vLLM does), "
+                            "give the whole log, torch's error before it")
     raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message{part} (expected 'CUDA out of memory. Tried "
                         "to allocate ...'), nor a snapshot pickle, nor a results folder")
 

@@ -55,7 +55,8 @@ class Verdict:
         numbers = {"requested": f.requested, "allocated": f.allocated, "reserved": f.reserved,
                    "reserved_unallocated": f.unallocated, "device_free": f.device_free,
                    "device_total": f.device_total, "allowed": f.allowed, "largest_free_block": f.largest_free_block,
-                   "other_processes": self.figures.others, "graph_pools_free": f.graph_pools_free}
+                   "other_processes": self.figures.others, "non_pytorch": f.non_pytorch,
+                   "graph_pools_free": f.graph_pools_free}
         return numbers | ({"shortfall": self.figures.shortfall} if self.figures.shortfall is not None else {})
 
     @property

@@ -36,7 +36,7 @@ def summary(cause: Cause, g: Figures) -> str:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
     if cause is Cause.SHORTAGE and g.shortfall:
         return (f"A true shortage: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) do not "
-                "fit in this GPU's memory.")
+                "fit in the memory this process could have of this GPU.")
     if cause is Cause.SHORTAGE:   # the figures leave room (within their rounding, or taken meanwhile): at the limit
         return (f"A shortage at the limit: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) "
                 f"come within {fb(f.unallocated + f.free - f.requested)} of all this process could have of this GPU, "
@@ -64,6 +64,11 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
         out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
                    "their graphs: no other request could use it")
+    if f.non_pytorch is not None and f.non_pytorch > CONTEXT_ESTIMATE + f.tolerance:
+        out.append(f"this process held {fb(f.non_pytorch)} beyond PyTorch's {fb(f.reserved)} (NVML's figure for it "
+                   "less PyTorch's), more than a CUDA context takes: libraries in the process allocated it "
+                   "themselves (NCCL, cuBLAS or cuDNN workspaces, CuPy, JAX or TensorFlow, TensorRT), and no "
+                   "allocator setting gives it back")
     if cause is Cause.OTHER_PROCESSES:
         return out
     if g.others and g.others > f.tolerance:
@@ -142,11 +147,12 @@ def _other_processes_steps(g: Figures) -> list[str]:
 def _shortage_reasons(g: Figures) -> list[str]:
     f, shortfall = g.facts, g.shortfall or 0
     q, a = f.requested, f.allocated
-    context = f.this_process - f.reserved if f.this_process is not None else CONTEXT_ESTIMATE
-    usable = f.device_total - (g.others or 0) - context if f.device_total else None
+    # What the allocator could have had: its cache and the free memory, the sum the shortfall is taken from (the
+    # card less the others and the context differs by the driver's share, and could say the opposite)
+    card = f" of the {fb(f.device_total)} card" if f.device_total else ""
     out = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
-           + (f", {'more than' if a + q > usable else 'within'} the {fb(usable)} this process can have of the "
-              f"{fb(f.device_total)} card" if usable else ""),
+           + (f", {fb(shortfall) + ' more than' if shortfall else 'within'} the {fb(f.reserved + f.device_free)} "
+              f"this process can have{card}" if f.device_free is not None else ""),
            f"unused cache {fb(f.unallocated)} + free {fb(f.free)}"
            + (f" fall {fb(shortfall)} short of the request" if shortfall else
               " would cover the request, but the cache is nearly empty: the allocation rounded up to a whole "

@@ -91,6 +91,10 @@ class Trace:
     def __len__(self) -> int:
         return len(self.kinds)
 
+    def __repr__(self) -> str:   # its counts, not its events: a notebook shows a result's repr, a trace's in megabytes
+        return (f"Trace(events={len(self)}, allocs={self.num_allocs}, device={self.device}, "
+                f"torch_version={self.meta.get('torch_version')!r})")
+
     @property
     def num_allocs(self) -> int:
         return int(np.count_nonzero(np.asarray(self.kinds) == ALLOC))

@@ -18,7 +18,7 @@ from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
 from ..workload.command import CommandSpec, is_python, target_python
-from ..workload.spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, WorkloadSpec
+from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
 
 AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
 # `repeats`, the default: a hybrid sweep predicts each setting's speed by replay and confirms the winner in one pair,
@@ -64,14 +64,14 @@ class SweepOptions:
     results_root: str | os.PathLike = DEFAULT_RESULTS_ROOT
     out: str | os.PathLike | None = None    # this exact results folder, resumed when it holds the same sweep
     fresh: bool = False                     # a new results folder even where one holds the same sweep
-    started_as: str | None = None           # how the sweep was started, for sweep.json (default: this process's)
+    started_as: str | None = None           # how the sweep was started, for sweep.json (default: the Python call)
     check_growth: int | None = None         # a command's growth check: memory sampled at steps K and 2K
     dry_run: bool = False                   # a command traced without a GPU (dryrun/) instead of recorded, replayed
     arch: str | None = None                 # with dry_run: the card it stands for (default: trial/recording's)
     # How a command is run and measured (workload/command.py checks them; a workload file gives its own)
     metric_regex: str | None = None         # the throughput read from its output: the number in group 1 or 'value'
     unit: str | None = None                 # what the throughput counts, or what one step is worth: '32 samples'
-    warmup_steps: int = DEFAULT_WARMUP_STEPS   # steps left out of the throughput
+    warmup_steps: int | None = None         # steps left out of the throughput (default: DEFAULT_WARMUP_STEPS)
     steps: int = 0                          # end each trial after this many steps past the warm-up (0: its own end)
     step_on: str | None = None              # steps counted as calls of 'forward', or returns of 'module:qualname'
     name: str | None = None                 # the results folder's stem (default: cmd-<script name>)

@@ -125,7 +125,7 @@ def sweep_info(spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> SweepIn
         budget_fraction=budget_fraction, backend=plan.backend, max_slowdown=options.max_slowdown,
         check_growth=options.check_growth, trace=trace,
         search=options.search, finalists=options.finalists if plan.backend == Backend.HYBRID else None,
-        command=options.started_as or command_line(),
+        command=options.started_as or "",   # api/sweep.py: the CLI's argv (`command_line`), else the Python call
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), alloctune_version=__version__)
 
 
@@ -291,8 +291,9 @@ def _no_trace_hint(spec: WorkloadSpec, typed: str | None) -> OptionText:
 
 
 def command_line() -> str:
-    """How this sweep was started, as the user would type it again: what sweep.json keeps of the run that made the
-    folder, and what the command line's GPU confirmation of this run starts from (cli/sweep.py)."""
+    """How this `alloctune sweep` was started, as the user would type it again: what the command line passes as
+    `started_as`, for sweep.json to keep of the run that made the folder, and what its GPU confirmation of this run
+    starts from (cli/sweep.py)."""
     program = Path(sys.argv[0]).name
     program = "alloctune" if program in ("__main__.py", "alloctune") else program
     return shlex.join([program, *sys.argv[1:]])

@@ -22,6 +22,12 @@ MAX_ENTRY_BYTES = 64 * 2**20   # a workload's module, hashed into its identity: 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a trial time limit beyond this is a typo (and inf overflows the wait)
 
 
+def warmup_steps_or_default(given: int | None) -> int:
+    """A command's warm-up steps: as given, else DEFAULT_WARMUP_STEPS. Its options keep None for 'not given', so
+    that one given where it does not apply (beside a workload file, or traces) is refused, a 0 or a 2 too."""
+    return DEFAULT_WARMUP_STEPS if given is None else given
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """A validated workload with its preset applied. Paths (entry file, trace) are absolute."""

@@ -177,6 +177,24 @@ def test_a_budget_larger_than_the_recording_gpu_is_refused_as_it_would_limit_not
                    "it limits nothing; give --cards for a larger card"
     assert not out.exists()
 
+def test_the_options_of_a_commands_runs_are_refused_beside_traces_naming_those_given(tmp_path):
+    """A fit of traces records and confirms nothing: --warmup-steps, --steps, --gpu, --timeout and
+    --extra-recordings were ignored in silence. Each given is named, its default given too (--warmup-steps 2)."""
+    traces, out = write_traces(tmp_path, [8, 16]), tmp_path / "fit"
+    line = refused("--param", "batch", *traces, "--budget", "40GiB", "--warmup-steps", "5", "--steps", "3", "--gpu",
+                   "1", "--timeout", "10", "--extra-recordings", "1", "--out", out)
+    assert line == "alloctune: error: --extra-recordings, --gpu, --timeout, --warmup-steps and --steps apply to a " \
+                   "command's runs; traces given with --trace were recorded already"
+    assert refused("--param", "batch", *traces, "--warmup-steps", "2", "--out", out) == "alloctune: error: " \
+        "--warmup-steps applies to a command's runs; traces given with --trace were recorded already"
+    assert not out.exists()
+    with pytest.raises(OptionError) as caught:
+        alloctune.fit("batch", traces={8: traces[1].partition("=")[2], 16: traces[3].partition("=")[2]},
+                      warmup_steps=0)
+    assert str(caught.value) == "warmup_steps applies to a command's runs; traces given with traces were recorded " \
+                                "already"
+
+
 @pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "-4", "0x10", "1_000"])
 def test_a_value_that_is_no_whole_number_is_one_line(tmp_path, value):
     traces = write_traces(tmp_path, [8, 16])

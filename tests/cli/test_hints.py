@@ -124,6 +124,14 @@ def test_without_a_gpu_the_python_api_names_its_dry_run_option():
     (["record", "-o", "t.xz", "--python", sys.executable, "--", sys.executable, "job.py"],
      "--python applies to a workload file"),
     (["sweep", "--unit", "samples", VARLEN], "--unit applies to '-- COMMAND'; a workload file gives its own"),
+    (["sweep", "--warmup-steps", "5", VARLEN], "--warmup-steps applies to '-- COMMAND'; a workload file gives its "
+                                               "own"),
+    (["sweep", "--warmup-steps", "0", "--steps", "5", VARLEN],   # 0, given, is told from not given
+     "--warmup-steps and --steps apply to '-- COMMAND'; a workload file gives its own"),
+    (["record", "-o", "t.xz", "--warmup-steps", "5", VARLEN],
+     "--warmup-steps applies to '-- COMMAND'; a workload file says its steps itself"),
+    (["record", "-o", "t.xz", "--warmup-steps", "2", "--steps", "5", VARLEN],   # 2, given, is told from not given
+     "--warmup-steps and --steps apply to '-- COMMAND'; a workload file says its steps itself"),
 ])
 def test_an_option_that_does_not_apply_is_refused_by_the_flags_given_only(tmp_path, args, said):
     proc = in_process(*args)

@@ -106,6 +106,31 @@ def test_out_holding_the_sweep_of_a_changed_script_is_refused_in_one_line(tmp_pa
     assert (out / "sweep.json").read_text() == before
 
 
+def test_a_command_swept_without_warmup_steps_resumes_a_folder_swept_with_its_default(tmp_path, monkeypatch):
+    """Left out, --warmup-steps is 2 for a command, as before it could be told from given: the folder an earlier
+    sweep of the same command made (its workload holding that 2) is the same sweep, from the CLI and the API."""
+    made = []
+
+    def plan(spec, *_):
+        made.append(spec)
+        raise AlloctuneError("planned")
+
+    monkeypatch.setattr("alloctune.api.sweep.make_plan", plan)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.py").write_text("pass\n")
+    before = command_workload(check_command([sys.executable, "job.py"]), warmup_steps=2)
+    folder, _ = opened(SweepInfo(before.name, before.digest(), before.to_dict(), [""]), tmp_path)
+    done = in_process("sweep", "--", sys.executable, "job.py", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr == "alloctune: error: planned\n", done.stderr
+    with pytest.raises(AlloctuneError, match="planned"):
+        alloctune.sweep([sys.executable, "job.py"])
+    assert len(made) == 2
+    for spec in made:
+        again, notices = opened(SweepInfo(spec.name, spec.digest(), spec.to_dict(), [""]), tmp_path)
+        assert again == folder and spec.to_dict()["warmup_steps"] == 2, notices
+        assert notices == [f"Resuming the sweep in {folder} (use fresh=True to start a new one)"]
+
+
 def test_the_files_a_command_names(tmp_path):
     """Its script, an --option=FILE, a -m module under its folder and a program given as a file count; a folder, a
     word that names no file and the Python interpreter do not."""
@@ -163,6 +188,10 @@ def test_report_of_a_folder_of_results_passes_one_without_trials_by_in_a_line(tm
      "preset and trace apply to a workload file, not to '-- COMMAND'"),
     (lambda: alloctune.sweep("w.yaml", unit="samples", steps=5),
      "unit and steps apply to '-- COMMAND'; a workload file gives its own"),
+    (lambda: alloctune.sweep("w.yaml", warmup_steps=5),
+     "warmup_steps applies to '-- COMMAND'; a workload file gives its own"),
+    (lambda: alloctune.sweep("w.yaml", warmup_steps=0, metric_regex=""),   # given, though neither is true
+     "metric_regex and warmup_steps apply to '-- COMMAND'; a workload file gives its own"),
     (lambda: alloctune.sweep(["python3", "x.py"], unit="32 samples", metric_regex="([0-9]+) tok/s"),
      "unit 32 samples: a count per step applies to the steps alloctune counts; metric_regex reads the throughput "
      "from the output"),
