@@ -261,6 +261,28 @@ def test_a_sweep_from_python_records_the_call_that_runs_it_again(tmp_path):
     assert sorted(commands().values()) == sorted([call, shlex.join(["alloctune", *map(str, line), "--fresh"])])
 
 
+def test_settings_given_as_allocconfs_are_recorded_as_the_call_takes_them_back(tmp_path, monkeypatch):
+    """`grid=[AllocConf...]` was recorded as `AllocConf(backend=None, ...)`, which the call cannot run (AllocConf is
+    no name of the API): each is its setting's text, the default 'default'; run, the call recorded asks the same."""
+    from alloctune.settings.conf import AllocConf
+
+    asked = []
+
+    def plan(spec, options, *_):
+        asked.append(options)
+        raise alloctune.AlloctuneError("planned")
+
+    monkeypatch.setattr("alloctune.api.sweep.make_plan", plan)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(alloctune.AlloctuneError, match="planned"):
+        alloctune.sweep(WORKLOAD, grid=[AllocConf.parse("expandable_segments:True"), AllocConf()], backend="sim")
+    call = asked[0].started_as
+    assert call == f"alloctune.sweep({str(WORKLOAD)!r}, grid=['expandable_segments:True', 'default'], backend='sim')"
+    with pytest.raises(alloctune.AlloctuneError, match="planned"):
+        eval(call, {"alloctune": alloctune})   # noqa: S307 - the call recorded, run as a user would paste it
+    assert asked[1].started_as == call
+
+
 def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
     """(what, a call with a wrong argument, what its message says)."""
     trace = alloctune.load_trace(TRACE)
@@ -270,7 +292,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("analyze(missing)", lambda: alloctune.analyze(folder + "-not-there"), "no results folder here"),
         ("analyze(max_slowdown=2)", lambda: alloctune.analyze(folder, max_slowdown=2), "max_slowdown must be"),
         ("analyze(max_slowdown=nan)", lambda: alloctune.analyze(folder, max_slowdown=math.nan), "max_slowdown"),
-        ("analyze(folder, 0.5)", lambda: alloctune.analyze(folder, 0.5), "the options must be of type AnalyzeOptions, got float"),
+        ("analyze(folder, 0.5)", lambda: alloctune.analyze(folder, 0.5),
+         "the options must be of type AnalyzeOptions, got float"),
         ("analyze(slowdown=)", lambda: alloctune.analyze(folder, slowdown=0.1), "analyze() has no option 'slowdown'"),
         ("export_results(None)", lambda: alloctune.export_results(None), "a results folder: expected a path"),
         ("export_results(fmt=5)", lambda: alloctune.export_results(folder, 5), "unknown export format 5"),
@@ -298,6 +321,10 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("record(output=folder)", lambda: alloctune.record(["python3", "x.py"], ROOT), "is a folder; give the trace"),
         ("record(preset=, cmd)", lambda: alloctune.record(["python", "x.py"], "t.xz", preset="h200"),
          "preset applies to a workload file"),
+        ("record(preset='', cmd)", lambda: alloctune.record(["python", "x.py"], "t.xz", preset=""),   # given
+         "preset applies to a workload file"),
+        ("record(warmup_steps=2**70)", lambda: alloctune.record(["python", "x.py"], "t.xz", warmup_steps=2**70),
+         "warmup_steps must be a whole number of steps from 0 to 2**63 - 1"),
         ("calibrate(gpu=-1)", lambda: alloctune.calibrate(gpu=-1), "gpu must be a GPU index >= 0, got -1"),
         ("calibrate(python=5)", lambda: alloctune.calibrate(python=5), "python must be an interpreter's path"),
         ("load_trace(5)", lambda: alloctune.load_trace(5), "a trace: expected a path"),
@@ -361,6 +388,8 @@ def wrong_calls(folder: str) -> list[tuple[str, object, str]]:
         ("sweep(results_root='')", lambda: alloctune.sweep(WORKLOAD, results_root=""), "results_root must be a "
                                                                                       "non-empty path"),
         ("sweep(unknown=1)", lambda: alloctune.sweep(WORKLOAD, unknown=1), "unknown"),
+        ("sweep(time_budget_s=inf)", lambda: alloctune.sweep(WORKLOAD, time_budget_s=math.inf),
+         "time_budget_s must be a positive, finite number of seconds, got inf"),
         ("dump_on_oom(5)", lambda: alloctune.dump_on_oom(5), "folder must be a path"),
         ("dump_on_oom(max_entries=0)", lambda: alloctune.dump_on_oom("x", max_entries=0), "max_entries must be"),
         ("step('x')", lambda: alloctune.step("x"), "units must be a finite number"),

@@ -20,16 +20,17 @@ from ..results.fits import FitFile
 from ..settings.conf import AllocConf
 from ..sim.target import REFERENCE, Target
 from ..units import GiB, format_bytes
+from ..workload.command import check_steps
 from ..workload.spec import MAX_TIMEOUT_S, warmup_steps_or_default
 from .checks import (Progress, count, device_index, given, grid_file, in_bytes, one_stdin, path, quiet, set_field,
                      settings, size, workers)
 from .fitchecks import NAME, card, check_cards, check_marks, wrong
 from .inputs import TraceInput, budget_limit, card_words, name_of, once_each, trace_inputs
-from .options import options_of
+from .options import options_given, options_of
 
 GIVEN = "as given by {overhead}"   # where a card too small for the context was told it, as the caller named it
-# The FitOptions of a command's runs alone, refused beside traces where given, i.e. other than their defaults (None
-# for warmup_steps, whose 2 is given); confirm, confirm_copies and dry_run are refused there by their own checks.
+# The FitOptions of a command's runs alone, refused beside traces where given (api/options.options_given); confirm,
+# confirm_copies and dry_run are refused there by their own checks.
 _RUN_ONLY = ("extra_recordings", "gpu", "timeout_s", "warmup_steps", "steps")
 
 
@@ -142,9 +143,7 @@ class FitOptions:
         if self.step is not None:
             count(self.step, "step")
         count(self.gpu, "gpu", least=0)
-        count(self.steps, "steps", least=0)
-        if self.warmup_steps is not None:
-            count(self.warmup_steps, "warmup_steps", least=0)
+        check_steps(self.warmup, self.steps)
         workers(self.jobs)
         device_index(self.device)
         if self.device is not None and self.traces is None:
@@ -158,8 +157,7 @@ class FitOptions:
                                   and 0 < t <= MAX_TIMEOUT_S):
             raise OptionError("timeout_s", "{timeout_s} must be a positive number of seconds, at most {most:.0f}, "
                               "got {got}", most=MAX_TIMEOUT_S, got=shown(t))
-        if self.traces is not None and (given := [name for name in _RUN_ONLY
-                                                  if getattr(self, name) != getattr(FitOptions, name)]):
+        if self.traces is not None and (given := options_given(self, _RUN_ONLY)):
             raise OptionError(given[0], options_apply(given) + " to a command's runs; traces given with {traces} "
                               "were recorded already")
 

@@ -1,11 +1,12 @@
 """A use case's options from keyword arguments, one way for every api function: each takes its options dataclass
 (checked as a whole when made), or its fields as keyword arguments, which win over that object's:
 `sweep("w.yaml", preset="h200", repeats=5)`, `export_results(folder, "json", env_id="torch-2.11")`. A name that is
-no field, or an options object of another type, is an OptionError naming it."""
+no field, or an options object of another type, is an OptionError naming it. And which options were given
+(`options_given`), where some go with one target and not another."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 from ..errors import OptionError
 
@@ -36,3 +37,11 @@ def build(kind: type[T], options: T | None, chosen: dict[str, Any], function: st
 def options_of(function: str, kind: type[T], options: T | None, given: dict[str, Any]) -> T:
     """`build` of one options dataclass from `function`'s keyword arguments `given`."""
     return build(kind, options, split(function, given, options=kind)["options"], function)
+
+
+def options_given(options: Any, names: Sequence[str] | None = None) -> list[str]:
+    """Those of `names` (default: every field of the dataclass `options`) given, i.e. other than their defaults, in
+    that order: what a use case refuses where it does not apply. A default of None means not given: any other value
+    counts, the one it stands for too (warmup_steps=2)."""
+    defaults = {f.name: f.default for f in fields(options)}
+    return [name for name in (defaults if names is None else names) if getattr(options, name) != defaults[name]]

@@ -14,9 +14,10 @@ from ..settings.conf import AllocConf
 from ..sim.trace import Trace
 from ..sweeper.options import check_gpus, check_timeout
 from ..trial.recording import dry_run_card, record_command, record_workload
+from ..workload.command import check_steps
 from ..workload.spec import warmup_steps_or_default
 from .checks import path
-from .options import options_of
+from .options import options_given, options_of
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,7 @@ class RecordOptions:
         object.__setattr__(self, "gpus", tuple(self.gpus) if isinstance(self.gpus, (list, tuple)) else (self.gpus,))
         check_gpus(self.gpus)
         check_timeout(self.timeout_s)
-        for name in ("steps", "warmup_steps"):
-            value = getattr(self, name)
-            if value is None and name == "warmup_steps":   # not given
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise OptionError(name, "{%s} must be a whole number of steps >= 0, got {got}" % name, got=value)
+        check_steps(warmup_steps_or_default(self.warmup_steps), self.steps)
 
 
 @dataclass(frozen=True)
@@ -97,8 +93,7 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
     if isinstance(target, (str, os.PathLike)):
         if options.dry_run:
             raise OptionError("dry_run", "{dry_run} applies to '-- COMMAND' (your own program)")
-        if given := [name for name in ("warmup_steps", "steps")   # given: other than the default
-                     if getattr(options, name) != getattr(RecordOptions, name)]:
+        if given := options_given(options, ("warmup_steps", "steps")):
             raise OptionError(given[0], options_apply(given) + " to '-- COMMAND'; a workload file says its steps "
                               "itself")
         trace = record_workload(target, output, preset=options.preset, conf=conf, gpu=options.gpus[0],
@@ -106,7 +101,7 @@ def record(target: str | os.PathLike | Sequence[str], output: str | os.PathLike,
         return Recording((RecordedTrace(Path(output), trace),))
     if not target:
         raise AlloctuneError("give a workload file, or '-- COMMAND ...' to record your own program")
-    if given := [name for name in ("preset", "python") if getattr(options, name)]:
+    if given := options_given(options, ("preset", "python")):
         raise OptionError(given[0], options_apply(given) + " to a workload file, not to '-- COMMAND'")
     gpus = options.gpus[0] if len(options.gpus) == 1 else list(options.gpus)
     notices: list[str] = []

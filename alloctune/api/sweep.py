@@ -13,7 +13,7 @@ import contextlib
 import enum
 import os
 import shlex
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
 from ..decide.choice import Choice
@@ -25,6 +25,7 @@ from ..results.folder import ResultsFolder, Skipped
 from ..results.provenance import Provenance, provenance
 from ..results.records import Backend
 from ..results.vocabulary import setting_name
+from ..settings.conf import AllocConf
 from ..sweeper.options import SweepCallbacks, SweepNotice, SweepOptions   # the three: the API's names too
 from ..sweeper.plan import make_plan, sweep_info
 from ..sweeper.resume import keep_replay_ids, open_folder
@@ -34,10 +35,10 @@ from ..workload.loader import load_workload
 from ..workload.spec import WorkloadSpec, warmup_steps_or_default
 from .analyze import decide_folder, decisions
 from .checks import grid_settings
-from .options import build, split
+from .options import build, options_given, split
 
-# The SweepOptions of a command alone, refused beside a workload file (it gives its own) where given, i.e. other
-# than their defaults (None for warmup_steps, whose 0 is given).
+# The SweepOptions of a command alone, refused beside a workload file or a WorkloadSpec (each gives its own) where
+# given (api/options.options_given).
 _COMMAND_ONLY = ("metric_regex", "unit", "warmup_steps", "steps", "step_on", "name", "cwd", "isolate_cwd")
 
 
@@ -77,7 +78,8 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
 
     A command's options, how `sweep -- COMMAND` runs and measures it (`metric_regex`, `unit`, `warmup_steps`,
     `steps`, `step_on`, `name`, `cwd`, `isolate_cwd`), are SweepOptions fields too; a workload file gives its own
-    (each is refused beside one).
+    (each is refused beside one), and so does a WorkloadSpec (its preset too: `load_workload` and `command_workload`
+    take them).
 
     `grid`: the settings themselves, `["expandable_segments:True"]` (replay, fleet and fit take them as `confs`,
     and their `grid` is a file listing more); a file given here is refused in one line.
@@ -118,25 +120,29 @@ def sweep(workload: str | os.PathLike | WorkloadSpec | Sequence[str] | None = No
 
 
 def _workload(given: object, options: SweepOptions) -> WorkloadSpec:
-    """What `sweep()` was given to sweep, as a WorkloadSpec: a workload file read (with its `preset`), or a command's
-    words checked (the program exists and is executable) and run as its options say."""
+    """What `sweep()` was given to sweep, as a WorkloadSpec: a workload file read (with its `preset`), a command's
+    words checked (the program exists and is executable) and run as its options say, or a WorkloadSpec as made."""
     if not isinstance(given, (str, os.PathLike, WorkloadSpec, list, tuple)):
         raise AlloctuneError(f"sweep(): expected a workload file's path, a WorkloadSpec or your command's words, "
                              f"e.g. ['python3', 'train.py'], got {shown(given)}")
     if isinstance(given, (list, tuple)):
         return _command(given, options)
-    if isinstance(given, (str, os.PathLike)):
-        _refuse_trace(given)
-    if extra := [name for name in _COMMAND_ONLY if getattr(options, name) != getattr(SweepOptions, name)]:
+    if isinstance(given, WorkloadSpec):
+        if extra := options_given(options, ("preset", *_COMMAND_ONLY)):
+            raise OptionError(extra[0], options_apply(extra) + " where a WorkloadSpec is made (load_workload's "
+                              "preset, command_workload's arguments); the WorkloadSpec given has its own")
+        return given
+    _refuse_trace(given)
+    if extra := options_given(options, _COMMAND_ONLY):
         raise OptionError(extra[0], options_apply(extra) + " to '-- COMMAND'; a workload file gives its own")
-    return given if isinstance(given, WorkloadSpec) else load_workload(given, options.preset)
+    return load_workload(given, options.preset)
 
 
 def _command(words: Sequence[str], options: SweepOptions) -> WorkloadSpec:
     """The workload of a command's words, as `sweep -- COMMAND` runs them."""
     if words and isinstance(words[0], str):
         _refuse_trace(words[0])
-    if misplaced := [name for name in ("preset", "trace") if getattr(options, name) is not None]:
+    if misplaced := options_given(options, ("preset", "trace")):
         raise OptionError(misplaced[0], options_apply(misplaced) + " to a workload file, not to '-- COMMAND'")
     command = check_command(words, options.cwd, None, options.metric_regex, options.isolate_cwd,
                             step_on=options.step_on)
@@ -152,18 +158,19 @@ def _python_call(workload: object, options: SweepOptions) -> str:
     WorkloadSpec has none."""
     given = ("WorkloadSpec.from_dict(<sweep.json's workload>)" if isinstance(workload, WorkloadSpec)
              else _literal(workload))
-    chosen = [f"{f.name}={_literal(getattr(options, f.name))}" for f in fields(SweepOptions)
-              if f.name != "started_as" and getattr(options, f.name) != f.default]
+    chosen = [f"{name}={_literal(getattr(options, name))}" for name in options_given(options) if name != "started_as"]
     return f"alloctune.sweep({', '.join([given, *chosen])})"
 
 
 def _literal(value: object) -> str:
     """`value` as Python source that `sweep()` takes back: a name by its value ('sim'), a path as a str, a
-    sequence as a list."""
+    sequence as a list, a setting as its text ('default' for the default: AllocConf is no name of the API)."""
     if isinstance(value, (list, tuple)):
         return f"[{', '.join(map(_literal, value))}]"
     if isinstance(value, enum.Enum):
         value = value.value
+    if isinstance(value, AllocConf):
+        value = setting_name(str(value))
     return repr(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+import sys
 from dataclasses import fields, replace
 
 from rich.text import Text
@@ -191,7 +193,6 @@ def run(args) -> int:
 def _options(args):
     """The sweep's options from the flags (each flag's dest is its field's name), with --grid's settings."""
     from ..settings.grid import load_grid_file
-    from ..sweeper.plan import command_line
 
     grid = list(args.grid or [])
     if args.grid_file:
@@ -238,7 +239,6 @@ def _print(outcome, args) -> None:
     from rich.text import Text
 
     from ..report.layout import INDENT, command, say
-    from ..sweeper.plan import command_line
     from ..decide.choice import something_to_export
     from ..report.analysis import choice_record
     from ..report.ranked import print_choice
@@ -341,6 +341,13 @@ def _target(args):
     if args.target[0] == "-" and args.grid_file == "-":   # checked before --grid - reads it
         raise AlloctuneError("the workload and --grid cannot both come from standard input: give one as a file")
     return args.target[0]
+
+
+def command_line() -> str:
+    """This `alloctune sweep` as the user would type it again: sweep.json's `started_as` (of the run that made the
+    folder), and what the GPU confirmation of this run starts from."""
+    program = os.path.basename(sys.argv[0])
+    return shlex.join(["alloctune" if program in ("__main__.py", "alloctune") else program, *sys.argv[1:]])
 
 
 def _on_gpu(command: str) -> list[str]:

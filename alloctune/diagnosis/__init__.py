@@ -214,7 +214,7 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
     if message is None:
         return exact
     reserved = exact.reserved if exact else message.reserved
-    this_process, others = _this_process(message, reserved, warnings)
+    this_process, others, guessed = _this_process(message, reserved, warnings)
     if exact is None:
         if message.allocated is None or message.reserved is None:
             raise DiagnoseError("the message does not say how much PyTorch had allocated and reserved: "
@@ -223,30 +223,32 @@ def _facts(message: OomMessage | None, view: SnapshotView | None, warnings: list
         return OomFacts(message.requested, message.allocated, message.reserved, message.device_free,
                         message.device_total, message.allowed, this_process, others,
                         pool.largest_free if pool else None, message.precision, message.gpu,
-                        not message.predates_expandable_segments, message.private_pools or 0)
+                        not message.predates_expandable_segments, message.private_pools or 0, guessed)
     return OomFacts(exact.requested, exact.allocated, exact.reserved,
                     exact.device_free if exact.device_free is not None else message.device_free,
                     exact.device_total or message.device_total,
                     exact.allowed if exact.allowed is not None else message.allowed,
                     this_process, others, exact.largest_free_block, 0, exact.gpu,
-                    exact.expandable_segments and not message.predates_expandable_segments, exact.graph_pools_free)
+                    exact.expandable_segments and not message.predates_expandable_segments, exact.graph_pools_free,
+                    guessed)
 
 
 def _this_process(message: OomMessage, reserved: int | None,
-                  warnings: list[str]) -> tuple[int | None, tuple[tuple[int, int], ...]]:
-    """This process's memory and the others'. NVML names this process "this process" only when it can match
-    its pid (not inside many containers); then this process is listed like the others, as "Process N has": the
-    smallest one holding at least what PyTorch had reserved is taken to be it."""
+                  warnings: list[str]) -> tuple[int | None, tuple[tuple[int, int], ...], int | None]:
+    """This process's memory, the others', and the pid of the process taken to be this one (None: the message
+    names it, or none is). NVML names this process "this process" only when it can match its pid (not inside many
+    containers); then this process is listed like the others, as "Process N has": the smallest one holding at least
+    what PyTorch had reserved is taken to be it."""
     if message.this_process is not None or not message.processes or reserved is None:
-        return message.this_process, message.processes
+        return message.this_process, message.processes, None
     big_enough = [p for p in message.processes if p[1] >= reserved - message.precision]
     if not big_enough:
-        return None, message.processes
+        return None, message.processes, None
     pid, used = min(big_enough, key=lambda p: p[1])
     warnings.append(f"the message does not say which process is this one; process {pid} ({format_bytes(used)}) is "
                     f"taken to be it: the smallest that holds at least the {format_bytes(reserved)} PyTorch "
                     "had reserved")
-    return used, tuple(p for p in message.processes if p[0] != pid)
+    return used, tuple(p for p in message.processes if p[0] != pid), pid
 
 
 def _replay(result: Diagnosis, snapshot: dict, where: str, view: SnapshotView, facts: OomFacts,

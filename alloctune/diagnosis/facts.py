@@ -95,6 +95,9 @@ class OomFacts:
     # Graphs)", a snapshot's segments with a segment_pool_id): part of `unallocated`, which only captures into those
     # pools can use and which is not released while a graph uses the pool
     graph_pools_free: int = 0
+    # where the message does not say which process is this one: the process whose figure `this_process` is, taken
+    # to be this one (the smallest NVML listed that holds at least what PyTorch reserved)
+    guessed_pid: int | None = None
 
     @property
     def unallocated(self) -> int:
@@ -103,9 +106,17 @@ class OomFacts:
     @property
     def non_pytorch(self) -> int | None:
         """What this process held beyond PyTorch's cache (NVML's figure for it, the message's "Including non-PyTorch
-        memory", less what PyTorch reserved): the CUDA context, and what libraries in the process allocate
-        themselves; None where the source does not say."""
+        memory", or for the process taken to be it, `guessed_pid`; less what PyTorch reserved): the CUDA context,
+        and what libraries in the process allocate themselves; None where the source does not say."""
         return max(self.this_process - self.reserved, 0) if self.this_process is not None else None
+
+    @property
+    def beyond_context(self) -> int | None:
+        """What this process held beyond PyTorch's cache and a CUDA context (`CONTEXT_ESTIMATE`), where more than the
+        rounding: what libraries in the process allocated themselves, which no allocator setting gives back; None
+        where it is not more, or not known."""
+        beyond = self.non_pytorch - CONTEXT_ESTIMATE if self.non_pytorch is not None else None
+        return beyond if beyond is not None and beyond > self.tolerance else None
 
     @property
     def free(self) -> int:

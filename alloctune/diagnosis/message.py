@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import DiagnoseError, shown
-from ..runtime.oom import LIKELY_MARKS, OUTSIDE_MARKS, likely_oom, outside_allocator
+from ..runtime.oom import LIKELY_MARKS, OOM_TYPE, OUTSIDE_MARKS, likely_oom, outside_allocator
 from ..settings.known import Versions
 from ..settings.versions import parse_version
 
@@ -137,15 +137,16 @@ def _joined(lines: list[str]) -> list[str]:
 
 def readings(text: str) -> list[str]:
     """The text as one line, each line's launcher prefix removed (`_joined`): what `looks_like_message`,
-    `outside_error` and `likely_error` search, made once per text and given to each."""
+    `outside_error` and `likely_error` search, made once by a caller that asks more than one of them
+    (`parse_messages` reads a text rank by rank, `_ranks`, not so)."""
     return _joined([_LINE_PREFIX.sub("", line) for line in _ANSI.sub("", text).replace("\r", "").split("\n")])
 
 
-# Words of every OOM message and error read here (`_START`, and runtime/oom.py's marks of the others), one of which
-# outlives any one break (a wrap, a launcher's prefix, a colour code) of a message's first sentence or figures; in
-# the cases they are printed in (ignoring case makes the search of a long log ten times slower)
+# Words of every OOM message and error read here (`_START`, and runtime/oom.py's words and marks of the others), one
+# of which outlives any one break (a wrap, a launcher's prefix, a colour code) of a message's first sentence or
+# figures; in the cases they are printed in (ignoring case makes the search of a long log ten times slower)
 _NEAR = re.compile(r"CUDA\s+out|of\s+memory|OF\s+MEMORY|Tried\s+to|to\s+allocate|by\s+PyTorch|Allocation\s+on"
-                   r"|would\s+exceed|_STATUS_|ALLOC_FAILED|ALLOCATION_FAILED|Cuda\s+failure|"
+                   r"|would\s+exceed|_STATUS_|ALLOC_FAILED|ALLOCATION_FAILED|Cuda\s+failure|" + OOM_TYPE + "|"
                    + "|".join(r"\s+".join(map(re.escape, mark.split())) for mark in OUTSIDE_MARKS + LIKELY_MARKS))
 # Characters kept on either side of each: far more than a message wrapped over many lines, its traceback and the
 # lines other ranks put between

@@ -2,8 +2,9 @@
 pickle, a results folder's last OOM trial) and the message dump_on_oom saved beside its snapshot. An out-of-memory
 error that prints no figures (from outside the caching allocator, or cuDNN's likely one: `message.outside_error`,
 `message.likely_error`) is named: alone, it is refused in words saying which it is; beside an allocator's message
-or a snapshot, it is noted. A text that reports running out of memory only in other words (runtime/oom.py's rule:
-a library that caught torch's error and raised its own) is refused quoting them."""
+or a snapshot, it is noted. A text, or a trial's error, that reports running out of memory only in other words
+(runtime/oom.py's rule: a library that caught torch's error and raised its own, PyTorch on another device, host
+memory) is refused quoting them, with what its words tell (`_no_message`)."""
 from __future__ import annotations
 
 import codecs
@@ -86,18 +87,44 @@ def _read(name: str) -> tuple[dict | list[OomMessage], str | None, frozenset[Fea
         other = _without_figures(read)
         note = f"{name!r} also holds {other[0]}: the caching allocator's message is diagnosed" if other else None
         return parse_messages(text), None if name == "-" else name, None, note
-    if other := _without_figures(read):
-        raise DiagnoseError(f"{name!r} holds {''.join(other)}")
     # a log read from its end: an OOM before the part read is not seen
-    part = f" in its last {format_bytes(LOG_TAIL_BYTES)}, all that is read of a long log" if dropped else ""
-    if said := oom_line(text):   # an OOM in other words: a library that caught torch's and raised its own (vLLM)
-        said = said if len(said) <= 160 else said[:157] + "..."
-        raise DiagnoseError(f"{name!r} reports running out of memory ({said!r}) but holds no message of torch's "
-                            f"CUDA caching allocator{part}, the one with figures (expected 'CUDA out of memory. Tried "
-                            "to allocate ...'): where a library caught torch's error and raised its own (vLLM does), "
-                            "give the whole log, torch's error before it")
-    raise DiagnoseError(f"{name!r} holds no CUDA out-of-memory message{part} (expected 'CUDA out of memory. Tried "
+    part = f", in its last {format_bytes(LOG_TAIL_BYTES)} (all that is read of a long log)," if dropped else ""
+    if said := _no_message(text, read, part):
+        raise DiagnoseError(f"{name!r} holds {said}")
+    raise DiagnoseError(f"{name!r} holds{part} no CUDA out-of-memory message (expected 'CUDA out of memory. Tried "
                         "to allocate ...'), nor a snapshot pickle, nor a results folder")
+
+
+def _no_message(text: str, read: list[str], part: str = "") -> str | None:
+    """What a text (`read`: its `readings`) without the caching allocator's message holds in its place, in words
+    that follow "holds": an out-of-memory error without figures (`_without_figures`), else one in other words
+    (runtime/oom.py's rule, as a trial counts it: `oom_line`), said with what its words tell of it; None if neither.
+    `part`: where only the end of a long log was read, the words that say so, between commas."""
+    if other := _without_figures(read):
+        return "".join(other)
+    if not (said := oom_line(text)):
+        return None
+    said = said if len(said) <= 160 else said[:157] + "..."
+    low = said.lower()
+    if device := next((name for words, name in _OTHER_DEVICES if words in low), None):
+        why = f"it is PyTorch's message on {device}, not CUDA's, and diagnose reads CUDA's alone"
+    elif host := next((name for words, name in _HOST if words in low), None):
+        why = f"it is {host}, on the host's memory, not the GPU's"
+    elif "cuda" in low or "torch" in low:   # a library that caught torch's error and raised its own
+        why = ("where a library caught torch's error and raised its own (vLLM does), give the whole log, torch's "
+               "error before it")
+    else:
+        why = "its words name neither CUDA nor torch, and diagnose reads the CUDA caching allocator's message alone"
+    return (f"a report of running out of memory ({said!r}) but{part} no message of torch's CUDA caching allocator, "
+            f"the one with figures (expected 'CUDA out of memory. Tried to allocate ...'): {why}")
+
+
+# PyTorch's out-of-memory messages on other devices (its allocators for them print their own), and the host's
+# (Linux's OOM killer: "Out of memory: Killed process N", "Kill process N" before 4.19), by their words
+_OTHER_DEVICES = (("hip out of memory", "ROCm (HIP)"), ("xpu out of memory", "Intel GPUs (XPU)"),
+                  ("mps backend out of memory", "Apple's MPS backend"))
+_HOST = (("out of memory: kill", "the kernel's OOM killer's report"),
+         ("java.lang.outofmemoryerror", "Java's error for its heap"))
 
 
 def _without_figures(read: list[str]) -> tuple[str, str] | None:
@@ -189,8 +216,7 @@ def _results_message(folder: str) -> tuple[list[OomMessage], frozenset[Feature] 
                             f"{shlex.quote(conf_label(last.conf))}{budget}`, or measure it on a GPU")
     error = last.error or ""
     if not looks_like_message(read := readings(error)):
-        other = _without_figures(read)
         raise DiagnoseError(f"{folder!r}: the OOM trial of setting {conf_label(last.conf)!r} kept "
-                            + ("".join(other) if other else "no message this reader knows"))
+                            + (_no_message(error, read) or "no message this reader knows"))
     features = frozenset(Feature(v) for v in last.features if v in set(Feature)) if last.features is not None else None
     return parse_messages(error), features   # a command of several ranks: each may have failed

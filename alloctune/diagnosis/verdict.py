@@ -83,8 +83,10 @@ class Verdict:
         return words.notes(self.cause, self.figures)
 
     def to_json(self) -> dict:
+        # guessed_pid: the process NVML listed whose figure non_pytorch and other_processes take for this one's
         return {"cause": self.cause.value, "summary": self.summary, "numbers": self.numbers,
-                "reasons": self.reasons, "next_steps": self.next_steps, "sure": self.sure, "notes": self.notes}
+                "guessed_pid": self.figures.facts.guessed_pid, "reasons": self.reasons, "next_steps": self.next_steps,
+                "sure": self.sure, "notes": self.notes}
 
 
 def judge(f: OomFacts, *, replay_hint: str = "alloctune replay SNAPSHOT") -> Verdict:

@@ -30,16 +30,26 @@ def heading(cause: Cause, sure: bool) -> str:
     return f"Verdict ({cause}{'' if sure else ', within the rounding of the figures'})"
 
 
+# What PyTorch could have had of the card, which a shortage is measured against: its cache and the free memory (the
+# card less the others and the context differs by the driver's share, and could say the opposite); the rest of what
+# this process held is outside PyTorch's cache
+_PYTORCH_COULD = "PyTorch could have (its cache + what was free)"
+
+
 def summary(cause: Cause, g: Figures) -> str:
     f = g.facts
     if cause is Cause.OTHER_PROCESSES:
         return f"Other processes hold {fb(g.others)} of this GPU; without them the request would have fit."
+    if cause is Cause.SHORTAGE and _outside_covers(g):
+        return (f"A shortage of PyTorch's share: the live tensors ({fb(f.allocated)}) plus the request "
+                f"({fb(f.requested)}) do not fit in the {fb(f.reserved + f.free)} {_PYTORCH_COULD}, while "
+                f"{_held_outside(f)}: more than the {fb(g.shortfall)} the request lacked.")
     if cause is Cause.SHORTAGE and g.shortfall:
         return (f"A true shortage: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) do not "
-                "fit in the memory this process could have of this GPU.")
+                f"fit in the memory {_PYTORCH_COULD} of this GPU.")
     if cause is Cause.SHORTAGE:   # the figures leave room (within their rounding, or taken meanwhile): at the limit
         return (f"A shortage at the limit: the live tensors ({fb(f.allocated)}) plus the request ({fb(f.requested)}) "
-                f"come within {fb(f.unallocated + f.free - f.requested)} of all this process could have of this GPU, "
+                f"come within {fb(f.unallocated + f.free - f.requested)} of all {_PYTORCH_COULD} of this GPU, "
                 "with nothing cached to give back.")
     if cause is Cause.BUDGET:
         return (f"The memory budget is the limit: the job needs {fb(f.allocated + f.requested)} now, "
@@ -64,11 +74,11 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     if f.graph_pools_free > f.tolerance and cause is not Cause.GRAPH_POOLS:
         out.append(f"{fb(f.graph_pools_free)} of the unused cache was free in CUDA graphs' private pools, kept for "
                    "their graphs: no other request could use it")
-    if f.non_pytorch is not None and f.non_pytorch > CONTEXT_ESTIMATE + f.tolerance:
-        out.append(f"this process held {fb(f.non_pytorch)} beyond PyTorch's {fb(f.reserved)} (NVML's figure for it "
-                   "less PyTorch's), more than a CUDA context takes: libraries in the process allocated it "
-                   "themselves (NCCL, cuBLAS or cuDNN workspaces, CuPy, JAX or TensorFlow, TensorRT), and no "
-                   "allocator setting gives it back")
+    if f.beyond_context is not None:
+        out.append(f"{_held_outside(f)} (NVML's figure for it less PyTorch's), more than a CUDA context takes: what "
+                   "is outside PyTorch's cache (the CUDA context, cuBLAS and cuDNN handles, loaded kernels, NCCL's "
+                   "buffers, the allocations of another library: CuPy, JAX, TensorFlow, TensorRT), which no "
+                   "allocator setting gives back")
     if cause is Cause.OTHER_PROCESSES:
         return out
     if g.others and g.others > f.tolerance:
@@ -76,6 +86,20 @@ def notes(cause: Cause, g: Figures) -> list[str]:
     elif g.others is None and g.known is Known.WITHIN_SLACK:
         out.append(f"the memory other processes held is {_KNOWN[g.known]}")
     return out
+
+
+def _held_outside(f: OomFacts) -> str:
+    """What the process held beyond PyTorch's cache, by NVML's figure for it or for the process taken to be it."""
+    who = "this process" if f.guessed_pid is None else (f"process {f.guessed_pid}, if it is this one (the message "
+                                                         "does not say which is),")
+    return f"{who} held {fb(f.non_pytorch)} beyond PyTorch's {fb(f.reserved)}"
+
+
+def _outside_covers(g: Figures) -> bool:
+    """Whether what the process held beyond PyTorch's cache and a CUDA context covers a shortage's shortfall: memory
+    libraries in the process took (JAX, TensorFlow...), without which the request would have fit."""
+    beyond = g.facts.beyond_context
+    return bool(g.shortfall) and beyond is not None and beyond >= (g.shortfall or 0)
 
 
 def reasons(cause: Cause, g: Figures) -> list[str]:
@@ -147,12 +171,10 @@ def _other_processes_steps(g: Figures) -> list[str]:
 def _shortage_reasons(g: Figures) -> list[str]:
     f, shortfall = g.facts, g.shortfall or 0
     q, a = f.requested, f.allocated
-    # What the allocator could have had: its cache and the free memory, the sum the shortfall is taken from (the
-    # card less the others and the context differs by the driver's share, and could say the opposite)
     card = f" of the {fb(f.device_total)} card" if f.device_total else ""
     out = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)}"
            + (f", {fb(shortfall) + ' more than' if shortfall else 'within'} the {fb(f.reserved + f.device_free)} "
-              f"this process can have{card}" if f.device_free is not None else ""),
+              f"{_PYTORCH_COULD}{card}" if f.device_free is not None else ""),
            f"unused cache {fb(f.unallocated)} + free {fb(f.free)}"
            + (f" fall {fb(shortfall)} short of the request" if shortfall else
               " would cover the request, but the cache is nearly empty: the allocation rounded up to a whole "
@@ -168,8 +190,19 @@ def _shortage_steps(g: Figures) -> list[str]:
     # more than the shortfall where the unused cache cannot be counted on to hold the request: said so
     why = (f", the request less the free memory: the {fb(f.unallocated)} unused cache may lie in pieces too small "
            "for it" if fewer > (g.shortfall or 0) and f.unallocated > f.tolerance else "")
-    return [f"hold less at once{f': at least {fb(fewer)} fewer bytes live{why}' if fewer > 0 else ''} (smaller "
-            "batches or sequences, activation checkpointing, lower precision, sharding or offloading)",
+    hold = (f"hold less at once{f': at least {fb(fewer)} fewer bytes live{why}' if fewer > 0 else ''} (smaller "
+            "batches or sequences, activation checkpointing, lower precision, sharding or offloading)")
+    if _outside_covers(g):   # a larger card would not help a library that takes a share of any card
+        guess = f" (if process {f.guessed_pid} is this one)" if f.guessed_pid is not None else ""
+        return [f"free at least {fb(g.shortfall)} of the {fb(f.non_pytorch)} this process held outside PyTorch's "
+                f"cache{guess}, or keep its libraries from taking it up front: JAX takes 75% of the card at start "
+                "(XLA_PYTHON_CLIENT_PREALLOCATE=false, or a smaller XLA_PYTHON_CLIENT_MEM_FRACTION), TensorFlow "
+                "nearly all of it unless memory growth is on (tf.config.experimental.set_memory_growth), CuPy keeps "
+                "what it freed in its pool (cupy.get_default_memory_pool().free_all_blocks()), another library's "
+                "pool has a limit or a release call of its own",
+                f"or {hold}",
+                "an allocator setting cannot help: the memory the request lacked is held outside PyTorch's cache"]
+    return [hold,
             "or a larger card: `alloctune replay TRACE --min-memory` gives the smallest that fits, per setting",
             "an allocator setting cannot help: the live tensors themselves do not fit" if g.shortfall else
             "an allocator setting cannot help: nothing was cached to give back or to lay out otherwise"]
@@ -199,7 +232,7 @@ def _budget_steps(g: Figures) -> list[str]:
 def _fragmentation_reasons(g: Figures) -> list[str]:
     f = g.facts
     q, a, u = f.requested, f.allocated, f.unallocated
-    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else "what this process could have of the card"
+    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else f"what {_PYTORCH_COULD} of the card"
     out = [f"live tensors {fb(a)} + the request {fb(q)} = {fb(a + q)} fit within {limit} ({fb(g.margin)} to spare)",
            f"{fb(u)} was reserved by PyTorch but unallocated: free pieces inside segments that also hold live "
            "tensors, so the allocator could neither use them for this request nor give them back"]
@@ -231,7 +264,7 @@ def _fragmentation_steps(g: Figures) -> list[str]:
 def _graph_pools_reasons(g: Figures) -> list[str]:
     f = g.facts
     q, a, p = f.requested, f.allocated, f.graph_pools_free
-    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else "what this process could have of the card"
+    limit = f"the budget ({fb(f.allowed)})" if g.limit is Limit.BUDGET else f"what {_PYTORCH_COULD} of the card"
     rest = (f"without it, live tensors + the pools' free memory + the request = {fb(a + p + q)}, more than the budget"
             if g.limit is Limit.BUDGET else
             f"without it, the unused cache left ({fb(f.unallocated - p)}) plus the {fb(f.free)} free on the card "
@@ -287,17 +320,19 @@ def oom_heading(rank: int | None, f: OomFacts) -> str:
 SHOWN_OOMS = 8
 
 
-def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]]) -> list[str]:
+def several(ooms: list[tuple[int | None, OomFacts, Cause, bool]], of_snapshot: bool) -> list[str]:
     """The OOMs of a source that holds several (rank, figures, cause, whether the verdict below details it each):
-    the heading, then one line each, up to SHOWN_OOMS (the detailed one always), then how many more of each cause."""
+    the heading, which says why the detailed one is (the snapshot's, where one is given; else the worst), then one
+    line each, up to SHOWN_OOMS (the detailed one always), then how many more of each cause."""
     listed = [i for i, o in enumerate(ooms) if i < SHOWN_OOMS or o[3]]
     if len(listed) > SHOWN_OOMS:   # the detailed one comes after the first SHOWN_OOMS: in the last one's place
         listed = listed[:SHOWN_OOMS - 1] + listed[-1:]
     shown = [ooms[i] for i in listed]
     rest = [o[2] for i, o in enumerate(ooms) if i not in listed]
     more = ", ".join(f"{rest.count(c)} {c}" for c in dict.fromkeys(rest))
-    return ([f"{len(ooms)} OOMs read; the worst is detailed below (a cause no allocator setting fixes first, then "
-             "the one that needs the most memory):"]
+    which = ("the one the snapshot shows is detailed below" if of_snapshot else "the worst is detailed below (a "
+             "cause no allocator setting fixes first, then the one that needs the most memory)")
+    return ([f"{len(ooms)} OOMs read; {which}:"]
             + [f"{oom_where(r, g.gpu)}: tried to allocate {fb(g.requested)} with {fb(g.allocated)} live: {cause}"
                + (" (detailed below)" if detailed else "") for r, g, cause, detailed in shown]
             + ([f"and {len(rest)} more ({more}): `--json`'s ooms lists every one"] if rest else []))

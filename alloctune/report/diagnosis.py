@@ -29,7 +29,8 @@ def diagnosis_lines(d: Diagnosis, width: int) -> list[str]:
     v, f = d.verdict, d.facts
     rank = d.message.rank if d.message else None
     if len(d.ooms) > 1 and f:
-        head, *each = several([(o.rank, o.facts, o.verdict.cause, o.facts is f) for o in d.ooms])
+        head, *each = several([(o.rank, o.facts, o.verdict.cause, o.facts is f) for o in d.ooms],
+                              of_snapshot=d.snapshot is not None)
         out += ["", *wrap(head, "")] + [line for e in each for line in wrap(e, "  - ")]
     if v and f:
         out += ["", *wrap(oom_heading(rank, f), ""),

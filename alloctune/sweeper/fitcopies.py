@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import AlloctuneError
 from ..results.fits import Answer, CopiesConfirmation, CopyRun, FitFile, LimitFit
@@ -18,19 +18,18 @@ from ..results.records import TrialRecord, TrialState
 from ..settings.conf import AllocConf
 from ..trial.ballast import ballast
 from ..trial.launch import run_trial
+from ..trial.probe import ProbeFn
 from ..trial.recording import refuse_without_gpu
 from ..units import format_bytes
 from ..workload.spec import DEFAULT_WARMUP_STEPS
-from .fitrun import Probe, at_value, each_budget, trial_task
+from .fitrun import Say, at_value, each_budget, trial_task
 
 MAX_COPIES = 16   # processes started together at most: a prediction of more is a job too small to need the answer
-
-Say = Callable[[str], None]
 
 
 def confirm_copies(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], value: int, *, gpu: int = 0,
                    timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-                   say: Say = lambda line: None, before: FitFile | None = None, probes: Probe) -> FitFile:
+                   say: Say = lambda line: None, before: FitFile | None = None, probes: ProbeFn) -> FitFile:
     """`fit` with the copies at once at `value` (a recorded value) run together under each budget for `confs`;
     what `before` (the same fit's fit.json) ran of the same copies is kept, not run again."""
     refuse_without_gpu(at_value(command, fit.param, value)[0], dry_run_instead=False, probes=probes)

@@ -26,7 +26,7 @@ from ..results.records import TrialState
 from ..settings.conf import AllocConf
 from ..sim.trace import Trace, load_trace
 from ..trial.launch import run_trial
-from ..trial.probe import ProbeResult
+from ..trial.probe import ProbeFn   # a fit's `probe.Probes`: its command's interpreter probed once
 from ..trial.recording import card_name, record_command, refuse_without_gpu
 from ..trial.task import TrialTask
 from ..units import parse_budget
@@ -35,7 +35,6 @@ from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .fitting import TraceFacts
 
 Say = Callable[[str], None]   # a line of progress for the user
-Probe = Callable[[str], ProbeResult]   # how the command's interpreter is probed: a fit's `probe.Probes`, once a fit
 T = TypeVar("T")
 DRY_RUNNING = "dry run (no GPU)"   # what a fit's progress says of a value a dry run traces
 
@@ -56,7 +55,7 @@ def stamp(command: Sequence[str], param: str, value: int) -> dict:
 def record_values(command: Sequence[str], param: str, values: Sequence[int], folder: Path, *, gpu: int = 0,
                   timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
                   say: Say = lambda line: None, dry_run: str | None = None,
-                  probes: Probe) -> dict[int, tuple[str, TraceFacts]]:
+                  probes: ProbeFn) -> dict[int, tuple[str, TraceFacts]]:
     """One recording per value, kept in `folder` (a recording kept there already is used again, unless it says it
     is another command's or another kind, and so are those an earlier fit made there at other values): value ->
     (its path, its facts), each trace dropped once its facts are read. Refused before the first run when the
@@ -99,7 +98,7 @@ def kept(path: Path, command: Sequence[str], param: str, value: int, dry_run: st
 
 def record_value(command: Sequence[str], param: str, value: int, folder: Path, *, gpu: int = 0,
                  timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS,
-                 steps: int = 0, dry_run: str | None = None, probes: Probe) -> tuple[str, Trace]:
+                 steps: int = 0, dry_run: str | None = None, probes: ProbeFn) -> tuple[str, Trace]:
     """The command recorded once at `value` under the default setting (or traced by a dry run for the card
     `dry_run` names: trial/recording.record_command's), kept in `folder` (names.fit_trace) and stamped with what it
     ran (`stamp`): its path and trace. Every recording a fit makes is made here."""
@@ -116,7 +115,7 @@ def record_value(command: Sequence[str], param: str, value: int, folder: Path, *
     return str(path), traces[0][1]
 
 
-def gpu_seen(command: Sequence[str], param: str, value: int, probes: Probe) -> bool:
+def gpu_seen(command: Sequence[str], param: str, value: int, probes: ProbeFn) -> bool:
     """Whether the command's interpreter sees a GPU (as `refuse_without_gpu` judges it) at `value`."""
     try:
         refuse_without_gpu(at_value(command, param, value)[0], probes=probes)
@@ -127,7 +126,7 @@ def gpu_seen(command: Sequence[str], param: str, value: int, probes: Probe) -> b
 
 def confirm(fit: FitFile, command: Sequence[str], confs: Sequence[AllocConf], *, gpu: int = 0,
             timeout_s: float | None = None, warmup_steps: int = DEFAULT_WARMUP_STEPS, steps: int = 0,
-            say: Say = lambda line: None, before: FitFile | None = None, probes: Probe) -> FitFile:
+            say: Say = lambda line: None, before: FitFile | None = None, probes: ProbeFn) -> FitFile:
     """`fit` with each budget's answers for `confs` confirmed on the GPU: the largest value and the next one, and
     where the GPU disagrees, up to SEARCH_RUNS more to find the largest value that runs (decide/fit.search_next).
     What `before` (the same fit's fit.json, from an earlier run) confirmed of the same answer is kept, not run

@@ -17,8 +17,8 @@ from ..errors import OptionError, shown
 from ..results.folder import DEFAULT_RESULTS_ROOT
 from ..results.records import Backend, TrialRecord
 from ..units import MAX_INT, MAX_INT_TEXT, parse_budget
-from ..workload.command import CommandSpec, is_python, target_python
-from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec
+from ..workload.command import CommandSpec, check_steps, is_python, target_python
+from ..workload.spec import MAX_TIMEOUT_S, WorkloadSpec, warmup_steps_or_default
 
 AUTO_REPEATS = "auto"   # `repeats`: rounds until each setting's answer is known (decide/rounds.py)
 # `repeats`, the default: a hybrid sweep predicts each setting's speed by replay and confirms the winner in one pair,
@@ -75,7 +75,7 @@ class SweepOptions:
     steps: int = 0                          # end each trial after this many steps past the warm-up (0: its own end)
     step_on: str | None = None              # steps counted as calls of 'forward', or returns of 'module:qualname'
     name: str | None = None                 # the results folder's stem (default: cmd-<script name>)
-    cwd: str | None = None                  # the folder it runs in (default: the current one)
+    cwd: str | os.PathLike | None = None    # the folder it runs in (default: the current one)
     isolate_cwd: bool = False               # each trial in an empty folder of its own
 
     def __post_init__(self) -> None:
@@ -152,7 +152,8 @@ class SweepOptions:
         if self.auto:
             _at_least("max_repeats", self.max_repeats, MIN_ROUNDS, MAX_REPEATS)
         if self.time_budget_s is not None and not (_finite(self.time_budget_s) and self.time_budget_s > 0):
-            raise OptionError("time_budget_s", "{time_budget_s} must be positive, got {got}", got=self.time_budget_s)
+            raise OptionError("time_budget_s", "{time_budget_s} must be a positive, finite number of seconds, got "
+                              "{got}", got=self.time_budget_s)
 
     def _check_limits(self) -> None:
         check_max_slowdown(self.max_slowdown)
@@ -165,14 +166,15 @@ class SweepOptions:
 
     def _check_paths(self) -> None:
         """A folder or file named by a path: '' would be the current folder, written into as a results folder."""
-        for name in ("results_root", "out", "trace"):
+        for name in ("results_root", "out", "trace", "cwd"):
             value = getattr(self, name)
             text = os.fspath(value) if isinstance(value, os.PathLike) else value
             if value is not None and (not isinstance(text, str) or not text or "\0" in text):
                 raise OptionError(name, "{%s} must be a non-empty path, got {got}" % name, got=shown(value))
 
     def _check_command(self) -> None:
-        """A command's options of the types workload/command.py reads (it checks their values)."""
+        """A command's options of the types workload/command.py reads (it checks their values), and its window."""
+        check_steps(warmup_steps_or_default(self.warmup_steps), self.steps)
         for name in ("metric_regex", "unit"):
             if not isinstance(getattr(self, name), (str, type(None))):
                 raise OptionError(name, "{%s}: expected a str, got {got}" % name, got=shown(getattr(self, name)))
@@ -205,7 +207,6 @@ class SweepOptions:
         if not _whole(self.gpus_per_trial) or self.gpus_per_trial < 1:
             raise OptionError("gpus_per_trial", "{gpus_per_trial} {got}: expected at least 1",
                               got=self.gpus_per_trial)
-
 
     def _check_dry_run(self) -> None:
         """A dry run replaces the GPU's trials with replays of its trace: nothing of a measured sweep goes with it."""
@@ -287,7 +288,8 @@ def check_timeout(value: object, name: str = "timeout_s") -> None:
 
 def check_gpus(gpus: Sequence[object], name: str = "gpus") -> None:
     """GPU indices of this machine: at least one, distinct, each a whole number >= 0."""
-    if not gpus or not all(_whole(g) and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus):   # type: ignore[operator]
+    if (not gpus or not all(_whole(g) and g >= 0 for g in gpus)   # type: ignore[operator]
+            or len(set(gpus)) != len(gpus)):
         raise OptionError(name, "{%s} must be distinct GPU indices >= 0, got {got!r}" % name, got=gpus)
 
 

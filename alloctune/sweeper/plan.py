@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
@@ -273,11 +271,13 @@ def _other_definition(spec: WorkloadSpec, path: str, recorded: str, notice) -> N
 
 def _no_trace_hint(spec: WorkloadSpec, typed: str | None) -> OptionText:
     """What to do when there is no trace to replay: sweep a preset that ships one, else record one; the file named
-    as the user gave it (`typed`), else by its absolute path (a WorkloadSpec given), standard input's by its name."""
+    as the user gave it (`typed`: '-' for standard input, which `record -` reads again), else by its absolute path
+    (a WorkloadSpec given), else by a stand-in (a WorkloadSpec made in Python: no file to record)."""
     from ..workload.loader import presets_with_trace
 
-    where = shlex.quote((typed or spec.source) if spec.source else spec.name)
+    where = shlex.quote(typed or spec.source or "WORKLOAD.yaml")
     preset = f" --preset {spec.preset}" if spec.preset else ""
+    again = " (with the workload on standard input again)" if where == "-" else ""
     what = f"workload {spec.name!r}" + (f" (preset {spec.preset!r})" if spec.preset else "")
     shipped = presets_with_trace(spec.source) if spec.source else []
     if shipped:
@@ -286,14 +286,5 @@ def _no_trace_hint(spec: WorkloadSpec, typed: str | None) -> OptionText:
                           "alloctune record {where}{preset} -o trace.xz, then pass {trace=trace.xz})",
                           what=what, shipped=shipped[0], where=where, preset=preset)
     return OptionText("{what} has no recorded allocation trace to replay: record one on a GPU machine with "
-                      "'alloctune record {where}{preset} -o trace.xz', then pass it with {trace=trace.xz}",
-                      what=what, where=where, preset=preset)
-
-
-def command_line() -> str:
-    """How this `alloctune sweep` was started, as the user would type it again: what the command line passes as
-    `started_as`, for sweep.json to keep of the run that made the folder, and what its GPU confirmation of this run
-    starts from (cli/sweep.py)."""
-    program = Path(sys.argv[0]).name
-    program = "alloctune" if program in ("__main__.py", "alloctune") else program
-    return shlex.join([program, *sys.argv[1:]])
+                      "'alloctune record {where}{preset} -o trace.xz'{again}, then pass it with {trace=trace.xz}",
+                      what=what, where=where, preset=preset, again=again)

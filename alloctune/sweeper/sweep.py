@@ -31,10 +31,10 @@ from .plan import Plan
 
 def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan,
              callbacks: SweepCallbacks, earlier: list[TrialRecord]) -> None:
-    """The plan's trials (`earlier`: those a resumed folder holds), each appended to the trials file as it finishes: the default's first trial recording
-    the trace (hybrid without one; with --dry-run, the command's dry run instead), the replays (sim, hybrid), then
-    the measured trials (cuda; hybrid: the finalists). The estimate of the GPU trials is told before the first and
-    kept current after each."""
+    """The plan's trials (`earlier`: those a resumed folder holds), each appended to the trials file as it finishes:
+    the default's first trial recording the trace (hybrid without one; with --dry-run, the command's dry run
+    instead), the replays (sim, hybrid), then the measured trials (cuda; hybrid: the finalists). The estimate of the
+    GPU trials is told before the first and kept current after each."""
     traces, planned = plan.traces, plan.planned
     tally = Tally(callbacks.estimate, len(options.gpus or (0,)), earlier)
 
@@ -44,7 +44,7 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
 
     if plan.backend != Backend.SIM and not tally.done:
         asked = _asked(spec, options, plan, hybrid=plan.backend == Backend.HYBRID, recording=plan.recording,
-                       searched=options.search is not None)
+                       search_to_run=options.search is not None)
         tally.expect(first_estimate(plan.planned.values(), asked))
     if plan.recording:
         task = recording_task(_measured(spec, options, AllocConf(), 0, plan.probes[0]), folder)
@@ -69,17 +69,17 @@ def run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, p
 def dry_run_plan(folder: ResultsFolder, spec: WorkloadSpec, options: SweepOptions, plan: Plan) -> GpuPlan:
     """`sweep --dry-run`: what a hybrid sweep of the same command, asked the same, would run on the GPU after the
     same replays (decide/finalists.gpu_plan), counted as after them: a search has run, what it found was replayed."""
-    asked = _asked(spec, options, plan, hybrid=True, recording=True, searched=False)
+    asked = _asked(spec, options, plan, hybrid=True, recording=True, search_to_run=False)
     return gpu_plan(folder.trials(), options.max_slowdown, asked)
 
 
 def _asked(spec: WorkloadSpec, options: SweepOptions, plan: Plan, hybrid: bool, recording: bool,
-           searched: bool) -> Asked:
+           search_to_run: bool) -> Asked:
     """What the count of GPU trials rests on (decide/estimate.py), for a sweep that is `hybrid`, `recording` and
-    has a search still to run (`searched`)."""
+    has a search still to run (`search_to_run`: Asked.searched, a search finds the settings its replay judges)."""
     return Asked(hybrid=hybrid, recording=recording, command=spec.command is not None, auto=options.auto,
                  confirm=options.confirm, rounds=options.rounds, finalists=options.finalists,
-                 searched=searched, named=bool(_named(spec, options, plan)),
+                 searched=search_to_run, named=bool(_named(spec, options, plan)),
                  max_slowdown=options.max_slowdown)
 
 

@@ -100,7 +100,8 @@ def run_command(argv: list[str], env: dict, cwd: str | None, timeout_s: float | 
     """Run `argv` in a fresh process group, output to files in `workdir` (or, without `capture`, to file descriptor
     2, both streams: our standard output carries alloctune's own results, `record --json` and `fit --json`, which
     the job's prints would corrupt; the descriptor, since a notebook's sys.stderr has none), hook files in
-    `workdir`/procs. At the time limit the group gets SIGTERM (the hook writes the peaks), then SIGKILL; stray processes of the group are killed when the command ends."""
+    `workdir`/procs. At the time limit the group gets SIGTERM (the hook writes the peaks), then SIGKILL; stray
+    processes of the group are killed when the command ends."""
     procs = os.path.join(workdir, "procs")
     os.makedirs(procs, exist_ok=True)
     out_path, err_path = os.path.join(workdir, "stdout"), os.path.join(workdir, "stderr")

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import IO, NoReturn, Sequence
+from typing import IO, Callable, NoReturn, Sequence
 
 from ..child.probe import MARK, NO_TORCH_EXIT
 from ..errors import ProbeError
@@ -60,6 +60,10 @@ class ProbeResult:
 def probe(python: str = sys.executable, timeout: float = 120) -> ProbeResult:
     """Facts about `python`'s torch and GPUs, from a child process. ProbeError (naming `python`) if it fails."""
     return probe_and_judge(python, [], timeout)[0]
+
+
+# How an interpreter is probed: `probe`, or a run's `Probes` (each interpreter once); what `probes=` parameters take.
+ProbeFn = Callable[[str], ProbeResult]
 
 
 class Probes:

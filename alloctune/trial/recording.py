@@ -25,7 +25,7 @@ from ..workload.loader import load_workload
 from ..workload.spec import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP_STEPS
 from .job import traced
 from .launch import run_trial
-from .probe import ProbeResult, probe
+from .probe import ProbeFn, ProbeResult, probe
 from .task import TrialTask, child_environment
 
 # What works without a GPU where a command's recording or measuring needs one: record, fit and sweep all take it
@@ -56,7 +56,7 @@ def record_command(command: list[str], output: str | os.PathLike, *, gpus: int |
                    env: dict[str, str] | None = None, dry_run: str | None = None,
                    meta: dict | None = None, cwd: str | None = None,
                    notice: Callable[[str], None] = lambda _: None,
-                   probes: Callable[[str], ProbeResult] = probe) -> list[tuple[Path, Trace]]:
+                   probes: ProbeFn = probe) -> list[tuple[Path, Trace]]:
     """Run the user's command once with allocation recording in every Python process that uses CUDA; one trace
     per such process: `output` itself for one, else `<stem>.rank<N><suffix>` (`.pid<N>` without a rank).
     `steps`: end it after this many steps past `warmup_steps`, as a sweep's --steps window does, so that the
@@ -105,7 +105,7 @@ def _before_window(program: str, processes: Sequence[ProcessReport], warmup_step
 
 
 def refuse_without_gpu(command: list[str], dry_run_instead: bool = True,
-                       probes: Callable[[str], ProbeResult] = probe) -> CommandSpec:
+                       probes: ProbeFn = probe) -> CommandSpec:
     """The checked command, refused before it runs (it may take hours) when its interpreter cannot import torch
     (ProbeError, as a sweep refuses it) or sees no GPU: saying that a dry run needs none, where the caller takes one
     (`dry_run_instead`; record's and fit's recordings, not a fit's --confirm). A command whose interpreter cannot be

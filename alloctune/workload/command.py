@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ..errors import OptionText, WorkloadError, shown
+from ..errors import OptionError, OptionText, WorkloadError, shown
 from ..files import read_head
 from ..settings.known import ALLOC_CONF_VARS
 from ..units import MAX_INT, MAX_INT_TEXT
-from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WorkloadSpec
+from .spec import DEFAULT_WARMUP_STEPS, NAME_PATTERN, WORKLOAD_SUFFIXES, WorkloadSpec
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")   # fullmatch, as every validating pattern here
 _DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
@@ -50,7 +51,7 @@ class CommandSpec:
         return cls(**{**data, "argv": tuple(data["argv"])})
 
 
-def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False,
+def check_command(argv, cwd: str | os.PathLike | None = None, env=None, metric_regex=None, isolate_cwd=False,
                   folder: str | os.PathLike | None = None, step_on: str | None = None) -> CommandSpec:
     """A validated CommandSpec: the program exists and is executable, `env` does not set the allocator
     variables, the regex compiles, `step_on` is 'forward' or 'module:qualname'. WorkloadError (exit 2) saying
@@ -61,11 +62,12 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
     for arg in argv:
         if "\0" in arg:   # no program can be given one: exec refuses it
             raise WorkloadError(f"a command's argument cannot hold a NUL character, got {shown(arg)}")
-    base = Path(folder or os.getcwd())
+    base, where = Path(folder or os.getcwd()), None   # where: `cwd`, absolute
     if cwd is not None:
-        if not isinstance(cwd, str) or not (base / cwd).is_dir():
-            raise WorkloadError(f"command cwd: expected an existing folder, got {cwd!r}")
-        cwd = str((base / cwd).resolve())
+        text = os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd
+        if not isinstance(text, str) or not (base / text).is_dir():
+            raise WorkloadError(OptionText("{cwd}: expected an existing folder, got {got}", got=shown(cwd)))
+        where = str((base / text).resolve())
     env = env or {}
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise WorkloadError(f"command env: expected a mapping of names to strings, got {shown(env)}")
@@ -89,12 +91,12 @@ def check_command(argv, cwd=None, env=None, metric_regex=None, isolate_cwd=False
                                        "module:qualname of a callable in a module the job imports, e.g. "
                                        "transformers.generation.utils:GenerationMixin.generate", given=step_on))
     argv = list(argv)
-    argv[0] = resolve_program(argv[0], cwd, env)
+    argv[0] = resolve_program(argv[0], where, env)
     if isolate_cwd:  # the trial runs elsewhere: arguments naming files here must still find them
-        where = Path(cwd or os.getcwd())
-        argv[1:] = [str((where / a).resolve()) if not a.startswith("-") and (where / a).exists() else a
+        here = Path(where or os.getcwd())
+        argv[1:] = [str((here / a).resolve()) if not a.startswith("-") and (here / a).exists() else a
                     for a in argv[1:]]
-    return CommandSpec(tuple(argv), cwd, dict(env), metric_regex, bool(isolate_cwd), step_on)
+    return CommandSpec(tuple(argv), where, dict(env), metric_regex, bool(isolate_cwd), step_on)
 
 
 def resolve_program(program: str, cwd: str | None = None, env: dict | None = None) -> str:
@@ -120,7 +122,11 @@ def resolve_program(program: str, cwd: str | None = None, env: dict | None = Non
 
 def _not_a_program(program: str, path: Path) -> str:
     """Why `path`, given as a command's program, is none: a file that is not executable (`sweep data.txt`, meant as
-    a workload or to be run by its interpreter) is said to be a file."""
+    a workload or to be run by its interpreter) is said to be a file; a workload file's name among a command's words
+    (`sweep w.yaml extra`, `sweep(['w.yaml'])`), one."""
+    if path.is_file() and program.lower().endswith(WORKLOAD_SUFFIXES):
+        return (f"{program} is a workload file, not a command: sweep or record it by its path alone "
+                f"(`alloctune sweep {shlex.quote(program)}`; from Python, `sweep({program!r})`)")
     if path.is_file():
         return f"{program} is a file, not a command (it is not executable) or a workload file (.yaml, .yml)"
     return f"command is not an executable file: {program}"
@@ -173,10 +179,7 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
     with what one counted step is worth ('32 samples')."""
     if name is not None and not (isinstance(name, str) and NAME_PATTERN.fullmatch(name)):
         raise WorkloadError(OptionText("{name} {given}: expected letters, digits, '.', '_', '-'", given=shown(name)))
-    for option, value, least in (("warmup_steps", warmup_steps, 0), ("steps", steps, 0)):
-        if not (isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_INT):
-            raise WorkloadError(OptionText("{%s} must be a whole number of steps from %d to %s, got {given!r}"
-                                           % (option, least, MAX_INT_TEXT), given=value))
+    check_steps(warmup_steps, steps)
     count, unit = _unit(unit)
     if count is not None:
         if command.metric_regex is not None:
@@ -188,6 +191,16 @@ def command_workload(command: CommandSpec, *, name: str | None = None, unit: str
                         source=source, kind=None, entry=None, params={}, preset=None, warmup_steps=warmup_steps,
                         steps=steps, unit=unit or ("runs" if command.metric_regex is None else "units"), seed=0,
                         timeout_s=timeout_s, grid=grid, trace=None, command=command.to_dict())
+
+
+def check_steps(warmup_steps: object, steps: object) -> None:
+    """A command's --steps window, as sweep, record and fit take it (each checks it as its options are made) and
+    `command_workload`: `warmup_steps` before it and `steps` in it (0: the command's own end), each a whole number
+    of steps from 0 to MAX_INT (a results file holds no larger)."""
+    for option, value in (("warmup_steps", warmup_steps), ("steps", steps)):
+        if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT):
+            raise OptionError(option, "{%s} must be a whole number of steps from 0 to %s, got {got}"
+                              % (option, MAX_INT_TEXT), got=shown(value))
 
 
 def _unit(text: str | None) -> tuple[float | None, str | None]:

@@ -49,11 +49,11 @@ from ..settings.conf import AllocConf
 from ..units import MAX_INT, MAX_INT_TEXT
 from .builtin import KINDS, entry_path, resolve_factory  # noqa: F401  (resolve_factory: part of this API)
 from .command import check_command, command_workload
-from .spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, NAME_PATTERN, WorkloadSpec
+from .spec import DEFAULT_WARMUP_STEPS, MAX_TIMEOUT_S, NAME_PATTERN, WORKLOAD_SUFFIXES, WorkloadSpec
 
 _TOP_KEYS = ("name", "description", "kind", "entry", "params", "presets", "default_preset", "warmup_steps",
-             "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex", "isolate_cwd",
-             "step_on")
+             "steps", "unit", "seed", "timeout_s", "grid", "trace", "command", "cwd", "env", "metric_regex",
+             "isolate_cwd", "step_on")
 _COMMAND_ONLY = ("cwd", "env", "metric_regex", "isolate_cwd", "step_on")
 _NOT_FOR_COMMANDS = ("kind", "entry", "params", "presets", "default_preset", "seed", "trace")
 # What a preset may set besides params. A trace belongs to the parameters it was recorded with: a preset that
@@ -65,7 +65,7 @@ MAX_NESTING = 32  # levels of lists and mappings in a workload file
 def names_workload(target: list[str]) -> bool:
     """Whether a command line's words name a workload file, not a command to run: one word, '-' (standard input)
     or a name ending in .yaml or .yml in any case (W.YAML too: one missing is then said to be missing)."""
-    return len(target) == 1 and (target[0] == "-" or target[0].lower().endswith((".yaml", ".yml")))
+    return len(target) == 1 and (target[0] == "-" or target[0].lower().endswith(WORKLOAD_SUFFIXES))
 
 
 class _Checker:
@@ -270,7 +270,8 @@ def _presets(c: _Checker, doc: dict, kind: str | None, base: dict) -> dict[str, 
     presets = {}
     for pname, overrides in c.mapping("presets", doc.get("presets") or {}).items():
         key = f"presets.{pname}"
-        c.text(key, pname, NAME_PATTERN, "a preset name of letters, digits, '.', '_', '-' (it names the results folder)")
+        c.text(key, pname, NAME_PATTERN,
+               "a preset name of letters, digits, '.', '_', '-' (it names the results folder)")
         presets[pname] = overrides = {k: c.run_value(f"{key}.{k}", v) if k in _PRESET_RUN_KEYS else v
                                       for k, v in c.mapping(key, overrides or {}).items()}
         params = {k: v for k, v in overrides.items() if k not in _PRESET_RUN_KEYS}

@@ -20,6 +20,7 @@ DEFAULT_WARMUP_STEPS = 2
 DEFAULT_TIMEOUT_S = 600.0       # per-trial time limit when neither the user nor the workload sets one
 MAX_ENTRY_BYTES = 64 * 2**20   # a workload's module, hashed into its identity: far above any Python module
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a trial time limit beyond this is a typo (and inf overflows the wait)
+WORKLOAD_SUFFIXES = (".yaml", ".yml")   # a workload file's name ends so, in any case (lower() it first)
 
 
 def warmup_steps_or_default(given: int | None) -> int:

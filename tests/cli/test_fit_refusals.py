@@ -177,6 +177,7 @@ def test_a_budget_larger_than_the_recording_gpu_is_refused_as_it_would_limit_not
                    "it limits nothing; give --cards for a larger card"
     assert not out.exists()
 
+
 def test_the_options_of_a_commands_runs_are_refused_beside_traces_naming_those_given(tmp_path):
     """A fit of traces records and confirms nothing: --warmup-steps, --steps, --gpu, --timeout and
     --extra-recordings were ignored in silence. Each given is named, its default given too (--warmup-steps 2)."""

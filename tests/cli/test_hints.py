@@ -2,6 +2,7 @@
 option but the simulated folder; without a GPU, a preset that ships a trace is suggested before recording one."""
 from __future__ import annotations
 
+import shlex
 import sys
 
 import pytest
@@ -84,6 +85,21 @@ def test_without_a_trace_the_preset_that_ships_one_is_suggested(tmp_path):
     assert f"preset 'h200' ships one: alloctune sweep {VARLEN} --preset h200" in proc.stderr
     assert f"alloctune record {VARLEN} --preset 24gib -o trace.xz" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_without_a_trace_a_workload_read_from_standard_input_is_recorded_from_it_again(tmp_path):
+    """`sweep -` suggested `alloctune record w ...`, the workload's name, which names no file: the record command it
+    suggests reads standard input again, and run so it goes as far as the GPU it needs."""
+    workload = "name: w\nkind: transformer\nsteps: 4\n"
+    proc = in_process("sweep", "-", "--results", tmp_path / "r", cwd=tmp_path, stdin=workload)
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2 and "with 'alloctune record - -o trace.xz' (with the workload on standard input " \
+        "again), then pass it with --trace trace.xz" in said, said
+    words = shlex.split(said.split("with '")[1].split("'")[0])   # the command quoted
+    assert words[:3] == ["alloctune", "record", "-"], words
+    record = in_process(*words[1:], cwd=tmp_path, stdin=workload)
+    assert record.returncode == 2 and "recording needs a CUDA GPU" in record.stderr, record.stderr
 
 
 @pytest.mark.slow   # each probes the interpreter's torch

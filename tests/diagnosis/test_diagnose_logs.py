@@ -112,6 +112,20 @@ def test_a_log_of_two_ranks_reads_both_names_them_and_details_the_worst(tmp_path
     assert [o.rank for o in d.ooms] == [0, 1] and d.message.rank == 1
 
 
+def test_with_a_snapshot_the_list_of_several_says_the_snapshots_is_detailed_not_the_worst(tmp_path):
+    """A log of two OOMs, a shortage and the snapshot's fragmentation, given with the snapshot: the snapshot's is
+    detailed, and the heading once said the worst was (the shortage)."""
+    frag = ROOT / "tests" / "fixtures" / "oom" / "h200" / "frag"
+    log = tmp_path / "job.log"
+    log.write_text(message("32.00 GiB", total="139.80 GiB", free="1.00 GiB", allocated="130.00 GiB",
+                           unallocated="1.00 GiB") + "retrying\n" + (frag / "oom-rank0.txt").read_text())
+    text = " ".join(run_cli(frag / "oom-rank0.pickle", log).stdout.split())
+    assert "2 OOMs read; the one the snapshot shows is detailed below:" in text and "the worst" not in text, text
+    assert "tried to allocate 32.00 GiB with 130.00 GiB live: shortage -" in text
+    assert "tried to allocate 1.46 GiB with 1.95 GiB live: fragmentation (detailed below)" in text
+    assert "Verdict (fragmentation)" in text
+
+
 def test_the_committed_rank_prefixed_log_names_its_rank():
     d = diagnose(PUBLIC / "v2_x-rank-prefix.txt")
     assert [(o.rank, o.facts.gpu) for o in d.ooms] == [(4, 4)] and d.message.rank == 4

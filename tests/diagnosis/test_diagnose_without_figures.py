@@ -68,7 +68,8 @@ def test_a_long_logs_oom_before_the_part_read_is_not_called_absent(tmp_path, mon
     steps = "".join(f"step {i} loss 0.5\n" for i in range(60_000))   # about 1 MiB
     log = tmp_path / "job.log"
     log.write_text(ALLOCATORS + steps)
-    with pytest.raises(DiagnoseError, match="no CUDA out-of-memory message in its last 256.00 KiB, all that is read"):
+    with pytest.raises(DiagnoseError, match=r"holds, in its last 256.00 KiB \(all that is read of a long log\), no "
+                                            "CUDA out-of-memory message"):
         diagnose(log)
     log.write_text(steps + ALLOCATORS)
     assert diagnose(log).message.requested == 2 * 2**30

@@ -109,7 +109,8 @@ def test_a_shortage_at_the_limit_says_the_request_came_within_the_limit_not_that
                               this_process=3 * GiB, precision=5 * MiB))
     assert (at_limit.cause, at_limit.sure, at_limit.numbers["shortfall"]) == (Cause.SHORTAGE, False, 0)
     said = " ".join([at_limit.summary, *at_limit.next_steps])
-    assert "within 10.00 MiB of all this process could have" in at_limit.summary   # 2 MiB cached + 40 free - 32
+    # 2 MiB cached + 40 free - 32
+    assert "within 10.00 MiB of all PyTorch could have (its cache + what was free)" in at_limit.summary
     assert "do not fit" not in said and "themselves do not fit" not in said
     short = judge(OomFacts(8 * GiB, 130 * GiB, 131 * GiB, device_free=2 * GiB, device_total=134 * GiB,
                            this_process=132 * GiB))

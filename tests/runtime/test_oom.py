@@ -3,7 +3,6 @@ torch's checks print them), torch's own exception class, cuDNN's likely OOM, and
 rule as each user of it applies it: `dump_on_oom`'s excepthook, a command trial whose process dies of an uncaught
 OOM (the start-up hook's excepthook, then the trial's verdict), and diagnose, which reads logs by the same words."""
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -129,13 +128,11 @@ def test_a_command_that_dies_of_an_uncaught_oom_is_an_oom_trial(raised, message)
         assert (record.state, record.error) == (TrialState.OOM, message)
 
 
-def test_the_words_are_found_in_any_case_in_a_log_of_the_size_diagnose_reads_within_seconds():
+def test_the_words_are_found_in_any_case_in_a_log_of_the_size_diagnose_reads():
     """Each word as the text writes it, in any case, also after U+0130 (the one character whose lower case is two);
-    and over the 64 MiB diagnose reads of a log, searched twice (its two readings), in seconds: a case-insensitive
-    pattern of the many words took 20 s."""
+    and none in the 64 MiB diagnose reads of a log, searched twice (its two readings; its time is
+    benchmarks/diagnose_speed.py's: a case-insensitive pattern of the many words took 20 s)."""
     assert outside_error(["\u0130 x cuda ERROR: Out Of Memory y"]) == "cuda ERROR: Out Of Memory"
     assert oom_line("ok\n\u0130\u0130 torch.outofmemoryerror: ...\nok") == "\u0130\u0130 torch.outofmemoryerror: ..."
     log = "step 1 loss 2.3 lr 1e-05 tokens/s 12345 Memory Allocated 61.2 GiB\n" * (2**26 // 64)
-    started = time.monotonic()
     assert outside_error([log, log]) is None and likely_error([log, log]) is None
-    assert time.monotonic() - started < 6

@@ -196,6 +196,16 @@ def test_report_of_a_folder_of_results_passes_one_without_trials_by_in_a_line(tm
      "unit 32 samples: a count per step applies to the steps alloctune counts; metric_regex reads the throughput "
      "from the output"),
     (lambda: alloctune.sweep(["python3", "x.py"], metric_regex=5), "metric_regex: expected a str, got 5"),
+    # a WorkloadSpec (here a command's) gives its own: it was said to be a workload file, and preset was ignored
+    (lambda: alloctune.sweep(command_workload(check_command([sys.executable])), steps=5),
+     "steps applies where a WorkloadSpec is made (load_workload's preset, command_workload's arguments); the "
+     "WorkloadSpec given has its own"),
+    (lambda: alloctune.sweep(command_workload(check_command([sys.executable])), preset="nope"),
+     "preset applies where a WorkloadSpec is made (load_workload's preset, command_workload's arguments); the "
+     "WorkloadSpec given has its own"),
+    (lambda: alloctune.sweep(["python3", "x.py"], cwd=""), "cwd must be a non-empty path, got ''"),
+    (lambda: alloctune.sweep([sys.executable], cwd=Path("/no/such/folder")),
+     "cwd: expected an existing folder, got PosixPath('/no/such/folder')"),
     (lambda: alloctune.sweep(["python3", "x.py"], isolate_cwd="yes"), "isolate_cwd: expected True or False, got 'yes'"),
 ])
 def test_a_wrong_command_is_refused_in_one_line(call, message, tmp_path, monkeypatch):
@@ -208,7 +218,7 @@ def test_a_wrong_command_is_refused_in_one_line(call, message, tmp_path, monkeyp
 
 def test_the_command_line_and_sweep_make_one_workload_of_a_command_and_its_options(tmp_path, monkeypatch):
     """`sweep -- COMMAND` with each option of a command, and `alloctune.sweep()` given the same as keywords: one
-    WorkloadSpec (the API makes both), stopped where the sweep would plan its trials."""
+    WorkloadSpec (the API makes both; its cwd a str or a Path), stopped where the sweep would plan its trials."""
     made = []
 
     def plan(spec, *_):
@@ -226,8 +236,10 @@ def test_the_command_line_and_sweep_make_one_workload_of_a_command_and_its_optio
     monkeypatch.chdir(tmp_path)
     with pytest.raises(AlloctuneError, match="planned"):
         alloctune.sweep([sys.executable, "job.py"], **given)
-    line, api = made
-    assert line == api
+    with pytest.raises(AlloctuneError, match="planned"):   # cwd as a Path: it was said not to be a folder
+        alloctune.sweep([sys.executable, "job.py"], **dict(given, cwd=tmp_path))
+    line, api, path = made
+    assert line == api == path
     assert (api.name, api.unit, api.warmup_steps, api.steps, api.timeout_s) == ("mine", "tokens", 3, 7, 60.0)
     assert api.command == dict(api.command, argv=[sys.executable, str(tmp_path / "job.py")], cwd=str(tmp_path),
                                metric_regex=given["metric_regex"], isolate_cwd=True, step_on="forward")

@@ -27,7 +27,9 @@ VARLEN = ROOT / "workloads" / "transformer-varlen.yaml"
     (dict(repeats=0), "repeats", "repeats must be 'confirm', 'auto' or a whole number from 1 to 1000, got 0"),
     (dict(repeats="5"), "repeats", "repeats must be 'confirm', 'auto' or a whole number from 1 to 1000, got '5'"),
     (dict(max_repeats=1), "max_repeats", "max_repeats must be a whole number from 3 to 1000, got 1"),
-    (dict(time_budget_s=0), "time_budget_s", "time_budget_s must be positive, got 0"),
+    (dict(time_budget_s=0), "time_budget_s", "time_budget_s must be a positive, finite number of seconds, got 0"),
+    (dict(time_budget_s=float("inf")), "time_budget_s",   # it said only 'must be positive' of inf
+     "time_budget_s must be a positive, finite number of seconds, got inf"),
     (dict(max_slowdown=1.0), "max_slowdown", "max_slowdown must be a fraction in [0, 1) such as 0.02, got 1.0"),
     (dict(timeout_s=float("inf")), "timeout_s", "timeout_s must be a positive number of seconds, at most 604800, "
                                                 "got inf"),
@@ -59,7 +61,7 @@ def test_the_cli_names_the_flag_instead():
     assert flagged(caught.value, FLAGS) == "--max-repeats must be a whole number from 3 to 1000, got 1"
     with pytest.raises(OptionError) as caught:
         SweepOptions(repeats=2, max_repeats=1, time_budget_s=-1.0)   # fixed repeats: no cap on rounds to check
-    assert flagged(caught.value, FLAGS) == "--time-budget must be positive, got -1.0"
+    assert flagged(caught.value, FLAGS) == "--time-budget must be a positive, finite number of seconds, got -1.0"
 
 
 def test_options_are_held_as_given_types_and_tuples():

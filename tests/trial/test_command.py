@@ -16,6 +16,7 @@ import pytest
 from folders import make_folder
 from pids import running
 
+import alloctune
 from alloctune.errors import AlloctuneError, WorkloadError
 from alloctune.results.records import Measurement, TrialRecord, TrialState
 from alloctune.settings.conf import AllocConf
@@ -74,8 +75,14 @@ def test_a_file_that_is_no_program_is_said_to_be_a_file_and_any_yaml_name_is_a_w
     (tmp_path / "data.txt").write_text("steps: 3\n")
     (tmp_path / "run.sh").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "run.sh").chmod(0o755)
+    (tmp_path / "w.yaml").write_text("name: w\nkind: transformer\nsteps: 4\n")
     no_program = "is a file, not a command (it is not executable) or a workload file (.yaml, .yml)"
+    # among a command's words, a workload file is said to be one (it was said to be none)
+    workload = ("w.yaml is a workload file, not a command: sweep or record it by its path alone "
+                "(`alloctune sweep w.yaml`; from Python, `sweep('w.yaml')`)")
     said = {("sweep", "data.txt"): f"data.txt {no_program}",
+            ("sweep", "w.yaml", "extra"): workload,
+            ("record", "-o", "t.pickle", "w.yaml", "extra"): workload,
             ("sweep", "--", "./data.txt", "x"): f"./data.txt {no_program}",
             ("sweep", "--", "run.sh"): "command not found: run.sh (not on PATH; ./run.sh runs the file here)",
             ("sweep", "typo.YAML"): "typo.YAML: cannot read workload file: No such file or directory",
@@ -84,6 +91,9 @@ def test_a_file_that_is_no_program_is_said_to_be_a_file_and_any_yaml_name_is_a_w
     for args, message in said.items():
         done = _cli(*args, cwd=tmp_path)
         assert done.returncode == 2 and done.stderr == f"alloctune: error: {message}\n", (args, done.stderr)
+    with pytest.raises(WorkloadError) as refused:
+        alloctune.sweep(["w.yaml"], cwd=tmp_path)
+    assert str(refused.value) == workload
 
 
 def test_a_command_that_never_uses_cuda_has_nothing_to_measure():

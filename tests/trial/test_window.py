@@ -325,8 +325,13 @@ def _cli(*args, cwd):
     (["sweep", "--steps", "5", "w.yaml"], "--steps applies to '-- COMMAND'; a workload file gives its own"),
     (["record", "-o", "t.pickle", "--steps", "5", "w.yaml"],
      "--steps applies to '-- COMMAND'; a workload file says its steps itself"),
+    # one rule for the window of sweep, record and fit (record took 2**70, and each said it in its own words)
     (["record", "-o", "t.pickle", "--steps", "5", "--warmup-steps", "-2", "--", sys.executable, "-c", "pass"],
-     "--warmup-steps must be a whole number of steps >= 0, got -2"),
+     "--warmup-steps must be a whole number of steps from 0 to 2**63 - 1, got -2"),
+    (["record", "-o", "t.pickle", "--warmup-steps", str(2**70), "--", sys.executable, "-c", "pass"],
+     f"--warmup-steps must be a whole number of steps from 0 to 2**63 - 1, got {2**70}"),
+    (["fit", "--param", "batch=8,16", "--warmup-steps", "-1", "--", sys.executable, "-c", "pass"],
+     "--warmup-steps must be a whole number of steps from 0 to 2**63 - 1, got -1"),
 ])
 def test_bad_window_and_step_options_are_one_line_and_exit_2(tmp_path, args, message):
     done = _cli(*args, cwd=tmp_path)
