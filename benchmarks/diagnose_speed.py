@@ -4,8 +4,8 @@ searches it runs over a log's text: for the parts near an OOM's words, and for r
     python benchmarks/diagnose_speed.py [--ooms 20000] [--mib 64] [--rounds 3]
 
 The log of OOMs is what a job that catches its OOMs and runs on (fairseq) writes: --ooms messages of torch 1.x's
-layout, each with its own request, between progress lines; each is read, judged, and repeats dropped (once
-quadratic: hours for 20,000). The word searches run over a log of --mib MiB that holds no OOM (64: the most
+layout, each with its own request, between progress lines; each is read, judged, and repeats dropped (that
+was once quadratic in the OOMs read). The word searches run over a log of --mib MiB that holds no OOM (64: the most
 diagnose reads of a log, `sources.LOG_TAIL_BYTES`): `excerpt`, which keeps the parts near an OOM's words, then
 `outside_error` and `likely_error` over two readings of the whole (a case-insensitive pattern of the many words took
 20 s). Each figure runs --rounds times: the median and the range are printed, with the load average before and

@@ -119,7 +119,6 @@ def set_field(options: object, name: str, value: object) -> None:
     object.__setattr__(options, name, value)
 
 
-
 def device_index(device: object) -> None:
     """A CUDA device index (0, 1, ...) or None."""
     if device is not None and (isinstance(device, bool) or not isinstance(device, int) or device < 0):
